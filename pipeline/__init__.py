@@ -1,0 +1,53 @@
+"""streamfold's data model and runtime: chunk, segment and invocation types, composition, fan-out, CLI."""
+
+from pipeline.errors import (
+    ConfigurationError,
+    ConverterError,
+    ProviderError,
+    StreamDecodeError,
+    StreamfoldError,
+    SubscriberError,
+)
+from pipeline.models import (
+    ArgumentDelta,
+    ArgumentError,
+    ArgumentEvent,
+    ArgumentValue,
+    ChunkResponse,
+    JSONPath,
+    PipelineEvent,
+    ResponseEnd,
+    SegmentEvent,
+    SegmentEventType,
+    SegmentType,
+    TokenUsage,
+    ToolCallDelta,
+    ToolCallError,
+    ToolCallKind,
+    ToolInvocation,
+)
+
+__all__ = [
+    "ArgumentDelta",
+    "ArgumentError",
+    "ArgumentEvent",
+    "ArgumentValue",
+    "ChunkResponse",
+    "ConfigurationError",
+    "ConverterError",
+    "JSONPath",
+    "PipelineEvent",
+    "ProviderError",
+    "ResponseEnd",
+    "SegmentEvent",
+    "SegmentEventType",
+    "SegmentType",
+    "StreamDecodeError",
+    "StreamfoldError",
+    "SubscriberError",
+    "TokenUsage",
+    "ToolCallDelta",
+    "ToolCallError",
+    "ToolCallKind",
+    "ToolInvocation",
+]

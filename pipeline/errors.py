@@ -1,0 +1,76 @@
+"""The exceptions streamfold raises.
+
+::
+
+    StreamfoldError
+    ├── ProviderError        the provider reported an error in the stream (an in-band error event)
+    ├── StreamDecodeError    the bytes or events could not be decoded (not UTF-8, bad JSON, bad framing)
+    ├── ConverterError       a provider event does not have the shape its wire format promises
+    ├── ConfigurationError   an unknown provider, tool format or option (e.g. the legacy parser ``native``)
+    └── SubscriberError      a hub subscriber was cut off (its buffer overflowed under ``disconnect``)
+
+Every message says what went wrong and where (event number, byte or character offset).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "ConfigurationError",
+    "ConverterError",
+    "ProviderError",
+    "StreamDecodeError",
+    "StreamfoldError",
+    "SubscriberError",
+]
+
+
+class StreamfoldError(Exception):
+    """Base class of every error streamfold raises."""
+
+
+class ProviderError(StreamfoldError):
+    """An error the provider sent in the middle of the stream (``event: error``, ``{"type": "error"}``).
+
+    ``kind`` is the provider's error type or code, ``payload`` the error event as received.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str | None = None,
+        status: int | None = None,
+        payload: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.status = status
+        self.payload = dict(payload) if payload is not None else {}
+
+
+class StreamDecodeError(StreamfoldError):
+    """Bytes or events that cannot be decoded; ``offset`` is where, in bytes or events of the stream."""
+
+    def __init__(self, message: str, *, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+class ConverterError(StreamfoldError):
+    """A provider event that does not fit its wire format; ``event_number`` counts from 0."""
+
+    def __init__(self, message: str, *, event_number: int | None = None) -> None:
+        super().__init__(message)
+        self.event_number = event_number
+
+
+class ConfigurationError(StreamfoldError, ValueError):
+    """An option streamfold does not know."""
+
+
+class SubscriberError(StreamfoldError):
+    """A hub subscriber was disconnected because it fell behind under the ``disconnect`` policy."""

@@ -1,0 +1,271 @@
+"""The data model: what flows between the stages.
+
+Hot-path types are frozen ``msgspec.Struct``s: about ten times cheaper to build than a frozen dataclass and
+a hundred times cheaper than a pydantic model, with the same immutability and equality. pydantic is kept
+for the boundaries (tool schemas, validation of untrusted input).
+
+The flow::
+
+    provider events ─▶ ChunkResponse (with ToolCallDelta) ─▶ SegmentEvent ─▶ ToolInvocation, ResponseEnd
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+__all__ = [
+    "ArgumentDelta",
+    "ArgumentError",
+    "ArgumentEvent",
+    "ArgumentValue",
+    "ChunkResponse",
+    "JSONPath",
+    "PipelineEvent",
+    "ResponseEnd",
+    "SegmentEvent",
+    "SegmentEventType",
+    "SegmentType",
+    "TokenUsage",
+    "ToolCallDelta",
+    "ToolCallError",
+    "ToolCallKind",
+    "ToolInvocation",
+]
+
+JSONPath: TypeAlias = tuple[str | int, ...]
+"""Keys and array indexes from the root of a tool call's arguments to a value; ``()`` is the root."""
+
+ToolCallKind: TypeAlias = Literal["function", "custom", "server"]
+"""``function``: JSON arguments, executed by the client. ``custom``: free-text input (OpenAI custom tools),
+folded as ``{"input": text}``. ``server``: executed by the provider itself (Anthropic server tools, MCP)."""
+
+
+class TokenUsage(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """Token counts of a response. A later usage in the stream replaces an earlier one."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int | None = None
+    """Prompt tokens read from a cache (OpenAI ``cached_tokens``, Anthropic ``cache_read_input_tokens``)."""
+    cache_creation_tokens: int | None = None
+    """Prompt tokens written to a cache (Anthropic ``cache_creation_input_tokens``)."""
+    reasoning_tokens: int | None = None
+    """Completion tokens spent on reasoning, where the provider reports them."""
+
+    def to_dict(self) -> dict[str, int]:
+        return {key: value for key, value in msgspec.structs.asdict(self).items() if value is not None}
+
+
+class ArgumentDelta(msgspec.Struct, frozen=True, gc=False):
+    """Decoded text appended to the string value at ``path`` while it streams."""
+
+    path: JSONPath
+    delta: str
+
+
+class ArgumentValue(msgspec.Struct, frozen=True, gc=False):
+    """The value at ``path`` is complete. ``path == ()`` is the whole arguments value."""
+
+    path: JSONPath
+    value: Any
+
+
+class ArgumentError(msgspec.Struct, frozen=True, gc=False):
+    """The arguments text cannot be parsed (or is cut off, or too large); parsing of this call stops.
+
+    ``kind`` is ``invalid_json``, ``truncated`` or ``too_large``; ``offset`` counts characters of the
+    arguments text from its start.
+    """
+
+    kind: str
+    message: str
+    offset: int
+
+
+ArgumentEvent: TypeAlias = ArgumentDelta | ArgumentValue | ArgumentError
+
+
+class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
+    """A provider-agnostic piece of one tool call.
+
+    ``index`` is the call's position in this response (0, 1, ...), whatever the provider numbered it;
+    ``call_id`` and ``name`` arrive at least once per call (converters generate missing ids);
+    ``arguments_delta`` is the next piece of the arguments text (JSON for ``function`` and ``server``
+    calls, free text for ``custom``). ``finished`` says the provider declared the call complete: no more
+    deltas follow for this index. ``argument_events`` is filled by :func:`operators.split_arguments`
+    with what this delta completed or streamed.
+    """
+
+    index: int
+    call_id: str | None = None
+    name: str | None = None
+    arguments_delta: str | None = None
+    finished: bool = False
+    kind: ToolCallKind = "function"
+    signature: str | None = None
+    """Opaque reasoning signature bound to this call (Gemini ``thoughtSignature``), for multi-turn use."""
+    argument_events: tuple[ArgumentEvent, ...] = ()
+
+
+class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """One normalised piece of a streaming response (the seeds' transport container, extended).
+
+    Fields left at their defaults carry nothing. ``is_complete`` marks the last chunk of a response.
+    """
+
+    content: str = ""
+    reasoning: str | None = None
+    is_complete: bool = False
+    usage: TokenUsage | None = None
+    image_urls: list[str] = []
+    audio_urls: list[str] = []
+    video_urls: list[str] = []
+    tool_calls: list[ToolCallDelta] | None = None
+    finish_reason: str | None = None
+    """Normalised to OpenAI's words: ``stop``, ``length``, ``tool_calls``, ``content_filter``, or the
+    provider's own word where none of these fits. The provider's word is in ``metadata['stop_reason']``."""
+    refusal: str | None = None
+    """Text of a refusal (OpenAI ``delta.refusal``); it streams like content."""
+    reasoning_signature: str | None = None
+    """Signature of the reasoning so far (Anthropic ``signature_delta``, Gemini ``thoughtSignature``)."""
+    encrypted_reasoning: str | None = None
+    """Opaque reasoning to send back next turn (OpenAI ``encrypted_content``, Anthropic redacted thinking)."""
+    metadata: Mapping[str, Any] | None = None
+    """Response-level facts as they become known: ``id``, ``model``, ``created``, ``system_fingerprint``,
+    ``stop_reason``, ... A later mapping adds to (and overrides) an earlier one."""
+
+
+class SegmentType(enum.StrEnum):
+    TEXT = "text"
+    REASONING = "reasoning"
+    TOOL_CALL = "tool_call"
+    WRITE_FILE = "write_file"
+    PATCH_FILE = "patch_file"
+
+
+class SegmentEventType(enum.StrEnum):
+    START = "SEGMENT_START"
+    CONTENT = "SEGMENT_CONTENT"
+    ARGUMENT = "SEGMENT_ARGUMENT"
+    END = "SEGMENT_END"
+
+
+class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
+    """One event of a segment's life: START, CONTENT (``payload['delta']``), ARGUMENT, END.
+
+    The payload is the wire format of DESIGN.md; see :meth:`to_dict`.
+    """
+
+    event_type: SegmentEventType
+    segment_id: str
+    segment_type: SegmentType | None = None
+    payload: dict[str, Any] = {}
+
+    @classmethod
+    def start(
+        cls, segment_id: str, segment_type: SegmentType, metadata: Mapping[str, Any] | None = None
+    ) -> SegmentEvent:
+        payload = {"metadata": dict(metadata)} if metadata else {}
+        return cls(SegmentEventType.START, segment_id, segment_type, payload)
+
+    @classmethod
+    def content(cls, segment_id: str, delta: str) -> SegmentEvent:
+        return cls(SegmentEventType.CONTENT, segment_id, None, {"delta": delta})
+
+    @classmethod
+    def argument_delta(cls, segment_id: str, path: JSONPath, delta: str) -> SegmentEvent:
+        return cls(SegmentEventType.ARGUMENT, segment_id, None, {"path": list(path), "delta": delta})
+
+    @classmethod
+    def argument_value(cls, segment_id: str, path: JSONPath, value: Any) -> SegmentEvent:
+        return cls(SegmentEventType.ARGUMENT, segment_id, None, {"path": list(path), "value": value})
+
+    @classmethod
+    def end(cls, segment_id: str, metadata: Mapping[str, Any] | None = None) -> SegmentEvent:
+        payload = {"metadata": dict(metadata)} if metadata else {}
+        return cls(SegmentEventType.END, segment_id, None, payload)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = self.payload.get("metadata", {})
+        return metadata
+
+    def to_dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"type": self.event_type.value, "segment_id": self.segment_id}
+        if self.event_type is SegmentEventType.START:
+            result["segment_type"] = self.segment_type.value if self.segment_type else None
+        result["payload"] = self.payload
+        return result
+
+
+class ToolCallError(msgspec.Struct, frozen=True, gc=False):
+    """Why a call's arguments could not be folded. ``raw`` is the arguments text as received."""
+
+    kind: str
+    message: str
+    raw: str = ""
+    offset: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"kind": self.kind, "message": self.message, "raw": self.raw}
+        if self.offset is not None:
+            result["offset"] = self.offset
+        return result
+
+
+class ToolInvocation(msgspec.Struct, frozen=True, gc=False):
+    """A finished tool call, ready to execute: exactly one per call, ``id`` = segment id = provider id.
+
+    When the arguments could not be parsed, ``arguments`` holds what was complete and ``error`` says why;
+    never a silent ``{}``.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    error: ToolCallError | None = None
+    provider_executed: bool = False
+    """The provider ran this tool itself (Anthropic server tools, MCP); the client must not."""
+    signature: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "type": "TOOL_INVOCATION",
+            "id": self.id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "error": self.error.to_dict() if self.error else None,
+        }
+        if self.provider_executed:
+            result["provider_executed"] = True
+        return result
+
+
+class ResponseEnd(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """The last item of a response's event stream: how it ended and what it cost."""
+
+    finish_reason: str | None = None
+    usage: TokenUsage | None = None
+    metadata: Mapping[str, Any] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "RESPONSE_END",
+            "finish_reason": self.finish_reason,
+            "usage": self.usage.to_dict() if self.usage else None,
+            "metadata": dict(self.metadata),
+        }
+
+
+PipelineEvent: TypeAlias = SegmentEvent | ToolInvocation | ResponseEnd
+"""What the full pipeline yields: segment events, each invocation right after its segment's END, and one
+:class:`ResponseEnd` last."""
