@@ -1,0 +1,114 @@
+"""The invocation folder: segment events in, the same events out with a :class:`ToolInvocation` right after
+the END of each tool segment.
+
+Exactly one invocation per call; its ``id`` is the segment id, which is the provider's call id. Arguments
+that could not be parsed give an invocation carrying the error and the raw text, never a silent ``{}``.
+With ``tools``, the arguments are also validated against each tool's pydantic model or JSON-schema'd
+type; a failed validation is an ``invalid_arguments`` error on the invocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from typing import Any, TypeAlias
+
+import msgspec
+import pydantic
+from aiostream import pipable_operator
+
+from pipeline._driver import drive
+from pipeline.models import (
+    ResponseEnd,
+    SegmentEvent,
+    SegmentEventType,
+    SegmentType,
+    ToolCallError,
+    ToolInvocation,
+)
+
+__all__ = ["InvocationFolder", "ToolSchemas", "fold_invocations"]
+
+ToolSchemas: TypeAlias = Mapping[str, type[pydantic.BaseModel] | pydantic.TypeAdapter[Any]]
+"""Tool name -> the pydantic model (or ``TypeAdapter``) its arguments must validate against."""
+
+_TOOL_SEGMENTS = frozenset({SegmentType.TOOL_CALL, SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
+
+
+class InvocationFolder:
+    """Sans-IO core of :func:`fold_invocations`.
+
+    ``feed`` returns the event itself, followed by the invocation it completes, if any. ``invocations``
+    lists every invocation folded so far (the seeds' ``get_all_invocations``).
+    """
+
+    def __init__(self, *, tools: ToolSchemas | None = None) -> None:
+        self._adapters = {name: _adapter(schema) for name, schema in (tools or {}).items()}
+        self._tool_segments: dict[str, dict[str, Any]] = {}
+        self._folded: set[str] = set()
+        self.invocations: list[ToolInvocation] = []
+
+    def feed(self, event: SegmentEvent | ResponseEnd) -> list[SegmentEvent | ToolInvocation | ResponseEnd]:
+        if not isinstance(event, SegmentEvent):
+            return [event]
+        if event.event_type is SegmentEventType.START:
+            if event.segment_type in _TOOL_SEGMENTS:
+                self._tool_segments[event.segment_id] = event.metadata
+            return [event]
+        if event.event_type is SegmentEventType.END:
+            start_metadata = self._tool_segments.pop(event.segment_id, None)
+            if start_metadata is not None and event.segment_id not in self._folded:
+                self._folded.add(event.segment_id)
+                invocation = self._fold(event.segment_id, start_metadata, event.metadata)
+                self.invocations.append(invocation)
+                return [event, invocation]
+        return [event]
+
+    def finish(self) -> list[SegmentEvent | ToolInvocation | ResponseEnd]:
+        return []
+
+    def _fold(self, call_id: str, start: Mapping[str, Any], end: Mapping[str, Any]) -> ToolInvocation:
+        name = str(end.get("tool_name") or start.get("tool_name") or "")
+        arguments = end.get("arguments")
+        if not isinstance(arguments, dict):
+            arguments = {}
+        error_fields = end.get("error")
+        error = (
+            ToolCallError(
+                str(error_fields["kind"]),
+                str(error_fields["message"]),
+                str(error_fields.get("raw", "")),
+                error_fields.get("offset"),
+            )
+            if error_fields
+            else None
+        )
+        if error is None and (adapter := self._adapters.get(name)) is not None:
+            error = _validate(adapter, arguments)
+        return ToolInvocation(
+            call_id,
+            name,
+            arguments,
+            error,
+            provider_executed=bool(start.get("provider_executed") or end.get("provider_executed")),
+            signature=end.get("signature"),
+        )
+
+
+def _adapter(schema: type[pydantic.BaseModel] | pydantic.TypeAdapter[Any]) -> pydantic.TypeAdapter[Any]:
+    return schema if isinstance(schema, pydantic.TypeAdapter) else pydantic.TypeAdapter(schema)
+
+
+def _validate(adapter: pydantic.TypeAdapter[Any], arguments: dict[str, Any]) -> ToolCallError | None:
+    try:
+        adapter.validate_python(arguments)
+    except pydantic.ValidationError as exc:
+        return ToolCallError("invalid_arguments", str(exc), msgspec.json.encode(arguments).decode())
+    return None
+
+
+@pipable_operator
+def fold_invocations(
+    source: AsyncIterable[SegmentEvent | ResponseEnd], *, tools: ToolSchemas | None = None
+) -> AsyncIterator[SegmentEvent | ToolInvocation | ResponseEnd]:
+    """Pass segment events through and yield each :class:`ToolInvocation` right after its segment's END."""
+    return drive(source, InvocationFolder(tools=tools))

@@ -1,0 +1,365 @@
+"""The segment emitter: chunks (after :func:`operators.split_arguments`) to :class:`SegmentEvent`\\ s.
+
+A segment is one run of text, reasoning, a tool call, or a file written or patched by a tool call::
+
+    ChunkResponse(reasoning="Let me")      SEGMENT_START reasoning r0, SEGMENT_CONTENT r0 "Let me"
+    ChunkResponse(content="Sure.")         SEGMENT_END r0, SEGMENT_START text t1, SEGMENT_CONTENT t1 "Sure."
+    ToolCallDelta(0, "call_1", "get_weather", '{"city": "Pa')
+                                           SEGMENT_END t1, SEGMENT_START tool_call call_1,
+                                           SEGMENT_CONTENT call_1 '{"city": "Pa',
+                                           SEGMENT_ARGUMENT ["city"] +"Pa"
+    ToolCallDelta(0, arguments_delta='ris"}')
+                                           SEGMENT_CONTENT '...', SEGMENT_ARGUMENT ["city"] +"ris",
+                                           SEGMENT_ARGUMENT ["city"] = "Paris", SEGMENT_END call_1 {arguments}
+
+A tool segment ends as soon as its arguments are complete (the root JSON value closed) or the provider
+says the call is finished, whichever comes first: that is the earliest moment the call can be folded.
+File tools (``write_file`` streams ``content``, ``patch_file`` streams ``patch``; see
+:class:`FileTool`) become file segments whose CONTENT is the decoded file text; their ``path`` is
+reported with an ARGUMENT event as soon as it is complete, before or after the content.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from aiostream import pipable_operator, streamcontext
+
+from pipeline.models import (
+    ArgumentDelta,
+    ArgumentError,
+    ArgumentValue,
+    ChunkResponse,
+    ResponseEnd,
+    SegmentEvent,
+    SegmentType,
+    TokenUsage,
+    ToolCallDelta,
+    ToolCallError,
+)
+
+__all__ = [
+    "DEFAULT_FILE_TOOLS",
+    "FileTool",
+    "SegmentEmitter",
+    "SegmentIdFactory",
+    "emit_segments",
+]
+
+SegmentIdFactory = Callable[[SegmentType], str]
+"""Makes the id of a text or reasoning segment (tool segments take the call id)."""
+
+
+class FileTool(msgspec.Struct, frozen=True):
+    """A tool whose calls stream a file: ``content_key`` is streamed as the segment's CONTENT."""
+
+    segment_type: SegmentType
+    content_key: str
+    path_key: str = "path"
+
+
+DEFAULT_FILE_TOOLS: Mapping[str, FileTool] = {
+    "write_file": FileTool(SegmentType.WRITE_FILE, "content"),
+    "patch_file": FileTool(SegmentType.PATCH_FILE, "patch"),
+}
+
+
+def _random_segment_id(segment_type: SegmentType) -> str:
+    return f"{segment_type.value}_{uuid.uuid4().hex[:16]}"
+
+
+@dataclass(slots=True)
+class _Call:
+    """What the emitter knows of one tool call while its segment is open."""
+
+    index: int
+    segment_id: str | None = None
+    name: str | None = None
+    kind: str = "function"
+    signature: str | None = None
+    file_tool: FileTool | None = None
+    raw: list[str] = field(default_factory=list)
+    arguments: Any = None
+    complete: bool = False
+    error: ArgumentError | None = None
+    parsed_by_splitter: bool = False
+    path: str | None = None
+    started: bool = False
+    ended: bool = False
+    waiting: list[ToolCallDelta] = field(default_factory=list)
+
+
+class SegmentEmitter:
+    """Sans-IO core of :func:`emit_segments`: ``feed(chunk)`` and ``finish()`` return events.
+
+    Args:
+        file_tools: tool name -> :class:`FileTool`; defaults to ``write_file`` and ``patch_file``.
+        segment_ids: makes text and reasoning segment ids; defaults to ``"text_" + 16 random hex``.
+        call_ids: makes the id of a tool call that arrives without one (converters normally give one).
+    """
+
+    def __init__(
+        self,
+        *,
+        file_tools: Mapping[str, FileTool] | None = None,
+        segment_ids: SegmentIdFactory | None = None,
+        call_ids: Callable[[int], str] | None = None,
+    ) -> None:
+        self._file_tools = DEFAULT_FILE_TOOLS if file_tools is None else file_tools
+        self._segment_ids = segment_ids or _random_segment_id
+        self._call_ids = call_ids or (lambda index: f"call_{uuid.uuid4().hex[:24]}")
+        self._open_run: SegmentType | None = None
+        self._open_run_id = ""
+        self._open_run_refusal = False
+        self._run_metadata: dict[str, Any] = {}
+        self._calls: dict[int, _Call] = {}
+        self._finish_reason: str | None = None
+        self._usage: TokenUsage | None = None
+        self._metadata: dict[str, Any] = {}
+        self._finished = False
+
+    def feed(self, chunk: ChunkResponse) -> list[SegmentEvent | ResponseEnd]:
+        events: list[SegmentEvent | ResponseEnd] = []
+        if chunk.reasoning:
+            self._run(events, SegmentType.REASONING, chunk.reasoning)
+        if chunk.reasoning_signature is not None:
+            self._reasoning_metadata(events, "signature", chunk.reasoning_signature)
+        if chunk.encrypted_reasoning is not None:
+            self._reasoning_metadata(events, "encrypted_content", chunk.encrypted_reasoning)
+        if chunk.content:
+            self._run(events, SegmentType.TEXT, chunk.content)
+        if chunk.refusal:
+            self._run(events, SegmentType.TEXT, chunk.refusal, refusal=True)
+        if chunk.tool_calls:
+            for delta in chunk.tool_calls:
+                self._tool_delta(events, delta)
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        if chunk.finish_reason is not None:
+            self._finish_reason = chunk.finish_reason
+        if chunk.metadata:
+            self._metadata.update(chunk.metadata)
+        return events
+
+    def finish(self) -> list[SegmentEvent | ResponseEnd]:
+        """Close every open segment (an unfinished tool call is ``truncated``), then :class:`ResponseEnd`."""
+        if self._finished:
+            return []
+        self._finished = True
+        events: list[SegmentEvent | ResponseEnd] = []
+        self._close_run(events)
+        for call in self._calls.values():
+            if not call.started:
+                self._start_with_waiting(events, call)
+            if not call.ended:
+                self._end_call(events, call)
+        events.append(
+            ResponseEnd(finish_reason=self._finish_reason, usage=self._usage, metadata=self._metadata)
+        )
+        return events
+
+    def abort(self, exc: BaseException) -> list[SegmentEvent]:
+        """The source failed: close open segments, tool calls with an ``interrupted`` error naming ``exc``."""
+        if self._finished:
+            return []
+        self._finished = True
+        events: list[SegmentEvent | ResponseEnd] = []
+        self._close_run(events)
+        for call in self._calls.values():
+            if not call.started:
+                self._start_with_waiting(events, call)
+            if not call.ended:
+                message = f"the stream failed before the call was complete: {type(exc).__name__}: {exc}"
+                self._end_call(events, call, interrupted=message)
+        return [event for event in events if isinstance(event, SegmentEvent)]
+
+    # text and reasoning runs
+
+    def _run(
+        self, events: list[SegmentEvent | ResponseEnd], kind: SegmentType, text: str, *, refusal: bool = False
+    ) -> None:
+        if self._open_run is not kind or self._open_run_refusal != refusal:
+            self._close_run(events)
+            self._open_run, self._open_run_refusal = kind, refusal
+            self._open_run_id = self._segment_ids(kind)
+            events.append(SegmentEvent.start(self._open_run_id, kind, {"refusal": True} if refusal else None))
+        events.append(SegmentEvent.content(self._open_run_id, text))
+
+    def _close_run(self, events: list[SegmentEvent | ResponseEnd]) -> None:
+        if self._open_run is None:
+            return
+        events.append(SegmentEvent.end(self._open_run_id, self._run_metadata or None))
+        self._open_run = None
+        self._run_metadata = {}
+
+    def _reasoning_metadata(self, events: list[SegmentEvent | ResponseEnd], key: str, value: str) -> None:
+        """Signatures and encrypted reasoning belong to the reasoning run they close (or one of their own)."""
+        if self._open_run is not SegmentType.REASONING:
+            self._close_run(events)
+            self._open_run, self._open_run_refusal = SegmentType.REASONING, False
+            self._open_run_id = self._segment_ids(SegmentType.REASONING)
+            events.append(SegmentEvent.start(self._open_run_id, SegmentType.REASONING))
+        self._run_metadata[key] = value
+
+    # tool calls
+
+    def _tool_delta(self, events: list[SegmentEvent | ResponseEnd], delta: ToolCallDelta) -> None:
+        call = self._calls.get(delta.index)
+        if call is None:
+            call = self._calls[delta.index] = _Call(delta.index)
+        if call.ended:
+            return  # arguments already complete: only trailing whitespace or a late "finished" can follow
+        if call.segment_id is None and delta.call_id:
+            call.segment_id = delta.call_id
+        if call.name is None and delta.name:
+            call.name = delta.name
+        if delta.signature is not None:
+            call.signature = delta.signature
+        call.kind = delta.kind
+        if not call.started:
+            if call.name is None and not delta.finished:
+                call.waiting.append(delta)  # the name decides the segment type: wait for it
+                return
+            self._start_with_waiting(events, call)
+            if call.ended:
+                return
+        self._apply(events, call, delta)
+
+    def _start_with_waiting(self, events: list[SegmentEvent | ResponseEnd], call: _Call) -> None:
+        self._start_call(events, call)
+        waiting, call.waiting = call.waiting, []
+        for early in waiting:
+            if not call.ended:
+                self._apply(events, call, early)
+
+    def _start_call(self, events: list[SegmentEvent | ResponseEnd], call: _Call) -> None:
+        self._close_run(events)
+        call.started = True
+        if call.segment_id is None:
+            call.segment_id = self._call_ids(call.index)
+        name = call.name or ""
+        call.file_tool = self._file_tools.get(name) if call.kind == "function" else None
+        segment_type = call.file_tool.segment_type if call.file_tool else SegmentType.TOOL_CALL
+        metadata: dict[str, Any] = {"tool_name": name, "call_id": call.segment_id}
+        if call.kind == "server":
+            metadata["provider_executed"] = True
+        elif call.kind == "custom":
+            metadata["custom"] = True
+        events.append(SegmentEvent.start(call.segment_id, segment_type, metadata))
+
+    def _apply(self, events: list[SegmentEvent | ResponseEnd], call: _Call, delta: ToolCallDelta) -> None:
+        segment_id = call.segment_id
+        assert segment_id is not None
+        file_tool = call.file_tool
+        if delta.arguments_delta:
+            call.raw.append(delta.arguments_delta)
+            if file_tool is None:
+                events.append(SegmentEvent.content(segment_id, delta.arguments_delta))
+        for item in delta.argument_events:
+            call.parsed_by_splitter = True
+            if isinstance(item, ArgumentDelta):
+                if file_tool is not None and item.path == (file_tool.content_key,):
+                    events.append(SegmentEvent.content(segment_id, item.delta))
+                else:
+                    events.append(SegmentEvent.argument_delta(segment_id, item.path, item.delta))
+            elif isinstance(item, ArgumentValue):
+                if not item.path:
+                    call.arguments, call.complete = item.value, True
+                elif file_tool is None or item.path[0] != file_tool.content_key:
+                    if file_tool is not None and item.path == (file_tool.path_key,):
+                        call.path = item.value if isinstance(item.value, str) else None
+                    events.append(SegmentEvent.argument_value(segment_id, item.path, item.value))
+            elif isinstance(item, ArgumentError):
+                call.error = item
+        if call.complete or call.error is not None or delta.finished:
+            self._end_call(events, call)
+
+    def _end_call(self, events: list[SegmentEvent | ResponseEnd], call: _Call, interrupted: str = "") -> None:
+        call.ended = True
+        segment_id = call.segment_id
+        assert segment_id is not None
+        if not call.complete and call.error is None and not interrupted and not call.parsed_by_splitter:
+            self._parse_without_splitter(call)
+        metadata: dict[str, Any] = {"tool_name": call.name or "", "call_id": segment_id}
+        error = self._call_error(call, interrupted)
+        if error is None:
+            metadata["arguments"] = call.arguments
+        else:
+            metadata["arguments"] = call.arguments if isinstance(call.arguments, dict) else {}
+            metadata["error"] = error.to_dict()
+        if call.kind == "server":
+            metadata["provider_executed"] = True
+        if call.signature is not None:
+            metadata["signature"] = call.signature
+        if call.file_tool is not None:
+            arguments = call.arguments if isinstance(call.arguments, dict) else {}
+            path = arguments.get(call.file_tool.path_key, call.path)
+            if isinstance(path, str):
+                metadata["path"] = path
+        events.append(SegmentEvent.end(segment_id, metadata))
+
+    @staticmethod
+    def _parse_without_splitter(call: _Call) -> None:
+        """Without :func:`split_arguments` upstream, parse the arguments once, at the end of the call."""
+        raw = "".join(call.raw)
+        if call.kind == "custom":
+            call.arguments, call.complete = {"input": raw}, True
+            return
+        if not raw.strip():
+            call.arguments, call.complete = {}, True
+            return
+        try:
+            call.arguments, call.complete = msgspec.json.decode(raw), True
+        except msgspec.DecodeError as exc:
+            truncated = "truncated" in str(exc)
+            kind = "truncated" if truncated else "invalid_json"
+            call.error = ArgumentError(kind, f"the arguments are not valid JSON: {exc}", len(raw))
+
+    @staticmethod
+    def _call_error(call: _Call, interrupted: str) -> ToolCallError | None:
+        raw = "".join(call.raw)
+        if call.error is not None:
+            return ToolCallError(call.error.kind, call.error.message, raw, call.error.offset)
+        if interrupted:
+            return ToolCallError("interrupted", interrupted, raw)
+        if not call.complete:
+            return ToolCallError(
+                "truncated", "the stream ended before the arguments were complete", raw, len(raw)
+            )
+        if not isinstance(call.arguments, dict):
+            kind = type(call.arguments).__name__
+            return ToolCallError("not_an_object", f"the arguments are a JSON {kind}, not an object", raw)
+        return None
+
+
+@pipable_operator
+async def emit_segments(
+    source: AsyncIterable[ChunkResponse],
+    *,
+    file_tools: Mapping[str, FileTool] | None = None,
+    segment_ids: SegmentIdFactory | None = None,
+    call_ids: Callable[[int], str] | None = None,
+) -> AsyncIterator[SegmentEvent | ResponseEnd]:
+    """Chunks to segment events, then one :class:`ResponseEnd`.
+
+    If the source fails, open segments are closed first (tool calls with an ``interrupted`` error, so the
+    folder still gives exactly one invocation per call) and then the exception propagates.
+    """
+    emitter = SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=call_ids)
+    events: Iterable[SegmentEvent | ResponseEnd]
+    async with streamcontext(source) as chunks:
+        try:
+            async for chunk in chunks:
+                for event in emitter.feed(chunk):
+                    yield event
+        except Exception as exc:
+            for event in emitter.abort(exc):
+                yield event
+            raise
+    events = emitter.finish()
+    for event in events:
+        yield event
