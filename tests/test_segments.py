@@ -307,7 +307,8 @@ async def test_operator_closes_open_calls_as_interrupted_when_the_source_fails()
 async def test_operators_compose_with_pipes() -> None:
     source = stream.iterate([ChunkResponse(content="a"), ChunkResponse(content="b")])
     folded = source | emit_segments.pipe(segment_ids=counter_ids()) | fold_invocations.pipe()
-    events = await stream.list(folded)
+    async with folded.stream() as items:
+        events = [event async for event in items]
     assert [event.to_dict() for event in events] == [
         start("text0", "text"),
         content("text0", "a"),
