@@ -7,7 +7,7 @@ from typing import Protocol, TypeVar
 
 from aiostream import streamcontext
 
-__all__ = ["Core", "drive"]
+__all__ = ["Chain", "Core", "drive"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -39,3 +39,30 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncIterator
                 yield out
     for out in core.finish():
         yield out
+
+
+class Chain:
+    """Cores in a row, as one core: what one returns is fed to the next (the seeds' synchronous handlers,
+    and pipelines that pick their stages from the first item, are built from it)."""
+
+    def __init__(self, *cores: Core[object, object]) -> None:
+        if not cores:
+            raise ValueError("Chain needs at least one core")
+        self.cores = cores
+
+    def feed(self, item: object) -> list[object]:
+        items: list[object] = [item]
+        for core in self.cores:
+            items = [out for each in items for out in core.feed(each)]
+            if not items:
+                break
+        return items
+
+    def finish(self) -> list[object]:
+        outputs: list[object] = []
+        for position, core in enumerate(self.cores):
+            items = list(core.finish())
+            for later in self.cores[position + 1 :]:
+                items = [out for each in items for out in later.feed(each)]
+            outputs.extend(items)
+        return outputs
