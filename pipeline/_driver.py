@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiostream import streamcontext
 
@@ -45,7 +45,7 @@ class Chain:
     """Cores in a row, as one core: what one returns is fed to the next (the seeds' synchronous handlers,
     and pipelines that pick their stages from the first item, are built from it)."""
 
-    def __init__(self, *cores: Core[object, object]) -> None:
+    def __init__(self, *cores: Core[Any, Any]) -> None:
         if not cores:
             raise ValueError("Chain needs at least one core")
         self.cores = cores

@@ -1,0 +1,244 @@
+"""Render a pipeline's events in a terminal: live with rich, or as plain lines on a dumb terminal.
+
+The live view keeps one block per segment in stream order: reasoning (dim), text, each tool call with its
+arguments filling in key by key, each file segment as a syntax-highlighted panel whose content streams,
+and a line per invocation when it is folded. Rendering is throttled by rich's refresh rate, and a segment's
+text is kept as a list of pieces joined only when drawn.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from pipeline.models import (
+    PipelineEvent,
+    ResponseEnd,
+    SegmentEvent,
+    SegmentEventType,
+    SegmentType,
+    ToolInvocation,
+)
+
+__all__ = ["LiveRenderer", "PlainRenderer", "Renderer", "make_renderer"]
+
+_LEXERS = {
+    ".py": "python",
+    ".js": "javascript",
+    ".ts": "typescript",
+    ".rs": "rust",
+    ".go": "go",
+    ".json": "json",
+    ".md": "markdown",
+    ".sh": "bash",
+    ".html": "html",
+    ".css": "css",
+    ".toml": "toml",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+}
+
+
+def _lexer(path: str | None, segment_type: SegmentType | None) -> str:
+    if segment_type is SegmentType.PATCH_FILE:
+        return "diff"
+    if path:
+        for suffix, lexer in _LEXERS.items():
+            if path.endswith(suffix):
+                return lexer
+    return "text"
+
+
+class Renderer:
+    """Consumes pipeline events one by one; ``close()`` when the stream ends."""
+
+    def feed(self, event: PipelineEvent) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """The stream ended (or failed): leave the terminal in a clean state."""
+
+
+class PlainRenderer(Renderer):
+    """Plain lines for a dumb terminal or a pipe: deltas are written as they arrive, no cursor movement."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self._out = out
+        self._open: dict[str, tuple[SegmentType | None, str]] = {}
+        self._last: str | None = None
+
+    def feed(self, event: PipelineEvent) -> None:
+        write = self._out.write
+        if isinstance(event, SegmentEvent):
+            if event.event_type is SegmentEventType.START:
+                name = event.metadata.get("tool_name", "")
+                self._open[event.segment_id] = (event.segment_type, name)
+                label = f"{event.segment_type}" + (f" {name}" if name else "")
+                write(f"\n[{label}]\n")
+                self._last = event.segment_id
+            elif event.event_type is SegmentEventType.CONTENT:
+                if self._last != event.segment_id:
+                    kind, name = self._open.get(event.segment_id, (None, ""))
+                    write(f"\n[{kind} {name}]\n".replace(" ]", "]"))
+                    self._last = event.segment_id
+                write(event.payload["delta"])
+            elif event.event_type is SegmentEventType.ARGUMENT and "value" in event.payload:
+                path = ".".join(str(key) for key in event.payload["path"])
+                write(f"\n  {path} = {json.dumps(event.payload['value'], ensure_ascii=False)[:200]}")
+                self._last = None
+            elif event.event_type is SegmentEventType.END:
+                self._open.pop(event.segment_id, None)
+                write("\n")
+                self._last = None
+        elif isinstance(event, ToolInvocation):
+            status = "ok" if event.ok else f"error {event.error.kind if event.error else ''}"
+            arguments = json.dumps(event.arguments, ensure_ascii=False)
+            write(f"[invocation {event.id}] {event.name}({arguments[:300]}) {status}\n")
+        elif isinstance(event, ResponseEnd):
+            usage = event.usage.to_dict() if event.usage else {}
+            write(f"[end] finish_reason={event.finish_reason} usage={usage}\n")
+        self._out.flush()
+
+
+@dataclass
+class _Block:
+    segment_id: str
+    segment_type: SegmentType | None
+    name: str = ""
+    pieces: list[str] = field(default_factory=list)
+    arguments: dict[str, list[str]] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+    done: bool = False
+    invocation: ToolInvocation | None = None
+
+
+class LiveRenderer(Renderer):
+    """A rich ``Live`` view of the stream, redrawn at most ``refresh_per_second`` times a second."""
+
+    def __init__(self, console: Any, *, refresh_per_second: float = 12) -> None:
+        from rich.live import Live
+
+        self._console = console
+        self._blocks: dict[str, _Block] = {}
+        self._order: list[_Block] = []
+        self._end: ResponseEnd | None = None
+        self._live = Live(
+            get_renderable=self._renderable,
+            console=console,
+            refresh_per_second=refresh_per_second,
+            vertical_overflow="visible",
+        )
+        self._live.start()
+
+    def feed(self, event: PipelineEvent) -> None:
+        if isinstance(event, SegmentEvent):
+            self._segment_event(event)
+        elif isinstance(event, ToolInvocation):
+            block = self._blocks.get(event.id)
+            if block is not None:
+                block.invocation = event
+        elif isinstance(event, ResponseEnd):
+            self._end = event
+
+    def close(self) -> None:
+        self._live.refresh()
+        self._live.stop()
+
+    def _segment_event(self, event: SegmentEvent) -> None:
+        kind = event.event_type
+        if kind is SegmentEventType.START:
+            block = _Block(event.segment_id, event.segment_type, event.metadata.get("tool_name", ""))
+            self._blocks[event.segment_id] = block
+            self._order.append(block)
+            return
+        block_or_none = self._blocks.get(event.segment_id)
+        if block_or_none is None:
+            return
+        block = block_or_none
+        if kind is SegmentEventType.CONTENT:
+            block.pieces.append(event.payload["delta"])
+        elif kind is SegmentEventType.ARGUMENT:
+            key = ".".join(str(part) for part in event.payload["path"])
+            if "delta" in event.payload:
+                block.arguments.setdefault(key, []).append(event.payload["delta"])
+            else:
+                block.values[key] = event.payload["value"]
+                if event.payload["path"] == ["path"] and isinstance(event.payload["value"], str):
+                    block.path = event.payload["value"]
+        elif kind is SegmentEventType.END:
+            block.done = True
+            path = event.metadata.get("path")
+            if isinstance(path, str):
+                block.path = path
+
+    def _renderable(self) -> Any:
+        from rich.console import Group
+
+        return Group(*(self._draw(block) for block in self._order), *self._footer())
+
+    def _footer(self) -> list[Any]:
+        from rich.text import Text
+
+        if self._end is None:
+            return []
+        usage = self._end.usage
+        tokens = f"  {usage.prompt_tokens} in / {usage.completion_tokens} out tokens" if usage else ""
+        return [Text(f"finish: {self._end.finish_reason}{tokens}", style="bold")]
+
+    def _draw(self, block: _Block) -> Any:
+        from rich.console import Group
+        from rich.panel import Panel
+        from rich.syntax import Syntax
+        from rich.table import Table
+        from rich.text import Text
+
+        text = "".join(block.pieces)
+        if block.segment_type is SegmentType.REASONING:
+            return Text(text or "(reasoning)", style="dim italic")
+        if block.segment_type is SegmentType.TEXT:
+            return Text(text)
+        footer = self._invocation_line(block)
+        if block.segment_type in (SegmentType.WRITE_FILE, SegmentType.PATCH_FILE):
+            title = f"{block.name} {block.path or '…'}"
+            syntax = Syntax(text, _lexer(block.path, block.segment_type), line_numbers=True, word_wrap=True)
+            body: Any = syntax if footer is None else Group(syntax, footer)
+            return Panel(body, title=title, border_style="green" if block.done else "yellow")
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="cyan", no_wrap=True)
+        table.add_column()
+        shown = set()
+        for key, value in block.values.items():
+            table.add_row(key, json.dumps(value, ensure_ascii=False))
+            shown.add(key)
+        for key, parts in block.arguments.items():
+            if key not in shown:
+                table.add_row(key, Text('"' + "".join(parts) + "…", style="yellow"))
+        if not block.values and not block.arguments:
+            table.add_row("", Text(text, style="yellow"))
+        body = table if footer is None else Group(table, footer)
+        return Panel(body, title=f"tool {block.name}", border_style="green" if block.done else "yellow")
+
+    @staticmethod
+    def _invocation_line(block: _Block) -> Any:
+        from rich.text import Text
+
+        invocation = block.invocation
+        if invocation is None:
+            return None
+        if invocation.error is not None:
+            return Text(f"✗ {invocation.error.kind}: {invocation.error.message}", style="red")
+        return Text(f"✓ invocation {invocation.id} ready", style="green")
+
+
+def make_renderer(out: IO[str], *, force_plain: bool = False) -> Renderer:
+    """A live renderer on a capable terminal, plain lines otherwise (``TERM=dumb``, pipes, files)."""
+    try:
+        from rich.console import Console
+    except ImportError:  # the cli extra is not installed
+        return PlainRenderer(out)
+    console = Console(file=out)
+    if force_plain or not console.is_terminal or console.is_dumb_terminal:
+        return PlainRenderer(out)
+    return LiveRenderer(console)
