@@ -1,0 +1,605 @@
+"""OpenAI Responses API stream events -> :class:`~pipeline.models.ChunkResponse`.
+
+The Responses API streams typed events addressed to output items by ``output_index`` and ``item_id``.
+:class:`OpenAIResponsesConverter` turns them into the normalised chunks of CONTRIBUTING.md:
+
+- ``response.output_text.delta`` -> ``content``; ``response.refusal.delta`` -> ``refusal``.
+- ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` -> ``reasoning``. Separate
+  reasoning parts (summary parts, reasoning-text parts, reasoning items) are joined with a blank line
+  (``"\\n\\n"``) put in front of the first text of each part after the first: every recorded summary part
+  starts with a bold title and ends without a newline, so plain concatenation would glue a title onto the
+  previous paragraph. No reasoning text is dropped or changed otherwise.
+- A reasoning item's ``encrypted_content`` -> ``encrypted_reasoning``, once per item, at its
+  ``output_item.done`` (the value in ``output_item.added`` is not final; it is the fallback when ``done``
+  has none).
+- ``function_call`` items -> ``kind="function"`` calls whose id is the item's ``call_id`` (the item ``id``
+  only addresses events); arguments from ``response.function_call_arguments.delta``, else from
+  ``.done`` or the finished item. ``custom_tool_call`` items -> ``kind="custom"`` with the free-text input.
+  Client-executed built-ins (``local_shell_call``, ``shell_call``, ``computer_call``, ``apply_patch_call``,
+  and ``tool_search_call`` with ``execution: "client"``) -> ``kind="function"`` calls named after the item
+  type without ``_call``, whose arguments are the JSON of the finished item's ``action`` (or ``operation``,
+  ``{"actions": [...]}`` or ``arguments``). ``mcp_call`` items -> ``kind="server"`` (the provider runs them).
+  Every call is ``finished`` at its ``output_item.done``.
+- Other provider-executed items (``web_search_call``, ``file_search_call``, ``code_interpreter_call``,
+  ``image_generation_call``, server-side ``tool_search_call``, their outputs, ``mcp_list_tools``,
+  ``mcp_approval_request``, ...) make no tool call: the client neither runs nor answers them.
+- ``response.completed`` / ``response.incomplete`` -> the last chunk (``is_complete``), with usage in OpenAI
+  Chat terms, ``finish_reason`` and ``metadata["stop_reason"]``; ``response.failed`` and ``error`` raise
+  :class:`~pipeline.errors.ProviderError`.
+
+Items are found by ``item_id`` first and by ``output_index`` when the id is unknown: the GitHub Copilot proxy
+sends a different ``item_id`` on every event of the same item. Text that arrives only in a ``.done`` event or
+in the finished item (servers that do not stream some parts) is emitted there, so nothing is lost; text that
+was streamed is never repeated. Sequence numbers are ignored; event types not listed are skipped.
+
+A stream that ends without ``response.completed`` / ``incomplete`` / ``failed`` ends without an
+``is_complete`` chunk: calls left unfinished are reported as truncated by the later stages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from typing import Any, Final
+
+import msgspec
+from aiostream import pipable_operator
+
+from operators.providers._common import CallIndexer, IdFactory, new_call_id
+from pipeline._driver import drive
+from pipeline.errors import ConverterError, ProviderError
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind
+
+__all__ = ["OpenAIResponsesConverter", "convert_openai_responses"]
+
+REASONING_PART_SEPARATOR: Final = "\n\n"
+"""Put between two separate parts of reasoning text (summary parts, reasoning items)."""
+
+_CLIENT_BUILTIN_CALLS: Final[Mapping[str, str]] = {
+    "local_shell_call": "local_shell",
+    "shell_call": "shell",
+    "computer_call": "computer",
+    "apply_patch_call": "apply_patch",
+}
+"""Built-in tool items the client executes, and the tool name each becomes."""
+
+_INCOMPLETE_FINISH_REASONS: Final[Mapping[str, str]] = {
+    "max_output_tokens": "length",
+    "content_filter": "content_filter",
+}
+
+_RESPONSE_FACTS: Final = (("id", "id"), ("model", "model"), ("created", "created_at"))
+"""(metadata key, response field) pairs reported as soon as the response announces them."""
+
+_PartKey = tuple[str, int]
+"""A text part of an output item: (channel, part index); channels: text, refusal, summary, reasoning."""
+
+Chunks = list[ChunkResponse]
+
+
+class _OutputItem:
+    """What the converter remembers of one output item of the response."""
+
+    __slots__ = (
+        "arguments_sent",
+        "call_index",
+        "call_kind",
+        "encrypted_at_added",
+        "finished",
+        "item_type",
+        "serial",
+        "text_parts",
+    )
+
+    def __init__(self, serial: int, item_type: str | None) -> None:
+        self.serial = serial
+        self.item_type = item_type
+        self.call_index: int | None = None
+        self.call_kind: ToolCallKind = "function"
+        self.arguments_sent = False
+        self.finished = False
+        self.encrypted_at_added: str | None = None
+        self.text_parts: set[_PartKey] = set()
+        """The text parts that already gave text, so a later ``.done`` or item copy is not repeated."""
+
+
+class OpenAIResponsesConverter:
+    """Sans-IO converter of OpenAI Responses stream events (dicts) into :class:`ChunkResponse`.
+
+    ``id_factory(index)`` makes the id of a call the server sent without a ``call_id``.
+    """
+
+    def __init__(self, *, id_factory: IdFactory | None = None) -> None:
+        self._new_call_id: IdFactory = id_factory or new_call_id
+        self._event_number = -1
+        self._handlers: dict[str, Callable[[Mapping[str, Any]], Chunks]] = {
+            "response.created": self._on_response_started,
+            "response.queued": self._on_response_started,
+            "response.in_progress": self._on_response_started,
+            "response.output_item.added": self._on_item_added,
+            "response.output_item.done": self._on_item_done,
+            "response.output_text.delta": self._on_text_delta,
+            "response.output_text.done": self._on_text_done,
+            "response.refusal.delta": self._on_refusal_delta,
+            "response.refusal.done": self._on_refusal_done,
+            "response.reasoning_summary_text.delta": self._on_summary_delta,
+            "response.reasoning_summary_text.done": self._on_summary_done,
+            "response.reasoning_text.delta": self._on_reasoning_text_delta,
+            "response.reasoning_text.done": self._on_reasoning_text_done,
+            "response.function_call_arguments.delta": self._on_arguments_delta,
+            "response.custom_tool_call_input.delta": self._on_arguments_delta,
+            "response.mcp_call_arguments.delta": self._on_arguments_delta,
+            "response.function_call_arguments.done": self._on_arguments_done,
+            "response.custom_tool_call_input.done": self._on_custom_input_done,
+            "response.mcp_call_arguments.done": self._on_arguments_done,
+            "response.completed": self._on_response_completed,
+            "response.incomplete": self._on_response_incomplete,
+            "response.failed": self._on_response_failed,
+            "error": self._on_error,
+        }
+        self._start_response()
+
+    def _start_response(self) -> None:
+        self._calls = CallIndexer()
+        self._items_by_id: dict[str, _OutputItem] = {}
+        self._items_by_position: dict[int, _OutputItem] = {}
+        self._item_count = 0
+        self._metadata: dict[str, Any] = {}
+        self._last_reasoning_part: tuple[int, str, int] | None = None
+        self._client_call_made = False
+        self._complete = False
+
+    def feed(self, event: Mapping[str, Any], /) -> Chunks:
+        """Convert one Responses stream event; unknown event types give nothing."""
+        self._event_number += 1
+        if not isinstance(event, Mapping):
+            raise ConverterError(
+                f"event {self._event_number}: expected a JSON object, got {type(event).__name__}",
+                event_number=self._event_number,
+            )
+        event_type = event.get("type")
+        if not isinstance(event_type, str):
+            raise self._field_error(event, "type", "a string")
+        handler = self._handlers.get(event_type)
+        if handler is None:
+            return []
+        return handler(event)
+
+    def finish(self) -> Chunks:
+        """Nothing is held back; a response without its terminal event stays without ``is_complete``."""
+        return []
+
+    # -- response lifecycle --------------------------------------------------------------------------
+
+    def _on_response_started(self, event: Mapping[str, Any]) -> Chunks:
+        if self._complete:
+            self._start_response()
+        facts = self._new_facts(self._mapping(event, "response"))
+        return [ChunkResponse(metadata=facts)] if facts else []
+
+    def _on_response_completed(self, event: Mapping[str, Any]) -> Chunks:
+        return self._end("tool_calls" if self._client_call_made else "stop", "completed", event)
+
+    def _on_response_incomplete(self, event: Mapping[str, Any]) -> Chunks:
+        details = self._mapping(event, "response").get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, Mapping) else None
+        if not isinstance(reason, str) or not reason:
+            return self._end("incomplete", "incomplete", event)
+        return self._end(_INCOMPLETE_FINISH_REASONS.get(reason, reason.lower()), reason, event)
+
+    def _end(self, finish_reason: str, stop_reason: str, event: Mapping[str, Any]) -> Chunks:
+        response = self._mapping(event, "response")
+        facts = self._new_facts(response)
+        facts["stop_reason"] = stop_reason
+        self._metadata["stop_reason"] = stop_reason
+        self._complete = True
+        return [
+            ChunkResponse(
+                is_complete=True,
+                usage=self._usage(response.get("usage")),
+                finish_reason=finish_reason,
+                metadata=facts,
+            )
+        ]
+
+    def _on_response_failed(self, event: Mapping[str, Any]) -> Chunks:
+        response = self._mapping(event, "response")
+        error = response.get("error")
+        error = error if isinstance(error, Mapping) else {}
+        message = error.get("message") or "the response failed"
+        code = error.get("code") or error.get("type")
+        self._complete = True
+        raise ProviderError(
+            f"OpenAI Responses: {message} (event {self._event_number}, response.failed)",
+            kind=str(code) if code else None,
+            payload=event,
+        )
+
+    def _on_error(self, event: Mapping[str, Any]) -> Chunks:
+        nested = event.get("error")
+        error = nested if isinstance(nested, Mapping) else event
+        message = error.get("message") or "error event without a message"
+        code = error.get("code") or error.get("type")
+        if code == "error":
+            code = None
+        raise ProviderError(
+            f"OpenAI Responses: {message} (event {self._event_number}, error)",
+            kind=str(code) if code else None,
+            payload=event,
+        )
+
+    def _new_facts(self, response: Mapping[str, Any]) -> dict[str, Any]:
+        """The response-level facts that are new or changed since the last report."""
+        facts: dict[str, Any] = {}
+        for key, field in _RESPONSE_FACTS:
+            value = response.get(field)
+            if value is not None and self._metadata.get(key) != value:
+                facts[key] = value
+        tier = response.get("service_tier")
+        if tier is not None and self._metadata.get("service_tier") != tier:
+            facts["service_tier"] = tier
+        self._metadata.update(facts)
+        return facts
+
+    def _usage(self, raw: object) -> TokenUsage | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, Mapping):
+            raise self._field_error({}, "response.usage", "an object")
+        prompt = self._count(raw, "input_tokens") or 0
+        completion = self._count(raw, "output_tokens") or 0
+        total = self._count(raw, "total_tokens")
+        input_details = raw.get("input_tokens_details")
+        output_details = raw.get("output_tokens_details")
+        return TokenUsage(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=prompt + completion if total is None else total,
+            cached_tokens=self._count(input_details, "cached_tokens"),
+            cache_creation_tokens=self._count(input_details, "cache_write_tokens"),
+            reasoning_tokens=self._count(output_details, "reasoning_tokens"),
+        )
+
+    def _count(self, container: object, key: str) -> int | None:
+        if not isinstance(container, Mapping):
+            return None
+        value = container.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._field_error({}, f"usage {key}", "an integer")
+        return value
+
+    # -- output items --------------------------------------------------------------------------------
+
+    def _on_item_added(self, event: Mapping[str, Any]) -> Chunks:
+        raw = self._mapping(event, "item")
+        item = self._register(event, raw)
+        if item.item_type == "reasoning":
+            encrypted = raw.get("encrypted_content")
+            item.encrypted_at_added = encrypted if isinstance(encrypted, str) and encrypted else None
+            return []
+        call = self._call_start(item, raw)
+        return [ChunkResponse(tool_calls=[call])] if call is not None else []
+
+    def _call_start(self, item: _OutputItem, raw: Mapping[str, Any]) -> ToolCallDelta | None:
+        """Start the tool call of a call item (with whatever arguments it already carries), else ``None``."""
+        item_type = item.item_type
+        initial: object = None
+        call_id: object = raw.get("call_id")
+        if item_type == "function_call":
+            kind: ToolCallKind = "function"
+            name: object = raw.get("name")
+            initial = raw.get("arguments")
+        elif item_type == "custom_tool_call":
+            kind, name, initial = "custom", raw.get("name"), raw.get("input")
+        elif item_type == "mcp_call":
+            kind, name, initial = "server", raw.get("name"), raw.get("arguments")
+            call_id = raw.get("id")
+        elif item_type is not None and item_type in _CLIENT_BUILTIN_CALLS:
+            kind, name = "function", _CLIENT_BUILTIN_CALLS[item_type]
+        elif item_type == "tool_search_call" and raw.get("execution") == "client":
+            kind, name = "function", "tool_search"
+        else:
+            return None
+        if not isinstance(name, str) or not name:
+            raise self._field_error(raw, "item.name", "a non-empty string")
+        index = item.call_index = self._calls.position(item.serial)
+        item.call_kind = kind
+        if kind != "server":
+            self._client_call_made = True
+        arguments = initial if isinstance(initial, str) and initial else None
+        item.arguments_sent = arguments is not None
+        if not isinstance(call_id, str) or not call_id:
+            call_id = self._new_call_id(index)
+        return ToolCallDelta(index, call_id, name, arguments, kind=kind)
+
+    def _on_item_done(self, event: Mapping[str, Any]) -> Chunks:
+        raw = self._mapping(event, "item")
+        item = self._find(event, raw.get("id")) or self._register(event, raw)
+        item_type = item.item_type
+        if item_type == "message":
+            return self._message_rest(item, raw)
+        if item_type == "reasoning":
+            return self._reasoning_rest(item, raw)
+        # An item first seen here (no output_item.added) starts and finishes its call in one delta.
+        start = None if item.call_index is not None else self._call_start(item, raw)
+        if item.call_index is None or item.finished:
+            return []
+        item.finished = True
+        if item.arguments_sent:
+            arguments = None if start is None else start.arguments_delta
+        else:
+            arguments = self._final_arguments(item_type, raw)
+        item.arguments_sent = True
+        if start is None:
+            call = ToolCallDelta(
+                item.call_index, arguments_delta=arguments, finished=True, kind=item.call_kind
+            )
+        else:
+            call = msgspec.structs.replace(start, arguments_delta=arguments, finished=True)
+        return [ChunkResponse(tool_calls=[call])]
+
+    def _final_arguments(self, item_type: str | None, raw: Mapping[str, Any]) -> str | None:
+        """The whole arguments text of a finished call item whose arguments were not streamed."""
+        if item_type in ("function_call", "mcp_call"):
+            text = raw.get("arguments")
+        elif item_type == "custom_tool_call":
+            text = raw.get("input")
+        else:
+            text = msgspec.json.encode(self._builtin_arguments(raw)).decode()
+        if text is None:
+            return None
+        if not isinstance(text, str):
+            raise self._field_error(raw, "item.arguments", "a string")
+        return text or None
+
+    @staticmethod
+    def _builtin_arguments(raw: Mapping[str, Any]) -> object:
+        for field in ("action", "operation"):
+            if raw.get(field) is not None:
+                return raw[field]
+        if raw.get("actions") is not None:
+            return {"actions": raw["actions"]}
+        arguments = raw.get("arguments")
+        return arguments if isinstance(arguments, Mapping) else {}
+
+    def _message_rest(self, item: _OutputItem, raw: Mapping[str, Any]) -> Chunks:
+        """Text and refusal parts of a finished message that no delta or ``.done`` event carried."""
+        content: list[str] = []
+        refusal: list[str] = []
+        for position, part in enumerate(self._parts(raw, "content")):
+            part_type = part.get("type")
+            if part_type == "output_text":
+                self._collect(item, ("text", position), part.get("text"), content)
+            elif part_type == "refusal":
+                self._collect(item, ("refusal", position), part.get("refusal"), refusal)
+        if not content and not refusal:
+            return []
+        return [ChunkResponse(content="".join(content), refusal="".join(refusal) or None)]
+
+    def _reasoning_rest(self, item: _OutputItem, raw: Mapping[str, Any]) -> Chunks:
+        """The encrypted reasoning of a finished reasoning item, and any of its text not yet emitted."""
+        pieces: list[str] = []
+        for position, part in enumerate(self._parts(raw, "summary")):
+            self._collect_reasoning(item, ("summary", position), part.get("text"), pieces)
+        for position, part in enumerate(self._parts(raw, "content")):
+            if part.get("type") == "reasoning_text":
+                self._collect_reasoning(item, ("reasoning", position), part.get("text"), pieces)
+        encrypted = raw.get("encrypted_content")
+        if not isinstance(encrypted, str) or not encrypted:
+            encrypted = item.encrypted_at_added
+        item.encrypted_at_added = None
+        if item.finished:
+            encrypted = None
+        item.finished = True
+        if not pieces and encrypted is None:
+            return []
+        return [ChunkResponse(reasoning="".join(pieces) or None, encrypted_reasoning=encrypted)]
+
+    def _parts(self, raw: Mapping[str, Any], field: str) -> list[Mapping[str, Any]]:
+        parts = raw.get(field)
+        if parts is None:
+            return []
+        if not isinstance(parts, list) or not all(isinstance(part, Mapping) for part in parts):
+            raise self._field_error(raw, f"item.{field}", "a list of objects")
+        return parts
+
+    def _register(self, event: Mapping[str, Any], raw: Mapping[str, Any]) -> _OutputItem:
+        item_type = raw.get("type")
+        if not isinstance(item_type, str):
+            raise self._field_error(event, "item.type", "a string")
+        item = _OutputItem(self._item_count, item_type)
+        self._item_count += 1
+        position = self._position(event)
+        if position is not None:
+            self._items_by_position[position] = item
+        item_id = raw.get("id")
+        if isinstance(item_id, str) and item_id:
+            self._items_by_id[item_id] = item
+        return item
+
+    def _find(self, event: Mapping[str, Any], item_id: object) -> _OutputItem | None:
+        """The item an event addresses: by its id, else by its ``output_index`` (ids may rotate)."""
+        if item_id is not None:
+            if not isinstance(item_id, str):
+                raise self._field_error(event, "item_id", "a string")
+            found = self._items_by_id.get(item_id)
+            if found is not None:
+                return found
+        position = self._position(event)
+        return None if position is None else self._items_by_position.get(position)
+
+    def _position(self, event: Mapping[str, Any]) -> int | None:
+        position = event.get("output_index")
+        if position is not None and (isinstance(position, bool) or not isinstance(position, int)):
+            raise self._field_error(event, "output_index", "an integer")
+        return position
+
+    def _text_item(self, event: Mapping[str, Any]) -> _OutputItem:
+        """The item a text event addresses; one not announced by ``output_item.added`` is registered."""
+        found = self._find(event, event.get("item_id"))
+        if found is not None:
+            return found
+        item = _OutputItem(self._item_count, None)
+        self._item_count += 1
+        position = self._position(event)
+        if position is not None:
+            self._items_by_position[position] = item
+        item_id = event.get("item_id")
+        if isinstance(item_id, str) and item_id:
+            self._items_by_id[item_id] = item
+        return item
+
+    # -- text, refusal and reasoning -----------------------------------------------------------------
+
+    def _on_text_delta(self, event: Mapping[str, Any]) -> Chunks:
+        text = self._text(event, "delta")
+        if not text:
+            return []
+        self._text_item(event).text_parts.add(("text", self._part_index(event, "content_index")))
+        return [ChunkResponse(content=text)]
+
+    def _on_text_done(self, event: Mapping[str, Any]) -> Chunks:
+        pieces: list[str] = []
+        part = ("text", self._part_index(event, "content_index"))
+        self._collect(self._text_item(event), part, self._text(event, "text"), pieces)
+        return [ChunkResponse(content=pieces[0])] if pieces else []
+
+    def _on_refusal_delta(self, event: Mapping[str, Any]) -> Chunks:
+        text = self._text(event, "delta")
+        if not text:
+            return []
+        self._text_item(event).text_parts.add(("refusal", self._part_index(event, "content_index")))
+        return [ChunkResponse(refusal=text)]
+
+    def _on_refusal_done(self, event: Mapping[str, Any]) -> Chunks:
+        pieces: list[str] = []
+        part = ("refusal", self._part_index(event, "content_index"))
+        self._collect(self._text_item(event), part, self._text(event, "refusal"), pieces)
+        return [ChunkResponse(refusal=pieces[0])] if pieces else []
+
+    def _on_summary_delta(self, event: Mapping[str, Any]) -> Chunks:
+        return self._reasoning_delta(event, "summary", "summary_index", "delta")
+
+    def _on_summary_done(self, event: Mapping[str, Any]) -> Chunks:
+        return self._reasoning_done(event, "summary", "summary_index")
+
+    def _on_reasoning_text_delta(self, event: Mapping[str, Any]) -> Chunks:
+        return self._reasoning_delta(event, "reasoning", "content_index", "delta")
+
+    def _on_reasoning_text_done(self, event: Mapping[str, Any]) -> Chunks:
+        return self._reasoning_done(event, "reasoning", "content_index")
+
+    def _reasoning_delta(
+        self, event: Mapping[str, Any], channel: str, index_field: str, field: str
+    ) -> Chunks:
+        text = self._text(event, field)
+        if not text:
+            return []
+        item = self._text_item(event)
+        part = (channel, self._part_index(event, index_field))
+        item.text_parts.add(part)
+        return [ChunkResponse(reasoning=self._separated(item, part, text))]
+
+    def _reasoning_done(self, event: Mapping[str, Any], channel: str, index_field: str) -> Chunks:
+        pieces: list[str] = []
+        part = (channel, self._part_index(event, index_field))
+        self._collect_reasoning(self._text_item(event), part, self._text(event, "text"), pieces)
+        return [ChunkResponse(reasoning=pieces[0])] if pieces else []
+
+    def _separated(self, item: _OutputItem, part: _PartKey, text: str) -> str:
+        """``text`` of reasoning part ``part``, after a separator when it starts a new part."""
+        key = (item.serial, *part)
+        previous = self._last_reasoning_part
+        self._last_reasoning_part = key
+        if previous is None or previous == key:
+            return text
+        return REASONING_PART_SEPARATOR + text
+
+    def _collect(self, item: _OutputItem, part: _PartKey, text: object, into: list[str]) -> None:
+        """Append the whole ``text`` of a part to ``into`` unless the part already gave text."""
+        if part in item.text_parts or not isinstance(text, str) or not text:
+            return
+        item.text_parts.add(part)
+        into.append(text)
+
+    def _collect_reasoning(self, item: _OutputItem, part: _PartKey, text: object, into: list[str]) -> None:
+        if part in item.text_parts or not isinstance(text, str) or not text:
+            return
+        item.text_parts.add(part)
+        into.append(self._separated(item, part, text))
+
+    # -- call arguments ------------------------------------------------------------------------------
+
+    def _on_arguments_delta(self, event: Mapping[str, Any]) -> Chunks:
+        text = self._text(event, "delta")
+        item = self._call_item(event)
+        if not text or item.finished or item.call_index is None:
+            return []
+        item.arguments_sent = True
+        return [
+            ChunkResponse(tool_calls=[ToolCallDelta(item.call_index, None, None, text, kind=item.call_kind)])
+        ]
+
+    def _on_arguments_done(self, event: Mapping[str, Any]) -> Chunks:
+        return self._whole_arguments(event, "arguments")
+
+    def _on_custom_input_done(self, event: Mapping[str, Any]) -> Chunks:
+        return self._whole_arguments(event, "input")
+
+    def _whole_arguments(self, event: Mapping[str, Any], field: str) -> Chunks:
+        """The complete arguments of a ``.done`` event, used only when no delta streamed them."""
+        text = self._text(event, field)
+        item = self._call_item(event)
+        if item.arguments_sent or item.finished or item.call_index is None or not text:
+            return []
+        item.arguments_sent = True
+        return [
+            ChunkResponse(tool_calls=[ToolCallDelta(item.call_index, None, None, text, kind=item.call_kind)])
+        ]
+
+    def _call_item(self, event: Mapping[str, Any]) -> _OutputItem:
+        item = self._find(event, event.get("item_id"))
+        if item is None or item.call_index is None:
+            raise ConverterError(
+                f"event {self._event_number} ({event.get('type')}): item_id={event.get('item_id')!r} "
+                f"output_index={event.get('output_index')!r} is not a call announced by "
+                "response.output_item.added",
+                event_number=self._event_number,
+            )
+        return item
+
+    # -- field access --------------------------------------------------------------------------------
+
+    def _mapping(self, event: Mapping[str, Any], field: str) -> Mapping[str, Any]:
+        value = event.get(field)
+        if not isinstance(value, Mapping):
+            raise self._field_error(event, field, "an object")
+        return value
+
+    def _text(self, event: Mapping[str, Any], field: str) -> str:
+        value = event.get(field)
+        if not isinstance(value, str):
+            raise self._field_error(event, field, "a string")
+        return value
+
+    def _part_index(self, event: Mapping[str, Any], field: str) -> int:
+        value = event.get(field, 0)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._field_error(event, field, "an integer")
+        return value
+
+    def _field_error(self, event: Mapping[str, Any], field: str, expected: str) -> ConverterError:
+        event_type = event.get("type") if isinstance(event, Mapping) else None
+        where = f"event {self._event_number}" + (f" ({event_type})" if isinstance(event_type, str) else "")
+        return ConverterError(
+            f"{where}: field {field!r} is missing or not {expected}", event_number=self._event_number
+        )
+
+
+@pipable_operator
+def convert_openai_responses(
+    source: AsyncIterable[Mapping[str, Any]], *, id_factory: IdFactory | None = None
+) -> AsyncIterator[ChunkResponse]:
+    """Convert OpenAI Responses stream events (dicts) into :class:`ChunkResponse` items."""
+    return drive(source, OpenAIResponsesConverter(id_factory=id_factory))
