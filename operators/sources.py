@@ -1,0 +1,206 @@
+"""Sources: where a pipeline's items come from (files, bytes, HTTP responses, SDK streams, dicts).
+
+Each source is an aiostream operator, so it pipes into the stages (``from_file(path) | sse_events.pipe()``),
+and each closes what it opened as soon as the consumer stops, early or not: the file, the HTTP response,
+the SDK stream.
+
+:func:`provider_events` is the whole provider adapter: bytes in, provider event dicts out.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from aiostream import operator, pipable_operator
+from pydantic_core import to_jsonable_python
+
+from operators.sse import (
+    DEFAULT_MAX_EVENT_SIZE,
+    EventParser,
+    JSONLinesDecoder,
+    SSEDecoder,
+    _Chain,
+)
+from pipeline._driver import drive
+from pipeline.errors import ConfigurationError, ProviderError
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "Framing",
+    "from_bytes",
+    "from_dicts",
+    "from_file",
+    "from_httpx",
+    "from_sdk",
+    "provider_events",
+    "sdk_object_to_dict",
+]
+
+Framing = Literal["sse", "jsonl"]
+"""How provider events are framed in a byte stream: server-sent events, or one JSON payload a line."""
+
+_SDK_ONLY_FIELDS = frozenset({"sdk_http_response", "automatic_function_calling_history", "parsed"})
+"""Fields google-genai adds to its response objects that are not part of the wire payload."""
+
+
+@operator
+async def from_file(path: str | os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:
+    """The bytes of a file, ``chunk_size`` at a time, read in a worker thread (the loop never blocks)."""
+    if chunk_size <= 0:
+        raise ConfigurationError(f"chunk_size must be positive, got {chunk_size}")
+    async with await anyio.open_file(path, "rb") as file:
+        while chunk := await file.read(chunk_size):
+            yield chunk
+
+
+@operator
+async def from_bytes(data: bytes, chunk_size: int | None = None) -> AsyncIterator[bytes]:
+    """``data`` in pieces of ``chunk_size`` bytes (all at once when ``None``): for tests and replays."""
+    if chunk_size is None:
+        if data:
+            yield data
+        return
+    if chunk_size <= 0:
+        raise ConfigurationError(f"chunk_size must be positive, got {chunk_size}")
+    view = memoryview(data)
+    for start in range(0, len(data), chunk_size):
+        yield bytes(view[start : start + chunk_size])
+
+
+@operator
+async def from_httpx(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body of a streaming ``httpx.Response`` (from ``client.stream(...)`` or ``send(..., stream=True)``).
+
+    Bytes come from ``aiter_bytes`` (content-encoding such as gzip undone). The response is closed when the
+    consumer stops. An error status raises :class:`ProviderError` with the provider's message and the
+    status, instead of feeding an error page to the SSE decoder.
+    """
+    try:
+        if response.is_error:
+            await response.aread()
+            raise _http_error(response)
+        async for chunk in response.aiter_bytes():
+            yield chunk
+    finally:
+        await response.aclose()
+
+
+def _http_error(response: httpx.Response) -> ProviderError:
+    status = response.status_code
+    text = response.text
+    payload: Mapping[str, Any] = {"body": text}
+    message, kind = text.strip() or response.reason_phrase, None
+    try:
+        decoded = response.json()
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, Mapping):
+        payload = decoded
+        error = decoded.get("error", decoded)
+        if isinstance(error, Mapping):
+            message = str(error.get("message") or message)
+            found = error.get("code") if isinstance(error.get("code"), str) else error.get("type")
+            kind = str(found) if found is not None else None
+        elif isinstance(error, str):
+            message = error
+    return ProviderError(
+        f"HTTP {status} from {response.url}: {message}", kind=kind, status=status, payload=payload
+    )
+
+
+@operator
+async def from_sdk(stream: AsyncIterable[Any]) -> AsyncIterator[dict[str, Any]]:
+    """The events of an ``openai``, ``anthropic`` or ``google-genai`` async stream, as wire-format dicts.
+
+    Each SDK object becomes the dict its JSON payload was (see :func:`sdk_object_to_dict`), so the
+    converters see the same events whether they come from an SDK or from raw bytes. The SDK stream is
+    closed (``aclose()`` or ``close()``) when the consumer stops.
+    """
+    try:
+        async for item in stream:
+            yield sdk_object_to_dict(item)
+    finally:
+        await _close(stream)
+
+
+async def _close(stream: object) -> None:
+    closer = getattr(stream, "aclose", None) or getattr(stream, "close", None)
+    if closer is not None:
+        result = closer()
+        if inspect.isawaitable(result):
+            await result
+
+
+def sdk_object_to_dict(item: Any) -> dict[str, Any]:
+    """One SDK event object as the dict of its wire JSON.
+
+    pydantic models are dumped with their wire names (``by_alias``: google-genai's camelCase, openai's
+    ``schema``), only the fields the payload set (``exclude_unset``: no defaults invented, explicit
+    ``null``\\ s kept), bytes as standard base64 like the wire (pydantic's JSON mode would use the URL-safe
+    alphabet), and without the SDKs' own additions (google-genai ``sdk_http_response``). Mappings pass
+    through. Fields an SDK dropped while parsing cannot come back.
+    """
+    if isinstance(item, Mapping):
+        return dict(item)
+    dump = getattr(item, "model_dump", None)
+    if dump is None:
+        raise TypeError(f"expected an SDK (pydantic) object or a mapping, got {type(item).__name__}")
+    dumped = dump(
+        mode="python", by_alias=True, exclude_unset=True, exclude=set(_SDK_ONLY_FIELDS), warnings=False
+    )
+    result: dict[str, Any] = _wire_json(dumped)
+    return result
+
+
+def _wire_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _wire_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_wire_json(item) for item in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return to_jsonable_python(value)  # enums, datetimes: as pydantic writes them in JSON
+
+
+@operator
+async def from_dicts(
+    items: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
+) -> AsyncIterator[dict[str, Any]]:
+    """Provider event dicts from memory (a list, a generator) or from any async iterable."""
+    if isinstance(items, AsyncIterable):
+        try:
+            async for item in items:
+                yield dict(item)
+        finally:
+            await _close(items)
+    else:
+        for item in items:
+            yield dict(item)
+
+
+@pipable_operator
+def provider_events(
+    source: AsyncIterable[bytes],
+    *,
+    framing: Framing = "sse",
+    max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+) -> AsyncIterator[dict[str, Any]]:
+    """The provider adapter: bytes to provider event dicts, for SSE or JSON Lines framing.
+
+    In-band errors raise :class:`ProviderError` after the events before them; bad bytes or JSON raise
+    :class:`StreamDecodeError`; an event over ``max_event_size`` bytes raises too.
+    """
+    if framing == "sse":
+        return drive(source, _Chain(SSEDecoder(max_event_size=max_event_size), EventParser()))
+    if framing == "jsonl":
+        return drive(source, JSONLinesDecoder(max_line_size=max_event_size, objects_only=True))
+    raise ConfigurationError(f"unknown framing {framing!r}: expected 'sse' or 'jsonl'")
