@@ -1,0 +1,561 @@
+"""The Anthropic Messages converter: hand-written event sequences, every recorded stream, the operator."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiostream import stream
+
+from operators.providers.anthropic import (
+    AnthropicConverter,
+    convert_anthropic,
+    normalize_anthropic_stop_reason,
+)
+from pipeline.errors import ConverterError, ProviderError
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+
+FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
+RECORDINGS = sorted(path for path in FIXTURES.iterdir() if path.suffix in {".sse", ".jsonl"})
+
+
+def ids(index: int) -> str:
+    return f"gen_{index}"
+
+
+def convert(events: Iterable[dict[str, Any]]) -> list[ChunkResponse]:
+    converter = AnthropicConverter(id_factory=ids)
+    chunks = [chunk for event in events for chunk in converter.feed(event)]
+    return chunks + converter.finish()
+
+
+def message_start(**usage: Any) -> dict[str, Any]:
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x", "content": []}
+    return {"type": "message_start", "message": {**message, "usage": usage or {"input_tokens": 10}}}
+
+
+def block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def block_delta(index: int, delta: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+def block_stop(index: int) -> dict[str, Any]:
+    return {"type": "content_block_stop", "index": index}
+
+
+def message_delta(stop_reason: str, **usage: int) -> dict[str, Any]:
+    return {"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": usage}
+
+
+MESSAGE_STOP = {"type": "message_stop"}
+START_USAGE = TokenUsage(prompt_tokens=10, completion_tokens=0, total_tokens=10)
+START = ChunkResponse(usage=START_USAGE, metadata={"id": "msg_1", "model": "claude-x"})
+
+
+def text(index: int, value: str) -> dict[str, Any]:
+    return block_delta(index, {"type": "text_delta", "text": value})
+
+
+def json_delta(index: int, value: str) -> dict[str, Any]:
+    return block_delta(index, {"type": "input_json_delta", "partial_json": value})
+
+
+def tool(index: int, call_id: str, name: str, block_type: str = "tool_use", **extra: Any) -> dict[str, Any]:
+    return block_start(index, {"type": block_type, "id": call_id, "name": name, "input": {}, **extra})
+
+
+# --------------------------------------------------------------------------------------------------
+# Hand-written sequences
+
+
+def test_text_stream() -> None:
+    chunks = convert(
+        [
+            message_start(input_tokens=10, output_tokens=1),
+            block_start(0, {"type": "text", "text": ""}),
+            {"type": "ping"},
+            text(0, "Hello"),
+            text(0, ""),
+            text(0, " world"),
+            block_stop(0),
+            message_delta("end_turn", output_tokens=7),
+            MESSAGE_STOP,
+        ]
+    )
+    assert chunks == [
+        ChunkResponse(
+            usage=TokenUsage(prompt_tokens=10, completion_tokens=1, total_tokens=11),
+            metadata={"id": "msg_1", "model": "claude-x"},
+        ),
+        ChunkResponse(content="Hello"),
+        ChunkResponse(content=" world"),
+        ChunkResponse(
+            finish_reason="stop",
+            usage=TokenUsage(prompt_tokens=10, completion_tokens=7, total_tokens=17),
+            metadata={"stop_reason": "end_turn"},
+        ),
+        ChunkResponse(is_complete=True, finish_reason="stop"),
+    ]
+
+
+def test_text_already_in_the_block_start() -> None:
+    assert convert([block_start(0, {"type": "text", "text": "Hi"}), text(0, "!")]) == [
+        ChunkResponse(content="Hi"),
+        ChunkResponse(content="!"),
+    ]
+
+
+def test_thinking_signature_and_redacted_thinking() -> None:
+    chunks = convert(
+        [
+            block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+            block_delta(0, {"type": "thinking_delta", "thinking": "Let me think"}),
+            block_delta(0, {"type": "signature_delta", "signature": "sig=="}),
+            block_stop(0),
+            block_start(1, {"type": "redacted_thinking", "data": "opaque"}),
+            block_stop(1),
+            block_start(2, {"type": "text", "text": ""}),
+            text(2, "Answer"),
+            block_stop(2),
+        ]
+    )
+    assert chunks == [
+        ChunkResponse(reasoning="Let me think"),
+        ChunkResponse(reasoning_signature="sig=="),
+        ChunkResponse(encrypted_reasoning="opaque"),
+        ChunkResponse(content="Answer"),
+    ]
+
+
+def test_tool_use_positions_ids_and_finished() -> None:
+    chunks = convert(
+        [
+            block_start(0, {"type": "text", "text": ""}),
+            text(0, "Calling."),
+            block_stop(0),
+            tool(1, "toolu_a", "get_weather"),
+            json_delta(1, ""),
+            json_delta(1, '{"city": '),
+            json_delta(1, '"Paris"}'),
+            block_stop(1),
+            tool(2, "toolu_b", "get_time"),
+            json_delta(2, '{"tz": "CET"}'),
+            block_stop(2),
+            message_delta("tool_use"),
+            MESSAGE_STOP,
+        ]
+    )
+    assert chunks == [
+        ChunkResponse(content="Calling."),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "toolu_a", "get_weather")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta='{"city": ')]),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta='"Paris"}')]),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True)]),
+        ChunkResponse(tool_calls=[ToolCallDelta(1, "toolu_b", "get_time")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(1, arguments_delta='{"tz": "CET"}')]),
+        ChunkResponse(tool_calls=[ToolCallDelta(1, finished=True)]),
+        ChunkResponse(finish_reason="tool_calls", metadata={"stop_reason": "tool_use"}),
+        ChunkResponse(is_complete=True, finish_reason="tool_calls"),
+    ]
+
+
+def test_server_and_mcp_tools_are_server_calls_and_result_blocks_give_nothing() -> None:
+    chunks = convert(
+        [
+            tool(0, "srvtoolu_1", "web_search", "server_tool_use"),
+            json_delta(0, '{"query": "x"}'),
+            block_stop(0),
+            block_start(1, {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}),
+            block_stop(1),
+            tool(2, "mcptoolu_1", "echo", "mcp_tool_use", server_name="echo"),
+            json_delta(2, "{}"),
+            block_stop(2),
+            block_start(3, {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_1", "content": []}),
+            block_stop(3),
+            block_start(4, {"type": "bash_code_execution_tool_result", "tool_use_id": "x", "content": {}}),
+            block_stop(4),
+        ]
+    )
+    assert chunks == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "srvtoolu_1", "web_search", kind="server")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta='{"query": "x"}', kind="server")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True, kind="server")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(1, "mcptoolu_1", "echo", kind="server")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(1, arguments_delta="{}", kind="server")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(1, finished=True, kind="server")]),
+    ]
+
+
+def test_empty_input_gives_a_call_with_no_arguments_text() -> None:
+    chunks = convert([tool(0, "toolu_a", "list_files"), json_delta(0, ""), block_stop(0)])
+    assert chunks == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "toolu_a", "list_files")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True)]),
+    ]
+
+
+def test_input_given_whole_in_the_block_start() -> None:
+    start = block_start(0, {"type": "server_tool_use", "id": "s1", "name": "advisor", "input": {"q": "é\n"}})
+    assert convert([start, block_stop(0)]) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "s1", "advisor", kind="server")]),
+        ChunkResponse(
+            tool_calls=[ToolCallDelta(0, arguments_delta='{"q":"é\\n"}', finished=True, kind="server")]
+        ),
+    ]
+
+
+def test_streamed_input_wins_over_the_input_in_the_block_start() -> None:
+    start = block_start(0, {"type": "tool_use", "id": "t1", "name": "f", "input": {"q": 1}})
+    assert convert([start, json_delta(0, '{"q": 1}'), block_stop(0)]) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "t1", "f")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta='{"q": 1}')]),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True)]),
+    ]
+
+
+def test_missing_id_comes_from_the_id_factory() -> None:
+    start = block_start(3, {"type": "tool_use", "name": "google_search"})
+    assert convert([start, block_delta(3, {"type": "input_json_delta"}), block_stop(3)]) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "gen_0", "google_search")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True)]),
+    ]
+
+
+def test_a_call_cut_off_by_max_tokens_is_not_finished() -> None:
+    chunks = convert(
+        [
+            tool(0, "toolu_a", "make_file"),
+            json_delta(0, '{"filename": "taxes.txt", "lines": ["a'),
+            message_delta("max_tokens", output_tokens=124),
+            MESSAGE_STOP,
+        ]
+    )
+    assert chunks == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "toolu_a", "make_file")]),
+        ChunkResponse(
+            tool_calls=[ToolCallDelta(0, arguments_delta='{"filename": "taxes.txt", "lines": ["a')]
+        ),
+        ChunkResponse(
+            finish_reason="length",
+            usage=TokenUsage(prompt_tokens=0, completion_tokens=124, total_tokens=124),
+            metadata={"stop_reason": "max_tokens"},
+        ),
+        ChunkResponse(is_complete=True, finish_reason="length"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "normalised"),
+    [
+        ("end_turn", "stop"),
+        ("stop_sequence", "stop"),
+        ("max_tokens", "length"),
+        ("model_context_window_exceeded", "length"),
+        ("tool_use", "tool_calls"),
+        ("refusal", "content_filter"),
+        ("pause_turn", "pause_turn"),
+        ("Something_New", "something_new"),
+    ],
+)
+def test_stop_reasons_are_normalised(stop_reason: str, normalised: str) -> None:
+    assert normalize_anthropic_stop_reason(stop_reason) == normalised
+    assert convert([message_delta(stop_reason), MESSAGE_STOP]) == [
+        ChunkResponse(finish_reason=normalised, metadata={"stop_reason": stop_reason}),
+        ChunkResponse(is_complete=True, finish_reason=normalised),
+    ]
+
+
+def test_stop_sequence_is_kept_in_metadata() -> None:
+    event = {"type": "message_delta", "delta": {"stop_reason": "stop_sequence", "stop_sequence": "END"}}
+    assert convert([event]) == [
+        ChunkResponse(finish_reason="stop", metadata={"stop_reason": "stop_sequence", "stop_sequence": "END"})
+    ]
+
+
+def test_usage_is_cumulative_in_openai_terms() -> None:
+    chunks = convert(
+        [
+            message_start(
+                input_tokens=100, cache_read_input_tokens=50, cache_creation_input_tokens=25, output_tokens=1
+            ),
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                # 0 for input_tokens as some re-serialising clients write it: counts never go down
+                "usage": {
+                    "input_tokens": 0,
+                    "output_tokens": 40,
+                    "output_tokens_details": {"thinking_tokens": 30},
+                },
+            },
+        ]
+    )
+    assert [chunk.usage for chunk in chunks] == [
+        TokenUsage(
+            prompt_tokens=175,
+            completion_tokens=1,
+            total_tokens=176,
+            cached_tokens=50,
+            cache_creation_tokens=25,
+        ),
+        TokenUsage(
+            prompt_tokens=175,
+            completion_tokens=40,
+            total_tokens=215,
+            cached_tokens=50,
+            cache_creation_tokens=25,
+            reasoning_tokens=30,
+        ),
+    ]
+
+
+def test_service_tier_goes_to_metadata() -> None:
+    assert convert([message_start(input_tokens=3, service_tier="standard")]) == [
+        ChunkResponse(
+            usage=TokenUsage(prompt_tokens=3, completion_tokens=0, total_tokens=3),
+            metadata={"id": "msg_1", "model": "claude-x", "service_tier": "standard"},
+        )
+    ]
+
+
+def test_unknown_events_blocks_and_deltas_are_skipped() -> None:
+    chunks = convert(
+        [
+            {"type": "brand_new_event", "payload": 1},
+            block_start(0, {"type": "hologram", "data": "x"}),
+            block_delta(0, {"type": "hologram_delta", "x": 1}),
+            block_stop(0),
+            block_start(1, {"type": "text", "text": ""}),
+            block_delta(1, {"type": "citations_delta", "citation": {"type": "web_search_result_location"}}),
+            text(1, "ok"),
+        ]
+    )
+    assert chunks == [ChunkResponse(content="ok")]
+
+
+def test_in_band_error_raises_after_what_came_before() -> None:
+    converter = AnthropicConverter()
+    assert converter.feed(text(0, "partial")) == [ChunkResponse(content="partial")]
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    with pytest.raises(ProviderError) as caught:
+        converter.feed(error)
+    assert caught.value.kind == "overloaded_error"
+    assert caught.value.payload == error
+    assert "Overloaded" in str(caught.value)
+    assert "event 1" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        (["not", "a", "mapping"], "Anthropic event 1 \\(an event\\) is a list, not a mapping"),
+        ({"index": 0}, "Anthropic event 1 \\(an event\\) has no string 'type'"),
+        (
+            {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x"}},
+            "no integer field 'index'",
+        ),
+        ({"type": "content_block_delta", "index": 0}, "no mapping field 'delta'"),
+        (block_delta(0, {"type": "text_delta", "text": 5}), "no string field 'text'"),
+        (block_start(0, {"type": "tool_use", "id": "t"}), "no string field 'name'"),
+        (json_delta(7, "{}"), "input_json_delta for block 7, not an open tool block"),
+        ({"type": "message_start"}, "no mapping field 'message'"),
+        ({"type": "message_delta", "delta": {}, "usage": {"output_tokens": "9"}}, "usage.output_tokens"),
+    ],
+)
+def test_malformed_events_raise_converter_errors_naming_event_and_field(event: Any, message: str) -> None:
+    converter = AnthropicConverter()
+    converter.feed({"type": "ping"})
+    with pytest.raises(ConverterError, match=message) as caught:
+        converter.feed(event)
+    assert caught.value.event_number == 1
+
+
+def test_a_tool_block_started_twice_is_an_error() -> None:
+    converter = AnthropicConverter()
+    converter.feed(tool(0, "t1", "f"))
+    with pytest.raises(ConverterError, match="starts content block 0 again"):
+        converter.feed(tool(0, "t2", "g"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Every recording against a deliberately naive reference
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if path.suffix == ".sse":
+        lines = [line[5:] for line in lines if line.startswith("data:")]
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+CALL_BLOCKS = {"tool_use": "function", "server_tool_use": "server", "mcp_tool_use": "server"}
+STOP_WORDS = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
+
+
+def reference(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the recording holds, read directly off the whole event list."""
+    text: list[str] = []
+    reasoning: list[str] = []
+    signatures: list[str] = []
+    calls: list[dict[str, Any]] = []
+    call_of_block: dict[int, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
+    thinking_tokens = None
+    stop_reason = None
+    for event in events:
+        kind = event["type"]
+        if kind == "content_block_start":
+            block = event["content_block"]
+            if block["type"] in CALL_BLOCKS:
+                call = {
+                    "index": len(calls),
+                    "id": block["id"],
+                    "name": block["name"],
+                    "kind": CALL_BLOCKS[block["type"]],
+                    "arguments": "",
+                    "finished": False,
+                }
+                calls.append(call)
+                call_of_block[event["index"]] = call
+        elif kind == "content_block_delta":
+            delta = event["delta"]
+            if delta["type"] == "text_delta":
+                text.append(delta["text"])
+            elif delta["type"] == "thinking_delta":
+                reasoning.append(delta["thinking"])
+            elif delta["type"] == "signature_delta":
+                signatures.append(delta["signature"])
+            elif delta["type"] == "input_json_delta":
+                call_of_block[event["index"]]["arguments"] += delta.get("partial_json", "")
+        elif kind == "content_block_stop" and event["index"] in call_of_block:
+            call_of_block[event["index"]]["finished"] = True
+        if kind in ("message_start", "message_delta"):
+            usage = event["message"]["usage"] if kind == "message_start" else event["usage"]
+            for key in (
+                "input_tokens",
+                "output_tokens",
+                "cache_read_input_tokens",
+                "cache_creation_input_tokens",
+            ):
+                if key in usage:
+                    counts[key] = max(counts.get(key, 0), usage[key])
+            thinking_tokens = usage.get("output_tokens_details", {}).get("thinking_tokens", thinking_tokens)
+        if kind == "message_delta":
+            stop_reason = event["delta"]["stop_reason"]
+    prompt = (
+        counts["input_tokens"]
+        + counts.get("cache_read_input_tokens", 0)
+        + counts.get("cache_creation_input_tokens", 0)
+    )
+    usage_dict = {
+        "prompt_tokens": prompt,
+        "completion_tokens": counts["output_tokens"],
+        "total_tokens": prompt + counts["output_tokens"],
+    }
+    for key, value in (
+        ("cached_tokens", counts.get("cache_read_input_tokens")),
+        ("cache_creation_tokens", counts.get("cache_creation_input_tokens")),
+        ("reasoning_tokens", thinking_tokens),
+    ):
+        if value is not None:
+            usage_dict[key] = value
+    return {
+        "text": "".join(text),
+        "reasoning": "".join(reasoning),
+        "signatures": signatures,
+        "calls": calls,
+        "finish_reason": STOP_WORDS[stop_reason] if stop_reason else None,
+        "usage": usage_dict,
+    }
+
+
+def summary(chunks: list[ChunkResponse]) -> dict[str, Any]:
+    """The same facts gathered from the converter's chunks."""
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        for delta in chunk.tool_calls or []:
+            if delta.index not in calls:
+                assert delta.call_id is not None, "the first delta of a call names it"
+                assert delta.name is not None, "the first delta of a call names it"
+                calls[delta.index] = {
+                    "index": delta.index,
+                    "id": delta.call_id,
+                    "name": delta.name,
+                    "kind": delta.kind,
+                    "arguments": "",
+                    "finished": False,
+                }
+            call = calls[delta.index]
+            assert not call["finished"], "no delta after the one that finished the call"
+            assert delta.kind == call["kind"]
+            call["arguments"] += delta.arguments_delta or ""
+            call["finished"] = delta.finished
+    usages = [chunk.usage for chunk in chunks if chunk.usage is not None]
+    return {
+        "text": "".join(chunk.content for chunk in chunks),
+        "reasoning": "".join(chunk.reasoning or "" for chunk in chunks),
+        "signatures": [chunk.reasoning_signature for chunk in chunks if chunk.reasoning_signature],
+        "calls": [calls[index] for index in sorted(calls)],
+        "finish_reason": chunks[-1].finish_reason,
+        "usage": usages[-1].to_dict() if usages else None,
+    }
+
+
+@pytest.mark.parametrize("path", RECORDINGS, ids=[path.name for path in RECORDINGS])
+def test_recording_matches_the_naive_reference(path: Path) -> None:
+    events = read_events(path)
+    chunks = convert(events)
+    assert summary(chunks) == reference(events)
+    assert [chunk.is_complete for chunk in chunks] == [False] * (len(chunks) - 1) + [True]
+    assert chunks[0].metadata is not None
+    assert chunks[0].metadata["id"] == events[0]["message"]["id"]
+    for call in summary(chunks)["calls"]:
+        if call["finished"]:
+            assert isinstance(json.loads(call["arguments"] or "{}"), dict)
+
+
+def test_the_truncated_recording_leaves_its_call_unfinished() -> None:
+    chunks = convert(
+        read_events(FIXTURES / "anthropic-sdk-python_claude-3-7-sonnet_tool_use_truncated_max_tokens.sse")
+    )
+    (call,) = summary(chunks)["calls"]
+    assert call["finished"] is False
+    assert call["arguments"].startswith('{"filename": "taxes.txt", "lines_of_text": [')
+    assert chunks[-1] == ChunkResponse(is_complete=True, finish_reason="length")
+
+
+# --------------------------------------------------------------------------------------------------
+# The operator
+
+
+@pytest.mark.anyio
+async def test_operator_gives_what_the_core_gives() -> None:
+    events = read_events(FIXTURES / "fantasy_claude-sonnet-4_text_then_2_parallel_tool_use.sse")
+    async with (stream.iterate(events) | convert_anthropic.pipe(id_factory=ids)).stream() as chunks:
+        received = [chunk async for chunk in chunks]
+    assert received == convert(events)
+
+
+@pytest.mark.anyio
+async def test_operator_raises_the_provider_error_after_yielding_what_came_before() -> None:
+    events = [
+        text(0, "a"),
+        {"type": "error", "error": {"type": "api_error", "message": "boom"}},
+        text(0, "b"),
+    ]
+    received: list[ChunkResponse] = []
+
+    async def consume() -> None:
+        async with convert_anthropic(stream.iterate(events)).stream() as chunks:
+            async for chunk in chunks:
+                received.append(chunk)
+
+    with pytest.raises(ProviderError, match="boom"):
+        await consume()
+    assert received == [ChunkResponse(content="a")]
