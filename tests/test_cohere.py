@@ -1,0 +1,412 @@
+"""Cohere v2 chat converter: exact chunks for hand-written streams, and every recorded stream checked
+against a deliberately naive reference computed from its raw events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiostream import streamcontext
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.providers.cohere import CohereConverter, convert_cohere
+from pipeline.errors import ConverterError
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+
+FIXTURES = Path(__file__).parent / "fixtures" / "cohere"
+FIXTURE_FILES = sorted(FIXTURES.iterdir())
+
+Event = dict[str, Any]
+
+
+def load_events(path: Path) -> list[Event]:
+    """One JSON event a line (``.jsonl``), or the ``data:`` lines of an ``.sse`` recording."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if path.suffix == ".sse":
+        lines = [line[5:].strip() for line in lines if line.startswith("data:")]
+    return [json.loads(line) for line in lines if line.strip() and line.strip() != "[DONE]"]
+
+
+def sequential_ids(index: int) -> str:
+    return f"gen_{index}"
+
+
+def convert(events: Iterable[Mapping[str, Any]]) -> list[ChunkResponse]:
+    converter = CohereConverter(id_factory=sequential_ids)
+    chunks: list[ChunkResponse] = []
+    for event in events:
+        chunks.extend(converter.feed(event))
+    chunks.extend(converter.finish())
+    return chunks
+
+
+def message(**fields: Any) -> dict[str, Any]:
+    return {"message": fields}
+
+
+def start(message_id: str = "msg_1") -> Event:
+    return {"id": message_id, "type": "message-start", "delta": message(role="assistant", content=[])}
+
+
+def content_delta(text: str, index: int = 0) -> Event:
+    return {"type": "content-delta", "index": index, "delta": message(content={"text": text})}
+
+
+def plan_delta(text: str) -> Event:
+    return {"type": "tool-plan-delta", "delta": message(tool_plan=text)}
+
+
+def call_start(index: int, call_id: str | None, name: str, arguments: str = "") -> Event:
+    call: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    if call_id is not None:
+        call["id"] = call_id
+    return {"type": "tool-call-start", "index": index, "delta": message(tool_calls=call)}
+
+
+def call_delta(index: int | None, arguments: str) -> Event:
+    event: Event = {
+        "type": "tool-call-delta",
+        "delta": message(tool_calls={"function": {"arguments": arguments}}),
+    }
+    if index is not None:
+        event["index"] = index
+    return event
+
+
+def call_end(index: int) -> Event:
+    return {"type": "tool-call-end", "index": index}
+
+
+def message_end(finish_reason: str, usage: Any = None, **fields: Any) -> Event:
+    delta: dict[str, Any] = {"finish_reason": finish_reason} | fields
+    if usage is not None:
+        delta["usage"] = usage
+    return {"type": "message-end", "delta": delta}
+
+
+RAW_USAGE = {
+    "billed_units": {"input_tokens": 10, "output_tokens": 4},
+    "tokens": {"input_tokens": 30, "output_tokens": 6},
+    "cached_tokens": 20,
+}
+USAGE = TokenUsage(prompt_tokens=30, completion_tokens=6, total_tokens=36, cached_tokens=20)
+
+
+def calls(*deltas: ToolCallDelta) -> ChunkResponse:
+    return ChunkResponse(tool_calls=list(deltas))
+
+
+def test_text_response() -> None:
+    events = [
+        start(),
+        {"type": "content-start", "index": 0, "delta": message(content={"type": "text", "text": ""})},
+        content_delta("Hello"),
+        content_delta(" there"),
+        {"type": "content-end", "index": 0},
+        message_end("COMPLETE", RAW_USAGE),
+    ]
+    assert convert(events) == [
+        ChunkResponse(metadata={"id": "msg_1"}),
+        ChunkResponse(content="Hello"),
+        ChunkResponse(content=" there"),
+        ChunkResponse(
+            is_complete=True, usage=USAGE, finish_reason="stop", metadata={"stop_reason": "COMPLETE"}
+        ),
+    ]
+
+
+def test_tool_plan_is_reasoning_and_parallel_calls_stream_their_arguments() -> None:
+    events = [
+        start(),
+        plan_delta("I will"),
+        plan_delta(" look."),
+        call_start(0, "weather_1", "weather"),
+        call_delta(0, '{"city":'),
+        call_delta(0, '"Paris"}'),
+        call_end(0),
+        call_start(1, "time_2", "time", "{}"),
+        call_end(1),
+        message_end("TOOL_CALL", RAW_USAGE),
+    ]
+    assert convert(events) == [
+        ChunkResponse(metadata={"id": "msg_1"}),
+        ChunkResponse(reasoning="I will"),
+        ChunkResponse(reasoning=" look."),
+        calls(ToolCallDelta(0, "weather_1", "weather")),
+        calls(ToolCallDelta(0, arguments_delta='{"city":')),
+        calls(ToolCallDelta(0, arguments_delta='"Paris"}')),
+        calls(ToolCallDelta(0, finished=True)),
+        calls(ToolCallDelta(1, "time_2", "time", "{}")),
+        calls(ToolCallDelta(1, finished=True)),
+        ChunkResponse(
+            is_complete=True, usage=USAGE, finish_reason="tool_calls", metadata={"stop_reason": "TOOL_CALL"}
+        ),
+    ]
+
+
+def test_call_positions_follow_first_appearance_and_missing_ids_are_generated() -> None:
+    events = [call_start(3, None, "a"), call_start(7, "", "b"), call_delta(7, "{}"), call_delta(3, "{}")]
+    assert convert(events) == [
+        calls(ToolCallDelta(0, "gen_0", "a")),
+        calls(ToolCallDelta(1, "gen_1", "b")),
+        calls(ToolCallDelta(1, arguments_delta="{}")),
+        calls(ToolCallDelta(0, arguments_delta="{}")),
+    ]
+
+
+def test_a_delta_without_index_belongs_to_the_last_started_call() -> None:
+    events = [call_start(0, "c0", "a"), call_start(1, "c1", "b"), call_delta(None, "{}")]
+    assert convert(events)[-1] == calls(ToolCallDelta(1, arguments_delta="{}"))
+
+
+def test_thinking_content_is_reasoning() -> None:
+    events = [
+        {
+            "type": "content-start",
+            "index": 0,
+            "delta": message(content={"type": "thinking", "thinking": "Hmm"}),
+        },
+        {"type": "content-delta", "index": 0, "delta": message(content={"thinking": ", yes"})},
+    ]
+    assert convert(events) == [ChunkResponse(reasoning="Hmm"), ChunkResponse(reasoning=", yes")]
+
+
+@pytest.mark.parametrize(
+    ("reason", "finish_reason"),
+    [
+        ("COMPLETE", "stop"),
+        ("STOP_SEQUENCE", "stop"),
+        ("MAX_TOKENS", "length"),
+        ("TOOL_CALL", "tool_calls"),
+        ("ERROR", "error"),
+        ("TIMEOUT", "timeout"),
+    ],
+)
+def test_finish_reasons_are_normalised(reason: str, finish_reason: str) -> None:
+    assert convert([message_end(reason)]) == [
+        ChunkResponse(is_complete=True, finish_reason=finish_reason, metadata={"stop_reason": reason})
+    ]
+
+
+def test_error_message_and_billed_units_when_tokens_are_absent() -> None:
+    usage = {"billed_units": {"input_tokens": 3.0, "output_tokens": 2}}
+    assert convert([message_end("ERROR", usage, error="overloaded")]) == [
+        ChunkResponse(
+            is_complete=True,
+            usage=TokenUsage(prompt_tokens=3, completion_tokens=2, total_tokens=5),
+            finish_reason="error",
+            metadata={"stop_reason": "ERROR", "error": "overloaded"},
+        )
+    ]
+
+
+def test_citations_unknown_events_and_empty_deltas_give_nothing() -> None:
+    events: list[Event] = [
+        {
+            "type": "citation-start",
+            "index": 0,
+            "delta": message(citations={"start": 0, "end": 4, "text": "Paris"}),
+        },
+        {"type": "citation-end", "index": 0},
+        {"type": "debug", "delta": {}},
+        content_delta(""),
+        {"type": "content-end", "index": 0},
+    ]
+    assert convert(events) == []
+
+
+def test_a_new_message_restarts_call_positions() -> None:
+    events = [start("m1"), call_start(0, "a", "f"), start("m2"), call_start(0, "b", "g")]
+    assert convert(events) == [
+        ChunkResponse(metadata={"id": "m1"}),
+        calls(ToolCallDelta(0, "a", "f")),
+        ChunkResponse(metadata={"id": "m2"}),
+        calls(ToolCallDelta(0, "b", "g")),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("event", "message_pattern"),
+    [
+        ({"type": "content-delta", "delta": {}}, "event 1 .*'delta.message'"),
+        ({"type": "content-delta", "delta": message(content={"text": 5})}, "'text'"),
+        (
+            {"type": "tool-call-start", "index": 0, "delta": message(tool_calls={"function": {}})},
+            "function.name",
+        ),
+        (
+            {
+                "type": "tool-call-start",
+                "index": "0",
+                "delta": message(tool_calls={"function": {"name": "f"}}),
+            },
+            "'index'",
+        ),
+        (call_delta(4, "{}"), "call index 4 is not open"),
+        (call_end(4), "call index 4 is not open"),
+        (call_delta(None, "{}"), "'index'"),
+        ({"type": "message-end", "delta": {"usage": {"tokens": {"input_tokens": "x"}}}}, "input_tokens"),
+        ({"delta": {}}, "'type'"),
+    ],
+)
+def test_malformed_events_raise_converter_error(event: Event, message_pattern: str) -> None:
+    converter = CohereConverter()
+    converter.feed({"type": "citation-end"})
+    with pytest.raises(ConverterError, match=message_pattern) as raised:
+        converter.feed(event)
+    assert raised.value.event_number == 1
+
+
+def test_a_call_cannot_be_started_twice_or_continued_after_its_end() -> None:
+    converter = CohereConverter()
+    converter.feed(call_start(0, "a", "f"))
+    with pytest.raises(ConverterError, match="already started"):
+        converter.feed(call_start(0, "a", "f"))
+    converter.feed(call_end(0))
+    with pytest.raises(ConverterError, match=r"event 3 .*not open"):
+        converter.feed(call_delta(0, "{}"))
+
+
+async def _iterate(events: list[Event]) -> AsyncIterator[Event]:
+    for event in events:
+        yield event
+
+
+async def collect(chunks: AsyncIterable[ChunkResponse]) -> list[ChunkResponse]:
+    received: list[ChunkResponse] = []
+    async with streamcontext(chunks) as items:
+        async for item in items:
+            received.append(item)
+    return received
+
+
+@pytest.mark.anyio
+async def test_operator_yields_the_core_chunks() -> None:
+    events = load_events(FIXTURE_FILES[0])
+    assert await collect(convert_cohere(_iterate(events), id_factory=sequential_ids)) == convert(events)
+
+
+# -- every recording against a naive reference --------------------------------------------------------
+
+
+def reference(events: list[Event]) -> dict[str, Any]:
+    """The response computed the simple way from the raw events."""
+    text = "".join(
+        e["delta"]["message"]["content"].get("text", "") for e in events if e["type"] == "content-delta"
+    )
+    plan = "".join(e["delta"]["message"]["tool_plan"] for e in events if e["type"] == "tool-plan-delta")
+    found: dict[int, dict[str, Any]] = {}
+    for e in events:
+        if e["type"] == "tool-call-start":
+            call = e["delta"]["message"]["tool_calls"]
+            found[e["index"]] = {"id": call["id"], "name": call["function"]["name"], "text": ""}
+        elif e["type"] == "tool-call-delta":
+            found[e["index"]]["text"] += e["delta"]["message"]["tool_calls"]["function"]["arguments"]
+    end = events[-1]["delta"]
+    tokens = end["usage"]["tokens"]
+    return {
+        "id": events[0]["id"],
+        "content": text,
+        "reasoning": plan,
+        "calls": [
+            {"id": c["id"], "name": c["name"], "arguments": json.loads(c["text"]), "finished": True}
+            for c in found.values()
+        ],
+        "finish_reason": {"COMPLETE": "stop", "TOOL_CALL": "tool_calls", "MAX_TOKENS": "length"}[
+            end["finish_reason"]
+        ],
+        "usage": (tokens["input_tokens"], tokens["output_tokens"], end["usage"].get("cached_tokens")),
+    }
+
+
+def folded(chunks: list[ChunkResponse]) -> dict[str, Any]:
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        for call in chunk.tool_calls or []:
+            entry = calls.setdefault(call.index, {"id": None, "name": None, "text": [], "finished": False})
+            assert not entry["finished"]
+            entry["id"] = entry["id"] or call.call_id
+            entry["name"] = entry["name"] or call.name
+            entry["text"].append(call.arguments_delta or "")
+            entry["finished"] = call.finished
+    usage = chunks[-1].usage
+    assert usage is not None
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    metadata: dict[str, Any] = {}
+    for chunk in chunks:
+        metadata.update(chunk.metadata or {})
+    return {
+        "id": metadata["id"],
+        "content": "".join(chunk.content for chunk in chunks),
+        "reasoning": "".join(chunk.reasoning or "" for chunk in chunks),
+        "calls": [
+            {
+                "id": c["id"],
+                "name": c["name"],
+                "arguments": json.loads("".join(c["text"])),
+                "finished": c["finished"],
+            }
+            for _, c in sorted(calls.items())
+        ],
+        "finish_reason": chunks[-1].finish_reason,
+        "usage": (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens),
+    }
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=[path.name for path in FIXTURE_FILES])
+def test_recording_matches_the_naive_reference(path: Path) -> None:
+    events = load_events(path)
+    chunks = convert(events)
+    expected = reference(events)
+    assert folded(chunks) == expected
+    assert expected["calls"]
+    assert expected["reasoning"]
+    assert [chunk.is_complete for chunk in chunks] == [False] * (len(chunks) - 1) + [True]
+
+
+def test_the_tool_plan_recording_has_two_parallel_calls() -> None:
+    result = reference(load_events(FIXTURES / "vercel_cohere_v2_tool_plan_then_2_parallel_tool_calls.jsonl"))
+    assert [(c["id"], c["name"], c["arguments"]) for c in result["calls"]] == [
+        ("weather_e8p4pn45zt0t", "weather", {"location": "San Francisco"}),
+        ("cityAttractions_pyxssbwnq9fq", "cityAttractions", {"city": "San Francisco"}),
+    ]
+    assert result["usage"] == (1549, 95, 1504)
+
+
+def delta_text(event: Event) -> str | None:
+    """The text a tool-plan or tool-call delta carries, else ``None``."""
+    if event["type"] == "tool-plan-delta":
+        return str(event["delta"]["message"]["tool_plan"])
+    if event["type"] == "tool-call-delta":
+        return str(event["delta"]["message"]["tool_calls"]["function"]["arguments"])
+    return None
+
+
+def with_delta_text(event: Event, text: str) -> Event:
+    if event["type"] == "tool-plan-delta":
+        return event | {"delta": message(tool_plan=text)}
+    return event | {"delta": message(tool_calls={"function": {"arguments": text}})}
+
+
+def resplit(events: list[Event], cuts: list[int]) -> list[Event]:
+    """Split each text-carrying delta in two at the cut chosen for it (empty halves are kept)."""
+    result: list[Event] = []
+    for number, event in enumerate(events):
+        text = delta_text(event)
+        if text is None:
+            result.append(event)
+            continue
+        cut = cuts[number % len(cuts)] % (len(text) + 1)
+        result.extend([with_delta_text(event, text[:cut]), with_delta_text(event, text[cut:])])
+    return result
+
+
+@settings(max_examples=40, deadline=None)
+@given(path=st.sampled_from(FIXTURE_FILES), cuts=st.lists(st.integers(0, 32), min_size=1, max_size=8))
+def test_any_split_of_the_deltas_folds_to_the_same_response(path: Path, cuts: list[int]) -> None:
+    events = load_events(path)
+    assert folded(convert(resplit(events, cuts))) == folded(convert(events))
