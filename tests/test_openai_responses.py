@@ -916,3 +916,17 @@ def resplit(events: list[Event], cuts: list[int]) -> list[Event]:
 def test_any_split_of_the_deltas_folds_to_the_same_response(path: Path, cuts: list[int]) -> None:
     events = load_events(path)
     assert folded(convert(resplit(events, cuts))) == folded(convert(events))
+
+
+def test_a_message_known_only_from_its_deltas_still_gives_its_unstreamed_parts_when_done() -> None:
+    finished = {
+        "type": "message",
+        "id": "msg_1",
+        "content": [{"type": "output_text", "text": "ab"}, {"type": "output_text", "text": "cd"}],
+    }
+    events = [text_delta("a"), text_delta("b"), done(0, finished)]
+    assert convert(events) == [
+        ChunkResponse(content="a"),
+        ChunkResponse(content="b"),
+        ChunkResponse(content="cd"),
+    ]

@@ -39,7 +39,7 @@ A stream that ends without ``response.completed`` / ``incomplete`` / ``failed`` 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import msgspec
 from aiostream import pipable_operator
@@ -67,13 +67,18 @@ _INCOMPLETE_FINISH_REASONS: Final[Mapping[str, str]] = {
     "content_filter": "content_filter",
 }
 
-_RESPONSE_FACTS: Final = (("id", "id"), ("model", "model"), ("created", "created_at"))
+_RESPONSE_FACTS: Final = (
+    ("id", "id"),
+    ("model", "model"),
+    ("created", "created_at"),
+    ("service_tier", "service_tier"),
+)
 """(metadata key, response field) pairs reported as soon as the response announces them."""
 
-_PartKey = tuple[str, int]
+_PartKey: TypeAlias = tuple[str, int]
 """A text part of an output item: (channel, part index); channels: text, refusal, summary, reasoning."""
 
-Chunks = list[ChunkResponse]
+Chunks: TypeAlias = list[ChunkResponse]
 
 
 class _OutputItem:
@@ -195,7 +200,7 @@ class OpenAIResponsesConverter:
         return [
             ChunkResponse(
                 is_complete=True,
-                usage=self._usage(response.get("usage")),
+                usage=self._usage(event, response.get("usage")),
                 finish_reason=finish_reason,
                 metadata=facts,
             )
@@ -234,39 +239,36 @@ class OpenAIResponsesConverter:
             value = response.get(field)
             if value is not None and self._metadata.get(key) != value:
                 facts[key] = value
-        tier = response.get("service_tier")
-        if tier is not None and self._metadata.get("service_tier") != tier:
-            facts["service_tier"] = tier
         self._metadata.update(facts)
         return facts
 
-    def _usage(self, raw: object) -> TokenUsage | None:
+    def _usage(self, event: Mapping[str, Any], raw: object) -> TokenUsage | None:
         if raw is None:
             return None
         if not isinstance(raw, Mapping):
-            raise self._field_error({}, "response.usage", "an object")
-        prompt = self._count(raw, "input_tokens") or 0
-        completion = self._count(raw, "output_tokens") or 0
-        total = self._count(raw, "total_tokens")
+            raise self._field_error(event, "response.usage", "an object")
+        prompt = self._count(event, raw, "input_tokens") or 0
+        completion = self._count(event, raw, "output_tokens") or 0
+        total = self._count(event, raw, "total_tokens")
         input_details = raw.get("input_tokens_details")
         output_details = raw.get("output_tokens_details")
         return TokenUsage(
             prompt_tokens=prompt,
             completion_tokens=completion,
             total_tokens=prompt + completion if total is None else total,
-            cached_tokens=self._count(input_details, "cached_tokens"),
-            cache_creation_tokens=self._count(input_details, "cache_write_tokens"),
-            reasoning_tokens=self._count(output_details, "reasoning_tokens"),
+            cached_tokens=self._count(event, input_details, "cached_tokens"),
+            cache_creation_tokens=self._count(event, input_details, "cache_write_tokens"),
+            reasoning_tokens=self._count(event, output_details, "reasoning_tokens"),
         )
 
-    def _count(self, container: object, key: str) -> int | None:
+    def _count(self, event: Mapping[str, Any], container: object, key: str) -> int | None:
         if not isinstance(container, Mapping):
             return None
         value = container.get(key)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self._field_error({}, f"usage {key}", "an integer")
+            raise self._field_error(event, f"response.usage.{key}", "an integer")
         return value
 
     # -- output items --------------------------------------------------------------------------------
@@ -316,6 +318,9 @@ class OpenAIResponsesConverter:
     def _on_item_done(self, event: Mapping[str, Any]) -> Chunks:
         raw = self._mapping(event, "item")
         item = self._find(event, raw.get("id")) or self._register(event, raw)
+        if item.item_type is None:  # known only from text events so far
+            item_type = raw.get("type")
+            item.item_type = item_type if isinstance(item_type, str) else None
         item_type = item.item_type
         if item_type == "message":
             return self._message_rest(item, raw)
@@ -405,15 +410,17 @@ class OpenAIResponsesConverter:
         return parts
 
     def _register(self, event: Mapping[str, Any], raw: Mapping[str, Any]) -> _OutputItem:
+        """Remember the output item ``raw`` (of an ``output_item`` event) at its position and id."""
         item_type = raw.get("type")
         if not isinstance(item_type, str):
             raise self._field_error(event, "item.type", "a string")
-        item = _OutputItem(self._item_count, item_type)
+        return self._remember(_OutputItem(self._item_count, item_type), event, raw.get("id"))
+
+    def _remember(self, item: _OutputItem, event: Mapping[str, Any], item_id: object) -> _OutputItem:
         self._item_count += 1
         position = self._position(event)
         if position is not None:
             self._items_by_position[position] = item
-        item_id = raw.get("id")
         if isinstance(item_id, str) and item_id:
             self._items_by_id[item_id] = item
         return item
@@ -437,18 +444,9 @@ class OpenAIResponsesConverter:
 
     def _text_item(self, event: Mapping[str, Any]) -> _OutputItem:
         """The item a text event addresses; one not announced by ``output_item.added`` is registered."""
-        found = self._find(event, event.get("item_id"))
-        if found is not None:
-            return found
-        item = _OutputItem(self._item_count, None)
-        self._item_count += 1
-        position = self._position(event)
-        if position is not None:
-            self._items_by_position[position] = item
         item_id = event.get("item_id")
-        if isinstance(item_id, str) and item_id:
-            self._items_by_id[item_id] = item
-        return item
+        found = self._find(event, item_id)
+        return found or self._remember(_OutputItem(self._item_count, None), event, item_id)
 
     # -- text, refusal and reasoning -----------------------------------------------------------------
 
