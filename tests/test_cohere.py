@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.providers.cohere import CohereConverter, convert_cohere
+from operators.sse import decode_jsonl, sse_events
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 
@@ -288,6 +289,24 @@ async def collect(chunks: AsyncIterable[ChunkResponse]) -> list[ChunkResponse]:
 async def test_operator_yields_the_core_chunks() -> None:
     events = load_events(FIXTURE_FILES[0])
     assert await collect(convert_cohere(_iterate(events), id_factory=sequential_ids)) == convert(events)
+
+
+RECORDED_BYTES = {path: path.read_bytes() for path in FIXTURE_FILES}
+
+
+async def _chunked_bytes(data: bytes, size: int) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=[path.name for path in FIXTURE_FILES])
+async def test_recording_bytes_through_the_decoder_and_the_operator(path: Path) -> None:
+    """The whole adapter path: raw recorded bytes in 5-byte chunks, decoded by operators.sse."""
+    raw = _chunked_bytes(RECORDED_BYTES[path], 5)
+    events = sse_events(raw) if path.suffix == ".sse" else decode_jsonl(raw)
+    chunks = await collect(events | convert_cohere.pipe(id_factory=sequential_ids))
+    assert chunks == convert(load_events(path))
 
 
 # -- every recording against a naive reference --------------------------------------------------------

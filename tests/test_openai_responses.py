@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.providers.openai_responses import OpenAIResponsesConverter, convert_openai_responses
+from operators.sse import decode_jsonl, sse_events
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 
@@ -733,6 +734,24 @@ async def test_operator_yields_everything_before_a_failure() -> None:
     with pytest.raises(ProviderError, match="boom"):
         await collect(convert_openai_responses(_iterate([created(), text_delta("hi"), failed])), received)
     assert received == [STARTED, ChunkResponse(content="hi")]
+
+
+RECORDED_BYTES = {path: path.read_bytes() for path in FIXTURE_FILES}
+
+
+async def _chunked_bytes(data: bytes, size: int) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=[path.name for path in FIXTURE_FILES])
+async def test_recording_bytes_through_the_decoder_and_the_operator(path: Path) -> None:
+    """The whole adapter path: raw recorded bytes in 7-byte chunks, decoded by operators.sse."""
+    raw = _chunked_bytes(RECORDED_BYTES[path], 7)
+    events = sse_events(raw) if path.suffix == ".sse" else decode_jsonl(raw)
+    chunks = await collect(events | convert_openai_responses.pipe(id_factory=sequential_ids), [])
+    assert chunks == convert(load_events(path))
 
 
 # -- every recording against a naive reference --------------------------------------------------------
