@@ -231,8 +231,9 @@ class AnthropicConverter:
         details: Mapping[str, Any] = error if isinstance(error, Mapping) else {}
         kind = details.get("type") if isinstance(details.get("type"), str) else None
         message = details.get("message") if isinstance(details.get("message"), str) else None
+        reason = f"{kind or 'error'}: {message or repr(event)}"
         raise ProviderError(
-            f"Anthropic stream error at event {self._event_number}: {kind or 'error'}: {message or event!r}",
+            f"Anthropic stream error at event {self._event_number}: {reason}",
             kind=kind,
             payload=event,
         )
