@@ -1,0 +1,119 @@
+"""Wire-format and framing detection, on every recorded fixture file (the folder names the answer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operators.providers.detect import detect_framing, detect_wire_format
+from operators.sse import EventParser, JSONLinesDecoder, SSEDecoder
+from pipeline.errors import ConfigurationError
+from tests.conftest import FIXTURES
+
+FOLDER_FORMATS = {
+    "anthropic": "anthropic",
+    "cohere": "cohere",
+    "gemini": "gemini",
+    "openai_chat": "openai",
+    "openai_compatible": "openai",
+    "openai_responses": "openai-responses",
+}
+INTERACTIONS_API = "vercel_gemini-2.5-flash_interactions_api_tool_call.jsonl"
+STREAM_FILES = sorted(
+    path
+    for path in FIXTURES.glob("*/*")
+    if path.parent.name in FOLDER_FORMATS and path.suffix in (".sse", ".jsonl")
+)
+OTHER_FILES = sorted(
+    path
+    for path in FIXTURES.glob("*/*")
+    if path.is_file() and path.parent.name != "fixtures" and path not in STREAM_FILES
+)
+
+
+def first_event(path: Path) -> dict[str, Any]:
+    data = path.read_bytes()
+    if path.suffix == ".jsonl":
+        decoder = JSONLinesDecoder(check_errors=False)
+        values: list[dict[str, Any]] = decoder.feed(data) + decoder.finish()
+        return values[0]
+    parser = EventParser()
+    for event in SSEDecoder().feed(data):
+        payloads = parser.feed(event)
+        if payloads:
+            return payloads[0]
+    raise AssertionError(f"no event in {path.name}")
+
+
+@pytest.mark.parametrize("path", STREAM_FILES, ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_framing_of_every_stream_fixture(path: Path) -> None:
+    expected = "jsonl" if path.suffix == ".jsonl" else "sse"
+    assert detect_framing(path.read_bytes()[:200]) == expected
+    assert detect_framing(path.read_bytes()[:12]) == expected
+
+
+@pytest.mark.parametrize("path", STREAM_FILES, ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_wire_format_of_every_stream_fixture(path: Path) -> None:
+    event = first_event(path)
+    if path.name == INTERACTIONS_API:
+        with pytest.raises(ConfigurationError, match="Gemini Interactions API"):
+            detect_wire_format(event)
+    else:
+        assert detect_wire_format(event) == FOLDER_FORMATS[path.parent.name]
+
+
+@pytest.mark.parametrize("path", OTHER_FILES, ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_files_that_are_not_sse_or_jsonl_are_refused(path: Path) -> None:
+    """Bedrock's binary event-stream frames and plain model text are neither framing."""
+    with pytest.raises(ConfigurationError, match="neither SSE nor JSON Lines"):
+        detect_framing(path.read_bytes()[:200])
+
+
+def test_other_files_are_the_expected_ones() -> None:
+    assert {path.parent.name for path in OTHER_FILES} == {"anthropic", "raw_model_output"}
+    assert [path.suffix for path in OTHER_FILES if path.parent.name == "anthropic"] == [".bin"]
+
+
+@pytest.mark.parametrize(
+    ("first_bytes", "framing"),
+    [
+        (b"\xef\xbb\xbfdata: {}\n\n", "sse"),
+        (b"\n\r\n: keep-alive\n", "sse"),
+        (b"event: message_start\r\n", "sse"),
+        (b"id: 1\n", "sse"),
+        (b"data\n", "sse"),
+        (b'  {"type": "ping"}\n', "jsonl"),
+    ],
+)
+def test_framing_edge_cases(first_bytes: bytes, framing: str) -> None:
+    assert detect_framing(first_bytes) == framing
+
+
+@pytest.mark.parametrize("first_bytes", [b"", b"[1, 2]\n", b"hello: world\n", b"database: x\n"])
+def test_framing_refusals(first_bytes: bytes) -> None:
+    with pytest.raises(ConfigurationError):
+        detect_framing(first_bytes)
+
+
+@pytest.mark.parametrize(
+    ("event", "wire_format"),
+    [
+        ({"choices": [], "usage": {"prompt_tokens": 1}}, "openai"),
+        ({"object": "chat.completion.chunk", "id": "x"}, "openai"),
+        ({"type": "response.created", "response": {}}, "openai-responses"),
+        ({"type": "error", "code": "x", "message": "m", "sequence_number": 3}, "openai-responses"),
+        ({"type": "error", "error": {"type": "overloaded_error", "message": "m"}}, "anthropic"),
+        ({"type": "ping"}, "anthropic"),
+        ({"usageMetadata": {"promptTokenCount": 1}}, "gemini"),
+        ({"type": "content-delta", "index": 0}, "cohere"),
+    ],
+)
+def test_wire_format_edge_cases(event: dict[str, Any], wire_format: str) -> None:
+    assert detect_wire_format(event) == wire_format
+
+
+def test_unknown_event_names_what_it_saw() -> None:
+    with pytest.raises(ConfigurationError, match=r"type 'mystery' and keys: type, x"):
+        detect_wire_format({"type": "mystery", "x": 1})
