@@ -1,0 +1,60 @@
+"""The delimiter-token rewriter: tool calls written into the text between delimiter tokens become
+:class:`~pipeline.models.ToolCallDelta`\\ s; every other character passes through.
+
+``rewrite_delimiters(source, "kimi_k2")`` is the operator, :class:`DelimiterRewriter` its sans-IO core,
+:data:`FORMATS` the formats by name. How the lexers work and how to add a format: ``_base.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from typing import Any
+
+from aiostream import pipable_operator
+
+from operators.delimiters._base import (
+    DEFAULT_MAX_BUFFERED_CHARS,
+    FORMATS,
+    DelimiterRewriter,
+    FormatLexer,
+    SectionLexer,
+    get_format,
+    register_format,
+)
+from operators.providers._common import IdFactory
+from pipeline._driver import drive
+from pipeline.models import ChunkResponse
+
+__all__ = [
+    "DEFAULT_MAX_BUFFERED_CHARS",
+    "FORMATS",
+    "DelimiterRewriter",
+    "FormatLexer",
+    "SectionLexer",
+    "get_format",
+    "register_format",
+    "rewrite_delimiters",
+]
+
+# Every public module of this package defines and registers formats.
+for _module in pkgutil.iter_modules(__path__):
+    if not _module.name.startswith("_"):
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+
+@pipable_operator
+def rewrite_delimiters(
+    source: AsyncIterable[ChunkResponse],
+    format: str,
+    *,
+    id_factory: IdFactory | None = None,
+    tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+    max_buffered_chars: int = DEFAULT_MAX_BUFFERED_CHARS,
+) -> AsyncIterator[ChunkResponse]:
+    """Move the tool calls that ``format`` writes into ``content`` and ``reasoning`` to ``tool_calls``."""
+    core = DelimiterRewriter(
+        format, id_factory=id_factory, tool_schemas=tool_schemas, max_buffered_chars=max_buffered_chars
+    )
+    return drive(source, core)

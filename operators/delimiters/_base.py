@@ -1,0 +1,586 @@
+"""The delimiter-token rewriter's framework: lexers, the call output, the registry and the core.
+
+Some models write their tool calls into the text itself, between delimiter tokens (Kimi-K2's
+``<|tool_call_begin|>``, DeepSeek's ``<\uff5ctool\u2581call\u2581begin\uff5c>``, Qwen's ``<tool_call>``, ...).
+:class:`DelimiterRewriter` moves those calls out of ``content`` and ``reasoning`` into
+:class:`~pipeline.models.ToolCallDelta`\\ s and passes every other character through, in order.
+
+How it works
+============
+
+Each channel (``content``, ``reasoning``) has its own :class:`FormatLexer`: a small state machine over the
+text whose current state is a method ``state(buf, pos, final) -> int``. ``buf`` is the text held back
+from the previous chunk followed by the new chunk; the state consumes ``buf[pos:]`` as far as it can
+decide, emits text or call pieces, possibly switches ``self.state``, and returns where it stopped. When a
+state returns ``pos`` without switching state, the rest of ``buf`` is held back until the next chunk (it
+could still become a marker): handlers only do that for a bounded suffix (a partial marker, a few
+characters), so nothing is rescanned more than a bounded number of times. With ``final=True`` (end of
+input) a state must consume everything. Markers are found with :class:`~._scan.Markers` (one compiled
+alternation per state, searched from ``pos`` only), JSON arguments are followed with
+:class:`~._scan.JsonArgs`, XML-style parameters are converted with :class:`~._scan.XmlArguments`.
+
+A lexer reports through these methods, and the rewriter packs the results into chunks, keeping the
+order: ``emit_text(text)``, ``start_call(name, call_id=None)`` (the index is the next position in the
+response, the id comes from ``id_factory`` when ``call_id`` is ``None``), ``emit_args(text)``,
+``end_call(finished)`` (``finished=False`` when the call was cut off; a finished call that never emitted
+arguments gets ``{}``).
+
+How to add a format
+===================
+
+1. Create ``operators/delimiters/<family>.py``. Every public module of this package is imported by the
+   package ``__init__``, so nothing else needs editing.
+2. Subclass :class:`FormatLexer` (or :class:`SectionLexer` when the calls sit inside a section such as
+   ``<|tool_calls_section_begin|> ... <|tool_calls_section_end|>``), set ``name`` (and ``aliases``),
+   ``markers`` (every literal, for the tests), ``end_marker_optional`` if a call whose JSON is complete
+   may lack its end marker at the end of the stream, and decorate it with ``@register_format``.
+3. Write ``start(self, buf, pos, final) -> int`` (the text state), plus one method per state. Module-level
+   :class:`~._scan.Markers` constants per state; a typical text state::
+
+       def start(self, buf: str, pos: int, final: bool) -> int:
+           stop, resume, marker = _TEXT.find(buf, pos, final)
+           if stop > pos:
+               self.emit_text(buf[pos:stop])
+           if marker is not None:
+               self.state = self._header
+           return resume
+
+4. Override ``at_end()`` when the format has something to release at the end of the input (the default
+   releases held tentative text and ends an open call as cut off, or finished if ``end_marker_optional``
+   and its JSON is complete).
+5. Say in the class docstring what cannot be told apart (a marker written in prose, a closing tag inside
+   an argument value).
+6. Test it with ``tests/delimiter_cases.py`` (``assert_chunking_invariant`` feeds a text whole, one
+   character at a time, split around every marker, and at random splits; ``run`` gives the text per
+   channel and the calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
+
+import msgspec
+
+from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers
+from operators.providers._common import IdFactory, new_call_id
+from pipeline.errors import ConfigurationError
+from pipeline.models import ChunkResponse, ToolCallDelta
+
+__all__ = [
+    "DEFAULT_MAX_BUFFERED_CHARS",
+    "FORMATS",
+    "Channel",
+    "DelimiterRewriter",
+    "FormatLexer",
+    "LexerOptions",
+    "SectionLexer",
+    "get_format",
+    "register_format",
+]
+
+Channel: TypeAlias = Literal["content", "reasoning"]
+State: TypeAlias = Callable[[str, int, bool], int]
+
+DEFAULT_MAX_BUFFERED_CHARS: Final = 1 << 20
+"""Default cap on the characters held for one call (a parameter value held until it is complete)."""
+
+
+class LexerOptions(msgspec.Struct, frozen=True):
+    """What every lexer of a rewriter shares."""
+
+    tool_schemas: Mapping[str, Mapping[str, Any]] = {}
+    """JSON schema of each tool's parameters, by tool name: decides the JSON type of XML-style values."""
+    max_buffered_chars: int = DEFAULT_MAX_BUFFERED_CHARS
+    """Cap on the characters held for one call; see :class:`~._scan.XmlArguments`."""
+
+
+class _Piece:
+    """A tool-call delta being assembled while one chunk is lexed."""
+
+    __slots__ = ("args", "call_id", "finished", "index", "name")
+
+    def __init__(self, index: int, call_id: str | None, name: str | None) -> None:
+        self.index = index
+        self.call_id = call_id
+        self.name = name
+        self.args: list[str] = []
+        self.finished = False
+
+    def delta(self) -> ToolCallDelta:
+        return ToolCallDelta(
+            self.index, self.call_id, self.name, "".join(self.args) if self.args else None, self.finished
+        )
+
+
+_Op: TypeAlias = tuple[str, Any]
+_RANK: Final = {"reasoning": 0, "content": 1, "tool": 2}
+
+
+class _Output:
+    """Collects, in order, what the lexers emit for one incoming chunk; allocates call positions."""
+
+    __slots__ = ("calls_started", "id_factory", "next_index", "ops")
+
+    def __init__(self, id_factory: IdFactory) -> None:
+        self.id_factory = id_factory
+        self.ops: list[_Op] = []
+        self.next_index = 0
+        self.calls_started = 0
+
+    def text(self, channel: Channel, text: str) -> None:
+        ops = self.ops
+        if ops and ops[-1][0] == channel:
+            ops[-1][1].append(text)
+        else:
+            ops.append((channel, [text]))
+
+    def start_call(self, name: str, call_id: str | None) -> int:
+        index = self.next_index
+        self.next_index += 1
+        self.calls_started += 1
+        if call_id is None:
+            call_id = self.id_factory(index)
+        self.ops.append(("tool", _Piece(index, call_id, name)))
+        return index
+
+    def _piece(self, index: int) -> _Piece:
+        ops = self.ops
+        if ops:
+            kind, piece = ops[-1]
+            if kind == "tool" and piece.index == index and not piece.finished:
+                assert isinstance(piece, _Piece)
+                return piece
+        piece = _Piece(index, None, None)
+        ops.append(("tool", piece))
+        return piece
+
+    def args(self, index: int, text: str) -> None:
+        self._piece(index).args.append(text)
+
+    def end_call(self, index: int) -> None:
+        self._piece(index).finished = True
+
+
+class FormatLexer:
+    """One channel's lexer for one format: a state machine over the channel's text (see the module doc)."""
+
+    name: ClassVar[str] = ""
+    aliases: ClassVar[tuple[str, ...]] = ()
+    end_marker_optional: ClassVar[bool] = False
+    """A call whose JSON arguments are complete counts as finished at the end of the input even without
+    its end marker (Kimi's tool section that never closes)."""
+    markers: ClassVar[tuple[str, ...]] = ()
+    """Every literal the format uses, for tests that split the input around each of them."""
+
+    def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
+        self._output = output
+        self.channel: Channel = channel
+        self.options = options
+        self.state: State = self.start
+        self.call_index: int | None = None
+        """Position of the call being written, ``None`` between calls."""
+        self.call_name = ""
+        self._call_has_args = False
+        self.json_args: JsonArgs | None = None
+        """The JSON scanner of the current call, for formats with JSON arguments."""
+        self.tentative: list[str] | None = None
+        """Text held while deciding whether it opens a call; released as text if it does not."""
+        self._tentative_size = 0
+        self._held = ""
+
+    # --- the engine -------------------------------------------------------------------------------------
+
+    def feed(self, text: str) -> None:
+        """Lex the next piece of the channel's text."""
+        if self._held:
+            text = self._held + text
+            self._held = ""
+        self._run(text, False)
+
+    def finish(self) -> None:
+        """The channel's text has ended: release what is held, end what is open."""
+        held, self._held = self._held, ""
+        if held:
+            self._run(held, True)
+        self.at_end()
+
+    def _run(self, buf: str, final: bool) -> None:
+        pos = 0
+        size = len(buf)
+        while pos < size:
+            state = self.state
+            resume = state(buf, pos, final)
+            if resume == pos and self.state == state:
+                if final:
+                    raise AssertionError(f"{type(self).__name__}.{state.__name__} did not consume at the end")
+                break
+            pos = resume
+        if pos < size:
+            self._held = buf[pos:]
+
+    def start(self, buf: str, pos: int, final: bool) -> int:
+        """The text state: plain text until a marker opens a call. Every format defines it."""
+        raise NotImplementedError
+
+    def at_end(self) -> None:
+        """End of input, after every held character went through the states with ``final=True``."""
+        self.release_tentative()
+        if self.call_index is not None:
+            json_args = self.json_args
+            self.end_call(finished=self.end_marker_optional and json_args is not None and json_args.complete)
+
+    # --- output -----------------------------------------------------------------------------------------
+
+    def emit_text(self, text: str) -> None:
+        """Pass ``text`` through on this lexer's channel."""
+        if text:
+            self._output.text(self.channel, text)
+
+    def start_call(self, name: str, call_id: str | None = None) -> None:
+        """Open the next call of the response (its id from ``id_factory`` when ``call_id`` is None)."""
+        if self.call_index is not None:
+            self.end_call(finished=False)
+        self.call_index = self._output.start_call(name, call_id or None)
+        self.call_name = name
+        self._call_has_args = False
+
+    def emit_args(self, text: str) -> None:
+        """Append ``text`` to the open call's arguments."""
+        if text and self.call_index is not None:
+            self._call_has_args = True
+            self._output.args(self.call_index, text)
+
+    def end_call(self, finished: bool = True) -> None:
+        """Close the open call: ``finished`` when its end marker came, not when it was cut off."""
+        index = self.call_index
+        if index is None:
+            return
+        if finished:
+            if not self._call_has_args:
+                self._output.args(index, "{}")
+            self._output.end_call(index)
+        self.call_index = None
+        self.json_args = None
+
+    # --- helpers for states ------------------------------------------------------------------------------
+
+    def hold_tentative(self, text: str) -> bool:
+        """Hold ``text`` while deciding whether a call opens; False once the held text passes
+        :data:`~._scan.HEADER_LIMIT` (the caller then gives up and releases it)."""
+        if self.tentative is None:
+            self.tentative = []
+            self._tentative_size = 0
+        self.tentative.append(text)
+        self._tentative_size += len(text)
+        return self._tentative_size <= HEADER_LIMIT
+
+    def take_tentative(self) -> str:
+        """The held tentative text, now no longer held."""
+        parts, self.tentative = self.tentative, None
+        return "".join(parts) if parts else ""
+
+    def release_tentative(self) -> None:
+        """It was not a call after all: the held text goes out as text."""
+        self.emit_text(self.take_tentative())
+
+    def stream_json_args(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
+        """Stream JSON arguments from ``buf[pos:]`` until one of ``markers`` outside a JSON string.
+
+        Returns ``(resume, marker)``; ``marker`` is None when more input is needed.
+        """
+        json_args = self.json_args
+        if json_args is None:
+            json_args = self.json_args = JsonArgs()
+        stop, resume, marker = json_args.scan(buf, pos, markers, final)
+        if stop > pos:
+            self.emit_args(json_args.trim(buf[pos:stop]))
+        return resume, marker
+
+
+class SectionLexer(FormatLexer):
+    """A format whose calls sit inside a section: ``SECTION_BEGIN (CALL)* SECTION_END``.
+
+    Subclasses set ``text_markers`` (what opens a section or, tolerated, a bare call), ``section_begins``,
+    ``section_markers`` (what opens a call or closes the section inside a section), ``section_ends``, and
+    write ``begin_call(marker)`` that switches to the call's first state. A call's last state calls
+    ``self.after_call()``.
+
+    A section opener is confirmed by the first call opener: until then the opener and what follows are
+    held (bounded), and released as text if the section closes with text in it or the input ends.
+    Between calls, whitespace is dropped and any other text passes through.
+    """
+
+    text_markers: ClassVar[Markers]
+    section_begins: ClassVar[frozenset[str]]
+    section_markers: ClassVar[Markers]
+    section_ends: ClassVar[frozenset[str]]
+
+    def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
+        super().__init__(output, channel, options)
+        self.in_section = False
+        self._between_started = False
+
+    def begin_call(self, marker: str) -> None:
+        """``marker`` opened a call: switch to the call's first state."""
+        raise NotImplementedError
+
+    def after_call(self) -> None:
+        """The current call is over: back to the section (or to text for a call outside a section)."""
+        self._between_started = False
+        self.state = self.in_section_state if self.in_section else self.start
+
+    def start(self, buf: str, pos: int, final: bool) -> int:
+        stop, resume, marker = self.text_markers.find(buf, pos, final)
+        if stop > pos:
+            self.emit_text(buf[pos:stop])
+        if marker is not None:
+            if marker in self.section_begins:
+                self.in_section = True
+                self._between_started = False
+                self.hold_tentative(marker)
+                self.state = self.in_section_state
+            else:
+                self.in_section = False
+                self.begin_call(marker)
+        return resume
+
+    def in_section_state(self, buf: str, pos: int, final: bool) -> int:
+        """Between calls inside a section."""
+        stop, resume, marker = self.section_markers.find(buf, pos, final)
+        if stop > pos:
+            text = buf[pos:stop]
+            if self.tentative is not None:
+                if not self.hold_tentative(text):
+                    self.in_section = False
+                    self.release_tentative()
+                    self.state = self.start
+                    return stop
+            else:
+                self._between(text)
+        if marker is None:
+            return resume
+        if marker in self.section_ends:
+            self.in_section = False
+            self.state = self.start
+            if self.tentative is not None:
+                held = self.take_tentative()
+                opener_end = next(len(m) for m in self.section_begins if held.startswith(m))
+                if not held[opener_end:].isspace() and len(held) > opener_end:
+                    self.emit_text(held + marker)
+        else:
+            if self.tentative is not None:
+                held = self.take_tentative()
+                opener_end = next(len(m) for m in self.section_begins if held.startswith(m))
+                self._between(held[opener_end:])
+            self.begin_call(marker)
+        return resume
+
+    def _between(self, text: str) -> None:
+        if not self._between_started:
+            text = text.lstrip()
+            if not text:
+                return
+            self._between_started = True
+        self.emit_text(text)
+
+
+# --- registry ----------------------------------------------------------------------------------------------
+
+FORMATS: dict[str, type[FormatLexer]] = {}
+"""Every delimiter format by name (and alias)."""
+
+_L = TypeVar("_L", bound=type[FormatLexer])
+
+
+def register_format(lexer: _L) -> _L:
+    """Class decorator: make ``lexer`` available under its ``name`` and ``aliases``."""
+    for name in (lexer.name, *lexer.aliases):
+        if not name:
+            raise ValueError(f"{lexer.__name__} has no name")
+        if FORMATS.get(name, lexer) is not lexer:
+            raise ValueError(f"delimiter format {name!r} is already registered")
+        FORMATS[name] = lexer
+    return lexer
+
+
+def get_format(name: str) -> type[FormatLexer]:
+    """The lexer class of the format ``name``; :class:`ConfigurationError` naming the known ones if none."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        known = ", ".join(sorted(FORMATS))
+        raise ConfigurationError(f"unknown delimiter format {name!r}; known formats: {known}") from None
+
+
+# --- the core ----------------------------------------------------------------------------------------------
+
+
+class DelimiterRewriter:
+    """Sans-IO core: :class:`ChunkResponse` in, chunks with delimiter tool calls moved to ``tool_calls``.
+
+    ``content`` and ``reasoning`` are lexed by two independent lexers of ``format``. Text keeps its channel
+    and order; a chunk whose text produced several runs (text, then a call, then text) becomes several
+    chunks, each ordered reasoning, content, tool calls. The incoming chunk's other fields (usage,
+    ``finish_reason``, metadata, ``is_complete``, tool calls already structured by the server) go on the
+    last chunk it produces; a chunk whose text is all held back and that carries nothing else gives ``[]``.
+
+    Call positions count on after the server's own tool calls; those are renumbered only if a delimiter
+    call took their position. When delimiter calls were made, a ``finish_reason`` of ``stop`` becomes
+    ``tool_calls`` (``metadata["stop_reason"]`` keeps ``stop`` unless already set). A chunk with
+    ``is_complete`` ends the response: held text is released and open calls are ended before it.
+
+    ``tool_schemas`` (tool name -> JSON schema of its parameters) types XML-style values;
+    ``max_buffered_chars`` caps what one call holds (see :class:`~._scan.XmlArguments`).
+    """
+
+    __slots__ = ("_api_positions", "_content", "_lexer_type", "_options", "_output", "_reasoning")
+
+    def __init__(
+        self,
+        format: str | type[FormatLexer],
+        *,
+        id_factory: IdFactory | None = None,
+        tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+        max_buffered_chars: int = DEFAULT_MAX_BUFFERED_CHARS,
+    ) -> None:
+        if max_buffered_chars < 1:
+            raise ConfigurationError(f"max_buffered_chars must be positive, not {max_buffered_chars}")
+        self._lexer_type = get_format(format) if isinstance(format, str) else format
+        self._options = LexerOptions(dict(tool_schemas or {}), max_buffered_chars)
+        self._output = _Output(id_factory or new_call_id)
+        self._content: FormatLexer
+        self._reasoning: FormatLexer
+        self._api_positions: dict[int, int]
+        self._reset()
+
+    def _reset(self) -> None:
+        output = self._output
+        output.next_index = 0
+        output.calls_started = 0
+        self._content = self._lexer_type(output, "content", self._options)
+        self._reasoning = self._lexer_type(output, "reasoning", self._options)
+        self._api_positions = {}
+
+    def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
+        """Rewrite one chunk; see the class doc."""
+        reasoning = item.reasoning
+        if reasoning:
+            self._reasoning.feed(reasoning)
+        content = item.content
+        if content:
+            self._content.feed(content)
+        if item.is_complete:
+            self._reasoning.finish()
+            self._content.finish()
+        chunks = self._pack(item)
+        if item.is_complete:
+            self._reset()
+        return chunks
+
+    def finish(self) -> list[ChunkResponse]:
+        """The input ended: release held text and end open calls (cut off ones without ``finished``)."""
+        self._reasoning.finish()
+        self._content.finish()
+        chunks = self._pack(None)
+        self._reset()
+        return chunks
+
+    def _pack(self, item: ChunkResponse | None) -> list[ChunkResponse]:
+        ops = self._output.ops
+        if item is not None and len(ops) == 1:
+            channel, parts = ops[0]
+            if channel == "content" and not item.reasoning and len(parts) == 1 and parts[0] is item.content:
+                ops.clear()
+                return [self._finalise(item, item.content, None, [])]
+            if channel == "reasoning" and not item.content and len(parts) == 1 and parts[0] is item.reasoning:
+                ops.clear()
+                return [self._finalise(item, "", item.reasoning, [])]
+        chunks: list[ChunkResponse] = []
+        reasoning: list[str] = []
+        content: list[str] = []
+        calls: list[ToolCallDelta] = []
+        rank = -1
+        for kind, payload in ops:
+            op_rank = _RANK[kind]
+            if op_rank < rank:
+                chunks.append(_chunk(content, reasoning, calls))
+                reasoning, content, calls = [], [], []
+            rank = op_rank
+            if kind == "tool":
+                calls.append(payload.delta())
+            elif kind == "content":
+                content.extend(payload)
+            else:
+                reasoning.extend(payload)
+        ops.clear()
+        if item is None:
+            if rank >= 0:
+                chunks.append(_chunk(content, reasoning, calls))
+            return chunks
+        if rank < 0 and not _carries_more(item):
+            return chunks
+        chunks.append(
+            self._finalise(item, "".join(content), "".join(reasoning) if reasoning else None, calls)
+        )
+        return chunks
+
+    def _finalise(
+        self, item: ChunkResponse, content: str, reasoning: str | None, calls: list[ToolCallDelta]
+    ) -> ChunkResponse:
+        """``item`` with the rewritten text and calls, its server calls renumbered, its finish reason."""
+        if item.tool_calls:
+            calls.extend(self._renumber(item.tool_calls))
+        changes: dict[str, Any] = {}
+        if content is not item.content:
+            changes["content"] = content
+        if reasoning is not item.reasoning:
+            changes["reasoning"] = reasoning
+        new_calls = calls or None
+        if new_calls != item.tool_calls:
+            changes["tool_calls"] = new_calls
+        if item.finish_reason == "stop" and self._output.calls_started:
+            changes["finish_reason"] = "tool_calls"
+            metadata = item.metadata or {}
+            if "stop_reason" not in metadata:
+                changes["metadata"] = {**metadata, "stop_reason": "stop"}
+        return msgspec.structs.replace(item, **changes) if changes else item
+
+    def _renumber(self, deltas: Iterable[ToolCallDelta]) -> list[ToolCallDelta]:
+        output = self._output
+        positions = self._api_positions
+        renumbered = []
+        for delta in deltas:
+            position = positions.get(delta.index)
+            if position is None:
+                position = positions[delta.index] = output.next_index
+                output.next_index += 1
+            renumbered.append(
+                delta if position == delta.index else msgspec.structs.replace(delta, index=position)
+            )
+        return renumbered
+
+
+def _chunk(content: list[str], reasoning: list[str], calls: list[ToolCallDelta]) -> ChunkResponse:
+    return ChunkResponse(
+        content="".join(content),
+        reasoning="".join(reasoning) if reasoning else None,
+        tool_calls=calls or None,
+    )
+
+
+def _carries_more(item: ChunkResponse) -> bool:
+    """Whether ``item`` carries anything besides its text."""
+    return bool(
+        item.is_complete
+        or item.tool_calls
+        or item.finish_reason
+        or item.usage
+        or item.metadata
+        or item.refusal
+        or item.reasoning_signature
+        or item.encrypted_reasoning
+        or item.image_urls
+        or item.audio_urls
+        or item.video_urls
+    )

@@ -1,0 +1,492 @@
+"""Incremental scanning primitives shared by the delimiter formats.
+
+- :class:`Markers`: find the first of a set of literal markers in a buffer, and the suffix that could
+  still grow into one (to hold back until the next chunk).
+- :class:`JsonArgs`: follow streamed JSON text (strings, escapes, nesting) so that a marker inside a JSON
+  string is content, and trim the whitespace around the root value.
+- :class:`XmlArguments`: turn XML-style parameters (``<parameter=K>V</parameter>`` and kin) into JSON text
+  as they stream: the key as soon as it is known, string values character by character.
+
+All of them keep their state between chunks and look at each input character a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import msgspec
+
+__all__ = [
+    "HEADER_LIMIT",
+    "JsonArgs",
+    "Markers",
+    "ValueType",
+    "XmlArguments",
+    "json_escape",
+    "value_type_from_schema",
+]
+
+HEADER_LIMIT: Final = 4096
+"""Longest header (call id, tool name, parameter key, tag attributes) a lexer holds before deciding that
+what it is reading is not a tool call."""
+
+_WHITESPACE_LIMIT: Final = 4096
+"""Longest run of trailing whitespace held back to see whether a closing marker follows it."""
+
+_json_encode = msgspec.json.encode
+_json_decode = msgspec.json.decode
+
+
+def json_escape(text: str) -> str:
+    """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is)."""
+    return _json_encode(text).decode()[1:-1]
+
+
+class Markers:
+    """A set of literal markers searched for together.
+
+    Markers must not start with ``"`` (JSON scanning treats a quote specially) and no marker may contain
+    another one except as a prefix.
+    """
+
+    __slots__ = ("_first", "_pattern", "_prefixes", "json_brackets", "json_quote", "longest", "markers")
+
+    def __init__(self, *markers: str) -> None:
+        ordered = sorted(set(markers), key=len, reverse=True)
+        if not ordered or any(not marker or marker[0] == '"' for marker in ordered):
+            raise ValueError(f"markers must be non-empty and not start with a quote: {markers!r}")
+        self.markers: tuple[str, ...] = tuple(ordered)
+        alternation = "|".join(map(re.escape, ordered))
+        self._pattern = re.compile(alternation)
+        self.json_quote = re.compile('"|' + alternation)
+        """A quote or a marker: the next stop when scanning JSON outside strings."""
+        self.json_brackets = re.compile(r'["{}\[\]]|' + alternation)
+        """A quote, a bracket or a marker: the next stop when a bracket's position matters."""
+        self._prefixes = frozenset(marker[:size] for marker in ordered for size in range(1, len(marker)))
+        self._first = re.compile("[" + "".join(re.escape(char) for char in {m[0] for m in ordered}) + "]")
+        self.longest = len(ordered[0])
+
+    def __contains__(self, marker: object) -> bool:
+        return marker in self.markers
+
+    def find(self, buf: str, pos: int, final: bool) -> tuple[int, int, str | None]:
+        """Find the first marker in ``buf[pos:]``.
+
+        Returns ``(stop, resume, marker)``: ``buf[pos:stop]`` is the text before the marker and scanning
+        resumes at ``resume`` (just after it). Without a marker, ``marker`` is ``None`` and
+        ``stop == resume`` is where a suffix that could still become a marker starts (``len(buf)`` when
+        ``final`` or when there is none): the caller holds that suffix back.
+        """
+        match = self._pattern.search(buf, pos)
+        if match is not None:
+            start = match.start()
+            if not final and len(buf) - start < self.longest and buf[start:] in self._prefixes:
+                return start, start, None  # a shorter marker that may still grow into a longer one
+            return start, match.end(), match.group()
+        end = len(buf) if final else self.partial_start(buf, pos)
+        return end, end, None
+
+    def partial_start(self, buf: str, pos: int) -> int:
+        """Where the longest suffix of ``buf[pos:]`` that is a proper prefix of a marker starts, else
+        ``len(buf)``. Looks only at the last ``longest - 1`` characters."""
+        size = len(buf)
+        prefixes = self._prefixes
+        for match in self._first.finditer(buf, max(pos, size - self.longest + 1)):
+            start = match.start()
+            if buf[start:] in prefixes:
+                return start
+        return size
+
+    def hold_start(self, buf: str, pos: int, final: bool) -> int:
+        """Like :meth:`partial_start` but ``len(buf)`` when ``final`` (nothing is held at the end)."""
+        return len(buf) if final else self.partial_start(buf, pos)
+
+
+_STRING_STOP: Final = re.compile(r'[\\"]')
+
+
+class JsonArgs:
+    """Streams JSON arguments text and finds the markers that end it, outside JSON strings only.
+
+    Tracks whether the scan is inside a string (and after a backslash), the bracket depth, and whether a
+    root object or array has opened and closed. Whitespace before the root value and after the last
+    non-whitespace character outside a string is dropped (held back until something follows it), so
+    ``<|begin|> {"a": 1} <|end|>`` gives ``{"a": 1}`` at any chunking.
+    """
+
+    __slots__ = ("_pending_space", "depth", "emitted", "escape", "in_string", "opened")
+
+    def __init__(self) -> None:
+        self.in_string = False
+        self.escape = False
+        self.depth = 0
+        self.opened = False
+        self.emitted = False
+        self._pending_space = ""
+
+    @property
+    def complete(self) -> bool:
+        """A root object or array has opened and closed."""
+        return self.opened and self.depth <= 0 and not self.in_string
+
+    def scan(
+        self, buf: str, pos: int, markers: Markers, final: bool, *, stop_at_close: bool = False
+    ) -> tuple[int, int, str | None]:
+        """Scan ``buf[pos:]`` as JSON text up to the first of ``markers`` found outside a string.
+
+        Same result as :meth:`Markers.find`. With ``stop_at_close``, scanning also stops right after the
+        bracket that closes the root value (``marker`` is then ``""``), so that a wrapper around the
+        arguments can take over.
+        """
+        size = len(buf)
+        index = pos
+        outside = markers.json_brackets if stop_at_close else markers.json_quote
+        while index < size:
+            if self.in_string:
+                if self.escape:
+                    self.escape = False
+                    index += 1
+                    continue
+                hit = _STRING_STOP.search(buf, index)
+                if hit is None:
+                    return size, size, None
+                stop = hit.start()
+                if buf[stop] == '"':
+                    self.in_string = False
+                    index = stop + 1
+                elif stop + 1 < size:
+                    index = stop + 2
+                else:
+                    self.escape = True
+                    return size, size, None
+                continue
+            hit = outside.search(buf, index)
+            if hit is None:
+                end = markers.hold_start(buf, index, final)
+                self._count(buf, index, end)
+                return end, end, None
+            stop = hit.start()
+            found = hit.group()
+            if found == '"':
+                self._count(buf, index, stop)
+                self.in_string = True
+                self.opened = self.opened or self.depth == 0
+                index = stop + 1
+            elif len(found) == 1 and found in "{}[]":
+                self.depth += 1 if found in "{[" else -1
+                self.opened = True
+                index = stop + 1
+                if self.depth == 0:
+                    return index, index, ""
+            else:
+                self._count(buf, index, stop)
+                if not final and size - stop < markers.longest and buf[stop:] in markers._prefixes:
+                    return stop, stop, None
+                return stop, hit.end(), found
+        return size, size, None
+
+    def _count(self, buf: str, start: int, end: int) -> None:
+        if start < end:
+            opens = buf.count("{", start, end) + buf.count("[", start, end)
+            if opens:
+                self.opened = True
+            self.depth += opens - buf.count("}", start, end) - buf.count("]", start, end)
+
+    def trim(self, text: str) -> str:
+        """The part of ``text`` (just scanned) to emit now: leading whitespace of the value dropped,
+        trailing whitespace outside a string held back until non-whitespace follows."""
+        if not self.emitted:
+            text = text.lstrip()
+            if not text:
+                return ""
+            self.emitted = True
+        if self.in_string:
+            if self._pending_space:
+                text, self._pending_space = self._pending_space + text, ""
+            return text
+        body = text.rstrip()
+        if not body:
+            self._pending_space += text
+            if len(self._pending_space) > _WHITESPACE_LIMIT:
+                body, self._pending_space = self._pending_space, ""
+            return body
+        if self._pending_space:
+            body = self._pending_space + body
+        self._pending_space = text[len(text.rstrip()) :]
+        return body
+
+
+# --- XML-style parameters ----------------------------------------------------------------------------------
+
+ValueType = str
+"""How a parameter value is written in JSON: ``string`` (streamed as a JSON string), ``auto`` (JSON if it
+parses as a number, ``true``/``false``/``null``, an object or an array, else a string), or one of the JSON
+schema types ``integer``, ``number``, ``boolean``, ``null``, ``object``, ``array``, ``json`` (held until
+complete, then converted; a string when it does not convert)."""
+
+_SCALAR_TYPES: Final = frozenset({"integer", "number", "boolean", "null", "object", "array"})
+_NUMBER_PREFIX: Final = re.compile(r"-?(?:0|[1-9]\d*)?(?:\.\d*)?(?:[eE][+-]?\d*)?")
+_LITERALS: Final = ("true", "false", "null")
+_SMALL_LIMIT: Final = 256
+"""Longest number or literal candidate held before it is taken for a string."""
+
+
+def value_type_from_schema(schema: Mapping[str, Any] | None, key: str) -> ValueType:
+    """The :data:`ValueType` of parameter ``key`` of a tool whose JSON schema is ``schema``.
+
+    Without a schema: ``auto``. With a schema: ``string`` for a key the schema does not declare (as vLLM
+    does) or declares as a string only, else the declared non-string type (``json`` for several).
+    """
+    if schema is None:
+        return "auto"
+    properties = schema.get("properties")
+    prop = properties.get(key) if isinstance(properties, Mapping) else None
+    if not isinstance(prop, Mapping):
+        return "string"
+    types = _schema_types(prop)
+    types.discard("null") if len(types) > 1 else None
+    if not types or types == {"string"}:
+        return "string" if types else "auto"
+    if len(types) == 1:
+        (only,) = types
+        return only if only in _SCALAR_TYPES else "string"
+    return "json"
+
+
+def _schema_types(prop: Mapping[str, Any]) -> set[str]:
+    declared = prop.get("type")
+    types: set[str] = set()
+    if isinstance(declared, str):
+        types.add(declared)
+    elif isinstance(declared, list):
+        types.update(item for item in declared if isinstance(item, str))
+    for combinator in ("anyOf", "oneOf"):
+        options = prop.get(combinator)
+        if isinstance(options, list):
+            for option in options:
+                if isinstance(option, Mapping):
+                    types |= _schema_types(option)
+    if "enum" in prop and not types:
+        types.add("string")
+    return types
+
+
+class XmlArguments:
+    """Writes one call's XML-style parameters as a JSON object, incrementally.
+
+    ``begin(key, value_type)`` emits ``{"KEY": `` (or ``, "KEY": ``); ``value(text)`` takes the value's
+    characters as they arrive; ``end_value()`` closes it; ``close()`` emits ``}`` (``{}`` with no
+    parameters). String values stream JSON-escaped; other values are held until their end (at most
+    ``limit`` characters: past it the held text is released raw and the rest streams raw, so a value that
+    is not valid JSON makes the arguments invalid JSON that the splitter reports, and nothing is lost).
+
+    ``strip`` says what whitespace around a value is not part of it: ``newline`` (exactly one leading and
+    one trailing newline, Qwen3-Coder), ``space`` (all surrounding whitespace, GLM) or ``none``.
+    """
+
+    __slots__ = (
+        "_emit",
+        "_held",
+        "_held_size",
+        "_limit",
+        "_mode",
+        "_pending",
+        "_started",
+        "_strip",
+        "_type",
+        "count",
+    )
+
+    def __init__(self, emit: Callable[[str], None], *, strip: str = "newline", limit: int = 1 << 20) -> None:
+        self._emit = emit
+        self._strip = strip
+        self._limit = limit
+        self.count = 0
+        """Parameters begun so far."""
+        self._mode = ""
+        self._type: ValueType = "auto"
+        self._held: list[str] = []
+        self._held_size = 0
+        self._pending = ""
+        self._started = False
+
+    def begin(self, key: str, value_type: ValueType) -> None:
+        """Start the value of ``key``; the key is emitted at once."""
+        prefix = "{" if self.count == 0 else ", "
+        self.count += 1
+        self._type = value_type
+        self._started = False
+        self._pending = ""
+        self._held.clear()
+        self._held_size = 0
+        if value_type == "string":
+            self._mode = "stream"
+            self._emit(prefix + '"' + json_escape(key) + '": "')
+        else:
+            self._mode = "decide" if value_type == "auto" else "hold"
+            self._emit(prefix + '"' + json_escape(key) + '": ')
+
+    def value(self, text: str) -> None:
+        """The next characters of the current value (free of markers)."""
+        if not text:
+            return
+        strip = self._strip
+        if not self._started:
+            if strip == "newline":
+                if text[0] == "\n":
+                    text = text[1:]
+            elif strip == "space":
+                text = text.lstrip()
+            if not text:
+                return
+            self._started = True
+        if strip == "none":
+            self._take(text)
+            return
+        if self._pending:
+            text = self._pending + text
+            self._pending = ""
+        if strip == "newline":
+            if text[-1] == "\n":
+                self._pending = "\n"
+                text = text[:-1]
+        else:
+            body = text.rstrip()
+            if len(text) - len(body) <= _WHITESPACE_LIMIT:
+                self._pending = text[len(body) :]
+                text = body
+        if text:
+            self._take(text)
+
+    def _take(self, text: str) -> None:
+        mode = self._mode
+        if mode == "stream":
+            self._emit(json_escape(text))
+        elif mode == "raw":
+            self._emit(text)
+        else:
+            self._held.append(text)
+            self._held_size += len(text)
+            if mode == "decide":
+                self._decide()
+            elif self._held_size > self._limit:
+                self._release_raw()
+
+    def _decide(self) -> None:
+        """While a value without a known type could still be JSON other than a string, hold it."""
+        held = "".join(self._held)
+        self._held[:] = [held]
+        candidate = held.lstrip()
+        if not candidate:
+            if self._held_size > _SMALL_LIMIT:
+                self._stream_held()
+            return
+        first = candidate[0]
+        if first in "{[":
+            self._mode = "hold"
+            if self._held_size > self._limit:
+                self._release_raw()
+            return
+        if len(candidate) <= _SMALL_LIMIT:
+            candidate = candidate.rstrip()
+            if first in "-0123456789":
+                if _NUMBER_PREFIX.fullmatch(candidate) is not None:
+                    return
+            elif any(literal.startswith(candidate) for literal in _LITERALS):
+                return
+        self._stream_held()
+
+    def _stream_held(self) -> None:
+        held = "".join(self._held)
+        self._held.clear()
+        self._held_size = 0
+        self._mode = "stream"
+        self._emit('"' + json_escape(held))
+
+    def _release_raw(self) -> None:
+        held = "".join(self._held)
+        self._held.clear()
+        self._held_size = 0
+        self._mode = "raw"
+        self._emit(held)
+
+    def end_value(self) -> None:
+        """The value is complete: emit what was held, converted to its type."""
+        self._pending = ""
+        mode = self._mode
+        if mode == "stream":
+            self._emit('"')
+        elif mode in ("decide", "hold"):
+            held = "".join(self._held)
+            self._held.clear()
+            self._held_size = 0
+            self._emit(_convert(held, self._type))
+        self._mode = ""
+
+    def close(self) -> None:
+        """All parameters are done: close the object."""
+        self._emit("}" if self.count else "{}")
+
+    @property
+    def in_value(self) -> bool:
+        return bool(self._mode)
+
+
+def _convert(text: str, value_type: ValueType) -> str:
+    """JSON text for a held value ``text`` expected to be of ``value_type``; a JSON string if it is not."""
+    stripped = text.strip()
+    try:
+        value: Any = _json_decode(stripped)
+        exact = True
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        value = _literal(stripped, value_type)
+        exact = False
+    if value is _NOTHING or not _fits(value, value_type):
+        return '"' + json_escape(text) + '"'
+    if value_type == "integer" and isinstance(value, float):
+        return str(int(value))
+    return stripped if exact else _json_encode(value).decode()
+
+
+def _fits(value: Any, value_type: ValueType) -> bool:
+    if value_type in ("auto", "json"):
+        return not isinstance(value, str)
+    if value_type == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
+    if value_type == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if value_type == "boolean":
+        return isinstance(value, bool)
+    if value_type == "null":
+        return value is None
+    if value_type == "object":
+        return isinstance(value, dict)
+    if value_type == "array":
+        return isinstance(value, list)
+    return False
+
+
+_NOTHING: Final = object()
+
+
+def _literal(text: str, value_type: ValueType) -> Any:
+    """A Python literal (``True``, ``{'a': 1}``) for a typed value, as vLLM's fallback does."""
+    if value_type in ("auto", "string") or not text:
+        return _NOTHING
+    if value_type == "boolean" and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if value_type == "null" and text in ("None", "none", "NULL"):
+        return None
+    if value_type in ("object", "array", "json"):
+        try:
+            value = ast.literal_eval(text)
+            _json_encode(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, msgspec.EncodeError):
+            return _NOTHING
+        return value if isinstance(value, dict | list) else _NOTHING
+    return _NOTHING

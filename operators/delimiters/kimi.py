@@ -1,0 +1,150 @@
+"""Kimi-K2 (K2, K2-0905, K2-Thinking, K2.5, K2.6): ``<|tool_calls_section_begin|>`` sections of
+``<|tool_call_begin|>ID<|tool_call_argument_begin|>JSON<|tool_call_end|>`` calls."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Final
+
+from operators.delimiters._base import SectionLexer, register_format
+from operators.delimiters._scan import HEADER_LIMIT, Markers
+
+__all__ = ["KimiK2Lexer", "kimi_tool_name"]
+
+SECTION_BEGINS: Final = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
+SECTION_ENDS: Final = ("<|tool_calls_section_end|>", "<|tool_call_section_end|>")
+CALL_BEGIN: Final = "<|tool_call_begin|>"
+ARGUMENT_BEGIN: Final = "<|tool_call_argument_begin|>"
+CALL_END: Final = "<|tool_call_end|>"
+
+_HEADER: Final = Markers(ARGUMENT_BEGIN, CALL_END, CALL_BEGIN, *SECTION_ENDS)
+_ARGUMENTS: Final = Markers(CALL_END, CALL_BEGIN, *SECTION_ENDS)
+
+_PARENTHESISED: Final = re.compile(r"functions\((?P<name>[^()]+)\):\d+(?:\.\d+)?")
+_INDEX_SUFFIX: Final = re.compile(r"(?P<name>.+?)[:_]\d+")
+_DIGIT_SUFFIX: Final = re.compile(r"(?P<name>.*?[^\d_.:-])\d+")
+
+
+def kimi_tool_name(call_id: str, known: frozenset[str] | None = None) -> str:
+    """The tool name inside a Kimi call id.
+
+    ``functions.NAME:IDX`` is canonical; seen in the wild are ``NAME:IDX``, ``functions_NAME_IDX`` (ids
+    echoed after a client sanitised them), ``functionsNAMEIDX`` / ``functions.NAMEIDX``,
+    ``functions(NAME):IDX.0``, and dotted or hyphenated names (``functions.browser.search:0``,
+    ``functions.mcp__portal__search-documents:0``). Only a leading ``functions`` prefix and a trailing
+    index are removed, so dotted names survive. When ``known`` tool names are given, the first reading
+    that names a known tool wins. An id with no name in it (a bare ``3``, ``call00003``) is returned as is.
+    """
+    text = call_id.strip()
+    match = _PARENTHESISED.fullmatch(text)
+    if match is not None:
+        return match["name"]
+    body = text
+    separated = True
+    if text.startswith(("functions.", "functions_")):
+        body = text[10:]
+    elif text.startswith("functions") and len(text) > 9:
+        body = text[9:]
+        separated = False
+    candidates = []
+    match = _INDEX_SUFFIX.fullmatch(body)
+    if match is not None:
+        candidates.append(match["name"])
+    if not separated or body is not text:
+        match = _DIGIT_SUFFIX.fullmatch(body)
+        if match is not None:
+            candidates.append(match["name"])
+    candidates.append(body)
+    if known:
+        for candidate in candidates:
+            if candidate in known:
+                return candidate
+    return candidates[0] if body else text
+
+
+@register_format
+class KimiK2Lexer(SectionLexer):
+    """Kimi-K2 tool calls.
+
+    Layout: ``<|tool_calls_section_begin|>`` then per call ``<|tool_call_begin|>functions.NAME:IDX
+    <|tool_call_argument_begin|>{JSON}<|tool_call_end|>``, then ``<|tool_calls_section_end|>``; spaces
+    and newlines between the markers are allowed. Also accepted: the singular section markers
+    (``<|tool_call_section_begin|>``), a call without a section, a section that never closes (a call
+    whose JSON is complete then counts as finished at the end of the stream, ``end_marker_optional``), a
+    missing ``<|tool_call_end|>`` before the next ``<|tool_call_begin|>``. The call id is kept as the
+    ``call_id`` (see :func:`kimi_tool_name` for the name). The arguments are the model's JSON text,
+    whitespace around it trimmed; markers inside a JSON string are content. The markers are special
+    tokens, so prose cannot write them; a model that writes them as plain text (explaining the format)
+    cannot be told apart from a real call.
+    """
+
+    name: ClassVar[str] = "kimi_k2"
+    aliases: ClassVar[tuple[str, ...]] = ("kimi_k25", "kimi")
+    end_marker_optional: ClassVar[bool] = True
+    markers: ClassVar[tuple[str, ...]] = (
+        *SECTION_BEGINS,
+        *SECTION_ENDS,
+        CALL_BEGIN,
+        ARGUMENT_BEGIN,
+        CALL_END,
+    )
+
+    text_markers: ClassVar[Markers] = Markers(*SECTION_BEGINS, CALL_BEGIN)
+    section_begins: ClassVar[frozenset[str]] = frozenset(SECTION_BEGINS)
+    section_markers: ClassVar[Markers] = Markers(CALL_BEGIN, *SECTION_ENDS)
+    section_ends: ClassVar[frozenset[str]] = frozenset(SECTION_ENDS)
+
+    def begin_call(self, marker: str) -> None:
+        self._header: list[str] = []
+        self._header_size = 0
+        self.state = self._call_id
+
+    def _call_id(self, buf: str, pos: int, final: bool) -> int:
+        stop, resume, marker = _HEADER.find(buf, pos, final)
+        if stop > pos:
+            self._header.append(buf[pos:stop])
+            self._header_size += stop - pos
+            if self._header_size > HEADER_LIMIT:
+                # Not an id: give the text back and carry on as text between calls.
+                self.emit_text(CALL_BEGIN + "".join(self._header))
+                self.after_call()
+                self._between_started = True
+                return stop
+        if marker is None:
+            return resume
+        call_id = "".join(self._header).strip()
+        known = frozenset(self.options.tool_schemas) or None
+        self.start_call(kimi_tool_name(call_id, known) if call_id else "", call_id or None)
+        if marker == ARGUMENT_BEGIN:
+            self.state = self._arguments
+        else:
+            self._close(marker)
+        return resume
+
+    def at_end(self) -> None:
+        if self.state == self._call_id:
+            call_id = "".join(self._header).strip()
+            if call_id:
+                self.start_call(kimi_tool_name(call_id), call_id)
+        super().at_end()
+
+    def _arguments(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.stream_json_args(buf, pos, final, _ARGUMENTS)
+        if marker is not None:
+            self._close(marker)
+        return resume
+
+    def _close(self, marker: str) -> None:
+        """``marker`` ended the call's header or arguments."""
+        if marker == CALL_END:
+            self.end_call(finished=True)
+        else:
+            json_args = self.json_args
+            self.end_call(finished=json_args is not None and json_args.complete)
+        if marker == CALL_BEGIN:
+            self.begin_call(marker)
+        elif marker in self.section_ends:
+            self.in_section = False
+            self.state = self.start
+        else:
+            self.after_call()
