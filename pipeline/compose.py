@@ -1,0 +1,283 @@
+"""One call from a provider's stream to events: the whole pipeline for agent code.
+
+::
+
+    async with process(response.aiter_bytes(), provider="anthropic").stream() as events:
+        async for event in events:
+            match event:
+                case ToolInvocation():  ...   # folded the moment the call is complete
+                case SegmentEvent():    ...   # text, reasoning, tool and file segments as they stream
+
+The stages are the operators of :mod:`operators`; :func:`process` only chooses them. A source may carry
+SSE or JSON-lines bytes, provider event dicts, or provider SDK objects; ``provider="auto"`` and
+``framing="auto"`` look at the first item to decide.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import AsyncIterable, Callable, Mapping
+from typing import Any, Literal, TypeAlias, cast
+
+from aiostream import Stream, operator, stream
+
+from pipeline._driver import Chain, Core, drive
+from pipeline.errors import ConfigurationError
+from pipeline.models import ChunkResponse, PipelineEvent
+
+__all__ = [
+    "PROVIDERS",
+    "ChunkSource",
+    "Framing",
+    "Provider",
+    "chunk_core",
+    "process",
+    "to_chunks",
+]
+
+Provider: TypeAlias = Literal["auto", "openai", "openai-responses", "anthropic", "gemini", "cohere", "text"]
+Framing: TypeAlias = Literal["auto", "sse", "jsonl"]
+ChunkSource: TypeAlias = AsyncIterable[bytes] | AsyncIterable[Mapping[str, Any]] | AsyncIterable[Any]
+
+PROVIDERS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "gemini", "cohere", "text")
+"""The wire formats :func:`process` knows (``openai`` also covers OpenAI-compatible servers)."""
+
+
+def _converter(provider: str, id_factory: Callable[[int], str] | None) -> Core[Any, ChunkResponse]:
+    options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
+    match provider:
+        case "openai":
+            from operators.providers.openai_chat import OpenAIChatConverter
+
+            return OpenAIChatConverter(**options)
+        case "openai-responses":
+            from operators.providers.openai_responses import OpenAIResponsesConverter
+
+            return OpenAIResponsesConverter(**options)
+        case "anthropic":
+            from operators.providers.anthropic import AnthropicConverter
+
+            return AnthropicConverter(**options)
+        case "gemini":
+            from operators.providers.gemini import GeminiConverter
+
+            return GeminiConverter(**options)
+        case "cohere":
+            from operators.providers.cohere import CohereConverter
+
+            return CohereConverter(**options)
+    raise ConfigurationError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)} or auto")
+
+
+class TextDeltas:
+    """Plain model text (``provider="text"``): each piece of text, or of UTF-8 bytes, is one content delta."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def feed(self, item: bytes | str) -> list[ChunkResponse]:
+        text = self._decoder.decode(item) if isinstance(item, bytes) else item
+        return [ChunkResponse(content=text)] if text else []
+
+    def finish(self) -> list[ChunkResponse]:
+        text = self._decoder.decode(b"", final=True)
+        return [ChunkResponse(content=text)] if text else []
+
+
+class _AutoChunks:
+    """Source items to chunks, choosing framing and wire format from the first item that tells."""
+
+    def __init__(self, provider: str, framing: str, id_factory: Callable[[int], str] | None) -> None:
+        if provider != "auto" and provider not in PROVIDERS:
+            _converter(provider, id_factory)  # raises ConfigurationError naming the choices
+        self._provider = provider
+        self._framing = framing
+        self._id_factory = id_factory
+        self._decode: Core[Any, Mapping[str, Any]] | None = None
+        self._convert: Core[Any, ChunkResponse] | None = None
+        self._head: list[bytes] = []
+
+    def feed(self, item: Any) -> list[ChunkResponse]:
+        if self._decode is None:
+            if self._provider == "text":
+                self._decode = cast(Core[Any, Any], TextDeltas())
+                self._convert = _Identity()
+            elif isinstance(item, bytes | bytearray):
+                if self._framing == "auto" and not self._choose_framing(bytes(item)):
+                    return []
+            elif isinstance(item, Mapping):
+                self._decode = _Identity()
+            else:
+                self._decode = _SDKObjects()
+            if self._decode is None:
+                self._decode = self._byte_decoder(self._framing)
+        chunks: list[ChunkResponse] = []
+        for event in self._decode.feed(item):
+            chunks.extend(self._convert_event(event))
+        return chunks
+
+    def finish(self) -> list[ChunkResponse]:
+        chunks: list[ChunkResponse] = []
+        if self._decode is None and self._head:
+            self._decode = self._byte_decoder("sse")
+            for event in self._decode.feed(b"".join(self._head)):
+                chunks.extend(self._convert_event(event))
+        if self._decode is not None:
+            for event in self._decode.finish():
+                chunks.extend(self._convert_event(event))
+        if self._convert is not None:
+            chunks.extend(self._convert.finish())
+        return chunks
+
+    def _choose_framing(self, data: bytes) -> bool:
+        """Decide SSE or JSON lines once the first non-blank line is complete; hold bytes until then."""
+        from operators.providers.detect import detect_framing
+
+        self._head.append(data)
+        head = b"".join(self._head)
+        if b"\n" not in head.lstrip():
+            return False
+        self._framing = detect_framing(head)
+        self._head = [head]
+        return True
+
+    def _byte_decoder(self, framing: str) -> Core[Any, Mapping[str, Any]]:
+        from operators.sse import EventParser, JSONLinesDecoder, SSEDecoder
+
+        head, self._head = b"".join(self._head), []
+        if framing == "jsonl":
+            decoder: Core[Any, Any] = JSONLinesDecoder()
+        else:
+            decoder = Chain(SSEDecoder(), EventParser())
+        if head:
+            return cast(Core[Any, Mapping[str, Any]], _Prefixed(decoder, head))
+        return cast(Core[Any, Mapping[str, Any]], decoder)
+
+    def _convert_event(self, event: Any) -> list[ChunkResponse]:
+        if self._convert is None:
+            provider = self._provider
+            if provider == "auto":
+                from operators.providers.detect import detect_wire_format
+
+                provider = detect_wire_format(event)
+            self._convert = _converter(provider, self._id_factory)
+        return list(self._convert.feed(event))
+
+
+class _Identity:
+    def feed(self, item: Any) -> list[Any]:
+        return [item]
+
+    def finish(self) -> list[Any]:
+        return []
+
+
+class _SDKObjects:
+    """Provider SDK objects (openai, anthropic, google-genai pydantic models) to their wire dicts."""
+
+    def feed(self, item: Any) -> list[Mapping[str, Any]]:
+        from operators.sources import sdk_object_to_dict
+
+        return [sdk_object_to_dict(item)]
+
+    def finish(self) -> list[Mapping[str, Any]]:
+        return []
+
+
+class _Prefixed:
+    """A byte decoder that first receives the bytes held back while the framing was decided."""
+
+    def __init__(self, decoder: Core[Any, Any], head: bytes) -> None:
+        self._decoder = decoder
+        self._head: bytes | None = head
+
+    def feed(self, item: bytes) -> list[Any]:
+        if self._head is not None:
+            head, self._head = self._head, None
+            # the item that completed the head is part of it already
+            return list(self._decoder.feed(head))
+        return list(self._decoder.feed(item))
+
+    def finish(self) -> list[Any]:
+        outputs: list[Any] = []
+        if self._head is not None:
+            head, self._head = self._head, None
+            outputs.extend(self._decoder.feed(head))
+        outputs.extend(self._decoder.finish())
+        return outputs
+
+
+def chunk_core(
+    *, provider: str = "auto", framing: str = "auto", id_factory: Callable[[int], str] | None = None
+) -> Core[Any, ChunkResponse]:
+    """The sans-IO adapter and converter: source items (bytes, dicts or SDK objects) to chunks."""
+    return _AutoChunks(provider, framing, id_factory)
+
+
+@operator
+def to_chunks(
+    source: ChunkSource,
+    *,
+    provider: Provider | str = "auto",
+    framing: Framing | str = "auto",
+    id_factory: Callable[[int], str] | None = None,
+) -> Any:
+    """Stages 1 and 2: bytes, provider dicts or SDK objects to :class:`ChunkResponse`\\ s."""
+    return drive(source, chunk_core(provider=provider, framing=framing, id_factory=id_factory))
+
+
+def process(
+    source: ChunkSource,
+    *,
+    provider: Provider | str = "auto",
+    framing: Framing | str = "auto",
+    tool_format: str | None = None,
+    file_tools: Mapping[str, Any] | None = None,
+    tools: Mapping[str, Any] | None = None,
+    max_argument_size: int | None = None,
+    id_factory: Callable[[int], str] | None = None,
+    segment_ids: Callable[[Any], str] | None = None,
+) -> Stream[PipelineEvent]:
+    """The whole pipeline: adapter, converter, [delimiter rewriter], splitter, emitter, folder.
+
+    Args:
+        source: SSE or JSON-lines bytes (an HTTP body, a file), provider event dicts, or SDK objects.
+        provider: the wire format, or ``auto`` to detect it from the first event.
+        framing: ``sse`` or ``jsonl`` for byte sources, or ``auto``.
+        tool_format: a delimiter format (``kimi_k2``, ``hermes``, ...) whose tool calls are embedded in
+            the text; ``None`` or ``api_tool_call`` when the provider sends structured tool calls.
+        file_tools: tool name -> :class:`operators.segments.FileTool` (default: write_file, patch_file).
+        tools: tool name -> pydantic model that each invocation's arguments are validated against.
+        max_argument_size: cap, in characters, of one call's arguments (``too_large`` beyond it).
+        id_factory: makes ids for tool calls that arrive without one (tests pass a deterministic one).
+        segment_ids: makes ids of text and reasoning segments.
+
+    Returns:
+        An aiostream ``Stream`` of :data:`PipelineEvent`: iterate it with ``async with ....stream()``, or
+        pipe more operators onto it. Closing it closes the source.
+    """
+    from operators.arguments import split_arguments
+
+    from operators.invocations import fold_invocations
+    from operators.segments import emit_segments
+
+    chunks: Stream[ChunkResponse] = to_chunks(
+        source, provider=provider, framing=framing, id_factory=id_factory
+    )
+    if tool_format is not None and tool_format != "api_tool_call":
+        from operators.delimiters import rewrite_delimiters
+
+        chunks = chunks | rewrite_delimiters.pipe(tool_format, id_factory=id_factory)
+    split_options: dict[str, Any] = {}
+    if max_argument_size is not None:
+        split_options["max_argument_size"] = max_argument_size
+    segments = chunks | split_arguments.pipe(**split_options)
+    events = segments | emit_segments.pipe(
+        file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory
+    )
+    return cast(Stream[PipelineEvent], events | fold_invocations.pipe(tools=tools))
+
+
+def iterate(items: Any) -> Stream[Any]:
+    """Wrap any (async) iterable as an aiostream ``Stream`` so that operators can be piped onto it."""
+    return stream.iterate(items)

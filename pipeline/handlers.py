@@ -1,0 +1,252 @@
+"""The seeds' synchronous API, kept as a facade over the same cores as the async operators.
+
+::
+
+    handler = create_streaming_handler("api_tool_call", on_segment_event=ui.send)
+    for chunk in chunks:                 # ChunkResponse objects from a converter
+        handler.feed(chunk)              # -> the SegmentEvents this chunk completed
+    handler.finalize()
+    for invocation in handler.get_all_invocations():
+        run(invocation)
+
+``STREAMFOLD_STREAM_PARSER`` picks the handler when no parser is named: ``api_tool_call`` (structured tool
+calls from the provider), ``xml``, ``json``, ``sentinel`` (the seeds' text formats) or a delimiter format
+(``kimi_k2``, ``hermes``, ...). ``native``, the legacy name of ``api_tool_call``, is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pipeline._driver import Chain, Core
+from pipeline.errors import ConfigurationError
+from pipeline.models import ChunkResponse, ResponseEnd, SegmentEvent, SegmentType, ToolInvocation
+
+__all__ = [
+    "PARSER_ENVIRONMENT_VARIABLE",
+    "ApiToolCallStreamingResponseHandler",
+    "ParsingStreamingResponseHandler",
+    "PassThroughStreamingResponseHandler",
+    "StreamingResponseHandler",
+    "create_streaming_handler",
+    "resolve_parser_name",
+]
+
+PARSER_ENVIRONMENT_VARIABLE = "STREAMFOLD_STREAM_PARSER"
+logger = logging.getLogger("streamfold")
+
+SegmentCallback = Callable[[SegmentEvent], None]
+
+
+class StreamingResponseHandler(ABC):
+    """Feed it a response's chunks; it returns segment events and folds tool invocations.
+
+    Args:
+        on_segment_event: called with every event as it is emitted. An exception it raises is logged
+            and does not stop the handler (a broken UI must not break the agent).
+        segment_id_prefix: prefix of generated segment ids.
+    """
+
+    def __init__(
+        self, *, on_segment_event: SegmentCallback | None = None, segment_id_prefix: str = ""
+    ) -> None:
+        self._on_segment_event = on_segment_event
+        self._segment_id_prefix = segment_id_prefix
+        self.reset()
+
+    @abstractmethod
+    def _cores(self) -> list[Core[Any, Any]]:
+        """The cores from chunks to segment events (the folder is added by the base class)."""
+
+    def reset(self) -> None:
+        """Forget everything: the handler can take a new response."""
+        from operators.invocations import InvocationFolder
+
+        self._folder = InvocationFolder()
+        self._chain = Chain(*self._cores())
+        self._events: list[SegmentEvent] = []
+        self._response_end: ResponseEnd | None = None
+        self._finalized = False
+
+    def feed(self, chunk: ChunkResponse) -> list[SegmentEvent]:
+        """Process one chunk; returns the segment events it completed."""
+        if self._finalized:
+            raise RuntimeError("the handler has been finalized; call reset() to reuse it")
+        return self._emit(self._chain.feed(chunk))
+
+    def finalize(self) -> list[SegmentEvent]:
+        """The response ended: close open segments (unfinished calls become ``truncated`` invocations)."""
+        if self._finalized:
+            return []
+        self._finalized = True
+        return self._emit(self._chain.finish())
+
+    def get_all_invocations(self) -> list[ToolInvocation]:
+        return list(self._folder.invocations)
+
+    def get_all_events(self) -> list[SegmentEvent]:
+        return list(self._events)
+
+    @property
+    def response_end(self) -> ResponseEnd | None:
+        """How the response ended (finish reason, usage), once :meth:`finalize` was called."""
+        return self._response_end
+
+    def _emit(self, outputs: list[object]) -> list[SegmentEvent]:
+        emitted: list[SegmentEvent] = []
+        for output in outputs:
+            if isinstance(output, ResponseEnd):
+                self._response_end = output
+                continue
+            for item in self._folder.feed(output):  # type: ignore[arg-type]
+                if isinstance(item, SegmentEvent):
+                    emitted.append(item)
+        self._events.extend(emitted)
+        if self._on_segment_event is not None:
+            for event in emitted:
+                try:
+                    self._on_segment_event(event)
+                except Exception:
+                    logger.exception("on_segment_event raised; the handler goes on")
+        return emitted
+
+    def _segment_id(self, kind: SegmentType) -> str:
+        return f"{self._segment_id_prefix}{uuid.uuid4().hex}"
+
+
+class ApiToolCallStreamingResponseHandler(StreamingResponseHandler):
+    """Structured tool calls (``chunk.tool_calls``): text, reasoning, tool and file segments.
+
+    ``file_tools`` (default ``write_file`` and ``patch_file``) stream their file content as decoded text.
+    """
+
+    def __init__(
+        self,
+        *,
+        on_segment_event: SegmentCallback | None = None,
+        segment_id_prefix: str = "",
+        file_tools: Mapping[str, Any] | None = None,
+        max_argument_size: int | None = None,
+    ) -> None:
+        self._file_tools = file_tools
+        self._max_argument_size = max_argument_size
+        super().__init__(on_segment_event=on_segment_event, segment_id_prefix=segment_id_prefix)
+
+    def _cores(self) -> list[Core[Any, Any]]:
+        from operators.arguments import ArgumentSplitter
+        from operators.segments import SegmentEmitter
+
+        splitter = (
+            ArgumentSplitter()
+            if self._max_argument_size is None
+            else ArgumentSplitter(max_argument_size=self._max_argument_size)
+        )
+        return [splitter, SegmentEmitter(file_tools=self._file_tools, segment_ids=self._segment_id)]
+
+
+class ParsingStreamingResponseHandler(ApiToolCallStreamingResponseHandler):
+    """Tool calls written in the text: ``xml``, ``json``, ``sentinel`` or a delimiter format (``kimi_k2``...).
+
+    The calls are rewritten into tool-call deltas first, so everything downstream is the same as for
+    :class:`ApiToolCallStreamingResponseHandler`; text around the calls passes through unchanged.
+    """
+
+    def __init__(
+        self,
+        *,
+        parser_name: str = "xml",
+        on_segment_event: SegmentCallback | None = None,
+        segment_id_prefix: str = "",
+        file_tools: Mapping[str, Any] | None = None,
+        max_argument_size: int | None = None,
+    ) -> None:
+        from operators.delimiters import get_format
+
+        get_format(parser_name)  # fail now, naming the known formats, rather than at the first chunk
+        self.parser_name = parser_name
+        super().__init__(
+            on_segment_event=on_segment_event,
+            segment_id_prefix=segment_id_prefix,
+            file_tools=file_tools,
+            max_argument_size=max_argument_size,
+        )
+
+    def _cores(self) -> list[Core[Any, Any]]:
+        from operators.delimiters import DelimiterRewriter
+
+        return [DelimiterRewriter(self.parser_name), *super()._cores()]
+
+
+class PassThroughStreamingResponseHandler(StreamingResponseHandler):
+    """Text and reasoning only: tool calls, if any, are ignored (for agents without tools)."""
+
+    def _cores(self) -> list[Core[Any, Any]]:
+        from operators.segments import SegmentEmitter
+
+        return [_WithoutToolCalls(), SegmentEmitter(segment_ids=self._segment_id)]
+
+
+class _WithoutToolCalls:
+    def feed(self, chunk: ChunkResponse) -> list[ChunkResponse]:
+        if chunk.tool_calls:
+            from msgspec.structs import replace
+
+            return [replace(chunk, tool_calls=None)]
+        return [chunk]
+
+    def finish(self) -> list[ChunkResponse]:
+        return []
+
+
+def resolve_parser_name(parser_name: str | None = None) -> str:
+    """The parser to use: ``parser_name``, else ``$STREAMFOLD_STREAM_PARSER``, else ``api_tool_call``."""
+    name = (parser_name or os.environ.get(PARSER_ENVIRONMENT_VARIABLE) or "api_tool_call").strip().lower()
+    if name == "native":
+        raise ConfigurationError(
+            f"the stream parser 'native' was renamed: set {PARSER_ENVIRONMENT_VARIABLE}=api_tool_call"
+        )
+    if name == "api_tool_call" or name == "pass_through":
+        return name
+    from operators.delimiters import FORMATS
+
+    if name not in FORMATS:
+        known = ", ".join(["api_tool_call", "pass_through", *sorted(FORMATS)])
+        raise ConfigurationError(f"unknown stream parser {name!r}; expected one of {known}")
+    return name
+
+
+def create_streaming_handler(
+    parser_name: str | None = None,
+    *,
+    parse_tool_calls: bool = True,
+    on_segment_event: SegmentCallback | None = None,
+    segment_id_prefix: str = "",
+    file_tools: Mapping[str, Any] | None = None,
+    max_argument_size: int | None = None,
+) -> StreamingResponseHandler:
+    """The handler for a configuration (see :func:`resolve_parser_name`); ``parse_tool_calls=False``
+    gives a :class:`PassThroughStreamingResponseHandler`."""
+    name = resolve_parser_name(parser_name)
+    if not parse_tool_calls or name == "pass_through":
+        return PassThroughStreamingResponseHandler(
+            on_segment_event=on_segment_event, segment_id_prefix=segment_id_prefix
+        )
+    if name == "api_tool_call":
+        return ApiToolCallStreamingResponseHandler(
+            on_segment_event=on_segment_event,
+            segment_id_prefix=segment_id_prefix,
+            file_tools=file_tools,
+            max_argument_size=max_argument_size,
+        )
+    return ParsingStreamingResponseHandler(
+        parser_name=name,
+        on_segment_event=on_segment_event,
+        segment_id_prefix=segment_id_prefix,
+        file_tools=file_tools,
+        max_argument_size=max_argument_size,
+    )

@@ -1,0 +1,166 @@
+"""Helpers for testing pipelines and operators: replay recorded streams at any chunking, collect results.
+
+They are plain functions and async helpers, so they work under anyio's pytest plugin and pytest-asyncio
+alike::
+
+    events = await replay("tests/fixtures/anthropic/stream.sse", chunk_sizes=[1, 7, 3])
+    summary = summarize(events)
+    assert summary.invocations[0].arguments == {"city": "Paris"}
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiostream import streamcontext
+
+from pipeline.models import (
+    PipelineEvent,
+    ResponseEnd,
+    SegmentEvent,
+    SegmentEventType,
+    SegmentType,
+    TokenUsage,
+    ToolInvocation,
+)
+
+__all__ = [
+    "Summary",
+    "chunked",
+    "collect",
+    "counter_segment_ids",
+    "replay",
+    "sequential_call_ids",
+    "summarize",
+]
+
+T = TypeVar("T")
+
+
+def sequential_call_ids(index: int) -> str:
+    """A deterministic id factory: ``call_0``, ``call_1``, ... by the call's position."""
+    return f"call_{index}"
+
+
+def counter_segment_ids() -> Callable[[SegmentType], str]:
+    """A deterministic segment id factory: ``text_0``, ``reasoning_1``, ... in order of creation."""
+    numbers = itertools.count()
+    return lambda kind: f"{kind.value}_{next(numbers)}"
+
+
+def chunked(data: bytes, sizes: Sequence[int] | int | None = None) -> list[bytes]:
+    """Split ``data`` into pieces of the given sizes, cycling through ``sizes`` (``None``: one piece)."""
+    if sizes is None:
+        return [data]
+    cycle = itertools.cycle([sizes] if isinstance(sizes, int) else sizes)
+    pieces, position = [], 0
+    while position < len(data):
+        size = max(1, next(cycle))
+        pieces.append(data[position : position + size])
+        position += size
+    return pieces
+
+
+async def _pieces(items: Iterable[T]) -> AsyncIterator[T]:
+    for item in items:
+        yield item
+
+
+async def collect(source: AsyncIterable[T]) -> list[T]:
+    """Every item of ``source``, closing it properly."""
+    async with streamcontext(source) as items:
+        collected = [item async for item in items]
+    return collected
+
+
+async def replay(
+    path: str | Path,
+    *,
+    provider: str = "auto",
+    tool_format: str | None = None,
+    chunk_size: int | None = None,
+    chunk_sizes: Sequence[int] | None = None,
+    id_factory: Callable[[int], str] = sequential_call_ids,
+    **options: Any,
+) -> list[PipelineEvent]:
+    """Run a recorded stream through the whole pipeline and return every event.
+
+    ``.sse`` and ``.jsonl`` files are provider streams; ``.txt`` files are plain model text replayed as
+    ``chunk_size``-character deltas (default 4); a ``.json`` file holding a list of strings is replayed
+    delta by delta. ``chunk_sizes`` re-chunks the bytes (cycling through the sizes).
+    """
+    from pipeline.compose import process
+
+    path = Path(path)
+    data = path.read_bytes()
+    source: AsyncIterable[Any]
+    if path.suffix in {".txt", ".json"}:
+        provider = "text"
+        if path.suffix == ".json":
+            deltas: list[str] = json.loads(data)
+        else:
+            text = data.decode()
+            step = chunk_size or 4
+            deltas = [text[i : i + step] for i in range(0, len(text), step)]
+        source = _pieces(deltas)
+    else:
+        source = _pieces(chunked(data, chunk_sizes if chunk_sizes is not None else chunk_size))
+    events = process(
+        source,
+        provider=provider,
+        tool_format=tool_format,
+        id_factory=id_factory,
+        segment_ids=counter_segment_ids(),
+        **options,
+    )
+    return await collect(events)
+
+
+@dataclass
+class Summary:
+    """What a response amounts to: the text, the reasoning, the invocations and how it ended."""
+
+    text: str = ""
+    reasoning: str = ""
+    invocations: list[ToolInvocation] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: TokenUsage | None = None
+    error: BaseException | None = None
+    segments: dict[str, str] = field(default_factory=dict)
+    """Segment id -> the concatenated CONTENT of that segment."""
+
+
+def summarize(events: Iterable[PipelineEvent], error: BaseException | None = None) -> Summary:
+    """Fold a list of pipeline events into a :class:`Summary` (a plain, non-incremental reference)."""
+    summary = Summary(error=error)
+    kinds: dict[str, SegmentType | None] = {}
+    pieces: dict[str, list[str]] = {}
+    text: list[str] = []
+    reasoning: list[str] = []
+    for event in events:
+        if isinstance(event, SegmentEvent):
+            if event.event_type is SegmentEventType.START:
+                kinds[event.segment_id] = event.segment_type
+                pieces[event.segment_id] = []
+            elif event.event_type is SegmentEventType.CONTENT:
+                delta = event.payload["delta"]
+                pieces.setdefault(event.segment_id, []).append(delta)
+                kind = kinds.get(event.segment_id)
+                if kind is SegmentType.TEXT:
+                    text.append(delta)
+                elif kind is SegmentType.REASONING:
+                    reasoning.append(delta)
+        elif isinstance(event, ToolInvocation):
+            summary.invocations.append(event)
+        elif isinstance(event, ResponseEnd):
+            summary.finish_reason = event.finish_reason
+            summary.usage = event.usage
+    summary.text = "".join(text)
+    summary.reasoning = "".join(reasoning)
+    summary.segments = {segment_id: "".join(parts) for segment_id, parts in pieces.items()}
+    return summary
