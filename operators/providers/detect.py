@@ -12,7 +12,8 @@ __all__ = ["WireFormat", "detect_framing", "detect_wire_format"]
 
 WireFormat = Literal["openai", "openai-responses", "anthropic", "gemini", "cohere"]
 """``openai``: Chat Completions (OpenAI and compatible servers); ``openai-responses``: the Responses API;
-``anthropic``: Messages; ``gemini``: ``generateContent`` (Gemini API and Vertex AI); ``cohere``: Chat v2."""
+``anthropic``: Messages; ``gemini``: ``generateContent`` (Gemini API and Vertex AI) and the Gemini
+Interactions API (a different API, which the Gemini converter reads too); ``cohere``: Chat v2."""
 
 _ANTHROPIC_TYPES = frozenset(
     {
@@ -48,8 +49,8 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
     """The wire format of a stream, from its first event (a decoded provider event dict).
 
     Raises :class:`ConfigurationError` when the event fits none of the supported formats, naming what it
-    saw; a Gemini Interactions API stream (``event_type: interaction.created``, ``step.delta``, ...) is
-    recognised and refused, since it is a different API from ``generateContent``.
+    saw. A Gemini Interactions API stream (``event_type``: ``interaction.created``, ``step.delta``, ...) is
+    not ``generateContent`` but is ``gemini`` too: the Gemini converter tells the two apart by itself.
     """
     kind = first_event.get("type")
     if isinstance(kind, str):
@@ -65,10 +66,7 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
         return "gemini"
     event_type = first_event.get("event_type")
     if isinstance(event_type, str) and event_type.startswith(("interaction.", "step.", "content.")):
-        raise ConfigurationError(
-            f"this is a Gemini Interactions API stream (event_type {event_type!r}), not generateContent: "
-            "streamfold has no converter for it"
-        )
+        return "gemini"
     keys = ", ".join(sorted(map(str, first_event))[:8])
     raise ConfigurationError(f"cannot tell the wire format of an event with type {kind!r} and keys: {keys}")
 
