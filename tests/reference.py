@@ -22,6 +22,7 @@ __all__ = [
     "FORMATS",
     "Expected",
     "ExpectedCall",
+    "call_id_for",
     "expected",
     "fixture_paths",
     "judge_arguments",
@@ -518,7 +519,7 @@ def _chat(payloads: list[Payload]) -> Expected:
         if event_name == "error" or ("error" in chunk and "choices" not in chunk):
             error = _get(chunk, "error", "message") or json.dumps(chunk.get("error"))
             break
-        raw_usage = chunk.get("usage") or _get(chunk, "x_groq", "usage")
+        raw_usage = chunk.get("usage")
         if raw_usage:
             usage = _usage(
                 raw_usage.get("prompt_tokens"),
@@ -604,7 +605,7 @@ def _responses(payloads: list[Payload]) -> Expected:
             _fill_unstreamed(by_output[event["output_index"]], event.get("arguments"))
         elif kind == "response.custom_tool_call_input.done":
             _fill_unstreamed(by_output[event["output_index"]], event.get("input"))
-        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+        elif kind in ("response.completed", "response.incomplete"):
             response = event.get("response") or {}
             status = response.get("status")
             incomplete_reason = _get(response, "incomplete_details", "reason")
@@ -617,8 +618,6 @@ def _responses(payloads: list[Payload]) -> Expected:
                     cached=_get(raw, "input_tokens_details", "cached_tokens"),
                     reasoning=_get(raw, "output_tokens_details", "reasoning_tokens"),
                 )
-            if kind == "response.failed":
-                error = _get(response, "error", "message") or "response failed"
         elif kind == "error":
             error = event.get("message") or json.dumps(event)
             break
@@ -766,11 +765,7 @@ def _gemini(payloads: list[Payload]) -> Expected:
     streamed_arguments: JSONObject = {}
     finish: str | None = None
     usage: dict[str, int] | None = None
-    error: str | None = None
     for _, chunk in payloads:
-        if "error" in chunk and "candidates" not in chunk:
-            error = _get(chunk, "error", "message") or json.dumps(chunk["error"])
-            break
         metadata = chunk.get("usageMetadata")
         if metadata and "promptTokenCount" in metadata:
             usage = _gemini_usage(metadata)
@@ -782,8 +777,6 @@ def _gemini(payloads: list[Payload]) -> Expected:
                 if isinstance(part.get("text"), str):
                     (reasoning if part.get("thought") else text).append(part["text"])
                 continue
-            if streaming is not None and "name" in function_call:
-                streaming = None  # a new call begins without the empty terminator of the last one
             if streaming is None:
                 streaming = _Call(len(calls), function_call.get("id"), function_call.get("name"))
                 calls.append(streaming)
@@ -803,24 +796,20 @@ def _gemini(payloads: list[Payload]) -> Expected:
     elif finish is not None:
         finish_reason = finish.lower()
     return Expected(
-        "".join(text),
-        "".join(reasoning),
-        [call.result() for call in calls],
-        finish_reason,
-        usage,
-        error,
+        "".join(text), "".join(reasoning), [call.result() for call in calls], finish_reason, usage
     )
 
 
 def _gemini_interactions(payloads: list[Payload]) -> Expected:
-    """The Gemini Interactions API: ``step.start`` / ``step.delta`` / ``step.stop`` per output step."""
-    text: list[str] = []
-    reasoning: list[str] = []
+    """The Gemini Interactions API: ``step.start`` / ``step.delta`` / ``step.stop`` per output step.
+
+    Only what the recording shows is modelled: a thought step (signature only) and a function call step
+    whose arguments stream as text.
+    """
     calls: list[_Call] = []
     by_step: dict[int, _Call] = {}
     status: str | None = None
     usage: dict[str, int] | None = None
-    error: str | None = None
     for _, event in payloads:
         kind = event.get("event_type")
         if kind == "step.start":
@@ -830,16 +819,9 @@ def _gemini_interactions(payloads: list[Payload]) -> Expected:
                 call.whole = step.get("arguments") or {}
                 calls.append(call)
                 by_step[event["index"]] = call
-            elif step.get("type") == "text":
-                text.append(step.get("text") or "")
         elif kind == "step.delta":
             delta = event["delta"]
-            delta_type = delta.get("type")
-            if delta_type == "text":
-                text.append(delta.get("text") or "")
-            elif delta_type in ("thought_summary", "thought"):
-                reasoning.append(delta.get("text") or _get(delta, "content", "text") or "")
-            elif delta_type == "arguments_delta":
+            if delta.get("type") == "arguments_delta":
                 by_step[event["index"]].add(delta.get("arguments"))
         elif kind == "interaction.completed":
             interaction = event["interaction"]
@@ -854,17 +836,12 @@ def _gemini_interactions(payloads: list[Payload]) -> Expected:
                     cached=raw.get("total_cached_tokens"),
                     reasoning=thoughts,
                 )
-        elif kind == "error":
-            error = _get(event, "error", "message") or json.dumps(event)
-            break
     finish: str | None = None
     if status in ("completed", "requires_action"):
         finish = "tool_calls" if calls else "stop"
     elif status is not None:
         finish = status.lower()
-    return Expected(
-        "".join(text), "".join(reasoning), [call.result() for call in calls], finish, usage, error
-    )
+    return Expected("", "", [call.result() for call in calls], finish, usage)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -885,7 +862,6 @@ def _cohere(payloads: list[Payload]) -> Expected:
     by_index: dict[int, _Call] = {}
     finish: str | None = None
     usage: dict[str, int] | None = None
-    error: str | None = None
     for _, event in payloads:
         kind = event.get("type")
         message = _get(event, "delta", "message") or {}
@@ -914,12 +890,7 @@ def _cohere(payloads: list[Payload]) -> Expected:
                     tokens.get("output_tokens"),
                     cached=_get(delta, "usage", "cached_tokens"),
                 )
-        elif kind == "error" or "error" in event:
-            error = _get(event, "error", "message") or event.get("message") or json.dumps(event)
-            break
-    return Expected(
-        "".join(text), "".join(reasoning), [call.result() for call in calls], finish, usage, error
-    )
+    return Expected("".join(text), "".join(reasoning), [call.result() for call in calls], finish, usage)
 
 
 _READERS: dict[str, Callable[[list[Payload]], Expected]] = {

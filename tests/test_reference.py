@@ -792,7 +792,7 @@ def test_gemini_nested_streamed_arguments_are_rebuilt_by_json_path() -> None:
             },
         ),
         (
-            # Groq: usage in x_groq only.
+            # Groq repeats usage in x_groq; reasoning tokens are reported.
             "openai_compatible/pydantic-ai_groq_gpt-oss-120b_reasoning_then_tool_call.sse",
             {"prompt_tokens": 304, "completion_tokens": 49, "total_tokens": 353, "reasoning_tokens": 23},
         ),
@@ -988,3 +988,124 @@ def test_anthropic_call_without_input_deltas_takes_its_start_input(tmp_path: Pat
     result = expected(path)
     assert result.invocations == [ExpectedCall("srv_1", "web_search", {"query": "q"}, provider_executed=True)]
     assert (result.finish_reason, result.usage) == ("stop", None)
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "finish_reason"),
+    [
+        ("end_turn", "stop"),
+        ("stop_sequence", "stop"),
+        ("max_tokens", "length"),
+        ("model_context_window_exceeded", "length"),
+        ("tool_use", "tool_calls"),
+        ("refusal", "content_filter"),
+        ("pause_turn", "pause_turn"),
+    ],
+)
+def test_anthropic_stop_reasons(tmp_path: Path, stop_reason: str, finish_reason: str) -> None:
+    events = [{"type": "message_delta", "delta": {"stop_reason": stop_reason}}]
+    assert expected(write_stream(tmp_path, "anthropic", events)).finish_reason == finish_reason
+
+
+def test_anthropic_error_event_ends_the_expectation(tmp_path: Path) -> None:
+    text_block = {"type": "text", "text": ""}
+    path = write_stream(
+        tmp_path,
+        "anthropic",
+        [
+            {"type": "content_block_start", "index": 0, "content_block": text_block},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        ],
+    )
+    result = expected(path)
+    assert (result.text, result.error, result.finish_reason) == ("Hi", "Overloaded", None)
+
+
+def test_chat_legacy_function_call_finish_is_tool_calls(tmp_path: Path) -> None:
+    events = [{"choices": [{"index": 0, "delta": {}, "finish_reason": "function_call"}]}]
+    assert expected(write_stream(tmp_path, "openai_chat", events)).finish_reason == "tool_calls"
+
+
+def test_responses_builtin_calls_mcp_and_incomplete(tmp_path: Path) -> None:
+    def added(output_index: int, item: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "response.output_item.added", "output_index": output_index, "item": item}
+
+    computer = {"type": "computer_call", "call_id": "c1", "action": {"type": "click", "x": 1, "y": 2}}
+    patch = {"type": "apply_patch_call", "call_id": "c2", "operation": {"type": "delete_file", "path": "a"}}
+    mcp = {"type": "mcp_call", "id": "mcp_1", "name": "ask", "arguments": ""}
+    search = {"type": "web_search_call", "id": "ws_1"}
+    path = write_stream(
+        tmp_path,
+        "openai_responses",
+        [
+            added(0, search),
+            added(1, computer),
+            added(2, patch),
+            added(3, mcp),
+            {"type": "response.mcp_call_arguments.delta", "output_index": 3, "delta": '{"q": "x"}'},
+            {
+                "type": "response.incomplete",
+                "response": {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}},
+            },
+        ],
+    )
+    result = expected(path)
+    assert result.invocations == [
+        ExpectedCall("c1", "computer", {"type": "click", "x": 1, "y": 2}),
+        ExpectedCall("c2", "apply_patch", {"type": "delete_file", "path": "a"}),
+        ExpectedCall("mcp_1", "ask", {"q": "x"}, provider_executed=True),
+    ]
+    assert result.finish_reason == "length"
+
+
+def test_responses_error_event(tmp_path: Path) -> None:
+    path = write_stream(
+        tmp_path,
+        "openai_responses",
+        [
+            {"type": "response.output_text.delta", "output_index": 0, "delta": "So"},
+            {"type": "error", "code": "server_error", "message": "The server had an error"},
+        ],
+    )
+    assert (expected(path).text, expected(path).error) == ("So", "The server had an error")
+
+
+@pytest.mark.parametrize(
+    ("finish", "finish_reason"),
+    [("STOP", "stop"), ("MAX_TOKENS", "length"), ("SAFETY", "content_filter"), ("OTHER", "other")],
+)
+def test_gemini_finish_reasons_and_thought_parts(tmp_path: Path, finish: str, finish_reason: str) -> None:
+    parts = [{"text": "hm", "thought": True}, {"text": "Hello"}]
+    candidate = {"content": {"parts": parts}, "finishReason": finish}
+    result = expected(write_stream(tmp_path, "gemini", [{"candidates": [candidate]}]))
+    assert (result.text, result.reasoning, result.finish_reason) == ("Hello", "hm", finish_reason)
+
+
+def test_cohere_text_and_complete(tmp_path: Path) -> None:
+    path = write_stream(
+        tmp_path,
+        "cohere",
+        [
+            {"type": "content-delta", "index": 0, "delta": {"message": {"content": {"text": "Hi"}}}},
+            {"type": "message-end", "delta": {"finish_reason": "COMPLETE"}},
+        ],
+    )
+    result = expected(path)
+    assert (result.text, result.finish_reason, result.usage) == ("Hi", "stop", None)
+
+
+def test_responses_completed_with_only_provider_executed_calls_is_stop(tmp_path: Path) -> None:
+    mcp = {"type": "mcp_call", "id": "mcp_1", "name": "ask", "arguments": "{}"}
+    path = write_stream(
+        tmp_path,
+        "openai_responses",
+        [
+            {"type": "response.output_item.added", "output_index": 0, "item": mcp},
+            {"type": "response.output_item.done", "output_index": 0, "item": mcp},
+            {"type": "response.completed", "response": {"status": "completed"}},
+        ],
+    )
+    result = expected(path)
+    assert result.invocations == [ExpectedCall("mcp_1", "ask", {}, provider_executed=True)]
+    assert result.finish_reason == "stop"
