@@ -452,7 +452,12 @@ def _anthropic(payloads: list[Payload]) -> Expected:
                 block_calls[event["index"]].parts.append(delta.get("partial_json") or "")
         elif kind == "message_delta":
             stop_reason = _get(event, "delta", "stop_reason") or stop_reason
-            usage_fields.update(event.get("usage") or {})
+            # Counts are cumulative. A zero never replaces a count: re-serialised streams (dive) write
+            # the absent input_tokens of message_delta as 0.
+            later = event.get("usage") or {}
+            usage_fields.update(
+                {key: value for key, value in later.items() if value != 0 or key not in usage_fields}
+            )
         elif kind == "error":
             error = _get(event, "error", "message") or json.dumps(event.get("error"))
             break
@@ -506,6 +511,23 @@ def _chat_content(content: Any, text: list[str], reasoning: list[str]) -> None:
                     reasoning.append(inner.get("text") or "")
 
 
+def _chat_usage(raw: Mapping[str, Any]) -> dict[str, int]:
+    prompt = raw.get("prompt_tokens") or 0
+    completion = raw.get("completion_tokens") or 0
+    total = raw.get("total_tokens")
+    reasoning = _get(raw, "completion_tokens_details", "reasoning_tokens")
+    if reasoning and total is not None and prompt + completion + reasoning == total:
+        completion += reasoning  # xAI counts reasoning apart; OpenAI's completion_tokens include it
+    return _usage(
+        prompt,
+        completion,
+        total,
+        cached=_get(raw, "prompt_tokens_details", "cached_tokens"),
+        cache_creation=_get(raw, "prompt_tokens_details", "cache_write_tokens"),
+        reasoning=reasoning,
+    )
+
+
 def _chat(payloads: list[Payload]) -> Expected:
     text: list[str] = []
     reasoning: list[str] = []
@@ -521,13 +543,7 @@ def _chat(payloads: list[Payload]) -> Expected:
             break
         raw_usage = chunk.get("usage")
         if raw_usage:
-            usage = _usage(
-                raw_usage.get("prompt_tokens"),
-                raw_usage.get("completion_tokens"),
-                raw_usage.get("total_tokens"),
-                cached=_get(raw_usage, "prompt_tokens_details", "cached_tokens"),
-                reasoning=_get(raw_usage, "completion_tokens_details", "reasoning_tokens"),
-            )
+            usage = _chat_usage(raw_usage)
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
                 continue  # n > 1: the pipeline follows the first choice
@@ -616,6 +632,7 @@ def _responses(payloads: list[Payload]) -> Expected:
                     raw.get("output_tokens"),
                     raw.get("total_tokens"),
                     cached=_get(raw, "input_tokens_details", "cached_tokens"),
+                    cache_creation=_get(raw, "input_tokens_details", "cache_write_tokens"),
                     reasoning=_get(raw, "output_tokens_details", "reasoning_tokens"),
                 )
         elif kind == "error":

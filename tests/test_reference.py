@@ -759,6 +759,22 @@ def test_gemini_nested_streamed_arguments_are_rebuilt_by_json_path() -> None:
             {"prompt_tokens": 26, "completion_tokens": 155, "total_tokens": 181, "reasoning_tokens": 132},
         ),
         (
+            # message_delta's input_tokens 0 is the re-serialiser's zero for an absent field.
+            "anthropic/dive_claude-3-7-sonnet_text_then_tool_use.jsonl",
+            {"prompt_tokens": 471, "completion_tokens": 80, "total_tokens": 551},
+        ),
+        (
+            # message_delta's counts (7621 in) replace message_start's (2307 in).
+            "anthropic/pydantic-ai_claude_parallel_server_tool_uses.sse",
+            {
+                "prompt_tokens": 7621,
+                "completion_tokens": 384,
+                "total_tokens": 8005,
+                "cached_tokens": 0,
+                "cache_creation_tokens": 0,
+            },
+        ),
+        (
             "gemini/pydantic-ai_gemini-2.0-flash_function_call_single_chunk.sse",
             {"prompt_tokens": 52, "completion_tokens": 5, "total_tokens": 57},
         ),
@@ -781,11 +797,11 @@ def test_gemini_nested_streamed_arguments_are_rebuilt_by_json_path() -> None:
             {"prompt_tokens": 53, "completion_tokens": 17, "total_tokens": 70},
         ),
         (
-            # OpenAI-compatible usage is taken as sent, even where completion excludes reasoning (xAI).
+            # xAI counts reasoning apart (288 + 27 + 313 = 628); in OpenAI's terms completion includes it.
             "openai_compatible/fantasy_xai_grok-3-mini_long_reasoning_then_tool.sse",
             {
                 "prompt_tokens": 288,
-                "completion_tokens": 27,
+                "completion_tokens": 340,
                 "total_tokens": 628,
                 "cached_tokens": 287,
                 "reasoning_tokens": 313,
@@ -795,6 +811,29 @@ def test_gemini_nested_streamed_arguments_are_rebuilt_by_json_path() -> None:
             # Groq repeats usage in x_groq; reasoning tokens are reported.
             "openai_compatible/pydantic-ai_groq_gpt-oss-120b_reasoning_then_tool_call.sse",
             {"prompt_tokens": 304, "completion_tokens": 49, "total_tokens": 353, "reasoning_tokens": 23},
+        ),
+        (
+            # OpenRouter's cache_write_tokens are the tokens written to the cache.
+            "openai_compatible/fantasy_openrouter_anthropic_2_parallel_tools.sse",
+            {
+                "prompt_tokens": 685,
+                "completion_tokens": 120,
+                "total_tokens": 805,
+                "cached_tokens": 0,
+                "cache_creation_tokens": 0,
+                "reasoning_tokens": 0,
+            },
+        ),
+        (
+            "openai_responses/pydantic-ai_bedrock-mantle_gpt-5.6_function_call_single_delta.sse",
+            {
+                "prompt_tokens": 115,
+                "completion_tokens": 30,
+                "total_tokens": 145,
+                "cached_tokens": 0,
+                "cache_creation_tokens": 0,
+                "reasoning_tokens": 14,
+            },
         ),
         (
             "openai_responses/pydantic-ai_deepseek-v4-flash_responses_reasoning_text_function_call.sse",
