@@ -1,0 +1,222 @@
+"""AWS Bedrock ``InvokeModelWithResponseStream``: binary event-stream frames -> the model's event dicts.
+
+Bedrock does not use SSE. Its body is a sequence of AWS event-stream frames::
+
+    total length (u32) | headers length (u32) | prelude CRC32 (u32) | headers | payload | message CRC32 (u32)
+
+A header is ``name length (u8) | name | type (u8) | value``. A frame whose ``:message-type`` is ``event``
+carries ``{"bytes": base64(model event JSON), "p": padding}``; for Anthropic models the inner events are
+the Messages stream events, to be fed to :class:`operators.providers.anthropic.AnthropicConverter`. A frame
+of type ``exception`` (``throttlingException``, ``modelStreamErrorException``, ...) or ``error`` raises
+:class:`ProviderError` after every event before it was returned.
+
+Bytes may be split anywhere; CRCs are checked, so a corrupted or cut-off body is reported with the byte
+offset of its frame rather than decoded into garbage.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import struct
+import zlib
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from typing import Any, Final
+
+import msgspec
+from aiostream import pipable_operator
+
+from pipeline._driver import drive
+from pipeline.errors import ProviderError, StreamDecodeError
+
+__all__ = ["DEFAULT_MAX_FRAME_SIZE", "EventStreamDecoder", "decode_eventstream"]
+
+DEFAULT_MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
+"""The largest frame accepted (AWS caps event-stream messages at 16 MiB); also the buffer's cap."""
+
+_PRELUDE: Final = struct.Struct(">III")
+_PRELUDE_SIZE: Final = 12
+_MINIMUM_FRAME: Final = _PRELUDE_SIZE + 4
+
+HeaderValue = bool | int | bytes | str
+
+
+class EventStreamDecoder:
+    """Sans-IO core: bytes of an AWS event-stream body in, the model's event dicts out.
+
+    ``max_frame_size`` bounds one frame, and so the bytes held between calls.
+    """
+
+    __slots__ = ("_buffer", "_decoder", "_frame_number", "_max_frame_size", "_offset")
+
+    def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self._buffer = bytearray()
+        self._offset = 0
+        """Byte offset in the body of ``_buffer[0]``."""
+        self._frame_number = 0
+        self._max_frame_size = max_frame_size
+        self._decoder = msgspec.json.Decoder()
+
+    def feed(self, data: bytes, /) -> list[dict[str, Any]]:
+        """Take the next bytes; return the events of every frame they complete."""
+        buffer = self._buffer
+        buffer += data
+        events: list[dict[str, Any]] = []
+        start = 0
+        while len(buffer) - start >= _PRELUDE_SIZE:
+            total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(buffer, start)
+            self._check_prelude(buffer, start, total_length, headers_length, prelude_crc)
+            if len(buffer) - start < total_length:
+                break
+            frame = memoryview(buffer)[start : start + total_length]
+            try:
+                event = self._frame(frame, headers_length, self._offset + start)
+            finally:
+                frame.release()
+            if event is not None:
+                events.append(event)
+            start += total_length
+            self._frame_number += 1
+        del buffer[:start]
+        self._offset += start
+        return events
+
+    def finish(self) -> list[dict[str, Any]]:
+        """The body has ended: bytes left over are a frame cut off."""
+        if self._buffer:
+            raise StreamDecodeError(
+                f"event-stream body ends inside frame {self._frame_number} at byte {self._offset} "
+                f"({len(self._buffer)} bytes of an incomplete frame)",
+                offset=self._offset,
+            )
+        return []
+
+    def _check_prelude(
+        self, buffer: bytearray, start: int, total_length: int, headers_length: int, prelude_crc: int
+    ) -> None:
+        offset = self._offset + start
+        if zlib.crc32(memoryview(buffer)[start : start + 8]) != prelude_crc:
+            raise self._error("has a bad prelude CRC", offset)
+        if total_length < _MINIMUM_FRAME or headers_length > total_length - _MINIMUM_FRAME:
+            raise self._error(
+                f"has impossible lengths (total {total_length}, headers {headers_length})", offset
+            )
+        if total_length > self._max_frame_size:
+            raise self._error(f"is {total_length} bytes, over the cap of {self._max_frame_size}", offset)
+
+    def _frame(self, frame: memoryview, headers_length: int, frame_offset: int) -> dict[str, Any] | None:
+        """The event of one whole frame (None for a message type this version does not know)."""
+        total_length = len(frame)
+        (message_crc,) = struct.unpack_from(">I", frame, total_length - 4)
+        if zlib.crc32(frame[: total_length - 4]) != message_crc:
+            raise self._error("has a bad message CRC", frame_offset)
+        headers = self._headers(frame[_PRELUDE_SIZE : _PRELUDE_SIZE + headers_length], frame_offset)
+        payload = bytes(frame[_PRELUDE_SIZE + headers_length : total_length - 4])
+        message_type = headers.get(":message-type", "event")
+        if message_type == "event":
+            return self._event(payload, frame_offset)
+        if message_type == "exception":
+            kind = _text(headers.get(":exception-type"))
+            details = self._json(payload, frame_offset) if payload else {}
+            message = None
+            if isinstance(details, Mapping):
+                message = details.get("message") or details.get("Message")
+            reason = f"{kind or 'exception'}: {message or payload.decode(errors='replace')}"
+            raise ProviderError(
+                f"Bedrock stream exception in frame {self._frame_number}: {reason}",
+                kind=kind,
+                payload=details if isinstance(details, Mapping) else {"payload": details},
+            )
+        if message_type == "error":
+            code = _text(headers.get(":error-code"))
+            message = _text(headers.get(":error-message"))
+            raise ProviderError(
+                f"Bedrock stream error in frame {self._frame_number}: {code or 'error'}: {message}",
+                kind=code,
+                payload={"error_code": code, "error_message": message},
+            )
+        return None  # message types this version does not know
+
+    def _event(self, payload: bytes, offset: int) -> dict[str, Any] | None:
+        envelope = self._json(payload, offset)
+        if not isinstance(envelope, Mapping):
+            raise self._error("has a payload that is not a JSON object", offset)
+        encoded = envelope.get("bytes")
+        if encoded is None:
+            return dict(envelope)  # a payload that is the event itself
+        if not isinstance(encoded, str):
+            raise self._error("has a 'bytes' field that is not a string", offset)
+        try:
+            inner = base64.b64decode(encoded, validate=True)
+        except binascii.Error as error:
+            raise self._error(f"has a 'bytes' field that is not base64: {error}", offset) from error
+        event = self._json(inner, offset)
+        if not isinstance(event, dict):
+            raise self._error("carries an event that is not a JSON object", offset)
+        return event
+
+    def _json(self, data: bytes, offset: int) -> Any:
+        try:
+            return self._decoder.decode(data)
+        except msgspec.DecodeError as error:
+            raise self._error(f"has a payload that is not JSON: {error}", offset) from error
+
+    def _headers(self, data: memoryview, offset: int) -> dict[str, HeaderValue]:
+        headers: dict[str, HeaderValue] = {}
+        position, end = 0, len(data)
+        try:
+            while position < end:
+                name_length = data[position]
+                name = bytes(data[position + 1 : position + 1 + name_length]).decode()
+                position += 1 + name_length
+                value_type = data[position]
+                position += 1
+                value: HeaderValue
+                if value_type in (0, 1):
+                    value = value_type == 0
+                elif value_type in _FIXED_SIZE_HEADERS:
+                    size, code = _FIXED_SIZE_HEADERS[value_type]
+                    (value,) = struct.unpack_from(code, data, position)
+                    position += size
+                elif value_type == 9:
+                    value = bytes(data[position : position + 16])
+                    position += 16
+                elif value_type in (6, 7):
+                    (length,) = struct.unpack_from(">H", data, position)
+                    raw = bytes(data[position + 2 : position + 2 + length])
+                    value = raw.decode() if value_type == 7 else raw
+                    position += 2 + length
+                else:
+                    raise self._error(f"has a header {name!r} of unknown type {value_type}", offset)
+                if position > end:
+                    raise IndexError
+                headers[name] = value
+        except (IndexError, struct.error, UnicodeDecodeError) as error:
+            raise self._error(f"has malformed headers ({error or 'cut off'})", offset) from error
+        return headers
+
+    def _error(self, problem: str, offset: int) -> StreamDecodeError:
+        return StreamDecodeError(
+            f"event-stream frame {self._frame_number} at byte {offset} {problem}", offset=offset
+        )
+
+
+def _text(value: HeaderValue | None) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+_FIXED_SIZE_HEADERS: Final[Mapping[int, tuple[int, str]]] = {
+    2: (1, ">b"),
+    3: (2, ">h"),
+    4: (4, ">i"),
+    5: (8, ">q"),
+    8: (8, ">q"),  # timestamp: milliseconds since the epoch
+}
+
+
+@pipable_operator
+def decode_eventstream(
+    source: AsyncIterable[bytes], *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+) -> AsyncIterator[dict[str, Any]]:
+    """Bedrock event-stream body bytes -> the model's event dicts (Anthropic events for Claude models)."""
+    return drive(source, EventStreamDecoder(max_frame_size=max_frame_size))
