@@ -414,7 +414,7 @@ class GeminiConverter:
         self._event_number += 1
         if not isinstance(event, Mapping):
             raise self._error("the chunk", f"is a {type(event).__name__}, not a mapping")
-        if "error" in event:
+        if event.get("error") is not None:
             self._raise_provider_error(event)
         event_type = event.get("event_type")
         if event_type is not None:
