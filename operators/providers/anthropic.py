@@ -95,9 +95,9 @@ class AnthropicConverter:
         "_finish_reason",
         "_id_factory",
         "_indexer",
+        "_thinking_tokens",
         "_tool_blocks",
         "_usage_counts",
-        "_usage_details",
     )
 
     def __init__(self, *, id_factory: IdFactory | None = None) -> None:
@@ -107,7 +107,7 @@ class AnthropicConverter:
         self._event_number = -1
         self._finish_reason: str | None = None
         self._usage_counts: dict[str, int] = {}
-        self._usage_details: dict[str, int] = {}
+        self._thinking_tokens: int | None = None
 
     def feed(self, event: Mapping[str, Any], /) -> list[ChunkResponse]:
         """Convert one event; pings, result blocks and unknown event types give nothing."""
@@ -262,7 +262,7 @@ class AnthropicConverter:
                 counts[field] = value
         output_details = raw_usage.get("output_tokens_details")
         if isinstance(output_details, Mapping) and isinstance(output_details.get("thinking_tokens"), int):
-            self._usage_details["thinking_tokens"] = output_details["thinking_tokens"]
+            self._thinking_tokens = output_details["thinking_tokens"]
         cache_read = counts.get("cache_read_input_tokens")
         cache_creation = counts.get("cache_creation_input_tokens")
         prompt_tokens = counts.get("input_tokens", 0) + (cache_read or 0) + (cache_creation or 0)
@@ -273,7 +273,7 @@ class AnthropicConverter:
             total_tokens=prompt_tokens + completion_tokens,
             cached_tokens=cache_read,
             cache_creation_tokens=cache_creation,
-            reasoning_tokens=self._usage_details.get("thinking_tokens"),
+            reasoning_tokens=self._thinking_tokens,
         )
 
     def _mapping(self, owner: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
