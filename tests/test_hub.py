@@ -1,0 +1,639 @@
+"""The fan-out hub: policies, replay, errors, cancellation, statistics.
+
+Every concurrent step is synchronised explicitly: ``wait_all_tasks_blocked`` (every other task is waiting)
+and events, under a ``fail_after`` guard so that a bug fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+import pytest
+from anyio import wait_all_tasks_blocked
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reactivex.abc import ObserverBase
+
+from pipeline.errors import ConfigurationError, ProviderError, SubscriberError
+from pipeline.hub import (
+    HubClosedError,
+    HubStatistics,
+    ReplayUnavailableError,
+    SubscriberStatistics,
+    Subscription,
+    broadcast,
+    fan_out,
+)
+from pipeline.models import (
+    PipelineEvent,
+    ResponseEnd,
+    SegmentEvent,
+    SegmentType,
+    TokenUsage,
+    ToolInvocation,
+)
+
+pytestmark = pytest.mark.anyio
+
+T = TypeVar("T")
+
+GUARD = 5  # seconds: only a hang guard, never a timing assertion
+
+
+def response_events() -> list[PipelineEvent]:
+    """A response: text, then a tool call streaming its arguments, its invocation, the end."""
+    text, call = "text_0", "call_1"
+    return [
+        SegmentEvent.start(text, SegmentType.TEXT),
+        *(SegmentEvent.content(text, piece) for piece in ["Let", " me", " look", " that", " up."]),
+        SegmentEvent.end(text),
+        SegmentEvent.start(call, SegmentType.TOOL_CALL, {"tool_name": "search", "call_id": call}),
+        SegmentEvent.content(call, '{"query": "'),
+        SegmentEvent.argument_delta(call, ("query",), "asyncio"),
+        SegmentEvent.content(call, "asyncio"),
+        SegmentEvent.argument_delta(call, ("query",), " hubs"),
+        SegmentEvent.content(call, ' hubs"'),
+        SegmentEvent.argument_value(call, ("query",), "asyncio hubs"),
+        SegmentEvent.content(call, "}"),
+        SegmentEvent.end(call, {"tool_name": "search", "arguments": {"query": "asyncio hubs"}}),
+        ToolInvocation(call, "search", {"query": "asyncio hubs"}),
+        ResponseEnd(finish_reason="tool_calls", usage=TokenUsage(prompt_tokens=12, completion_tokens=9)),
+    ]
+
+
+async def from_list(items: Iterable[T], pulls: list[T] | None = None) -> AsyncIterator[T]:
+    for item in items:
+        if pulls is not None:
+            pulls.append(item)
+        yield item
+
+
+async def read_all(subscription: Subscription[T]) -> list[T]:
+    return [item async for item in subscription]
+
+
+async def read_until_error(subscription: Subscription[T]) -> tuple[list[T], BaseException]:
+    """The items before the subscription's error, and the error; fails if it ends cleanly."""
+    received: list[T] = []
+    try:
+        async for item in subscription:
+            received.append(item)
+    except Exception as exc:
+        return received, exc
+    raise AssertionError(f"ended cleanly after {received!r}")
+
+
+async def test_every_subscriber_gets_every_item_in_order() -> None:
+    events = response_events()
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(events)) as hub:
+            first, second = hub.subscribe(), hub.subscribe(max_buffer=1)
+            async with anyio.create_task_group() as readers:
+                results: dict[str, list[PipelineEvent]] = {}
+
+                async def collect(key: str, subscription: Subscription[PipelineEvent]) -> None:
+                    results[key] = await read_all(subscription)
+
+                readers.start_soon(collect, "first", first)
+                readers.start_soon(collect, "second", second)
+    assert results == {"first": events, "second": events}
+
+
+async def test_block_subscriber_paces_the_source() -> None:
+    pulls: list[int] = []
+    taken: list[int] = []
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(range(12), pulls)) as hub:
+            slow = hub.subscribe(max_buffer=3)
+            never_read = hub.subscribe(policy="drop", max_buffer=1)  # lossy: must not pace the source
+            for _ in range(12):
+                await wait_all_tasks_blocked()
+                # The pump pulls only when every block subscriber has room: it is max_buffer items ahead.
+                assert len(pulls) == min(12, len(taken) + 3)
+                taken.append(await anext(slow))
+            assert await read_all(slow) == []
+            assert never_read.statistics().dropped == 11
+    assert taken == list(range(12))
+
+
+async def test_receive_batch_takes_everything_waiting_at_once() -> None:
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(range(10))) as hub:
+            subscription = hub.subscribe(max_buffer=4)
+            batches = []
+            while batch := await subscription.receive_batch():
+                batches.append(batch)
+                await wait_all_tasks_blocked()
+    # The source never suspends, so the pump fills the buffer before the woken reader runs.
+    assert batches == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+
+
+async def take_slowly(subscription: Subscription[T]) -> list[T]:
+    """The slowest possible reader: one item each time every other task is blocked."""
+    received: list[T] = []
+    while True:
+        await wait_all_tasks_blocked()
+        try:
+            received.append(await anext(subscription))
+        except StopAsyncIteration:
+            return received
+
+
+async def test_coalesce_merges_waiting_deltas_of_a_segment_into_one() -> None:
+    a = "seg_a"
+    events = [
+        SegmentEvent.start(a, SegmentType.TEXT),
+        *(SegmentEvent.content(a, str(n)) for n in range(1, 5)),
+        SegmentEvent.end(a),
+    ]
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(events)) as hub:
+            ui = hub.subscribe(policy="coalesce", max_buffer=2)
+            received = await take_slowly(ui)
+            # START and "1" fill the buffer; "2", "3", "4" join "1"; END waits for room like block.
+            assert received == [events[0], SegmentEvent.content(a, "1234"), events[-1]]
+            assert ui.statistics().coalesced == 3
+
+
+async def test_coalesce_keeps_text_and_every_other_event_in_order() -> None:
+    events = response_events()
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(events)) as hub:
+            agent = hub.subscribe(max_buffer=len(events))
+            ui = hub.subscribe(policy="coalesce", max_buffer=2)
+            async with anyio.create_task_group() as readers:
+                agent_events: list[PipelineEvent] = []
+
+                async def run_agent() -> None:
+                    agent_events.extend(await read_all(agent))
+
+                readers.start_soon(run_agent)
+                ui_events = await take_slowly(ui)
+
+    assert agent_events == events
+
+    def is_delta(event: PipelineEvent) -> bool:
+        return isinstance(event, SegmentEvent) and "delta" in event.payload
+
+    def texts(received: Sequence[PipelineEvent]) -> dict[tuple[str, str, tuple[Any, ...]], str]:
+        joined: dict[tuple[str, str, tuple[Any, ...]], str] = {}
+        for event in received:
+            if isinstance(event, SegmentEvent) and is_delta(event):
+                key = (event.segment_id, event.event_type.value, tuple(event.payload.get("path", ())))
+                joined[key] = joined.get(key, "") + event.payload["delta"]
+        return joined
+
+    assert sum(map(is_delta, ui_events)) < sum(map(is_delta, events))
+    assert texts(ui_events) == texts(events)
+    assert [e for e in ui_events if not is_delta(e)] == [e for e in events if not is_delta(e)]
+    stats = ui.statistics()
+    assert stats.delivered + stats.coalesced == len(events)
+    assert stats.delivered == len(ui_events)
+
+
+def canonical(items: Sequence[Any]) -> list[Any]:
+    """Items with each run of same-segment deltas between other items reduced to its text per stream.
+
+    Coalescing may merge within such a run (never across another item or segment): equal canonical forms
+    mean no text was lost, reordered within a stream, or moved across anything else.
+    """
+    result: list[Any] = []
+    run_segment: str | None = None
+    run: dict[tuple[str, tuple[Any, ...]], str] = {}
+    for item in items:
+        if isinstance(item, SegmentEvent) and isinstance(item.payload.get("delta"), str):
+            if item.segment_id != run_segment:
+                if run:
+                    result.append((run_segment, run))
+                run_segment, run = item.segment_id, {}
+            key = (item.event_type.value, tuple(item.payload.get("path", ())))
+            run[key] = run.get(key, "") + item.payload["delta"]
+            continue
+        if run:
+            result.append((run_segment, run))
+        run_segment, run = None, {}
+        result.append(item)
+    if run:
+        result.append((run_segment, run))
+    return result
+
+
+delta_events = st.builds(
+    SegmentEvent.content, st.sampled_from(["a", "b"]), st.text(alphabet="xyz", min_size=1, max_size=3)
+) | st.builds(
+    SegmentEvent.argument_delta,
+    st.sampled_from(["a", "b"]),
+    st.sampled_from([("p",), ("q", 0)]),
+    st.text(alphabet="xyz", min_size=1, max_size=3),
+)
+barrier_events = st.sampled_from(
+    [
+        SegmentEvent.start("a", SegmentType.TEXT),
+        SegmentEvent.end("a"),
+        SegmentEvent.argument_value("a", ("p",), 1),
+        ResponseEnd(finish_reason="stop"),
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    events=st.lists(delta_events | barrier_events, max_size=40),
+    max_buffer=st.integers(min_value=1, max_value=4),
+    reads=st.lists(st.integers(min_value=1, max_value=3), min_size=1, max_size=8),
+)
+def test_coalesce_is_lossless_whatever_the_reading_pace(
+    events: list[SegmentEvent | ResponseEnd], max_buffer: int, reads: list[int]
+) -> None:
+    async def scenario() -> list[SegmentEvent | ResponseEnd]:
+        received: list[SegmentEvent | ResponseEnd] = []
+        with anyio.fail_after(GUARD):
+            async with fan_out(from_list(events)) as hub:
+                ui = hub.subscribe(policy="coalesce", max_buffer=max_buffer)
+                step = 0
+                while True:
+                    await wait_all_tasks_blocked()
+                    try:
+                        for _ in range(reads[step % len(reads)]):
+                            received.append(await anext(ui))
+                    except StopAsyncIteration:
+                        return received
+                    step += 1
+
+    received = anyio.run(scenario, backend="asyncio")
+    assert canonical(received) == canonical(events)
+    assert len(received) <= len(events)
+
+
+async def test_drop_keeps_the_latest_snapshots() -> None:
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(range(10))) as hub:
+            agent = hub.subscribe(max_buffer=1)
+            status = hub.subscribe(policy="drop", max_buffer=2)
+            assert await read_all(agent) == list(range(10))
+            assert await read_all(status) == [8, 9]
+            assert status.statistics().dropped == 8
+
+
+async def test_disconnect_cuts_off_only_the_slow_subscriber() -> None:
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(range(10))) as hub:
+            agent = hub.subscribe(max_buffer=1)
+            slow = hub.subscribe(policy="disconnect", max_buffer=2, name="slow")
+            assert await read_all(agent) == list(range(10))
+            received, error = await read_until_error(slow)
+            assert received == [0, 1]  # what it held when cut off is still delivered
+            assert isinstance(error, SubscriberError)
+            assert "'slow' fell 2 items behind (max_buffer) and was disconnected" in str(error)
+            assert slow.statistics().state == "disconnected"
+            assert await read_all(slow) == []  # the error is raised once
+
+
+class GatedSource:
+    """Yields ``first`` items, waits for ``release``, then yields the rest; records its pulls and closing."""
+
+    def __init__(self, items: Sequence[int], first: int) -> None:
+        self.items, self.first = items, first
+        self.release = anyio.Event()
+        self.pulls = 0
+        self.closed = False
+
+    async def __aiter__(self) -> AsyncIterator[int]:
+        try:
+            for position, item in enumerate(self.items):
+                if position == self.first:
+                    await self.release.wait()
+                self.pulls += 1
+                yield item
+        finally:
+            self.closed = True
+
+
+async def test_late_subscriber_replays_from_the_start_and_live_one_joins_live() -> None:
+    source = GatedSource(range(10), first=5)
+    with anyio.fail_after(GUARD):
+        async with fan_out(source) as hub:
+            early = hub.subscribe()
+            assert [await anext(early) for _ in range(5)] == [0, 1, 2, 3, 4]
+            await wait_all_tasks_blocked()
+            late = hub.subscribe()
+            live = hub.subscribe(replay=False)
+            source.release.set()
+            assert await read_all(early) == [5, 6, 7, 8, 9]
+            assert await read_all(late) == list(range(10))
+            assert await read_all(live) == [5, 6, 7, 8, 9]
+            after_the_end = hub.subscribe()
+            assert await after_the_end.receive_batch() == list(range(10))
+            assert await after_the_end.receive_batch() == []
+
+
+async def test_replay_is_refused_clearly_when_the_history_is_not_kept() -> None:
+    source = GatedSource(range(5), first=1)
+    with anyio.fail_after(GUARD):
+        async with fan_out(source, replay=False) as hub:
+            assert await anext(hub.subscribe()) == 0
+            with pytest.raises(ReplayUnavailableError, match=r"keeps no history \(fan_out\(replay=False\)\)"):
+                hub.subscribe()
+            live = hub.subscribe(replay=False)
+            source.release.set()
+            assert await read_all(live) == [1, 2, 3, 4]
+
+
+async def test_replay_beyond_max_replay_is_refused_but_earlier_joiners_keep_theirs() -> None:
+    source = GatedSource(range(6), first=2)
+    with anyio.fail_after(GUARD):
+        async with fan_out(source, replay=3) as hub:
+            agent = hub.subscribe(max_buffer=1)
+            assert [await anext(agent) for _ in range(2)] == [0, 1]
+            await wait_all_tasks_blocked()
+            joined_in_time = hub.subscribe()
+            source.release.set()
+            assert await read_all(agent) == [2, 3, 4, 5]
+            assert hub.statistics()[1:4] == (6, 0, False)  # items, history kept, history complete
+            with pytest.raises(
+                ReplayUnavailableError, match=r"at most 3 items \(max_replay\) and 6 have passed"
+            ):
+                hub.subscribe()
+            assert await read_all(joined_in_time) == list(range(6))
+
+
+async def test_source_error_ends_every_subscriber_and_leaves_the_hub_unwrapped() -> None:
+    boom = ProviderError("overloaded", kind="overloaded_error")
+
+    async def failing() -> AsyncIterator[int]:
+        yield 1
+        yield 2
+        raise boom
+
+    async def run_hub() -> None:
+        async with fan_out(failing()) as hub:
+            subscribers = [hub.subscribe(), hub.subscribe(policy="coalesce", max_buffer=2)]
+            for subscription in subscribers:
+                assert await read_until_error(subscription) == ([1, 2], boom)
+            late = hub.subscribe()
+            assert await late.receive_batch() == [1, 2]
+            with pytest.raises(ProviderError):
+                await late.receive_batch()
+            assert hub.statistics().source_state == "failed"
+
+    with anyio.fail_after(GUARD), pytest.raises(ProviderError) as raised:
+        await run_hub()
+    assert raised.value is boom
+
+
+async def test_source_error_is_raised_at_exit_when_nobody_read_it() -> None:
+    boom = ProviderError("stream broke")
+
+    async def failing() -> AsyncIterator[int]:
+        yield 1
+        raise boom
+
+    async def run_hub() -> None:
+        async with fan_out(failing()) as hub:
+            await hub.wait_finished()
+
+    with anyio.fail_after(GUARD), pytest.raises(ProviderError) as raised:
+        await run_hub()
+    assert raised.value is boom
+    assert not isinstance(raised.value, BaseExceptionGroup)
+
+
+async def test_an_error_of_the_block_propagates_alone_and_closes_the_source() -> None:
+    source = GatedSource(range(5), first=1)
+
+    async def run_hub() -> None:
+        async with fan_out(source) as hub:
+            await anext(hub.subscribe())
+            raise KeyError("agent bug")
+
+    with anyio.fail_after(GUARD), pytest.raises(KeyError):
+        await run_hub()
+    assert source.closed
+
+
+async def test_cancellation_closes_the_source_and_leaves_no_task() -> None:
+    source = GatedSource(range(5), first=1)
+    tasks_before = asyncio.all_tasks()
+    outcome: list[object] = []
+
+    async def reader(subscription: Subscription[int]) -> None:
+        try:
+            async for item in subscription:
+                outcome.append(item)
+        except HubClosedError as exc:
+            outcome.append(exc)
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as readers:
+            with anyio.CancelScope() as scope:
+                async with fan_out(source) as hub:
+                    readers.start_soon(reader, hub.subscribe())
+                    await wait_all_tasks_blocked()
+                    assert outcome == [0]
+                    scope.cancel()
+                    await anyio.sleep_forever()
+    assert source.closed
+    assert outcome[:1] == [0]
+    assert isinstance(outcome[1], HubClosedError)
+    assert "closed after 1 items" in str(outcome[1])
+    assert asyncio.all_tasks() == tasks_before
+
+
+async def test_leaving_the_block_early_closes_the_source_at_once() -> None:
+    source = GatedSource(range(5), first=2)
+    with anyio.fail_after(GUARD):
+        async with fan_out(source) as hub:
+            subscription = hub.subscribe()
+            assert await anext(subscription) == 0
+        assert source.closed
+        assert hub.source_state == "closed"
+        assert await subscription.receive_batch() == [1]  # what it held
+        with pytest.raises(HubClosedError):
+            await subscription.receive_batch()
+
+
+async def test_a_subscriber_that_walks_away_never_stalls_the_others() -> None:
+    async def walk_away_after_one(subscription: Subscription[int]) -> None:
+        async for _ in subscription:
+            break
+
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(range(50))) as hub:
+            agent = hub.subscribe(max_buffer=1)
+            async with hub.subscribe(max_buffer=1, name="closes") as closes:
+                await anext(closes)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(walk_away_after_one, hub.subscribe(max_buffer=1, name="forgotten"))
+            gc.collect()  # CPython frees it at once; this covers other interpreters
+            assert await read_all(agent) == list(range(50))
+            states = {stats.name: stats.state for stats in hub.statistics().subscribers}
+            assert states == {
+                "closes": "unsubscribed",
+                "forgotten": "unsubscribed",
+                "subscriber-1": "completed",
+            }
+
+
+async def test_statistics_per_subscriber_and_totals() -> None:
+    a = "seg_a"
+    events: list[SegmentEvent] = [
+        SegmentEvent.start(a, SegmentType.TEXT),
+        *(SegmentEvent.content(a, str(n)) for n in range(6)),
+        SegmentEvent.end(a),
+    ]
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(events)) as hub:
+            agent = hub.subscribe(max_buffer=8, name="agent")
+            ui = hub.subscribe(policy="coalesce", max_buffer=2, name="ui")
+            # Never read, but referenced: a subscription nobody holds unsubscribes itself.
+            status = hub.subscribe(policy="drop", max_buffer=3, name="status")
+            slow = hub.subscribe(policy="disconnect", max_buffer=4, name="slow")
+            assert [await anext(agent) for _ in range(7)] == events[:7]
+            await wait_all_tasks_blocked()
+            # The ui holds START and "012345"; END cannot merge, so the pump waits for the ui to read.
+            during = hub.statistics()
+            overflow = during.subscribers[3].error
+            assert isinstance(overflow, SubscriberError)
+            assert during == HubStatistics(
+                source_state="running",
+                items=8,
+                history=8,
+                history_complete=True,
+                subscribers=(
+                    SubscriberStatistics("agent", "block", 8, 1, 0, 7, 0, 0, "active", None),
+                    SubscriberStatistics("ui", "coalesce", 2, 2, 0, 0, 5, 0, "active", None),
+                    SubscriberStatistics("status", "drop", 3, 3, 0, 0, 0, 5, "active", None),
+                    SubscriberStatistics("slow", "disconnect", 4, 4, 0, 0, 0, 0, "disconnected", overflow),
+                ),
+                active=3,
+                delivered=7,
+                coalesced=5,
+                dropped=5,
+                disconnected=1,
+                failed=0,
+            )
+            assert await read_all(ui) == [events[0], SegmentEvent.content(a, "012345"), events[-1]]
+            assert await read_all(agent) == events[7:]
+            after = hub.statistics()
+            del status, slow
+    assert after == HubStatistics(
+        source_state="completed",
+        items=8,
+        history=8,
+        history_complete=True,
+        subscribers=(
+            SubscriberStatistics("agent", "block", 8, 0, 0, 8, 0, 0, "completed", None),
+            SubscriberStatistics("ui", "coalesce", 2, 0, 0, 3, 5, 0, "completed", None),
+            SubscriberStatistics("status", "drop", 3, 3, 0, 0, 0, 5, "completed", None),
+            SubscriberStatistics("slow", "disconnect", 4, 4, 0, 0, 0, 0, "disconnected", overflow),
+        ),
+        active=0,
+        delivered=11,
+        coalesced=5,
+        dropped=5,
+        disconnected=1,
+        failed=0,
+    )
+
+
+async def test_coalesce_merges_argument_deltas_per_path_but_not_across_a_value() -> None:
+    call = "call_1"
+    events = [
+        SegmentEvent.start(call, SegmentType.TOOL_CALL, {"tool_name": "write_note"}),
+        SegmentEvent.argument_delta(call, ("title",), "Sh"),
+        SegmentEvent.argument_delta(call, ("body",), "Buy "),
+        SegmentEvent.argument_delta(call, ("title",), "opping"),
+        SegmentEvent.argument_delta(call, ("body",), "milk"),
+        SegmentEvent.argument_value(call, ("title",), "Shopping"),
+        SegmentEvent.argument_delta(call, ("body",), " and eggs"),
+        SegmentEvent.argument_delta(call, ("body",), "."),
+        SegmentEvent.end(call),
+    ]
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(events)) as hub:
+            ui = hub.subscribe(policy="coalesce", max_buffer=3)
+            received = await take_slowly(ui)
+    assert received == [
+        events[0],
+        SegmentEvent.argument_delta(call, ("title",), "Shopping"),
+        SegmentEvent.argument_delta(call, ("body",), "Buy milk"),
+        events[5],
+        SegmentEvent.argument_delta(call, ("body",), " and eggs."),
+        events[8],
+    ]
+
+
+async def test_broadcast_runs_every_consumer_to_the_end_of_the_source() -> None:
+    pulls: list[int] = []
+    agent_items: list[int] = []
+    observed: list[object] = []
+
+    async def agent(subscription: Subscription[int]) -> None:
+        agent_items.extend(await read_all(subscription))
+
+    async def glance(subscription: Subscription[int]) -> None:
+        await anext(subscription)  # returns early: it must not hold the others up
+
+    class Recorder(ObserverBase[int]):
+        def on_next(self, item: int) -> None:
+            observed.append(item)
+
+        def on_error(self, error: Exception) -> None:
+            observed.append(error)
+
+        def on_completed(self) -> None:
+            observed.append("completed")
+
+    with anyio.fail_after(GUARD):
+        await broadcast(
+            from_list(range(30), pulls),
+            agent,
+            glance,
+            max_buffer=1,
+            on_start=lambda hub: hub.observe(Recorder()),
+        )
+    assert agent_items == list(range(30))
+    assert observed == [*range(30), "completed"]
+    assert pulls == list(range(30))
+
+
+async def test_broadcast_raises_a_consumers_error_alone_and_closes_the_source() -> None:
+    source = GatedSource(range(5), first=2)
+
+    async def faulty(subscription: Subscription[int]) -> None:
+        await anext(subscription)
+        raise LookupError("consumer bug")
+
+    async def patient(subscription: Subscription[int]) -> None:
+        await read_all(subscription)
+
+    with anyio.fail_after(GUARD), pytest.raises(LookupError, match="consumer bug"):
+        await broadcast(source, faulty, patient)
+    assert source.closed
+
+
+async def test_bad_options_are_refused_with_a_clear_message() -> None:
+    with pytest.raises(ConfigurationError, match="must be a bool or an item count >= 0, got -1"):
+        async with fan_out(from_list([1]), replay=-1):
+            pass
+    async with fan_out(from_list([1])) as hub:
+        with pytest.raises(ConfigurationError, match="unknown subscriber policy 'latest'"):
+            hub.subscribe(policy="latest")  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="max_buffer must be at least 1, got 0"):
+            hub.subscribe(max_buffer=0)
+
+
+async def test_one_subscription_is_read_by_one_task_at_a_time() -> None:
+    source = GatedSource(range(3), first=0)
+    with anyio.fail_after(GUARD):
+        async with fan_out(source) as hub, anyio.create_task_group() as readers:
+            subscription = hub.subscribe()
+            readers.start_soon(read_all, subscription)
+            await wait_all_tasks_blocked()
+            with pytest.raises(RuntimeError, match="already being read by another task"):
+                await anext(subscription)
+            source.release.set()
