@@ -1,0 +1,662 @@
+"""An incremental JSON parser for one tool call's arguments text: O(1) amortised work per character.
+
+The SDKs re-parse the whole accumulated arguments text on every delta, which is quadratic in the size of
+the arguments. :class:`JSONStreamParser` keeps its state between chunks instead: the containers under
+construction on an explicit stack, the pieces of the string being read, the digits of the number being
+read, and at most a few characters of an escape or literal cut by the chunk boundary (re-read at the
+start of the next chunk). Runs of string characters are decoded by the C string scanner of the standard
+``json`` module, so the per-character work happens in C; Python code runs per chunk, per escaped quote
+and per structural token.
+"""
+
+from __future__ import annotations
+
+import re
+from _json import scanstring as _scanstring
+from json import JSONDecodeError
+from typing import Any, Final, TypeAlias
+
+from pipeline.models import ArgumentDelta, ArgumentError, ArgumentEvent, ArgumentValue, JSONPath
+
+__all__ = ["DEFAULT_MAX_SIZE", "MAX_DEPTH", "JSONStreamParser"]
+
+DEFAULT_MAX_SIZE: Final = 32 * 1024 * 1024
+"""Characters of arguments text one parser accepts before it reports ``too_large``."""
+
+MAX_DEPTH: Final = 10_000
+"""Deepest nesting of objects and arrays accepted; deeper input is reported as ``invalid_json``."""
+
+_Container: TypeAlias = dict[str, Any] | list[Any]
+
+# Parser states.
+_VALUE: Final = 0  # a value is expected: the root, after ':' or after ',' in an array
+_VALUE_OR_CLOSE: Final = 1  # just after '[': a value or ']'
+_KEY_OR_CLOSE: Final = 2  # just after '{': a key or '}'
+_KEY: Final = 3  # after ',' in an object: a key
+_COLON: Final = 4  # after a key
+_COMMA_OR_CLOSE: Final = 5  # after a value inside an object or array
+_TRAILING: Final = 6  # the root is complete: only whitespace may follow
+_STRING: Final = 7  # inside a string value
+_KEY_STRING: Final = 8  # inside an object key
+_NUMBER: Final = 9  # inside a number
+_DEAD: Final = 10  # after an error: further input is ignored
+_FINISHED: Final = 11  # finish() was called
+
+# Number states (the JSON number grammar as a DFA).
+_N_MINUS: Final = 0  # after '-'
+_N_ZERO: Final = 1  # integer part '0'
+_N_INT: Final = 2  # integer digits
+_N_DOT: Final = 3  # after '.'
+_N_FRAC: Final = 4  # fraction digits
+_N_E: Final = 5  # after 'e' or 'E'
+_N_E_SIGN: Final = 6  # after the exponent's sign
+_N_EXP: Final = 7  # exponent digits
+_N_COMPLETE: Final = frozenset({_N_ZERO, _N_INT, _N_FRAC, _N_EXP})
+_N_EXPECTING: Final = {
+    _N_MINUS: "a digit after '-'",
+    _N_DOT: "a digit after the decimal point",
+    _N_E: "a digit or sign in the exponent",
+    _N_E_SIGN: "a digit in the exponent",
+}
+
+_WHITESPACE: Final = " \t\n\r"
+_NUMBER_CHARS: Final = frozenset("0123456789+-.eE")
+_HEX_DIGITS: Final = "0123456789abcdefABCDEF"
+_SIMPLE_ESCAPES: Final = frozenset('"\\/bfnrt')
+_LITERALS: Final[dict[str, tuple[str, Any]]] = {
+    "t": ("true", True),
+    "f": ("false", False),
+    "n": ("null", None),
+}
+_VALUE_START: Final = frozenset('"{[-0123456789tfn')
+
+_WHITESPACE_RUN: Final = re.compile(r"[ \t\n\r]*")
+_DIGIT_RUN: Final = re.compile(r"[0-9]*")
+_NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+
+_COMPACT_EVERY: Final = 1024
+"""A string's pieces are joined into one block every this many pieces, so that a huge string fed in tiny
+chunks costs about its own size in memory (not a small object per chunk). Each character is copied at
+most twice: into its block, then into the final string."""
+
+
+def _describe(char: str) -> str:
+    return repr(char) if char.isprintable() else f"{char!r} (U+{ord(char):04X})"
+
+
+def _is_unescaped(text: str, position: int, start: int) -> bool:
+    """Whether the character at ``position`` is not escaped: an even run of backslashes precedes it.
+
+    A backslash that is not escaped begins an escape. ``text[start]`` is known to be outside any escape,
+    so the count never looks before it.
+    """
+    run_start = position
+    while run_start > start and text[run_start - 1] == "\\":
+        run_start -= 1
+    return not (position - run_start) & 1
+
+
+def _is_high_surrogate(hex_digits: str) -> bool:
+    return hex_digits[0] in "dD" and hex_digits[1] in "89abAB"
+
+
+def _held_back_from(text: str, start: int, end: int) -> int:
+    """Where string content ``text[start:end]`` must be cut so that the decoded part is final.
+
+    Held back: an escape cut by the end of the chunk (``\\``, ``\\u``, ``\\u12``...) and a complete high
+    surrogate escape that a low surrogate escape may still follow (``\\ud83d`` then ``\\ude00`` decode to
+    one character). Returns ``end`` when nothing needs holding back. An invalid escape is not held back:
+    the decoder reports it.
+    """
+    backslash = text.rfind("\\", max(start, end - 6), end)
+    if backslash < 0 or not _is_unescaped(text, backslash, start):
+        return end
+    tail = end - backslash
+    if tail >= 2:
+        if text[backslash + 1] != "u":
+            return end
+        hex_digits = text[backslash + 2 : end]
+        if hex_digits.strip(_HEX_DIGITS):
+            return end
+        if tail == 6:
+            return backslash if _is_high_surrogate(hex_digits) else end
+    # An incomplete escape: if a complete high surrogate escape is right before it, hold that back too.
+    high = backslash - 6
+    if (
+        high >= start
+        and text[high] == "\\"
+        and text[high + 1] == "u"
+        and not text[high + 2 : backslash].strip(_HEX_DIGITS)
+        and _is_high_surrogate(text[high + 2 : backslash])
+        and _is_unescaped(text, high, start)
+    ):
+        return high
+    return backslash
+
+
+def _first_string_error(text: str, start: int, end: int) -> tuple[int, int, str]:
+    """The first error in string content ``text[start:end]``: (start of the bad escape or character,
+    offset of the offending character, message)."""
+    position = start
+    while position < end:
+        char = text[position]
+        if char == "\\":
+            escape = text[position + 1] if position + 1 < len(text) else ""
+            if escape == "u":
+                for digit_at in range(position + 2, min(position + 6, len(text))):
+                    if text[digit_at] not in _HEX_DIGITS:
+                        found = _describe(text[digit_at])
+                        return position, digit_at, f"expected 4 hex digits after '\\u', found {found}"
+                position += 6
+            elif escape in _SIMPLE_ESCAPES:
+                position += 2
+            else:
+                return position, position + 1, f"invalid escape '\\{escape}' in a string"
+        elif char < " ":
+            return position, position, f"unescaped control character {_describe(char)} in a string"
+        else:
+            position += 1
+    raise AssertionError(f"no error in string content {text[start:end]!r}")  # pragma: no cover
+
+
+def _number_step(state: int, char: str) -> int:
+    """The number DFA: the state after ``char``, or -1 if ``char`` cannot continue the number."""
+    is_digit = "0" <= char <= "9"
+    if state in (_N_INT, _N_FRAC, _N_EXP):
+        if is_digit:
+            return state
+        if char == "." and state == _N_INT:
+            return _N_DOT
+        if char in "eE" and state != _N_EXP:
+            return _N_E
+        return -1
+    if state == _N_MINUS:
+        return _N_ZERO if char == "0" else _N_INT if is_digit else -1
+    if state == _N_ZERO:
+        return _N_DOT if char == "." else _N_E if char in "eE" else -1
+    if state == _N_DOT:
+        return _N_FRAC if is_digit else -1
+    if state == _N_E:
+        return _N_E_SIGN if char in "+-" else _N_EXP if is_digit else -1
+    return _N_EXP if is_digit else -1  # _N_E_SIGN
+
+
+def _number_value(token: str) -> int | float:
+    """Exactly what ``json.loads`` gives: an int without fraction or exponent, else a float."""
+    if "." in token or "e" in token or "E" in token:
+        return float(token)
+    return int(token)
+
+
+class JSONStreamParser:
+    """Parses one JSON text fed in pieces; sans-IO: ``feed(text)`` and ``finish()`` return events.
+
+    Reported:
+
+    - ``ArgumentDelta(path, text)``: decoded text of every string value, at any depth, as it streams
+      (at most one delta per string per ``feed``; never empty). Keys are not streamed.
+    - ``ArgumentValue((key,), value)``: a member of a root object, as soon as its value is complete (a
+      number when the character after it arrives).
+    - ``ArgumentValue((), root)``: the root value, as soon as it is complete (a root number at the
+      whitespace after it or at ``finish()``). Input that is empty or only whitespace gives ``{}`` at
+      ``finish()``, as providers send ``""`` for a call without arguments.
+    - ``ArgumentError(kind, message, offset)``: ``invalid_json`` at the first character that cannot
+      continue a JSON text, ``truncated`` at ``finish()`` when the root is incomplete, ``too_large``
+      when more than ``max_size`` characters arrive. After an error nothing more is reported.
+
+    Values are exactly what ``json.loads`` gives (duplicate keys: the last wins; lone surrogate escapes
+    are kept; NaN, Infinity and unescaped control characters are rejected). Offsets count characters
+    of all text fed.
+    """
+
+    __slots__ = (
+        "_base",
+        "_blocks",
+        "_carry",
+        "_consumed",
+        "_max_size",
+        "_number_parts",
+        "_number_start",
+        "_number_state",
+        "_parts",
+        "_path",
+        "_stack",
+        "_state",
+        "_string_path",
+    )
+
+    def __init__(self, max_size: int = DEFAULT_MAX_SIZE) -> None:
+        self._max_size = max_size
+        self._state = _VALUE
+        self._consumed = 0
+        """Characters fed so far."""
+        self._base = 0
+        """Offset of the first character of the text being parsed (the carry included)."""
+        self._carry = ""
+        """The start of an escape or literal cut by the end of the last chunk; re-read with the next."""
+        self._stack: list[_Container] = []
+        self._path: list[str | int] = []
+        """Per open container: the current key (object) or the index of the next element (array)."""
+        self._parts: list[str] = []
+        """Decoded pieces of the string being read: ``_blocks`` joined blocks, then single pieces."""
+        self._blocks = 0
+        self._string_path: JSONPath = ()
+        self._number_parts: list[str] = []
+        self._number_state = _N_MINUS
+        self._number_start = 0
+
+    def feed(self, text: str) -> list[ArgumentEvent]:
+        """Parse the next piece of the arguments text; return what it streamed or completed."""
+        state = self._state
+        if state >= _DEAD:
+            if state == _FINISHED:
+                raise RuntimeError("JSONStreamParser.feed() called after finish()")
+            return []
+        start = self._consumed
+        consumed = start + len(text)
+        if consumed > self._max_size:
+            return self._feed_past_limit(text)
+        self._consumed = consumed
+        carry = self._carry
+        if carry:
+            self._carry = ""
+            text = carry + text
+            start -= len(carry)
+        self._base = start
+        events: list[ArgumentEvent] = []
+        if state == _STRING:
+            # The hot path of long string values: one C call decodes the chunk up to the closing quote
+            # or up to an escape cut by the end of the chunk (held back for the next feed).
+            end = len(text)
+            backslash = text.rfind("\\", -6)
+            if backslash >= 0 and (backslash == end - 1 or text[backslash + 1] == "u"):
+                cut = _held_back_from(text, 0, end)
+            else:
+                cut = end
+            try:
+                piece, after = _scanstring((text[:cut] if cut < end else text) + '"', 0, True)
+            except JSONDecodeError:
+                self._string_error(text, 0, cut, events)
+                return events
+            if after <= cut:
+                self._close_string(piece, events)
+                self._parse(text, after, events)
+                return events
+            if cut < end:
+                self._carry = text[cut:]
+            if piece:
+                parts = self._parts
+                parts.append(piece)
+                events.append(ArgumentDelta(self._string_path, piece))
+                if len(parts) - self._blocks >= _COMPACT_EVERY:
+                    self._compact_parts()
+            return events
+        self._parse(text, 0, events)
+        return events
+
+    def _feed_past_limit(self, text: str) -> list[ArgumentEvent]:
+        """Parse the characters up to the size limit, then report ``too_large``."""
+        limit = self._max_size
+        allowed = max(limit - self._consumed, 0)
+        events = self.feed(text[:allowed])
+        self._consumed += len(text) - allowed
+        if self._state != _DEAD:
+            message = f"the arguments are longer than the limit of {limit} characters"
+            self._fail(events, "too_large", message, limit)
+        return events
+
+    def finish(self) -> list[ArgumentEvent]:
+        """The text has ended: report the root if it completes here, else why it is incomplete."""
+        state = self._state
+        events: list[ArgumentEvent] = []
+        if state in (_DEAD, _TRAILING, _FINISHED):
+            pass
+        elif state == _VALUE and not self._stack and not self._carry:
+            events.append(ArgumentValue((), {}))
+        elif state == _NUMBER and not self._stack and self._number_state in _N_COMPLETE:
+            self._complete_number(events)
+        else:
+            offset = self._consumed
+            message = f"the arguments end at offset {offset} where {self._expectation()} was expected"
+            self._fail(events, "truncated", message, offset)
+        self._state = _FINISHED
+        return events
+
+    # The main loop: structure, whitespace, numbers and literals.
+
+    def _parse(self, text: str, position: int, events: list[ArgumentEvent]) -> None:
+        end = len(text)
+        while position < end:
+            state = self._state
+            if state in (_STRING, _KEY_STRING):
+                position = self._read_string(text, position, events)
+                continue
+            if state == _NUMBER:
+                position = self._read_number(text, position, events)
+                continue
+            char = text[position]
+            if char in _WHITESPACE:
+                position += 1
+                if position < end and text[position] in _WHITESPACE:
+                    match = _WHITESPACE_RUN.match(text, position)
+                    assert match is not None
+                    position = match.end()
+                continue
+            if state == _COMMA_OR_CLOSE:
+                container = self._stack[-1]
+                if char == ",":
+                    self._state = _KEY if type(container) is dict else _VALUE
+                elif char == ("}" if type(container) is dict else "]"):
+                    self._close_container(events)
+                else:
+                    self._fail_at(events, text, position)
+                    return
+                position += 1
+            elif state in (_VALUE, _VALUE_OR_CLOSE):
+                position = self._start_value(text, position, events)
+            elif state == _COLON:
+                if char != ":":
+                    self._fail_at(events, text, position)
+                    return
+                self._state = _VALUE
+                position += 1
+            elif state in (_KEY, _KEY_OR_CLOSE):
+                if char == '"':
+                    self._parts = []
+                    self._blocks = 0
+                    self._state = _KEY_STRING
+                elif char == "}" and state == _KEY_OR_CLOSE:
+                    self._close_container(events)
+                else:
+                    self._fail_at(events, text, position)
+                    return
+                position += 1
+            elif state == _TRAILING:
+                self._fail_at(events, text, position)
+                return
+            else:  # _DEAD
+                return
+
+    def _start_value(self, text: str, position: int, events: list[ArgumentEvent]) -> int:
+        char = text[position]
+        if char == '"':
+            self._string_path = tuple(self._path)
+            self._parts = []
+            self._blocks = 0
+            self._state = _STRING
+            return position + 1
+        if char == "{" or char == "[":
+            if len(self._stack) >= MAX_DEPTH:
+                offset = self._base + position
+                message = f"invalid JSON at offset {offset}: nesting deeper than {MAX_DEPTH} levels"
+                self._fail(events, "invalid_json", message, offset)
+                return len(text)
+            if char == "{":
+                self._stack.append({})
+                self._path.append("")
+                self._state = _KEY_OR_CLOSE
+            else:
+                self._stack.append([])
+                self._path.append(0)
+                self._state = _VALUE_OR_CLOSE
+            return position + 1
+        if char in "-0123456789":
+            return self._start_number(text, position, events)
+        literal = _LITERALS.get(char)
+        if literal is not None:
+            word, value = literal
+            if text.startswith(word, position):
+                self._complete(value, events)
+                return position + len(word)
+            end = len(text)
+            for index in range(1, len(word)):
+                if position + index == end:
+                    self._carry = text[position:]
+                    return end
+                if text[position + index] != word[index]:
+                    offset = self._base + position + index
+                    found = _describe(text[position + index])
+                    message = f"invalid JSON at offset {offset}: expected {word!r}, found {found}"
+                    self._fail(events, "invalid_json", message, offset)
+                    return end
+        if char == "]" and self._state == _VALUE_OR_CLOSE:
+            self._close_container(events)
+            return position + 1
+        self._fail_at(events, text, position)
+        return len(text)
+
+    def _start_number(self, text: str, position: int, events: list[ArgumentEvent]) -> int:
+        match = _NUMBER_TOKEN.match(text, position)
+        if match is not None:
+            number_end = match.end()
+            if number_end < len(text) and text[number_end] not in _NUMBER_CHARS:
+                if not self._ends_number(text[number_end]):
+                    self._fail_after_value(events, text, number_end)
+                    return len(text)
+                self._complete(_number_value(match.group()), events)
+                return number_end
+        self._state = _NUMBER
+        self._number_state = (
+            _N_MINUS if text[position] == "-" else _N_ZERO if text[position] == "0" else _N_INT
+        )
+        self._number_parts = [text[position]]
+        self._number_start = self._base + position
+        return position + 1
+
+    def _read_number(self, text: str, position: int, events: list[ArgumentEvent]) -> int:
+        end = len(text)
+        state = self._number_state
+        start = position
+        while position < end:
+            if state in (_N_INT, _N_FRAC, _N_EXP):
+                match = _DIGIT_RUN.match(text, position)
+                assert match is not None
+                position = match.end()
+                if position == end:
+                    break
+            following = _number_step(state, text[position])
+            if following < 0:
+                break
+            state = following
+            position += 1
+        self._number_state = state
+        if position > start:
+            self._number_parts.append(text[start:position])
+        if position == end:
+            return end
+        char = text[position]
+        if state not in _N_COMPLETE:
+            offset = self._base + position
+            found = _describe(char)
+            message = f"invalid JSON at offset {offset}: expected {_N_EXPECTING[state]}, found {found}"
+            self._fail(events, "invalid_json", message, offset)
+            return end
+        if not self._ends_number(char):
+            self._fail_after_value(events, text, position)
+            return end
+        self._complete_number(events)
+        return position
+
+    def _ends_number(self, char: str) -> bool:
+        """Whether ``char`` may follow a complete number here (so the number is complete)."""
+        if char in _WHITESPACE:
+            return True
+        if not self._stack:
+            return False
+        return char == "," or char == ("}" if type(self._stack[-1]) is dict else "]")
+
+    def _complete_number(self, events: list[ArgumentEvent]) -> None:
+        token = "".join(self._number_parts)
+        self._number_parts = []
+        try:
+            value = _number_value(token)
+        except ValueError as exc:  # an integer longer than sys.get_int_max_str_digits()
+            offset = self._number_start
+            self._fail(events, "invalid_json", f"invalid JSON at offset {offset}: {exc}", offset)
+            return
+        self._complete(value, events)
+
+    # Strings.
+
+    def _read_string(self, text: str, position: int, events: list[ArgumentEvent]) -> int:
+        """Read string content from ``position`` (outside any escape) to the closing quote or the end.
+
+        This is the hot path of long values: a few C-speed calls per chunk, whatever its length.
+        """
+        quote = text.find('"', position)
+        while quote >= 0 and not _is_unescaped(text, quote, position):
+            quote = text.find('"', quote + 1)
+        if quote >= 0:
+            try:
+                piece, after = _scanstring(text, position, True)
+            except JSONDecodeError:
+                self._string_error(text, position, quote, events)
+                return len(text)
+            self._close_string(piece, events)
+            return after
+        end = len(text)
+        backslash = text.rfind("\\", max(position, end - 6))
+        if backslash >= 0 and (backslash == end - 1 or text[backslash + 1] == "u"):
+            cut = _held_back_from(text, position, end)
+            if cut < end:
+                self._carry = text[cut:]
+                if cut == position:
+                    return end
+        else:
+            cut = end
+        try:
+            piece = _scanstring(text[position:cut] + '"' if position or cut < end else text + '"', 0, True)[0]
+        except JSONDecodeError:
+            self._string_error(text, position, cut, events)
+            return end
+        if piece:
+            parts = self._parts
+            parts.append(piece)
+            if self._state == _STRING:
+                events.append(ArgumentDelta(self._string_path, piece))
+            if len(parts) - self._blocks >= _COMPACT_EVERY:
+                self._compact_parts()
+        return end
+
+    def _compact_parts(self) -> None:
+        """Join the pieces read since the last compaction into one block; blocks stay at the head."""
+        parts = self._parts
+        blocks = self._blocks
+        block = "".join(parts[blocks:])
+        del parts[blocks:]
+        parts.append(block)
+        self._blocks = blocks + 1
+
+    def _close_string(self, piece: str, events: list[ArgumentEvent]) -> None:
+        parts = self._parts
+        if parts:
+            if piece:
+                parts.append(piece)
+            value = "".join(parts)
+            self._parts = []
+        else:
+            value = piece
+        if self._state == _KEY_STRING:
+            self._path[-1] = value
+            self._state = _COLON
+            return
+        if piece:
+            events.append(ArgumentDelta(self._string_path, piece))
+        self._complete(value, events)
+
+    def _string_error(self, text: str, position: int, end: int, events: list[ArgumentEvent]) -> None:
+        """Report the first bad escape or control character in ``text[position:end]``, after streaming
+        the valid text before it."""
+        bad_start, bad_at, reason = _first_string_error(text, position, end)
+        if bad_start > position and self._state == _STRING:
+            piece = _scanstring(text[position:bad_start] + '"', 0, True)[0]
+            if piece:
+                events.append(ArgumentDelta(self._string_path, piece))
+        offset = self._base + bad_at
+        self._fail(events, "invalid_json", f"invalid JSON at offset {offset}: {reason}", offset)
+
+    # Containers and completed values.
+
+    def _close_container(self, events: list[ArgumentEvent]) -> None:
+        container = self._stack.pop()
+        self._path.pop()
+        self._complete(container, events)
+
+    def _complete(self, value: Any, events: list[ArgumentEvent]) -> None:
+        """A value is complete: attach it to its container (reporting a root member) or report the root."""
+        stack = self._stack
+        if not stack:
+            events.append(ArgumentValue((), value))
+            self._state = _TRAILING
+            return
+        container = stack[-1]
+        if type(container) is dict:
+            key = self._path[-1]
+            assert isinstance(key, str)
+            container[key] = value
+            if len(stack) == 1:
+                events.append(ArgumentValue((key,), value))
+        else:
+            assert isinstance(container, list)
+            container.append(value)
+            self._path[-1] = len(container)
+        self._state = _COMMA_OR_CLOSE
+
+    # Errors.
+
+    def _expectation(self) -> str:
+        """What the parser expects next, for messages."""
+        state = self._state
+        if self._carry:
+            if state in (_STRING, _KEY_STRING):
+                return "the rest of the escape sequence"
+            word = _LITERALS[self._carry[0]][0]
+            return f"the rest of {word!r}"
+        if state == _STRING:
+            return f"the rest of the string at path {self._string_path!r} and its closing quote"
+        if state == _KEY_STRING:
+            return "the rest of an object key and its closing quote"
+        if state == _NUMBER:
+            return _N_EXPECTING.get(self._number_state, "the rest of the number")
+        if state == _COMMA_OR_CLOSE:
+            closer = "'}'" if type(self._stack[-1]) is dict else "']'"
+            return f"',' or {closer}"
+        return {
+            _VALUE: "a value",
+            _VALUE_OR_CLOSE: "a value or ']'",
+            _KEY_OR_CLOSE: "a key string or '}'",
+            _KEY: "a key string",
+            _COLON: "':' after the key",
+            _TRAILING: "nothing more",
+        }.get(state, "nothing")
+
+    def _fail_at(self, events: list[ArgumentEvent], text: str, position: int) -> None:
+        """Report the character at ``position`` as unexpected in the current state."""
+        offset = self._base + position
+        found = _describe(text[position])
+        if self._state == _TRAILING:
+            message = f"invalid JSON at offset {offset}: unexpected data after the arguments: {found}"
+        else:
+            message = f"invalid JSON at offset {offset}: expected {self._expectation()}, found {found}"
+        self._fail(events, "invalid_json", message, offset)
+
+    def _fail_after_value(self, events: list[ArgumentEvent], text: str, position: int) -> None:
+        """Report the character at ``position``, which follows a complete number, as unexpected."""
+        offset = self._base + position
+        found = _describe(text[position])
+        if self._stack:
+            closer = "'}'" if type(self._stack[-1]) is dict else "']'"
+            expected = f"',' or {closer} after the number"
+        else:
+            expected = "the end of the arguments after the number"
+        message = f"invalid JSON at offset {offset}: expected {expected}, found {found}"
+        self._fail(events, "invalid_json", message, offset)
+
+    def _fail(self, events: list[ArgumentEvent], kind: str, message: str, offset: int) -> None:
+        events.append(ArgumentError(kind, message, offset))
+        self._state = _DEAD
+        self._carry = ""
+        self._stack = []
+        self._path = []
+        self._parts = []
+        self._number_parts = []
