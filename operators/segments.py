@@ -84,6 +84,8 @@ class _Call:
     file_tool: FileTool | None = None
     raw: list[str] = field(default_factory=list)
     arguments: Any = None
+    partial: dict[str, Any] = field(default_factory=dict)
+    """Top-level members already complete: what a failed call's invocation still carries."""
     complete: bool = False
     error: ArgumentError | None = None
     parsed_by_splitter: bool = False
@@ -269,7 +271,10 @@ class SegmentEmitter:
             elif isinstance(item, ArgumentValue):
                 if not item.path:
                     call.arguments, call.complete = item.value, True
-                elif file_tool is None or item.path[0] != file_tool.content_key:
+                    continue
+                if len(item.path) == 1 and isinstance(item.path[0], str):
+                    call.partial[item.path[0]] = item.value
+                if file_tool is None or item.path[0] != file_tool.content_key:
                     if file_tool is not None and item.path == (file_tool.path_key,):
                         call.path = item.value if isinstance(item.value, str) else None
                     events.append(SegmentEvent.argument_value(segment_id, item.path, item.value))
@@ -289,14 +294,14 @@ class SegmentEmitter:
         if error is None:
             metadata["arguments"] = call.arguments
         else:
-            metadata["arguments"] = call.arguments if isinstance(call.arguments, dict) else {}
+            metadata["arguments"] = call.arguments if isinstance(call.arguments, dict) else call.partial
             metadata["error"] = error.to_dict()
         if call.kind == "server":
             metadata["provider_executed"] = True
         if call.signature is not None:
             metadata["signature"] = call.signature
         if call.file_tool is not None:
-            arguments = call.arguments if isinstance(call.arguments, dict) else {}
+            arguments = call.arguments if isinstance(call.arguments, dict) else call.partial
             path = arguments.get(call.file_tool.path_key, call.path)
             if isinstance(path, str):
                 metadata["path"] = path

@@ -7,7 +7,7 @@ from typing import Any, Protocol, TypeVar
 
 from aiostream import streamcontext
 
-__all__ = ["Chain", "Core", "drive"]
+__all__ = ["Chain", "Core", "drive", "feed_each", "partial_outputs"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -27,23 +27,55 @@ class Core(Protocol[In_contra, Out_co]):
         ...
 
 
+def partial_outputs(exc: BaseException) -> list[Any]:
+    """What the feed (or finish) that raised ``exc`` had produced before it failed."""
+    outputs: list[Any] = getattr(exc, "streamfold_partial_outputs", [])
+    return outputs
+
+
+def feed_each(core: Core[In, Out], items: Iterable[In]) -> list[Out]:
+    """Feed several items to ``core``. If one fails, the outputs of those before it are not lost: they
+    travel on the exception (see :func:`partial_outputs`), and :func:`drive` yields them before raising."""
+    outputs: list[Out] = []
+    try:
+        for item in items:
+            outputs.extend(core.feed(item))
+    except Exception as exc:
+        exc.streamfold_partial_outputs = outputs + partial_outputs(exc)  # type: ignore[attr-defined]
+        raise
+    return outputs
+
+
 async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncIterator[Out]:
     """Run ``core`` over ``source`` in the caller's task.
 
     Backpressure is the pull: the source is read only as fast as the consumer asks. Closing the returned
-    iterator closes the source at once (``streamcontext`` guarantees ``aclose``).
+    iterator closes the source at once (``streamcontext`` guarantees ``aclose``). When the core fails,
+    what it produced before the failure is yielded first: nothing already received is lost.
     """
-    async with streamcontext(source) as items:
-        async for item in items:
-            for out in core.feed(item):
+    try:
+        async with streamcontext(source) as items:
+            async for item in items:
+                for out in core.feed(item):
+                    yield out
+        for out in core.finish():
+            yield out
+    except Exception as exc:
+        salvaged: list[Out] = partial_outputs(exc)
+        if salvaged:
+            exc.streamfold_partial_outputs = []  # type: ignore[attr-defined]
+            for out in salvaged:
                 yield out
-    for out in core.finish():
-        yield out
+        raise
 
 
 class Chain:
     """Cores in a row, as one core: what one returns is fed to the next (the seeds' synchronous handlers,
-    and pipelines that pick their stages from the first item, are built from it)."""
+    and pipelines that pick their stages from the first item, are built from it).
+
+    If a core fails, what the cores before it produced still flows through the cores after it, and the
+    result travels on the exception (:func:`partial_outputs`).
+    """
 
     def __init__(self, *cores: Core[Any, Any]) -> None:
         if not cores:
@@ -51,18 +83,29 @@ class Chain:
         self.cores = cores
 
     def feed(self, item: object) -> list[object]:
-        items: list[object] = [item]
-        for core in self.cores:
-            items = [out for each in items for out in core.feed(each)]
-            if not items:
-                break
-        return items
+        return self._through([item], 0, finish=False)
 
     def finish(self) -> list[object]:
+        return self._through([], 0, finish=True)
+
+    def _through(self, items: list[object], first: int, *, finish: bool) -> list[object]:
+        """Feed ``items`` to cores ``first``.. in turn (finishing each after its input when ``finish``)."""
         outputs: list[object] = []
-        for position, core in enumerate(self.cores):
-            items = list(core.finish())
-            for later in self.cores[position + 1 :]:
-                items = [out for each in items for out in later.feed(each)]
-            outputs.extend(items)
+        for position in range(first, len(self.cores)):
+            core = self.cores[position]
+            try:
+                items = feed_each(core, items)
+                if finish:
+                    items.extend(core.finish())
+            except Exception as exc:
+                salvaged = partial_outputs(exc)
+                try:
+                    rest = self._through(salvaged, position + 1, finish=False) if salvaged else []
+                except Exception:
+                    rest = []  # the first failure is the one to report
+                exc.streamfold_partial_outputs = rest  # type: ignore[attr-defined]
+                raise
+            if not items and not finish:
+                break
+        outputs.extend(items)
         return outputs

@@ -84,84 +84,96 @@ class TextDeltas:
         return [ChunkResponse(content=text)] if text else []
 
 
-class _AutoChunks:
-    """Source items to chunks, choosing framing and wire format from the first item that tells."""
+class _LazyConverter:
+    """The converter for the wire format of the first event (``provider="auto"``), or the one named."""
 
-    def __init__(self, provider: str, framing: str, id_factory: Callable[[int], str] | None) -> None:
-        if provider != "auto" and provider not in PROVIDERS:
-            _converter(provider, id_factory)  # raises ConfigurationError naming the choices
+    def __init__(self, provider: str, id_factory: Callable[[int], str] | None) -> None:
         self._provider = provider
-        self._framing = framing
         self._id_factory = id_factory
-        self._decode: Core[Any, Mapping[str, Any]] | None = None
-        self._convert: Core[Any, ChunkResponse] | None = None
-        self._head: list[bytes] = []
+        self._core: Core[Any, ChunkResponse] | None = None
 
-    def feed(self, item: Any) -> list[ChunkResponse]:
-        if self._decode is None:
-            if self._provider == "text":
-                self._decode = cast(Core[Any, Any], TextDeltas())
-                self._convert = _Identity()
-            elif isinstance(item, bytes | bytearray):
-                if self._framing == "auto" and not self._choose_framing(bytes(item)):
-                    return []
-            elif isinstance(item, Mapping):
-                self._decode = _Identity()
-            else:
-                self._decode = _SDKObjects()
-            if self._decode is None:
-                self._decode = self._byte_decoder(self._framing)
-        chunks: list[ChunkResponse] = []
-        for event in self._decode.feed(item):
-            chunks.extend(self._convert_event(event))
-        return chunks
-
-    def finish(self) -> list[ChunkResponse]:
-        chunks: list[ChunkResponse] = []
-        if self._decode is None and self._head:
-            self._decode = self._byte_decoder("sse")
-            for event in self._decode.feed(b"".join(self._head)):
-                chunks.extend(self._convert_event(event))
-        if self._decode is not None:
-            for event in self._decode.finish():
-                chunks.extend(self._convert_event(event))
-        if self._convert is not None:
-            chunks.extend(self._convert.finish())
-        return chunks
-
-    def _choose_framing(self, data: bytes) -> bool:
-        """Decide SSE or JSON lines once the first non-blank line is complete; hold bytes until then."""
-        from operators.providers.detect import detect_framing
-
-        self._head.append(data)
-        head = b"".join(self._head)
-        if b"\n" not in head.lstrip():
-            return False
-        self._framing = detect_framing(head)
-        self._head = [head]
-        return True
-
-    def _byte_decoder(self, framing: str) -> Core[Any, Mapping[str, Any]]:
-        from operators.sse import EventParser, JSONLinesDecoder, SSEDecoder
-
-        head, self._head = b"".join(self._head), []
-        if framing == "jsonl":
-            decoder: Core[Any, Any] = JSONLinesDecoder()
-        else:
-            decoder = Chain(SSEDecoder(), EventParser())
-        if head:
-            return cast(Core[Any, Mapping[str, Any]], _Prefixed(decoder, head))
-        return cast(Core[Any, Mapping[str, Any]], decoder)
-
-    def _convert_event(self, event: Any) -> list[ChunkResponse]:
-        if self._convert is None:
+    def feed(self, event: Any) -> list[ChunkResponse]:
+        if self._core is None:
             provider = self._provider
             if provider == "auto":
                 from operators.providers.detect import detect_wire_format
 
                 provider = detect_wire_format(event)
-            self._convert = _converter(provider, self._id_factory)
-        return list(self._convert.feed(event))
+            self._core = _converter(provider, self._id_factory)
+        return list(self._core.feed(event))
+
+    def finish(self) -> list[ChunkResponse]:
+        return list(self._core.finish()) if self._core is not None else []
+
+
+class _AutoChunks:
+    """Source items to chunks, choosing framing and wire format from the first items that tell."""
+
+    def __init__(self, provider: str, framing: str, id_factory: Callable[[int], str] | None) -> None:
+        if provider not in ("auto", "text"):
+            _converter(provider, id_factory)  # raises ConfigurationError naming the choices
+        self._provider = provider
+        self._framing = framing
+        self._id_factory = id_factory
+        self._chain: Chain | None = None
+        self._head: list[bytes] = []
+
+    def feed(self, item: Any) -> list[ChunkResponse]:
+        if self._chain is None:
+            decoder = self._decoder_for(item)
+            if decoder is None:
+                return []  # the framing is not known yet: the bytes wait in the head
+            self._chain = self._chain_with(decoder)
+            if self._head:
+                head, self._head = b"".join(self._head), []
+                return cast(list[ChunkResponse], self._chain.feed(head))
+        return cast(list[ChunkResponse], self._chain.feed(item))
+
+    def finish(self) -> list[ChunkResponse]:
+        outputs: list[object] = []
+        if self._chain is None:
+            if not self._head:
+                return []
+            self._chain = self._chain_with(self._byte_decoder("sse"))
+            head, self._head = b"".join(self._head), []
+            outputs.extend(self._chain.feed(head))
+        outputs.extend(self._chain.finish())
+        return cast(list[ChunkResponse], outputs)
+
+    def _chain_with(self, decoder: Core[Any, Any]) -> Chain:
+        if self._provider == "text":
+            return Chain(decoder)
+        return Chain(decoder, _LazyConverter(self._provider, self._id_factory))
+
+    def _decoder_for(self, item: Any) -> Core[Any, Any] | None:
+        if self._provider == "text":
+            return TextDeltas()
+        if isinstance(item, bytes | bytearray):
+            if self._framing == "auto":
+                return self._choose_framing(bytes(item))
+            return self._byte_decoder(self._framing)
+        if isinstance(item, Mapping):
+            return _Identity()
+        return _SDKObjects()
+
+    def _choose_framing(self, data: bytes) -> Core[Any, Any] | None:
+        """SSE or JSON lines, once the first non-blank line is complete; until then the bytes wait."""
+        from operators.providers.detect import detect_framing
+
+        self._head.append(data)
+        head = b"".join(self._head)
+        if b"\n" not in head.lstrip():
+            self._head = [head]
+            return None
+        return self._byte_decoder(detect_framing(head))
+
+    @staticmethod
+    def _byte_decoder(framing: str) -> Core[Any, Any]:
+        from operators.sse import EventParser, JSONLinesDecoder, SSEDecoder
+
+        if framing == "jsonl":
+            return JSONLinesDecoder()
+        return Chain(SSEDecoder(), EventParser())
 
 
 class _Identity:
@@ -182,29 +194,6 @@ class _SDKObjects:
 
     def finish(self) -> list[Mapping[str, Any]]:
         return []
-
-
-class _Prefixed:
-    """A byte decoder that first receives the bytes held back while the framing was decided."""
-
-    def __init__(self, decoder: Core[Any, Any], head: bytes) -> None:
-        self._decoder = decoder
-        self._head: bytes | None = head
-
-    def feed(self, item: bytes) -> list[Any]:
-        if self._head is not None:
-            head, self._head = self._head, None
-            # the item that completed the head is part of it already
-            return list(self._decoder.feed(head))
-        return list(self._decoder.feed(item))
-
-    def finish(self) -> list[Any]:
-        outputs: list[Any] = []
-        if self._head is not None:
-            head, self._head = self._head, None
-            outputs.extend(self._decoder.feed(head))
-        outputs.extend(self._decoder.finish())
-        return outputs
 
 
 def chunk_core(
@@ -257,7 +246,6 @@ def process(
         pipe more operators onto it. Closing it closes the source.
     """
     from operators.arguments import split_arguments
-
     from operators.invocations import fold_invocations
     from operators.segments import emit_segments
 
@@ -275,7 +263,7 @@ def process(
     events = segments | emit_segments.pipe(
         file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory
     )
-    return cast(Stream[PipelineEvent], events | fold_invocations.pipe(tools=tools))
+    return events | fold_invocations.pipe(tools=tools)
 
 
 def iterate(items: Any) -> Stream[Any]:
