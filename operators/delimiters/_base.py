@@ -62,7 +62,14 @@ from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 import msgspec
 
-from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers
+from operators.delimiters._scan import (
+    HEADER_LIMIT,
+    JsonArgs,
+    Markers,
+    ValueType,
+    XmlArguments,
+    value_type_from_schema,
+)
 from operators.providers._common import IdFactory, new_call_id
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, ToolCallDelta
@@ -184,6 +191,10 @@ class FormatLexer:
         self._call_has_args = False
         self.json_args: JsonArgs | None = None
         """The JSON scanner of the current call, for formats with JSON arguments."""
+        self.xml_args: XmlArguments | None = None
+        """The JSON writer of the current call, for formats with XML-style parameters."""
+        self._header: list[str] = []
+        self._header_size = 0
         self.tentative: list[str] | None = None
         """Text held while deciding whether it opens a call; released as text if it does not."""
         self._tentative_size = 0
@@ -226,6 +237,8 @@ class FormatLexer:
     def at_end(self) -> None:
         """End of input, after every held character went through the states with ``final=True``."""
         self.release_tentative()
+        if self.xml_args is not None:
+            self.xml_args.cut()
         if self.call_index is not None:
             json_args = self.json_args
             self.end_call(finished=self.end_marker_optional and json_args is not None and json_args.complete)
@@ -262,6 +275,7 @@ class FormatLexer:
             self._output.end_call(index)
         self.call_index = None
         self.json_args = None
+        self.xml_args = None
 
     # --- helpers for states ------------------------------------------------------------------------------
 
@@ -283,6 +297,57 @@ class FormatLexer:
     def release_tentative(self) -> None:
         """It was not a call after all: the held text goes out as text."""
         self.emit_text(self.take_tentative())
+
+    def collect_header(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
+        """Collect a header (a name, an id, tag attributes) up to the first of ``markers``.
+
+        Returns ``(resume, marker)``: ``marker`` is None while more input is needed, ``""`` when the header
+        passed :data:`~._scan.HEADER_LIMIT` (the caller gives up on the call). :meth:`take_header` gives
+        the text.
+        """
+        stop, resume, marker = markers.find(buf, pos, final)
+        if stop > pos:
+            self._header.append(buf[pos:stop])
+            self._header_size += stop - pos
+            if self._header_size > HEADER_LIMIT:
+                return stop, ""
+        return resume, marker
+
+    def take_header(self) -> str:
+        """The header collected so far (and no longer held)."""
+        text = "".join(self._header)
+        self._header.clear()
+        self._header_size = 0
+        return text
+
+    def start_xml_call(self, name: str, call_id: str | None = None, *, strip: str = "newline") -> None:
+        """Open a call whose XML-style parameters :attr:`xml_args` turns into JSON."""
+        self.start_call(name, call_id)
+        self.xml_args = XmlArguments(self.emit_args, strip=strip, limit=self.options.max_buffered_chars)
+
+    def begin_value(self, key: str, value_type: ValueType | None = None) -> None:
+        """Start parameter ``key`` of the open XML call; its type from the tool's schema unless given."""
+        if self.xml_args is None:
+            return
+        if value_type is None:
+            value_type = value_type_from_schema(self.options.tool_schemas.get(self.call_name), key)
+        self.xml_args.begin(key, value_type)
+
+    def stream_value(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
+        """Stream a parameter value up to the first of ``markers``; ``(resume, marker)``."""
+        stop, resume, marker = markers.find(buf, pos, final)
+        if stop > pos and self.xml_args is not None:
+            self.xml_args.value(buf[pos:stop])
+        return resume, marker
+
+    def end_xml_call(self, finished: bool = True) -> None:
+        """Close the open XML call's last value and its object, then the call."""
+        xml_args = self.xml_args
+        if xml_args is not None:
+            if xml_args.in_value:
+                xml_args.end_value()
+            xml_args.close()
+        self.end_call(finished)
 
     def stream_json_args(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
         """Stream JSON arguments from ``buf[pos:]`` until one of ``markers`` outside a JSON string.

@@ -426,6 +426,15 @@ class XmlArguments:
             self._emit(_convert(held, self._type))
         self._mode = ""
 
+    def cut(self) -> None:
+        """The input ended inside a value: emit what is held as it is (the arguments stay incomplete)."""
+        if self._mode in ("decide", "hold"):
+            held = "".join(self._held)
+            self._held.clear()
+            self._held_size = 0
+            self._emit(held)
+        self._mode = ""
+
     def close(self) -> None:
         """All parameters are done: close the object."""
         self._emit("}" if self.count else "{}")

@@ -1,0 +1,285 @@
+# ruff: noqa: RUF002, RUF003  (the docstrings show the real delimiters, with their full-width bars)
+"""DeepSeek tool calls: V3 / R1-0528 (``function<｜tool▁sep｜>NAME`` + a fenced JSON block), V3.1 /
+V3.1-Terminus / V3.2-Exp (``NAME<｜tool▁sep｜>JSON``) and V3.2 / V4 DSML (XML-style parameters).
+
+The delimiters use U+FF5C FULLWIDTH VERTICAL LINE and U+2581 LOWER ONE EIGHTH BLOCK (DSML: only U+FF5C);
+ASCII look-alikes are not accepted.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Final
+
+from operators.delimiters._base import SectionLexer, register_format
+from operators.delimiters._scan import Markers
+
+__all__ = ["DeepSeekV3Lexer", "DeepSeekV31Lexer", "DeepSeekV32Lexer"]
+
+CALLS_BEGIN: Final = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+CALLS_END: Final = "<\uff5ctool\u2581calls\u2581end\uff5c>"
+CALL_BEGIN: Final = "<\uff5ctool\u2581call\u2581begin\uff5c>"
+SEP: Final = "<\uff5ctool\u2581sep\uff5c>"
+CALL_END: Final = "<\uff5ctool\u2581call\u2581end\uff5c>"
+FENCE: Final = "```"
+FENCE_JSON: Final = "```json"
+
+_CLOSERS: Final = (CALL_END, CALL_BEGIN, CALLS_END)
+
+
+class _DeepSeekSection(SectionLexer):
+    """The section shared by V3 and V3.1: ``<｜tool▁calls▁begin｜> CALL* <｜tool▁calls▁end｜>``."""
+
+    text_markers: ClassVar[Markers] = Markers(CALLS_BEGIN, CALL_BEGIN)
+    section_begins: ClassVar[frozenset[str]] = frozenset({CALLS_BEGIN})
+    section_markers: ClassVar[Markers] = Markers(CALL_BEGIN, CALLS_END)
+    section_ends: ClassVar[frozenset[str]] = frozenset({CALLS_END})
+
+    def close_call(self, marker: str) -> None:
+        """``marker`` (one of the call closers) ended the call."""
+        if marker == CALL_END:
+            self.end_call(finished=True)
+        else:
+            self.end_call(finished=False)
+        if marker == CALL_BEGIN:
+            self.begin_call(marker)
+        elif marker == CALLS_END:
+            self.in_section = False
+            self.state = self.start
+        else:
+            self.after_call()
+
+    def give_up(self, marker: str) -> None:
+        """The header grew past the limit: it was not a call; its text passes through."""
+        self.emit_text(marker + self.take_header())
+        self.after_call()
+
+
+_V31_NAME: Final = Markers(SEP, *_CLOSERS)
+_V31_ARGUMENTS: Final = Markers(*_CLOSERS)
+
+
+@register_format
+class DeepSeekV31Lexer(_DeepSeekSection):
+    """DeepSeek-V3.1: ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{JSON}<｜tool▁call▁end｜>
+    ...<｜tool▁calls▁end｜>``.
+
+    The arguments stream as the model writes them; markers inside JSON strings are content. A call
+    without its end marker at the end of the stream is cut off. The markers are special tokens: prose
+    cannot write them, but a model writing them as text cannot be told apart from a call.
+    """
+
+    name: ClassVar[str] = "deepseek_v31"
+    aliases: ClassVar[tuple[str, ...]] = ("deepseekv31", "deepseek_v3.1")
+    markers: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, SEP, CALL_END)
+
+    def begin_call(self, marker: str) -> None:
+        self.state = self._name
+
+    def _name(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.collect_header(buf, pos, final, _V31_NAME)
+        if marker == "":
+            self.give_up(CALL_BEGIN)
+        elif marker is not None:
+            self.start_call(self.take_header().strip())
+            if marker == SEP:
+                self.state = self._arguments
+            else:
+                self.close_call(marker)
+        return resume
+
+    def _arguments(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.stream_json_args(buf, pos, final, _V31_ARGUMENTS)
+        if marker is not None:
+            self.close_call(marker)
+        return resume
+
+    def at_end(self) -> None:
+        if self.state == self._name:
+            name = self.take_header().strip()
+            if name:
+                self.start_call(name)
+        super().at_end()
+
+
+_V3_TYPE: Final = Markers(SEP, *_CLOSERS)
+_V3_NAME: Final = Markers(FENCE_JSON, FENCE, *_CLOSERS)
+_V3_ARGUMENTS: Final = Markers(FENCE, *_CLOSERS)
+_V3_AFTER_FENCE: Final = Markers(*_CLOSERS)
+
+
+@register_format
+class DeepSeekV3Lexer(_DeepSeekSection):
+    """DeepSeek-V3 (0324) and R1-0528: ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{JSON}
+    \\n```<｜tool▁call▁end｜>`` inside ``<｜tool▁calls▁begin｜> ... <｜tool▁calls▁end｜>``, calls separated by
+    newlines.
+
+    The fence is lexed as a marker (never leaked into the arguments, however it is split); the arguments
+    stream as they arrive and end at a fence outside a JSON string. The type before ``<｜tool▁sep｜>``
+    (always ``function``) is not kept. Like V3.1, real markers and markers written as text cannot be told
+    apart.
+    """
+
+    name: ClassVar[str] = "deepseek_v3"
+    aliases: ClassVar[tuple[str, ...]] = ("deepseekv3", "deepseek_r1")
+    markers: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, SEP, CALL_END, FENCE_JSON)
+
+    def begin_call(self, marker: str) -> None:
+        self.state = self._type
+
+    def _type(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.collect_header(buf, pos, final, _V3_TYPE)
+        if marker == "":
+            self.give_up(CALL_BEGIN)
+        elif marker == SEP:
+            self.take_header()
+            self.state = self._name
+        elif marker is not None:
+            self.start_call(self.take_header().strip())
+            self.close_call(marker)
+        return resume
+
+    def _name(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.collect_header(buf, pos, final, _V3_NAME)
+        if marker == "":
+            self.give_up(CALL_BEGIN + "function" + SEP)
+        elif marker is not None:
+            self.start_call(self.take_header().strip())
+            if marker in (FENCE_JSON, FENCE):
+                self.state = self._arguments
+            else:
+                self.close_call(marker)
+        return resume
+
+    def _arguments(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.stream_json_args(buf, pos, final, _V3_ARGUMENTS)
+        if marker == FENCE:
+            self.state = self._after_fence
+        elif marker is not None:
+            self.close_call(marker)
+        return resume
+
+    def _after_fence(self, buf: str, pos: int, final: bool) -> int:
+        """Between the closing fence and ``<｜tool▁call▁end｜>``: nothing but whitespace is expected."""
+        _stop, resume, marker = _V3_AFTER_FENCE.find(buf, pos, final)
+        if marker is not None:
+            self.close_call(marker)
+        return resume
+
+    def at_end(self) -> None:
+        if self.state == self._name:
+            name = self.take_header().strip()
+            if name:
+                self.start_call(name)
+        super().at_end()
+
+
+# --- DSML --------------------------------------------------------------------------------------------------
+
+DSML: Final = "\uff5cDSML\uff5c"
+DSML_BEGINS: Final = (f"<{DSML}function_calls>", f"<{DSML}tool_calls>")
+DSML_ENDS: Final = (f"</{DSML}function_calls>", f"</{DSML}tool_calls>")
+INVOKE: Final = f"<{DSML}invoke"
+INVOKE_END: Final = f"</{DSML}invoke>"
+PARAMETER: Final = f"<{DSML}parameter"
+PARAMETER_END: Final = f"</{DSML}parameter>"
+
+_TAG_END: Final = Markers(">")
+_IN_INVOKE: Final = Markers(PARAMETER, INVOKE_END, INVOKE, *DSML_ENDS)
+_VALUE: Final = Markers(PARAMETER_END, INVOKE_END, *DSML_ENDS)
+_NAME_ATTRIBUTE: Final = re.compile(r'\bname\s*=\s*"(?P<value>[^"]*)"')
+_STRING_ATTRIBUTE: Final = re.compile(r'\bstring\s*=\s*"(?P<value>[^"]*)"')
+
+
+@register_format
+class DeepSeekV32Lexer(SectionLexer):
+    """DeepSeek-V3.2 and V4 DSML: ``<｜DSML｜function_calls>`` (V4: ``<｜DSML｜tool_calls>``) sections of
+    ``<｜DSML｜invoke name="NAME">`` calls with ``<｜DSML｜parameter name="K" string="true|false">V
+    </｜DSML｜parameter>`` parameters.
+
+    ``string="true"`` values stream as JSON strings, verbatim; ``string="false"`` values are held until
+    complete and written as JSON if they parse (else as a string); without the attribute the tool schema
+    (or, without one, the value itself) decides, see :class:`~._scan.XmlArguments`. A missing
+    ``</｜DSML｜parameter>`` is tolerated before ``</｜DSML｜invoke>``. Only the section opener is a special
+    token: a value containing the literal ``</｜DSML｜parameter>`` ends there (it cannot be told apart), and
+    a section opener written as prose becomes a section. V3.2-Exp used the V3.1 format
+    (``deepseek_v31``).
+    """
+
+    name: ClassVar[str] = "deepseek_v32"
+    aliases: ClassVar[tuple[str, ...]] = ("deepseekv32", "deepseek_dsml", "deepseek_v4")
+    markers: ClassVar[tuple[str, ...]] = (
+        *DSML_BEGINS,
+        *DSML_ENDS,
+        INVOKE,
+        INVOKE_END,
+        PARAMETER,
+        PARAMETER_END,
+    )
+
+    text_markers: ClassVar[Markers] = Markers(*DSML_BEGINS)
+    section_begins: ClassVar[frozenset[str]] = frozenset(DSML_BEGINS)
+    section_markers: ClassVar[Markers] = Markers(INVOKE, *DSML_ENDS)
+    section_ends: ClassVar[frozenset[str]] = frozenset(DSML_ENDS)
+
+    def begin_call(self, marker: str) -> None:
+        self.state = self._invoke_tag
+
+    def _invoke_tag(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.collect_header(buf, pos, final, _TAG_END)
+        if marker == "":
+            self.emit_text(INVOKE + self.take_header())
+            self.after_call()
+        elif marker is not None:
+            match = _NAME_ATTRIBUTE.search(self.take_header())
+            self.start_xml_call(match["value"] if match else "", strip="none")
+            self.state = self._in_invoke
+        return resume
+
+    def _in_invoke(self, buf: str, pos: int, final: bool) -> int:
+        """Between parameters: whitespace (anything else is dropped)."""
+        _stop, resume, marker = _IN_INVOKE.find(buf, pos, final)
+        if marker is not None:
+            self._on_marker(marker)
+        return resume
+
+    def _parameter_tag(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.collect_header(buf, pos, final, _TAG_END)
+        if marker == "":
+            self.take_header()
+            self.state = self._in_invoke
+        elif marker is not None:
+            attributes = self.take_header()
+            key = _NAME_ATTRIBUTE.search(attributes)
+            string = _STRING_ATTRIBUTE.search(attributes)
+            value_type = None
+            if string is not None:
+                value_type = "string" if string["value"].lower() == "true" else "json"
+            self.begin_value(key["value"] if key else "", value_type)
+            self.state = self._value
+        return resume
+
+    def _value(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.stream_value(buf, pos, final, _VALUE)
+        if marker is not None:
+            if self.xml_args is not None:
+                self.xml_args.end_value()
+            if marker == PARAMETER_END:
+                self.state = self._in_invoke
+            else:
+                self._on_marker(marker)
+        return resume
+
+    def _on_marker(self, marker: str) -> None:
+        if marker == PARAMETER:
+            self.state = self._parameter_tag
+        elif marker == INVOKE_END:
+            self.end_xml_call(finished=True)
+            self.after_call()
+        else:  # a missing </｜DSML｜invoke>: the parameters so far are the call
+            self.end_xml_call(finished=True)
+            if marker == INVOKE:
+                self.begin_call(marker)
+            else:
+                self.in_section = False
+                self.state = self.start
