@@ -19,13 +19,7 @@ import anyio
 from aiostream import operator, pipable_operator
 from pydantic_core import to_jsonable_python
 
-from operators.sse import (
-    DEFAULT_MAX_EVENT_SIZE,
-    EventParser,
-    JSONLinesDecoder,
-    SSEDecoder,
-    _Chain,
-)
+from operators.sse import DEFAULT_MAX_EVENT_SIZE, JSONLinesDecoder, sse_events
 from pipeline._driver import drive
 from pipeline.errors import ConfigurationError, ProviderError
 
@@ -200,7 +194,7 @@ def provider_events(
     :class:`StreamDecodeError`; an event over ``max_event_size`` bytes raises too.
     """
     if framing == "sse":
-        return drive(source, _Chain(SSEDecoder(max_event_size=max_event_size), EventParser()))
+        return sse_events.raw(source, max_event_size=max_event_size)
     if framing == "jsonl":
         return drive(source, JSONLinesDecoder(max_line_size=max_event_size, objects_only=True))
     raise ConfigurationError(f"unknown framing {framing!r}: expected 'sse' or 'jsonl'")
