@@ -35,6 +35,7 @@ __all__ = [
     "decode_jsonl",
     "decode_sse",
     "parse_events",
+    "provider_error",
     "raise_for_provider_error",
     "sse_events",
 ]
@@ -376,11 +377,13 @@ def raise_for_provider_error(payload: Mapping[str, Any], *, where: str = "event"
         details = error if isinstance(error, Mapping) else {"message": str(error)}
     else:
         return
-    raise _provider_error(details, payload, where)
+    raise provider_error(details, payload, where)
 
 
-def _provider_error(details: Mapping[str, Any], payload: Mapping[str, Any], where: str) -> ProviderError:
-    """``kind``: the most specific word the provider gave (a string ``code``, else ``type``, else ``status``);
+def provider_error(details: Mapping[str, Any], payload: Mapping[str, Any], where: str) -> ProviderError:
+    """The :class:`ProviderError` for an error object ``details`` found in ``payload`` at ``where``.
+
+    ``kind``: the most specific word the provider gave (a string ``code``, else ``type``, else ``status``);
     ``status``: the HTTP-like number (``status_code``, or Gemini's numeric ``code``)."""
     message = details.get("message") or details.get("error") or "the provider reported an error"
     code = details.get("code")
@@ -412,7 +415,7 @@ def _error_event(event: ServerSentEvent, number: int, decoder: msgspec.json.Deco
         return ProviderError(f"{where}: provider error: {event.data}", payload={"data": payload})
     error = payload.get("error")
     details = error if isinstance(error, Mapping) else payload
-    return _provider_error(details, payload, where)
+    return provider_error(details, payload, where)
 
 
 def _excerpt(text: str) -> str:
