@@ -18,12 +18,12 @@ Gemini's ``{"error": {...}}``, OpenAI Responses' ``{"type": "error", "code": ...
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, cast
 
 import msgspec
 from aiostream import pipable_operator
 
-from pipeline._driver import Core, drive
+from pipeline._driver import Chain, drive, partial_outputs
 from pipeline.errors import ProviderError, StreamDecodeError
 
 __all__ = [
@@ -46,10 +46,6 @@ DEFAULT_MAX_EVENT_SIZE = 16 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 _DONE = "[DONE]"
 _EXCERPT_LENGTH = 80
-
-In = TypeVar("In")
-Mid = TypeVar("Mid")
-Out = TypeVar("Out")
 
 
 class ServerSentEvent(msgspec.Struct, frozen=True, gc=False, kw_only=True):
@@ -153,6 +149,11 @@ class _LineSplitter:
         return head
 
 
+def _keep_partial(error: Exception, outputs: list[Any]) -> None:
+    """Attach what a feed produced before ``error`` to it, so that :func:`drive` yields it first."""
+    error.streamfold_partial_outputs = outputs + partial_outputs(error)  # type: ignore[attr-defined]
+
+
 def _decode_line(line: bytes, offset: int) -> str:
     try:
         return line.decode("utf-8")
@@ -191,16 +192,24 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         events: list[ServerSentEvent] = []
-        for line, offset in self._lines.split(chunk):
-            self._line(line, offset, events)
-        if self._lines.pending_size and self._event_size + self._lines.pending_size > self._max:
-            self._too_large(self._lines.pending_offset)
+        try:
+            for line, offset in self._lines.split(chunk):
+                self._line(line, offset, events)
+            if self._lines.pending_size and self._event_size + self._lines.pending_size > self._max:
+                self._too_large(self._lines.pending_offset)
+        except StreamDecodeError as error:
+            _keep_partial(error, events)
+            raise
         return events
 
     def finish(self) -> list[ServerSentEvent]:
         events: list[ServerSentEvent] = []
-        for line, offset in self._lines.finish():
-            self._line(line, offset, events)
+        try:
+            for line, offset in self._lines.finish():
+                self._line(line, offset, events)
+        except StreamDecodeError as error:
+            _keep_partial(error, events)
+            raise
         self._dispatch(events)
         return events
 
@@ -276,16 +285,24 @@ class JSONLinesDecoder:
 
     def feed(self, chunk: bytes) -> list[Any]:
         values: list[Any] = []
-        for line, offset in self._lines.split(chunk):
-            self._line(line, offset, values)
-        if self._lines.pending_size > self._max:
-            self._too_large(self._lines.pending_offset)
+        try:
+            for line, offset in self._lines.split(chunk):
+                self._line(line, offset, values)
+            if self._lines.pending_size > self._max:
+                self._too_large(self._lines.pending_offset)
+        except (StreamDecodeError, ProviderError) as error:
+            _keep_partial(error, values)
+            raise
         return values
 
     def finish(self) -> list[Any]:
         values: list[Any] = []
-        for line, offset in self._lines.finish():
-            self._line(line, offset, values)
+        try:
+            for line, offset in self._lines.finish():
+                self._line(line, offset, values)
+        except (StreamDecodeError, ProviderError) as error:
+            _keep_partial(error, values)
+            raise
         return values
 
     def _line(self, line: bytes, offset: int, values: list[Any]) -> None:
@@ -422,24 +439,6 @@ def _excerpt(text: str) -> str:
     return repr(text if len(text) <= _EXCERPT_LENGTH else text[:_EXCERPT_LENGTH] + "...")
 
 
-class _Chain(Generic[In, Mid, Out]):
-    """Two cores run as one: every output of ``first`` is fed to ``second`` (one async step, not two)."""
-
-    __slots__ = ("_first", "_second")
-
-    def __init__(self, first: Core[In, Mid], second: Core[Mid, Out]) -> None:
-        self._first = first
-        self._second = second
-
-    def feed(self, item: In) -> list[Out]:
-        return [out for mid in self._first.feed(item) for out in self._second.feed(mid)]
-
-    def finish(self) -> list[Out]:
-        outs = [out for mid in self._first.finish() for out in self._second.feed(mid)]
-        outs.extend(self._second.finish())
-        return outs
-
-
 @pipable_operator
 def decode_sse(
     source: AsyncIterable[bytes], *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE
@@ -467,4 +466,5 @@ def sse_events(
     source: AsyncIterable[bytes], *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
     """SSE bytes to provider event dicts: :func:`decode_sse` and :func:`parse_events` in one step."""
-    return drive(source, _Chain(SSEDecoder(max_event_size=max_event_size), EventParser()))
+    events = drive(source, Chain(SSEDecoder(max_event_size=max_event_size), EventParser()))
+    return cast(AsyncIterator[dict[str, Any]], events)

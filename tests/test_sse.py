@@ -367,6 +367,22 @@ class TestOperators:
         assert await collect(from_bytes(data, chunk_size=5) | sse_events.pipe()) == [{"a": 1}]
 
     @pytest.mark.anyio
+    async def test_nothing_before_an_error_in_the_same_chunk_is_lost(self) -> None:
+        data = b'data: {"a": 1}\n\nevent: error\ndata: {"error": {"message": "boom"}}\n\n'
+        received: list[dict[str, Any]] = []
+        with pytest.raises(ProviderError, match="boom"):
+            await collect(from_bytes(data) | sse_events.pipe(), received)
+        assert received == [{"a": 1}]
+        events: list[ServerSentEvent] = []
+        with pytest.raises(StreamDecodeError, match="byte 15"):
+            await collect(from_bytes(b"data: 1\n\ndata: \xff\n\n") | decode_sse.pipe(), events)
+        assert events == [ServerSentEvent(data="1")]
+        values: list[Any] = []
+        with pytest.raises(StreamDecodeError, match="line 1"):
+            await collect(from_bytes(b'{"a": 1}\n{\n') | decode_jsonl.pipe(), values)
+        assert values == [{"a": 1}]
+
+    @pytest.mark.anyio
     async def test_decode_jsonl(self) -> None:
         assert await collect(from_bytes(b'{"a": 1}\n{"b": 2}', chunk_size=4) | decode_jsonl.pipe()) == [
             {"a": 1},
