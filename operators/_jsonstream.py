@@ -616,11 +616,11 @@ class JSONStreamParser:
             return f"the rest of the string at path {self._string_path!r} and its closing quote"
         if state == _KEY_STRING:
             return "the rest of an object key and its closing quote"
-        if state == _NUMBER:
-            return _N_EXPECTING.get(self._number_state, "the rest of the number")
-        if state == _COMMA_OR_CLOSE:
+        if state == _NUMBER and self._number_state not in _N_COMPLETE:
+            return _N_EXPECTING[self._number_state]
+        if state in (_NUMBER, _COMMA_OR_CLOSE):
             closer = "'}'" if type(self._stack[-1]) is dict else "']'"
-            return f"',' or {closer}"
+            return f"more of the number, ',' or {closer}" if state == _NUMBER else f"',' or {closer}"
         return {
             _VALUE: "a value",
             _VALUE_OR_CLOSE: "a value or ']'",

@@ -1,0 +1,186 @@
+"""The argument-chunk splitter: each tool call's arguments text, parsed incrementally as it streams.
+
+:func:`split_arguments` gives every :class:`ToolCallDelta` the :class:`ArgumentEvent`\\ s its
+``arguments_delta`` streamed or completed, from one :class:`JSONStreamParser` per call (O(1) amortised
+work per character: no re-parsing of the accumulated text)::
+
+    ToolCallDelta(0, "call_1", "write_file", '{"path": "a.py", "content": "print(')
+        argument_events: ArgumentDelta(("path",), "a.py"), ArgumentValue(("path",), "a.py"),
+                         ArgumentDelta(("content",), "print(")
+    ToolCallDelta(0, arguments_delta='1)\\n"}', finished=True)
+        argument_events: ArgumentDelta(("content",), "1)\\n"), ArgumentValue(("content",), "print(1)\\n"),
+                         ArgumentValue((), {"path": "a.py", "content": "print(1)\\n"})
+
+Calls of kind ``custom`` carry free text, not JSON: it streams as the string at path ``("input",)`` and
+completes as ``{"input": text}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import Final
+
+import msgspec
+from aiostream import pipable_operator
+
+from operators._jsonstream import DEFAULT_MAX_SIZE, MAX_DEPTH, JSONStreamParser
+from pipeline._driver import drive
+from pipeline.models import (
+    ArgumentDelta,
+    ArgumentError,
+    ArgumentEvent,
+    ArgumentValue,
+    ChunkResponse,
+    ToolCallDelta,
+    ToolCallKind,
+)
+
+__all__ = [
+    "DEFAULT_MAX_ARGUMENT_SIZE",
+    "MAX_DEPTH",
+    "ArgumentSplitter",
+    "JSONStreamParser",
+    "split_arguments",
+]
+
+DEFAULT_MAX_ARGUMENT_SIZE: Final = DEFAULT_MAX_SIZE
+"""Characters of arguments text accepted per call (32 Mi) before the call reports ``too_large``."""
+
+_INPUT_PATH: Final = ("input",)
+_COMPACT_EVERY: Final = 1024
+
+
+class _CustomInputParser:
+    """The free-text input of a ``custom`` call, as the string value at ``("input",)``."""
+
+    __slots__ = ("_blocks", "_consumed", "_dead", "_max_size", "_parts")
+
+    def __init__(self, max_size: int) -> None:
+        self._max_size = max_size
+        self._consumed = 0
+        self._parts: list[str] = []
+        self._blocks = 0
+        self._dead = False
+
+    def feed(self, text: str) -> list[ArgumentEvent]:
+        if self._dead or not text:
+            return []
+        start = self._consumed
+        self._consumed = start + len(text)
+        events: list[ArgumentEvent] = []
+        too_large = self._consumed > self._max_size
+        if too_large:
+            text = text[: max(self._max_size - start, 0)]
+        if text:
+            parts = self._parts
+            parts.append(text)
+            events.append(ArgumentDelta(_INPUT_PATH, text))
+            if len(parts) - self._blocks >= _COMPACT_EVERY:
+                block = "".join(parts[self._blocks :])
+                del parts[self._blocks :]
+                parts.append(block)
+                self._blocks += 1
+        if too_large:
+            limit = self._max_size
+            message = f"the custom tool input is longer than the limit of {limit} characters"
+            events.append(ArgumentError("too_large", message, limit))
+            self._dead = True
+            self._parts = []
+        return events
+
+    def finish(self) -> list[ArgumentEvent]:
+        if self._dead:
+            return []
+        self._dead = True
+        text = "".join(self._parts)
+        self._parts = []
+        return [ArgumentValue(_INPUT_PATH, text), ArgumentValue((), {"input": text})]
+
+
+_Parser = JSONStreamParser | _CustomInputParser
+
+
+class ArgumentSplitter:
+    """Sans-IO core of :func:`split_arguments`: ``feed(chunk)`` and ``finish()`` return chunks.
+
+    One parser per call index, chosen by the ``kind`` of the call's first delta (``custom``: free text;
+    ``function`` and ``server``: JSON). Each delta comes back with its ``argument_events`` (after any it
+    already carried); a ``finished`` delta also gets the parser's final events (the complete root value,
+    or ``truncated``). A chunk with ``is_complete=True`` ends the response: calls still unfinished are
+    finished in that chunk, and the next response starts with fresh parsers. ``finish()`` finishes the
+    calls still open at the end of the stream in one extra chunk, so every call's outcome is reported.
+    Chunks without tool calls, and chunks whose deltas gain no events, pass through as the same object.
+    """
+
+    def __init__(self, *, max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE) -> None:
+        if max_argument_size < 0:
+            raise ValueError(f"max_argument_size must be >= 0, got {max_argument_size}")
+        self._max_size = max_argument_size
+        self._parsers: dict[int, _Parser] = {}
+        self._kinds: dict[int, ToolCallKind] = {}
+        self._finished: set[int] = set()
+
+    def feed(self, chunk: ChunkResponse) -> list[ChunkResponse]:
+        """Attach to each tool-call delta of ``chunk`` the argument events it streamed or completed."""
+        deltas = chunk.tool_calls
+        if deltas:
+            replaced: list[ToolCallDelta] | None = None
+            for position, delta in enumerate(deltas):
+                events = self._events(delta)
+                if events:
+                    if replaced is None:
+                        replaced = list(deltas)
+                    replaced[position] = msgspec.structs.replace(
+                        delta, argument_events=delta.argument_events + tuple(events)
+                    )
+            if replaced is not None:
+                chunk = msgspec.structs.replace(chunk, tool_calls=replaced)
+        if chunk.is_complete:
+            closing = self._finish_open_calls()
+            self._parsers, self._kinds, self._finished = {}, {}, set()
+            if closing:
+                chunk = msgspec.structs.replace(chunk, tool_calls=[*(chunk.tool_calls or ()), *closing])
+        return [chunk]
+
+    def finish(self) -> list[ChunkResponse]:
+        """End of stream: one chunk finishing every call that never got ``finished=True``, if any."""
+        closing = self._finish_open_calls()
+        return [ChunkResponse(tool_calls=closing)] if closing else []
+
+    def _events(self, delta: ToolCallDelta) -> list[ArgumentEvent]:
+        index = delta.index
+        if index in self._finished:
+            return []
+        parser = self._parsers.get(index)
+        if parser is None:
+            parser = self._parsers[index] = self._new_parser(delta.kind)
+            self._kinds[index] = delta.kind
+        events = parser.feed(delta.arguments_delta) if delta.arguments_delta else []
+        if delta.finished:
+            self._finished.add(index)
+            events.extend(parser.finish())
+        return events
+
+    def _new_parser(self, kind: ToolCallKind) -> _Parser:
+        if kind == "custom":
+            return _CustomInputParser(self._max_size)
+        return JSONStreamParser(self._max_size)
+
+    def _finish_open_calls(self) -> list[ToolCallDelta]:
+        closing: list[ToolCallDelta] = []
+        for index in sorted(self._parsers.keys() - self._finished):
+            events = tuple(self._parsers[index].finish())
+            self._finished.add(index)
+            closing.append(
+                ToolCallDelta(index, finished=True, kind=self._kinds[index], argument_events=events)
+            )
+        return closing
+
+
+@pipable_operator
+def split_arguments(
+    source: AsyncIterable[ChunkResponse], *, max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE
+) -> AsyncIterator[ChunkResponse]:
+    """Attach to each tool-call delta the argument events (string deltas, complete values, errors) its
+    arguments text streamed; calls left open at the end of the stream are finished in one extra chunk."""
+    return drive(source, ArgumentSplitter(max_argument_size=max_argument_size))

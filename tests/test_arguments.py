@@ -1,0 +1,325 @@
+"""The argument-chunk splitter (``operators.arguments``): one parser per call, events on each delta."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import reference
+from aiostream import stream
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.arguments import ArgumentSplitter, split_arguments
+from operators.providers.anthropic import AnthropicConverter
+from operators.providers.openai_chat import OpenAIChatConverter
+from pipeline.models import (
+    ArgumentDelta,
+    ArgumentError,
+    ArgumentEvent,
+    ArgumentValue,
+    ChunkResponse,
+    JSONPath,
+    ToolCallDelta,
+)
+
+D, V, E = ArgumentDelta, ArgumentValue, ArgumentError
+
+
+def call(index: int, text: str | None = None, **fields: Any) -> ChunkResponse:
+    return ChunkResponse(tool_calls=[ToolCallDelta(index, arguments_delta=text, **fields)])
+
+
+def split(chunks: Iterable[ChunkResponse], **options: Any) -> list[ChunkResponse]:
+    splitter = ArgumentSplitter(**options)
+    out = [item for chunk in chunks for item in splitter.feed(chunk)]
+    return out + splitter.finish()
+
+
+def events_by_call(chunks: Iterable[ChunkResponse]) -> dict[int, list[ArgumentEvent]]:
+    found: dict[int, list[ArgumentEvent]] = {}
+    for chunk in chunks:
+        for delta in chunk.tool_calls or ():
+            found.setdefault(delta.index, []).extend(delta.argument_events)
+    return found
+
+
+def test_chunks_without_tool_calls_pass_through_as_the_same_object() -> None:
+    chunks = [ChunkResponse(content="hi"), ChunkResponse(reasoning="hm"), ChunkResponse(tool_calls=[])]
+    splitter = ArgumentSplitter()
+    for chunk in chunks:
+        (out,) = splitter.feed(chunk)
+        assert out is chunk
+    assert splitter.finish() == []
+
+
+def test_each_delta_carries_what_it_streamed_or_completed() -> None:
+    chunks = [
+        call(0, None, call_id="call_1", name="write_file"),
+        call(0, '{"path": "a.py", "content": "print('),
+        call(0, '1)\\n"}'),
+        call(0, finished=True),
+    ]
+    out = split(chunks)
+    assert out[0] is chunks[0]
+    assert out[1] == call(
+        0,
+        '{"path": "a.py", "content": "print(',
+        argument_events=(D(("path",), "a.py"), V(("path",), "a.py"), D(("content",), "print(")),
+    )
+    root = {"path": "a.py", "content": "print(1)\n"}
+    assert out[2] == call(
+        0,
+        '1)\\n"}',
+        argument_events=(D(("content",), "1)\n"), V(("content",), "print(1)\n"), V((), root)),
+    )
+    assert out[3] is chunks[3]  # the root was already complete: finishing adds nothing
+    assert len(out) == 4
+
+
+def test_finished_appends_the_parsers_final_events() -> None:
+    out = split([call(0, '{"n": 1', finished=True), call(1, "", finished=True), call(2, "2", finished=True)])
+    assert [delta.argument_events for chunk in out for delta in chunk.tool_calls or ()] == [
+        (
+            E(
+                "truncated",
+                "the arguments end at offset 7 where more of the number, ',' or '}' was expected",
+                7,
+            ),
+        ),
+        (V((), {}),),
+        (V((), 2),),
+    ]
+
+
+def test_parallel_calls_have_independent_parsers() -> None:
+    chunks = [
+        ChunkResponse(
+            tool_calls=[
+                ToolCallDelta(0, arguments_delta='{"a": "x'),
+                ToolCallDelta(1, arguments_delta='{"a": "y'),
+            ]
+        ),
+        call(1, 'z"}', finished=True),
+        call(0, 'w"}', finished=True),
+    ]
+    assert events_by_call(split(chunks)) == {
+        0: [D(("a",), "x"), D(("a",), "w"), V(("a",), "xw"), V((), {"a": "xw"})],
+        1: [D(("a",), "y"), D(("a",), "z"), V(("a",), "yz"), V((), {"a": "yz"})],
+    }
+
+
+def test_events_already_on_a_delta_are_kept() -> None:
+    earlier = V(("x",), 1)
+    out = split([call(0, '{"y": 2}', argument_events=(earlier,))])[0]
+    assert out.tool_calls is not None
+    assert out.tool_calls[0].argument_events == (earlier, V(("y",), 2), V((), {"y": 2}))
+
+
+def test_custom_calls_stream_free_text_as_input() -> None:
+    out = split(
+        [
+            call(0, "*** Begin Patch\n", kind="custom", name="apply_patch"),
+            call(0, '{"not": json', kind="custom"),
+            call(0, "", kind="custom", finished=True),
+        ]
+    )
+    text = '*** Begin Patch\n{"not": json'
+    assert events_by_call(out) == {
+        0: [
+            D(("input",), "*** Begin Patch\n"),
+            D(("input",), '{"not": json'),
+            V(("input",), text),
+            V((), {"input": text}),
+        ]
+    }
+
+
+def test_unfinished_calls_are_finished_at_the_end_of_the_stream_in_index_order() -> None:
+    chunks = [
+        call(2, '{"a": [1', name="late"),
+        call(0, "raw text", kind="custom"),
+        call(1, '{"done": true}', finished=True),
+        call(3, None, name="no_arguments"),
+    ]
+    out = split(chunks)
+    assert len(out) == 5
+    assert out[4] == ChunkResponse(
+        tool_calls=[
+            ToolCallDelta(
+                0,
+                finished=True,
+                kind="custom",
+                argument_events=(V(("input",), "raw text"), V((), {"input": "raw text"})),
+            ),
+            ToolCallDelta(
+                2,
+                finished=True,
+                argument_events=(
+                    E(
+                        "truncated",
+                        "the arguments end at offset 8 where more of the number, ',' or ']' was expected",
+                        8,
+                    ),
+                ),
+            ),
+            ToolCallDelta(3, finished=True, argument_events=(V((), {}),)),
+        ]
+    )
+
+
+def test_nothing_extra_at_the_end_when_every_call_finished() -> None:
+    assert len(split([call(0, "{}", finished=True), ChunkResponse(content="after")])) == 2
+
+
+def test_too_large_then_the_call_passes_through() -> None:
+    chunks = [call(0, '{"a": "01'), call(0, "23456789"), call(0, '"}'), call(0, finished=True)]
+    out = split(chunks, max_argument_size=10)
+    message = "the arguments are longer than the limit of 10 characters"
+    assert events_by_call(out) == {0: [D(("a",), "01"), D(("a",), "2"), E("too_large", message, 10)]}
+    assert out[2] is chunks[2]
+    assert out[3] is chunks[3]
+    assert len(out) == 4
+
+
+def test_too_large_custom_input() -> None:
+    chunks = [call(0, "abcdef", kind="custom"), call(0, "ghijkl", kind="custom")]
+    out = split(chunks, max_argument_size=8)
+    message = "the custom tool input is longer than the limit of 8 characters"
+    assert events_by_call(out) == {
+        0: [D(("input",), "abcdef"), D(("input",), "gh"), E("too_large", message, 8)]
+    }
+    assert out[2] == ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True, kind="custom")])
+
+
+def test_deltas_after_a_call_finished_are_passed_through() -> None:
+    chunks = [call(0, "{}", finished=True), call(0, " x"), call(0, finished=True)]
+    out = split(chunks)
+    assert out[1] is chunks[1]
+    assert out[2] is chunks[2]
+
+
+def test_the_last_chunk_of_a_response_finishes_its_calls_and_the_next_response_starts_afresh() -> None:
+    last = ChunkResponse(is_complete=True, finish_reason="length")
+    chunks = [call(0, '{"a": 1'), last, call(0, '{"b": 2}')]
+    out = split(chunks)
+    truncated = E(
+        "truncated", "the arguments end at offset 7 where more of the number, ',' or '}' was expected", 7
+    )
+    assert out[1] == ChunkResponse(
+        is_complete=True,
+        finish_reason="length",
+        tool_calls=[ToolCallDelta(0, finished=True, argument_events=(truncated,))],
+    )
+    assert out[2].tool_calls is not None
+    assert out[2].tool_calls[0].argument_events == (V(("b",), 2), V((), {"b": 2}))
+    assert out[3] == ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True)])  # complete: nothing to add
+
+
+def test_negative_size_is_rejected() -> None:
+    with pytest.raises(ValueError, match="max_argument_size"):
+        ArgumentSplitter(max_argument_size=-1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda children: (
+            st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+        ),
+        max_leaves=15,
+    ).map(lambda value: {"value": value, "note": 'x\\"y\n'}),
+    st.data(),
+)
+def test_any_split_into_deltas_gives_the_same_arguments(
+    arguments: dict[str, Any], data: st.DataObject
+) -> None:
+    text = json.dumps(arguments, ensure_ascii=data.draw(st.booleans()))
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, len(text) - 1), max_size=30))))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    chunks = [call(0, piece) for piece in pieces]
+    if data.draw(st.booleans()):
+        chunks.append(call(0, finished=True))
+    events = events_by_call(split(chunks))[0]
+    values = {event.path: event.value for event in events if isinstance(event, ArgumentValue)}
+    assert values.pop(()) == arguments
+    assert values == {(key,): value for key, value in arguments.items()}
+    streamed: dict[JSONPath, str] = {}
+    for event in events:
+        if isinstance(event, ArgumentDelta):
+            streamed[event.path] = streamed.get(event.path, "") + event.delta
+    assert streamed[("note",)] == arguments["note"]
+
+
+@pytest.mark.anyio
+async def test_the_operator_streams_and_finishes_open_calls() -> None:
+    source = stream.iterate([ChunkResponse(content="x"), call(0, '{"a": "b'), call(1, "[1, 2]")])
+    async with (source | split_arguments.pipe(max_argument_size=100)).stream() as items:
+        out = [chunk async for chunk in items]
+    assert events_by_call(out) == {
+        0: [
+            D(("a",), "b"),
+            E(
+                "truncated",
+                "the arguments end at offset 8 where the rest of the string at path ('a',)"
+                " and its closing quote was expected",
+                8,
+            ),
+        ],
+        1: [V((), [1, 2])],
+    }
+    assert out[0] == ChunkResponse(content="x")
+    assert out[-1].tool_calls == [
+        ToolCallDelta(0, finished=True, argument_events=(events_by_call(out)[0][-1],)),
+        ToolCallDelta(1, finished=True),
+    ]
+
+
+# Recorded streams: the splitter agrees with the oracle's whole-text parse of every call.
+
+_CONVERTERS: dict[str, Callable[[], AnthropicConverter | OpenAIChatConverter]] = {
+    "anthropic": lambda: AnthropicConverter(id_factory=reference.call_id_for),
+    "openai_chat": lambda: OpenAIChatConverter(id_factory=reference.call_id_for),
+    "openai_compatible": lambda: OpenAIChatConverter(id_factory=reference.call_id_for),
+}
+_RECORDINGS = [
+    path
+    for path in reference.fixture_paths()
+    if path.parent.name in _CONVERTERS and reference.expected(path).error is None  # no in-band error
+]
+
+
+@pytest.mark.parametrize("path", _RECORDINGS, ids=[path.name for path in _RECORDINGS])
+def test_recorded_streams(path: Path) -> None:
+    expected = reference.expected(path)
+    converter = _CONVERTERS[path.parent.name]()
+    chunks = [chunk for _, payload in reference.read_payloads(path) for chunk in converter.feed(payload)]
+    chunks += converter.finish()
+    found = events_by_call(split(chunks))
+    assert len(found) == len(expected.invocations)
+    for index, invocation in enumerate(expected.invocations):
+        events = found[index]
+        roots = [event.value for event in events if isinstance(event, ArgumentValue) and event.path == ()]
+        members = {
+            event.path[0]: event.value
+            for event in events
+            if isinstance(event, ArgumentValue) and len(event.path) == 1
+        }
+        failures = [event for event in events if isinstance(event, ArgumentError)]
+        if invocation.arguments is not None:
+            assert roots == [invocation.arguments]
+            assert failures == []
+            if invocation.arguments:
+                assert members == invocation.arguments
+        else:
+            assert roots == []
+            assert [failure.kind for failure in failures] == [invocation.error_kind]
+            assert members == invocation.partial_arguments
