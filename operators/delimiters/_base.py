@@ -20,10 +20,11 @@ alternation per state, searched from ``pos`` only), JSON arguments are followed 
 :class:`~._scan.JsonArgs`, XML-style parameters are converted with :class:`~._scan.XmlArguments`.
 
 A lexer reports through these methods, and the rewriter packs the results into chunks, keeping the
-order: ``emit_text(text)``, ``start_call(name, call_id=None)`` (the index is the next position in the
-response, the id comes from ``id_factory`` when ``call_id`` is ``None``), ``emit_args(text)``,
-``end_call(finished)`` (``finished=False`` when the call was cut off; a finished call that never emitted
-arguments gets ``{}``).
+order: ``emit_text(text, channel=None)`` (``channel`` when the format decides where text belongs),
+``start_call(name, call_id=None, kind="function")`` (the index is the next position in the response, the
+id comes from ``id_factory`` when ``call_id`` is ``None``; ``kind="custom"`` for free-text input),
+``emit_args(text)``, ``end_call(finished)`` (``finished=False`` when the call was cut off; a finished
+function call that never emitted arguments gets ``{}``).
 
 How to add a format
 ===================
@@ -72,7 +73,7 @@ from operators.delimiters._scan import (
 )
 from operators.providers._common import IdFactory, new_call_id
 from pipeline.errors import ConfigurationError
-from pipeline.models import ChunkResponse, ToolCallDelta
+from pipeline.models import ChunkResponse, ToolCallDelta, ToolCallKind
 
 __all__ = [
     "DEFAULT_MAX_BUFFERED_CHARS",
@@ -105,18 +106,26 @@ class LexerOptions(msgspec.Struct, frozen=True):
 class _Piece:
     """A tool-call delta being assembled while one chunk is lexed."""
 
-    __slots__ = ("args", "call_id", "finished", "index", "name")
+    __slots__ = ("args", "call_id", "finished", "index", "kind", "name")
 
-    def __init__(self, index: int, call_id: str | None, name: str | None) -> None:
+    def __init__(
+        self, index: int, call_id: str | None, name: str | None, kind: ToolCallKind = "function"
+    ) -> None:
         self.index = index
         self.call_id = call_id
         self.name = name
+        self.kind: ToolCallKind = kind
         self.args: list[str] = []
         self.finished = False
 
     def delta(self) -> ToolCallDelta:
         return ToolCallDelta(
-            self.index, self.call_id, self.name, "".join(self.args) if self.args else None, self.finished
+            self.index,
+            self.call_id,
+            self.name,
+            "".join(self.args) if self.args else None,
+            self.finished,
+            self.kind,
         )
 
 
@@ -127,13 +136,15 @@ _RANK: Final = {"reasoning": 0, "content": 1, "tool": 2}
 class _Output:
     """Collects, in order, what the lexers emit for one incoming chunk; allocates call positions."""
 
-    __slots__ = ("calls_started", "id_factory", "next_index", "ops")
+    __slots__ = ("calls_started", "id_factory", "kinds", "next_index", "ops")
 
     def __init__(self, id_factory: IdFactory) -> None:
         self.id_factory = id_factory
         self.ops: list[_Op] = []
         self.next_index = 0
         self.calls_started = 0
+        self.kinds: dict[int, ToolCallKind] = {}
+        """The kind of each call that is not a ``function`` call, repeated on every delta of the call."""
 
     def text(self, channel: Channel, text: str) -> None:
         ops = self.ops
@@ -142,13 +153,15 @@ class _Output:
         else:
             ops.append((channel, [text]))
 
-    def start_call(self, name: str, call_id: str | None) -> int:
+    def start_call(self, name: str, call_id: str | None, kind: ToolCallKind = "function") -> int:
         index = self.next_index
         self.next_index += 1
         self.calls_started += 1
         if call_id is None:
             call_id = self.id_factory(index)
-        self.ops.append(("tool", _Piece(index, call_id, name)))
+        if kind != "function":
+            self.kinds[index] = kind
+        self.ops.append(("tool", _Piece(index, call_id, name, kind)))
         return index
 
     def _piece(self, index: int) -> _Piece:
@@ -158,7 +171,7 @@ class _Output:
             if kind == "tool" and piece.index == index and not piece.finished:
                 assert isinstance(piece, _Piece)
                 return piece
-        piece = _Piece(index, None, None)
+        piece = _Piece(index, None, None, self.kinds.get(index, "function"))
         ops.append(("tool", piece))
         return piece
 
@@ -188,6 +201,7 @@ class FormatLexer:
         self.call_index: int | None = None
         """Position of the call being written, ``None`` between calls."""
         self.call_name = ""
+        self.call_kind: ToolCallKind = "function"
         self._call_has_args = False
         self.json_args: JsonArgs | None = None
         """The JSON scanner of the current call, for formats with JSON arguments."""
@@ -245,17 +259,21 @@ class FormatLexer:
 
     # --- output -----------------------------------------------------------------------------------------
 
-    def emit_text(self, text: str) -> None:
-        """Pass ``text`` through on this lexer's channel."""
+    def emit_text(self, text: str, channel: Channel | None = None) -> None:
+        """Pass ``text`` through on this lexer's channel, or on ``channel`` when the format itself says
+        where the text belongs (a harmony ``analysis`` message is reasoning whichever field it came in)."""
         if text:
-            self._output.text(self.channel, text)
+            self._output.text(channel or self.channel, text)
 
-    def start_call(self, name: str, call_id: str | None = None) -> None:
-        """Open the next call of the response (its id from ``id_factory`` when ``call_id`` is None)."""
+    def start_call(self, name: str, call_id: str | None = None, kind: ToolCallKind = "function") -> None:
+        """Open the next call of the response (its id from ``id_factory`` when ``call_id`` is None).
+
+        ``kind`` is ``custom`` for a call whose input is free text rather than JSON arguments."""
         if self.call_index is not None:
             self.end_call(finished=False)
-        self.call_index = self._output.start_call(name, call_id or None)
+        self.call_index = self._output.start_call(name, call_id or None, kind)
         self.call_name = name
+        self.call_kind = kind
         self._call_has_args = False
 
     def emit_args(self, text: str) -> None:
@@ -270,7 +288,7 @@ class FormatLexer:
         if index is None:
             return
         if finished:
-            if not self._call_has_args:
+            if not self._call_has_args and self.call_kind == "function":
                 self._output.args(index, "{}")
             self._output.end_call(index)
         self.call_index = None
@@ -523,6 +541,7 @@ class DelimiterRewriter:
         output = self._output
         output.next_index = 0
         output.calls_started = 0
+        output.kinds.clear()
         self._content = self._lexer_type(output, "content", self._options)
         self._reasoning = self._lexer_type(output, "reasoning", self._options)
         self._api_positions = {}
