@@ -1,0 +1,356 @@
+"""SSE and WebSocket endpoints, served by a real uvicorn on 127.0.0.1 and read by httpx and websockets."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, NamedTuple, TypeVar
+
+import anyio
+import httpx
+import pytest
+import uvicorn
+from anyio import wait_all_tasks_blocked
+from anyio.lowlevel import checkpoint
+from starlette.applications import Starlette
+from starlette.routing import Route
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from pipeline.errors import ProviderError
+from pipeline.hub import Hub, fan_out
+from pipeline.models import (
+    PipelineEvent,
+    ResponseEnd,
+    SegmentEvent,
+    SegmentType,
+    TokenUsage,
+    ToolInvocation,
+)
+from pipeline.web import ResponseRegistry, sse_endpoint, stream_routes
+
+pytestmark = pytest.mark.anyio
+
+T = TypeVar("T")
+GUARD = 10  # seconds: only a hang guard
+
+
+def response_events() -> list[PipelineEvent]:
+    text, call = "text_0", "call_7"
+    return [
+        SegmentEvent.start(text, SegmentType.TEXT),
+        SegmentEvent.content(text, "Writing "),
+        SegmentEvent.content(text, "the file: ünïcode ✓"),
+        SegmentEvent.end(text),
+        SegmentEvent.start(call, SegmentType.WRITE_FILE, {"tool_name": "write_file", "call_id": call}),
+        SegmentEvent.argument_value(call, ("path",), "notes.md"),
+        SegmentEvent.content(call, "# Notes\n"),
+        SegmentEvent.end(call, {"tool_name": "write_file", "path": "notes.md"}),
+        ToolInvocation(call, "write_file", {"path": "notes.md", "content": "# Notes\n"}),
+        ResponseEnd(finish_reason="tool_calls", usage=TokenUsage(prompt_tokens=5, completion_tokens=3)),
+    ]
+
+
+def wire(events: Iterable[PipelineEvent]) -> list[dict[str, Any]]:
+    """What a browser should receive: each event's to_dict(), through JSON."""
+    return [json.loads(json.dumps(event.to_dict())) for event in events]
+
+
+async def from_list(items: Iterable[T]) -> AsyncIterator[T]:
+    for item in items:
+        yield item
+
+
+class GatedSource:
+    """Yields ``first`` items, waits for ``release``, then yields the rest."""
+
+    def __init__(self, items: Sequence[Any], first: int) -> None:
+        self.items, self.first = items, first
+        self.release = anyio.Event()
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        for position, item in enumerate(self.items):
+            if position == self.first:
+                await self.release.wait()
+            yield item
+
+
+class Server(NamedTuple):
+    registry: ResponseRegistry
+    http: str
+    ws: str
+
+
+@asynccontextmanager
+async def serving(app: Starlette) -> AsyncIterator[str]:
+    """uvicorn serving ``app`` on an ephemeral port of 127.0.0.1; yields ``host:port``.
+
+    The socket is bound and listening before uvicorn starts, so clients can connect at once: the kernel
+    queues them until uvicorn accepts.
+    """
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="websockets-sansio", http="h11")
+    uvicorn_server = uvicorn.Server(config)
+    with listener:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(lambda: uvicorn_server.serve(sockets=[listener]))
+            yield f"127.0.0.1:{listener.getsockname()[1]}"
+            uvicorn_server.should_exit = True
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    """The registry's routes (coalesce, max_buffer=4) served by uvicorn."""
+    registry = ResponseRegistry()
+    async with serving(Starlette(routes=stream_routes(registry, max_buffer=4))) as address:
+        yield Server(registry, f"http://{address}", f"ws://{address}")
+
+
+class SSEEvent(NamedTuple):
+    event: str
+    data: Any
+
+
+async def read_sse(
+    response: httpx.Response, on_event: Callable[[SSEEvent], object] | None = None
+) -> tuple[list[SSEEvent], list[str]]:
+    """The events of an SSE stream (JSON data parsed) and its comment lines."""
+    events: list[SSEEvent] = []
+    comments: list[str] = []
+    name, data = "message", []
+    async for line in response.aiter_lines():
+        if line.startswith(":"):
+            comments.append(line)
+        elif line.startswith("event: "):
+            name = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            data.append(line.removeprefix("data: "))
+        elif not line and data:
+            event = SSEEvent(name, json.loads("\n".join(data)))
+            events.append(event)
+            if on_event is not None:
+                on_event(event)
+            name, data = "message", []
+    return events, comments
+
+
+def http_client(base_url: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=base_url, trust_env=False, timeout=GUARD)
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
+    """Let the loop run (network I/O included) until ``condition`` holds; the caller guards the time."""
+    while not condition():
+        await checkpoint()
+
+
+async def test_sse_streams_every_event_then_end(server: Server) -> None:
+    events = response_events()
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(events)) as hub:
+            with server.registry.register("resp_1", hub):
+                async with (
+                    http_client(server.http) as client,
+                    client.stream("GET", "/responses/resp_1/events") as response,
+                ):
+                    assert response.status_code == 200
+                    assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+                    received, comments = await read_sse(response)
+            [web] = hub.statistics().subscribers
+    assert received == [
+        *(SSEEvent("message", data) for data in wire(events)),
+        SSEEvent("end", {"type": "END"}),
+    ]
+    assert comments == []
+    assert (web.policy, web.max_buffer, web.state) == ("coalesce", 4, "completed")
+
+
+async def test_sse_reports_a_source_error_as_an_error_event(server: Server) -> None:
+    events = response_events()[:3]
+
+    async def failing() -> AsyncIterator[PipelineEvent]:
+        for event in events:
+            yield event
+        raise ProviderError("Overloaded", kind="overloaded_error")
+
+    received: list[SSEEvent] = []
+
+    async def run() -> None:
+        async with fan_out(failing()) as hub:
+            with server.registry.register("resp_1", hub):
+                async with (
+                    http_client(server.http) as client,
+                    client.stream("GET", "/responses/resp_1/events") as response,
+                ):
+                    received.extend((await read_sse(response))[0])
+
+    with anyio.fail_after(GUARD), pytest.raises(ProviderError, match="Overloaded"):
+        await run()
+    assert received == [
+        *(SSEEvent("message", data) for data in wire(events)),
+        SSEEvent("error", {"type": "ERROR", "error": "ProviderError", "message": "Overloaded"}),
+    ]
+
+
+async def test_sse_hides_the_message_of_a_foreign_exception(server: Server) -> None:
+    async def failing() -> AsyncIterator[int]:
+        yield 1
+        raise KeyError("/etc/secret/path")
+
+    received: list[SSEEvent] = []
+
+    async def run() -> None:
+        async with fan_out(failing()) as hub:
+            with server.registry.register("resp_1", hub):
+                async with (
+                    http_client(server.http) as client,
+                    client.stream("GET", "/responses/resp_1/events") as response,
+                ):
+                    received.extend((await read_sse(response))[0])
+
+    with anyio.fail_after(GUARD), pytest.raises(KeyError):
+        await run()
+    assert received == [
+        SSEEvent("message", 1),
+        SSEEvent("error", {"type": "ERROR", "error": "KeyError", "message": "the response stream failed"}),
+    ]
+
+
+async def test_unknown_responses_are_404_and_4404(server: Server) -> None:
+    with anyio.fail_after(GUARD):
+        async with http_client(server.http) as client:
+            response = await client.get("/responses/nope/events")
+        assert response.status_code == 404
+        assert response.text == "no such response\n"
+        async with connect(f"{server.ws}/responses/nope/ws", proxy=None) as websocket:
+            with pytest.raises(ConnectionClosed):
+                await websocket.recv()
+        assert websocket.close_code == 4404
+        assert websocket.close_reason == "no such response"
+
+
+async def read_websocket(websocket: ClientConnection) -> list[Any]:
+    return [json.loads(message) async for message in websocket]
+
+
+async def test_websocket_sends_every_event_then_closes_normally(server: Server) -> None:
+    events = response_events()
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(events)) as hub:
+            with server.registry.register("resp_1", hub):
+                async with connect(f"{server.ws}/responses/resp_1/ws", proxy=None) as websocket:
+                    received = await read_websocket(websocket)
+    assert received == wire(events)
+    assert websocket.close_code == 1000
+
+
+async def test_websocket_reports_a_source_error_and_closes_with_1011(server: Server) -> None:
+    events = response_events()[:2]
+
+    async def failing() -> AsyncIterator[PipelineEvent]:
+        for event in events:
+            yield event
+        raise ProviderError("quota exceeded", status=429)
+
+    received: list[Any] = []
+    close: list[object] = []
+
+    async def run() -> None:
+        async with fan_out(failing()) as hub:
+            with server.registry.register("resp_1", hub):
+                async with connect(f"{server.ws}/responses/resp_1/ws", proxy=None) as websocket:
+                    try:
+                        async for message in websocket:
+                            received.append(json.loads(message))
+                    except ConnectionClosed:
+                        close.extend([websocket.close_code, websocket.close_reason])
+
+    with anyio.fail_after(GUARD), pytest.raises(ProviderError):
+        await run()
+    assert received == [
+        *wire(events),
+        {"type": "ERROR", "error": "ProviderError", "message": "quota exceeded"},
+    ]
+    assert close == [1011, "quota exceeded"]
+
+
+def subscriber_state(hub: Hub[Any], name_part: str) -> str | None:
+    for stats in hub.statistics().subscribers:
+        if name_part in stats.name:
+            return stats.state
+    return None
+
+
+async def test_an_sse_client_that_leaves_is_unsubscribed_and_stalls_nobody(server: Server) -> None:
+    # Ints never merge, so the web subscriber (coalesce, max_buffer=4) would hold the source up if it
+    # stayed subscribed without reading.
+    source = GatedSource(list(range(100)), first=1)
+    with anyio.fail_after(GUARD):
+        async with fan_out(source) as hub:
+            agent = hub.subscribe(max_buffer=1)
+            with server.registry.register("resp_1", hub):
+                async with (
+                    http_client(server.http) as client,
+                    client.stream("GET", "/responses/resp_1/events") as response,
+                ):
+                    async for line in response.aiter_lines():
+                        assert line == "data: 0"
+                        break
+                await wait_until(lambda: subscriber_state(hub, "/responses/resp_1/events") == "unsubscribed")
+                source.release.set()
+                assert [item async for item in agent] == list(range(100))
+
+
+async def test_a_websocket_client_that_leaves_is_unsubscribed(server: Server) -> None:
+    source = GatedSource(list(range(100)), first=1)
+    with anyio.fail_after(GUARD):
+        async with fan_out(source) as hub:
+            agent = hub.subscribe(max_buffer=1)
+            with server.registry.register("resp_1", hub):
+                async with connect(f"{server.ws}/responses/resp_1/ws", proxy=None) as websocket:
+                    assert json.loads(await websocket.recv()) == 0
+                await wait_until(lambda: subscriber_state(hub, "/responses/resp_1/ws") == "unsubscribed")
+                source.release.set()
+                assert [item async for item in agent] == list(range(100))
+
+
+async def test_sse_heartbeat_keeps_an_idle_stream_alive() -> None:
+    source = GatedSource([1, 2], first=1)
+    lines: list[str] = []
+    with anyio.fail_after(GUARD):
+        async with fan_out(source) as hub:
+            app = Starlette(routes=[Route("/r/events", sse_endpoint(hub, heartbeat=0.01))])
+            async with (
+                serving(app) as address,
+                http_client(f"http://{address}") as client,
+                client.stream("GET", "/r/events") as response,
+            ):
+                async for line in response.aiter_lines():
+                    lines.append(line)
+                    if line == ": keep-alive":
+                        source.release.set()  # the idle stream got its heartbeat: go on
+    assert lines[:2] == ["data: 1", ""]
+    assert ": keep-alive" in lines
+    assert lines[-3:] == ["event: end", 'data: {"type":"END"}', ""]
+    assert [line for line in lines if line.startswith("data: ")] == [
+        "data: 1",
+        "data: 2",
+        'data: {"type":"END"}',
+    ]
+
+
+async def test_the_registry_binds_one_hub_per_response_id() -> None:
+    registry = ResponseRegistry()
+    async with fan_out(from_list([1])) as first, fan_out(from_list([2])) as second:
+        with registry.register("a", first):
+            with pytest.raises(ValueError, match="'a' is already registered"), registry.register("a", second):
+                pass
+            with registry.register("b", second):
+                assert (registry.get("a"), registry.get("b"), len(registry)) == (first, second, 2)
+            assert "b" not in registry
+        assert len(registry) == 0
+    await wait_all_tasks_blocked()
