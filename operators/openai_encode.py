@@ -1,0 +1,355 @@
+"""Chunks back to the OpenAI Chat Completions wire format: what ``streamfold proxy`` answers with.
+
+:class:`OpenAIChunkEncoder` turns :class:`~pipeline.models.ChunkResponse`\\ s into ``chat.completion.chunk``
+dicts, :func:`encode_openai_chat` is its operator (SSE text lines), and :func:`fold_openai_completion`
+rewrites a whole (non-streaming) ``chat.completion`` whose message text carries delimiter tool calls.
+
+What a stock OpenAI client expects, and gets:
+
+- the response's ``id``, ``model``, ``created``, ``system_fingerprint`` and ``service_tier`` (from the chunks'
+  ``metadata``) on every chunk; ``role: "assistant"`` on the first;
+- ``content``, ``reasoning_content`` and ``refusal`` deltas as they arrive;
+- ``tool_calls`` deltas whose first delta of a call carries ``index``, ``id``, ``type`` and
+  ``function.name`` (with the first arguments), later deltas only ``index`` and ``function.arguments``;
+- one ``finish_reason`` chunk at the end of the response (``tool_calls`` when calls were made and the
+  upstream said ``stop``), then the usage on its own chunk with ``choices: []`` when the upstream sent one.
+
+The finish reason and the usage are held until the response is complete (``is_complete``, or
+:meth:`~OpenAIChunkEncoder.finish`), because text the delimiter rewriter held back can still follow the
+upstream's finish chunk; nothing else is held.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from typing import Any, Final
+
+import msgspec
+from aiostream import pipable_operator
+
+from operators.providers._common import IdFactory, new_call_id
+from pipeline._driver import drive
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+
+__all__ = [
+    "OpenAIChunkEncoder",
+    "encode_openai_chat",
+    "fold_openai_completion",
+    "openai_usage",
+    "sse_line",
+]
+
+_METADATA_KEYS: Final = ("id", "model", "created", "system_fingerprint", "service_tier")
+_REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
+_encode_json = msgspec.json.Encoder().encode
+
+
+def _completion_id() -> str:
+    return "chatcmpl-" + uuid.uuid4().hex
+
+
+def openai_usage(usage: TokenUsage) -> dict[str, Any]:
+    """:class:`TokenUsage` in OpenAI's shape (with the ``*_details`` objects when their counts are known)."""
+    result: dict[str, Any] = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+    prompt_details: dict[str, int] = {}
+    if usage.cached_tokens is not None:
+        prompt_details["cached_tokens"] = usage.cached_tokens
+    if usage.cache_creation_tokens is not None:
+        prompt_details["cache_write_tokens"] = usage.cache_creation_tokens
+    if prompt_details:
+        result["prompt_tokens_details"] = prompt_details
+    if usage.reasoning_tokens is not None:
+        result["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
+    return result
+
+
+class OpenAIChunkEncoder:
+    """Sans-IO core: :class:`ChunkResponse` -> OpenAI ``chat.completion.chunk`` dicts (see the module doc).
+
+    One chunk dict per incoming chunk that carries text or tool-call progress; chunks carrying only a
+    finish reason, usage or metadata give nothing until the response completes. A chunk with
+    ``is_complete`` ends the response: the finish chunk and the usage chunk follow, and the encoder is ready
+    for another response. Without a ``finish_reason`` from upstream none is invented (the stream was cut
+    off; see :attr:`finish_reason`).
+
+    ``choice_index`` is the ``index`` of the choice written; ``completion_id`` and ``clock`` supply ``id``
+    and ``created`` when the chunks' metadata has none; ``call_ids`` names a call whose first delta has no
+    id (the converters always give one).
+    """
+
+    __slots__ = (
+        "_announced",
+        "_call_ids",
+        "_choice_index",
+        "_clock",
+        "_completion_id",
+        "_finish_reason",
+        "_header",
+        "_metadata",
+        "_role_sent",
+        "_usage",
+        "finish_reason",
+    )
+
+    def __init__(
+        self,
+        *,
+        choice_index: int = 0,
+        completion_id: Callable[[], str] = _completion_id,
+        clock: Callable[[], float] = time.time,
+        call_ids: IdFactory = new_call_id,
+    ) -> None:
+        self._choice_index = choice_index
+        self._completion_id = completion_id
+        self._clock = clock
+        self._call_ids = call_ids
+        self._metadata: dict[str, Any] = {}
+        self._header: dict[str, Any] | None = None
+        self._role_sent = False
+        self._announced: set[int] = set()
+        self._finish_reason: str | None = None
+        self._usage: TokenUsage | None = None
+        self.finish_reason: str | None = None
+        """The finish reason written at the end of the last completed response (``None``: none was)."""
+
+    def feed(self, chunk: ChunkResponse) -> list[dict[str, Any]]:
+        """Encode one chunk; see the class doc."""
+        if chunk.metadata:
+            self._update_metadata(chunk.metadata)
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        if chunk.finish_reason:
+            self._finish_reason = chunk.finish_reason
+        outputs: list[dict[str, Any]] = []
+        delta = self._delta(chunk)
+        if delta is not None:
+            outputs.append(self._chunk(delta, None))
+        if chunk.is_complete:
+            self._complete(outputs)
+        return outputs
+
+    def finish(self) -> list[dict[str, Any]]:
+        """The input ended: close the response if it was not (finish and usage chunks)."""
+        outputs: list[dict[str, Any]] = []
+        if self._role_sent or self._finish_reason or self._usage is not None:
+            self._complete(outputs)
+        return outputs
+
+    @property
+    def calls_made(self) -> int:
+        """How many tool calls the current response has announced."""
+        return len(self._announced)
+
+    def _update_metadata(self, metadata: Mapping[str, Any]) -> None:
+        changed = False
+        for key in _METADATA_KEYS:
+            value = metadata.get(key)
+            if value is not None and self._metadata.get(key) != value:
+                self._metadata[key] = value
+                changed = True
+        if changed:
+            self._header = None
+
+    def _delta(self, chunk: ChunkResponse) -> dict[str, Any] | None:
+        delta: dict[str, Any] = {}
+        if not self._role_sent:
+            if not (
+                chunk.content
+                or chunk.reasoning
+                or chunk.refusal
+                or chunk.tool_calls
+                or chunk.metadata
+                or chunk.image_urls
+            ):
+                return None
+            self._role_sent = True
+            delta["role"] = "assistant"
+            delta["content"] = chunk.content
+        elif chunk.content:
+            delta["content"] = chunk.content
+        if chunk.reasoning:
+            delta["reasoning_content"] = chunk.reasoning
+        if chunk.refusal:
+            delta["refusal"] = chunk.refusal
+        if chunk.tool_calls:
+            calls = self._tool_calls(chunk.tool_calls)
+            if calls:
+                delta["tool_calls"] = calls
+        if chunk.image_urls:
+            delta["images"] = [{"type": "image_url", "image_url": {"url": url}} for url in chunk.image_urls]
+        return delta or None
+
+    def _tool_calls(self, deltas: Iterable[ToolCallDelta]) -> list[dict[str, Any]]:
+        calls: list[dict[str, Any]] = []
+        announced = self._announced
+        for delta in deltas:
+            arguments = delta.arguments_delta or ""
+            kind = "custom" if delta.kind == "custom" else "function"
+            field = "input" if kind == "custom" else "arguments"
+            if delta.index not in announced:
+                announced.add(delta.index)
+                call_id = delta.call_id or self._call_ids(delta.index)
+                calls.append(
+                    {
+                        "index": delta.index,
+                        "id": call_id,
+                        "type": kind,
+                        kind: {"name": delta.name or "", field: arguments},
+                    }
+                )
+            elif arguments:
+                calls.append({"index": delta.index, kind: {field: arguments}})
+        return calls
+
+    def _complete(self, outputs: list[dict[str, Any]]) -> None:
+        reason = self._finish_reason
+        if reason == "stop" and self._announced:
+            reason = "tool_calls"
+        if reason is not None:
+            if not self._role_sent:
+                outputs.append(self._chunk({"role": "assistant", "content": ""}, None))
+            outputs.append(self._chunk({}, reason))
+        if self._usage is not None:
+            usage_chunk = dict(self._envelope())
+            usage_chunk["choices"] = []
+            usage_chunk["usage"] = openai_usage(self._usage)
+            outputs.append(usage_chunk)
+        self.finish_reason = reason
+        self._role_sent = False
+        self._announced = set()
+        self._finish_reason = None
+        self._usage = None
+
+    def _envelope(self) -> dict[str, Any]:
+        """The fields every chunk of the response repeats, in OpenAI's order (cached until they change)."""
+        header = self._header
+        if header is None:
+            metadata = self._metadata
+            if "id" not in metadata:
+                metadata["id"] = self._completion_id()
+            if "created" not in metadata:
+                metadata["created"] = int(self._clock())
+            header = {
+                "id": metadata["id"],
+                "object": "chat.completion.chunk",
+                "created": metadata["created"],
+                "model": metadata.get("model", ""),
+            }
+            for key in ("service_tier", "system_fingerprint"):
+                if key in metadata:
+                    header[key] = metadata[key]
+            self._header = header
+        return header
+
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+        chunk = dict(self._envelope())
+        chunk["choices"] = [{"index": self._choice_index, "delta": delta, "finish_reason": finish_reason}]
+        return chunk
+
+
+def sse_line(chunk: Mapping[str, Any]) -> bytes:
+    """One SSE event ``data: {json}\\n\\n`` as bytes."""
+    return b"data: " + _encode_json(chunk) + b"\n\n"
+
+
+class _SSEText:
+    """:class:`OpenAIChunkEncoder` with each dict written as an SSE ``data:`` line."""
+
+    __slots__ = ("_encoder",)
+
+    def __init__(self, encoder: OpenAIChunkEncoder) -> None:
+        self._encoder = encoder
+
+    def feed(self, chunk: ChunkResponse) -> list[str]:
+        return [sse_line(out).decode() for out in self._encoder.feed(chunk)]
+
+    def finish(self) -> list[str]:
+        return [sse_line(out).decode() for out in self._encoder.finish()]
+
+
+@pipable_operator
+def encode_openai_chat(source: AsyncIterable[ChunkResponse], *, choice_index: int = 0) -> AsyncIterator[str]:
+    """Chunks to OpenAI Chat Completions SSE text, one ``data: {...}\\n\\n`` per chunk (no ``[DONE]``)."""
+    return drive(source, _SSEText(OpenAIChunkEncoder(choice_index=choice_index)))
+
+
+def fold_openai_completion(
+    completion: Mapping[str, Any],
+    tool_format: str,
+    *,
+    id_factory: IdFactory | None = None,
+    tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A whole ``chat.completion`` with the delimiter tool calls of each choice's message moved out.
+
+    ``message.content`` and ``message.reasoning_content`` (or ``reasoning``) lose the calls written in
+    them (content becomes ``None`` when nothing else is left), the calls are appended to
+    ``message.tool_calls`` after any the server already parsed, and a ``finish_reason`` of ``stop`` becomes
+    ``tool_calls`` when calls were found. Everything else (``id``, ``model``, ``usage``, ...) is kept.
+    A choice whose content is not a string (a list of parts) is left as it is.
+    """
+    from operators.delimiters import DelimiterRewriter
+
+    result = dict(completion)
+    choices = completion.get("choices")
+    if not isinstance(choices, list):
+        return result
+    rewritten: list[Any] = []
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, Mapping) else None
+        if not isinstance(message, Mapping):
+            rewritten.append(choice)
+            continue
+        content = message.get("content")
+        reasoning_field = next((key for key in _REASONING_FIELDS if message.get(key)), None)
+        reasoning = message[reasoning_field] if reasoning_field else None
+        if not isinstance(content, str | None) or not isinstance(reasoning, str | None):
+            rewritten.append(choice)
+            continue
+        rewriter = DelimiterRewriter(tool_format, id_factory=id_factory, tool_schemas=tool_schemas)
+        chunks = rewriter.feed(ChunkResponse(content=content or "", reasoning=reasoning, is_complete=True))
+        texts: list[str] = []
+        reasonings: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        for chunk in chunks:
+            texts.append(chunk.content)
+            if chunk.reasoning:
+                reasonings.append(chunk.reasoning)
+            for delta in chunk.tool_calls or ():
+                call = calls.get(delta.index)
+                if call is None:
+                    call = calls[delta.index] = {"id": delta.call_id, "name": delta.name, "arguments": []}
+                if delta.arguments_delta:
+                    call["arguments"].append(delta.arguments_delta)
+        if not calls:
+            rewritten.append(choice)
+            continue
+        new_message = dict(message)
+        text = "".join(texts)
+        new_message["content"] = text or None
+        if reasoning_field:
+            new_message[reasoning_field] = "".join(reasonings) or None
+        existing = message.get("tool_calls")
+        tool_calls = list(existing) if isinstance(existing, list) else []
+        tool_calls.extend(
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
+            }
+            for _, call in sorted(calls.items())
+        )
+        new_message["tool_calls"] = tool_calls
+        new_choice = dict(choice)
+        new_choice["message"] = new_message
+        if new_choice.get("finish_reason") == "stop":
+            new_choice["finish_reason"] = "tool_calls"
+        rewritten.append(new_choice)
+    result["choices"] = rewritten
+    return result

@@ -1,0 +1,628 @@
+"""``streamfold proxy``: an OpenAI-compatible proxy that rewrites delimiter tool calls into ``tool_calls``.
+
+Put it in front of a model server whose tool calls arrive as delimiter tokens in the text (Kimi-K2,
+DeepSeek, Qwen3-Coder, ...) and stock OpenAI clients see standard ``tool_calls``::
+
+    app = create_app("http://127.0.0.1:8001", tool_format="kimi_k2")   # a Starlette app
+    serve(upstream="http://127.0.0.1:8001", tool_format="kimi_k2", port=8000)  # or run it with uvicorn
+
+``POST /v1/chat/completions`` is forwarded as the client sent it (headers such as ``Authorization``
+included). A streamed answer runs through one sans-IO core per request, :class:`ChatStreamRewriter`
+(SSE decoder, OpenAI converter, delimiter rewriter, OpenAI encoder), and every upstream read is answered
+at once with what it completed: arguments stream as the model writes them. A whole answer is rewritten by
+:func:`~operators.openai_encode.fold_openai_completion`. Every other route passes through unchanged.
+
+Failures reach the client as OpenAI-style errors ``{"error": {"message", "type", "code"}}``, never a hang:
+connection refused and other transport errors before the answer 502 (``upstream_unreachable``,
+``upstream_error``), a timeout 504 (``upstream_timeout``), a non-200 answer passes through with its status
+and body. Once a stream has started, a failure (an in-band error event, a cut connection, a read timeout,
+bytes that do not decode, a stream that ends without a ``finish_reason``) ends it with one
+``data: {"error": {...}}`` event and no ``[DONE]``, which the ``openai`` SDK raises as ``APIError``. A
+client that disconnects closes the upstream request at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager, suppress
+from typing import Any, Final, Literal
+
+import anyio
+import httpx
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from operators.openai_encode import OpenAIChunkEncoder, fold_openai_completion, sse_line
+from operators.providers._common import IdFactory
+from operators.providers.openai_chat import OpenAIChatConverter
+from operators.sse import EventParser, ServerSentEvent, SSEDecoder
+from pipeline._driver import Core, partial_outputs
+from pipeline.errors import ProviderError, StreamfoldError
+from pipeline.models import ChunkResponse
+
+__all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_EVENT_SIZE",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_TIMEOUT",
+    "ChatStreamRewriter",
+    "create_app",
+    "error_body",
+    "serve",
+]
+
+DEFAULT_MAX_REQUEST_BYTES: Final = 32 * 1024 * 1024
+"""Cap on a client's request body (413 beyond): long histories and inline images fit."""
+DEFAULT_MAX_RESPONSE_BYTES: Final = 64 * 1024 * 1024
+"""Cap on a whole (non-streamed) upstream answer that the proxy reads before answering (502 beyond)."""
+DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
+"""Cap on one upstream SSE event (the stream ends with an error beyond)."""
+DEFAULT_MAX_CONNECTIONS: Final = 512
+"""Cap on the proxy's open connections to the upstream (requests beyond wait for a free one)."""
+DEFAULT_TIMEOUT: Final = httpx.Timeout(300.0, connect=10.0, pool=60.0)
+"""Upstream timeouts: 10 s to connect, 300 s between two reads (a long prompt's first token included)."""
+
+_DONE: Final = b"data: [DONE]\n\n"
+_NO_REWRITE: Final = ("", "api_tool_call", "none")
+# Headers that belong to one connection, or that the proxy recomputes, and are not forwarded.
+_HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+_REWRITTEN_HEADERS: Final = _HOP_BY_HOP | {"content-encoding", "content-type", "accept-encoding"}
+
+
+def error_body(message: str, *, type: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
+    """An OpenAI-style error object ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": type, "param": None, "code": code}}
+
+
+def _error_response(status: int, message: str, *, type: str = "upstream_error", code: str) -> Response:
+    return Response(
+        msgspec.json.encode(error_body(message, type=type, code=code)),
+        status_code=status,
+        media_type="application/json",
+    )
+
+
+class ChatStreamRewriter:
+    """Sans-IO core of a streamed answer: the upstream's SSE bytes in, the client's SSE bytes out.
+
+    Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` (none for
+    ``None`` or ``"api_tool_call"``) and :class:`~operators.openai_encode.OpenAIChunkEncoder`, one event at
+    a time, so an error at event *k* comes after everything events before it produced. Nothing raises:
+    a failure releases what the rewriter held, then ends the output with one ``data: {"error": ...}``
+    event (:attr:`error` tells which), after which the core takes no more input. A clean end gives
+    ``data: [DONE]``.
+
+    ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
+    request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
+    an id.
+    """
+
+    __slots__ = ("_converter", "_encoder", "_events", "_rewriter", "_sse", "ended", "error")
+
+    def __init__(
+        self,
+        tool_format: str | None,
+        *,
+        max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+        tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+        id_factory: IdFactory | None = None,
+    ) -> None:
+        options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
+        self._sse = SSEDecoder(max_event_size=max_event_size)
+        self._events = EventParser()
+        self._converter = OpenAIChatConverter(**options)
+        self._rewriter: Core[ChunkResponse, ChunkResponse] | None = None
+        if tool_format is not None and tool_format not in _NO_REWRITE:
+            from operators.delimiters import DelimiterRewriter
+
+            self._rewriter = DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **options)
+        self._encoder = OpenAIChunkEncoder()
+        self.ended = False
+        """The output is complete (``[DONE]`` or an error event was written)."""
+        self.error: dict[str, Any] | None = None
+        """The error object the output ended with, if it did."""
+
+    def feed(self, data: bytes) -> bytes:
+        """The next piece of the upstream body; returns the SSE bytes to send now (maybe ``b""``)."""
+        if self.ended:
+            return b""
+        out: list[bytes] = []
+        try:
+            try:
+                events = self._sse.feed(data)
+            except StreamfoldError as exc:
+                self._events_through(partial_outputs(exc), out)
+                raise
+            self._events_through(events, out)
+        except StreamfoldError as exc:
+            self._fail(_stream_error(exc), out)
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        """The upstream body ended: the rest of the answer, then ``[DONE]`` or an error event."""
+        if self.ended:
+            return b""
+        out: list[bytes] = []
+        try:
+            self._events_through(self._sse.finish(), out)
+            self._chunks_through(self._converter.finish(), out)
+            if self._rewriter is not None:
+                self._encode(self._rewriter.finish(), out)
+        except StreamfoldError as exc:
+            self._fail(_stream_error(exc), out)
+            return b"".join(out)
+        out.extend(sse_line(chunk) for chunk in self._encoder.finish())
+        if self._encoder.finish_reason is None:
+            self._end_with_error(
+                error_body("the upstream stream ended without a finish_reason", code="upstream_truncated"),
+                out,
+            )
+        else:
+            self.ended = True
+            out.append(_DONE)
+        return b"".join(out)
+
+    def fail(self, error: Mapping[str, Any]) -> bytes:
+        """The upstream failed outside the bytes (a cut connection, a timeout): end with ``error``."""
+        if self.ended:
+            return b""
+        out: list[bytes] = []
+        self._fail(error, out)
+        return b"".join(out)
+
+    def _fail(self, error: Mapping[str, Any], out: list[bytes]) -> None:
+        if self._rewriter is not None:
+            with suppress(StreamfoldError):  # the first failure is the one to report
+                self._encode(self._rewriter.finish(), out)
+        self._end_with_error(error, out)
+
+    def _end_with_error(self, error: Mapping[str, Any], out: list[bytes]) -> None:
+        self.ended = True
+        self.error = dict(error["error"])
+        out.append(sse_line(error))
+
+    def _events_through(self, events: Iterable[ServerSentEvent], out: list[bytes]) -> None:
+        for event in events:
+            for payload in self._events.feed(event):
+                self._chunks_through(self._converter.feed(payload), out)
+
+    def _chunks_through(self, chunks: Iterable[ChunkResponse], out: list[bytes]) -> None:
+        rewriter = self._rewriter
+        for chunk in chunks:
+            self._encode(rewriter.feed(chunk) if rewriter is not None else (chunk,), out)
+
+    def _encode(self, chunks: Iterable[ChunkResponse], out: list[bytes]) -> None:
+        encoder = self._encoder
+        for chunk in chunks:
+            out.extend(sse_line(encoded) for encoded in encoder.feed(chunk))
+
+
+def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
+    """The error event for a failure found in the upstream's stream."""
+    if isinstance(exc, ProviderError):
+        upstream_error = exc.payload.get("error")
+        if isinstance(upstream_error, Mapping) and upstream_error.get("message"):
+            details = dict(upstream_error)
+            details.setdefault("type", "upstream_error")
+            details.setdefault("code", exc.kind)
+            return {"error": details}
+        return error_body(exc.message, code=exc.kind or "upstream_error_event")
+    return error_body(f"the upstream stream could not be read: {exc}", code="invalid_upstream_response")
+
+
+def _transport_error(exc: httpx.HTTPError) -> tuple[int, dict[str, Any]]:
+    """Status and error body for an upstream request that failed in transport."""
+    where = f"{exc.request.method} {exc.request.url}" if _has_request(exc) else "the upstream"
+    if isinstance(exc, httpx.TimeoutException):
+        return 504, error_body(
+            f"the upstream timed out ({type(exc).__name__}) on {where}", code="upstream_timeout"
+        )
+    if isinstance(exc, httpx.ConnectError):
+        return 502, error_body(f"cannot connect to the upstream {where}: {exc}", code="upstream_unreachable")
+    return 502, error_body(
+        f"the upstream connection failed ({type(exc).__name__}) on {where}: {exc}", code="upstream_error"
+    )
+
+
+def _has_request(exc: httpx.HTTPError) -> bool:
+    try:
+        exc.request  # noqa: B018 (raises RuntimeError when the error has no request)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _forwarded_headers(headers: Iterable[tuple[bytes, bytes]], drop: frozenset[str]) -> list[tuple[str, str]]:
+    return [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in headers
+        if name.decode("latin-1").lower() not in drop
+    ]
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+class _ResponseTooLarge(Exception):
+    pass
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    async for data in response.aiter_bytes():
+        size += len(data)
+        if size > limit:
+            raise _ResponseTooLarge
+        parts.append(data)
+    return b"".join(parts)
+
+
+Mode = Literal["stream", "complete", "relay"]
+
+
+class _Exchange(Response):
+    """One proxied request, carried out when Starlette sends the response.
+
+    The upstream request starts only here, inside a task group that watches the client: a disconnect
+    cancels the exchange wherever it waits, and the upstream response is closed in every case.
+    """
+
+    def __init__(self, proxy: _Proxy, request: httpx.Request, mode: Mode, tool_schemas: Mapping[str, Any]):
+        self._proxy = proxy
+        self._request = request
+        self._mode = mode
+        self._tool_schemas = tool_schemas
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_cancel_on_disconnect, receive, tasks.cancel_scope)
+            await self._exchange(send)
+            tasks.cancel_scope.cancel()
+
+    async def _exchange(self, send: Send) -> None:
+        proxy = self._proxy
+        try:
+            upstream = await proxy.client.send(self._request, stream=True)
+        except httpx.HTTPError as exc:
+            status, body = _transport_error(exc)
+            await _send_whole(send, status, [("content-type", "application/json")], msgspec.json.encode(body))
+            return
+        try:
+            if self._mode == "relay":
+                await self._relay(upstream, send)
+            elif upstream.status_code != 200 or self._mode == "complete":
+                await self._whole(upstream, send)
+            else:
+                await self._stream(upstream, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+
+    async def _relay(self, upstream: httpx.Response, send: Send) -> None:
+        """Any other route: status, headers and body as the upstream sends them (body not decoded)."""
+        headers = _forwarded_headers(upstream.headers.raw, _HOP_BY_HOP)
+        await send({"type": "http.response.start", "status": upstream.status_code, "headers": _raw(headers)})
+        try:
+            async for data in upstream.aiter_raw():
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        except httpx.HTTPError:
+            pass  # the status is sent: ending the body early is all that can be said
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _whole(self, upstream: httpx.Response, send: Send) -> None:
+        """A non-streamed answer, or an error answer: read it (capped), rewrite a completion, send it."""
+        try:
+            body = await _read_capped(upstream, self._proxy.max_response_bytes)
+        except _ResponseTooLarge:
+            status, error = (
+                502,
+                error_body(
+                    f"the upstream answer is larger than max_response_bytes={self._proxy.max_response_bytes}",
+                    code="upstream_response_too_large",
+                ),
+            )
+            await _send_whole(
+                send, status, [("content-type", "application/json")], msgspec.json.encode(error)
+            )
+            return
+        except httpx.HTTPError as exc:
+            status, error = _transport_error(exc)
+            await _send_whole(
+                send, status, [("content-type", "application/json")], msgspec.json.encode(error)
+            )
+            return
+        headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
+        content_type = upstream.headers.get("content-type", "application/json")
+        if upstream.status_code == 200 and self._mode == "complete":
+            body = self._rewrite_completion(body)
+            content_type = "application/json"
+        headers.append(("content-type", content_type))
+        await _send_whole(send, upstream.status_code, headers, body)
+
+    def _rewrite_completion(self, body: bytes) -> bytes:
+        tool_format = self._proxy.tool_format
+        if tool_format is None:
+            return body
+        try:
+            completion = msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            return body  # not JSON: the client gets what the upstream said
+        if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
+            return body
+        folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
+        return msgspec.json.encode(folded)
+
+    async def _stream(self, upstream: httpx.Response, send: Send) -> None:
+        """A streamed answer: each upstream read goes through the core and out at once."""
+        core = ChatStreamRewriter(
+            self._proxy.tool_format,
+            max_event_size=self._proxy.max_event_size,
+            tool_schemas=self._tool_schemas,
+        )
+        headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
+        headers += [
+            ("content-type", "text/event-stream; charset=utf-8"),
+            ("cache-control", "no-cache"),
+            ("x-accel-buffering", "no"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": _raw(headers)})
+        try:
+            async for data in upstream.aiter_bytes():
+                piece = core.feed(data)
+                if core.ended:
+                    break  # an error event ended the answer: piece is its last part
+                if piece:
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+            else:
+                piece = core.finish()
+        except httpx.HTTPError as exc:
+            piece = core.fail(_cut_stream_error(exc))
+        await send({"type": "http.response.body", "body": piece, "more_body": False})
+
+
+def _cut_stream_error(exc: httpx.HTTPError) -> dict[str, Any]:
+    """The error event for an upstream stream that broke off after it started."""
+    _, error = _transport_error(exc)
+    details = error["error"]
+    if isinstance(exc, httpx.TimeoutException):
+        details["message"] = f"the upstream stream stalled: {details['message']}"
+    else:
+        details["message"] = f"the upstream stream was cut off: {details['message']}"
+        details["code"] = "upstream_disconnected"
+    return error
+
+
+def _raw(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+
+
+async def _send_whole(send: Send, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+    headers = [*headers, ("content-length", str(len(body)))]
+    await send({"type": "http.response.start", "status": status, "headers": _raw(headers)})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class _Proxy:
+    """The proxy's configuration and its upstream client; its endpoints build :class:`_Exchange`\\ s."""
+
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        tool_format: str | None,
+        client: httpx.AsyncClient,
+        max_request_bytes: int,
+        max_response_bytes: int,
+        max_event_size: int,
+    ) -> None:
+        self.base = httpx.URL(upstream)
+        self.tool_format = None if tool_format in _NO_REWRITE else tool_format
+        self.client = client
+        self.max_request_bytes = max_request_bytes
+        self.max_response_bytes = max_response_bytes
+        self.max_event_size = max_event_size
+
+    def upstream_url(self, request: Request) -> httpx.URL:
+        """The upstream URL of ``request``: its path appended to the base URL's (one ``/v1`` shared)."""
+        base_path = self.base.path.rstrip("/")
+        path = request.url.path
+        if base_path.endswith("/v1") and (path == "/v1" or path.startswith("/v1/")):
+            path = path[3:]
+        query = request.url.query
+        return self.base.copy_with(path=base_path + path, query=query.encode("latin-1") if query else None)
+
+    async def read_body(self, request: Request) -> bytes | Response:
+        """The request body, or the error response when it is too large or the client went away."""
+        limit = self.max_request_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return _too_large(limit)
+        parts: list[bytes] = []
+        size = 0
+        try:
+            async for data in request.stream():
+                size += len(data)
+                if size > limit:
+                    return _too_large(limit)
+                parts.append(data)
+        except ClientDisconnect:
+            return Response(status_code=499)
+        return b"".join(parts)
+
+    def upstream_request(self, request: Request, body: bytes, *, identity: bool) -> httpx.Request:
+        headers = _forwarded_headers(request.headers.raw, _HOP_BY_HOP | {"accept-encoding"})
+        if identity:
+            headers.append(("accept-encoding", "identity"))
+        elif "accept-encoding" in request.headers:
+            headers.append(("accept-encoding", request.headers["accept-encoding"]))
+        return self.client.build_request(
+            request.method, self.upstream_url(request), headers=headers, content=body
+        )
+
+    async def chat_completions(self, request: Request) -> Response:
+        body = await self.read_body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            payload = msgspec.json.decode(body)
+        except msgspec.DecodeError as exc:
+            return _error_response(
+                400,
+                f"the request body is not valid JSON: {exc}",
+                type="invalid_request_error",
+                code="invalid_json",
+            )
+        if not isinstance(payload, dict):
+            return _error_response(
+                400,
+                "the request body must be a JSON object",
+                type="invalid_request_error",
+                code="invalid_json",
+            )
+        streaming = payload.get("stream") is True
+        choices = payload.get("n", 1)
+        if streaming and isinstance(choices, int) and choices > 1:
+            return _error_response(
+                400,
+                f"the rewriting proxy streams one choice: n={choices} is not supported with stream=true",
+                type="invalid_request_error",
+                code="unsupported_parameter",
+            )
+        mode: Mode = "stream" if streaming else "complete"
+        upstream = self.upstream_request(request, body, identity=True)
+        return _Exchange(self, upstream, mode, _tool_schemas(payload.get("tools")))
+
+    async def relay(self, request: Request) -> Response:
+        body = await self.read_body(request)
+        if isinstance(body, Response):
+            return body
+        return _Exchange(self, self.upstream_request(request, body, identity=False), "relay", {})
+
+
+def _too_large(limit: int) -> Response:
+    return _error_response(
+        413,
+        f"the request body is larger than max_request_bytes={limit}",
+        type="invalid_request_error",
+        code="request_too_large",
+    )
+
+
+def _tool_schemas(tools: object) -> dict[str, Any]:
+    """Tool name -> parameters schema, from a request's ``tools`` (anything malformed is skipped)."""
+    schemas: dict[str, Any] = {}
+    if isinstance(tools, list):
+        for tool in tools:
+            function = tool.get("function") if isinstance(tool, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                parameters = function.get("parameters")
+                schemas[function["name"]] = parameters if isinstance(parameters, Mapping) else {}
+    return schemas
+
+
+def create_app(
+    upstream: str,
+    *,
+    tool_format: str | None = "kimi_k2",
+    client: httpx.AsyncClient | None = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+) -> Starlette:
+    """The proxy as a Starlette app (see the module doc).
+
+    Args:
+        upstream: base URL of the model server (``http://host:8000``; a trailing ``/v1`` is fine).
+        tool_format: the delimiter format of the model's tool calls (``kimi_k2``, ...); ``None`` or
+            ``"api_tool_call"`` re-encodes without rewriting.
+        client: the upstream client (its timeouts and limits then apply, and it is not closed by the app);
+            by default one is made with ``timeout`` and ``max_connections`` and closed at shutdown.
+        max_request_bytes: cap on a request body (413 beyond).
+        max_response_bytes: cap on a whole upstream answer read before answering (502 beyond).
+        max_event_size: cap on one upstream SSE event (the stream ends with an error beyond).
+        max_connections: cap on the connections to the upstream.
+        timeout: seconds, or an ``httpx.Timeout``; the read timeout bounds the gap between two upstream
+            reads, not the whole stream.
+
+    Raises:
+        ConfigurationError: ``tool_format`` is not a known delimiter format.
+    """
+    if tool_format is not None and tool_format not in _NO_REWRITE:
+        from operators.delimiters import get_format
+
+        get_format(tool_format)
+    owned = client is None
+    if client is None:
+        client = httpx.AsyncClient(
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            follow_redirects=False,
+        )
+    proxy = _Proxy(
+        upstream,
+        tool_format=tool_format,
+        client=client,
+        max_request_bytes=max_request_bytes,
+        max_response_bytes=max_response_bytes,
+        max_event_size=max_event_size,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if owned:
+                await proxy.client.aclose()
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+    handlers: list[tuple[str, Callable[[Request], Awaitable[Response]], list[str]]] = [
+        ("/v1/chat/completions", proxy.chat_completions, ["POST"]),
+        ("/{path:path}", proxy.relay, methods),
+    ]
+    routes = [Route(path, endpoint, methods=allowed) for path, endpoint, allowed in handlers]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def serve(
+    *,
+    upstream: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    tool_format: str | None = "kimi_k2",
+    log_level: str = "info",
+    **options: Any,
+) -> None:
+    """Run the proxy with uvicorn until interrupted; ``options`` go to :func:`create_app`."""
+    import uvicorn
+
+    app = create_app(upstream, tool_format=tool_format, **options)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, lifespan="on")
