@@ -126,6 +126,6 @@ SAMPLE = (
 @given(st.sets(st.integers(min_value=1, max_value=len(SAMPLE) - 1), max_size=40))
 def test_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
     expected = run("hermes", [SAMPLE])
-    assert expected.content == "Plan.\n <tool_call> end"
+    assert expected.content == "Plan. <tool_call> end"
     assert expected.parsed() == [("a", {"s": '</tool_call> " {', "l": [1, {"k": None}]}), ("b", {"x": "é"})]
     assert run("hermes", pieces_at(SAMPLE, cuts)) == expected

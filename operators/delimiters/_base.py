@@ -43,7 +43,7 @@ How to add a format
            if stop > pos:
                self.emit_text(buf[pos:stop])
            if marker is not None:
-               self.state = self._header
+               self.state = self._header_parts
            return resume
 
 4. Override ``at_end()`` when the format has something to release at the end of the input (the default
@@ -58,6 +58,7 @@ How to add a format
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
@@ -83,6 +84,7 @@ __all__ = [
     "FormatLexer",
     "LexerOptions",
     "SectionLexer",
+    "TaggedCallLexer",
     "get_format",
     "register_format",
 ]
@@ -207,8 +209,8 @@ class FormatLexer:
         """The JSON scanner of the current call, for formats with JSON arguments."""
         self.xml_args: XmlArguments | None = None
         """The JSON writer of the current call, for formats with XML-style parameters."""
-        self._header: list[str] = []
-        self._header_size = 0
+        self._header_parts: list[str] = []
+        self._header_chars = 0
         self.tentative: list[str] | None = None
         """Text held while deciding whether it opens a call; released as text if it does not."""
         self._tentative_size = 0
@@ -325,17 +327,17 @@ class FormatLexer:
         """
         stop, resume, marker = markers.find(buf, pos, final)
         if stop > pos:
-            self._header.append(buf[pos:stop])
-            self._header_size += stop - pos
-            if self._header_size > HEADER_LIMIT:
+            self._header_parts.append(buf[pos:stop])
+            self._header_chars += stop - pos
+            if self._header_chars > HEADER_LIMIT:
                 return stop, ""
         return resume, marker
 
     def take_header(self) -> str:
         """The header collected so far (and no longer held)."""
-        text = "".join(self._header)
-        self._header.clear()
-        self._header_size = 0
+        text = "".join(self._header_parts)
+        self._header_parts.clear()
+        self._header_chars = 0
         return text
 
     def start_xml_call(self, name: str, call_id: str | None = None, *, strip: str = "newline") -> None:
@@ -466,6 +468,76 @@ class SectionLexer(FormatLexer):
                 return
             self._between_started = True
         self.emit_text(text)
+
+
+_SPACE: Final = re.compile(r"\s*")
+
+
+class TaggedCallLexer(FormatLexer):
+    """A format whose calls each sit in their own block opened by ``opener`` (``<tool_call>``).
+
+    The opener is plain text in these tokenizers, so it is held back (tentative) while :meth:`confirm`,
+    the state after the opener, looks at what follows: it calls :meth:`confirmed` when a call really
+    starts, or :meth:`not_a_call` to release the opener (and what it held) as text. A call's last state
+    calls :meth:`call_done`. Whitespace between two calls is their separator and is dropped; whitespace
+    after the last call is released as text unless the input ends.
+    """
+
+    opener: ClassVar[str]
+    _opener_markers: ClassVar[Markers]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "opener" in cls.__dict__:
+            cls._opener_markers = Markers(cls.opener)
+
+    def confirm(self, buf: str, pos: int, final: bool) -> int:
+        """The state after the opener."""
+        raise NotImplementedError
+
+    def start(self, buf: str, pos: int, final: bool) -> int:
+        stop, resume, marker = self._opener_markers.find(buf, pos, final)
+        if stop > pos:
+            self.emit_text(buf[pos:stop])
+        if marker is not None:
+            self.hold_tentative(marker)
+            self.state = self.confirm
+        return resume
+
+    def confirmed(self) -> None:
+        """What was held since the opener belongs to a call: drop it."""
+        self.take_tentative()
+
+    def not_a_call(self) -> None:
+        """The opener was text: release it and what followed, back to text."""
+        self.release_tentative()
+        self.state = self.start
+
+    def call_done(self) -> None:
+        """The call's block is over."""
+        self.state = self._between_calls
+
+    def _between_calls(self, buf: str, pos: int, final: bool) -> int:
+        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        if index > pos and not self.hold_tentative(buf[pos:index]):
+            self.not_a_call()
+            return index
+        if index == len(buf):
+            return index
+        opener = self.opener
+        if buf.startswith(opener, index):
+            self.hold_tentative(opener)
+            self.state = self.confirm
+            return index + len(opener)
+        if not final and opener.startswith(buf[index:]):
+            return index
+        self.not_a_call()
+        return index
+
+    def at_end(self) -> None:
+        if self.state == self._between_calls:
+            self.take_tentative()
+        super().at_end()
 
 
 # --- registry ----------------------------------------------------------------------------------------------

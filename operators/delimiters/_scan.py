@@ -335,14 +335,15 @@ class XmlArguments:
             return
         strip = self._strip
         if not self._started:
-            if strip == "newline":
-                if text[0] == "\n":
-                    text = text[1:]
-            elif strip == "space":
+            if strip == "space":
                 text = text.lstrip()
+                self._started = bool(text)
+            else:
+                self._started = True
+                if strip == "newline" and text[0] == "\n":
+                    text = text[1:]
             if not text:
                 return
-            self._started = True
         if strip == "none":
             self._take(text)
             return

@@ -1,4 +1,4 @@
-# ruff: noqa: RUF002, RUF003  (the docstrings show the real delimiters, with their full-width bars)
+# ruff: noqa: RUF002  (the docstrings show the real delimiters, with their full-width bars)
 """DeepSeek tool calls: V3 / R1-0528 (``function<｜tool▁sep｜>NAME`` + a fenced JSON block), V3.1 /
 V3.1-Terminus / V3.2-Exp (``NAME<｜tool▁sep｜>JSON``) and V3.2 / V4 DSML (XML-style parameters).
 
@@ -8,11 +8,11 @@ ASCII look-alikes are not accepted.
 
 from __future__ import annotations
 
-import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import SectionLexer, register_format
-from operators.delimiters._scan import Markers
+from operators.delimiters._invoke import InvokeSectionLexer, attribute
+from operators.delimiters._scan import Markers, ValueType
 
 __all__ = ["DeepSeekV3Lexer", "DeepSeekV31Lexer", "DeepSeekV32Lexer"]
 
@@ -184,15 +184,9 @@ INVOKE_END: Final = f"</{DSML}invoke>"
 PARAMETER: Final = f"<{DSML}parameter"
 PARAMETER_END: Final = f"</{DSML}parameter>"
 
-_TAG_END: Final = Markers(">")
-_IN_INVOKE: Final = Markers(PARAMETER, INVOKE_END, INVOKE, *DSML_ENDS)
-_VALUE: Final = Markers(PARAMETER_END, INVOKE_END, *DSML_ENDS)
-_NAME_ATTRIBUTE: Final = re.compile(r'\bname\s*=\s*"(?P<value>[^"]*)"')
-_STRING_ATTRIBUTE: Final = re.compile(r'\bstring\s*=\s*"(?P<value>[^"]*)"')
-
 
 @register_format
-class DeepSeekV32Lexer(SectionLexer):
+class DeepSeekV32Lexer(InvokeSectionLexer):
     """DeepSeek-V3.2 and V4 DSML: ``<｜DSML｜function_calls>`` (V4: ``<｜DSML｜tool_calls>``) sections of
     ``<｜DSML｜invoke name="NAME">`` calls with ``<｜DSML｜parameter name="K" string="true|false">V
     </｜DSML｜parameter>`` parameters.
@@ -221,65 +215,14 @@ class DeepSeekV32Lexer(SectionLexer):
     section_begins: ClassVar[frozenset[str]] = frozenset(DSML_BEGINS)
     section_markers: ClassVar[Markers] = Markers(INVOKE, *DSML_ENDS)
     section_ends: ClassVar[frozenset[str]] = frozenset(DSML_ENDS)
+    invoke: ClassVar[str] = INVOKE
+    invoke_end: ClassVar[str] = INVOKE_END
+    parameter: ClassVar[str] = PARAMETER
+    parameter_end: ClassVar[str] = PARAMETER_END
+    value_strip: ClassVar[str] = "none"
 
-    def begin_call(self, marker: str) -> None:
-        self.state = self._invoke_tag
-
-    def _invoke_tag(self, buf: str, pos: int, final: bool) -> int:
-        resume, marker = self.collect_header(buf, pos, final, _TAG_END)
-        if marker == "":
-            self.emit_text(INVOKE + self.take_header())
-            self.after_call()
-        elif marker is not None:
-            match = _NAME_ATTRIBUTE.search(self.take_header())
-            self.start_xml_call(match["value"] if match else "", strip="none")
-            self.state = self._in_invoke
-        return resume
-
-    def _in_invoke(self, buf: str, pos: int, final: bool) -> int:
-        """Between parameters: whitespace (anything else is dropped)."""
-        _stop, resume, marker = _IN_INVOKE.find(buf, pos, final)
-        if marker is not None:
-            self._on_marker(marker)
-        return resume
-
-    def _parameter_tag(self, buf: str, pos: int, final: bool) -> int:
-        resume, marker = self.collect_header(buf, pos, final, _TAG_END)
-        if marker == "":
-            self.take_header()
-            self.state = self._in_invoke
-        elif marker is not None:
-            attributes = self.take_header()
-            key = _NAME_ATTRIBUTE.search(attributes)
-            string = _STRING_ATTRIBUTE.search(attributes)
-            value_type = None
-            if string is not None:
-                value_type = "string" if string["value"].lower() == "true" else "json"
-            self.begin_value(key["value"] if key else "", value_type)
-            self.state = self._value
-        return resume
-
-    def _value(self, buf: str, pos: int, final: bool) -> int:
-        resume, marker = self.stream_value(buf, pos, final, _VALUE)
-        if marker is not None:
-            if self.xml_args is not None:
-                self.xml_args.end_value()
-            if marker == PARAMETER_END:
-                self.state = self._in_invoke
-            else:
-                self._on_marker(marker)
-        return resume
-
-    def _on_marker(self, marker: str) -> None:
-        if marker == PARAMETER:
-            self.state = self._parameter_tag
-        elif marker == INVOKE_END:
-            self.end_xml_call(finished=True)
-            self.after_call()
-        else:  # a missing </｜DSML｜invoke>: the parameters so far are the call
-            self.end_xml_call(finished=True)
-            if marker == INVOKE:
-                self.begin_call(marker)
-            else:
-                self.in_section = False
-                self.state = self.start
+    def parameter_type(self, tag: str) -> ValueType | None:
+        string = attribute(tag, "string")
+        if string is None:
+            return None
+        return "string" if string.lower() == "true" else "json"

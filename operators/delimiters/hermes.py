@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._base import register_format
+from operators.delimiters._base import TaggedCallLexer, register_format
 from operators.delimiters._scan import Markers
 from operators.delimiters._wrapped import WrappedJsonLexer
 
@@ -15,13 +15,12 @@ __all__ = ["HermesLexer"]
 TOOL_CALL: Final = "<tool_call>"
 TOOL_CALL_END: Final = "</tool_call>"
 
-_TEXT: Final = Markers(TOOL_CALL)
 _END: Final = Markers(TOOL_CALL_END)
 _SPACE: Final = re.compile(r"\s*")
 
 
 @register_format
-class HermesLexer(WrappedJsonLexer):
+class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
     """``<tool_call>`` + a JSON object ``{"name": ..., "arguments": {...}}`` + ``</tool_call>``, one
     block per call (whitespace and newlines around the JSON allowed).
 
@@ -38,34 +37,22 @@ class HermesLexer(WrappedJsonLexer):
     aliases: ClassVar[tuple[str, ...]] = ("qwen25", "qwen3", "hermes2_pro")
     markers: ClassVar[tuple[str, ...]] = (TOOL_CALL, TOOL_CALL_END)
     wrapper_markers: ClassVar[Markers] = _END
+    opener: ClassVar[str] = TOOL_CALL
 
-    def start(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = _TEXT.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop])
-        if marker is not None:
-            self.hold_tentative(marker)
-            self.state = self._confirm
-        return resume
-
-    def _confirm(self, buf: str, pos: int, final: bool) -> int:
+    def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: a call only if ``{`` comes next (after whitespace)."""
         index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
         if index > pos and not self.hold_tentative(buf[pos:index]):
-            self._not_a_call()
+            self.not_a_call()
             return index
         if index == len(buf):
             return index
         if buf[index] == "{":
-            self.take_tentative()
+            self.confirmed()
             self.state = self.wrapper_open
         else:
-            self._not_a_call()
+            self.not_a_call()
         return index
-
-    def _not_a_call(self) -> None:
-        self.release_tentative()
-        self.state = self.start
 
     def wrapper_closed(self) -> None:
         self.state = self._after_wrapper
@@ -81,7 +68,7 @@ class HermesLexer(WrappedJsonLexer):
         if buf.startswith(TOOL_CALL_END, index):
             self.take_tentative()
             self.end_call(finished=True)
-            self.state = self.start
+            self.call_done()
             return index + len(TOOL_CALL_END)
         if not final and TOOL_CALL_END.startswith(buf[index:]):
             return index
@@ -99,22 +86,22 @@ class HermesLexer(WrappedJsonLexer):
             self.state = self._skip_to_end
         else:
             self.end_call(finished=True)
-            self.state = self.start
+            self.call_done()
 
     def _skip_to_end(self, buf: str, pos: int, final: bool) -> int:
         """A malformed call: drop its text up to ``</tool_call>``."""
         _stop, resume, marker = _END.find(buf, pos, final)
         if marker is not None:
             self.end_call(finished=True)
-            self.state = self.start
+            self.call_done()
         return resume
 
     def at_end(self) -> None:
-        if self.state == self._confirm:
-            self._not_a_call()
+        if self.state == self.confirm:
+            self.not_a_call()
         elif self.state == self._after_wrapper:
             self.take_tentative()
             self.end_call(finished=True)
-        elif self.state != self.start:
+        elif self.state not in (self.start, self._between_calls):
             self.open_cut_off_call()
         super().at_end()

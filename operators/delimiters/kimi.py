@@ -7,7 +7,7 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import SectionLexer, register_format
-from operators.delimiters._scan import HEADER_LIMIT, Markers
+from operators.delimiters._scan import Markers
 
 __all__ = ["KimiK2Lexer", "kimi_tool_name"]
 
@@ -95,24 +95,19 @@ class KimiK2Lexer(SectionLexer):
     section_ends: ClassVar[frozenset[str]] = frozenset(SECTION_ENDS)
 
     def begin_call(self, marker: str) -> None:
-        self._header: list[str] = []
-        self._header_size = 0
         self.state = self._call_id
 
     def _call_id(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = _HEADER.find(buf, pos, final)
-        if stop > pos:
-            self._header.append(buf[pos:stop])
-            self._header_size += stop - pos
-            if self._header_size > HEADER_LIMIT:
-                # Not an id: give the text back and carry on as text between calls.
-                self.emit_text(CALL_BEGIN + "".join(self._header))
-                self.after_call()
-                self._between_started = True
-                return stop
+        resume, marker = self.collect_header(buf, pos, final, _HEADER)
+        if marker == "":
+            # Not an id: give the text back and carry on as text between calls.
+            self.emit_text(CALL_BEGIN + self.take_header())
+            self.after_call()
+            self._between_started = True
+            return resume
         if marker is None:
             return resume
-        call_id = "".join(self._header).strip()
+        call_id = self.take_header().strip()
         known = frozenset(self.options.tool_schemas) or None
         self.start_call(kimi_tool_name(call_id, known) if call_id else "", call_id or None)
         if marker == ARGUMENT_BEGIN:
@@ -123,7 +118,7 @@ class KimiK2Lexer(SectionLexer):
 
     def at_end(self) -> None:
         if self.state == self._call_id:
-            call_id = "".join(self._header).strip()
+            call_id = self.take_header().strip()
             if call_id:
                 self.start_call(kimi_tool_name(call_id), call_id)
         super().at_end()

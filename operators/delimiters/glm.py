@@ -1,0 +1,155 @@
+"""GLM tool calls: GLM-4.5 / 4.6 (``<tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n
+</tool_call>``) and GLM-4.7 / 5 (the same without newlines)."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Final
+
+from operators.delimiters._base import TaggedCallLexer, register_format
+from operators.delimiters._scan import Markers
+
+__all__ = ["Glm45Lexer", "Glm47Lexer"]
+
+TOOL_CALL: Final = "<tool_call>"
+TOOL_CALL_END: Final = "</tool_call>"
+ARG_KEY: Final = "<arg_key>"
+ARG_KEY_END: Final = "</arg_key>"
+ARG_VALUE: Final = "<arg_value>"
+ARG_VALUE_END: Final = "</arg_value>"
+
+_SPACE: Final = re.compile(r"\s*")
+_NAME_END: Final = re.compile(r"[\s<>]")
+_IN_CALL: Final = Markers(ARG_KEY, TOOL_CALL_END)
+_KEY: Final = Markers(ARG_KEY_END)
+_BEFORE_VALUE: Final = Markers(ARG_VALUE, ARG_KEY, TOOL_CALL_END)
+_VALUE: Final = Markers(ARG_VALUE_END)
+_AFTER_NAME: Final = (ARG_KEY, TOOL_CALL_END)
+
+
+@register_format
+class Glm45Lexer(TaggedCallLexer):
+    """``<tool_call>NAME`` then ``<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>`` pairs (newlines
+    between them allowed, as GLM-4.5 writes them) then ``</tool_call>``; a call without arguments is
+    ``<tool_call>NAME</tool_call>``.
+
+    Values become JSON incrementally (see :class:`~._scan.XmlArguments`), their surrounding whitespace
+    stripped as GLM's parser does; ``tool_schemas`` types them, and without a schema for the tool a value
+    that parses as a JSON number, ``true``, ``false``, ``null``, object or array is that value, anything
+    else a string. String values stream as they arrive.
+
+    ``<tool_call>`` is taken for a call only when a name (no whitespace, ``<`` or ``>``) follows at once
+    and, after optional whitespace, ``<arg_key>`` or ``</tool_call>``: prose such as "the <tool_call> tag"
+    stays text (held back only until that is clear, at most a header's length). A value containing the
+    literal ``</arg_value>`` ends there: that cannot be told apart. GLM-4.7 and GLM-4.5 are read by the same
+    lexer (``glm47`` is an alias with its own class for clarity).
+    """
+
+    name: ClassVar[str] = "glm45"
+    aliases: ClassVar[tuple[str, ...]] = ("glm4_moe", "glm46")
+    opener: ClassVar[str] = TOOL_CALL
+    markers: ClassVar[tuple[str, ...]] = (
+        TOOL_CALL,
+        TOOL_CALL_END,
+        ARG_KEY,
+        ARG_KEY_END,
+        ARG_VALUE,
+        ARG_VALUE_END,
+    )
+
+    def confirm(self, buf: str, pos: int, final: bool) -> int:
+        """The name, right after ``<tool_call>``."""
+        hit = _NAME_END.search(buf, pos)
+        stop = len(buf) if hit is None else hit.start()
+        if stop > pos:
+            self._header_parts.append(buf[pos:stop])
+            if not self.hold_tentative(buf[pos:stop]):
+                self._header_parts.clear()
+                self.not_a_call()
+                return stop
+        if hit is None:
+            return stop
+        if not self._header_parts or buf[stop] == ">":
+            self._header_parts.clear()
+            self.not_a_call()
+            return stop
+        self.state = self._after_name
+        return stop
+
+    def _after_name(self, buf: str, pos: int, final: bool) -> int:
+        """After the name: whitespace, then ``<arg_key>`` or ``</tool_call>``."""
+        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        if index > pos and not self.hold_tentative(buf[pos:index]):
+            self._header_parts.clear()
+            self.not_a_call()
+            return index
+        if index == len(buf):
+            return index
+        for marker in _AFTER_NAME:
+            if buf.startswith(marker, index):
+                self.confirmed()
+                self.start_xml_call(self.take_header(), strip="space")
+                if marker == ARG_KEY:
+                    self.state = self._key
+                else:
+                    self._end()
+                return index + len(marker)
+        if not final and any(marker.startswith(buf[index:]) for marker in _AFTER_NAME):
+            return index
+        self._header_parts.clear()
+        self.not_a_call()
+        return index
+
+    def _in_call(self, buf: str, pos: int, final: bool) -> int:
+        """Between arguments: whitespace (anything else is dropped)."""
+        _stop, resume, marker = _IN_CALL.find(buf, pos, final)
+        if marker == ARG_KEY:
+            self.state = self._key
+        elif marker is not None:
+            self._end()
+        return resume
+
+    def _key(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.collect_header(buf, pos, final, _KEY)
+        if marker is not None:
+            self._current_key = self.take_header().strip()
+            self.state = self._before_value
+        return resume
+
+    def _before_value(self, buf: str, pos: int, final: bool) -> int:
+        _stop, resume, marker = _BEFORE_VALUE.find(buf, pos, final)
+        if marker == ARG_VALUE:
+            self.begin_value(self._current_key)
+            self.state = self._value
+        elif marker == ARG_KEY:  # a key without a value
+            self.state = self._key
+        elif marker is not None:
+            self._end()
+        return resume
+
+    def _value(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.stream_value(buf, pos, final, _VALUE)
+        if marker is not None:
+            if self.xml_args is not None:
+                self.xml_args.end_value()
+            self.state = self._in_call
+        return resume
+
+    def _end(self) -> None:
+        self.end_xml_call(finished=True)
+        self.call_done()
+
+    def at_end(self) -> None:
+        if self.state in (self.confirm, self._after_name):
+            self._header_parts.clear()
+            self.not_a_call()
+        super().at_end()
+
+
+@register_format
+class Glm47Lexer(Glm45Lexer):
+    """GLM-4.7 and GLM-5: ``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>``, the
+    GLM-4.5 layout without newlines (read by the same lexer)."""
+
+    name: ClassVar[str] = "glm47"
+    aliases: ClassVar[tuple[str, ...]] = ("glm5",)

@@ -1,0 +1,158 @@
+"""Qwen3-Coder, Qwen3.5 and Qwen3.6 XML tool calls: ``<tool_call><function=NAME><parameter=KEY>VALUE
+</parameter>...</function></tool_call>``."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Final
+
+from operators.delimiters._base import TaggedCallLexer, register_format
+from operators.delimiters._scan import Markers
+
+__all__ = ["Qwen3CoderLexer"]
+
+TOOL_CALL: Final = "<tool_call>"
+TOOL_CALL_END: Final = "</tool_call>"
+FUNCTION: Final = "<function="
+FUNCTION_END: Final = "</function>"
+PARAMETER: Final = "<parameter="
+PARAMETER_END: Final = "</parameter>"
+
+_SPACE: Final = re.compile(r"\s*")
+_NAME_END: Final = re.compile(r"[>\s<]")
+_KEY_END: Final = Markers(">")
+_IN_FUNCTION: Final = Markers(PARAMETER, FUNCTION_END, TOOL_CALL_END)
+# A structural "<parameter=" or "</function>" starts a line; inside a value the same text mid-line is content.
+_VALUE: Final = Markers(PARAMETER_END, "\n" + PARAMETER, "\n" + FUNCTION_END, "\n" + TOOL_CALL_END)
+
+
+@register_format
+class Qwen3CoderLexer(TaggedCallLexer):
+    """``<tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n...</function>\\n
+    </tool_call>``.
+
+    Values become JSON incrementally (see :class:`~._scan.XmlArguments`): exactly one leading and one
+    trailing newline of a value are not part of it (as vLLM strips them); with ``tool_schemas`` a value
+    is typed by its parameter's schema (a parameter the schema does not declare stays a string, as in
+    vLLM); without a schema for the tool, a value that parses as a JSON number, ``true``, ``false``,
+    ``null``, object or array is that JSON value and anything else is a string (so ``"7"`` becomes ``7``).
+    String values stream as they arrive; other values are held until their end.
+
+    ``<tool_call>`` is taken for a call only when ``<function=NAME>`` follows (after whitespace), with a
+    name free of whitespace and ``<``: prose such as "the <tool_call> tag" stays text. A bare
+    ``<function=...>`` without ``<tool_call>`` is not recognised (it is too common in prose and code).
+    Tolerated: a missing ``</parameter>`` (the next ``<parameter=`` or ``</function>`` at the start of a
+    line ends the value), a missing ``</function>`` (``</tool_call>`` ends the call, at the start of a line
+    inside a value). A value containing
+    the literal ``</parameter>`` ends there: that cannot be told apart.
+    """
+
+    name: ClassVar[str] = "qwen3_coder"
+    aliases: ClassVar[tuple[str, ...]] = ("qwen3_xml", "qwen35")
+    opener: ClassVar[str] = TOOL_CALL
+    markers: ClassVar[tuple[str, ...]] = (
+        TOOL_CALL,
+        TOOL_CALL_END,
+        FUNCTION,
+        FUNCTION_END,
+        PARAMETER,
+        PARAMETER_END,
+    )
+
+    def confirm(self, buf: str, pos: int, final: bool) -> int:
+        """After ``<tool_call>``: whitespace, then ``<function=``."""
+        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        if index > pos and not self.hold_tentative(buf[pos:index]):
+            self.not_a_call()
+            return index
+        if index == len(buf):
+            return index
+        if buf.startswith(FUNCTION, index):
+            self.hold_tentative(FUNCTION)
+            self.state = self._function_name
+            return index + len(FUNCTION)
+        if not final and FUNCTION.startswith(buf[index:]):
+            return index
+        self.not_a_call()
+        return index
+
+    def _function_name(self, buf: str, pos: int, final: bool) -> int:
+        hit = _NAME_END.search(buf, pos)
+        stop = len(buf) if hit is None else hit.start()
+        if stop > pos:
+            self._header_parts.append(buf[pos:stop])
+            if not self.hold_tentative(buf[pos:stop]):
+                self._header_parts.clear()
+                self.not_a_call()
+                return stop
+        if hit is None:
+            return stop
+        name = self.take_header()
+        if buf[stop] != ">" or not name:
+            self.not_a_call()
+            return stop
+        self.confirmed()
+        self.start_xml_call(name, strip="newline")
+        self.state = self._in_function
+        return stop + 1
+
+    def _in_function(self, buf: str, pos: int, final: bool) -> int:
+        """Between parameters: whitespace (anything else is dropped)."""
+        _stop, resume, marker = _IN_FUNCTION.find(buf, pos, final)
+        if marker == PARAMETER:
+            self.state = self._parameter_key
+        elif marker is not None:
+            self._end_function(marker)
+        return resume
+
+    def _parameter_key(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.collect_header(buf, pos, final, _KEY_END)
+        if marker is not None:
+            self.begin_value(self.take_header().strip())
+            self.state = self._value
+        return resume
+
+    def _value(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.stream_value(buf, pos, final, _VALUE)
+        if marker is not None:
+            if self.xml_args is not None:
+                self.xml_args.end_value()
+            if marker == PARAMETER_END:
+                self.state = self._in_function
+            elif marker == "\n" + PARAMETER:
+                self.state = self._parameter_key
+            else:
+                self._end_function(marker.lstrip())
+        return resume
+
+    def _end_function(self, marker: str) -> None:
+        self.end_xml_call(finished=True)
+        if marker == FUNCTION_END:
+            self.state = self._after_function
+        else:
+            self.call_done()
+
+    def _after_function(self, buf: str, pos: int, final: bool) -> int:
+        """After ``</function>``: whitespace, then ``</tool_call>`` (tolerated if missing)."""
+        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        if index > pos and not self.hold_tentative(buf[pos:index]):
+            self.not_a_call()
+            return index
+        if index == len(buf):
+            return index
+        if buf.startswith(TOOL_CALL_END, index):
+            self.take_tentative()
+            self.call_done()
+            return index + len(TOOL_CALL_END)
+        if not final and TOOL_CALL_END.startswith(buf[index:]):
+            return index
+        self.not_a_call()
+        return index
+
+    def at_end(self) -> None:
+        if self.state == self._after_function:
+            self.take_tentative()
+        elif self.state == self._function_name:
+            self._header_parts.clear()
+            self.not_a_call()
+        super().at_end()

@@ -1,0 +1,198 @@
+"""Qwen3-Coder XML tool calls: XML parameters become JSON as they stream."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.delimiters import DelimiterRewriter
+from pipeline.models import ChunkResponse
+from tests.conftest import FIXTURES
+from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
+
+RAW = FIXTURES / "raw_model_output"
+WEATHER = '{"city": "%s", "state": "%s", "unit": "fahrenheit"}'
+
+
+def call(name: str, **params: str) -> str:
+    body = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in params.items())
+    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
+
+
+def test_fixture_text_then_tool() -> None:
+    text = (RAW / "vllm-test_qwen3-coder_text_then_tool_xml_params.txt").read_text()
+    result = assert_chunking_invariant("qwen3_coder", text)
+    assert result.content == "Sure! Let me check the weather for you."
+    assert result.calls == [Call(0, "call_0", "get_current_weather", WEATHER % ("Dallas", "TX"))]
+
+
+def test_fixture_2_parallel_tools() -> None:
+    result = assert_chunking_invariant(
+        "qwen3_coder", (RAW / "vllm-test_qwen3-coder_2_parallel_tools.txt").read_text()
+    )
+    assert result.content == ""
+    assert result.calls == [
+        Call(0, "call_0", "get_current_weather", WEATHER % ("Dallas", "TX")),
+        Call(1, "call_1", "get_current_weather", WEATHER % ("Orlando", "FL")),
+    ]
+
+
+def test_fixture_multiline_object_param_without_schema() -> None:
+    text = (RAW / "vllm-test_qwen3-coder_multiline_object_param.txt").read_text()
+    result = assert_chunking_invariant("qwen3_coder", text)
+    assert result.calls == [
+        Call(
+            0,
+            "call_0",
+            "calculate_area",
+            '{"shape": "rectangle", "dimensions": {"width": 10, \n "height": 20}, "precision": 2}',
+        )
+    ]
+
+
+def test_fixture_multiline_object_param_with_schema() -> None:
+    text = (RAW / "vllm-test_qwen3-coder_multiline_object_param.txt").read_text()
+    schema = {
+        "properties": {
+            "shape": {"type": "string"},
+            "dimensions": {"type": "object"},
+            "precision": {"type": "string"},
+        }
+    }
+    result = assert_chunking_invariant("qwen3_coder", text, tool_schemas={"calculate_area": schema})
+    assert result.parsed() == [
+        (
+            "calculate_area",
+            {"shape": "rectangle", "dimensions": {"width": 10, "height": 20}, "precision": "2"},
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("7", 7),
+        ("-1.5e3", -1500.0),
+        ("true", True),
+        ("null", None),
+        ('["a", 1]', ["a", 1]),
+        ("tomorrow", "tomorrow"),
+        ("truex", "truex"),
+        ("007", "007"),
+        ("1.2.3", "1.2.3"),
+        ("{not json", "{not json"),
+        ('"quoted"', '"quoted"'),
+        ("  spaced  ", "  spaced  "),
+        ("", ""),
+        ("line1\n\nline3", "line1\n\nline3"),
+    ],
+)
+def test_value_typing_without_schema(value: str, expected: object) -> None:
+    result = assert_chunking_invariant("qwen3_coder", call("f", v=value))
+    assert result.arguments(0) == {"v": expected}
+
+
+def test_value_typing_with_schema() -> None:
+    schema = {
+        "properties": {
+            "n": {"type": "integer"},
+            "x": {"type": "number"},
+            "b": {"type": "boolean"},
+            "s": {"type": "string"},
+            "o": {"type": ["object", "null"]},
+            "bad": {"type": "integer"},
+        }
+    }
+    text = call("f", n="3.0", x="2", b="True", s="42", o="{'a': 1}", bad="many", extra="5")
+    result = assert_chunking_invariant("qwen3_coder", text, tool_schemas={"f": schema})
+    assert result.arguments(0) == {
+        "n": 3,
+        "x": 2,
+        "b": True,
+        "s": "42",
+        "o": {"a": 1},
+        "bad": "many",
+        "extra": "5",
+    }
+
+
+def test_exactly_one_newline_is_stripped() -> None:
+    text = "<tool_call><function=f><parameter=code>\n\n  def f():\n    pass\n\n</parameter></function>"
+    result = assert_chunking_invariant("qwen3_coder", text)
+    assert result.arguments(0) == {"code": "\n  def f():\n    pass\n"}
+
+
+def test_string_values_stream_before_their_end() -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=str)
+    head = '<tool_call>\n<function=write>\n<parameter=content>\nline "one"\nline'
+    (chunk,) = rewriter.feed(ChunkResponse(content=head))
+    assert chunk.tool_calls is not None
+    assert "".join(d.arguments_delta or "" for d in chunk.tool_calls) == '{"content": "line \\"one\\"\\nline'
+
+
+def test_literal_tags_inside_values() -> None:
+    code = "x = '<tool_call>' + '</function>' + '<parameter=y>'"
+    result = assert_chunking_invariant("qwen3_coder", call("run", code=code))
+    assert result.parsed() == [("run", {"code": code})]
+
+
+def test_missing_parameter_and_function_ends() -> None:
+    text = "<tool_call>\n<function=f>\n<parameter=a>\n1\n<parameter=b>\nx\n</tool_call>after"
+    result = assert_chunking_invariant("qwen3_coder", text)
+    assert result.content == "after"
+    assert result.parsed() == [("f", {"a": 1, "b": "x"})]
+
+
+def test_prose_mentions_stay_text() -> None:
+    for prose in [
+        "Use <tool_call> then <function=name>.",
+        "<tool_call>\n<function=>x",
+        "<tool_call><function=a b>",
+    ]:
+        result = assert_chunking_invariant("qwen3_coder", prose)
+        assert (result.content, result.calls) == (prose, [])
+
+
+def test_no_parameters_and_calls_in_reasoning() -> None:
+    text = "thinking <tool_call><function=now></function></tool_call> more"
+    result = assert_chunking_invariant("qwen3_coder", text, channel="reasoning")
+    assert result.reasoning == "thinking  more"
+    assert result.calls == [Call(0, "call_0", "now", "{}")]
+
+
+def test_cut_off_in_a_value_and_in_a_held_value() -> None:
+    result = assert_chunking_invariant("qwen3_coder", "<tool_call><function=f><parameter=s>\nabc")
+    assert result.calls == [Call(0, "call_0", "f", '{"s": "abc', finished=False)]
+    result = assert_chunking_invariant("qwen3_coder", '<tool_call><function=f><parameter=o>\n{"a": [1')
+    assert result.calls == [Call(0, "call_0", "f", '{"o": {"a": [1', finished=False)]
+
+
+def test_held_value_over_the_cap_is_released_raw() -> None:
+    big = '{"k": "' + "x" * 100 + '"}'
+    text = call("f", o=big)
+    result = assert_chunking_invariant("qwen3_coder", text, max_buffered_chars=50)
+    assert result.arguments(0) == {"o": {"k": "x" * 100}}
+    broken = call("f", o="{" + "y" * 100)
+    result = assert_chunking_invariant("qwen3_coder", broken, max_buffered_chars=50)
+    assert result.calls[0].arguments == '{"o": {' + "y" * 100 + "}"
+    assert result.calls[0].finished
+
+
+SAMPLE = (
+    'Plan.<tool_call>\n<function=a>\n<parameter=s>\nsay "</tool_call>" \\ é\n</parameter>\n'
+    '<parameter=n>\n-12.5\n</parameter>\n<parameter=o>\n{"k": [true, null]}\n</parameter>\n</function>\n'
+    "</tool_call>\n<tool_call>\n<function=b>\n</function>\n</tool_call> <tool_call> end"
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(min_value=1, max_value=len(SAMPLE) - 1), max_size=40))
+def test_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
+    expected = run("qwen3_coder", [SAMPLE])
+    assert expected.content == "Plan. <tool_call> end"
+    assert expected.parsed() == [
+        ("a", {"s": 'say "</tool_call>" \\ é', "n": -12.5, "o": {"k": [True, None]}}),
+        ("b", {}),
+    ]
+    assert run("qwen3_coder", pieces_at(SAMPLE, cuts)) == expected
