@@ -63,8 +63,9 @@ class Markers:
         self._pattern = re.compile(alternation)
         self.json_quote = re.compile('"|' + alternation)
         """A quote or a marker: the next stop when scanning JSON outside strings."""
-        self.json_brackets = re.compile(r'["{}\[\]]|' + alternation)
-        """A quote, a bracket or a marker: the next stop when a bracket's position matters."""
+        self.json_brackets = re.compile(alternation + r'|["{}\[\]]')
+        """A marker, a quote or a bracket: the next stop when a bracket's position matters (a marker that
+        starts with a bracket, Mistral's ``[TOOL_CALLS]``, is a marker)."""
         self._prefixes = frozenset(marker[:size] for marker in ordered for size in range(1, len(marker)))
         self._first = re.compile("[" + "".join(re.escape(char) for char in {m[0] for m in ordered}) + "]")
         self.longest = len(ordered[0])
@@ -176,6 +177,8 @@ class JsonArgs:
                 self.opened = self.opened or self.depth == 0
                 index = stop + 1
             elif len(found) == 1 and found in "{}[]":
+                if not final and size - stop < markers.longest and buf[stop:] in markers._prefixes:
+                    return stop, stop, None  # a bracket that may begin a marker
                 self.depth += 1 if found in "{[" else -1
                 self.opened = True
                 index = stop + 1
