@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NamedTuple, Type
 
 import anyio
 import msgspec
-from aiostream import streamcontext
 
 from pipeline.errors import ConfigurationError, StreamfoldError, SubscriberError
 from pipeline.models import SegmentEvent, SegmentEventType
@@ -183,6 +182,7 @@ class _Feed(Generic[T]):
         "_merge_segment",
         "_merge_targets",
         "_readable",
+        "_reader_waiting",
         "_replay_end",
         "_replay_position",
         "_taken",
@@ -216,6 +216,8 @@ class _Feed(Generic[T]):
         self._replay_position = 0
         self._replay_end = len(history) if history is not None else 0
         self._readable: anyio.Event | None = None
+        """Set by the pump when items arrive or the feed ends, while the consumer waits for it."""
+        self._reader_waiting = False
         # Absolute positions of buffer entries, for coalescing: entry number n is at index n - _taken.
         self._taken = 0
         self._appended = 0
@@ -241,20 +243,24 @@ class _Feed(Generic[T]):
 
     # -- the pump's side ---------------------------------------------------------------------------------
 
-    @property
-    def has_room(self) -> bool:
-        return len(self._items) < self.max_buffer
-
     def _append(self, item: T) -> None:
         self._items.append(item)
         self._appended += 1
         if self._readable is not None:
-            self._readable.set()
+            self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        readable = self._readable
+        if readable is not None:
+            self._readable = None  # set it once, not once per item that arrives before the reader runs
+            readable.set()
 
     def _offer_block(self, item: T, key: _CoalesceKey | None) -> bool:
         if len(self._items) >= self.max_buffer:
             return False
         self._append(item)
+        if len(self._items) >= self.max_buffer:
+            self._hub._block_full = True
         return True
 
     def _offer_coalesce(self, item: T, key: _CoalesceKey | None) -> bool:
@@ -299,8 +305,8 @@ class _Feed(Generic[T]):
             self.end(
                 "disconnected",
                 SubscriberError(
-                    f"subscriber {self.name!r} fell {self.max_buffer} items behind (max_buffer) and was"
-                    " disconnected (policy 'disconnect')"
+                    f"subscriber {self.name!r} fell {self.max_buffer} items behind (max_buffer) at item"
+                    f" {self._hub._items_seen} of the source and was disconnected (policy 'disconnect')"
                 ),
             )
         else:
@@ -314,8 +320,7 @@ class _Feed(Generic[T]):
         self.ended = True
         self.state = state
         self.error = error
-        if self._readable is not None:
-            self._readable.set()
+        self._wake_reader()
         self._hub._feed_ended(self)
 
     # -- the consumer's side -----------------------------------------------------------------------------
@@ -381,13 +386,16 @@ class _Feed(Generic[T]):
             await self._wait_readable()
 
     async def _wait_readable(self) -> None:
-        if self._readable is not None:
+        if self._reader_waiting:
             raise RuntimeError(f"subscription {self.name!r} is already being read by another task")
         self._readable = readable = anyio.Event()
+        self._reader_waiting = True
         try:
             await readable.wait()
         finally:
-            self._readable = None
+            self._reader_waiting = False
+            if self._readable is readable:
+                self._readable = None
 
     def _finish_reading(self) -> None:
         """The consumer reached the end: raise why it ended, if not cleanly (once)."""
@@ -501,6 +509,8 @@ class Hub(Generic[T]):
         self._room: anyio.Event | None = None
         self._finished = anyio.Event()
         self._pump_scope = anyio.CancelScope()
+        self._closing = False
+        self._block_full = False  # a block subscriber's buffer filled up since the last pacing check
         self._task_group: TaskGroup | None = None
 
     # -- public ------------------------------------------------------------------------------------------
@@ -597,13 +607,21 @@ class Hub(Generic[T]):
         error: BaseException | None = None
         with self._pump_scope:
             try:
-                async with streamcontext(self._source) as items:
-                    await self._wait_for_block_room()
-                    async for item in items:
+                exhausted = False
+                async with _closing_iterator(self._source) as iterator:
+                    # Checking _closing too: cancellation cannot stop a source that never suspends.
+                    while not self._closing:
+                        try:
+                            item = await anext(iterator)
+                        except StopAsyncIteration:
+                            exhausted = True
+                            break
                         self._record(item)
                         await self._deliver(item)
-                        await self._wait_for_block_room()
-                state = "completed"
+                        if self._block_full:
+                            await self._wait_for_block_room()
+                if exhausted:
+                    state = "completed"
             except Exception as exc:
                 state, error = "failed", exc
             finally:
@@ -633,8 +651,10 @@ class Hub(Generic[T]):
                 await self._wait_for_room()
 
     async def _wait_for_block_room(self) -> None:
-        while any(feed.policy == "block" and not feed.has_room for feed in self._live):
+        """Wait until every block subscriber has room: the pacing of ``block``."""
+        while any(feed.policy == "block" and len(feed._items) >= feed.max_buffer for feed in self._live):
             await self._wait_for_room()
+        self._block_full = False
 
     async def _wait_for_room(self) -> None:
         self._room = room = anyio.Event()
@@ -703,6 +723,7 @@ class Hub(Generic[T]):
         task_group.start_soon(self._pump, name="streamfold hub pump")
 
     def _close(self) -> None:
+        self._closing = True
         self._pump_scope.cancel()
         self._task_group = None
 
@@ -715,6 +736,18 @@ class Hub(Generic[T]):
     def _raise_source_error(self) -> None:
         if self._source_error is not None:
             raise self._source_error
+
+
+@asynccontextmanager
+async def _closing_iterator(source: AsyncIterable[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """Iterate ``source`` and close it (``aclose``, when it has one) however the iteration ends."""
+    iterator = aiter(source)
+    try:
+        yield iterator
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 @contextmanager

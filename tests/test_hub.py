@@ -288,7 +288,10 @@ async def test_disconnect_cuts_off_only_the_slow_subscriber() -> None:
             received, error = await read_until_error(slow)
             assert received == [0, 1]  # what it held when cut off is still delivered
             assert isinstance(error, SubscriberError)
-            assert "'slow' fell 2 items behind (max_buffer) and was disconnected" in str(error)
+            assert str(error) == (
+                "subscriber 'slow' fell 2 items behind (max_buffer) at item 3 of the source and was"
+                " disconnected (policy 'disconnect')"
+            )
             assert slow.statistics().state == "disconnected"
             assert await read_all(slow) == []  # the error is raised once
 
@@ -637,3 +640,13 @@ async def test_one_subscription_is_read_by_one_task_at_a_time() -> None:
             with pytest.raises(RuntimeError, match="already being read by another task"):
                 await anext(subscription)
             source.release.set()
+
+
+async def test_a_block_that_never_awaits_still_closes_a_source_that_never_suspends() -> None:
+    pulls: list[int] = []
+    async with fan_out(from_list(range(100), pulls)) as hub:
+        subscription = hub.subscribe()
+    assert hub.source_state == "closed"
+    assert pulls == []
+    with pytest.raises(HubClosedError):
+        await subscription.receive_batch()
