@@ -68,7 +68,6 @@ _LITERALS: Final[dict[str, tuple[str, Any]]] = {
     "f": ("false", False),
     "n": ("null", None),
 }
-_VALUE_START: Final = frozenset('"{[-0123456789tfn')
 
 _WHITESPACE_RUN: Final = re.compile(r"[ \t\n\r]*")
 _DIGIT_RUN: Final = re.compile(r"[0-9]*")

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from operators import _jsonstream as jsonstream
 from operators._jsonstream import MAX_DEPTH, JSONStreamParser
 from pipeline.models import ArgumentDelta, ArgumentError, ArgumentEvent, ArgumentValue, JSONPath
 
@@ -513,6 +514,26 @@ def test_a_huge_string_in_small_chunks() -> None:
     assert root_values(events) == [{"path": "big.txt", "content": content}]
     assert joined_deltas(events) == {("path",): "big.txt", ("content",): content}
     assert [event for event in events if isinstance(event, ArgumentValue)][1] == V(("content",), content)
+
+
+def test_each_character_is_decoded_about_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linear work, counted rather than timed: the C string scanner never re-reads accumulated text,
+    only the few characters of an escape cut by a chunk boundary."""
+    scanned = 0
+
+    def counting_scanstring(text: str, start: int, strict: bool = True) -> tuple[str, int]:
+        nonlocal scanned
+        piece, after = scanstring(text, start, strict)
+        scanned += after - start
+        return piece, after
+
+    monkeypatch.setattr(jsonstream, "_scanstring", counting_scanstring)
+    content = 'a "quoted" C:\\path\tand \u00e9\U0001f600 line\n' * 2_000
+    text = json.dumps({"path": "x", "content": content, "more": [content, {"deep": content}]})
+    for size in (1, 4, 64):
+        scanned = 0
+        assert root_values(parse(text, size))[0]["content"] == content
+        assert scanned <= len(text) + 12 * (len(text) // size + 1)
 
 
 def test_big_integers_and_the_digit_limit() -> None:

@@ -1,0 +1,1 @@
+"""Throughput and scaling benchmarks (not run as tests): ``python -m benchmarks.<name>``."""
