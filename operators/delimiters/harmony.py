@@ -1,0 +1,270 @@
+"""gpt-oss harmony: messages ``<|start|>AUTHOR<|channel|>CHANNEL<|message|>BODY<|end|>`` whose channel
+says what the body is, and whose recipient (``to=functions.NAME``) makes it a tool call.
+
+::
+
+    <|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary
+    to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}<|call|><|start|>assistant
+    <|channel|>final<|message|>It is sunny.<|return|>
+
+(one line) gives the reasoning ``Need the weather.``, the call ``get_weather {"city":"Paris"}`` and the
+content ``It is sunny.``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Final
+
+from operators.delimiters._base import Channel, FormatLexer, register_format
+from operators.delimiters._scan import Markers
+
+__all__ = ["HarmonyLexer"]
+
+START: Final = "<|start|>"
+CHANNEL: Final = "<|channel|>"
+CONSTRAIN: Final = "<|constrain|>"
+MESSAGE: Final = "<|message|>"
+END: Final = "<|end|>"
+RETURN: Final = "<|return|>"
+CALL: Final = "<|call|>"
+
+_TERMINATORS: Final = frozenset({END, RETURN, CALL})
+_OPENERS: Final = frozenset({START, CHANNEL})
+
+_OUTSIDE: Final = Markers(START, CHANNEL, MESSAGE, END, RETURN, CALL, CONSTRAIN)
+_HEADER: Final = Markers(MESSAGE, CHANNEL, CONSTRAIN, START, END, RETURN, CALL)
+_BODY: Final = Markers(END, RETURN, CALL, START, CHANNEL)
+
+_HEADER_LIMIT: Final = 256
+"""Longest message header; a longer one is not a header and passes through as text."""
+_SNIFF_LIMIT: Final = 4096
+"""Longest run of whitespace held at the start of a built-in tool's input before it counts as text input."""
+_HEADER_WORDS: Final = re.compile(r"[\w.:/=\- ]*")
+_SPACE: Final = re.compile(r"\s*")
+_FUNCTIONS_PREFIX: Final = "functions."
+_CHANNEL_ROUTES: Final[dict[str, Channel]] = {
+    "analysis": "reasoning",
+    "final": "content",
+    "commentary": "content",
+}
+
+
+class _Header:
+    """What a message header says: who wrote it, on which channel, to whom, in which content type."""
+
+    __slots__ = ("author", "channel", "content_type", "recipient")
+
+    def __init__(self, raw: str) -> None:
+        body = raw[len(START) :] if raw.startswith(START) else raw
+        role_part, _, rest = body.partition(CHANNEL)
+        channel_part, _, constraint = rest.partition(CONSTRAIN)
+        role_words = role_part.split()
+        channel_words = channel_part.split()
+        self.author = role_words[0] if role_words and not role_words[0].startswith("to=") else ""
+        self.recipient = ""
+        for word in (*role_words, *channel_words):
+            if word.startswith("to="):
+                self.recipient = word[3:]
+        plain = [word for word in channel_words if not word.startswith("to=")]
+        self.channel = plain[0] if plain else ""
+        self.content_type = constraint.strip() or " ".join(plain[1:])
+
+
+@register_format
+class HarmonyLexer(FormatLexer):
+    """OpenAI's harmony format (gpt-oss), read from text.
+
+    Each message ``<|start|>HEADER<|message|>BODY`` ends at ``<|end|>``, ``<|return|>`` or ``<|call|>``;
+    a completion usually begins at ``<|channel|>`` (its ``<|start|>assistant`` is the end of the prompt).
+    The header gives the author, ``<|channel|>CHANNEL``, an optional recipient ``to=RECIPIENT`` (in the
+    role part or the channel part) and an optional content type (``<|constrain|>json``, ``json``,
+    ``code``). What becomes of the body:
+
+    - A recipient makes the body a tool call. ``to=functions.NAME`` is the client function ``NAME`` with
+      JSON arguments (streamed as they arrive; a marker inside a JSON string is content). Any other
+      recipient is a built-in tool (``browser.search``, ``browser.open``, ``python``, ``container.exec``)
+      that the client runs too: the call is named by the whole recipient, and it is a ``function`` call
+      when its body is JSON (a ``json`` content type, or a body whose first character is ``{`` or
+      ``[``), else a ``custom`` call whose free-text input is the body (the python tool's code).
+    - ``analysis`` without a recipient is reasoning, ``final`` and ``commentary`` (the user-visible
+      preamble) are content, whichever field (``content`` or ``reasoning``) the text came in: a server
+      that already split harmony may leave markers in either. A message without a channel keeps the
+      field it came in, as does text outside any message.
+    - A message written by another author (``user``, a tool's result ``functions.NAME to=assistant``)
+      is not model output: it passes through as text, markers and all, so nothing is lost.
+
+    Servers drop the stop tokens ``<|call|>`` and ``<|return|>``, so a call still open at the end of the
+    stream counts as finished when its JSON is complete (a free-text call always does). Stray
+    terminators between messages are dropped; a header interrupted by another marker or by the end of
+    the stream opened no message and is dropped when it looks like a header (words, ``to=``, markers),
+    else it passes through as text, as does a header longer than 256 characters. The markers are special
+    tokens: prose cannot write them, and the degraded text of a server that strips them
+    (``analysisNeed ...assistantfinal...``) is not recognised.
+    """
+
+    name: ClassVar[str] = "harmony"
+    aliases: ClassVar[tuple[str, ...]] = ("gpt_oss", "gpt-oss", "openai_harmony")
+    end_marker_optional: ClassVar[bool] = True
+    markers: ClassVar[tuple[str, ...]] = (START, CHANNEL, CONSTRAIN, MESSAGE, END, RETURN, CALL)
+
+    # --- between messages -----------------------------------------------------------------------------------
+
+    def start(self, buf: str, pos: int, final: bool) -> int:
+        stop, resume, marker = _OUTSIDE.find(buf, pos, final)
+        if stop > pos:
+            self.emit_text(buf[pos:stop])
+        if marker in _OPENERS:
+            self._open_header(marker)
+        elif marker == MESSAGE:
+            self._route: Channel = self.channel  # a body without a header keeps the field's channel
+            self.state = self._text_body
+        return resume
+
+    # --- the header -----------------------------------------------------------------------------------------
+
+    def _open_header(self, opener: str) -> None:
+        self._head: list[str] = [opener]
+        self._head_size = 0
+        self.state = self._header
+
+    def _header(self, buf: str, pos: int, final: bool) -> int:
+        stop, resume, marker = _HEADER.find(buf, pos, final)
+        if stop > pos:
+            self._head.append(buf[pos:stop])
+            self._head_size += stop - pos
+            if self._head_size > _HEADER_LIMIT:
+                self.emit_text("".join(self._head))  # not a header after all
+                self.state = self.start
+                return stop
+        if marker is None:
+            return resume
+        if marker == CHANNEL and CHANNEL in self._head:
+            self._drop_header()  # a second channel: a new message began without <|message|>
+            self._open_header(marker)
+        elif marker in (CHANNEL, CONSTRAIN):
+            self._head.append(marker)
+        elif marker == MESSAGE:
+            self._begin_body(_Header("".join(self._head)))
+        else:
+            self._drop_header()
+            if marker == START:
+                self._open_header(marker)
+        return resume
+
+    def _drop_header(self) -> None:
+        """A header that never reached ``<|message|>``: dropped if it looks like one, else it is text."""
+        raw = "".join(self._head)
+        self._head = []
+        self.state = self.start
+        words = raw
+        for marker in (START, CHANNEL, CONSTRAIN):
+            words = words.replace(marker, " ")
+        if _HEADER_WORDS.fullmatch(words) is None:
+            self.emit_text(raw)
+
+    def _begin_body(self, header: _Header) -> None:
+        if header.author not in ("", "assistant"):
+            self.emit_text("".join(self._head) + MESSAGE)
+            self._head = []
+            self.state = self._foreign_body
+            return
+        self._head = []
+        recipient = header.recipient
+        if not recipient:
+            self._route = _CHANNEL_ROUTES.get(header.channel, self.channel)
+            self.state = self._text_body
+        elif recipient.startswith(_FUNCTIONS_PREFIX) or "json" in header.content_type:
+            name = recipient.removeprefix(_FUNCTIONS_PREFIX)
+            self.start_call(name)
+            self.state = self._json_body
+        else:
+            self._builtin = recipient
+            self._sniffed: list[str] = []
+            self._sniffed_size = 0
+            self.state = self._sniff_body
+
+    # --- bodies ---------------------------------------------------------------------------------------------
+
+    def _text_body(self, buf: str, pos: int, final: bool) -> int:
+        stop, resume, marker = _BODY.find(buf, pos, final)
+        if stop > pos:
+            self.emit_text(buf[pos:stop], self._route)
+        if marker is not None:
+            self._after_body(marker)
+        return resume
+
+    def _foreign_body(self, buf: str, pos: int, final: bool) -> int:
+        stop, resume, marker = _BODY.find(buf, pos, final)
+        if stop > pos:
+            self.emit_text(buf[pos:stop])
+        if marker in _TERMINATORS:
+            self.emit_text(marker)
+        if marker is not None:
+            self._after_body(marker)
+        return resume
+
+    def _sniff_body(self, buf: str, pos: int, final: bool) -> int:
+        """A built-in tool's body: JSON arguments if it starts with ``{`` or ``[``, else free text."""
+        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        if index > pos:
+            self._sniffed.append(buf[pos:index])
+            self._sniffed_size += index - pos
+        if index == len(buf) and self._sniffed_size <= _SNIFF_LIMIT:
+            return index
+        if index < len(buf) and buf[index] == "<":
+            stop, resume, marker = _BODY.find(buf, index, final)
+            if stop == index and marker is None and resume == index:
+                return index  # perhaps a terminator: wait for it
+            if stop == index:
+                self.start_call(self._builtin)  # an empty body
+                self.state = self._json_body
+                return index
+        if index < len(buf) and buf[index] in "{[":
+            self.start_call(self._builtin)
+            self.state = self._json_body
+        else:
+            self.start_call(self._builtin, kind="custom")
+            self.emit_args("".join(self._sniffed))
+            self.state = self._free_body
+        return index
+
+    def _json_body(self, buf: str, pos: int, final: bool) -> int:
+        resume, marker = self.stream_json_args(buf, pos, final, _BODY)
+        if marker is not None:
+            self._end_call(marker)
+        return resume
+
+    def _free_body(self, buf: str, pos: int, final: bool) -> int:
+        stop, resume, marker = _BODY.find(buf, pos, final)
+        if stop > pos:
+            self.emit_args(buf[pos:stop])
+        if marker is not None:
+            self._end_call(marker)
+        return resume
+
+    def _end_call(self, marker: str) -> None:
+        if marker in _TERMINATORS or self.call_kind == "custom":
+            self.end_call(finished=True)
+        else:
+            json_args = self.json_args
+            self.end_call(finished=json_args is not None and json_args.complete)
+        self._after_body(marker)
+
+    def _after_body(self, marker: str) -> None:
+        """``marker`` ended a body: a terminator closes the message, an opener starts the next one."""
+        if marker in _OPENERS:
+            self._open_header(marker)
+        else:
+            self.state = self.start
+
+    # --- end of input ---------------------------------------------------------------------------------------
+
+    def at_end(self) -> None:
+        if self.state == self._header:
+            self._drop_header()
+        elif self.state == self._sniff_body:
+            self.start_call(self._builtin)
+        elif self.call_index is not None and self.call_kind == "custom":
+            self.end_call(finished=True)
+        super().at_end()
