@@ -142,6 +142,7 @@ def as_observable(
     policy: Policy = "block",
     max_buffer: int = DEFAULT_MAX_BUFFER,
     replay: bool = True,
+    name: str | None = None,
 ) -> Observable[T]:
     """The hub as a reactivex Observable: each subscription is an :func:`observe` on the hub.
 
@@ -152,9 +153,9 @@ def as_observable(
 
     def subscribe(observer: ObserverBase[T], scheduler: SchedulerBase | None = None) -> DisposableBase:
         try:
-            return observe(hub, observer, policy=policy, max_buffer=max_buffer, replay=replay)
+            return observe(hub, observer, policy=policy, max_buffer=max_buffer, replay=replay, name=name)
         except HubClosedError as exc:
-            _notify(observer.on_error, "as_observable", exc)
+            _notify(observer.on_error, name or "as_observable", exc)
             return Disposable()
 
     return create(subscribe)

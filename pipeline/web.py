@@ -227,13 +227,14 @@ class SSEEndpoint(_Endpoint):
             if not batch:
                 await _send_body(send, _SSE_END, last=True)
                 return
-            try:
-                frames = [b"data: " + self._encode(item) + b"\n\n" for item in batch]
-            except Exception as exc:
-                await _send_body(
-                    send, _sse_event(b"error", self._json.encode(_encoding_failed(exc))), last=True
-                )
-                return
+            frames: list[bytes] = []
+            for item in batch:
+                try:
+                    frames.append(b"data: " + self._encode(item) + b"\n\n")
+                except Exception as exc:
+                    frames.append(_sse_event(b"error", self._json.encode(_encoding_failed(exc))))
+                    await _send_body(send, b"".join(frames), last=True)
+                    return
             await _send_body(send, b"".join(frames))
 
     async def _next_batch(self, subscription: Subscription[Any]) -> list[Any] | None:

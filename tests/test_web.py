@@ -12,7 +12,6 @@ import anyio
 import httpx
 import pytest
 import uvicorn
-from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -237,6 +236,17 @@ async def read_websocket(websocket: ClientConnection) -> list[Any]:
     return [json.loads(message) async for message in websocket]
 
 
+async def read_until_closed(websocket: ClientConnection) -> list[Any]:
+    """The messages until the connection closes, whatever its close code."""
+    messages: list[Any] = []
+    try:
+        async for message in websocket:
+            messages.append(json.loads(message))
+    except ConnectionClosed:
+        pass
+    return messages
+
+
 async def test_websocket_sends_every_event_then_closes_normally(server: Server) -> None:
     events = response_events()
     with anyio.fail_after(GUARD):
@@ -263,11 +273,8 @@ async def test_websocket_reports_a_source_error_and_closes_with_1011(server: Ser
         async with fan_out(failing()) as hub:
             with server.registry.register("resp_1", hub):
                 async with connect(f"{server.ws}/responses/resp_1/ws", proxy=None) as websocket:
-                    try:
-                        async for message in websocket:
-                            received.append(json.loads(message))
-                    except ConnectionClosed:
-                        close.extend([websocket.close_code, websocket.close_reason])
+                    received.extend(await read_until_closed(websocket))
+                    close.extend([websocket.close_code, websocket.close_reason])
 
     with anyio.fail_after(GUARD), pytest.raises(ProviderError):
         await run()
@@ -353,4 +360,51 @@ async def test_the_registry_binds_one_hub_per_response_id() -> None:
                 assert (registry.get("a"), registry.get("b"), len(registry)) == (first, second, 2)
             assert "b" not in registry
         assert len(registry) == 0
-    await wait_all_tasks_blocked()
+
+
+async def test_a_response_whose_start_is_no_longer_kept_is_410_and_4410(server: Server) -> None:
+    source = GatedSource([1, 2], first=1)
+    with anyio.fail_after(GUARD):
+        async with fan_out(source, replay=False) as hub:
+            agent = hub.subscribe()
+            assert await anext(agent) == 1
+            with server.registry.register("resp_1", hub):
+                async with http_client(server.http) as client:
+                    response = await client.get("/responses/resp_1/events")
+                assert response.status_code == 410
+                assert "cannot replay: this hub keeps no history" in response.text
+                async with connect(f"{server.ws}/responses/resp_1/ws", proxy=None) as websocket:
+                    with pytest.raises(ConnectionClosed):
+                        await websocket.recv()
+                assert websocket.close_code == 4410
+                assert str(websocket.close_reason).startswith("cannot replay: this hub keeps no history")
+            source.release.set()
+
+
+class Unencodable:
+    def to_dict(self) -> dict[str, object]:
+        return {"handle": object()}
+
+
+async def test_an_item_that_cannot_be_encoded_ends_the_stream_with_an_error(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    error = {"type": "ERROR", "error": "EncodeError"}
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list([ResponseEnd(), Unencodable()])) as hub:
+            with server.registry.register("resp_1", hub):
+                async with (
+                    http_client(server.http) as client,
+                    client.stream("GET", "/responses/resp_1/events") as response,
+                ):
+                    sse_events, _ = await read_sse(response)
+                async with connect(f"{server.ws}/responses/resp_1/ws", proxy=None) as websocket:
+                    messages = await read_until_closed(websocket)
+    for received in ([event.data for event in sse_events], messages):
+        assert received[0] == ResponseEnd().to_dict()  # what came before is not lost
+        assert received[1].items() >= error.items()
+        assert received[1]["message"].startswith("an item could not be encoded: ")
+        assert len(received) == 2
+    assert [event.event for event in sse_events] == ["message", "error"]
+    assert websocket.close_code == 1011
+    assert len([r for r in caplog.records if r.name == "streamfold"]) == 2
