@@ -392,6 +392,29 @@ def test_surrogate_pair_is_never_split_into_lone_halves() -> None:
 
 
 @pytest.mark.parametrize(
+    ("chunks", "first", "second"),
+    [
+        (['"\\ud83d', '\\ude00"'], [], [D((), "\U0001f600"), V((), "\U0001f600")]),
+        (['"a\\ud83d\\u', 'de00"'], [D((), "a")], [D((), "\U0001f600"), V((), "a\U0001f600")]),
+        (['"\\ud83d\\', 'ude00"'], [], [D((), "\U0001f600"), V((), "\U0001f600")]),
+        (['"\\ud83d', 'x"'], [], [D((), "\ud83dx"), V((), "\ud83dx")]),
+        (['"\\ud83d', '"'], [], [D((), "\ud83d"), V((), "\ud83d")]),
+        (['"\\ud83d', '\\u0041"'], [], [D((), "\ud83dA"), V((), "\ud83dA")]),
+        (
+            ['"\\ud83d\\ud83d', '\\ude00"'],
+            [D((), "\ud83d")],
+            [D((), "\U0001f600"), V((), "\ud83d\U0001f600")],
+        ),
+        (['"\\ude00', '"'], [D((), "\ude00")], [V((), "\ude00")]),
+    ],
+)
+def test_surrogate_escapes_split_between_chunks(
+    chunks: list[str], first: list[ArgumentEvent], second: list[ArgumentEvent]
+) -> None:
+    assert feed_chunks(chunks) == [first, second, []]
+
+
+@pytest.mark.parametrize(
     "text",
     [
         '"\\ud800"',
@@ -634,15 +657,14 @@ def test_too_large() -> None:
     assert events == [[D(("a",), "01")], [D(("a",), "2"), E("too_large", message, 10)], [], []]
 
 
-def test_too_large_exactly_at_the_limit_is_accepted() -> None:
-    assert root_values(parse('{"a": "xy"}', 1)) == [{"a": "xy"}]
+def test_the_size_limit_is_inclusive() -> None:
     text = '{"a": "xy"}'
-    assert root_values([e for batch in feed_chunks(list(text), max_size=len(text)) for e in batch]) == [
-        {"a": "xy"}
-    ]
-    assert errors([e for batch in feed_chunks([text], max_size=len(text) - 1) for e in batch]) == [
-        E("too_large", f"the arguments are longer than the limit of {len(text) - 1} characters", 10)
-    ]
+    at_limit = [event for batch in feed_chunks(list(text), max_size=len(text)) for event in batch]
+    assert root_values(at_limit) == [{"a": "xy"}]
+    assert errors(at_limit) == []
+    over = [event for batch in feed_chunks([text], max_size=len(text) - 1) for event in batch]
+    message = f"the arguments are longer than the limit of {len(text) - 1} characters"
+    assert over == [D(("a",), "xy"), V(("a",), "xy"), E("too_large", message, len(text) - 1)]
 
 
 def test_nothing_is_reported_after_an_error() -> None:
