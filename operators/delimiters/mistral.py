@@ -1,0 +1,258 @@
+"""Mistral tool calls, both generations of the tokenizer:
+
+- before v11 (Mistral 7B v0.3, Nemo, Small up to 3.1): one ``[TOOL_CALLS]`` then a JSON list,
+  ``[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, {...}]``;
+- v11 and later (Small 3.2, Magistral, Devstral 2, Ministral 3): one ``[TOOL_CALLS]`` per call,
+  ``[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}``, or with the model's id
+  ``[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{"city": "Paris"}``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import ClassVar, Final
+
+from operators.delimiters._base import register_format
+from operators.delimiters._scan import JsonArgs, Markers
+from operators.delimiters._wrapped import WrappedJsonLexer
+
+__all__ = ["MistralLexer", "mistral_call_id"]
+
+TOOL_CALLS: Final = "[TOOL_CALLS]"
+ARGS: Final = "[ARGS]"
+CALL_ID: Final = "[CALL_ID]"
+
+_TEXT: Final = Markers(TOOL_CALLS)
+_NAME_END: Final = Markers(ARGS, CALL_ID)
+_ID_END: Final = Markers(ARGS)
+_SPACE: Final = re.compile(r"\s*")
+_NAME: Final = re.compile(r"[\w.:/-]*")
+_CALL_ID: Final = re.compile(r"[\w-]*")
+
+
+def mistral_call_id(index: int) -> str:
+    """An id factory for Mistral models: 9 alphanumeric characters, the only ids their chat templates
+    accept when the call is sent back in the next turn (``index`` is unused)."""
+    del index
+    return uuid.uuid4().hex[:9]
+
+
+@register_format
+class MistralLexer(WrappedJsonLexer):
+    """Mistral ``[TOOL_CALLS]``, both layouts, told apart by what follows the marker: ``[`` (a list of
+    ``{"name": ..., "arguments": {...}}`` objects, a lone object is accepted too) or a tool name.
+
+    v11 arguments end where their JSON value closes (text after it is content, whitespace between calls
+    is dropped); a pre-v11 list ends at its ``]``. Arguments stream verbatim as they arrive and markers
+    inside JSON strings are content. A ``[TOOL_CALLS]`` outside a string cuts the call it interrupts
+    (unfinished). The model's id is kept when it comes before the arguments (``[CALL_ID]``, or an
+    ``"id"`` key before ``"arguments"``); otherwise the rewriter's ``id_factory`` makes one: pass
+    :func:`mistral_call_id` to get ids a Mistral chat template accepts back.
+
+    ``[TOOL_CALLS]`` is a control token, but it is taken for a call only when a list, an object or
+    ``NAME[ARGS]`` / ``NAME[CALL_ID]`` follows, so prose that mentions it stays text; prose that writes
+    ``[TOOL_CALLS]name[ARGS]`` cannot be told apart. A stream cut inside a call leaves it unfinished
+    (one cut inside ``NAME`` gives a call named by what arrived).
+    """
+
+    name: ClassVar[str] = "mistral"
+    aliases: ClassVar[tuple[str, ...]] = ("mistral_v11",)
+    markers: ClassVar[tuple[str, ...]] = (TOOL_CALLS, ARGS, CALL_ID)
+    wrapper_markers: ClassVar[Markers] = _TEXT
+
+    _in_wrapper = False
+    """Inside a call object (before v11), where the wrapper reader's states run."""
+    _in_list = False
+
+    # --- text -----------------------------------------------------------------------------------------------
+
+    def start(self, buf: str, pos: int, final: bool) -> int:
+        stop, resume, marker = _TEXT.find(buf, pos, final)
+        if stop > pos:
+            self.emit_text(buf[pos:stop])
+        if marker is not None:
+            self._opened(marker)
+        return resume
+
+    def _opened(self, marker: str) -> None:
+        """``[TOOL_CALLS]`` came: hold it until what follows says whether a call opens."""
+        self.hold_tentative(marker)
+        self.state = self._after_marker
+
+    def _after_marker(self, buf: str, pos: int, final: bool) -> int:
+        index = self._hold_space(buf, pos)
+        if index == len(buf) or self.state != self._after_marker:
+            return index
+        char = buf[index]
+        if char == "[":
+            self.hold_tentative(char)
+            self.state = self._list_open
+            return index + 1
+        if char == "{":
+            self._enter_wrapper(in_list=False)
+            return index
+        if _NAME.match(buf, index).end() > index:  # type: ignore[union-attr]
+            self._name: list[str] = []
+            self._call_id: list[str] = []
+            self.state = self._v11_name
+            return index
+        self._not_a_call()
+        return index
+
+    def _list_open(self, buf: str, pos: int, final: bool) -> int:
+        """After ``[TOOL_CALLS] [``: a call object, or ``]`` for an empty list."""
+        index = self._hold_space(buf, pos)
+        if index == len(buf) or self.state != self._list_open:
+            return index
+        char = buf[index]
+        if char == "{":
+            self._enter_wrapper(in_list=True)
+            return index
+        if char == "]":
+            self.take_tentative()
+            self.state = self._between_calls
+            return index + 1
+        self._not_a_call()
+        return index
+
+    def _enter_wrapper(self, *, in_list: bool) -> None:
+        """A call object ``{"name": ..., "arguments": ...}`` is next."""
+        self.take_tentative()
+        self._in_list = in_list
+        self._in_wrapper = True
+        self.state = self.wrapper_open
+
+    def _hold_space(self, buf: str, pos: int) -> int:
+        """Hold the whitespace at ``pos`` with the tentative text; give up if there is too much."""
+        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        if index > pos and not self.hold_tentative(buf[pos:index]):
+            self._not_a_call()
+        return index
+
+    def _not_a_call(self) -> None:
+        self.release_tentative()
+        self.state = self.start
+
+    # --- v11: NAME[CALL_ID]ID[ARGS]{...} --------------------------------------------------------------------
+
+    def _v11_name(self, buf: str, pos: int, final: bool) -> int:
+        end = _NAME.match(buf, pos).end()  # type: ignore[union-attr]
+        if end > pos:
+            self._name.append(buf[pos:end])
+            if not self.hold_tentative(buf[pos:end]):
+                self._not_a_call()
+                return end
+        return self._header_marker(buf, end, final, _NAME_END)
+
+    def _v11_call_id(self, buf: str, pos: int, final: bool) -> int:
+        end = _CALL_ID.match(buf, pos).end()  # type: ignore[union-attr]
+        if end > pos:
+            self._call_id.append(buf[pos:end])
+            if not self.hold_tentative(buf[pos:end]):
+                self._not_a_call()
+                return end
+        return self._header_marker(buf, end, final, _ID_END)
+
+    def _header_marker(self, buf: str, index: int, final: bool, markers: Markers) -> int:
+        """After a name or an id: one of ``markers`` goes on, anything else means it was not a call."""
+        if index == len(buf):
+            return index
+        stop, resume, marker = markers.find(buf, index, final)
+        if stop != index:
+            self._not_a_call()
+            return index
+        if marker is None:
+            return index  # the start of a marker: wait for the rest
+        if marker == CALL_ID:
+            self.hold_tentative(marker)
+            self.state = self._v11_call_id
+            return resume
+        self.take_tentative()
+        self.start_call("".join(self._name), "".join(self._call_id) or None)
+        self.json_args = JsonArgs()
+        self.state = self._v11_arguments
+        return resume
+
+    def _v11_arguments(self, buf: str, pos: int, final: bool) -> int:
+        json_args = self.json_args
+        assert json_args is not None
+        stop, resume, marker = json_args.scan(buf, pos, _TEXT, final, stop_at_close=True)
+        if stop > pos:
+            self.emit_args(json_args.trim(buf[pos:stop]))
+        if marker == "":
+            self.end_call(finished=True)
+            self.state = self._between_calls
+        elif marker is not None:
+            self.end_call(finished=False)
+            self._opened(marker)
+        return resume
+
+    def _between_calls(self, buf: str, pos: int, final: bool) -> int:
+        """After a call: whitespace is dropped if another ``[TOOL_CALLS]`` or the end follows."""
+        index = self._hold_space(buf, pos)
+        if index == len(buf) or self.state != self._between_calls:
+            return index
+        stop, resume, marker = _TEXT.find(buf, index, final)
+        if stop == index and marker is None and resume == index:
+            return index  # perhaps [TOOL_CALLS]
+        if stop == index and marker is not None:
+            self.take_tentative()
+            self._opened(marker)
+            return resume
+        self._not_a_call()
+        return index
+
+    # --- before v11: [{...}, {...}] -------------------------------------------------------------------------
+
+    def wrapper_closed(self) -> None:
+        self._in_wrapper = False
+        self.end_call(finished=True)
+        self.state = self._list_next if self._in_list else self._between_calls
+
+    def wrapper_interrupted(self, marker: str | None) -> None:
+        self._in_wrapper = False
+        self.end_call(finished=False)
+        if marker is None:
+            self.state = self.start  # not the expected object: what follows is text
+        else:
+            self._opened(marker)
+
+    def _list_next(self, buf: str, pos: int, final: bool) -> int:
+        """After an object of the list: ``,`` and the next object, or the closing ``]``."""
+        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        if index == len(buf):
+            return index
+        char = buf[index]
+        if char == ",":
+            self.state = self._list_item
+            return index + 1
+        if char == "]":
+            self.state = self._between_calls
+            return index + 1
+        self.state = self.start
+        return index
+
+    def _list_item(self, buf: str, pos: int, final: bool) -> int:
+        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        if index == len(buf):
+            return index
+        if buf[index] == "{":
+            self._enter_wrapper(in_list=True)
+        else:
+            self.state = self.start
+        return index
+
+    # --- end of input ---------------------------------------------------------------------------------------
+
+    def at_end(self) -> None:
+        state = self.state
+        if state in (self._v11_name, self._v11_call_id) and self._name:
+            self.take_tentative()
+            self.start_call("".join(self._name), "".join(self._call_id) or None)
+        elif state == self._between_calls:
+            self.take_tentative()
+        elif self.call_index is None and self._in_wrapper:
+            partial = getattr(self, "_string", []) if state == self._small_string else []
+            self.start_call(self._wrapped_name or "".join(partial))
+        super().at_end()

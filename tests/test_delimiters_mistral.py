@@ -1,0 +1,194 @@
+"""Mistral ``[TOOL_CALLS]``: the pre-v11 JSON list and the v11 ``NAME[CALL_ID]ID[ARGS]{...}`` layout."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.delimiters import DelimiterRewriter
+from operators.delimiters.mistral import mistral_call_id
+from pipeline.models import ChunkResponse, ToolCallDelta
+from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
+
+TC = "[TOOL_CALLS]"
+
+
+def test_pre_v11_list_of_two_calls() -> None:
+    text = (
+        f'{TC} [{{"name": "get_weather", "arguments": {{"city": "Paris"}}}}, '
+        '{"name": "get_weather", "arguments": {"city": "Rome"}}]'
+    )
+    result = assert_chunking_invariant("mistral", text)
+    assert result.content == ""
+    assert result.calls == [
+        Call(0, "call_0", "get_weather", '{"city": "Paris"}'),
+        Call(1, "call_1", "get_weather", '{"city": "Rome"}'),
+    ]
+
+
+def test_pre_v11_list_spread_over_lines_with_text_around() -> None:
+    text = f'Let me check.\n{TC}[\n  {{"name": "f",\n   "arguments": {{"a": [1, {{"b": null}}]}}}}\n]\nDone.'
+    result = assert_chunking_invariant("mistral", text)
+    assert result.content == "Let me check.\n\nDone."
+    assert result.calls == [Call(0, "call_0", "f", '{"a": [1, {"b": null}]}')]
+
+
+def test_pre_v11_lone_object_and_empty_list() -> None:
+    result = assert_chunking_invariant("mistral", f'a{TC} []b{TC}{{"name": "f", "arguments": {{}}}}')
+    assert result.content == "ab"
+    assert result.calls == [Call(0, "call_0", "f", "{}")]
+
+
+def test_pre_v11_id_before_arguments_is_kept_later_one_is_not() -> None:
+    text = (
+        f'{TC}[{{"id": "a1B2c3D4e", "name": "f", "arguments": {{"x": 1}}}}, '
+        '{"name": "g", "arguments": {"y": 2}, "id": "zzzzzzzzz"}]'
+    )
+    result = assert_chunking_invariant("mistral", text)
+    assert result.calls == [Call(0, "a1B2c3D4e", "f", '{"x": 1}'), Call(1, "call_1", "g", '{"y": 2}')]
+
+
+def test_pre_v11_stringified_arguments_are_decoded() -> None:
+    inner = json.dumps({"q": 'a "b" \\ é'})
+    text = TC + json.dumps([{"name": "f", "arguments": inner}])
+    result = assert_chunking_invariant("mistral", text)
+    assert result.calls == [Call(0, "call_0", "f", inner)]
+
+
+def test_v11_calls_one_marker_each() -> None:
+    text = f'{TC}get_weather[ARGS]{{"city":"San Francisco"}}{TC}get_time[ARGS]{{"tz":"PST"}}'
+    result = assert_chunking_invariant("mistral", text)
+    assert result.calls == [
+        Call(0, "call_0", "get_weather", '{"city":"San Francisco"}'),
+        Call(1, "call_1", "get_time", '{"tz":"PST"}'),
+    ]
+
+
+def test_v11_with_call_id() -> None:
+    result = assert_chunking_invariant(
+        "mistral", f'{TC}get_weather[CALL_ID]a1B2c3D4e[ARGS]{{"city":"Paris"}}'
+    )
+    assert result.calls == [Call(0, "a1B2c3D4e", "get_weather", '{"city":"Paris"}')]
+
+
+def test_v11_text_after_the_arguments_is_content_and_whitespace_between_calls_is_dropped() -> None:
+    text = f'Sure.{TC}a[ARGS]{{"x": {{"y": [1]}}}}\n \n{TC}b[ARGS] {{}} \nThat is all.'
+    result = assert_chunking_invariant("mistral", text)
+    assert result.content == "Sure. \nThat is all."
+    assert result.calls == [Call(0, "call_0", "a", '{"x": {"y": [1]}}'), Call(1, "call_1", "b", "{}")]
+
+
+def test_v11_dotted_and_hyphenated_names() -> None:
+    result = assert_chunking_invariant("mistral", f"{TC}mcp.portal:search-docs[ARGS]{{}}")
+    assert result.calls == [Call(0, "call_0", "mcp.portal:search-docs", "{}")]
+
+
+def test_markers_inside_json_strings_are_arguments() -> None:
+    arguments = json.dumps({"s": f"{TC}x[ARGS]{{}} and ] [ ARGS", "t": "\\"})
+    text = f"{TC}echo[ARGS]{arguments}{TC}[{json.dumps({'name': 'e2', 'arguments': {'s': TC + ']'}})}]"
+    result = assert_chunking_invariant("mistral", text)
+    assert result.calls == [
+        Call(0, "call_0", "echo", arguments),
+        Call(1, "call_1", "e2", json.dumps({"s": TC + "]"})),
+    ]
+
+
+def test_calls_inside_reasoning() -> None:
+    result = assert_chunking_invariant(
+        "mistral", f'Thinking... {TC}search[ARGS]{{"q": "x"}} more thought', channel="reasoning"
+    )
+    assert (result.reasoning, result.content) == ("Thinking...  more thought", "")
+    assert result.calls == [Call(0, "call_0", "search", '{"q": "x"}')]
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        f"The {TC} token marks tool calls.",
+        f"Write {TC} [see the docs] for details.",
+        f"{TC}name with spaces[ARGS]{{}}",
+        f"{TC}name[ARG]{{}}",
+        f"{TC}[1, 2]",
+        f"{TC}",
+        f"{TC} [",
+        "[TOOL_CALL [TOOL_CALLS",
+    ],
+)
+def test_prose_that_mentions_the_marker_stays_text(prose: str) -> None:
+    result = assert_chunking_invariant("mistral", prose)
+    assert (result.content, result.calls) == (prose, [])
+
+
+def test_cut_off_inside_v11_arguments_is_unfinished() -> None:
+    result = assert_chunking_invariant("mistral", f'Go.{TC}f[ARGS]{{"a": "unfinish')
+    assert result.content == "Go."
+    assert result.calls == [Call(0, "call_0", "f", '{"a": "unfinish', finished=False)]
+
+
+def test_cut_off_inside_the_list_is_unfinished() -> None:
+    result = assert_chunking_invariant(
+        "mistral", f'{TC}[{{"name": "f", "arguments": {{"a": 1}}}}, {{"name": "g", "argu'
+    )
+    assert result.calls == [Call(0, "call_0", "f", '{"a": 1}'), Call(1, "call_1", "g", "", finished=False)]
+
+
+def test_cut_off_inside_the_name() -> None:
+    result = assert_chunking_invariant("mistral", f"{TC}get_wea")
+    assert result.calls == [Call(0, "call_0", "get_wea", "", finished=False)]
+
+
+def test_marker_outside_a_string_cuts_the_call_it_interrupts() -> None:
+    result = assert_chunking_invariant("mistral", f'{TC}f[ARGS]{{"a": [1, 2{TC}g[ARGS]{{"b": 3}}')
+    assert result.calls == [
+        Call(0, "call_0", "f", '{"a": [1, 2', finished=False),
+        Call(1, "call_1", "g", '{"b": 3}'),
+    ]
+
+
+def test_malformed_list_object_is_cut_and_the_rest_is_text() -> None:
+    result = assert_chunking_invariant("mistral", f'{TC}[{{"name": "f" "arguments": {{}}}}]')
+    assert result.calls == [Call(0, "call_0", "f", "", finished=False)]
+    assert result.content == '"arguments": {}}]'
+
+
+def test_arguments_stream_as_they_arrive() -> None:
+    rewriter = DelimiterRewriter("mistral", id_factory=str)
+    (first,) = rewriter.feed(ChunkResponse(content=f'Hi{TC}f[ARGS]{{"a": "x'))
+    assert first.content == "Hi"
+    assert first.tool_calls == [ToolCallDelta(0, "0", "f", '{"a": "x')]
+    (second,) = rewriter.feed(ChunkResponse(content='yz"}'))
+    assert second.tool_calls == [ToolCallDelta(0, arguments_delta='yz"}', finished=True)]
+    assert rewriter.finish() == []
+
+
+def test_mistral_call_id_is_nine_alphanumerics() -> None:
+    ids = {mistral_call_id(index) for index in range(50)}
+    assert len(ids) == 50
+    assert all(re.fullmatch("[A-Za-z0-9]{9}", call_id) for call_id in ids)
+    result = run("mistral", [f"{TC}f[ARGS]{{}}"], id_factory=mistral_call_id)
+    assert re.fullmatch("[A-Za-z0-9]{9}", result.calls[0].call_id or "")
+
+
+SAMPLE = (
+    f'Plan [x]: {TC}read[CALL_ID]abcDEF123[ARGS]{{"path": "a[ARGS]b", "q": "\\"{TC}"}} '
+    f'{TC} [{{"name": "write", "arguments": {{"n": [1, 2, {{"k": null}}]}}}}, '
+    '{"name": "ls", "arguments": {}}]'
+    " Done [TOOL ok."
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(min_value=1, max_value=len(SAMPLE) - 1), max_size=40))
+def test_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
+    expected = run("mistral", [SAMPLE])
+    assert expected.content == "Plan [x]:  Done [TOOL ok."
+    assert expected.calls == [
+        Call(0, "abcDEF123", "read", f'{{"path": "a[ARGS]b", "q": "\\"{TC}"}}'),
+        Call(1, "call_1", "write", '{"n": [1, 2, {"k": null}]}'),
+        Call(2, "call_2", "ls", "{}"),
+    ]
+    assert run("mistral", pieces_at(SAMPLE, cuts)) == expected
