@@ -23,9 +23,9 @@ A subscriber declares what happens when its buffer (``max_buffer`` items) is ful
     The subscriber ends with :class:`~pipeline.errors.SubscriberError` after the items it already holds;
     the others go on.
 
-Replay: the hub keeps the response's items (up to ``max_replay``, see :func:`fan_out`) so that a subscriber
-joining mid-stream first receives every item from the start. A subscription is numbered into the same
-history, so replay copies nothing.
+Replay: the hub keeps the response's items (up to ``MAX_REPLAY``, or the count given as
+``fan_out(replay=...)``) so that a subscriber joining mid-stream first receives every item from the start.
+A replaying subscriber reads the hub's own history list: replay copies nothing.
 
 Nothing here starts a task per item: one pump task delivers each item into every subscriber's buffer
 synchronously, and a consumer takes everything waiting in one go (:meth:`Subscription.receive_batch`)
@@ -492,7 +492,11 @@ class Subscription(AsyncIterator[T]):
 
 
 class Hub(Generic[T]):
-    """Multicasts one source to many subscribers. Made by :func:`fan_out`, which owns its tasks."""
+    """Multicasts one source to many subscribers. Made by :func:`fan_out`, which owns its tasks.
+
+    Subscribe with :meth:`subscribe` (an async iterator) or :meth:`observe` (a reactivex observer); watch
+    it with :meth:`statistics`. Use it from the event loop's thread only.
+    """
 
     def __init__(self, source: AsyncIterable[T], *, history_limit: int | None) -> None:
         self._source = source
