@@ -22,6 +22,7 @@ from pipeline.errors import ConfigurationError, ProviderError, SubscriberError
 from pipeline.hub import (
     HubClosedError,
     HubStatistics,
+    Policy,
     ReplayUnavailableError,
     SubscriberStatistics,
     Subscription,
@@ -642,3 +643,41 @@ async def test_a_block_that_never_awaits_still_closes_a_source_that_never_suspen
     assert pulls == []
     with pytest.raises(HubClosedError):
         await subscription.receive_batch()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    total=st.integers(min_value=0, max_value=30),
+    join_after=st.integers(min_value=0, max_value=30),
+    max_buffer=st.integers(min_value=1, max_value=4),
+    policy=st.sampled_from(["block", "coalesce"]),
+)
+def test_a_late_subscriber_always_receives_the_whole_sequence(
+    total: int, join_after: int, max_buffer: int, policy: Policy
+) -> None:
+    join_after = min(join_after, total)
+
+    async def scenario() -> tuple[list[int], list[int], list[int]]:
+        source = GatedSource(range(total), first=join_after)
+        with anyio.fail_after(GUARD):
+            async with fan_out(source) as hub:
+                agent = hub.subscribe(max_buffer=max_buffer)
+                seen = [await anext(agent) for _ in range(join_after)]
+                await wait_all_tasks_blocked()
+                late = hub.subscribe(max_buffer=max_buffer, policy=policy)
+                live = hub.subscribe(max_buffer=max_buffer, policy=policy, replay=False)
+                source.release.set()
+                async with anyio.create_task_group() as readers:
+                    results: dict[str, list[int]] = {}
+
+                    async def collect(key: str, subscription: Subscription[int]) -> None:
+                        results[key] = await read_all(subscription)
+
+                    readers.start_soon(collect, "late", late)
+                    readers.start_soon(collect, "live", live)
+                    seen += await read_all(agent)
+        return seen, results["late"], results["live"]
+
+    seen, late, live = anyio.run(scenario, backend="asyncio")
+    assert seen == late == list(range(total))
+    assert live == list(range(join_after, total))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import TypeVar
@@ -177,6 +178,7 @@ async def test_observers_hear_when_the_hub_closes_before_the_source_ends() -> No
 async def test_observers_hear_when_the_hub_is_cancelled() -> None:
     source = GatedSource(range(5), first=1)
     recorder: Recorder[int] = Recorder()
+    tasks_before = asyncio.all_tasks()
     with anyio.fail_after(GUARD), anyio.CancelScope() as scope:
         async with fan_out(source) as hub:
             hub.observe(recorder)
@@ -187,6 +189,7 @@ async def test_observers_hear_when_the_hub_is_cancelled() -> None:
     assert recorder.notifications[0] == 0
     assert isinstance(recorder.notifications[1], tuple)
     assert isinstance(recorder.notifications[1][1], HubClosedError)
+    assert asyncio.all_tasks() == tasks_before  # the pump and the observer's task are gone
 
 
 async def test_disposing_an_observer_unsubscribes_it_at_once() -> None:
