@@ -15,7 +15,10 @@ from hypothesis import strategies as st
 
 from operators.arguments import ArgumentSplitter, split_arguments
 from operators.providers.anthropic import AnthropicConverter
+from operators.providers.cohere import CohereConverter
+from operators.providers.gemini import GeminiConverter
 from operators.providers.openai_chat import OpenAIChatConverter
+from operators.providers.openai_responses import OpenAIResponsesConverter
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
@@ -285,8 +288,14 @@ async def test_the_operator_streams_and_finishes_open_calls() -> None:
 
 # Recorded streams: the splitter agrees with the oracle's whole-text parse of every call.
 
-_CONVERTERS: dict[str, Callable[[], AnthropicConverter | OpenAIChatConverter]] = {
+_Converter = (
+    AnthropicConverter | OpenAIChatConverter | OpenAIResponsesConverter | GeminiConverter | CohereConverter
+)
+_CONVERTERS: dict[str, Callable[[], _Converter]] = {
     "anthropic": lambda: AnthropicConverter(id_factory=reference.call_id_for),
+    "openai_responses": lambda: OpenAIResponsesConverter(id_factory=reference.call_id_for),
+    "gemini": lambda: GeminiConverter(id_factory=reference.call_id_for),
+    "cohere": lambda: CohereConverter(id_factory=reference.call_id_for),
     "openai_chat": lambda: OpenAIChatConverter(id_factory=reference.call_id_for),
     "openai_compatible": lambda: OpenAIChatConverter(id_factory=reference.call_id_for),
 }
