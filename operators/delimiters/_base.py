@@ -645,13 +645,15 @@ class DelimiterRewriter:
     def _pack(self, item: ChunkResponse | None) -> list[ChunkResponse]:
         ops = self._output.ops
         if item is not None and len(ops) == 1:
-            channel, parts = ops[0]
-            if channel == "content" and not item.reasoning and len(parts) == 1 and parts[0] is item.content:
-                ops.clear()
-                return [self._finalise(item, item.content, None, [])]
-            if channel == "reasoning" and not item.content and len(parts) == 1 and parts[0] is item.reasoning:
-                ops.clear()
-                return [self._finalise(item, "", item.reasoning, [])]
+            # The common cases: one run of text, or one piece of one call.
+            kind, payload = ops[0]
+            ops.clear()
+            if kind == "tool":
+                return [self._finalise(item, "", None, [payload.delta()])]
+            text = payload[0] if len(payload) == 1 else "".join(payload)
+            if kind == "content":
+                return [self._finalise(item, item.content if text == item.content else text, None, [])]
+            return [self._finalise(item, "", item.reasoning if text == item.reasoning else text, [])]
         chunks: list[ChunkResponse] = []
         reasoning: list[str] = []
         content: list[str] = []
@@ -685,6 +687,10 @@ class DelimiterRewriter:
         self, item: ChunkResponse, content: str, reasoning: str | None, calls: list[ToolCallDelta]
     ) -> ChunkResponse:
         """``item`` with the rewritten text and calls, its server calls renumbered, its finish reason."""
+        if not _carries_more(item):
+            if content is item.content and reasoning is item.reasoning and not calls:
+                return item
+            return ChunkResponse(content=content, reasoning=reasoning, tool_calls=calls or None)
         if item.tool_calls:
             calls.extend(self._renumber(item.tool_calls))
         changes: dict[str, Any] = {}
