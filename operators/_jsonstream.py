@@ -23,8 +23,11 @@ __all__ = ["DEFAULT_MAX_SIZE", "MAX_DEPTH", "JSONStreamParser"]
 DEFAULT_MAX_SIZE: Final = 32 * 1024 * 1024
 """Characters of arguments text one parser accepts before it reports ``too_large``."""
 
-MAX_DEPTH: Final = 10_000
-"""Deepest nesting of objects and arrays accepted; deeper input is reported as ``invalid_json``."""
+MAX_DEPTH: Final = 512
+"""Deepest nesting of objects and arrays accepted by default; deeper input is ``invalid_json``. The parser
+itself has no limit (its stack is a list), but Python's own recursive code does: ``json.loads``,
+``json.dumps``, ``msgspec``, ``repr`` and ``==`` all fail near 1000 levels, so a deeper value would break
+the stages and observers that encode or compare it."""
 
 _Container: TypeAlias = dict[str, Any] | list[Any]
 
@@ -200,8 +203,9 @@ class JSONStreamParser:
       whitespace after it or at ``finish()``). Input that is empty or only whitespace gives ``{}`` at
       ``finish()``, as providers send ``""`` for a call without arguments.
     - ``ArgumentError(kind, message, offset)``: ``invalid_json`` at the first character that cannot
-      continue a JSON text, ``truncated`` at ``finish()`` when the root is incomplete, ``too_large``
-      when more than ``max_size`` characters arrive. After an error nothing more is reported.
+      continue a JSON text (or that opens a container deeper than ``max_depth``), ``truncated`` at
+      ``finish()`` when the root is incomplete, ``too_large`` when more than ``max_size`` characters
+      arrive. After an error nothing more is reported.
 
     Values are exactly what ``json.loads`` gives (duplicate keys: the last wins; lone surrogate escapes
     are kept; NaN, Infinity and unescaped control characters are rejected). Offsets count characters
@@ -213,6 +217,7 @@ class JSONStreamParser:
         "_blocks",
         "_carry",
         "_consumed",
+        "_max_depth",
         "_max_size",
         "_number_parts",
         "_number_start",
@@ -224,8 +229,9 @@ class JSONStreamParser:
         "_string_path",
     )
 
-    def __init__(self, max_size: int = DEFAULT_MAX_SIZE) -> None:
+    def __init__(self, max_size: int = DEFAULT_MAX_SIZE, *, max_depth: int = MAX_DEPTH) -> None:
         self._max_size = max_size
+        self._max_depth = max_depth
         self._state = _VALUE
         self._consumed = 0
         """Characters fed so far."""
@@ -385,9 +391,9 @@ class JSONStreamParser:
             self._state = _STRING
             return position + 1
         if char == "{" or char == "[":
-            if len(self._stack) >= MAX_DEPTH:
+            if len(self._stack) >= self._max_depth:
                 offset = self._base + position
-                message = f"invalid JSON at offset {offset}: nesting deeper than {MAX_DEPTH} levels"
+                message = f"invalid JSON at offset {offset}: nesting deeper than {self._max_depth} levels"
                 self._fail(events, "invalid_json", message, offset)
                 return len(text)
             if char == "{":

@@ -509,12 +509,14 @@ def test_no_arguments_is_an_empty_object(text: str) -> None:
 
 
 def test_deep_nesting_uses_no_recursion() -> None:
-    depth = MAX_DEPTH
+    depth = 20_000
     text = "[" * depth + '"x"' + "]" * depth
-    events = parse(text, 3)
+    parser = JSONStreamParser(max_depth=depth)
+    events = [event for start in range(0, len(text), 3) for event in parser.feed(text[start : start + 3])]
+    assert parser.finish() == []
     deltas = [event for event in events if isinstance(event, ArgumentDelta)]
     assert deltas == [D((0,) * depth, "x")]
-    (root,) = root_values(events)
+    (root,) = [event.value for event in events if isinstance(event, ArgumentValue)]
     for _ in range(depth):
         assert type(root) is list
         assert len(root) == 1
@@ -522,12 +524,17 @@ def test_deep_nesting_uses_no_recursion() -> None:
     assert root == "x"
 
 
-def test_nesting_deeper_than_the_cap_is_invalid() -> None:
-    text = '{"a":' * MAX_DEPTH + "[" + "]" + "}" * MAX_DEPTH
-    (error,) = errors(parse(text, 64))
-    assert error.kind == "invalid_json"
-    assert error.offset == 5 * MAX_DEPTH
-    assert f"nesting deeper than {MAX_DEPTH} levels" in error.message
+@pytest.mark.parametrize("max_depth", [MAX_DEPTH, 3])
+def test_nesting_deeper_than_the_cap_is_invalid(max_depth: int) -> None:
+    assert feed_chunks(["[" * max_depth + "]" * max_depth])[0][-1] == V(
+        (), json.loads("[" * max_depth + "]" * max_depth)
+    )
+    text = '{"a":' * max_depth + "[" + "]" + "}" * max_depth
+    parser = JSONStreamParser(max_depth=max_depth)
+    events = [event for start in range(0, len(text), 64) for event in parser.feed(text[start : start + 64])]
+    offset = 5 * max_depth
+    message = f"invalid JSON at offset {offset}: nesting deeper than {max_depth} levels"
+    assert events == [E("invalid_json", message, offset)]
 
 
 def test_a_huge_string_in_small_chunks() -> None:
