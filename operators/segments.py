@@ -22,7 +22,7 @@ reported with an ARGUMENT event as soon as it is complete, before or after the c
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -355,16 +355,22 @@ async def emit_segments(
     folder still gives exactly one invocation per call) and then the exception propagates.
     """
     emitter = SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=call_ids)
-    events: Iterable[SegmentEvent | ResponseEnd]
+    failure: Exception | None = None
     async with streamcontext(source) as chunks:
-        try:
-            async for chunk in chunks:
-                for event in emitter.feed(chunk):
-                    yield event
-        except Exception as exc:
-            for event in emitter.abort(exc):
+        iterator = aiter(chunks)
+        while True:
+            try:
+                chunk = await anext(iterator)
+            except StopAsyncIteration:
+                break
+            except Exception as exc:  # the source failed; an exception thrown in at a yield is not caught
+                failure = exc
+                break
+            for event in emitter.feed(chunk):
                 yield event
-            raise
-    events = emitter.finish()
-    for event in events:
+    if failure is not None:
+        for event in emitter.abort(failure):
+            yield event
+        raise failure
+    for event in emitter.finish():
         yield event

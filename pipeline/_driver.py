@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from aiostream import streamcontext
@@ -46,6 +47,16 @@ def feed_each(core: Core[In, Out], items: Iterable[In]) -> list[Out]:
     return outputs
 
 
+def _attempt(step: Callable[[], Iterable[Out]]) -> tuple[list[Out], Exception | None]:
+    """Run one feed or finish; on failure, return what it produced before failing, and the failure."""
+    try:
+        return list(step()), None
+    except Exception as exc:
+        salvaged: list[Out] = partial_outputs(exc)
+        exc.streamfold_partial_outputs = []  # type: ignore[attr-defined]
+        return salvaged, exc
+
+
 async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncIterator[Out]:
     """Run ``core`` over ``source`` in the caller's task.
 
@@ -53,20 +64,18 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncIterator
     iterator closes the source at once (``streamcontext`` guarantees ``aclose``). When the core fails,
     what it produced before the failure is yielded first: nothing already received is lost.
     """
-    try:
-        async with streamcontext(source) as items:
-            async for item in items:
-                for out in core.feed(item):
-                    yield out
-        for out in core.finish():
-            yield out
-    except Exception as exc:
-        salvaged: list[Out] = partial_outputs(exc)
-        if salvaged:
-            exc.streamfold_partial_outputs = []  # type: ignore[attr-defined]
-            for out in salvaged:
+    async with streamcontext(source) as items:
+        async for item in items:
+            outputs, failure = _attempt(partial(core.feed, item))
+            for out in outputs:
                 yield out
-        raise
+            if failure is not None:
+                raise failure
+    outputs, failure = _attempt(core.finish)
+    for out in outputs:
+        yield out
+    if failure is not None:
+        raise failure
 
 
 class Chain:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Sequence
 from importlib import resources
@@ -51,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--output", choices=("pretty", "jsonl", "openai-sse"), default="pretty")
     replay.add_argument("--speed", type=float, default=0.0, help="chunks per second (0: as fast as possible)")
     replay.add_argument("--chunk-size", type=int, default=None, help="re-chunk the bytes (text: delta size)")
+    replay.add_argument("--plain", action="store_true", help="pretty output as plain lines, no live view")
 
     proxy = commands.add_parser("proxy", help="an OpenAI-compatible proxy rewriting delimiter tool calls")
     proxy.add_argument(
@@ -88,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 0
 
 
@@ -158,8 +163,8 @@ async def _run(
 async def _openai_sse(source: AsyncIterator[Any], out: IO[str], *, provider: str, tool_format: str) -> None:
     """Re-encode the (rewritten) chunks as OpenAI Chat Completions SSE, as the proxy answers."""
     from aiostream import Stream
-    from operators.openai_encode import encode_openai_chat
 
+    from operators.openai_encode import encode_openai_chat
     from pipeline.compose import to_chunks
 
     chunks: Stream[ChunkResponse] = to_chunks(source, provider=provider)
@@ -178,7 +183,12 @@ async def _replay(arguments: argparse.Namespace) -> None:
         arguments.file, provider=arguments.provider, speed=arguments.speed, chunk_size=arguments.chunk_size
     )
     await _run(
-        source, sys.stdout, provider=provider, tool_format=arguments.tool_format, output=arguments.output
+        source,
+        sys.stdout,
+        provider=provider,
+        tool_format=arguments.tool_format,
+        output=arguments.output,
+        plain=arguments.plain,
     )
 
 

@@ -80,8 +80,9 @@ class TextDeltas:
         return [ChunkResponse(content=text)] if text else []
 
     def finish(self) -> list[ChunkResponse]:
+        """The text ended normally: a last chunk says so (``stop``; the rewriter makes it ``tool_calls``)."""
         text = self._decoder.decode(b"", final=True)
-        return [ChunkResponse(content=text)] if text else []
+        return [ChunkResponse(content=text, finish_reason="stop", is_complete=True)]
 
 
 class _LazyConverter:

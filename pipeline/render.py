@@ -61,44 +61,76 @@ class Renderer:
 
 
 class PlainRenderer(Renderer):
-    """Plain lines for a dumb terminal or a pipe: deltas are written as they arrive, no cursor movement."""
+    """Plain lines for a dumb terminal or a pipe: deltas are written as they arrive, no cursor movement.
+
+    Tool calls show their arguments as they stream (``key: text...``), not the raw JSON.
+    """
 
     def __init__(self, out: IO[str]) -> None:
         self._out = out
-        self._open: dict[str, tuple[SegmentType | None, str]] = {}
-        self._last: str | None = None
+        self._kinds: dict[str, SegmentType | None] = {}
+        self._streaming: tuple[str, tuple[Any, ...]] | None = None
+        self._column = 0
+
+    def _write(self, text: str) -> None:
+        if text:
+            self._out.write(text)
+            newline = text.rfind("\n")
+            self._column = len(text) - newline - 1 if newline >= 0 else self._column + len(text)
+
+    def _line(self, text: str) -> None:
+        if self._column:
+            self._write("\n")
+        self._write(text + "\n")
+        self._streaming = None
 
     def feed(self, event: PipelineEvent) -> None:
-        write = self._out.write
         if isinstance(event, SegmentEvent):
-            if event.event_type is SegmentEventType.START:
-                name = event.metadata.get("tool_name", "")
-                self._open[event.segment_id] = (event.segment_type, name)
-                label = f"{event.segment_type}" + (f" {name}" if name else "")
-                write(f"\n[{label}]\n")
-                self._last = event.segment_id
-            elif event.event_type is SegmentEventType.CONTENT:
-                if self._last != event.segment_id:
-                    kind, name = self._open.get(event.segment_id, (None, ""))
-                    write(f"\n[{kind} {name}]\n".replace(" ]", "]"))
-                    self._last = event.segment_id
-                write(event.payload["delta"])
-            elif event.event_type is SegmentEventType.ARGUMENT and "value" in event.payload:
-                path = ".".join(str(key) for key in event.payload["path"])
-                write(f"\n  {path} = {json.dumps(event.payload['value'], ensure_ascii=False)[:200]}")
-                self._last = None
-            elif event.event_type is SegmentEventType.END:
-                self._open.pop(event.segment_id, None)
-                write("\n")
-                self._last = None
+            self._segment_event(event)
         elif isinstance(event, ToolInvocation):
-            status = "ok" if event.ok else f"error {event.error.kind if event.error else ''}"
             arguments = json.dumps(event.arguments, ensure_ascii=False)
-            write(f"[invocation {event.id}] {event.name}({arguments[:300]}) {status}\n")
+            if len(arguments) > 120:
+                arguments = arguments[:117] + "..."
+            status = "ready" if event.error is None else f"failed: {event.error.kind}: {event.error.message}"
+            self._line(f"=> invocation {event.id} {event.name}({arguments}) {status}")
         elif isinstance(event, ResponseEnd):
-            usage = event.usage.to_dict() if event.usage else {}
-            write(f"[end] finish_reason={event.finish_reason} usage={usage}\n")
+            usage = event.usage
+            tokens = f", {usage.prompt_tokens} in / {usage.completion_tokens} out tokens" if usage else ""
+            self._line(f"[end: {event.finish_reason}{tokens}]")
         self._out.flush()
+
+    def _segment_event(self, event: SegmentEvent) -> None:
+        kind = event.event_type
+        if kind is SegmentEventType.START:
+            self._kinds[event.segment_id] = event.segment_type
+            name = event.metadata.get("tool_name", "")
+            label = str(event.segment_type)
+            if event.segment_type is SegmentType.TOOL_CALL:
+                label = f"tool {name}"
+            self._line(f"[{label}]")
+        elif kind is SegmentEventType.CONTENT:
+            if self._kinds.get(event.segment_id) is not SegmentType.TOOL_CALL:
+                self._streaming = None
+                self._write(event.payload["delta"])
+        elif kind is SegmentEventType.ARGUMENT:
+            path = tuple(event.payload["path"])
+            key = ".".join(str(part) for part in path)
+            if "delta" in event.payload:
+                if self._streaming != (event.segment_id, path):
+                    if self._column:
+                        self._write("\n")
+                    self._write(f"  {key}: ")
+                    self._streaming = (event.segment_id, path)
+                self._write(event.payload["delta"])
+            elif self._streaming == (event.segment_id, path) and isinstance(event.payload["value"], str):
+                self._write("\n" if self._column else "")  # the string was shown as it streamed
+                self._streaming = None
+            else:
+                self._line(f"  {key} = {json.dumps(event.payload['value'], ensure_ascii=False)}")
+        elif kind is SegmentEventType.END:
+            if self._column:
+                self._write("\n")
+            self._streaming = None
 
 
 @dataclass

@@ -36,7 +36,7 @@ def fetch(city: str) -> dict[str, object]:
 def main() -> None:
     while True:
         report = fetch("Paris")
-        print(f"{report['city']}: {report['temperature']}\\u00b0C, {report['sky']}")
+        print(f"{report['city']}: {report['temperature']}°C, {report['sky']}")
         time.sleep(600)
 
 
