@@ -359,3 +359,51 @@ async def test_operator_pipes_and_closes_its_source() -> None:
             assert chunk.content == "a"
             break
     assert closed == [True]
+
+
+# --- any format, any text ---------------------------------------------------------------------------
+
+PART_ONE_FORMATS = (
+    "kimi_k2",
+    "deepseek_v3",
+    "deepseek_v31",
+    "deepseek_v32",
+    "hermes",
+    "qwen3_coder",
+    "glm45",
+)
+PART_ONE_FORMATS += ("minimax_m2",)
+FRAGMENTS = (
+    "{",
+    "}",
+    '"',
+    "\\",
+    "[",
+    "]",
+    ":",
+    ",",
+    " ",
+    "\n",
+    "a",
+    "1",
+    '"name": "f"',
+    '"arguments": ',
+    "true",
+)
+FRAGMENTS += (">", "<", 'name="f"', 'string="false"', "```", "json", "function", "=", "é")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_text_of_markers_and_fragments_is_chunking_invariant(data: st.DataObject) -> None:
+    """Random mixtures of a format's markers and JSON/XML fragments: no exception, every call follows the
+    delta protocol (checked by ``collect``), and the result does not depend on the chunking."""
+    name = data.draw(st.sampled_from(PART_ONE_FORMATS))
+    tokens = data.draw(
+        st.lists(st.sampled_from(get_format(name).markers + FRAGMENTS), min_size=1, max_size=30)
+    )
+    text = "".join(tokens)
+    cuts = data.draw(st.sets(st.integers(min_value=1, max_value=max(1, len(text) - 1)), max_size=12))
+    whole = run(name, [text])
+    assert run(name, pieces_at(text, cuts)) == whole
+    assert run(name, list(text)) == whole

@@ -31,10 +31,22 @@ How to add a format
 
 1. Create ``operators/delimiters/<family>.py``. Every public module of this package is imported by the
    package ``__init__``, so nothing else needs editing.
-2. Subclass :class:`FormatLexer` (or :class:`SectionLexer` when the calls sit inside a section such as
-   ``<|tool_calls_section_begin|> ... <|tool_calls_section_end|>``), set ``name`` (and ``aliases``),
-   ``markers`` (every literal, for the tests), ``end_marker_optional`` if a call whose JSON is complete
-   may lack its end marker at the end of the stream, and decorate it with ``@register_format``.
+2. Subclass the closest building block, set ``name`` (and ``aliases``), ``markers`` (every literal, for
+   the tests), ``end_marker_optional`` if a call whose JSON is complete may lack its end marker at the
+   end of the stream, and decorate the class with ``@register_format``. The building blocks:
+
+   - :class:`FormatLexer`: the engine and the helpers (``collect_header`` for a bounded name or id,
+     ``stream_json_args`` for JSON arguments that end at a marker outside a JSON string,
+     ``start_xml_call`` / ``begin_value`` / ``stream_value`` / ``end_xml_call`` for XML-style
+     parameters, ``hold_tentative`` / ``release_tentative`` for text held while deciding).
+   - :class:`SectionLexer`: calls inside a section (``<|tool_calls_section_begin|> ... _end|>``); the
+     section opener is confirmed by the first call, whitespace between calls dropped (Kimi, DeepSeek).
+   - :class:`TaggedCallLexer`: one block per call opened by a plain-text tag such as ``<tool_call>``,
+     confirmed by what follows it (Hermes, Qwen3-Coder, GLM).
+   - ``_wrapped.WrappedJsonLexer``: a call written as ``{"name": ..., "arguments": {...}}`` (Hermes).
+   - ``_invoke.InvokeSectionLexer``: ``<invoke name=..><parameter name=..>V</parameter></invoke>``
+     sections (MiniMax-M2, DeepSeek DSML).
+
 3. Write ``start(self, buf, pos, final) -> int`` (the text state), plus one method per state. Module-level
    :class:`~._scan.Markers` constants per state; a typical text state::
 
@@ -43,7 +55,7 @@ How to add a format
            if stop > pos:
                self.emit_text(buf[pos:stop])
            if marker is not None:
-               self.state = self._header_parts
+               self.state = self._call_header
            return resume
 
 4. Override ``at_end()`` when the format has something to release at the end of the input (the default
@@ -51,7 +63,9 @@ How to add a format
    and its JSON is complete).
 5. Say in the class docstring what cannot be told apart (a marker written in prose, a closing tag inside
    an argument value).
-6. Test it with ``tests/delimiter_cases.py`` (``assert_chunking_invariant`` feeds a text whole, one
+6. Bounds: a lexer holds at most a partial marker, a header of :data:`~._scan.HEADER_LIMIT` characters
+   (past it the text is not a call and goes out as text) and, per XML value, ``max_buffered_chars``.
+7. Test it with ``tests/delimiter_cases.py`` (``assert_chunking_invariant`` feeds a text whole, one
    character at a time, split around every marker, and at random splits; ``run`` gives the text per
    channel and the calls).
 """
@@ -586,7 +600,12 @@ class DelimiterRewriter:
     ``is_complete`` ends the response: held text is released and open calls are ended before it.
 
     ``tool_schemas`` (tool name -> JSON schema of its parameters) types XML-style values;
-    ``max_buffered_chars`` caps what one call holds (see :class:`~._scan.XmlArguments`).
+    ``max_buffered_chars`` caps what one call holds back: a non-string XML-style value is held until its
+    end tag to be typed; past the cap the held text is released raw and the rest of the value streams
+    raw, so the call goes on and nothing is lost, and a value that is not valid JSON leaves the call
+    with arguments text that the argument splitter reports (``invalid_json`` at the offset). JSON
+    arguments are never held (they stream as they arrive); headers (ids, names, tags) are capped at
+    :data:`~._scan.HEADER_LIMIT`.
     """
 
     __slots__ = ("_api_positions", "_content", "_lexer_type", "_options", "_output", "_reasoning")
