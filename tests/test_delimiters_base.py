@@ -363,7 +363,7 @@ async def test_operator_pipes_and_closes_its_source() -> None:
 
 # --- any format, any text ---------------------------------------------------------------------------
 
-PART_ONE_FORMATS = (
+PART_ONE_FORMATS: tuple[str, ...] = (
     "kimi_k2",
     "deepseek_v3",
     "deepseek_v31",
@@ -371,26 +371,11 @@ PART_ONE_FORMATS = (
     "hermes",
     "qwen3_coder",
     "glm45",
+    "minimax_m2",
 )
-PART_ONE_FORMATS += ("minimax_m2",)
-FRAGMENTS = (
-    "{",
-    "}",
-    '"',
-    "\\",
-    "[",
-    "]",
-    ":",
-    ",",
-    " ",
-    "\n",
-    "a",
-    "1",
-    '"name": "f"',
-    '"arguments": ',
-    "true",
-)
-FRAGMENTS += (">", "<", 'name="f"', 'string="false"', "```", "json", "function", "=", "é")
+FRAGMENTS: tuple[str, ...] = ("{", "}", '"', "\\", "[", "]", ":", ",", "a", "1", "true", ">", "<", "=")
+FRAGMENTS += ("é", "```", "json", "function")
+FRAGMENTS += (" ", "\n", '"name": "f"', '"arguments": ', 'name="f"', 'string="false"')
 
 
 @settings(max_examples=300, deadline=None)
