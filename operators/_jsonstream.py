@@ -438,7 +438,7 @@ class JSONStreamParser:
                 if not self._ends_number(text[number_end]):
                     self._fail_after_value(events, text, number_end)
                     return len(text)
-                self._complete(_number_value(match.group()), events)
+                self._complete_number(events, match.group(), self._base + position)
                 return number_end
         self._state = _NUMBER
         self._number_state = (
@@ -490,13 +490,14 @@ class JSONStreamParser:
             return False
         return char == "," or char == ("}" if type(self._stack[-1]) is dict else "]")
 
-    def _complete_number(self, events: list[ArgumentEvent]) -> None:
-        token = "".join(self._number_parts)
-        self._number_parts = []
+    def _complete_number(self, events: list[ArgumentEvent], token: str = "", offset: int = 0) -> None:
+        """Complete the number ``token`` starting at ``offset`` (by default: the one read in pieces)."""
+        if not token:
+            token, offset = "".join(self._number_parts), self._number_start
+            self._number_parts = []
         try:
             value = _number_value(token)
         except ValueError as exc:  # an integer longer than sys.get_int_max_str_digits()
-            offset = self._number_start
             self._fail(events, "invalid_json", f"invalid JSON at offset {offset}: {exc}", offset)
             return
         self._complete(value, events)

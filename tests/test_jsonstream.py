@@ -566,12 +566,16 @@ def test_each_character_is_decoded_about_once(monkeypatch: pytest.MonkeyPatch) -
         assert scanned <= len(text) + 12 * (len(text) // size + 1)
 
 
-def test_big_integers_and_the_digit_limit() -> None:
-    assert root_values(parse("9" * 4000, 9)) == [int("9" * 4000)]
-    (error,) = errors(parse('{"n": ' + "9" * 5000 + "}", 100))
+@pytest.mark.parametrize("chunk_size", [1, 100, 10_000])
+def test_big_integers_and_the_digit_limit(chunk_size: int) -> None:
+    assert root_values(parse("9" * 4000, chunk_size)) == [int("9" * 4000)]
+    assert root_values(parse("[" + "9" * 4000 + "]", chunk_size)) == [[int("9" * 4000)]]
+    events = parse('{"m": 1, "n": ' + "9" * 5000 + "}", chunk_size)
+    (error,) = errors(events)
+    assert events == [V(("m",), 1), error]
     assert error.kind == "invalid_json"
-    assert error.offset == 6
-    assert "digits" in error.message
+    assert error.offset == 14
+    assert "Exceeds the limit (4300 digits)" in error.message
 
 
 # Errors.
