@@ -34,7 +34,7 @@ class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
     """
 
     name: ClassVar[str] = "hermes"
-    aliases: ClassVar[tuple[str, ...]] = ("qwen25", "qwen3", "hermes2_pro")
+    aliases: ClassVar[tuple[str, ...]] = ("qwen25", "hermes2_pro")
     markers: ClassVar[tuple[str, ...]] = (TOOL_CALL, TOOL_CALL_END)
     wrapper_markers: ClassVar[Markers] = _END
     opener: ClassVar[str] = TOOL_CALL
