@@ -846,3 +846,27 @@ def test_corrupted_json_is_rejected_where_it_stops_being_a_prefix(case: tuple[st
         else:
             assert error.kind == "invalid_json"
         assert error.offset == valid_length, (text, error)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(list('{}[]",:\\ \n0123456789.-+eEtrufalsnu/x\x00\ud800é')) | st.characters()
+    ),
+    st.lists(st.integers(min_value=1, max_value=200), max_size=20),
+)
+def test_any_text_gives_exactly_one_outcome_and_never_raises(text: str, cuts: list[int]) -> None:
+    events = [
+        event
+        for batch in feed_chunks(split_at(text, [cut for cut in cuts if cut < len(text)]))
+        for event in batch
+    ]
+    failures = errors(events)
+    roots = root_values(events)
+    assert len(failures) <= 1
+    assert len(roots) <= 1
+    assert roots or failures
+    if failures:
+        assert events[-1] is failures[0]
+    if roots and not failures:
+        assert same(roots[0], json.loads(text) if text.strip(" \t\n\r") else {})
