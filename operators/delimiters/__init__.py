@@ -20,6 +20,7 @@ from operators.delimiters._base import (
     DelimiterRewriter,
     FormatLexer,
     SectionLexer,
+    TaggedCallLexer,
     get_format,
     register_format,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "DelimiterRewriter",
     "FormatLexer",
     "SectionLexer",
+    "TaggedCallLexer",
     "get_format",
     "register_format",
     "rewrite_delimiters",
