@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NamedTuple, Type
 
 import anyio
 import msgspec
+from aiostream import streamcontext
 
 from pipeline.errors import ConfigurationError, StreamfoldError, SubscriberError
 from pipeline.models import SegmentEvent, SegmentEventType
@@ -612,7 +613,7 @@ class Hub(Generic[T]):
         with self._pump_scope:
             try:
                 exhausted = False
-                async with _closing_iterator(self._source) as iterator:
+                async with streamcontext(self._source) as iterator:
                     # Checking _closing too: cancellation cannot stop a source that never suspends.
                     while not self._closing:
                         try:
@@ -740,18 +741,6 @@ class Hub(Generic[T]):
     def _raise_source_error(self) -> None:
         if self._source_error is not None:
             raise self._source_error
-
-
-@asynccontextmanager
-async def _closing_iterator(source: AsyncIterable[T]) -> AsyncIterator[AsyncIterator[T]]:
-    """Iterate ``source`` and close it (``aclose``, when it has one) however the iteration ends."""
-    iterator = aiter(source)
-    try:
-        yield iterator
-    finally:
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 @contextmanager
