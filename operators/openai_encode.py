@@ -7,7 +7,8 @@ rewrites a whole (non-streaming) ``chat.completion`` whose message text carries 
 What a stock OpenAI client expects, and gets:
 
 - the response's ``id``, ``model``, ``created``, ``system_fingerprint`` and ``service_tier`` (from the chunks'
-  ``metadata``) on every chunk; ``role: "assistant"`` on the first;
+  ``metadata``) on every chunk; ``role: "assistant"`` on the first, which is the first that carries text
+  or a call (a response of calls only has no ``content`` at all, as OpenAI's);
 - ``content``, ``reasoning_content`` and ``refusal`` deltas as they arrive;
 - ``tool_calls`` deltas whose first delta of a call carries ``index``, ``id``, ``type`` and
   ``function.name`` (with the first arguments), later deltas only ``index`` and ``function.arguments``;
@@ -73,7 +74,8 @@ class OpenAIChunkEncoder:
     """Sans-IO core: :class:`ChunkResponse` -> OpenAI ``chat.completion.chunk`` dicts (see the module doc).
 
     One chunk dict per incoming chunk that carries text or tool-call progress; chunks carrying only a
-    finish reason, usage or metadata give nothing until the response completes. A chunk with
+    finish reason, usage or metadata give nothing until the response completes (a response with no text
+    and no call at all then opens with ``{"role": "assistant", "content": ""}``). A chunk with
     ``is_complete`` ends the response: the finish chunk and the usage chunk follow, and the encoder is ready
     for another response. Without a ``finish_reason`` from upstream none is invented (the stream was cut
     off; see :attr:`finish_reason`).
@@ -95,6 +97,7 @@ class OpenAIChunkEncoder:
         "_role_sent",
         "_usage",
         "finish_reason",
+        "upstream_usage",
     )
 
     def __init__(
@@ -117,6 +120,9 @@ class OpenAIChunkEncoder:
         self._usage: TokenUsage | None = None
         self.finish_reason: str | None = None
         """The finish reason written at the end of the last completed response (``None``: none was)."""
+        self.upstream_usage: Mapping[str, Any] | None = None
+        """The upstream's own usage object: when set, the usage chunk carries it as it is instead of the
+        normalised :class:`TokenUsage` (a proxy keeps the server's numbers and extra fields)."""
 
     def feed(self, chunk: ChunkResponse) -> list[dict[str, Any]]:
         """Encode one chunk; see the class doc."""
@@ -160,18 +166,12 @@ class OpenAIChunkEncoder:
         delta: dict[str, Any] = {}
         if not self._role_sent:
             if not (
-                chunk.content
-                or chunk.reasoning
-                or chunk.refusal
-                or chunk.tool_calls
-                or chunk.metadata
-                or chunk.image_urls
+                chunk.content or chunk.reasoning or chunk.refusal or chunk.tool_calls or chunk.image_urls
             ):
                 return None
             self._role_sent = True
             delta["role"] = "assistant"
-            delta["content"] = chunk.content
-        elif chunk.content:
+        if chunk.content:
             delta["content"] = chunk.content
         if chunk.reasoning:
             delta["reasoning_content"] = chunk.reasoning
@@ -218,9 +218,11 @@ class OpenAIChunkEncoder:
         if self._usage is not None:
             usage_chunk = dict(self._envelope())
             usage_chunk["choices"] = []
-            usage_chunk["usage"] = openai_usage(self._usage)
+            usage = self.upstream_usage
+            usage_chunk["usage"] = dict(usage) if usage is not None else openai_usage(self._usage)
             outputs.append(usage_chunk)
         self.finish_reason = reason
+        self.upstream_usage = None
         self._role_sent = False
         self._announced = set()
         self._finish_reason = None

@@ -202,8 +202,12 @@ class ChatStreamRewriter:
         out.append(sse_line(error))
 
     def _events_through(self, events: Iterable[ServerSentEvent], out: list[bytes]) -> None:
+        encoder = self._encoder
         for event in events:
             for payload in self._events.feed(event):
+                usage = payload.get("usage")
+                if isinstance(usage, Mapping):
+                    encoder.upstream_usage = usage  # the client gets the server's usage as it was sent
                 self._chunks_through(self._converter.feed(payload), out)
 
     def _chunks_through(self, chunks: Iterable[ChunkResponse], out: list[bytes]) -> None:
@@ -224,7 +228,6 @@ def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
         if isinstance(upstream_error, Mapping) and upstream_error.get("message"):
             details = dict(upstream_error)
             details.setdefault("type", "upstream_error")
-            details.setdefault("code", exc.kind)
             return {"error": details}
         return error_body(exc.message, code=exc.kind or "upstream_error_event")
     return error_body(f"the upstream stream could not be read: {exc}", code="invalid_upstream_response")

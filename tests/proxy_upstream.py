@@ -36,6 +36,7 @@ __all__ = [
     "closed_port",
     "serving",
     "split_bytes",
+    "sse_events",
 ]
 
 MODELS: dict[str, Any] = {
@@ -107,6 +108,11 @@ def chat_completion(content: str, *, reasoning: str | None = None, finish_reason
     ).encode()
 
 
+def sse_events(data: bytes) -> list[bytes]:
+    """``data`` cut after each SSE event (one piece per event, as a server writes them)."""
+    return [event + b"\n\n" for event in data.split(b"\n\n") if event]
+
+
 def split_bytes(data: bytes, sizes: Sequence[int]) -> list[bytes]:
     """``data`` cut into pieces of ``sizes`` (cycled)."""
     pieces = []
@@ -124,18 +130,21 @@ def split_bytes(data: bytes, sizes: Sequence[int]) -> list[bytes]:
 class Scenario:
     """What the upstream answers to one model name.
 
-    ``pieces``: the body, sent one piece per write. ``status``: a non-200 status sends ``pieces`` joined as
-    a whole JSON body. ``delay``: seconds to wait before answering. ``pause_after``: after that many
-    pieces, wait until ``release`` is set. ``cut_after``: after that many pieces, abort the connection.
+    ``pieces``: the body, sent one piece per write (a non-200 ``status`` or a ``media_type`` other than
+    SSE sends them joined, as one body). ``hold``: wait until ``release`` is set before answering at all.
+    ``pause_after``: after that many pieces, wait until ``release`` is set. ``cut_after``: after that many
+    pieces, abort the connection.
     """
 
     pieces: list[bytes]
     status: int = 200
     media_type: str = "text/event-stream"
-    delay: float = 0.0
+    hold: bool = False
     pause_after: int | None = None
     cut_after: int | None = None
     release: anyio.Event = field(default_factory=anyio.Event)
+    arrived: anyio.Event = field(default_factory=anyio.Event)
+    """Set when a request for this scenario arrives."""
 
 
 @dataclass
@@ -175,7 +184,7 @@ class FakeUpstream:
         return scenario
 
     def requests_for(self, model: str) -> list[Received]:
-        return [request for request in self.received if request.body.get("model") == model]
+        return [r for r in self.received if isinstance(r.body, dict) and r.body.get("model") == model]
 
     async def _models(self, request: Request) -> Response:
         self.received.append(Received(request.method, request.url.path, dict(request.headers), None))
@@ -186,8 +195,11 @@ class FakeUpstream:
         record = Received(request.method, request.url.path, dict(request.headers), body)
         self.received.append(record)
         scenario = self.scenarios[body["model"]]
-        if scenario.delay:
-            await anyio.sleep(scenario.delay)
+        scenario.arrived.set()
+        if scenario.hold and not await _released(scenario.release, request):
+            record.outcome = "cancelled"
+            record.ended.set()
+            return Response(status_code=499)
         if scenario.status != 200 or scenario.media_type != "text/event-stream":
             record.sent = len(scenario.pieces)
             record.outcome = "complete"
@@ -214,6 +226,23 @@ class FakeUpstream:
             record.ended.set()
 
 
+async def _released(event: anyio.Event, request: Request) -> bool:
+    """Wait for ``event``; False if the client disconnected first."""
+    released = False
+    async with anyio.create_task_group() as tasks:
+
+        async def watch() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(watch)
+        await event.wait()
+        released = True
+        tasks.cancel_scope.cancel()
+    return released
+
+
 def closed_port() -> int:
     """A port on 127.0.0.1 with nothing listening (connections are refused)."""
     with socket.socket() as sock:
@@ -235,10 +264,15 @@ async def serving(app: Any) -> AsyncIterator[str]:
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="critical", lifespan="on", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
+    failure: Exception | None = None
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.serve, [sock])
         try:
             yield f"http://127.0.0.1:{port}"
+        except Exception as exc:
+            failure = exc  # raised below, not wrapped in the task group's ExceptionGroup
         finally:
             server.should_exit = True
     sock.close()
+    if failure is not None:
+        raise failure

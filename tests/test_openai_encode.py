@@ -58,8 +58,7 @@ def test_text_stream_role_first_finish_and_usage_last() -> None:
         ChunkResponse(is_complete=True, finish_reason="stop"),
     ]
     assert encode_all(chunks) == [
-        choice({"role": "assistant", "content": ""}),
-        choice({"content": "Hel"}),
+        choice({"role": "assistant", "content": "Hel"}),
         choice({"content": "lo", "reasoning_content": "hmm"}),
         choice({}, "stop"),
         {
@@ -178,7 +177,6 @@ def test_missing_metadata_is_supplied_once_refusal_custom_calls_and_images() -> 
                     "index": 2,
                     "delta": {
                         "role": "assistant",
-                        "content": "",
                         "refusal": "no",
                         "tool_calls": [
                             {
@@ -380,3 +378,28 @@ def test_fold_agrees_with_the_streamed_rewrite() -> None:
     assert streamed.calls == calls
     assert streamed.content == folded["choices"][0]["message"]["content"]
     assert msgspec.json.decode(msgspec.json.encode(folded)) == folded
+
+
+def test_calls_only_response_has_no_content_and_upstream_usage_is_kept_as_sent() -> None:
+    encoder = OpenAIChunkEncoder()
+    encoder.upstream_usage = {
+        "prompt_tokens": 1,
+        "completion_tokens": 2,
+        "total_tokens": 3,
+        "queue_time": 0.5,
+    }
+    out = encoder.feed(ChunkResponse(metadata=META))
+    out += encoder.feed(ChunkResponse(tool_calls=[ToolCallDelta(0, "c", "f", "{}")]))
+    out += encoder.feed(ChunkResponse(usage=TokenUsage(prompt_tokens=1, completion_tokens=9, total_tokens=3)))
+    out += encoder.feed(ChunkResponse(is_complete=True, finish_reason="tool_calls"))
+    call = {"index": 0, "id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    assert out == [
+        choice({"role": "assistant", "tool_calls": [call]}),
+        choice({}, "tool_calls"),
+        {
+            **HEAD,
+            "choices": [],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3, "queue_time": 0.5},
+        },
+    ]
+    assert encoder.upstream_usage is None, "it belongs to the response that ended"
