@@ -137,7 +137,7 @@ class ArgumentSplitter:
                 chunk = msgspec.structs.replace(chunk, tool_calls=replaced)
         if chunk.is_complete:
             closing = self._finish_open_calls()
-            self._parsers, self._kinds, self._finished = {}, {}, set()
+            self._finished.clear()
             if closing:
                 chunk = msgspec.structs.replace(chunk, tool_calls=[*(chunk.tool_calls or ()), *closing])
         return [chunk]
@@ -158,6 +158,7 @@ class ArgumentSplitter:
         events = parser.feed(delta.arguments_delta) if delta.arguments_delta else []
         if delta.finished:
             self._finished.add(index)
+            del self._parsers[index], self._kinds[index]
             events.extend(parser.finish())
         return events
 
@@ -167,13 +168,16 @@ class ArgumentSplitter:
         return JSONStreamParser(self._max_size)
 
     def _finish_open_calls(self) -> list[ToolCallDelta]:
+        """Finish every call still open, in index order: their final events, on ``finished`` deltas."""
         closing: list[ToolCallDelta] = []
-        for index in sorted(self._parsers.keys() - self._finished):
+        for index in sorted(self._parsers):
             events = tuple(self._parsers[index].finish())
             self._finished.add(index)
             closing.append(
                 ToolCallDelta(index, finished=True, kind=self._kinds[index], argument_events=events)
             )
+        self._parsers.clear()
+        self._kinds.clear()
         return closing
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import reference
 from aiostream import stream
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,6 +27,7 @@ from pipeline.models import (
     JSONPath,
     ToolCallDelta,
 )
+from tests import reference
 
 D, V, E = ArgumentDelta, ArgumentValue, ArgumentError
 
@@ -172,6 +172,13 @@ def test_unfinished_calls_are_finished_at_the_end_of_the_stream_in_index_order()
             ToolCallDelta(3, finished=True, argument_events=(V((), {}),)),
         ]
     )
+
+
+def test_finish_reports_each_open_call_once() -> None:
+    splitter = ArgumentSplitter()
+    splitter.feed(call(0, "[1"))
+    assert len(splitter.finish()) == 1
+    assert splitter.finish() == []
 
 
 def test_nothing_extra_at_the_end_when_every_call_finished() -> None:
