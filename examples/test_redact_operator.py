@@ -17,6 +17,14 @@ from pipeline.hub import Hub, fan_out
 from pipeline.testing import collect, counter_segment_ids
 
 SECRET = "sk-live-0123456789abcdef"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """streamfold runs on asyncio (aiostream is asyncio-only): run the async tests there."""
+    return "asyncio"
+
+
 TEXT = f"Your key is {SECRET}, keep it safe. Not sk-live-nope."
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES
-from reference import expected
 
 from pipeline.cli import main
+from tests.conftest import FIXTURES
+from tests.reference import expected
 
 
 def jsonl(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, Any]]:

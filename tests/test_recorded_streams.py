@@ -15,12 +15,12 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import FIXTURES, Expected, ExpectedCall, call_id_for, expected, fixture_paths
 
 from pipeline.compose import process
 from pipeline.errors import ProviderError
 from pipeline.models import PipelineEvent, ToolInvocation
 from pipeline.testing import Summary, counter_segment_ids, replay, summarize
+from tests.reference import FIXTURES, Expected, ExpectedCall, call_id_for, expected, fixture_paths
 
 PATHS = fixture_paths()
 ERROR_PATHS = [path for path in PATHS if expected(path).error is not None]

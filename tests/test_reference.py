@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import (
+
+from tests.reference import (
     FIXTURES,
     FORMATS,
     Expected,
