@@ -184,6 +184,7 @@ class XmlToolLexer(TaggedCallLexer):
             return resume
         self._key = key
         self._lead: list[str] = []
+        self._lead_size = 0
         self.state = self._value_start
         return resume
 
@@ -192,7 +193,8 @@ class XmlToolLexer(TaggedCallLexer):
         index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
         if index > pos:
             self._lead.append(buf[pos:index])
-        if index == len(buf) and not final and sum(map(len, self._lead)) <= HEADER_LIMIT:
+            self._lead_size += index - pos
+        if index == len(buf) and not final and self._lead_size <= HEADER_LIMIT:
             return index
         rest = buf[index : index + len(START_CONTENT)]
         if rest == START_CONTENT:
