@@ -121,6 +121,14 @@ def test_recipient_in_role_part_and_content_type_words() -> None:
     assert result.calls == [Call(0, "call_0", "lookup", '{"k": [1, 2]}')]
 
 
+def test_constrain_before_channel_and_recipient_after_constrain() -> None:
+    text = f"{S}assistant{K}json{C}commentary{M}hello{END}"
+    text += f'{C}commentary {K}json to=functions.f{M}{{"a": 1}}{CALL}'
+    result = assert_chunking_invariant("harmony", text)
+    assert result.content == "hello"
+    assert result.calls == [Call(0, "call_0", "f", '{"a": 1}')]
+
+
 def test_parallel_calls_and_calls_inside_reasoning() -> None:
     text = (
         f"{C}analysis{M}Two lookups.{END}"

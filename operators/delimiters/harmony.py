@@ -41,6 +41,7 @@ _HEADER_LIMIT: Final = 256
 _SNIFF_LIMIT: Final = 4096
 """Longest run of whitespace held at the start of a built-in tool's input before it counts as text input."""
 _HEADER_WORDS: Final = re.compile(r"[\w.:/=\- ]*")
+_HEADER_PARTS: Final = re.compile("(" + re.escape(CHANNEL) + "|" + re.escape(CONSTRAIN) + ")")
 _SPACE: Final = re.compile(r"\s*")
 _FUNCTIONS_PREFIX: Final = "functions."
 _CHANNEL_ROUTES: Final[dict[str, Channel]] = {
@@ -57,18 +58,26 @@ class _Header:
 
     def __init__(self, raw: str) -> None:
         body = raw[len(START) :] if raw.startswith(START) else raw
-        role_part, _, rest = body.partition(CHANNEL)
-        channel_part, _, constraint = rest.partition(CONSTRAIN)
-        role_words = role_part.split()
-        channel_words = channel_part.split()
+        parts = _HEADER_PARTS.split(body)
+        role_words = parts[0].split()
+        channel_words: list[str] = []
+        other_words: list[str] = []
+        constraint = ""
+        for marker, text in zip(parts[1::2], parts[2::2], strict=True):
+            words = text.split()
+            if marker == CHANNEL:
+                channel_words.extend(words)
+            elif words:
+                constraint = words[0]
+                other_words.extend(words[1:])
         self.author = role_words[0] if role_words and not role_words[0].startswith("to=") else ""
         self.recipient = ""
-        for word in (*role_words, *channel_words):
+        for word in (*role_words, *channel_words, *other_words):
             if word.startswith("to="):
                 self.recipient = word[3:]
         plain = [word for word in channel_words if not word.startswith("to=")]
         self.channel = plain[0] if plain else ""
-        self.content_type = constraint.strip() or " ".join(plain[1:])
+        self.content_type = constraint or " ".join(plain[1:])
 
 
 @register_format
