@@ -395,8 +395,10 @@ class _Exchange(Response):
             ("x-accel-buffering", "no"),
         ]
         await send({"type": "http.response.start", "status": 200, "headers": _raw(headers)})
+        encoding = upstream.headers.get("content-encoding", "identity").lower()
+        body = upstream.aiter_raw() if encoding in ("", "identity") else upstream.aiter_bytes()
         try:
-            async for data in upstream.aiter_bytes():
+            async for data in body:
                 piece = core.feed(data)
                 if core.ended:
                     break  # an error event ended the answer: piece is its last part

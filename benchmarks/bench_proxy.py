@@ -1,0 +1,268 @@
+"""``streamfold proxy`` under load: concurrent streams through the proxy on one core, and the latency it adds.
+
+Run: ``python -m benchmarks.bench_proxy`` (``--quick`` for a short run; ``--streams 1 10 50``).
+
+Three processes on the two cores: the proxy alone on core 0 (``os.sched_setaffinity``), the fake upstream
+and the client on core 1. The upstream is a Kimi-K2 model server in miniature: each stream is one chat
+completion whose text chunks carry the upstream's send time (``CLOCK_MONOTONIC``, shared by every process)
+as ``t<ns>,`` pieces: a fifth as prose, then a tool call section whose JSON argument string streams the
+rest, so the proxy's rewriter moves every later piece into ``tool_calls`` deltas. The client (raw httpx,
+so that its own cost stays small) notes when each piece arrives.
+
+- **latency**: the upstream paces each stream at one chunk per ``--interval`` ms (a model at ~50 tokens/s);
+  for every piece, client receive time minus upstream send time, direct (client to upstream) and through
+  the proxy; the difference of the two percentiles is what the proxy adds (a second loopback hop, HTTP
+  parsing and writing, decoding, rewriting, encoding).
+- **throughput**: the upstream sends as fast as it can; chunks per second through the proxy, and the
+  proxy's CPU time per chunk (from ``/proc``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+PROXY_CPU = 0
+OTHERS_CPU = 1
+_STAMP = re.compile(rb"t(\d+),")
+
+
+# --- the fake upstream (a raw ASGI app: its own cost must stay small) -------------------------------------
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1735689600,
+        "model": "kimi-k2-bench",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+_HEAD = _event(_chunk({"role": "assistant", "content": ""}))
+_OPEN_CALL = _event(
+    _chunk(
+        {
+            "content": "<|tool_calls_section_begin|><|tool_call_begin|>functions.log:0"
+            '<|tool_call_argument_begin|>{"lines": "'
+        }
+    )
+)
+_CLOSE_CALL = _event(_chunk({"content": '"}<|tool_call_end|><|tool_calls_section_end|>'}))
+_TAIL = (
+    _event(_chunk({}, "stop"))
+    + _event(
+        {
+            **_chunk({}),
+            "choices": [],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+        }
+    )
+    + b"data: [DONE]\n\n"
+)
+_TEXT_PREFIX = b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1735689600,'
+_TEXT_PREFIX += b'"model":"kimi-k2-bench","choices":[{"index":0,"delta":{"content":"t'
+_TEXT_SUFFIX = b',"},"finish_reason":null}]}\n\n'
+
+
+async def upstream_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """``POST /v1/chat/completions`` with ``bench_chunks`` and ``bench_interval_ms`` in the body."""
+    import anyio
+
+    if scope["type"] == "lifespan":
+        while (message := await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    parts = []
+    while True:
+        message = await receive()
+        parts.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    request = json.loads(b"".join(parts))
+    count, interval = request["bench_chunks"], request["bench_interval_ms"] / 1000
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": _HEAD, "more_body": True})
+    prose = count // 5
+    for number in range(count):
+        if interval:
+            await anyio.sleep(interval)
+        if number == prose:
+            await send({"type": "http.response.body", "body": _OPEN_CALL, "more_body": True})
+        body = _TEXT_PREFIX + str(time.monotonic_ns()).encode() + _TEXT_SUFFIX
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+    await send({"type": "http.response.body", "body": _CLOSE_CALL + _TAIL, "more_body": False})
+
+
+# --- processes --------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _serve(role: str, port: int, upstream: str | None) -> None:
+    """Child process: pin to a core and serve the upstream or the proxy until killed."""
+    import uvicorn
+
+    os.sched_setaffinity(0, {PROXY_CPU if role == "proxy" else OTHERS_CPU})
+    if role == "proxy":
+        from pipeline.proxy import create_app
+
+        assert upstream is not None
+        app: Any = create_app(upstream, tool_format="kimi_k2")
+    else:
+        app = upstream_app
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on")
+
+
+def _start(role: str, upstream: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    command = [sys.executable, "-m", "benchmarks.bench_proxy", "--serve", role, "--port", str(port)]
+    if upstream:
+        command += ["--upstream", upstream]
+    process = subprocess.Popen(command)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"the {role} did not start on port {port}")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- the client -------------------------------------------------------------------------------------------
+
+
+async def _one_stream(client: Any, url: str, chunks: int, interval_ms: float, delays: list[int]) -> int:
+    """One streamed request; appends each piece's delay (ns) to ``delays``; returns the pieces seen."""
+    body = {
+        "model": "kimi-k2-bench",
+        "messages": [{"role": "user", "content": "go"}],
+        "stream": True,
+        "bench_chunks": chunks,
+        "bench_interval_ms": interval_ms,
+    }
+    seen = 0
+    async with client.stream("POST", url + "/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            now = time.monotonic_ns()
+            for stamp in _STAMP.findall(line.encode()):
+                delays.append(now - int(stamp))
+                seen += 1
+    return seen
+
+
+async def _run(url: str, streams: int, chunks: int, interval_ms: float) -> tuple[list[int], float, int]:
+    """``streams`` concurrent streams; returns the delays, the wall time and the pieces received."""
+    import anyio
+    import httpx
+
+    delays: list[int] = []
+    counts: list[int] = []
+    limits = httpx.Limits(max_connections=streams + 10)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+
+        async def one() -> None:
+            counts.append(await _one_stream(client, url, chunks, interval_ms, delays))
+
+        start = time.monotonic()
+        async with anyio.create_task_group() as tasks:
+            for _ in range(streams):
+                tasks.start_soon(one)
+        elapsed = time.monotonic() - start
+    expected = streams * chunks
+    if sum(counts) != expected:
+        raise AssertionError(f"received {sum(counts)} pieces of {expected}")
+    return delays, elapsed, sum(counts)
+
+
+def _percentile(values: Sequence[int], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] / 1e6
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--streams", type=int, nargs="+", default=[1, 10, 50])
+    parser.add_argument("--chunks", type=int, default=400, help="chunks per paced stream")
+    parser.add_argument("--interval", type=float, default=20.0, help="ms between chunks of a paced stream")
+    parser.add_argument("--burst-chunks", type=int, default=4000, help="chunks per stream, unpaced")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--serve", choices=("upstream", "proxy"), help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--upstream", help=argparse.SUPPRESS)
+    arguments = parser.parse_args(argv)
+    if arguments.serve:
+        _serve(arguments.serve, arguments.port, arguments.upstream)
+        return
+    if arguments.quick:
+        arguments.chunks, arguments.burst_chunks = 100, 1000
+
+    import anyio
+
+    os.sched_setaffinity(0, {OTHERS_CPU})
+    upstream, upstream_url = _start("upstream")
+    proxy, proxy_url = _start("proxy", upstream_url)
+    try:
+        anyio.run(_run, proxy_url, 1, 20, 0.0)  # warm up both servers and the connection pools
+        print(f"latency: {arguments.chunks} chunks per stream, one every {arguments.interval:g} ms")
+        columns = ("direct p50", "direct p99", "proxy p50", "proxy p99", "added p50", "added p99")
+        print(f"{'streams':>7} | " + " | ".join(f"{column:>10}" for column in columns) + "   (ms)")
+        for streams in arguments.streams:
+            direct, _, _ = anyio.run(_run, upstream_url, streams, arguments.chunks, arguments.interval)
+            through, _, _ = anyio.run(_run, proxy_url, streams, arguments.chunks, arguments.interval)
+            d50, d99 = _percentile(direct, 0.5), _percentile(direct, 0.99)
+            p50, p99 = _percentile(through, 0.5), _percentile(through, 0.99)
+            row = (d50, d99, p50, p99, p50 - d50, p99 - d99)
+            print(f"{streams:>7} | " + " | ".join(f"{value:>10.3f}" for value in row))
+        print()
+        print(f"throughput: {arguments.burst_chunks} chunks per stream, as fast as the upstream sends")
+        print(
+            f"{'streams':>7} | {'chunks/s':>9} | {'proxy CPU µs/chunk':>18} | {'p50 ms':>7} | {'p99 ms':>7}"
+        )
+        for streams in arguments.streams:
+            chunks = max(200, arguments.burst_chunks // max(1, streams // 5))
+            cpu_before = _cpu_seconds(proxy.pid)
+            delays, elapsed, received = anyio.run(_run, proxy_url, streams, chunks, 0.0)
+            cpu = _cpu_seconds(proxy.pid) - cpu_before
+            print(
+                f"{streams:>7} | {received / elapsed:>9.0f} | {cpu / received * 1e6:>18.1f} | "
+                f"{_percentile(delays, 0.5):>7.2f} | {_percentile(delays, 0.99):>7.2f}"
+            )
+    finally:
+        for process in (proxy, upstream):
+            process.terminate()
+            process.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
