@@ -7,7 +7,9 @@
     ├── StreamDecodeError    the bytes or events could not be decoded (not UTF-8, bad JSON, bad framing)
     ├── ConverterError       a provider event does not have the shape its wire format promises
     ├── ConfigurationError   an unknown provider, tool format or option (e.g. the legacy parser ``native``)
-    └── SubscriberError      a hub subscriber was cut off (its buffer overflowed under ``disconnect``)
+    ├── SubscriberError      a hub subscriber was cut off (overflow under ``disconnect``, hub closed)
+    │   └── HubClosedError   the hub closed before its source ended
+    └── ReplayUnavailableError  a late subscriber asked for items the hub no longer keeps
 
 Every message says what went wrong and where (event number, byte or character offset).
 """
@@ -20,7 +22,9 @@ from typing import Any
 __all__ = [
     "ConfigurationError",
     "ConverterError",
+    "HubClosedError",
     "ProviderError",
+    "ReplayUnavailableError",
     "StreamDecodeError",
     "StreamfoldError",
     "SubscriberError",
@@ -73,4 +77,12 @@ class ConfigurationError(StreamfoldError, ValueError):
 
 
 class SubscriberError(StreamfoldError):
-    """A hub subscriber was disconnected because it fell behind under the ``disconnect`` policy."""
+    """A hub subscriber was cut off: it fell behind under the ``disconnect`` policy, or the hub closed."""
+
+
+class HubClosedError(SubscriberError):
+    """The hub was closed (its ``async with`` block left or cancelled) before its source ended."""
+
+
+class ReplayUnavailableError(StreamfoldError):
+    """A subscriber asked for replay, but the hub no longer has every item since the start."""

@@ -44,7 +44,12 @@ import anyio
 import msgspec
 from aiostream import streamcontext
 
-from pipeline.errors import ConfigurationError, StreamfoldError, SubscriberError
+from pipeline.errors import (
+    ConfigurationError,
+    HubClosedError,
+    ReplayUnavailableError,
+    SubscriberError,
+)
 from pipeline.models import SegmentEvent, SegmentEventType
 
 if TYPE_CHECKING:
@@ -89,14 +94,6 @@ RETAINED_SUBSCRIBERS: Final = 256
 """How many ended subscribers :meth:`Hub.statistics` still lists one by one (totals count them all)."""
 
 _POLICIES: Final = frozenset(get_args(Policy))
-
-
-class HubClosedError(SubscriberError):
-    """The hub was closed (its ``async with`` block left or cancelled) before its source ended."""
-
-
-class ReplayUnavailableError(StreamfoldError):
-    """A subscriber asked for replay, but the hub no longer has every item since the start."""
 
 
 class SubscriberStatistics(NamedTuple):
