@@ -103,6 +103,7 @@ class HarmonyLexer(FormatLexer):
     - A message written by another author (``user``, a tool's result ``functions.NAME to=assistant``)
       is not model output: it passes through as text, markers and all, so nothing is lost.
 
+    A ``<|message|>`` with no header before it starts a message that keeps the field it came in.
     Servers drop the stop tokens ``<|call|>`` and ``<|return|>``, so a call still open at the end of the
     stream counts as finished when its JSON is complete (a free-text call always does). Stray
     terminators between messages are dropped; a header interrupted by another marker or by the end of
