@@ -23,6 +23,7 @@ client that disconnects closes the upstream request at once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Final, Literal
@@ -64,9 +65,11 @@ DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
 """Cap on one upstream SSE event (the stream ends with an error beyond)."""
 DEFAULT_MAX_CONNECTIONS: Final = 512
 """Cap on the proxy's open connections to the upstream (requests beyond wait for a free one)."""
-DEFAULT_TIMEOUT: Final = httpx.Timeout(300.0, connect=10.0, pool=60.0)
-"""Upstream timeouts: 10 s to connect, 300 s between two reads (a long prompt's first token included)."""
+DEFAULT_TIMEOUT: Final = httpx.Timeout(600.0, connect=10.0, pool=60.0)
+"""Upstream timeouts: 10 s to connect, 600 s between two reads (the openai SDK's own default: a whole
+non-streamed generation comes in one read), 60 s to get a pooled connection."""
 
+_log = logging.getLogger(__name__)
 _DONE: Final = b"data: [DONE]\n\n"
 _NO_REWRITE: Final = ("", "api_tool_call", "none")
 # Headers that belong to one connection, or that the proxy recomputes, and are not forwarded.
@@ -192,7 +195,7 @@ class ChatStreamRewriter:
 
     def _fail(self, error: Mapping[str, Any], out: list[bytes]) -> None:
         if self._rewriter is not None:
-            with suppress(StreamfoldError):  # the first failure is the one to report
+            with suppress(Exception):  # the first failure is the one to report
                 self._encode(self._rewriter.finish(), out)
         self._end_with_error(error, out)
 
@@ -313,6 +316,7 @@ class _Exchange(Response):
         try:
             upstream = await proxy.client.send(self._request, stream=True)
         except httpx.HTTPError as exc:
+            _log.warning("upstream request %s failed: %r", self._request.url, exc)
             status, body = _transport_error(exc)
             await _send_whole(send, status, [("content-type", "application/json")], msgspec.json.encode(body))
             return
@@ -408,6 +412,14 @@ class _Exchange(Response):
                 piece = core.finish()
         except httpx.HTTPError as exc:
             piece = core.fail(_cut_stream_error(exc))
+        except Exception:  # a defect of the proxy: the client still gets a proper end, not a cut connection
+            _log.exception("rewriting the upstream stream of %s failed", self._request.url)
+            error = error_body(
+                "the proxy failed while rewriting the stream", type="server_error", code="proxy_error"
+            )
+            piece = core.fail(error)
+        if core.error is not None:
+            _log.warning("stream of %s ended with an error: %s", self._request.url, core.error)
         await send({"type": "http.response.body", "body": piece, "more_body": False})
 
 

@@ -657,3 +657,25 @@ def test_core_caps_one_event_and_reports_transport_failures() -> None:
     chunks, errors, done = read_back(output)
     assert collect(chunks).content == "kept <|tool_call_begin|>", "no rewriting without a tool format"
     assert (errors[0]["code"], done) == ("upstream_disconnected", False)
+
+
+@pytest.mark.anyio
+async def test_a_defect_while_rewriting_still_ends_the_stream_properly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    feed = ChatStreamRewriter.feed
+
+    def failing_feed(self: ChatStreamRewriter, data: bytes) -> bytes:
+        if b"two" in data:
+            raise RuntimeError("a bug")
+        return feed(self, data)
+
+    monkeypatch.setattr(ChatStreamRewriter, "feed", failing_feed)
+    upstream = FakeUpstream()
+    upstream.add("m", Scenario(sse_events(chat_sse(["one ", "two ", "three"]))))
+    async with proxied(upstream) as client:
+        received: list[str] = []
+        with pytest.raises(openai.APIError) as caught:
+            await stream_content(client, "m", received)
+    assert received in ([], ["one "]), "what came before the failure (if read apart from it)"
+    assert (caught.value.type, caught.value.code) == ("server_error", "proxy_error")
