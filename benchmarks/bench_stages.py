@@ -1,0 +1,144 @@
+"""Each sync core of the full pipeline alone, on the input of :mod:`benchmarks.bench_pipeline`.
+
+Run: ``python -m benchmarks.bench_stages`` (``--sizes 200000 2000000``, ``--repeat 3``).
+
+The stages' inputs are captured once by running the cores in a row (SSE decoder, event parser, OpenAI chat
+converter, argument splitter, segment emitter, invocation folder); then each core is timed alone, fed its
+captured inputs by a plain loop. Also timed: the async ``drive`` loop around a core that does nothing, which
+is the cost of one stage's async generator hop per item, and the whole pipeline as
+``bench_pipeline`` runs it. Costs are in nanoseconds per 4-character argument delta (the unit of the
+issue's targets), best of ``--repeat`` runs, in CPU time of this process (other work on the machine
+inflates wall-clock time), with the garbage collector enabled as in real use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+import anyio
+
+from benchmarks.bench_pipeline import CHUNK, arguments_text, bench_streamfold, sse_blocks
+from pipeline._driver import drive
+
+
+def stage_factories() -> list[tuple[str, Callable[[], Any]]]:
+    """The cores of ``process(source, provider="openai")`` in order, as factories of fresh instances."""
+    from operators.arguments import ArgumentSplitter
+    from operators.invocations import InvocationFolder
+    from operators.providers.openai_chat import OpenAIChatConverter
+    from operators.segments import SegmentEmitter
+    from operators.sse import EventParser, SSEDecoder
+
+    return [
+        ("SSE decoder", SSEDecoder),
+        ("event parser (JSON)", EventParser),
+        ("OpenAI chat converter", OpenAIChatConverter),
+        ("argument splitter", ArgumentSplitter),
+        ("segment emitter", SegmentEmitter),
+        ("invocation folder", InvocationFolder),
+    ]
+
+
+def collect(core: Any, items: Iterable[Any]) -> list[Any]:
+    outputs: list[Any] = []
+    feed = core.feed
+    for item in items:
+        outputs.extend(feed(item))
+    outputs.extend(core.finish())
+    return outputs
+
+
+def run_core(core: Any, items: Iterable[Any]) -> int:
+    """Feed every item and finish; the outputs are counted and dropped, as a next stage would."""
+    count = 0
+    feed = core.feed
+    for item in items:
+        count += len(feed(item))
+    return count + len(core.finish())
+
+
+def capture(blocks: list[bytes]) -> list[list[Any]]:
+    """The inputs of every stage, and the final outputs last. They are frozen out of the garbage
+    collector's sight, so that timing one stage does not pay for traversing all stages' captured items."""
+    inputs: list[list[Any]] = [list(blocks)]
+    for _, factory in stage_factories():
+        inputs.append(collect(factory(), inputs[-1]))
+    gc.collect()
+    gc.freeze()
+    return inputs
+
+
+def best_of(repeat: int, run: Callable[[], object]) -> float:
+    times: list[float] = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.process_time()
+        run()
+        times.append(time.process_time() - start)
+    return min(times)
+
+
+class _Passthrough:
+    def feed(self, item: object) -> list[object]:
+        return [item]
+
+    def finish(self) -> list[object]:
+        return []
+
+
+def drive_hop(items: list[Any]) -> None:
+    """One ``drive`` stage around a core that passes every item through: the async cost of a stage."""
+
+    async def source() -> AsyncIterator[Any]:
+        for item in items:
+            yield item
+
+    async def run() -> None:
+        async for _ in drive(source(), _Passthrough()):
+            pass
+
+    anyio.run(run)
+
+
+def report(size: int, repeat: int) -> None:
+    text = arguments_text(size)
+    delta_count = len(text) // CHUNK
+    inputs = capture(list(sse_blocks(text)))
+    print(f"arguments: {len(text):,} characters, {delta_count:,} deltas of {CHUNK} characters")
+    print(f"{'stage':<28}{'items in':>12}{'items out':>12}{'ns/delta':>10}")
+    total = 0.0
+    for position, (name, factory) in enumerate(stage_factories()):
+        stage_inputs = inputs[position]
+
+        def run(factory: Callable[[], Any] = factory, stage_inputs: list[Any] = stage_inputs) -> None:
+            run_core(factory(), stage_inputs)
+
+        seconds = best_of(repeat, run)
+        total += seconds
+        outputs = len(inputs[position + 1])
+        print(f"{name:<28}{len(stage_inputs):>12,}{outputs:>12,}{seconds / delta_count * 1e9:>10.0f}")
+    print(f"{'sum of the sync cores':<52}{total / delta_count * 1e9:>10.0f}")
+    chunks = inputs[3]  # about one item per delta, as between most stages
+    hop = best_of(repeat, lambda: drive_hop(chunks))
+    print(f"{'one drive() hop':<28}{len(chunks):>12,}{'':>12}{hop / delta_count * 1e9:>10.0f}")
+    gc.unfreeze()
+    whole = min(bench_streamfold(text)[0] for _ in range(repeat))
+    print(f"{'whole pipeline (wall clock)':<52}{whole / delta_count * 1e9:>10.0f}")
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[200_000])
+    parser.add_argument("--repeat", type=int, default=3)
+    options = parser.parse_args()
+    for size in options.sizes:
+        report(size, options.repeat)
+
+
+if __name__ == "__main__":
+    main()
