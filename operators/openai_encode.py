@@ -147,11 +147,6 @@ class OpenAIChunkEncoder:
             self._complete(outputs)
         return outputs
 
-    @property
-    def calls_made(self) -> int:
-        """How many tool calls the current response has announced."""
-        return len(self._announced)
-
     def _update_metadata(self, metadata: Mapping[str, Any]) -> None:
         changed = False
         for key in _METADATA_KEYS:
