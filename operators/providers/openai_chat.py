@@ -105,6 +105,7 @@ class OpenAIChatConverter:
         "_last_call",
         "_legacy_call",
         "_metadata",
+        "_seen_metadata",
         "_usage",
     )
 
@@ -113,6 +114,7 @@ class OpenAIChatConverter:
         self._choice = choice
         self._event_number = 0
         self._metadata: dict[str, Any] = {}
+        self._seen_metadata: tuple[object, ...] = ()
         self._usage: TokenUsage | None = None
         self._calls: list[_Call] = []
         self._by_index: dict[int, _Call] = {}
@@ -124,8 +126,10 @@ class OpenAIChatConverter:
 
     def feed(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
         number = self._event_number
-        self._event_number += 1
-        if not isinstance(event, Mapping):
+        self._event_number = number + 1
+        # Events are usually dicts from a JSON decoder: checking the exact type first skips the slow
+        # Mapping ABC check (here and below).
+        if type(event) is not dict and not isinstance(event, Mapping):
             raise ConverterError(
                 f"event {number}: expected a chunk object, got {type(event).__name__}", event_number=number
             )
@@ -135,7 +139,7 @@ class OpenAIChatConverter:
             raise provider_error(details, event, f"event {number}")
 
         metadata = self._metadata_changes(event)
-        usage = self._usage_change(event, number)
+        usage = self._usage_change(event, number) if "usage" in event or "x_groq" in event else None
         pieces: _Pieces | None = None
         tool_deltas: list[ToolCallDelta] = []
         choices = event.get("choices")
@@ -143,17 +147,16 @@ class OpenAIChatConverter:
             if not isinstance(choices, list):
                 raise _field_error(number, "choices", "a list", choices)
             for choice in choices:
-                if not isinstance(choice, Mapping):
+                if type(choice) is not dict and not isinstance(choice, Mapping):
                     raise _field_error(number, "choices[]", "an object", choice)
                 index = choice.get("index", 0)
                 if index == self._choice or (index is None and self._choice == 0):
-                    pieces = pieces or _Pieces()
-                    self._choice_delta(choice, number, pieces, tool_deltas)
-        if pieces is None:
-            if usage is None and not metadata:
-                return []
-            return [ChunkResponse(usage=usage, metadata=metadata or None)]
-        return self._chunks(pieces, tool_deltas, usage, metadata)
+                    pieces = self._choice_delta(choice, number, pieces, tool_deltas)
+        if pieces is not None:
+            return self._chunks(pieces, tool_deltas, usage, metadata)
+        if not (tool_deltas or usage or metadata):
+            return []
+        return [ChunkResponse(tool_calls=tool_deltas or None, usage=usage, metadata=metadata)]
 
     def finish(self) -> list[ChunkResponse]:
         """The last chunk, ``is_complete=True`` with the finish reason (none if the stream was empty)."""
@@ -167,13 +170,14 @@ class OpenAIChatConverter:
         pieces: _Pieces,
         tool_deltas: list[ToolCallDelta],
         usage: TokenUsage | None,
-        metadata: dict[str, Any],
+        metadata: dict[str, Any] | None,
     ) -> list[ChunkResponse]:
         finish_reason = pieces.finish_reason
         if finish_reason is not None and finish_reason == self._emitted_finish and not tool_deltas:
             finish_reason = None  # a repeated finish chunk (OpenRouter, Avian) says nothing new
         if finish_reason is not None:
             self._emitted_finish = finish_reason
+            metadata = metadata or {}
             metadata["stop_reason"] = pieces.stop_reason
         content = "".join(pieces.content)
         reasoning = "".join(pieces.reasoning) or None
@@ -213,72 +217,72 @@ class OpenAIChatConverter:
         return chunks
 
     def _choice_delta(
-        self, choice: Mapping[str, Any], number: int, pieces: _Pieces, tool_deltas: list[ToolCallDelta]
-    ) -> None:
+        self,
+        choice: Mapping[str, Any],
+        number: int,
+        pieces: _Pieces | None,
+        tool_deltas: list[ToolCallDelta],
+    ) -> _Pieces | None:
+        """Gather the choice's delta: tool calls into ``tool_deltas``, the rest into ``pieces``, which is
+        made only when there is something for it (the deltas of a streaming tool call need none)."""
         delta = choice.get("delta")
         if delta:
-            if not isinstance(delta, Mapping):
+            if type(delta) is not dict and not isinstance(delta, Mapping):
                 raise _field_error(number, "choices[].delta", "an object", delta)
-            self._delta(delta, number, pieces, tool_deltas)
+            tool_calls = delta.get("tool_calls")
+            # Most deltas of a streaming tool call carry nothing else: skip looking for other fields.
+            other_fields = tool_calls is None or len(delta) > 1
+            if other_fields:
+                pieces = _text_fields(delta, number, pieces)
+            if tool_calls:
+                if not isinstance(tool_calls, list):
+                    raise _field_error(number, "delta.tool_calls", "a list", tool_calls)
+                for raw in tool_calls:
+                    if type(raw) is not dict and not isinstance(raw, Mapping):
+                        raise _field_error(number, "delta.tool_calls[]", "an object", raw)
+                    self._tool_delta(raw, number, tool_deltas)
+            if other_fields:
+                function_call = delta.get("function_call")
+                if function_call:
+                    if not isinstance(function_call, Mapping):
+                        raise _field_error(number, "delta.function_call", "an object", function_call)
+                    self._legacy_function_call(function_call, number, tool_deltas)
         reason = choice.get("finish_reason")
         if reason:
             if not isinstance(reason, str):
                 raise _field_error(number, "choices[].finish_reason", "a string", reason)
+            pieces = pieces or _Pieces()
             self._finish(reason, choice.get("native_finish_reason"), number, pieces, tool_deltas)
-
-    def _delta(
-        self, delta: Mapping[str, Any], number: int, pieces: _Pieces, tool_deltas: list[ToolCallDelta]
-    ) -> None:
-        content = delta.get("content")
-        if content:
-            if isinstance(content, str):
-                pieces.content.append(content)
-            elif isinstance(content, list):
-                _content_parts(content, number, pieces)
-            else:
-                raise _field_error(number, "delta.content", "a string or a list of parts", content)
-        refusal = delta.get("refusal")
-        if refusal:
-            pieces.refusal.append(_text(refusal, number, "delta.refusal"))
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if reasoning:
-            pieces.reasoning.append(_text(reasoning, number, "delta.reasoning_content"))
-        details = delta.get("reasoning_details")
-        if details:
-            _reasoning_details(details, number, pieces, with_text=not reasoning)
-        images = delta.get("images")
-        if images:
-            _images(images, number, pieces)
-        tool_calls = delta.get("tool_calls")
-        if tool_calls:
-            if not isinstance(tool_calls, list):
-                raise _field_error(number, "delta.tool_calls", "a list", tool_calls)
-            for raw in tool_calls:
-                if not isinstance(raw, Mapping):
-                    raise _field_error(number, "delta.tool_calls[]", "an object", raw)
-                self._tool_delta(raw, number, tool_deltas)
-        function_call = delta.get("function_call")
-        if function_call:
-            if not isinstance(function_call, Mapping):
-                raise _field_error(number, "delta.function_call", "an object", function_call)
-            self._legacy_function_call(function_call, number, tool_deltas)
+        return pieces
 
     def _tool_delta(self, raw: Mapping[str, Any], number: int, tool_deltas: list[ToolCallDelta]) -> None:
         index = raw.get("index")
+        provider_id = raw.get("id") or None
+        function = raw.get("function")
+        if provider_id is None and type(index) is int and type(function) is dict:
+            # Fast path for most deltas of a streaming call: the next arguments of a call already announced.
+            call = self._by_index.get(index)
+            if call is not None and call.announced and not call.finished:
+                arguments = function.get("arguments")
+                if type(arguments) is str:
+                    self._last_call = call
+                    if arguments:
+                        tool_deltas.append(
+                            ToolCallDelta(call.position, None, None, arguments, False, call.kind)
+                        )
+                    return
         if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
             raise _field_error(number, "delta.tool_calls[].index", "an integer", index)
-        provider_id = raw.get("id") or None
         if provider_id is not None and not isinstance(provider_id, str):
             raise _field_error(number, "delta.tool_calls[].id", "a string", provider_id)
         kind: ToolCallKind = "function"
-        function = raw.get("function")
         if function is None and isinstance(raw.get("custom"), Mapping):
             kind = "custom"
             function = raw["custom"]
             arguments = function.get("input")
         elif function is None:
             arguments = None
-        elif isinstance(function, Mapping):
+        elif type(function) is dict or isinstance(function, Mapping):
             arguments = function.get("arguments")
         else:
             raise _field_error(number, "delta.tool_calls[].function", "an object", function)
@@ -298,7 +302,12 @@ class OpenAIChatConverter:
         )
 
     def _find_call(self, index: int | None, provider_id: str | None) -> _Call:
-        call: _Call | None = None
+        if provider_id is None and index is not None:
+            call = self._by_index.get(index)
+            if call is not None:  # a later delta of a known call: nothing to record
+                self._last_call = call
+                return call
+        call = None
         if index is not None:
             call = self._by_index.get(index)
             if call is not None and provider_id is not None and call.provider_id not in (None, provider_id):
@@ -336,7 +345,10 @@ class OpenAIChatConverter:
             call.name = _text(name, number, "delta.tool_calls[].function.name")
         if kind != "function":
             call.kind = kind
-        text = _arguments(arguments, number) if arguments is not None else ""
+        if type(arguments) is str:
+            text = arguments
+        else:
+            text = _arguments(arguments, number) if arguments is not None else ""
         if text and call.finished:
             raise ConverterError(
                 f"event {number}: tool call {call.position} received arguments after its finish_reason",
@@ -353,7 +365,7 @@ class OpenAIChatConverter:
             call.held = []
             tool_deltas.append(ToolCallDelta(call.position, call.call_id, call.name, held, kind=call.kind))
         elif text:
-            tool_deltas.append(ToolCallDelta(call.position, arguments_delta=text, kind=call.kind))
+            tool_deltas.append(ToolCallDelta(call.position, None, None, text, False, call.kind))
 
     def _finish(
         self,
@@ -383,19 +395,26 @@ class OpenAIChatConverter:
             else:
                 tool_deltas.append(ToolCallDelta(call.position, finished=True, kind=call.kind))
 
-    def _metadata_changes(self, event: Mapping[str, Any]) -> dict[str, Any]:
+    def _metadata_changes(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The response-level facts of ``event`` that are new, or ``None``."""
+        get = event.get
+        seen = (get("id"), get("model"), get("created"), get("system_fingerprint"), get("service_tier"))
+        if seen == self._seen_metadata:
+            return None  # the same as in the previous chunk, which recorded them
+        self._seen_metadata = seen
         changes: dict[str, Any] = {}
         known = self._metadata
-        for key in _METADATA_KEYS:
-            value = event.get(key)
+        for key, value in zip(_METADATA_KEYS, seen, strict=True):
             if value and known.get(key) != value:
                 known[key] = changes[key] = value
-        return changes
+        return changes or None
 
     def _usage_change(self, event: Mapping[str, Any], number: int) -> TokenUsage | None:
         raw = event.get("usage")
         if raw is None:
             extra = event.get("x_groq")
+            if extra is None:
+                return None
             raw = extra.get("usage") if isinstance(extra, Mapping) else None
             if raw is None:
                 return None
@@ -428,6 +447,35 @@ def _arguments(value: object, number: int) -> str:
     if isinstance(value, Mapping | list):
         return msgspec.json.encode(value).decode()
     raise _field_error(number, "delta.tool_calls[].function.arguments", "a string", value)
+
+
+def _text_fields(delta: Mapping[str, Any], number: int, pieces: _Pieces | None) -> _Pieces | None:
+    """Content, refusal, reasoning and images of a delta, into ``pieces`` (made when one is present)."""
+    get = delta.get
+    content = get("content")
+    refusal = get("refusal")
+    reasoning = get("reasoning_content") or get("reasoning")
+    details = get("reasoning_details")
+    images = get("images")
+    if not (content or refusal or reasoning or details or images):
+        return pieces
+    pieces = pieces or _Pieces()
+    if content:
+        if isinstance(content, str):
+            pieces.content.append(content)
+        elif isinstance(content, list):
+            _content_parts(content, number, pieces)
+        else:
+            raise _field_error(number, "delta.content", "a string or a list of parts", content)
+    if refusal:
+        pieces.refusal.append(_text(refusal, number, "delta.refusal"))
+    if reasoning:
+        pieces.reasoning.append(_text(reasoning, number, "delta.reasoning_content"))
+    if details:
+        _reasoning_details(details, number, pieces, with_text=not reasoning)
+    if images:
+        _images(images, number, pieces)
+    return pieces
 
 
 def _content_parts(parts: list[Any], number: int, pieces: _Pieces) -> None:
