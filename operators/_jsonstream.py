@@ -273,22 +273,25 @@ class JSONStreamParser:
             # The hot path of long string values: one C call decodes the chunk up to the closing quote
             # or up to an escape cut by the end of the chunk (held back for the next feed).
             end = len(text)
-            backslash = text.rfind("\\", -6)
-            if backslash >= 0 and (backslash == end - 1 or text[backslash + 1] == "u"):
-                cut = _held_back_from(text, 0, end)
+            if "\\" not in text and '"' not in text and text.isprintable():
+                piece = text  # nothing to decode (checked in C, much cheaper than the decoder call)
             else:
                 cut = end
-            try:
-                piece, after = _scanstring((text[:cut] if cut < end else text) + '"', 0, True)
-            except JSONDecodeError:
-                self._string_error(text, 0, cut, events)
-                return events
-            if after <= cut:
-                self._close_string(piece, events)
-                self._parse(text, after, events)
-                return events
-            if cut < end:
-                self._carry = text[cut:]
+                if "\\" in text:
+                    backslash = text.rfind("\\", -6)
+                    if backslash >= 0 and (backslash == end - 1 or text[backslash + 1] == "u"):
+                        cut = _held_back_from(text, 0, end)
+                try:
+                    piece, after = _scanstring((text[:cut] if cut < end else text) + '"', 0, True)
+                except JSONDecodeError:
+                    self._string_error(text, 0, cut, events)
+                    return events
+                if after <= cut:
+                    self._close_string(piece, events)
+                    self._parse(text, after, events)
+                    return events
+                if cut < end:
+                    self._carry = text[cut:]
             if piece:
                 parts = self._parts
                 parts.append(piece)

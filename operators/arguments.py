@@ -117,6 +117,7 @@ class ArgumentSplitter:
             raise ValueError(f"max_argument_size must be >= 0, got {max_argument_size}")
         self._max_size = max_argument_size
         self._parsers: dict[int, _Parser] = {}
+        """The parsers of the calls still open, by call index."""
         self._kinds: dict[int, ToolCallKind] = {}
         self._finished: set[int] = set()
 
@@ -124,20 +125,23 @@ class ArgumentSplitter:
         """Attach to each tool-call delta of ``chunk`` the argument events it streamed or completed."""
         deltas = chunk.tool_calls
         if deltas:
-            replaced: list[ToolCallDelta] | None = None
-            for position, delta in enumerate(deltas):
-                events = self._events(delta)
+            if len(deltas) == 1:  # the usual chunk of a streaming call, without the general loop
+                events = self._events(deltas[0])
                 if events:
-                    if replaced is None:
-                        replaced = list(deltas)
-                    replaced[position] = msgspec.structs.replace(
-                        delta, argument_events=delta.argument_events + tuple(events)
-                    )
-            if replaced is not None:
-                chunk = msgspec.structs.replace(chunk, tool_calls=replaced)
+                    chunk = msgspec.structs.replace(chunk, tool_calls=[_with_events(deltas[0], events)])
+            else:
+                replaced: list[ToolCallDelta] | None = None
+                for position, delta in enumerate(deltas):
+                    events = self._events(delta)
+                    if events:
+                        if replaced is None:
+                            replaced = list(deltas)
+                        replaced[position] = _with_events(delta, events)
+                if replaced is not None:
+                    chunk = msgspec.structs.replace(chunk, tool_calls=replaced)
         if chunk.is_complete:
             closing = self._finish_open_calls()
-            self._finished.clear()
+            self._parsers, self._kinds, self._finished = {}, {}, set()
             if closing:
                 chunk = msgspec.structs.replace(chunk, tool_calls=[*(chunk.tool_calls or ()), *closing])
         return [chunk]
@@ -149,16 +153,16 @@ class ArgumentSplitter:
 
     def _events(self, delta: ToolCallDelta) -> list[ArgumentEvent]:
         index = delta.index
-        if index in self._finished:
-            return []
         parser = self._parsers.get(index)
         if parser is None:
+            if index in self._finished:
+                return []
             parser = self._parsers[index] = self._new_parser(delta.kind)
             self._kinds[index] = delta.kind
         events = parser.feed(delta.arguments_delta) if delta.arguments_delta else []
         if delta.finished:
+            del self._parsers[index]
             self._finished.add(index)
-            del self._parsers[index], self._kinds[index]
             events.extend(parser.finish())
         return events
 
@@ -168,7 +172,6 @@ class ArgumentSplitter:
         return JSONStreamParser(self._max_size)
 
     def _finish_open_calls(self) -> list[ToolCallDelta]:
-        """Finish every call still open, in index order: their final events, on ``finished`` deltas."""
         closing: list[ToolCallDelta] = []
         for index in sorted(self._parsers):
             events = tuple(self._parsers[index].finish())
@@ -177,8 +180,12 @@ class ArgumentSplitter:
                 ToolCallDelta(index, finished=True, kind=self._kinds[index], argument_events=events)
             )
         self._parsers.clear()
-        self._kinds.clear()
         return closing
+
+
+def _with_events(delta: ToolCallDelta, events: list[ArgumentEvent]) -> ToolCallDelta:
+    """``delta`` with ``events`` after the argument events it already carries."""
+    return msgspec.structs.replace(delta, argument_events=delta.argument_events + tuple(events))
 
 
 @pipable_operator
