@@ -636,10 +636,26 @@ def serve(
     port: int = 8000,
     tool_format: str | None = "kimi_k2",
     log_level: str = "info",
+    access_log: bool = True,
     **options: Any,
 ) -> None:
-    """Run the proxy with uvicorn until interrupted; ``options`` go to :func:`create_app`."""
+    """Run the proxy with uvicorn until interrupted; ``options`` go to :func:`create_app`.
+
+    The server owns its process, so once everything is loaded, every object alive is moved out of the
+    garbage collector's sight (``gc.freeze``): the periodic full collections then walk only what requests
+    allocate. Without it, a full collection walks some 50 000 module-level objects (about 40 ms, a p99
+    added latency of that much at 50 concurrent streams).
+    """
+    import gc
+
     import uvicorn
 
     app = create_app(upstream, tool_format=tool_format, **options)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, lifespan="on")
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, access_log=access_log, lifespan="on"
+    )
+    config.load()  # imports the protocol and lifespan modules now, so that they are frozen too
+    gc.collect()
+    gc.freeze()
+    with suppress(KeyboardInterrupt):  # Ctrl+C: uvicorn has shut down gracefully, as uvicorn.run does
+        uvicorn.Server(config).run()
