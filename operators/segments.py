@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from aiostream import pipable_operator, streamcontext
+from aiostream import pipable_operator
 
+from pipeline._driver import drive
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
@@ -342,7 +343,7 @@ class SegmentEmitter:
 
 
 @pipable_operator
-async def emit_segments(
+def emit_segments(
     source: AsyncIterable[ChunkResponse],
     *,
     file_tools: Mapping[str, FileTool] | None = None,
@@ -355,22 +356,4 @@ async def emit_segments(
     folder still gives exactly one invocation per call) and then the exception propagates.
     """
     emitter = SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=call_ids)
-    failure: Exception | None = None
-    async with streamcontext(source) as chunks:
-        iterator = aiter(chunks)
-        while True:
-            try:
-                chunk = await anext(iterator)
-            except StopAsyncIteration:
-                break
-            except Exception as exc:  # the source failed; an exception thrown in at a yield is not caught
-                failure = exc
-                break
-            for event in emitter.feed(chunk):
-                yield event
-    if failure is not None:
-        for event in emitter.abort(failure):
-            yield event
-        raise failure
-    for event in emitter.finish():
-        yield event
+    return drive(source, emitter)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
-from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from aiostream import streamcontext
@@ -17,7 +16,10 @@ Out_co = TypeVar("Out_co", covariant=True)
 
 
 class Core(Protocol[In_contra, Out_co]):
-    """A sans-IO stage: knows nothing of asyncio, so tests can feed it at every chunk boundary."""
+    """A sans-IO stage: knows nothing of asyncio, so tests can feed it at every chunk boundary.
+
+    A core may also have ``abort(exc) -> Iterable[Out]``, called by :func:`drive` when the source fails.
+    """
 
     def feed(self, item: In_contra, /) -> Iterable[Out_co]:
         """Take the next input item; return the outputs it completes (often none, sometimes several)."""
@@ -47,14 +49,11 @@ def feed_each(core: Core[In, Out], items: Iterable[In]) -> list[Out]:
     return outputs
 
 
-def _attempt(step: Callable[[], Iterable[Out]]) -> tuple[list[Out], Exception | None]:
-    """Run one feed or finish; on failure, return what it produced before failing, and the failure."""
-    try:
-        return list(step()), None
-    except Exception as exc:
-        salvaged: list[Out] = partial_outputs(exc)
-        exc.streamfold_partial_outputs = []  # type: ignore[attr-defined]
-        return salvaged, exc
+def _salvage(exc: Exception) -> list[Any]:
+    """What the failed feed or finish produced before ``exc``, taken off the exception (to yield once)."""
+    salvaged = partial_outputs(exc)
+    exc.streamfold_partial_outputs = []  # type: ignore[attr-defined]
+    return salvaged
 
 
 async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncIterator[Out]:
@@ -62,16 +61,40 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncIterator
 
     Backpressure is the pull: the source is read only as fast as the consumer asks. Closing the returned
     iterator closes the source at once (``streamcontext`` guarantees ``aclose``). When the core fails,
-    what it produced before the failure is yielded first: nothing already received is lost.
+    what it produced before the failure is yielded first: nothing already received is lost. When the
+    source fails, a core with an ``abort(exc)`` method (the segment emitter) closes what it has open, and
+    what that returns is yielded before the exception propagates; other cores are left as they are. An
+    exception thrown in at a yield is never caught here.
     """
+    feed = core.feed
+    abort: Callable[[Exception], Iterable[Out]] | None = getattr(core, "abort", None)
+    failure: Exception | None = None
     async with streamcontext(source) as items:
-        async for item in items:
-            outputs, failure = _attempt(partial(core.feed, item))
+        next_item = items.__anext__
+        while True:
+            try:
+                item = await next_item()
+            except StopAsyncIteration:
+                break
+            except Exception as exc:
+                if abort is None:
+                    raise
+                outputs, failure = list(abort(exc)), exc
+            else:
+                # The per-item path: a plain call, no allocation but the core's own.
+                try:
+                    produced = feed(item)
+                    outputs = produced if isinstance(produced, list) else list(produced)
+                except Exception as exc:
+                    outputs, failure = _salvage(exc), exc
             for out in outputs:
                 yield out
             if failure is not None:
                 raise failure
-    outputs, failure = _attempt(core.finish)
+    try:
+        outputs = list(core.finish())
+    except Exception as exc:
+        outputs, failure = _salvage(exc), exc
     for out in outputs:
         yield out
     if failure is not None:
