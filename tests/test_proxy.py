@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import random
 import re
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -679,3 +682,35 @@ async def test_a_defect_while_rewriting_still_ends_the_stream_properly(
             await stream_content(client, "m", received)
     assert received in ([], ["one "]), "what came before the failure (if read apart from it)"
     assert (caught.value.type, caught.value.code) == ("server_error", "proxy_error")
+
+
+@pytest.mark.anyio
+async def test_the_cli_serves_the_proxy_until_interrupted() -> None:
+    upstream = FakeUpstream()
+    upstream.add("m", Scenario([chat_completion("hello")], media_type="application/json"))
+    port = closed_port()
+    async with serving(upstream.app) as upstream_url:
+        command = [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "proxy",
+            "--upstream",
+            upstream_url,
+            "--port",
+            str(port),
+        ]
+        async with await anyio.open_process(command, stderr=subprocess.PIPE) as process:
+            assert process.stderr is not None
+            with anyio.fail_after(30):
+                log = b""
+                while b"Uvicorn running on" not in log:
+                    log += await process.stderr.receive()
+                async with httpx.AsyncClient() as http:
+                    response = await http.post(
+                        f"http://127.0.0.1:{port}/v1/chat/completions",
+                        json={"model": "m", "messages": MESSAGES},
+                    )
+                assert response.json()["choices"][0]["message"]["content"] == "hello"
+                process.send_signal(signal.SIGINT)
+                assert await process.wait() == 0
