@@ -90,6 +90,9 @@ _HOP_BY_HOP: Final = frozenset(
     }
 )
 _REWRITTEN_HEADERS: Final = _HOP_BY_HOP | {"content-encoding", "content-type", "accept-encoding"}
+"""Response headers the proxy sets itself when it rewrites the body."""
+_REQUEST_DROPPED: Final = _HOP_BY_HOP | {"accept-encoding"}
+"""Request headers not forwarded as they are (the accept-encoding is chosen per route)."""
 
 
 def error_body(message: str, *, type: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
@@ -259,11 +262,13 @@ def _has_request(exc: httpx.HTTPError) -> bool:
 
 
 def _forwarded_headers(headers: Iterable[tuple[bytes, bytes]], drop: frozenset[str]) -> list[tuple[str, str]]:
-    return [
-        (name.decode("latin-1"), value.decode("latin-1"))
-        for name, value in headers
-        if name.decode("latin-1").lower() not in drop
-    ]
+    """``headers`` as text pairs, without those named in ``drop`` (lower-case names)."""
+    kept = []
+    for raw_name, raw_value in headers:
+        name = raw_name.decode("latin-1")
+        if name.lower() not in drop:
+            kept.append((name, raw_value.decode("latin-1")))
+    return kept
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
@@ -289,7 +294,8 @@ async def _read_capped(response: httpx.Response, limit: int) -> bytes:
     return b"".join(parts)
 
 
-Mode = Literal["stream", "complete", "relay"]
+_Mode = Literal["stream", "complete", "relay"]
+"""``stream``: a streamed chat completion; ``complete``: a whole one; ``relay``: any other route."""
 
 
 class _Exchange(Response):
@@ -299,7 +305,9 @@ class _Exchange(Response):
     cancels the exchange wherever it waits, and the upstream response is closed in every case.
     """
 
-    def __init__(self, proxy: _Proxy, request: httpx.Request, mode: Mode, tool_schemas: Mapping[str, Any]):
+    def __init__(
+        self, proxy: _Proxy, request: httpx.Request, mode: _Mode, tool_schemas: Mapping[str, Any]
+    ) -> None:
         self._proxy = proxy
         self._request = request
         self._mode = mode
@@ -493,7 +501,9 @@ class _Proxy:
         return b"".join(parts)
 
     def upstream_request(self, request: Request, body: bytes, *, identity: bool) -> httpx.Request:
-        headers = _forwarded_headers(request.headers.raw, _HOP_BY_HOP | {"accept-encoding"})
+        """The upstream request for ``request``: same method, path, query, headers and body; with
+        ``identity`` the upstream is asked not to compress (the proxy reads the body)."""
+        headers = _forwarded_headers(request.headers.raw, _REQUEST_DROPPED)
         if identity:
             headers.append(("accept-encoding", "identity"))
         elif "accept-encoding" in request.headers:
@@ -503,6 +513,7 @@ class _Proxy:
         )
 
     async def chat_completions(self, request: Request) -> Response:
+        """``POST /v1/chat/completions``: checked here, forwarded and rewritten by the exchange."""
         body = await self.read_body(request)
         if isinstance(body, Response):
             return body
@@ -531,11 +542,12 @@ class _Proxy:
                 type="invalid_request_error",
                 code="unsupported_parameter",
             )
-        mode: Mode = "stream" if streaming else "complete"
+        mode: _Mode = "stream" if streaming else "complete"
         upstream = self.upstream_request(request, body, identity=True)
         return _Exchange(self, upstream, mode, _tool_schemas(payload.get("tools")))
 
     async def relay(self, request: Request) -> Response:
+        """Any other route: forwarded and answered as it is."""
         body = await self.read_body(request)
         if isinstance(body, Response):
             return body
