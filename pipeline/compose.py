@@ -16,14 +16,18 @@ SSE or JSON-lines bytes, provider event dicts, or provider SDK objects; ``provid
 from __future__ import annotations
 
 import codecs
-from collections.abc import AsyncIterable, Callable, Mapping
-from typing import Any, Literal, TypeAlias, cast
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 from aiostream import Stream, operator, stream
 
-from pipeline._driver import Chain, Core, drive
+from pipeline._driver import Chain, Core, drive, partial_outputs
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, PipelineEvent
+
+if TYPE_CHECKING:
+    from operators.invocations import InvocationFolder
+    from operators.segments import SegmentEmitter
 
 __all__ = [
     "PROVIDERS",
@@ -230,6 +234,11 @@ def process(
 ) -> Stream[PipelineEvent]:
     """The whole pipeline: adapter, converter, [delimiter rewriter], splitter, emitter, folder.
 
+    The stages are the cores of the operators (:func:`to_chunks`, ``rewrite_delimiters``,
+    ``split_arguments``, ``emit_segments``, ``fold_invocations``), run by one loop: the events are the
+    same as those of the operators piped one after another, failures included, without an async hop per
+    stage.
+
     Args:
         source: SSE or JSON-lines bytes (an HTTP body, a file), provider event dicts, or SDK objects.
         provider: the wire format, or ``auto`` to detect it from the first event.
@@ -246,25 +255,116 @@ def process(
         An aiostream ``Stream`` of :data:`PipelineEvent`: iterate it with ``async with ....stream()``, or
         pipe more operators onto it. Closing it closes the source.
     """
-    from operators.arguments import split_arguments
-    from operators.invocations import fold_invocations
-    from operators.segments import emit_segments
-
-    chunks: Stream[ChunkResponse] = to_chunks(
-        source, provider=provider, framing=framing, id_factory=id_factory
+    return _pipeline(
+        source,
+        provider=provider,
+        framing=framing,
+        tool_format=tool_format,
+        file_tools=file_tools,
+        tools=tools,
+        max_argument_size=max_argument_size,
+        id_factory=id_factory,
+        segment_ids=segment_ids,
     )
-    if tool_format is not None and tool_format != "api_tool_call":
-        from operators.delimiters import rewrite_delimiters
 
-        chunks = chunks | rewrite_delimiters.pipe(tool_format, id_factory=id_factory)
+
+@operator
+def _pipeline(
+    source: ChunkSource,
+    *,
+    provider: str,
+    framing: str,
+    tool_format: str | None,
+    file_tools: Mapping[str, Any] | None,
+    tools: Mapping[str, Any] | None,
+    max_argument_size: int | None,
+    id_factory: Callable[[int], str] | None,
+    segment_ids: Callable[[Any], str] | None,
+) -> Any:
+    """:func:`process`'s stream. Its cores are made with it (so bad options raise at once) and anew for
+    each later iteration, as the operators' are."""
+    from operators.arguments import ArgumentSplitter
+    from operators.invocations import InvocationFolder
+    from operators.segments import SegmentEmitter
+
+    stages: list[Core[Any, ChunkResponse]] = [
+        chunk_core(provider=provider, framing=framing, id_factory=id_factory)
+    ]
+    if tool_format is not None and tool_format != "api_tool_call":
+        from operators.delimiters import DelimiterRewriter
+
+        stages.append(DelimiterRewriter(tool_format, id_factory=id_factory))
     split_options: dict[str, Any] = {}
     if max_argument_size is not None:
         split_options["max_argument_size"] = max_argument_size
-    segments = chunks | split_arguments.pipe(**split_options)
-    events = segments | emit_segments.pipe(
-        file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory
-    )
-    return events | fold_invocations.pipe(tools=tools)
+    stages.append(ArgumentSplitter(**split_options))
+    emitter = SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory)
+    core = _PipelineCore(Chain(*stages), emitter, InvocationFolder(tools=tools))
+    return drive(source, core)
+
+
+class _PipelineCore:
+    """The stages of :func:`process` as one core: the chunk stages, then the emitter and the folder.
+
+    Failures go as through the operators piped one after another: what a stage produced before failing
+    flows on through the stages after it; when the source or a chunk stage fails, the emitter closes the
+    open segments (a tool call gets an ``interrupted`` error) and the folder folds them, and then the
+    exception propagates.
+    """
+
+    def __init__(self, chunks: Core[Any, Any], emitter: SegmentEmitter, folder: InvocationFolder):
+        self._chunks = chunks
+        self._emitter = emitter
+        self._folder = folder
+
+    def feed(self, item: Any) -> list[PipelineEvent]:
+        try:
+            chunks = self._chunks.feed(item)
+        except Exception as failure:
+            self._interrupt(failure)
+            raise
+        return self._events(chunks)
+
+    def finish(self) -> list[PipelineEvent]:
+        try:
+            chunks = self._chunks.finish()
+        except Exception as failure:
+            self._interrupt(failure)
+            raise
+        return self._events(chunks, finish=True)
+
+    def abort(self, failure: Exception) -> list[PipelineEvent]:
+        """The source failed: close the open segments and fold them."""
+        events: list[PipelineEvent] = []
+        fold = self._folder.feed
+        for event in self._emitter.abort(failure):
+            events.extend(fold(event))
+        return events
+
+    def _interrupt(self, failure: Exception) -> None:
+        """A chunk stage failed: the events of what it produced before, then those of the abort, travel on
+        ``failure`` (see :func:`pipeline._driver.partial_outputs`)."""
+        events = self._events(partial_outputs(failure))
+        events.extend(self.abort(failure))
+        failure.streamfold_partial_outputs = events  # type: ignore[attr-defined]
+
+    def _events(self, chunks: Iterable[ChunkResponse], *, finish: bool = False) -> list[PipelineEvent]:
+        """Chunks through the emitter and the folder (then their ends, when ``finish``). If one of them
+        fails, the events before travel on the exception."""
+        events: list[PipelineEvent] = []
+        emit, fold = self._emitter.feed, self._folder.feed
+        try:
+            for chunk in chunks:
+                for event in emit(chunk):
+                    events.extend(fold(event))
+            if finish:
+                for event in self._emitter.finish():
+                    events.extend(fold(event))
+                events.extend(self._folder.finish())
+        except Exception as failure:
+            failure.streamfold_partial_outputs = events + partial_outputs(failure)  # type: ignore[attr-defined]
+            raise
+        return events
 
 
 def iterate(items: Any) -> Stream[Any]:
