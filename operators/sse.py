@@ -122,6 +122,28 @@ class _LineSplitter:
             self._pending_size += len(last)
         return lines
 
+    def split_events(self, data: bytes) -> tuple[list[bytes], int, bytes]:
+        """For SSE's fast path: ``(blocks, offset, rest)``, where ``blocks`` are the held partial line and
+        ``data`` up to its last blank line, split at each ``\\n\\n`` (each block was followed by one),
+        ``offset`` is the byte offset of the first block, and ``rest`` is what follows, still to be
+        :meth:`split`. Only LF-only data is cut so (no blocks otherwise: all of ``data`` is the rest)."""
+        if self._skip_lf or 0x0D in data:
+            return [], self._offset, data
+        if not self._started:
+            data = self._strip_bom(data)
+        end = data.rfind(b"\n\n")  # a held partial line has no LF: a blank line can only be in ``data``
+        if end < 0:
+            return [], self._offset, data
+        head = data[:end]
+        if self._pending:
+            self._pending.append(head)
+            head = b"".join(self._pending)
+            self._pending.clear()
+            self._pending_size = 0
+        offset = self._offset
+        self._offset = offset + len(head) + 2
+        return head.split(b"\n\n"), offset, data[end + 2 :]
+
     def finish(self) -> list[tuple[bytes, int]]:
         """The partial last line, if any: a stream may end without a final line ending."""
         if not self._pending:
@@ -193,6 +215,9 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         events: list[ServerSentEvent] = []
         try:
+            blocks, offset, chunk = self._lines.split_events(chunk)
+            if blocks:
+                self._blocks(blocks, offset, events)
             for line, offset in self._lines.split(chunk):
                 self._line(line, offset, events)
             if self._lines.pending_size and self._event_size + self._lines.pending_size > self._max:
@@ -212,6 +237,33 @@ class SSEDecoder:
             raise
         self._dispatch(events)
         return events
+
+    def _blocks(self, blocks: list[bytes], offset: int, events: list[ServerSentEvent]) -> None:
+        """The lines of ``blocks``, each block followed by a blank line (see ``_LineSplitter.split_events``).
+
+        The fast path: a block that is a whole event of one ``data`` line becomes its event straight from
+        its bytes; any other block (and any block seen while an event is in progress) goes line by line.
+        """
+        last_id = self._last_id
+        fast = not self._data and self._event is None and self._retry is None
+        for block in blocks:
+            # (``0x0A in block`` looks for an LF with memchr: ``b"\n" in block`` is ten times slower.)
+            if fast and block.startswith(b"data:") and 0x0A not in block and len(block) < self._max:
+                try:
+                    data = (block[6:] if block[5:6] == b" " else block[5:]).decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # the line-by-line path reports where
+                else:
+                    events.append(ServerSentEvent(data=data, id=last_id))
+                    offset += len(block) + 2
+                    continue
+            for line in block.split(b"\n"):
+                self._line(line, offset, events)
+                offset += len(line) + 1
+            self._dispatch(events)
+            offset += 1
+            last_id = self._last_id
+            fast = True
 
     def _line(self, line: bytes, offset: int, events: list[ServerSentEvent]) -> None:
         if not line:
@@ -321,7 +373,7 @@ class JSONLinesDecoder:
                 f"line {number} (byte {offset}) is not valid JSON: {error}: {excerpt}", offset=offset
             ) from None
         if isinstance(value, dict):
-            if self._check_errors:
+            if self._check_errors and _may_be_error(value):
                 raise_for_provider_error(value, where=f"line {number}")
         elif self._objects_only:
             raise StreamDecodeError(
@@ -372,11 +424,18 @@ class EventParser:
                 f"{_excerpt(data)}",
                 offset=number,
             )
-        raise_for_provider_error(payload, where=f"event {number}")
+        if _may_be_error(payload):
+            raise_for_provider_error(payload, where=f"event {number}")
         return [payload]
 
     def finish(self) -> list[dict[str, Any]]:
         return []
+
+
+def _may_be_error(payload: dict[str, Any]) -> bool:
+    """Whether :func:`raise_for_provider_error` could raise for ``payload`` (a cheap test, so that the
+    location of the error is formatted only for those)."""
+    return payload.get("error") is not None or payload.get("type") == "error"
 
 
 def raise_for_provider_error(payload: Mapping[str, Any], *, where: str = "event") -> None:

@@ -1,0 +1,117 @@
+"""The SSE decoder's fast path (whole one-``data``-line events cut from LF-only chunks at blank lines) gives
+exactly what the line-by-line path gives on the same chunks, and what feeding one byte at a time gives
+(then the decoder never sees a blank line inside a chunk)."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.sse import ServerSentEvent, SSEDecoder, _LineSplitter
+from pipeline._driver import partial_outputs
+from pipeline.errors import StreamDecodeError
+
+LINES = [
+    b'data: {"a": 1}',
+    b"data:x",
+    b"data",
+    b"data:  two spaces",
+    b"data: caf\xc3\xa9 \xe2\x98\x95",
+    b"data: \xff not UTF-8",
+    b"data: " + b"y" * 40,
+    b"event: update",
+    b"id: 7",
+    b"retry: 100",
+    b": a comment",
+    b"unknown: field",
+    b"",
+    b"",
+    b"",
+]
+ENDINGS = [b"\n", b"\n", b"\n", b"\n", b"\r\n", b"\r"]
+
+
+def decode(chunks: list[bytes], max_event_size: int) -> tuple[list[ServerSentEvent], str | None]:
+    """Every event, those before an error included, and the error's message."""
+    decoder = SSEDecoder(max_event_size=max_event_size)
+    events: list[ServerSentEvent] = []
+    try:
+        for chunk in chunks:
+            events.extend(decoder.feed(chunk))
+        events.extend(decoder.finish())
+    except StreamDecodeError as error:
+        return events + partial_outputs(error), str(error)
+    return events, None
+
+
+def line_by_line(chunks: list[bytes], max_event_size: int) -> tuple[list[ServerSentEvent], str | None]:
+    """:func:`decode` with the fast path turned off."""
+
+    def no_blocks(self: object, data: bytes) -> tuple[list[bytes], int, bytes]:
+        return [], 0, data
+
+    with mock.patch.object(_LineSplitter, "split_events", no_blocks):
+        return decode(chunks, max_event_size)
+
+
+def cut(data: bytes, positions: list[int]) -> list[bytes]:
+    bounds = sorted({position % (len(data) + 1) for position in positions})
+    return [data[start:end] for start, end in zip([0, *bounds], [*bounds, len(data)], strict=True)]
+
+
+STREAMS = st.lists(st.tuples(st.sampled_from(LINES), st.sampled_from(ENDINGS)), max_size=40).map(
+    lambda lines: b"".join(line + ending for line, ending in lines)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=STREAMS,
+    positions=st.lists(st.integers(min_value=0, max_value=2000), max_size=6),
+    max_event_size=st.sampled_from([48, 100, 1 << 20]),
+)
+def test_the_fast_path_changes_nothing(data: bytes, positions: list[int], max_event_size: int) -> None:
+    chunks = cut(data, positions)
+    assert decode(chunks, max_event_size) == line_by_line(chunks, max_event_size)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=STREAMS, positions=st.lists(st.integers(min_value=0, max_value=2000), max_size=6))
+def test_any_chunking_gives_what_byte_by_byte_gives(data: bytes, positions: list[int]) -> None:
+    reference = decode([data[i : i + 1] for i in range(len(data))], 1 << 20)
+    assert decode(cut(data, positions), 1 << 20) == reference
+    assert decode([data], 1 << 20) == reference
+
+
+def test_events_of_one_data_line_come_straight_from_a_chunk() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(
+        b'id: 1\ndata: {"a": 1}\n\ndata: b\n\ndata:c\n\n: note\nevent: e\ndata: d\n\ndata: e'
+    ) == [
+        ServerSentEvent(data='{"a": 1}', id="1"),
+        ServerSentEvent(data="b", id="1"),
+        ServerSentEvent(data="c", id="1"),
+        ServerSentEvent(event="e", data="d", id="1"),
+    ]
+    assert decoder.feed(b"\n\n") == [ServerSentEvent(data="e", id="1")]
+
+
+def test_an_error_in_a_chunk_of_whole_events_names_its_byte_after_the_events_before() -> None:
+    decoder = SSEDecoder()
+    with pytest.raises(StreamDecodeError, match=r"^invalid UTF-8 at byte 16 of the stream") as raised:
+        decoder.feed(b"data: a\n\ndata: b\xff\n\ndata: c\n\n")
+    assert partial_outputs(raised.value) == [ServerSentEvent(data="a")]
+
+
+def test_offsets_run_on_across_chunks_of_whole_events() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\n\ndata: b\n\ndata: c") == [
+        ServerSentEvent(data="a"),
+        ServerSentEvent(data="b"),
+    ]
+    assert decoder.feed(b"\n\n: x\n\n") == [ServerSentEvent(data="c")]
+    with pytest.raises(StreamDecodeError, match=r"^invalid UTF-8 at byte 47 of the stream"):
+        decoder.feed(b"data: d\n\ndata: \xff\n\n")
