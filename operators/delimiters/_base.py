@@ -72,7 +72,6 @@ How to add a format
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
@@ -84,6 +83,7 @@ from operators.delimiters._scan import (
     Markers,
     ValueType,
     XmlArguments,
+    space_end,
     value_type_from_schema,
 )
 from operators.providers._common import IdFactory, new_call_id
@@ -119,30 +119,20 @@ class LexerOptions(msgspec.Struct, frozen=True):
     """Cap on the characters held for one call; see :class:`~._scan.XmlArguments`."""
 
 
-class _Piece:
-    """A tool-call delta being assembled while one chunk is lexed."""
+class _Piece(msgspec.Struct, gc=False):
+    """A tool-call delta being assembled while one chunk is lexed (mutable; a struct is cheap to build)."""
 
-    __slots__ = ("args", "call_id", "finished", "index", "kind", "name")
-
-    def __init__(
-        self, index: int, call_id: str | None, name: str | None, kind: ToolCallKind = "function"
-    ) -> None:
-        self.index = index
-        self.call_id = call_id
-        self.name = name
-        self.kind: ToolCallKind = kind
-        self.args: list[str] = []
-        self.finished = False
+    index: int
+    call_id: str | None
+    name: str | None
+    kind: ToolCallKind
+    args: list[str]
+    finished: bool = False
 
     def delta(self) -> ToolCallDelta:
-        return ToolCallDelta(
-            self.index,
-            self.call_id,
-            self.name,
-            "".join(self.args) if self.args else None,
-            self.finished,
-            self.kind,
-        )
+        args = self.args
+        text = (args[0] if len(args) == 1 else "".join(args)) if args else None
+        return ToolCallDelta(self.index, self.call_id, self.name, text, self.finished, self.kind)
 
 
 _Op: TypeAlias = tuple[str, Any]
@@ -177,17 +167,18 @@ class _Output:
             call_id = self.id_factory(index)
         if kind != "function":
             self.kinds[index] = kind
-        self.ops.append(("tool", _Piece(index, call_id, name, kind)))
+        self.ops.append(("tool", _Piece(index, call_id, name, kind, [])))
         return index
 
     def _piece(self, index: int) -> _Piece:
+        """The piece of call ``index`` that this chunk is writing: the last op if it is that call's."""
         ops = self.ops
         if ops:
             kind, piece = ops[-1]
             if kind == "tool" and piece.index == index and not piece.finished:
                 assert isinstance(piece, _Piece)
                 return piece
-        piece = _Piece(index, None, None, self.kinds.get(index, "function"))
+        piece = _Piece(index, None, None, self.kinds.get(index, "function"), [])
         ops.append(("tool", piece))
         return piece
 
@@ -208,6 +199,9 @@ class FormatLexer:
     its end marker (Kimi's tool section that never closes)."""
     markers: ClassVar[tuple[str, ...]] = ()
     """Every literal the format uses, for tests that split the input around each of them."""
+    text_markers: ClassVar[Markers]
+    """What the text state (:meth:`start`) stops at; text with none of their first characters passes
+    through that state untouched (the rewriter's fast path, :meth:`passes_through`)."""
 
     def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
         self._output = output
@@ -234,10 +228,31 @@ class FormatLexer:
 
     def feed(self, text: str) -> None:
         """Lex the next piece of the channel's text."""
-        if self._held:
-            text = self._held + text
+        held = self._held
+        if held:
             self._held = ""
+            text = held + text
         self._run(text, False)
+
+    def passes_through(self, text: str) -> bool:
+        """Whether ``text`` would go out unchanged as this channel's text: the lexer is in its text state
+        holding nothing, and no character of ``text`` can start one of ``text_markers``."""
+        if self._held or self.tentative is not None or self.state != self.start:
+            return False
+        for char in self.text_markers.first_chars:  # noqa: SIM110 (a loop of `in` beats any() here)
+            if char in text:
+                return False
+        return True
+
+    def verbatim_args(self, text: str) -> ToolCallDelta | None:
+        """The delta of ``text`` when all of it goes as it is into a JSON string of the open call's
+        arguments (the lexer holds nothing, ``text`` has no quote), else None."""
+        json_args = self.json_args
+        index = self.call_index
+        if json_args is None or index is None or self._held or not json_args.take_in_string(text):
+            return None
+        self._call_has_args = True
+        return ToolCallDelta(index, None, None, text, False, self.call_kind)
 
     def finish(self) -> None:
         """The channel's text has ended: release what is held, end what is open."""
@@ -261,7 +276,17 @@ class FormatLexer:
             self._held = buf[pos:]
 
     def start(self, buf: str, pos: int, final: bool) -> int:
-        """The text state: plain text until a marker opens a call. Every format defines it."""
+        """The text state: text passes through up to the first of ``text_markers``, which goes to
+        :meth:`opened`."""
+        stop, resume, marker = self.text_markers.find(buf, pos, final)
+        if stop > pos:
+            self.emit_text(buf[pos:stop])
+        if marker is not None:
+            self.opened(marker)
+        return resume
+
+    def opened(self, marker: str) -> None:
+        """One of ``text_markers`` came in the text state: switch to what it opens."""
         raise NotImplementedError
 
     def at_end(self) -> None:
@@ -410,7 +435,6 @@ class SectionLexer(FormatLexer):
     Between calls, whitespace is dropped and any other text passes through.
     """
 
-    text_markers: ClassVar[Markers]
     section_begins: ClassVar[frozenset[str]]
     section_markers: ClassVar[Markers]
     section_ends: ClassVar[frozenset[str]]
@@ -429,20 +453,15 @@ class SectionLexer(FormatLexer):
         self._between_started = False
         self.state = self.in_section_state if self.in_section else self.start
 
-    def start(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = self.text_markers.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop])
-        if marker is not None:
-            if marker in self.section_begins:
-                self.in_section = True
-                self._between_started = False
-                self.hold_tentative(marker)
-                self.state = self.in_section_state
-            else:
-                self.in_section = False
-                self.begin_call(marker)
-        return resume
+    def opened(self, marker: str) -> None:
+        if marker in self.section_begins:
+            self.in_section = True
+            self._between_started = False
+            self.hold_tentative(marker)
+            self.state = self.in_section_state
+        else:
+            self.in_section = False
+            self.begin_call(marker)
 
     def in_section_state(self, buf: str, pos: int, final: bool) -> int:
         """Between calls inside a section."""
@@ -484,9 +503,6 @@ class SectionLexer(FormatLexer):
         self.emit_text(text)
 
 
-_SPACE: Final = re.compile(r"\s*")
-
-
 class TaggedCallLexer(FormatLexer):
     """A format whose calls each sit in their own block opened by ``opener`` (``<tool_call>``).
 
@@ -498,25 +514,19 @@ class TaggedCallLexer(FormatLexer):
     """
 
     opener: ClassVar[str]
-    _opener_markers: ClassVar[Markers]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "opener" in cls.__dict__:
-            cls._opener_markers = Markers(cls.opener)
+            cls.text_markers = Markers(cls.opener)
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """The state after the opener."""
         raise NotImplementedError
 
-    def start(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = self._opener_markers.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop])
-        if marker is not None:
-            self.hold_tentative(marker)
-            self.state = self.confirm
-        return resume
+    def opened(self, marker: str) -> None:
+        self.hold_tentative(marker)
+        self.state = self.confirm
 
     def confirmed(self) -> None:
         """What was held since the opener belongs to a call: drop it."""
@@ -532,7 +542,7 @@ class TaggedCallLexer(FormatLexer):
         self.state = self._between_calls
 
     def _between_calls(self, buf: str, pos: int, final: bool) -> int:
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos and not self.hold_tentative(buf[pos:index]):
             self.not_a_call()
             return index
@@ -639,10 +649,18 @@ class DelimiterRewriter:
 
     def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
         """Rewrite one chunk; see the class doc."""
+        content = item.content
         reasoning = item.reasoning
+        if (reasoning is None or not content) and not _carries_more(item):
+            # Text in one channel and nothing else: the two common cases need no lexing.
+            lexer, text = (self._content, content) if reasoning is None else (self._reasoning, reasoning)
+            if lexer.passes_through(text):
+                return [item] if text else []  # the chunk goes on as it is
+            delta = lexer.verbatim_args(text)
+            if delta is not None:
+                return [ChunkResponse(tool_calls=[delta])]
         if reasoning:
             self._reasoning.feed(reasoning)
-        content = item.content
         if content:
             self._content.feed(content)
         if item.is_complete:
@@ -668,6 +686,8 @@ class DelimiterRewriter:
             kind, payload = ops[0]
             ops.clear()
             if kind == "tool":
+                if not _carries_more(item):
+                    return [ChunkResponse(tool_calls=[payload.delta()])]
                 return [self._finalise(item, "", None, [payload.delta()])]
             text = payload[0] if len(payload) == 1 else "".join(payload)
             if kind == "content":

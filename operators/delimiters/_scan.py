@@ -26,6 +26,7 @@ __all__ = [
     "ValueType",
     "XmlArguments",
     "json_escape",
+    "space_end",
     "value_type_from_schema",
 ]
 
@@ -40,6 +41,14 @@ _json_encode = msgspec.json.encode
 _json_decode = msgspec.json.decode
 
 
+_SPACE: Final = re.compile(r"\s*")
+
+
+def space_end(text: str, pos: int) -> int:
+    """Where the run of whitespace that starts at ``pos`` in ``text`` ends."""
+    return _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+
+
 def json_escape(text: str) -> str:
     """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is)."""
     return _json_encode(text).decode()[1:-1]
@@ -52,7 +61,16 @@ class Markers:
     another one except as a prefix.
     """
 
-    __slots__ = ("_first", "_pattern", "_prefixes", "json_brackets", "json_quote", "longest", "markers")
+    __slots__ = (
+        "_first",
+        "_pattern",
+        "_prefixes",
+        "first_chars",
+        "json_brackets",
+        "json_quote",
+        "longest",
+        "markers",
+    )
 
     def __init__(self, *markers: str) -> None:
         ordered = sorted(set(markers), key=len, reverse=True)
@@ -67,7 +85,9 @@ class Markers:
         """A marker, a quote or a bracket: the next stop when a bracket's position matters (a marker that
         starts with a bracket, Mistral's ``[TOOL_CALLS]``, is a marker)."""
         self._prefixes = frozenset(marker[:size] for marker in ordered for size in range(1, len(marker)))
-        self._first = re.compile("[" + "".join(re.escape(char) for char in {m[0] for m in ordered}) + "]")
+        self.first_chars: tuple[str, ...] = tuple(sorted({marker[0] for marker in ordered}))
+        """The characters a marker starts with: text without any of them holds no marker."""
+        self._first = re.compile("[" + "".join(map(re.escape, self.first_chars)) + "]")
         self.longest = len(ordered[0])
 
     def __contains__(self, marker: object) -> bool:
@@ -132,6 +152,19 @@ class JsonArgs:
     def complete(self) -> bool:
         """A root object or array has opened and closed."""
         return self.opened and self.depth <= 0 and not self.in_string
+
+    def take_in_string(self, text: str) -> bool:
+        """If all of ``text``, coming next, stays inside the current JSON string (the scan is in a string
+        and ``text`` has no quote), follow it (a trailing backslash escapes what comes next): True.
+        Otherwise change nothing: False."""
+        if not self.in_string or self._pending_space or '"' in text:
+            return False
+        if "\\" in text:
+            run = len(text) - len(text.rstrip("\\"))
+            self.escape = (run + self.escape if run == len(text) else run) % 2 == 1
+        else:
+            self.escape = False
+        return True
 
     def scan(
         self, buf: str, pos: int, markers: Markers, final: bool, *, stop_at_close: bool = False

@@ -14,11 +14,10 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import Channel, FormatLexer, LexerOptions, _Output
-from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers
+from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers, space_end
 
 __all__ = ["WrappedJsonLexer"]
 
-_SPACE: Final = re.compile(r"\s*")
 _SCALAR_END: Final = (",", "}")
 _STRING_STOP: Final = re.compile(r'[\\"]')
 _ESCAPE: Final = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})')
@@ -75,7 +74,7 @@ class WrappedJsonLexer(FormatLexer):
 
     def wrapper_open(self, buf: str, pos: int, final: bool) -> int:
         """Expect the wrapper's ``{``."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index == len(buf):
             return index
         self._wrapped_name = None
@@ -89,7 +88,7 @@ class WrappedJsonLexer(FormatLexer):
         return index + 1
 
     def _key_or_end(self, buf: str, pos: int, final: bool) -> int:
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index == len(buf):
             return index
         char = buf[index]
@@ -113,7 +112,7 @@ class WrappedJsonLexer(FormatLexer):
         return resume
 
     def _colon(self, buf: str, pos: int, final: bool) -> int:
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index == len(buf):
             return index
         if buf[index] != ":":
@@ -122,7 +121,7 @@ class WrappedJsonLexer(FormatLexer):
         return index + 1
 
     def _value(self, buf: str, pos: int, final: bool) -> int:
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index == len(buf):
             return index
         key = self._current_key
@@ -224,7 +223,7 @@ class WrappedJsonLexer(FormatLexer):
         return resume
 
     def _after_value(self, buf: str, pos: int, final: bool) -> int:
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index == len(buf):
             return index
         char = buf[index]

@@ -7,7 +7,7 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import TaggedCallLexer, register_format
-from operators.delimiters._scan import Markers
+from operators.delimiters._scan import Markers, space_end
 
 __all__ = ["Glm45Lexer", "Glm47Lexer"]
 
@@ -18,7 +18,6 @@ ARG_KEY_END: Final = "</arg_key>"
 ARG_VALUE: Final = "<arg_value>"
 ARG_VALUE_END: Final = "</arg_value>"
 
-_SPACE: Final = re.compile(r"\s*")
 _NAME_END: Final = re.compile(r"[\s<>]")
 _IN_CALL: Final = Markers(ARG_KEY, TOOL_CALL_END)
 _KEY: Final = Markers(ARG_KEY_END)
@@ -78,7 +77,7 @@ class Glm45Lexer(TaggedCallLexer):
 
     def _after_name(self, buf: str, pos: int, final: bool) -> int:
         """After the name: whitespace, then ``<arg_key>`` or ``</tool_call>``."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos and not self.hold_tentative(buf[pos:index]):
             self._header_parts.clear()
             self.not_a_call()

@@ -17,7 +17,7 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import Channel, FormatLexer, register_format
-from operators.delimiters._scan import Markers
+from operators.delimiters._scan import Markers, space_end
 
 __all__ = ["HarmonyLexer"]
 
@@ -42,7 +42,6 @@ _SNIFF_LIMIT: Final = 4096
 """Longest run of whitespace held at the start of a built-in tool's input before it counts as text input."""
 _HEADER_WORDS: Final = re.compile(r"[\w.:/=\- ]*")
 _HEADER_PARTS: Final = re.compile("(" + re.escape(CHANNEL) + "|" + re.escape(CONSTRAIN) + ")")
-_SPACE: Final = re.compile(r"\s*")
 _FUNCTIONS_PREFIX: Final = "functions."
 _CHANNEL_ROUTES: Final[dict[str, Channel]] = {
     "analysis": "reasoning",
@@ -117,19 +116,16 @@ class HarmonyLexer(FormatLexer):
     aliases: ClassVar[tuple[str, ...]] = ("gpt_oss", "gpt-oss", "openai_harmony")
     end_marker_optional: ClassVar[bool] = True
     markers: ClassVar[tuple[str, ...]] = (START, CHANNEL, CONSTRAIN, MESSAGE, END, RETURN, CALL)
+    text_markers: ClassVar[Markers] = _OUTSIDE
 
     # --- between messages -----------------------------------------------------------------------------------
 
-    def start(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = _OUTSIDE.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop])
+    def opened(self, marker: str) -> None:
         if marker in _OPENERS:
             self._open_header(marker)
         elif marker == MESSAGE:
             self._route: Channel = self.channel  # a body without a header keeps the field's channel
             self.state = self._text_body
-        return resume
 
     # --- the header -----------------------------------------------------------------------------------------
 
@@ -216,7 +212,7 @@ class HarmonyLexer(FormatLexer):
 
     def _sniff_body(self, buf: str, pos: int, final: bool) -> int:
         """A built-in tool's body: JSON arguments if it starts with ``{`` or ``[``, else free text."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos:
             self._sniffed.append(buf[pos:index])
             self._sniffed_size += index - pos

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import TaggedCallLexer, register_format
-from operators.delimiters._scan import Markers
+from operators.delimiters._scan import Markers, space_end
 from operators.delimiters._wrapped import WrappedJsonLexer
 
 __all__ = ["HermesLexer"]
@@ -16,7 +15,6 @@ TOOL_CALL: Final = "<tool_call>"
 TOOL_CALL_END: Final = "</tool_call>"
 
 _END: Final = Markers(TOOL_CALL_END)
-_SPACE: Final = re.compile(r"\s*")
 
 
 @register_format
@@ -41,7 +39,7 @@ class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: a call only if ``{`` comes next (after whitespace)."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos and not self.hold_tentative(buf[pos:index]):
             self.not_a_call()
             return index
@@ -59,7 +57,7 @@ class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
 
     def _after_wrapper(self, buf: str, pos: int, final: bool) -> int:
         """After the JSON object: whitespace, then ``</tool_call>``."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos and not self.hold_tentative(buf[pos:index]):
             self._end_without_marker()
             return index

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._base import register_format
-from operators.delimiters._scan import Markers
+from operators.delimiters._base import Channel, LexerOptions, _Output, register_format
+from operators.delimiters._scan import Markers, space_end
 from operators.delimiters._wrapped import WrappedJsonLexer
 
 __all__ = ["Llama3JsonLexer"]
@@ -21,7 +21,6 @@ EOT: Final = "<|eot_id|>"
 
 _TEXT: Final = Markers(PYTHON_TAG)
 _SECTION: Final = Markers(PYTHON_TAG, EOM, EOT)
-_SPACE: Final = re.compile(r"\s*")
 _SEPARATORS: Final = re.compile(r"[\s;]*")
 
 CODE_TOOL: Final = "python"
@@ -34,7 +33,7 @@ _OPENING_LIMIT: Final = 256
 
 def _opens_call(text: str) -> bool | None:
     """Whether ``text`` (from a ``{``) begins ``{"name":`` or ``{"type":``; None while it still might."""
-    index = _SPACE.match(text, 1).end()  # type: ignore[union-attr]
+    index = space_end(text, 1)
     size = len(text)
     if index == size:
         return None
@@ -46,7 +45,7 @@ def _opens_call(text: str) -> bool | None:
         return None if any(candidate.startswith(key) for candidate in _OPENING_KEYS) else False
     if key not in _OPENING_KEYS:
         return False
-    index = _SPACE.match(text, close + 1).end()  # type: ignore[union-attr]
+    index = space_end(text, close + 1)
     if index == size:
         return None
     return text[index] == ":"
@@ -77,35 +76,35 @@ class Llama3JsonLexer(WrappedJsonLexer):
     markers: ClassVar[tuple[str, ...]] = (PYTHON_TAG, EOM, EOT)
     wrapper_markers: ClassVar[Markers] = _SECTION
 
-    _fresh = True
-    """Nothing but whitespace has gone out on this channel yet: a bare call may open here."""
+    text_markers: ClassVar[Markers] = _TEXT
     _tagged = False
     """The calls follow ``<|python_tag|>``: no need to see ``{"name":`` first."""
     _in_wrapper = False
 
     # --- text -----------------------------------------------------------------------------------------------
 
-    def start(self, buf: str, pos: int, final: bool) -> int:
-        if self._fresh:
-            index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
-            if index > pos:
-                self.hold_tentative(buf[pos:index])
-            if index == len(buf):
-                return index
-            self._fresh = False
-            if buf[index] == "{":
-                self._tagged = False
-                self.state = self._confirm
-                return index
-            self.release_tentative()
-            pos = index
-        stop, resume, marker = _TEXT.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop])
-        if marker is not None:
-            self.hold_tentative(marker)
-            self.state = self._after_tag
-        return resume
+    def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
+        super().__init__(output, channel, options)
+        self.state = self._channel_start
+
+    def _channel_start(self, buf: str, pos: int, final: bool) -> int:
+        """Nothing but whitespace has gone out on this channel yet: a bare call may open here."""
+        index = space_end(buf, pos)
+        if index > pos:
+            self.hold_tentative(buf[pos:index])
+        if index == len(buf):
+            return index
+        if buf[index] == "{":
+            self._tagged = False
+            self.state = self._confirm
+            return index
+        self.release_tentative()
+        self.state = self.start
+        return index
+
+    def opened(self, marker: str) -> None:
+        self.hold_tentative(marker)
+        self.state = self._after_tag
 
     def _confirm(self, buf: str, pos: int, final: bool) -> int:
         """At a bare ``{``: a call only if ``{"name":`` (or ``{"type":``) follows."""
@@ -121,7 +120,7 @@ class Llama3JsonLexer(WrappedJsonLexer):
 
     def _after_tag(self, buf: str, pos: int, final: bool) -> int:
         """After ``<|python_tag|>``: JSON calls, or code."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos:
             self.hold_tentative(buf[pos:index])
         if index == len(buf):

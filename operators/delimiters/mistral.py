@@ -14,7 +14,7 @@ import uuid
 from typing import ClassVar, Final
 
 from operators.delimiters._base import register_format
-from operators.delimiters._scan import JsonArgs, Markers
+from operators.delimiters._scan import JsonArgs, Markers, space_end
 from operators.delimiters._wrapped import WrappedJsonLexer
 
 __all__ = ["MistralLexer", "mistral_call_id"]
@@ -26,7 +26,6 @@ CALL_ID: Final = "[CALL_ID]"
 _TEXT: Final = Markers(TOOL_CALLS)
 _NAME_END: Final = Markers(ARGS, CALL_ID)
 _ID_END: Final = Markers(ARGS)
-_SPACE: Final = re.compile(r"\s*")
 _NAME: Final = re.compile(r"[\w.:/-]*")
 _CALL_ID: Final = re.compile(r"[\w-]*")
 
@@ -59,6 +58,7 @@ class MistralLexer(WrappedJsonLexer):
     name: ClassVar[str] = "mistral"
     aliases: ClassVar[tuple[str, ...]] = ("mistral_v11",)
     markers: ClassVar[tuple[str, ...]] = (TOOL_CALLS, ARGS, CALL_ID)
+    text_markers: ClassVar[Markers] = _TEXT
     wrapper_markers: ClassVar[Markers] = _TEXT
 
     _in_wrapper = False
@@ -67,15 +67,7 @@ class MistralLexer(WrappedJsonLexer):
 
     # --- text -----------------------------------------------------------------------------------------------
 
-    def start(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = _TEXT.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop])
-        if marker is not None:
-            self._opened(marker)
-        return resume
-
-    def _opened(self, marker: str) -> None:
+    def opened(self, marker: str) -> None:
         """``[TOOL_CALLS]`` came: hold it until what follows says whether a call opens."""
         self.hold_tentative(marker)
         self.state = self._after_marker
@@ -125,7 +117,7 @@ class MistralLexer(WrappedJsonLexer):
 
     def _hold_space(self, buf: str, pos: int) -> int:
         """Hold the whitespace at ``pos`` with the tentative text; give up if there is too much."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos and not self.hold_tentative(buf[pos:index]):
             self._not_a_call()
         return index
@@ -185,7 +177,7 @@ class MistralLexer(WrappedJsonLexer):
             self.state = self._between_calls
         elif marker is not None:
             self.end_call(finished=False)
-            self._opened(marker)
+            self.opened(marker)
         return resume
 
     def _between_calls(self, buf: str, pos: int, final: bool) -> int:
@@ -198,7 +190,7 @@ class MistralLexer(WrappedJsonLexer):
             return index  # perhaps [TOOL_CALLS]
         if stop == index and marker is not None:
             self.take_tentative()
-            self._opened(marker)
+            self.opened(marker)
             return resume
         self._not_a_call()
         return index
@@ -216,11 +208,11 @@ class MistralLexer(WrappedJsonLexer):
         if marker is None:
             self.state = self.start  # not the expected object: what follows is text
         else:
-            self._opened(marker)
+            self.opened(marker)
 
     def _list_next(self, buf: str, pos: int, final: bool) -> int:
         """After an object of the list: ``,`` and the next object, or the closing ``]``."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index == len(buf):
             return index
         char = buf[index]
@@ -234,7 +226,7 @@ class MistralLexer(WrappedJsonLexer):
         return index
 
     def _list_item(self, buf: str, pos: int, final: bool) -> int:
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index == len(buf):
             return index
         if buf[index] == "{":

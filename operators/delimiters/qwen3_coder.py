@@ -7,7 +7,7 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import TaggedCallLexer, register_format
-from operators.delimiters._scan import Markers
+from operators.delimiters._scan import Markers, space_end
 
 __all__ = ["Qwen3CoderLexer"]
 
@@ -18,7 +18,6 @@ FUNCTION_END: Final = "</function>"
 PARAMETER: Final = "<parameter="
 PARAMETER_END: Final = "</parameter>"
 
-_SPACE: Final = re.compile(r"\s*")
 _NAME_END: Final = re.compile(r"[>\s<]")
 _KEY_END: Final = Markers(">")
 _IN_FUNCTION: Final = Markers(PARAMETER, FUNCTION_END, TOOL_CALL_END)
@@ -61,7 +60,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: whitespace, then ``<function=``."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos and not self.hold_tentative(buf[pos:index]):
             self.not_a_call()
             return index
@@ -134,7 +133,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def _after_function(self, buf: str, pos: int, final: bool) -> int:
         """After ``</function>``: whitespace, then ``</tool_call>`` (tolerated if missing)."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos and not self.hold_tentative(buf[pos:index]):
             self.not_a_call()
             return index

@@ -49,12 +49,11 @@ from operators.delimiters._base import (
     register_format,
 )
 from operators.delimiters._invoke import attribute
-from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers, json_escape
+from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers, json_escape, space_end
 from operators.delimiters._wrapped import WrappedJsonLexer
 
 __all__ = ["JsonToolLexer", "SentinelLexer", "XmlToolLexer"]
 
-_SPACE: Final = re.compile(r"\s*")
 _TAG_LIMIT: Final = 256
 """Longest ``<tool ...>`` / ``<arg ...>`` tag; a longer one is not a tag."""
 
@@ -190,7 +189,7 @@ class XmlToolLexer(TaggedCallLexer):
 
     def _value_start(self, buf: str, pos: int, final: bool) -> int:
         """Leading whitespace of a value is held until it is known whether ``__START_CONTENT__`` follows."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos:
             self._lead.append(buf[pos:index])
             self._lead_size += index - pos
@@ -300,7 +299,7 @@ def _opening(text: str) -> tuple[bool | None, str, int]:
 
     ``(True, key, index of the inner bracket)``, ``(False, "", 0)``, or ``(None, "", 0)`` while undecided.
     """
-    index = _SPACE.match(text, 1).end()  # type: ignore[union-attr]
+    index = space_end(text, 1)
     size = len(text)
     if index == size:
         return None, "", 0
@@ -312,12 +311,12 @@ def _opening(text: str) -> tuple[bool | None, str, int]:
         return (None if "tools".startswith(key) else False), "", 0
     if key not in ("tool", "tools"):
         return False, "", 0
-    index = _SPACE.match(text, close + 1).end()  # type: ignore[union-attr]
+    index = space_end(text, close + 1)
     if index == size:
         return None, "", 0
     if text[index] != ":":
         return False, "", 0
-    index = _SPACE.match(text, index + 1).end()  # type: ignore[union-attr]
+    index = space_end(text, index + 1)
     if index == size:
         return None, "", 0
     return (text[index] == ("{" if key == "tool" else "[")), key, index
@@ -340,6 +339,7 @@ class JsonToolLexer(WrappedJsonLexer):
     markers: ClassVar[tuple[str, ...]] = ("{", "}", "[", "]", FENCE)
     name_keys: ClassVar[frozenset[str]] = frozenset({"function", "name"})
     argument_keys: ClassVar[frozenset[str]] = frozenset({"parameters", "arguments"})
+    text_markers: ClassVar[Markers] = _BRACE
     wrapper_markers: ClassVar[Markers] = Markers(FENCE)
 
     _in_list = False
@@ -376,7 +376,7 @@ class JsonToolLexer(WrappedJsonLexer):
 
     def _list_item(self, buf: str, pos: int, final: bool) -> int:
         """Inside ``"tools": [``: a call object, or ``]``."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index == len(buf):
             return index
         char = buf[index]
@@ -390,7 +390,7 @@ class JsonToolLexer(WrappedJsonLexer):
         return index
 
     def _list_next(self, buf: str, pos: int, final: bool) -> int:
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index == len(buf):
             return index
         char = buf[index]
@@ -405,7 +405,7 @@ class JsonToolLexer(WrappedJsonLexer):
 
     def _outer_close(self, buf: str, pos: int, final: bool) -> int:
         """The outer object's ``}`` (whitespace before it is dropped); anything else is text."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos and not self.hold_tentative(buf[pos:index]):
             self.release_tentative()
             self.state = self.start
@@ -481,16 +481,9 @@ class SentinelLexer(FormatLexer):
 
     name: ClassVar[str] = "sentinel"
     markers: ClassVar[tuple[str, ...]] = (SEG_START, SEG_END, HEADER_CLOSE)
+    text_markers: ClassVar[Markers] = _SEGMENT
 
-    def start(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = _SEGMENT.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop])
-        if marker is not None:
-            self._opened()
-        return resume
-
-    def _opened(self) -> None:
+    def opened(self, marker: str) -> None:
         self.hold_tentative(SEG_START)
         self._header_scan = JsonArgs()
         self._header_text: list[str] = []
@@ -498,7 +491,7 @@ class SentinelLexer(FormatLexer):
 
     def _header_open(self, buf: str, pos: int, final: bool) -> int:
         """After ``[[SEG_START``: whitespace, then the header's ``{``."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos:
             self.hold_tentative(buf[pos:index])
         if index == len(buf):
@@ -525,7 +518,7 @@ class SentinelLexer(FormatLexer):
 
     def _header_close(self, buf: str, pos: int, final: bool) -> int:
         """After the header object: whitespace, then ``]]``."""
-        index = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+        index = space_end(buf, pos)
         if index > pos:
             self.hold_tentative(buf[pos:index])
         if index == len(buf):
@@ -585,7 +578,7 @@ class SentinelLexer(FormatLexer):
         elif marker is not None:
             json_args = self.json_args
             self.end_call(finished=json_args is not None and json_args.complete)
-            self._opened()
+            self.opened(marker)
         return resume
 
     def _file_body(self, buf: str, pos: int, final: bool) -> int:
@@ -611,5 +604,5 @@ class SentinelLexer(FormatLexer):
         if marker == SEG_END:
             self.state = self.start
         elif marker is not None:
-            self._opened()
+            self.opened(marker)
         return resume

@@ -1,0 +1,113 @@
+"""The rewriter's fast paths and the framework helpers behind them: a chunk of plain text goes on as the
+same object, the next piece of a JSON string goes straight into the arguments, and both give exactly what
+lexing gives."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from operators.delimiters import FORMATS, DelimiterRewriter
+from operators.delimiters._scan import JsonArgs, Markers, space_end
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from tests.delimiter_cases import numbered_ids, pieces_at, run
+
+FORMAT_NAMES = sorted({lexer.name for lexer in FORMATS.values()})
+
+
+@pytest.mark.parametrize("name", FORMAT_NAMES)
+def test_plain_text_chunk_goes_on_as_the_same_object(name: str) -> None:
+    rewriter = DelimiterRewriter(name)
+    rewriter.feed(ChunkResponse(content="Hello"))  # llama3 decides on its first text
+    content = ChunkResponse(content="plain words")
+    reasoning = ChunkResponse(reasoning="more words")
+    assert rewriter.feed(content)[0] is content
+    assert rewriter.feed(reasoning)[0] is reasoning
+    assert rewriter.feed(ChunkResponse()) == []
+
+
+def test_plain_text_with_other_fields_is_not_taken_as_is() -> None:
+    rewriter = DelimiterRewriter("kimi_k2", id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content="<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}"))
+    rewriter.feed(ChunkResponse(content="<|tool_call_end|>"))
+    last = ChunkResponse(content=" done", finish_reason="stop", usage=TokenUsage(total_tokens=3))
+    (chunk,) = rewriter.feed(last)
+    assert chunk.content == " done"
+    assert chunk.finish_reason == "tool_calls"
+    assert chunk.metadata == {"stop_reason": "stop"}
+
+
+def test_text_that_may_start_a_marker_is_lexed() -> None:
+    rewriter = DelimiterRewriter("kimi_k2")
+    assert rewriter.feed(ChunkResponse(content="a <b")) == [ChunkResponse(content="a <b")]
+    assert rewriter.feed(ChunkResponse(content="x <|tool")) == [ChunkResponse(content="x ")]
+
+
+def test_string_piece_goes_straight_into_the_arguments() -> None:
+    rewriter = DelimiterRewriter("kimi_k2", id_factory=numbered_ids)
+    rewriter.feed(
+        ChunkResponse(content='<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"a": "')
+    )
+    assert rewriter.feed(ChunkResponse(content="C:\\")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "C:\\")])
+    ]
+    assert rewriter.feed(ChunkResponse(content='"x')) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '"x')])
+    ]
+    assert rewriter.feed(ChunkResponse(content='"}<|tool_call_end|>')) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '"}', True)])
+    ]
+
+
+@given(st.text(alphabet='ab\\"u<|', max_size=40), st.lists(st.integers(1, 120), max_size=12))
+def test_json_string_arguments_at_any_chunking(value: str, cuts: list[int]) -> None:
+    arguments = f'{{"v": "{value}"}}'
+    text = f"<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{arguments}<|tool_call_end|>"
+    whole = run("kimi_k2", [text])
+    assert run("kimi_k2", pieces_at(text, cuts)) == whole
+    assert run("kimi_k2", list(text)) == whole
+    if value.count('"') % 2 == 0 and not value.endswith("\\"):
+        assert whole.calls[0].arguments.startswith(arguments)
+
+
+def scan_state(scanner: JsonArgs) -> tuple[bool, bool, int, bool]:
+    return scanner.in_string, scanner.escape, scanner.depth, scanner.complete
+
+
+@given(st.text(alphabet='a\\"{}', max_size=30), st.lists(st.integers(1, 30), max_size=6))
+def test_take_in_string_follows_the_string_as_scan_does(text: str, cuts: list[int]) -> None:
+    markers = Markers("<end>")
+    taken, scanned = JsonArgs(), JsonArgs()
+    taken.scan('{"k": "', 0, markers, False)
+    scanned.scan('{"k": "', 0, markers, False)
+    for piece in pieces_at(text, cuts):
+        if not taken.take_in_string(piece):
+            taken.scan(piece, 0, markers, False)
+        scanned.scan(piece, 0, markers, False)
+        assert scan_state(taken) == scan_state(scanned)
+
+
+def test_take_in_string_refuses_a_quote_and_text_outside_a_string() -> None:
+    scanner = JsonArgs()
+    assert not scanner.take_in_string("abc")  # not in a string yet
+    scanner.scan('{"k": "', 0, Markers("<end>"), False)
+    assert not scanner.take_in_string('a"')
+    assert scan_state(scanner) == (True, False, 1, False)
+    assert scanner.take_in_string("a\\")
+    assert scanner.escape
+    assert scanner.take_in_string("\\\\")
+    assert scanner.escape
+    assert scanner.take_in_string("n")
+    assert not scanner.escape
+
+
+def test_markers_first_chars() -> None:
+    assert Markers("<a>", "[b]", "<c>").first_chars == ("<", "[")
+
+
+def test_space_end() -> None:
+    assert space_end("  \n x", 0) == 4
+    assert space_end("x  ", 1) == 3
+    assert space_end("x", 0) == 0
+    assert space_end("x", 1) == 1
