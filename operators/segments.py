@@ -37,6 +37,7 @@ from pipeline.models import (
     ChunkResponse,
     ResponseEnd,
     SegmentEvent,
+    SegmentEventType,
     SegmentType,
     TokenUsage,
     ToolCallDelta,
@@ -69,6 +70,21 @@ DEFAULT_FILE_TOOLS: Mapping[str, FileTool] = {
 }
 
 
+_CONTENT = SegmentEventType.CONTENT
+_COMPACT_EVERY = 1024
+"""A call's raw pieces are joined into one block every this many pieces, so that huge arguments in tiny
+deltas cost about their own size in memory, not a small object per delta."""
+
+
+def _compact_raw(call: _Call) -> None:
+    """Join the raw pieces received since the last compaction into one block."""
+    raw = call.raw
+    block = "".join(raw[call.raw_blocks :])
+    del raw[call.raw_blocks :]
+    raw.append(block)
+    call.raw_blocks += 1
+
+
 def _random_segment_id(segment_type: SegmentType) -> str:
     return f"{segment_type.value}_{uuid.uuid4().hex[:16]}"
 
@@ -83,7 +99,11 @@ class _Call:
     kind: str = "function"
     signature: str | None = None
     file_tool: FileTool | None = None
+    content_path: tuple[str] | None = None
+    """``(file_tool.content_key,)``: the path whose string is the segment's CONTENT."""
     raw: list[str] = field(default_factory=list)
+    """The arguments text as received: joined blocks of ``_COMPACT_EVERY`` pieces, then single pieces."""
+    raw_blocks: int = 0
     arguments: Any = None
     partial: dict[str, Any] = field(default_factory=dict)
     """Top-level members already complete: what a failed call's invocation still carries."""
@@ -246,6 +266,8 @@ class SegmentEmitter:
             call.segment_id = self._call_ids(call.index)
         name = call.name or ""
         call.file_tool = self._file_tools.get(name) if call.kind == "function" else None
+        if call.file_tool is not None:
+            call.content_path = (call.file_tool.content_key,)
         segment_type = call.file_tool.segment_type if call.file_tool else SegmentType.TOOL_CALL
         metadata: dict[str, Any] = {"tool_name": name, "call_id": call.segment_id}
         if call.kind == "server":
@@ -258,15 +280,22 @@ class SegmentEmitter:
         segment_id = call.segment_id
         assert segment_id is not None
         file_tool = call.file_tool
-        if delta.arguments_delta:
-            call.raw.append(delta.arguments_delta)
+        text = delta.arguments_delta
+        if text:
+            raw = call.raw
+            raw.append(text)
+            if len(raw) - call.raw_blocks >= _COMPACT_EVERY:
+                _compact_raw(call)
             if file_tool is None:
-                events.append(SegmentEvent.content(segment_id, delta.arguments_delta))
-        for item in delta.argument_events:
+                events.append(SegmentEvent(_CONTENT, segment_id, None, {"delta": text}))
+        argument_events = delta.argument_events
+        if argument_events:
             call.parsed_by_splitter = True
+        for item in argument_events:
             if isinstance(item, ArgumentDelta):
-                if file_tool is not None and item.path == (file_tool.content_key,):
-                    events.append(SegmentEvent.content(segment_id, item.delta))
+                if item.path == call.content_path:
+                    # The hot path of a streaming file: built directly rather than by SegmentEvent.content.
+                    events.append(SegmentEvent(_CONTENT, segment_id, None, {"delta": item.delta}))
                 else:
                     events.append(SegmentEvent.argument_delta(segment_id, item.path, item.delta))
             elif isinstance(item, ArgumentValue):
