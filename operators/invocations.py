@@ -31,6 +31,7 @@ __all__ = ["InvocationFolder", "ToolSchemas", "fold_invocations"]
 ToolSchemas: TypeAlias = Mapping[str, type[pydantic.BaseModel] | pydantic.TypeAdapter[Any]]
 """Tool name -> the pydantic model (or ``TypeAdapter``) its arguments must validate against."""
 
+_CONTENT = SegmentEventType.CONTENT
 _TOOL_SEGMENTS = frozenset({SegmentType.TOOL_CALL, SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
 
 
@@ -50,11 +51,14 @@ class InvocationFolder:
     def feed(self, event: SegmentEvent | ResponseEnd) -> list[SegmentEvent | ToolInvocation | ResponseEnd]:
         if not isinstance(event, SegmentEvent):
             return [event]
-        if event.event_type is SegmentEventType.START:
+        event_type = event.event_type
+        if event_type is _CONTENT:  # most events: passed through at once
+            return [event]
+        if event_type is SegmentEventType.START:
             if event.segment_type in _TOOL_SEGMENTS:
                 self._tool_segments[event.segment_id] = event.metadata
             return [event]
-        if event.event_type is SegmentEventType.END:
+        if event_type is SegmentEventType.END:
             start_metadata = self._tool_segments.pop(event.segment_id, None)
             if start_metadata is not None and event.segment_id not in self._folded:
                 self._folded.add(event.segment_id)

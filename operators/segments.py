@@ -70,7 +70,10 @@ DEFAULT_FILE_TOOLS: Mapping[str, FileTool] = {
 }
 
 
+# Enum members read through their class are slow: the hot paths use these.
 _CONTENT = SegmentEventType.CONTENT
+_TEXT = SegmentType.TEXT
+_REASONING = SegmentType.REASONING
 _COMPACT_EVERY = 1024
 """A call's raw pieces are joined into one block every this many pieces, so that huge arguments in tiny
 deltas cost about their own size in memory, not a small object per delta."""
@@ -148,15 +151,15 @@ class SegmentEmitter:
     def feed(self, chunk: ChunkResponse) -> list[SegmentEvent | ResponseEnd]:
         events: list[SegmentEvent | ResponseEnd] = []
         if chunk.reasoning:
-            self._run(events, SegmentType.REASONING, chunk.reasoning)
+            self._run(events, _REASONING, chunk.reasoning)
         if chunk.reasoning_signature is not None:
             self._reasoning_metadata(events, "signature", chunk.reasoning_signature)
         if chunk.encrypted_reasoning is not None:
             self._reasoning_metadata(events, "encrypted_content", chunk.encrypted_reasoning)
         if chunk.content:
-            self._run(events, SegmentType.TEXT, chunk.content)
+            self._run(events, _TEXT, chunk.content)
         if chunk.refusal:
-            self._run(events, SegmentType.TEXT, chunk.refusal, refusal=True)
+            self._run(events, _TEXT, chunk.refusal, refusal=True)
         if chunk.tool_calls:
             for delta in chunk.tool_calls:
                 self._tool_delta(events, delta)
@@ -210,7 +213,7 @@ class SegmentEmitter:
             self._open_run, self._open_run_refusal = kind, refusal
             self._open_run_id = self._segment_ids(kind)
             events.append(SegmentEvent.start(self._open_run_id, kind, {"refusal": True} if refusal else None))
-        events.append(SegmentEvent.content(self._open_run_id, text))
+        events.append(SegmentEvent(_CONTENT, self._open_run_id, None, {"delta": text}))
 
     def _close_run(self, events: list[SegmentEvent | ResponseEnd]) -> None:
         if self._open_run is None:

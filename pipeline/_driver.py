@@ -40,9 +40,10 @@ def feed_each(core: Core[In, Out], items: Iterable[In]) -> list[Out]:
     """Feed several items to ``core``. If one fails, the outputs of those before it are not lost: they
     travel on the exception (see :func:`partial_outputs`), and :func:`drive` yields them before raising."""
     outputs: list[Out] = []
+    feed = core.feed
     try:
         for item in items:
-            outputs.extend(core.feed(item))
+            outputs.extend(feed(item))
     except Exception as exc:
         exc.streamfold_partial_outputs = outputs + partial_outputs(exc)  # type: ignore[attr-defined]
         raise

@@ -105,7 +105,8 @@ class _LazyConverter:
 
                 provider = detect_wire_format(event)
             self._core = _converter(provider, self._id_factory)
-        return list(self._core.feed(event))
+        chunks = self._core.feed(event)
+        return chunks if isinstance(chunks, list) else list(chunks)
 
     def finish(self) -> list[ChunkResponse]:
         return list(self._core.finish()) if self._core is not None else []
@@ -148,7 +149,9 @@ class _AutoChunks:
     def _chain_with(self, decoder: Core[Any, Any]) -> Chain:
         if self._provider == "text":
             return Chain(decoder)
-        return Chain(decoder, _LazyConverter(self._provider, self._id_factory))
+        if self._provider == "auto":
+            return Chain(decoder, _LazyConverter(self._provider, self._id_factory))
+        return Chain(decoder, _converter(self._provider, self._id_factory))
 
     def _decoder_for(self, item: Any) -> Core[Any, Any] | None:
         if self._provider == "text":
