@@ -651,7 +651,8 @@ class DelimiterRewriter:
         """Rewrite one chunk; see the class doc."""
         content = item.content
         reasoning = item.reasoning
-        if (reasoning is None or not content) and not _carries_more(item):
+        carries = _carries_more(item)
+        if (reasoning is None or not content) and not carries:
             # Text in one channel and nothing else: the two common cases need no lexing.
             lexer, text = (self._content, content) if reasoning is None else (self._reasoning, reasoning)
             if lexer.passes_through(text):
@@ -666,7 +667,7 @@ class DelimiterRewriter:
         if item.is_complete:
             self._reasoning.finish()
             self._content.finish()
-        chunks = self._pack(item)
+        chunks = self._pack(item, carries)
         if item.is_complete:
             self._reset()
         return chunks
@@ -675,24 +676,25 @@ class DelimiterRewriter:
         """The input ended: release held text and end open calls (cut off ones without ``finished``)."""
         self._reasoning.finish()
         self._content.finish()
-        chunks = self._pack(None)
+        chunks = self._pack(None, False)
         self._reset()
         return chunks
 
-    def _pack(self, item: ChunkResponse | None) -> list[ChunkResponse]:
+    def _pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
+        """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text)."""
         ops = self._output.ops
         if item is not None and len(ops) == 1:
             # The common cases: one run of text, or one piece of one call.
             kind, payload = ops[0]
             ops.clear()
             if kind == "tool":
-                if not _carries_more(item):
-                    return [ChunkResponse(tool_calls=[payload.delta()])]
-                return [self._finalise(item, "", None, [payload.delta()])]
+                return [self._finalise(item, carries, "", None, [payload.delta()])]
             text = payload[0] if len(payload) == 1 else "".join(payload)
             if kind == "content":
-                return [self._finalise(item, item.content if text == item.content else text, None, [])]
-            return [self._finalise(item, "", item.reasoning if text == item.reasoning else text, [])]
+                return [
+                    self._finalise(item, carries, item.content if text == item.content else text, None, [])
+                ]
+            return [self._finalise(item, carries, "", item.reasoning if text == item.reasoning else text, [])]
         chunks: list[ChunkResponse] = []
         reasoning: list[str] = []
         content: list[str] = []
@@ -715,18 +717,23 @@ class DelimiterRewriter:
             if rank >= 0:
                 chunks.append(_chunk(content, reasoning, calls))
             return chunks
-        if rank < 0 and not _carries_more(item):
+        if rank < 0 and not carries:
             return chunks
         chunks.append(
-            self._finalise(item, "".join(content), "".join(reasoning) if reasoning else None, calls)
+            self._finalise(item, carries, "".join(content), "".join(reasoning) if reasoning else None, calls)
         )
         return chunks
 
     def _finalise(
-        self, item: ChunkResponse, content: str, reasoning: str | None, calls: list[ToolCallDelta]
+        self,
+        item: ChunkResponse,
+        carries: bool,
+        content: str,
+        reasoning: str | None,
+        calls: list[ToolCallDelta],
     ) -> ChunkResponse:
         """``item`` with the rewritten text and calls, its server calls renumbered, its finish reason."""
-        if not _carries_more(item):
+        if not carries:
             if content is item.content and reasoning is item.reasoning and not calls:
                 return item
             return ChunkResponse(content=content, reasoning=reasoning, tool_calls=calls or None)

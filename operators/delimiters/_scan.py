@@ -61,16 +61,7 @@ class Markers:
     another one except as a prefix.
     """
 
-    __slots__ = (
-        "_first",
-        "_pattern",
-        "_prefixes",
-        "first_chars",
-        "json_brackets",
-        "json_quote",
-        "longest",
-        "markers",
-    )
+    __slots__ = ("_pattern", "_prefixes", "first_chars", "json_stops", "longest", "markers")
 
     def __init__(self, *markers: str) -> None:
         ordered = sorted(set(markers), key=len, reverse=True)
@@ -79,15 +70,12 @@ class Markers:
         self.markers: tuple[str, ...] = tuple(ordered)
         alternation = "|".join(map(re.escape, ordered))
         self._pattern = re.compile(alternation)
-        self.json_quote = re.compile('"|' + alternation)
-        """A quote or a marker: the next stop when scanning JSON outside strings."""
-        self.json_brackets = re.compile(alternation + r'|["{}\[\]]')
-        """A marker, a quote or a bracket: the next stop when a bracket's position matters (a marker that
-        starts with a bracket, Mistral's ``[TOOL_CALLS]``, is a marker)."""
+        self.json_stops = re.compile(alternation + r'|["{}\[\]]')
+        """A marker, a quote or a bracket: where scanning JSON outside strings stops (a marker that starts
+        with a bracket, Mistral's ``[TOOL_CALLS]``, is a marker)."""
         self._prefixes = frozenset(marker[:size] for marker in ordered for size in range(1, len(marker)))
         self.first_chars: tuple[str, ...] = tuple(sorted({marker[0] for marker in ordered}))
         """The characters a marker starts with: text without any of them holds no marker."""
-        self._first = re.compile("[" + "".join(map(re.escape, self.first_chars)) + "]")
         self.longest = len(ordered[0])
 
     def __contains__(self, marker: object) -> bool:
@@ -104,22 +92,31 @@ class Markers:
         match = self._pattern.search(buf, pos)
         if match is not None:
             start = match.start()
-            if not final and len(buf) - start < self.longest and buf[start:] in self._prefixes:
+            if not final and self.may_grow(buf, start):
                 return start, start, None  # a shorter marker that may still grow into a longer one
             return start, match.end(), match.group()
         end = len(buf) if final else self.partial_start(buf, pos)
         return end, end, None
 
+    def may_grow(self, buf: str, start: int) -> bool:
+        """Whether ``buf[start:]``, the end of the buffer, is a proper prefix of a marker."""
+        return len(buf) - start < self.longest and buf[start:] in self._prefixes
+
     def partial_start(self, buf: str, pos: int) -> int:
         """Where the longest suffix of ``buf[pos:]`` that is a proper prefix of a marker starts, else
         ``len(buf)``. Looks only at the last ``longest - 1`` characters."""
         size = len(buf)
+        low = max(pos, size - self.longest + 1)
+        earliest = size
         prefixes = self._prefixes
-        for match in self._first.finditer(buf, max(pos, size - self.longest + 1)):
-            start = match.start()
-            if buf[start:] in prefixes:
-                return start
-        return size
+        for char in self.first_chars:
+            start = buf.find(char, low, earliest)
+            while start >= 0:
+                if buf[start:] in prefixes:
+                    earliest = start
+                    break
+                start = buf.find(char, start + 1, earliest)
+        return earliest
 
     def hold_start(self, buf: str, pos: int, final: bool) -> int:
         """Like :meth:`partial_start` but ``len(buf)`` when ``final`` (nothing is held at the end)."""
@@ -127,6 +124,7 @@ class Markers:
 
 
 _STRING_STOP: Final = re.compile(r'[\\"]')
+_BRACKETS: Final = "{}[]"
 
 
 class JsonArgs:
@@ -177,7 +175,7 @@ class JsonArgs:
         """
         size = len(buf)
         index = pos
-        outside = markers.json_brackets if stop_at_close else markers.json_quote
+        stops = markers.json_stops
         while index < size:
             if self.in_string:
                 if self.escape:
@@ -197,39 +195,30 @@ class JsonArgs:
                     self.escape = True
                     return size, size, None
                 continue
-            hit = outside.search(buf, index)
+            hit = stops.search(buf, index)
             if hit is None:
                 end = markers.hold_start(buf, index, final)
-                self._count(buf, index, end)
                 return end, end, None
             stop = hit.start()
             found = hit.group()
             if found == '"':
-                self._count(buf, index, stop)
                 self.in_string = True
                 self.opened = self.opened or self.depth == 0
                 index = stop + 1
-            elif len(found) == 1 and found in "{}[]":
-                if not final and size - stop < markers.longest and buf[stop:] in markers._prefixes:
-                    return stop, stop, None  # a bracket that may begin a marker
-                self.depth += 1 if found in "{[" else -1
-                self.opened = True
-                index = stop + 1
-                if self.depth == 0:
-                    return index, index, ""
-            else:
-                self._count(buf, index, stop)
-                if not final and size - stop < markers.longest and buf[stop:] in markers._prefixes:
-                    return stop, stop, None
+                continue
+            if not final and markers.may_grow(buf, stop):
+                return stop, stop, None  # a bracket or a shorter marker that may begin a longer marker
+            if len(found) > 1 or found not in _BRACKETS:
                 return stop, hit.end(), found
-        return size, size, None
-
-    def _count(self, buf: str, start: int, end: int) -> None:
-        if start < end:
-            opens = buf.count("{", start, end) + buf.count("[", start, end)
-            if opens:
+            if found in "{[":
+                self.depth += 1
                 self.opened = True
-            self.depth += opens - buf.count("}", start, end) - buf.count("]", start, end)
+            else:
+                self.depth -= 1
+            index = stop + 1
+            if stop_at_close and self.depth == 0:
+                return index, index, ""
+        return size, size, None
 
     def trim(self, text: str) -> str:
         """The part of ``text`` (just scanned) to emit now: leading whitespace of the value dropped,
