@@ -348,6 +348,46 @@ class FormatLexer:
         self._tentative_size += len(text)
         return self._tentative_size <= HEADER_LIMIT
 
+    def hold_space(self, buf: str, pos: int) -> tuple[int, bool]:
+        """Hold the whitespace at ``pos`` with the tentative text: where it ends, and False once the held
+        text passed the cap (as :meth:`hold_tentative`)."""
+        index = space_end(buf, pos)
+        return index, index == pos or self.hold_tentative(buf[pos:index])
+
+    def expect_after_space(
+        self, buf: str, pos: int, final: bool, expected: tuple[str, ...]
+    ) -> tuple[int, str | None]:
+        """Hold the whitespace at ``pos`` (see :meth:`hold_space`), then look for one of ``expected``.
+
+        Returns ``(index, found)`` with ``index`` just past the whitespace: ``found`` is the literal that
+        starts there, ``""`` when something else does (or the whitespace passed the cap), None when the
+        chunk ends first (what is left, a partial literal, is held back until the next chunk).
+        """
+        index, held = self.hold_space(buf, pos)
+        if not held:
+            return index, ""
+        if index == len(buf):
+            return index, None
+        for literal in expected:
+            if buf.startswith(literal, index):
+                return index, literal
+        if not final:
+            rest = len(buf) - index
+            for literal in expected:
+                if rest < len(literal) and literal.startswith(buf[index:]):
+                    return index, None
+        return index, ""
+
+    def hold_header(self, text: str) -> bool:
+        """Add ``text`` to the header and hold it with the tentative text; False (the header dropped)
+        once the held text passed the cap: the caller then releases the tentative text."""
+        self._header_parts.append(text)
+        self._header_chars += len(text)
+        if self.hold_tentative(text):
+            return True
+        self.take_header()
+        return False
+
     def take_tentative(self) -> str:
         """The held tentative text, now no longer held."""
         parts, self.tentative = self.tentative, None
@@ -356,6 +396,11 @@ class FormatLexer:
     def release_tentative(self) -> None:
         """It was not a call after all: the held text goes out as text."""
         self.emit_text(self.take_tentative())
+
+    def not_a_call(self) -> None:
+        """What was held since a possible opener was text: release it, back to the text state."""
+        self.release_tentative()
+        self.state = self.start
 
     def collect_header(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
         """Collect a header (a name, an id, tag attributes) up to the first of ``markers``.
@@ -532,30 +577,17 @@ class TaggedCallLexer(FormatLexer):
         """What was held since the opener belongs to a call: drop it."""
         self.take_tentative()
 
-    def not_a_call(self) -> None:
-        """The opener was text: release it and what followed, back to text."""
-        self.release_tentative()
-        self.state = self.start
-
     def call_done(self) -> None:
         """The call's block is over."""
         self.state = self._between_calls
 
     def _between_calls(self, buf: str, pos: int, final: bool) -> int:
-        index = space_end(buf, pos)
-        if index > pos and not self.hold_tentative(buf[pos:index]):
+        index, found = self.expect_after_space(buf, pos, final, (self.opener,))
+        if found:
+            self.opened(found)
+            return index + len(found)
+        if found == "":
             self.not_a_call()
-            return index
-        if index == len(buf):
-            return index
-        opener = self.opener
-        if buf.startswith(opener, index):
-            self.hold_tentative(opener)
-            self.state = self.confirm
-            return index + len(opener)
-        if not final and opener.startswith(buf[index:]):
-            return index
-        self.not_a_call()
         return index
 
     def at_end(self) -> None:

@@ -27,10 +27,13 @@ _HIGH_SURROGATE: Final = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
 class WrappedJsonLexer(FormatLexer):
     """A lexer whose calls are JSON wrapper objects.
 
-    A subclass switches to :meth:`wrapper_open` when a wrapper ``{`` is next, sets ``wrapper_markers``
+    A subclass calls :meth:`enter_wrapper` when a wrapper ``{`` is next, sets ``wrapper_markers``
     (markers that end the call even inside the wrapper, e.g. ``</tool_call>``, never matched inside a JSON
     string) and implements :meth:`wrapper_closed` (the wrapper's ``}`` came) and
-    :meth:`wrapper_interrupted` (one of ``wrapper_markers`` came first, or the wrapper is malformed).
+    :meth:`wrapper_interrupted` (one of ``wrapper_markers`` came first, or the wrapper is malformed). Calls
+    written as a JSON list of wrappers (``[{...}, {...}]``) enter each with ``in_list=True`` and go on with
+    :meth:`list_next` after each one, which calls :meth:`list_closed` at the ``]``. A stream cut inside a
+    wrapper leaves a call with the name and arguments read so far.
     """
 
     name_keys: ClassVar[frozenset[str]] = frozenset({"name"})
@@ -49,17 +52,29 @@ class WrappedJsonLexer(FormatLexer):
         self._current_key = ""
         self._container = False
         self._value_scan = JsonArgs()
+        self.in_wrapper = False
+        """A call object is being read."""
+        self.in_list = False
+        """The call object being read (or the last one) is an item of a list."""
 
-    def open_cut_off_call(self) -> None:
-        """At the end of the input inside a wrapper: open the call (with the name so far) if not open."""
-        if self.call_index is None:
-            name = self._wrapped_name
-            if name is None and self.state == self._small_string and self._current_key in self.name_keys:
-                name = "".join(self._string)
-            self.start_call(name or "", self._wrapped_id)
-            early, self._early = self._early, None
-            if early:
-                self.emit_args("".join(early))
+    def enter_wrapper(self, *, in_list: bool = False) -> None:
+        """A call object ``{"name": ..., "arguments": ...}`` is next: what was held is the call's syntax."""
+        self.take_tentative()
+        self.in_list = in_list
+        self.in_wrapper = True
+        self.state = self.wrapper_open
+
+    def at_end(self) -> None:
+        if self.in_wrapper:
+            partial = None
+            if self._wrapped_name is None and self.state == self._small_string:
+                partial = "".join(self._string) if self._current_key in self.name_keys else None
+            self._ensure_call(partial)
+        super().at_end()
+
+    def list_closed(self) -> None:
+        """The ``]`` of a list of call objects came."""
+        raise NotImplementedError
 
     def wrapper_closed(self) -> None:
         """The wrapper object closed: the call is complete."""
@@ -71,6 +86,32 @@ class WrappedJsonLexer(FormatLexer):
         raise NotImplementedError
 
     # --- states -------------------------------------------------------------------------------------------
+
+    def list_next(self, buf: str, pos: int, final: bool) -> int:
+        """After an object of a list: ``,`` and the next object, or the closing ``]``; else text follows."""
+        index = space_end(buf, pos)
+        if index == len(buf):
+            return index
+        char = buf[index]
+        if char == ",":
+            self.state = self.list_item
+            return index + 1
+        if char == "]":
+            self.list_closed()
+            return index + 1
+        self.state = self.start
+        return index
+
+    def list_item(self, buf: str, pos: int, final: bool) -> int:
+        """After the ``,`` of a list: the next call object; else text follows."""
+        index = space_end(buf, pos)
+        if index == len(buf):
+            return index
+        if buf[index] == "{":
+            self.enter_wrapper(in_list=True)
+        else:
+            self.state = self.start
+        return index
 
     def wrapper_open(self, buf: str, pos: int, final: bool) -> int:
         """Expect the wrapper's ``{``."""
@@ -203,8 +244,7 @@ class WrappedJsonLexer(FormatLexer):
         if marker == "":
             self.state = self._after_value
         elif marker is not None:
-            self._ensure_call()
-            self.wrapper_interrupted(marker)
+            self._interrupt(marker)
         return resume
 
     def _scalar(self, buf: str, pos: int, final: bool, *, emit: bool) -> int:
@@ -218,8 +258,7 @@ class WrappedJsonLexer(FormatLexer):
         if marker in _SCALAR_END:
             self.state = self._after_value
             return stop
-        self._ensure_call()
-        self.wrapper_interrupted(marker)
+        self._interrupt(marker)
         return resume
 
     def _after_value(self, buf: str, pos: int, final: bool) -> int:
@@ -266,8 +305,7 @@ class WrappedJsonLexer(FormatLexer):
         """A character that does not fit the wrapper: a marker, or a malformed wrapper."""
         stop, resume, marker = self.wrapper_markers.find(buf, index, final)
         if stop == index and marker is not None:
-            self._ensure_call()
-            self.wrapper_interrupted(marker)
+            self._interrupt(marker)
             return resume
         if stop == index and resume == index and not final:
             return index  # maybe the start of a marker
@@ -275,14 +313,20 @@ class WrappedJsonLexer(FormatLexer):
         return index
 
     def _malformed(self) -> None:
-        self._ensure_call()
-        self.wrapper_interrupted(None)
+        self._interrupt(None)
 
-    def _ensure_call(self) -> None:
-        """Open the call once its name is known (or the wrapper ends without one), with early arguments."""
+    def _interrupt(self, marker: str | None) -> None:
+        self._ensure_call()
+        self.in_wrapper = False
+        self.wrapper_interrupted(marker)
+
+    def _ensure_call(self, partial_name: str | None = None) -> None:
+        """Open the call once its name is known (or the wrapper ends without one), with early arguments;
+        ``partial_name`` is the start of a name string the input ended in."""
         if self.call_index is not None:
             return
-        self.start_call(self._wrapped_name or "", self._wrapped_id)
+        name = self._wrapped_name if self._wrapped_name is not None else partial_name
+        self.start_call(name or "", self._wrapped_id)
         early, self._early = self._early, None
         if early:
             self.emit_args("".join(early))
@@ -300,6 +344,7 @@ class WrappedJsonLexer(FormatLexer):
 
     def _close_wrapper(self) -> None:
         self._ensure_call()
+        self.in_wrapper = False
         self.wrapper_closed()
 
 

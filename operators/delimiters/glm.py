@@ -7,7 +7,7 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import TaggedCallLexer, register_format
-from operators.delimiters._scan import Markers, space_end
+from operators.delimiters._scan import Markers
 
 __all__ = ["Glm45Lexer", "Glm47Lexer"]
 
@@ -60,16 +60,13 @@ class Glm45Lexer(TaggedCallLexer):
         """The name, right after ``<tool_call>``."""
         hit = _NAME_END.search(buf, pos)
         stop = len(buf) if hit is None else hit.start()
-        if stop > pos:
-            self._header_parts.append(buf[pos:stop])
-            if not self.hold_tentative(buf[pos:stop]):
-                self._header_parts.clear()
-                self.not_a_call()
-                return stop
+        if stop > pos and not self.hold_header(buf[pos:stop]):
+            self.not_a_call()
+            return stop
         if hit is None:
             return stop
         if not self._header_parts or buf[stop] == ">":
-            self._header_parts.clear()
+            self.take_header()
             self.not_a_call()
             return stop
         self.state = self._after_name
@@ -77,26 +74,18 @@ class Glm45Lexer(TaggedCallLexer):
 
     def _after_name(self, buf: str, pos: int, final: bool) -> int:
         """After the name: whitespace, then ``<arg_key>`` or ``</tool_call>``."""
-        index = space_end(buf, pos)
-        if index > pos and not self.hold_tentative(buf[pos:index]):
-            self._header_parts.clear()
+        index, found = self.expect_after_space(buf, pos, final, _AFTER_NAME)
+        if found:
+            self.confirmed()
+            self.start_xml_call(self.take_header(), strip="space")
+            if found == ARG_KEY:
+                self.state = self._key
+            else:
+                self._end()
+            return index + len(found)
+        if found == "":
+            self.take_header()
             self.not_a_call()
-            return index
-        if index == len(buf):
-            return index
-        for marker in _AFTER_NAME:
-            if buf.startswith(marker, index):
-                self.confirmed()
-                self.start_xml_call(self.take_header(), strip="space")
-                if marker == ARG_KEY:
-                    self.state = self._key
-                else:
-                    self._end()
-                return index + len(marker)
-        if not final and any(marker.startswith(buf[index:]) for marker in _AFTER_NAME):
-            return index
-        self._header_parts.clear()
-        self.not_a_call()
         return index
 
     def _in_call(self, buf: str, pos: int, final: bool) -> int:
@@ -140,7 +129,7 @@ class Glm45Lexer(TaggedCallLexer):
 
     def at_end(self) -> None:
         if self.state in (self.confirm, self._after_name):
-            self._header_parts.clear()
+            self.take_header()
             self.not_a_call()
         super().at_end()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from operators.delimiters._base import TaggedCallLexer, register_format
-from operators.delimiters._scan import Markers, space_end
+from operators.delimiters._scan import Markers
 from operators.delimiters._wrapped import WrappedJsonLexer
 
 __all__ = ["HermesLexer"]
@@ -39,16 +39,10 @@ class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: a call only if ``{`` comes next (after whitespace)."""
-        index = space_end(buf, pos)
-        if index > pos and not self.hold_tentative(buf[pos:index]):
-            self.not_a_call()
-            return index
-        if index == len(buf):
-            return index
-        if buf[index] == "{":
-            self.confirmed()
-            self.state = self.wrapper_open
-        else:
+        index, found = self.expect_after_space(buf, pos, final, ("{",))
+        if found:
+            self.enter_wrapper()
+        elif found == "":
             self.not_a_call()
         return index
 
@@ -57,20 +51,14 @@ class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
 
     def _after_wrapper(self, buf: str, pos: int, final: bool) -> int:
         """After the JSON object: whitespace, then ``</tool_call>``."""
-        index = space_end(buf, pos)
-        if index > pos and not self.hold_tentative(buf[pos:index]):
-            self._end_without_marker()
-            return index
-        if index == len(buf):
-            return index
-        if buf.startswith(TOOL_CALL_END, index):
+        index, found = self.expect_after_space(buf, pos, final, (TOOL_CALL_END,))
+        if found:
             self.take_tentative()
             self.end_call(finished=True)
             self.call_done()
-            return index + len(TOOL_CALL_END)
-        if not final and TOOL_CALL_END.startswith(buf[index:]):
-            return index
-        self._end_without_marker()
+            return index + len(found)
+        if found == "":
+            self._end_without_marker()
         return index
 
     def _end_without_marker(self) -> None:
@@ -100,6 +88,4 @@ class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
         elif self.state == self._after_wrapper:
             self.take_tentative()
             self.end_call(finished=True)
-        elif self.state not in (self.start, self._between_calls):
-            self.open_cut_off_call()
         super().at_end()

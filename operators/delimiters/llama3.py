@@ -79,7 +79,6 @@ class Llama3JsonLexer(WrappedJsonLexer):
     text_markers: ClassVar[Markers] = _TEXT
     _tagged = False
     """The calls follow ``<|python_tag|>``: no need to see ``{"name":`` first."""
-    _in_wrapper = False
 
     # --- text -----------------------------------------------------------------------------------------------
 
@@ -98,8 +97,7 @@ class Llama3JsonLexer(WrappedJsonLexer):
             self._tagged = False
             self.state = self._confirm
             return index
-        self.release_tentative()
-        self.state = self.start
+        self.not_a_call()
         return index
 
     def opened(self, marker: str) -> None:
@@ -112,10 +110,9 @@ class Llama3JsonLexer(WrappedJsonLexer):
         if opens is None and not final and len(buf) - pos < _OPENING_LIMIT:
             return pos  # not decided yet: hold the few characters seen
         if opens:
-            self._enter_wrapper()
+            self.enter_wrapper()
         else:
-            self.release_tentative()
-            self.state = self.start
+            self.not_a_call()
         return pos
 
     def _after_tag(self, buf: str, pos: int, final: bool) -> int:
@@ -127,7 +124,7 @@ class Llama3JsonLexer(WrappedJsonLexer):
             return index
         if buf[index] == "{":
             self._tagged = True
-            self._enter_wrapper()
+            self.enter_wrapper()
             return index
         stop, resume, marker = _SECTION.find(buf, index, final)
         if stop == index and marker is None and resume == index:
@@ -148,18 +145,11 @@ class Llama3JsonLexer(WrappedJsonLexer):
 
     # --- calls ----------------------------------------------------------------------------------------------
 
-    def _enter_wrapper(self) -> None:
-        self.take_tentative()
-        self._in_wrapper = True
-        self.state = self.wrapper_open
-
     def wrapper_closed(self) -> None:
-        self._in_wrapper = False
         self.end_call(finished=True)
         self.state = self._between_calls
 
     def wrapper_interrupted(self, marker: str | None) -> None:
-        self._in_wrapper = False
         self.end_call(finished=False)
         if marker is None:
             self.state = self.start
@@ -178,14 +168,13 @@ class Llama3JsonLexer(WrappedJsonLexer):
         """Separators (``;`` and whitespace) are dropped if another call, a stop token or the end follows."""
         index = _SEPARATORS.match(buf, pos).end()  # type: ignore[union-attr]
         if index > pos and not self.hold_tentative(buf[pos:index]):
-            self.release_tentative()
-            self.state = self.start
+            self.not_a_call()
             return index
         if index == len(buf):
             return index
         if buf[index] == "{":
             if self._tagged:
-                self._enter_wrapper()
+                self.enter_wrapper()
             else:
                 self.state = self._confirm
             return index
@@ -196,8 +185,7 @@ class Llama3JsonLexer(WrappedJsonLexer):
             self.take_tentative()
             self._section_marker(marker)
             return resume
-        self.release_tentative()
-        self.state = self.start
+        self.not_a_call()
         return index
 
     # --- end of input ---------------------------------------------------------------------------------------
@@ -210,7 +198,4 @@ class Llama3JsonLexer(WrappedJsonLexer):
             self.release_tentative()
         elif state == self._code:
             self.end_call(finished=True)
-        elif self.call_index is None and self._in_wrapper:
-            partial = getattr(self, "_string", []) if state == self._small_string else []
-            self.start_call(self._wrapped_name or "".join(partial))
         super().at_end()

@@ -14,7 +14,7 @@ import uuid
 from typing import ClassVar, Final
 
 from operators.delimiters._base import register_format
-from operators.delimiters._scan import JsonArgs, Markers, space_end
+from operators.delimiters._scan import JsonArgs, Markers
 from operators.delimiters._wrapped import WrappedJsonLexer
 
 __all__ = ["MistralLexer", "mistral_call_id"]
@@ -61,10 +61,6 @@ class MistralLexer(WrappedJsonLexer):
     text_markers: ClassVar[Markers] = _TEXT
     wrapper_markers: ClassVar[Markers] = _TEXT
 
-    _in_wrapper = False
-    """Inside a call object (before v11), where the wrapper reader's states run."""
-    _in_list = False
-
     # --- text -----------------------------------------------------------------------------------------------
 
     def opened(self, marker: str) -> None:
@@ -73,8 +69,11 @@ class MistralLexer(WrappedJsonLexer):
         self.state = self._after_marker
 
     def _after_marker(self, buf: str, pos: int, final: bool) -> int:
-        index = self._hold_space(buf, pos)
-        if index == len(buf) or self.state != self._after_marker:
+        index, held = self.hold_space(buf, pos)
+        if not held:
+            self.not_a_call()
+            return index
+        if index == len(buf):
             return index
         char = buf[index]
         if char == "[":
@@ -82,69 +81,55 @@ class MistralLexer(WrappedJsonLexer):
             self.state = self._list_open
             return index + 1
         if char == "{":
-            self._enter_wrapper(in_list=False)
+            self.enter_wrapper()
             return index
         if _NAME.match(buf, index).end() > index:  # type: ignore[union-attr]
             self._name: list[str] = []
             self._call_id: list[str] = []
             self.state = self._v11_name
             return index
-        self._not_a_call()
+        self.not_a_call()
         return index
 
     def _list_open(self, buf: str, pos: int, final: bool) -> int:
         """After ``[TOOL_CALLS] [``: a call object, or ``]`` for an empty list."""
-        index = self._hold_space(buf, pos)
-        if index == len(buf) or self.state != self._list_open:
+        index, held = self.hold_space(buf, pos)
+        if not held:
+            self.not_a_call()
+            return index
+        if index == len(buf):
             return index
         char = buf[index]
         if char == "{":
-            self._enter_wrapper(in_list=True)
+            self.enter_wrapper(in_list=True)
             return index
         if char == "]":
             self.take_tentative()
             self.state = self._between_calls
             return index + 1
-        self._not_a_call()
+        self.not_a_call()
         return index
-
-    def _enter_wrapper(self, *, in_list: bool) -> None:
-        """A call object ``{"name": ..., "arguments": ...}`` is next."""
-        self.take_tentative()
-        self._in_list = in_list
-        self._in_wrapper = True
-        self.state = self.wrapper_open
-
-    def _hold_space(self, buf: str, pos: int) -> int:
-        """Hold the whitespace at ``pos`` with the tentative text; give up if there is too much."""
-        index = space_end(buf, pos)
-        if index > pos and not self.hold_tentative(buf[pos:index]):
-            self._not_a_call()
-        return index
-
-    def _not_a_call(self) -> None:
-        self.release_tentative()
-        self.state = self.start
 
     # --- v11: NAME[CALL_ID]ID[ARGS]{...} --------------------------------------------------------------------
 
     def _v11_name(self, buf: str, pos: int, final: bool) -> int:
-        end = _NAME.match(buf, pos).end()  # type: ignore[union-attr]
-        if end > pos:
-            self._name.append(buf[pos:end])
-            if not self.hold_tentative(buf[pos:end]):
-                self._not_a_call()
-                return end
-        return self._header_marker(buf, end, final, _NAME_END)
+        return self._v11_word(buf, pos, final, _NAME, self._name, _NAME_END)
 
     def _v11_call_id(self, buf: str, pos: int, final: bool) -> int:
-        end = _CALL_ID.match(buf, pos).end()  # type: ignore[union-attr]
+        return self._v11_word(buf, pos, final, _CALL_ID, self._call_id, _ID_END)
+
+    def _v11_word(
+        self, buf: str, pos: int, final: bool, word: re.Pattern[str], parts: list[str], ends: Markers
+    ) -> int:
+        """The name or the id: characters of ``word`` (held, and collected in ``parts``), then one of
+        ``ends``."""
+        end = word.match(buf, pos).end()  # type: ignore[union-attr]
         if end > pos:
-            self._call_id.append(buf[pos:end])
+            parts.append(buf[pos:end])
             if not self.hold_tentative(buf[pos:end]):
-                self._not_a_call()
+                self.not_a_call()
                 return end
-        return self._header_marker(buf, end, final, _ID_END)
+        return self._header_marker(buf, end, final, ends)
 
     def _header_marker(self, buf: str, index: int, final: bool, markers: Markers) -> int:
         """After a name or an id: one of ``markers`` goes on, anything else means it was not a call."""
@@ -152,7 +137,7 @@ class MistralLexer(WrappedJsonLexer):
             return index
         stop, resume, marker = markers.find(buf, index, final)
         if stop != index:
-            self._not_a_call()
+            self.not_a_call()
             return index
         if marker is None:
             return index  # the start of a marker: wait for the rest
@@ -182,58 +167,30 @@ class MistralLexer(WrappedJsonLexer):
 
     def _between_calls(self, buf: str, pos: int, final: bool) -> int:
         """After a call: whitespace is dropped if another ``[TOOL_CALLS]`` or the end follows."""
-        index = self._hold_space(buf, pos)
-        if index == len(buf) or self.state != self._between_calls:
-            return index
-        stop, resume, marker = _TEXT.find(buf, index, final)
-        if stop == index and marker is None and resume == index:
-            return index  # perhaps [TOOL_CALLS]
-        if stop == index and marker is not None:
+        index, found = self.expect_after_space(buf, pos, final, (TOOL_CALLS,))
+        if found:
             self.take_tentative()
-            self.opened(marker)
-            return resume
-        self._not_a_call()
+            self.opened(found)
+            return index + len(found)
+        if found == "":
+            self.not_a_call()
         return index
 
     # --- before v11: [{...}, {...}] -------------------------------------------------------------------------
 
     def wrapper_closed(self) -> None:
-        self._in_wrapper = False
         self.end_call(finished=True)
-        self.state = self._list_next if self._in_list else self._between_calls
+        self.state = self.list_next if self.in_list else self._between_calls
 
     def wrapper_interrupted(self, marker: str | None) -> None:
-        self._in_wrapper = False
         self.end_call(finished=False)
         if marker is None:
             self.state = self.start  # not the expected object: what follows is text
         else:
             self.opened(marker)
 
-    def _list_next(self, buf: str, pos: int, final: bool) -> int:
-        """After an object of the list: ``,`` and the next object, or the closing ``]``."""
-        index = space_end(buf, pos)
-        if index == len(buf):
-            return index
-        char = buf[index]
-        if char == ",":
-            self.state = self._list_item
-            return index + 1
-        if char == "]":
-            self.state = self._between_calls
-            return index + 1
-        self.state = self.start
-        return index
-
-    def _list_item(self, buf: str, pos: int, final: bool) -> int:
-        index = space_end(buf, pos)
-        if index == len(buf):
-            return index
-        if buf[index] == "{":
-            self._enter_wrapper(in_list=True)
-        else:
-            self.state = self.start
-        return index
+    def list_closed(self) -> None:
+        self.state = self._between_calls
 
     # --- end of input ---------------------------------------------------------------------------------------
 
@@ -244,7 +201,4 @@ class MistralLexer(WrappedJsonLexer):
             self.start_call("".join(self._name), "".join(self._call_id) or None)
         elif state == self._between_calls:
             self.take_tentative()
-        elif self.call_index is None and self._in_wrapper:
-            partial = getattr(self, "_string", []) if state == self._small_string else []
-            self.start_call(self._wrapped_name or "".join(partial))
         super().at_end()

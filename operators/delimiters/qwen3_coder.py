@@ -7,7 +7,7 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import TaggedCallLexer, register_format
-from operators.delimiters._scan import Markers, space_end
+from operators.delimiters._scan import Markers
 
 __all__ = ["Qwen3CoderLexer"]
 
@@ -60,30 +60,21 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: whitespace, then ``<function=``."""
-        index = space_end(buf, pos)
-        if index > pos and not self.hold_tentative(buf[pos:index]):
-            self.not_a_call()
-            return index
-        if index == len(buf):
-            return index
-        if buf.startswith(FUNCTION, index):
-            self.hold_tentative(FUNCTION)
+        index, found = self.expect_after_space(buf, pos, final, (FUNCTION,))
+        if found:
+            self.hold_tentative(found)
             self.state = self._function_name
-            return index + len(FUNCTION)
-        if not final and FUNCTION.startswith(buf[index:]):
-            return index
-        self.not_a_call()
+            return index + len(found)
+        if found == "":
+            self.not_a_call()
         return index
 
     def _function_name(self, buf: str, pos: int, final: bool) -> int:
         hit = _NAME_END.search(buf, pos)
         stop = len(buf) if hit is None else hit.start()
-        if stop > pos:
-            self._header_parts.append(buf[pos:stop])
-            if not self.hold_tentative(buf[pos:stop]):
-                self._header_parts.clear()
-                self.not_a_call()
-                return stop
+        if stop > pos and not self.hold_header(buf[pos:stop]):
+            self.not_a_call()
+            return stop
         if hit is None:
             return stop
         name = self.take_header()
@@ -133,25 +124,19 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def _after_function(self, buf: str, pos: int, final: bool) -> int:
         """After ``</function>``: whitespace, then ``</tool_call>`` (tolerated if missing)."""
-        index = space_end(buf, pos)
-        if index > pos and not self.hold_tentative(buf[pos:index]):
-            self.not_a_call()
-            return index
-        if index == len(buf):
-            return index
-        if buf.startswith(TOOL_CALL_END, index):
+        index, found = self.expect_after_space(buf, pos, final, (TOOL_CALL_END,))
+        if found:
             self.take_tentative()
             self.call_done()
-            return index + len(TOOL_CALL_END)
-        if not final and TOOL_CALL_END.startswith(buf[index:]):
-            return index
-        self.not_a_call()
+            return index + len(found)
+        if found == "":
+            self.not_a_call()
         return index
 
     def at_end(self) -> None:
         if self.state == self._after_function:
             self.take_tentative()
         elif self.state == self._function_name:
-            self._header_parts.clear()
+            self.take_header()
             self.not_a_call()
         super().at_end()

@@ -342,9 +342,6 @@ class JsonToolLexer(WrappedJsonLexer):
     text_markers: ClassVar[Markers] = _BRACE
     wrapper_markers: ClassVar[Markers] = Markers(FENCE)
 
-    _in_list = False
-    _in_wrapper = False
-
     def start(self, buf: str, pos: int, final: bool) -> int:
         stop, _resume, marker = _BRACE.find(buf, pos, final)
         if stop > pos:
@@ -363,70 +360,39 @@ class JsonToolLexer(WrappedJsonLexer):
             self.state = self.start
             return pos + 1
         if key == "tool":
-            self._enter_wrapper(in_list=False)
+            self.enter_wrapper()
             return pos + inner
-        self._in_list = True
-        self.state = self._list_item
+        self.in_list = True
+        self.state = self.list_item
         return pos + inner + 1
 
-    def _enter_wrapper(self, *, in_list: bool) -> None:
-        self._in_list = in_list
-        self._in_wrapper = True
-        self.state = self.wrapper_open
-
-    def _list_item(self, buf: str, pos: int, final: bool) -> int:
+    def list_item(self, buf: str, pos: int, final: bool) -> int:
         """Inside ``"tools": [``: a call object, or ``]``."""
         index = space_end(buf, pos)
-        if index == len(buf):
-            return index
-        char = buf[index]
-        if char == "{":
-            self._enter_wrapper(in_list=True)
-            return index
-        if char == "]":
-            self.state = self._outer_close
+        if index < len(buf) and buf[index] == "]":
+            self.list_closed()
             return index + 1
-        self.state = self.start  # malformed: what follows is text
-        return index
+        return super().list_item(buf, pos, final)
 
-    def _list_next(self, buf: str, pos: int, final: bool) -> int:
-        index = space_end(buf, pos)
-        if index == len(buf):
-            return index
-        char = buf[index]
-        if char == ",":
-            self.state = self._list_item
-            return index + 1
-        if char == "]":
-            self.state = self._outer_close
-            return index + 1
-        self.state = self.start
-        return index
+    def list_closed(self) -> None:
+        self.state = self._outer_close
 
     def _outer_close(self, buf: str, pos: int, final: bool) -> int:
         """The outer object's ``}`` (whitespace before it is dropped); anything else is text."""
-        index = space_end(buf, pos)
-        if index > pos and not self.hold_tentative(buf[pos:index]):
-            self.release_tentative()
-            self.state = self.start
-            return index
-        if index == len(buf):
-            return index
-        if buf[index] == "}":
+        index, found = self.expect_after_space(buf, pos, final, ("}",))
+        if found:
             self.take_tentative()
             self.state = self.start
             return index + 1
-        self.release_tentative()
-        self.state = self.start
+        if found == "":
+            self.not_a_call()
         return index
 
     def wrapper_closed(self) -> None:
-        self._in_wrapper = False
         self.end_call(finished=True)
-        self.state = self._list_next if self._in_list else self._outer_close
+        self.state = self.list_next if self.in_list else self._outer_close
 
     def wrapper_interrupted(self, marker: str | None) -> None:
-        self._in_wrapper = False
         self.end_call(finished=False)
         if marker is not None:
             self.emit_text(marker)
@@ -435,9 +401,6 @@ class JsonToolLexer(WrappedJsonLexer):
     def at_end(self) -> None:
         if self.state == self._outer_close:
             self.take_tentative()
-        elif self.call_index is None and self._in_wrapper:
-            partial = getattr(self, "_string", []) if self.state == self._small_string else []
-            self.start_call(self._wrapped_name or "".join(partial))
         super().at_end()
 
 
@@ -497,7 +460,7 @@ class SentinelLexer(FormatLexer):
         if index == len(buf):
             return index
         if buf[index] != "{":
-            self._not_a_segment()
+            self.not_a_call()
             return index
         self.state = self._header_json
         return index
@@ -507,12 +470,12 @@ class SentinelLexer(FormatLexer):
         if stop > pos:
             self._header_text.append(buf[pos:stop])
             if not self.hold_tentative(buf[pos:stop]):
-                self._not_a_segment()
+                self.not_a_call()
                 return stop
         if marker == "":
             self.state = self._header_close
         elif marker is not None:
-            self._not_a_segment()
+            self.not_a_call()
             return stop
         return resume
 
@@ -529,12 +492,8 @@ class SentinelLexer(FormatLexer):
             return index + len(HEADER_CLOSE)
         if not final and HEADER_CLOSE.startswith(buf[index:]):
             return index
-        self._not_a_segment()
+        self.not_a_call()
         return index
-
-    def _not_a_segment(self) -> None:
-        self.release_tentative()
-        self.state = self.start
 
     def _begin(self) -> None:
         """The header is complete: decide what the body is."""
@@ -546,7 +505,7 @@ class SentinelLexer(FormatLexer):
         if kind == "tool_call":
             name = header.get("tool_name", header.get("name"))
             if not isinstance(name, str) or not name:
-                self._not_a_segment()
+                self.not_a_call()
                 return
             call_id = header.get("call_id", header.get("id"))
             self.take_tentative()
@@ -568,7 +527,7 @@ class SentinelLexer(FormatLexer):
             self._route = _TEXT_ROUTES[kind]
             self.state = self._text_body
         else:
-            self._not_a_segment()
+            self.not_a_call()
 
     def _tool_body(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_json_args(buf, pos, final, _SEGMENT_BODY)
