@@ -135,3 +135,24 @@ def test_list_item_that_is_not_an_object_is_text() -> None:
     result = run("mistral", ['[TOOL_CALLS][{"name": "a", "arguments": {}}, 7]'])
     assert result.calls == [Call(0, "call_0", "a", "{}")]
     assert result.content == "7]"
+
+
+# --- sections -----------------------------------------------------------------------------------------------
+
+DEEPSEEK_CALLS_BEGIN = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+DEEPSEEK_CALL_BEGIN = "<\uff5ctool\u2581call\u2581begin\uff5c>"
+
+
+@pytest.mark.parametrize(
+    ("format", "section", "opener"),
+    [
+        ("kimi_k2", "<|tool_calls_section_begin|>", "<|tool_call_begin|>"),
+        ("deepseek_v31", DEEPSEEK_CALLS_BEGIN, DEEPSEEK_CALL_BEGIN),
+        ("deepseek_v3", DEEPSEEK_CALLS_BEGIN, DEEPSEEK_CALL_BEGIN),
+    ],
+)
+def test_header_past_the_cap_is_text_with_what_follows_it(format: str, section: str, opener: str) -> None:
+    header = "x" * (HEADER_LIMIT + 10)
+    result = run(format, [section + opener + header, " more"])
+    assert result.calls == []
+    assert result.content == opener + header + " more"

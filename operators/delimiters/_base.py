@@ -72,6 +72,7 @@ How to add a format
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
@@ -483,6 +484,9 @@ class SectionLexer(FormatLexer):
     section_begins: ClassVar[frozenset[str]]
     section_markers: ClassVar[Markers]
     section_ends: ClassVar[frozenset[str]]
+    call_end: ClassVar[str] = ""
+    """The marker that ends a call; a call that another marker ends is finished only if
+    ``end_marker_optional`` and its JSON arguments are complete (see :meth:`close_call`)."""
 
     def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)
@@ -497,6 +501,34 @@ class SectionLexer(FormatLexer):
         """The current call is over: back to the section (or to text for a call outside a section)."""
         self._between_started = False
         self.state = self.in_section_state if self.in_section else self.start
+
+    def close_call(self, marker: str) -> None:
+        """``marker`` ended the current call's header or arguments: end the call, then
+        :meth:`resume_after` the marker."""
+        json_args = self.json_args
+        self.end_call(
+            finished=marker == self.call_end
+            or (self.end_marker_optional and json_args is not None and json_args.complete)
+        )
+        self.resume_after(marker)
+
+    def resume_after(self, marker: str) -> None:
+        """A call ended at ``marker``: a section end closes the section, another call's opener opens that
+        call, anything else (the call's own end marker) leads back between calls."""
+        if marker in self.section_ends:
+            self.in_section = False
+            self.state = self.start
+        elif marker in self.section_markers:
+            self.begin_call(marker)
+        else:
+            self.after_call()
+
+    def not_a_call_header(self, opening: str) -> None:
+        """A call's header (what followed ``opening``) grew past the cap: it was text, and so is what
+        follows it up to the next call."""
+        self.emit_text(opening + self.take_header())
+        self.after_call()
+        self._between_started = True
 
     def opened(self, marker: str) -> None:
         if marker in self.section_begins:
@@ -576,6 +608,21 @@ class TaggedCallLexer(FormatLexer):
     def confirmed(self) -> None:
         """What was held since the opener belongs to a call: drop it."""
         self.take_tentative()
+
+    def read_name(self, buf: str, pos: int, name_end: re.Pattern[str]) -> tuple[int, str | None]:
+        """Read a tool name up to the first character that ``name_end`` matches, collected and held with
+        :meth:`hold_header`.
+
+        Returns ``(stop, ender)``: ``ender`` is the character at ``stop`` that ended the name (the name is
+        then :meth:`take_header`), None while the name runs to the end of the chunk, ``""`` when it passed
+        the cap (then it was not a call and the held text went out as text).
+        """
+        hit = name_end.search(buf, pos)
+        stop = len(buf) if hit is None else hit.start()
+        if stop > pos and not self.hold_header(buf[pos:stop]):
+            self.not_a_call()
+            return stop, ""
+        return stop, None if hit is None else buf[stop]
 
     def call_done(self) -> None:
         """The call's block is over."""

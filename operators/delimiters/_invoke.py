@@ -103,13 +103,6 @@ class InvokeSectionLexer(SectionLexer):
     def _on_marker(self, marker: str) -> None:
         if marker == self.parameter:
             self.state = self._parameter_tag
-        elif marker == self.invoke_end:
+        else:  # the invoke's end, or (its end tag missing) the next invoke or the section's end
             self.end_xml_call(finished=True)
-            self.after_call()
-        else:  # the invoke's end tag is missing: the parameters so far are the call
-            self.end_xml_call(finished=True)
-            if marker == self.invoke:
-                self.begin_call(marker)
-            else:
-                self.in_section = False
-                self.state = self.start
+            self.resume_after(marker)

@@ -28,35 +28,41 @@ _CLOSERS: Final = (CALL_END, CALL_BEGIN, CALLS_END)
 
 
 class _DeepSeekSection(SectionLexer):
-    """The section shared by V3 and V3.1: ``<｜tool▁calls▁begin｜> CALL* <｜tool▁calls▁end｜>``."""
+    """What V3 and V3.1 share: the section ``<｜tool▁calls▁begin｜> CALL* <｜tool▁calls▁end｜>`` and the
+    call's name, read up to one of ``name_ends`` (what opens the arguments, or a call closer)."""
 
     text_markers: ClassVar[Markers] = Markers(CALLS_BEGIN, CALL_BEGIN)
     section_begins: ClassVar[frozenset[str]] = frozenset({CALLS_BEGIN})
     section_markers: ClassVar[Markers] = Markers(CALL_BEGIN, CALLS_END)
     section_ends: ClassVar[frozenset[str]] = frozenset({CALLS_END})
+    call_end: ClassVar[str] = CALL_END
+    name_ends: ClassVar[Markers]
+    name_opening: ClassVar[str]
+    """What came before the name, given back as text with a name too long to be one."""
 
-    def close_call(self, marker: str) -> None:
-        """``marker`` (one of the call closers) ended the call."""
-        if marker == CALL_END:
-            self.end_call(finished=True)
-        else:
-            self.end_call(finished=False)
-        if marker == CALL_BEGIN:
-            self.begin_call(marker)
-        elif marker == CALLS_END:
-            self.in_section = False
-            self.state = self.start
-        else:
-            self.after_call()
+    def _name(self, buf: str, pos: int, final: bool) -> int:
+        """The state of the call's name."""
+        resume, marker = self.collect_header(buf, pos, final, self.name_ends)
+        if marker == "":
+            self.not_a_call_header(self.name_opening)
+        elif marker is not None:
+            self.start_call(self.take_header().strip())
+            if marker in _CLOSERS:
+                self.close_call(marker)
+            else:
+                self.state = self._arguments
+        return resume
 
-    def give_up(self, marker: str) -> None:
-        """The header grew past the limit: it was not a call; its text passes through."""
-        self.emit_text(marker + self.take_header())
-        self.after_call()
+    def _arguments(self, buf: str, pos: int, final: bool) -> int:
+        """The state of the call's arguments."""
+        raise NotImplementedError
 
-
-_V31_NAME: Final = Markers(SEP, *_CLOSERS)
-_V31_ARGUMENTS: Final = Markers(*_CLOSERS)
+    def at_end(self) -> None:
+        if self.state == self._name:
+            name = self.take_header().strip()
+            if name:
+                self.start_call(name)
+        super().at_end()
 
 
 @register_format
@@ -72,21 +78,11 @@ class DeepSeekV31Lexer(_DeepSeekSection):
     name: ClassVar[str] = "deepseek_v31"
     aliases: ClassVar[tuple[str, ...]] = ("deepseekv31", "deepseek_v3.1")
     markers: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, SEP, CALL_END)
+    name_ends: ClassVar[Markers] = Markers(SEP, *_CLOSERS)
+    name_opening: ClassVar[str] = CALL_BEGIN
 
     def begin_call(self, marker: str) -> None:
         self.state = self._name
-
-    def _name(self, buf: str, pos: int, final: bool) -> int:
-        resume, marker = self.collect_header(buf, pos, final, _V31_NAME)
-        if marker == "":
-            self.give_up(CALL_BEGIN)
-        elif marker is not None:
-            self.start_call(self.take_header().strip())
-            if marker == SEP:
-                self.state = self._arguments
-            else:
-                self.close_call(marker)
-        return resume
 
     def _arguments(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_json_args(buf, pos, final, _V31_ARGUMENTS)
@@ -94,16 +90,9 @@ class DeepSeekV31Lexer(_DeepSeekSection):
             self.close_call(marker)
         return resume
 
-    def at_end(self) -> None:
-        if self.state == self._name:
-            name = self.take_header().strip()
-            if name:
-                self.start_call(name)
-        super().at_end()
 
-
+_V31_ARGUMENTS: Final = Markers(*_CLOSERS)
 _V3_TYPE: Final = Markers(SEP, *_CLOSERS)
-_V3_NAME: Final = Markers(FENCE_JSON, FENCE, *_CLOSERS)
 _V3_ARGUMENTS: Final = Markers(FENCE, *_CLOSERS)
 _V3_AFTER_FENCE: Final = Markers(*_CLOSERS)
 
@@ -123,6 +112,8 @@ class DeepSeekV3Lexer(_DeepSeekSection):
     name: ClassVar[str] = "deepseek_v3"
     aliases: ClassVar[tuple[str, ...]] = ("deepseekv3", "deepseek_r1")
     markers: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, SEP, CALL_END, FENCE_JSON)
+    name_ends: ClassVar[Markers] = Markers(FENCE_JSON, FENCE, *_CLOSERS)
+    name_opening: ClassVar[str] = CALL_BEGIN + "function" + SEP
 
     def begin_call(self, marker: str) -> None:
         self.state = self._type
@@ -130,25 +121,13 @@ class DeepSeekV3Lexer(_DeepSeekSection):
     def _type(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.collect_header(buf, pos, final, _V3_TYPE)
         if marker == "":
-            self.give_up(CALL_BEGIN)
+            self.not_a_call_header(CALL_BEGIN)
         elif marker == SEP:
             self.take_header()
             self.state = self._name
         elif marker is not None:
             self.start_call(self.take_header().strip())
             self.close_call(marker)
-        return resume
-
-    def _name(self, buf: str, pos: int, final: bool) -> int:
-        resume, marker = self.collect_header(buf, pos, final, _V3_NAME)
-        if marker == "":
-            self.give_up(CALL_BEGIN + "function" + SEP)
-        elif marker is not None:
-            self.start_call(self.take_header().strip())
-            if marker in (FENCE_JSON, FENCE):
-                self.state = self._arguments
-            else:
-                self.close_call(marker)
         return resume
 
     def _arguments(self, buf: str, pos: int, final: bool) -> int:
@@ -165,13 +144,6 @@ class DeepSeekV3Lexer(_DeepSeekSection):
         if marker is not None:
             self.close_call(marker)
         return resume
-
-    def at_end(self) -> None:
-        if self.state == self._name:
-            name = self.take_header().strip()
-            if name:
-                self.start_call(name)
-        super().at_end()
 
 
 # --- DSML --------------------------------------------------------------------------------------------------

@@ -58,18 +58,13 @@ class Glm45Lexer(TaggedCallLexer):
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """The name, right after ``<tool_call>``."""
-        hit = _NAME_END.search(buf, pos)
-        stop = len(buf) if hit is None else hit.start()
-        if stop > pos and not self.hold_header(buf[pos:stop]):
-            self.not_a_call()
-            return stop
-        if hit is None:
-            return stop
-        if not self._header_parts or buf[stop] == ">":
-            self.take_header()
-            self.not_a_call()
-            return stop
-        self.state = self._after_name
+        stop, ender = self.read_name(buf, pos, _NAME_END)
+        if ender:
+            if ender == ">" or not self._header_parts:
+                self.take_header()
+                self.not_a_call()
+            else:
+                self.state = self._after_name
         return stop
 
     def _after_name(self, buf: str, pos: int, final: bool) -> int:

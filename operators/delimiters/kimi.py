@@ -93,6 +93,7 @@ class KimiK2Lexer(SectionLexer):
     section_begins: ClassVar[frozenset[str]] = frozenset(SECTION_BEGINS)
     section_markers: ClassVar[Markers] = Markers(CALL_BEGIN, *SECTION_ENDS)
     section_ends: ClassVar[frozenset[str]] = frozenset(SECTION_ENDS)
+    call_end: ClassVar[str] = CALL_END
 
     def begin_call(self, marker: str) -> None:
         self.state = self._call_id
@@ -100,10 +101,7 @@ class KimiK2Lexer(SectionLexer):
     def _call_id(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.collect_header(buf, pos, final, _HEADER)
         if marker == "":
-            # Not an id: give the text back and carry on as text between calls.
-            self.emit_text(CALL_BEGIN + self.take_header())
-            self.after_call()
-            self._between_started = True
+            self.not_a_call_header(CALL_BEGIN)
             return resume
         if marker is None:
             return resume
@@ -113,7 +111,7 @@ class KimiK2Lexer(SectionLexer):
         if marker == ARGUMENT_BEGIN:
             self.state = self._arguments
         else:
-            self._close(marker)
+            self.close_call(marker)
         return resume
 
     def at_end(self) -> None:
@@ -126,20 +124,5 @@ class KimiK2Lexer(SectionLexer):
     def _arguments(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_json_args(buf, pos, final, _ARGUMENTS)
         if marker is not None:
-            self._close(marker)
+            self.close_call(marker)
         return resume
-
-    def _close(self, marker: str) -> None:
-        """``marker`` ended the call's header or arguments."""
-        if marker == CALL_END:
-            self.end_call(finished=True)
-        else:
-            json_args = self.json_args
-            self.end_call(finished=json_args is not None and json_args.complete)
-        if marker == CALL_BEGIN:
-            self.begin_call(marker)
-        elif marker in self.section_ends:
-            self.in_section = False
-            self.state = self.start
-        else:
-            self.after_call()

@@ -70,15 +70,11 @@ class Qwen3CoderLexer(TaggedCallLexer):
         return index
 
     def _function_name(self, buf: str, pos: int, final: bool) -> int:
-        hit = _NAME_END.search(buf, pos)
-        stop = len(buf) if hit is None else hit.start()
-        if stop > pos and not self.hold_header(buf[pos:stop]):
-            self.not_a_call()
-            return stop
-        if hit is None:
+        stop, ender = self.read_name(buf, pos, _NAME_END)
+        if not ender:
             return stop
         name = self.take_header()
-        if buf[stop] != ">" or not name:
+        if ender != ">" or not name:
             self.not_a_call()
             return stop
         self.confirmed()
