@@ -141,7 +141,7 @@ class ArgumentSplitter:
                     chunk = msgspec.structs.replace(chunk, tool_calls=replaced)
         if chunk.is_complete:
             closing = self._finish_open_calls()
-            self._parsers, self._kinds, self._finished = {}, {}, set()
+            self._finished.clear()
             if closing:
                 chunk = msgspec.structs.replace(chunk, tool_calls=[*(chunk.tool_calls or ()), *closing])
         return [chunk]
@@ -161,8 +161,8 @@ class ArgumentSplitter:
             self._kinds[index] = delta.kind
         events = parser.feed(delta.arguments_delta) if delta.arguments_delta else []
         if delta.finished:
-            del self._parsers[index]
             self._finished.add(index)
+            del self._parsers[index], self._kinds[index]
             events.extend(parser.finish())
         return events
 
@@ -172,6 +172,7 @@ class ArgumentSplitter:
         return JSONStreamParser(self._max_size)
 
     def _finish_open_calls(self) -> list[ToolCallDelta]:
+        """Finish every call still open, in index order: their final events, on ``finished`` deltas."""
         closing: list[ToolCallDelta] = []
         for index in sorted(self._parsers):
             events = tuple(self._parsers[index].finish())
@@ -180,6 +181,7 @@ class ArgumentSplitter:
                 ToolCallDelta(index, finished=True, kind=self._kinds[index], argument_events=events)
             )
         self._parsers.clear()
+        self._kinds.clear()
         return closing
 
 
