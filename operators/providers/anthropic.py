@@ -28,7 +28,7 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.providers._common import CallIndexer, IdFactory, new_call_id
+from operators.providers._common import CallIndexer, IdFactory, is_mapping, new_call_id
 from pipeline._driver import drive
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind
@@ -112,7 +112,7 @@ class AnthropicConverter:
     def feed(self, event: Mapping[str, Any], /) -> list[ChunkResponse]:
         """Convert one event; pings, result blocks and unknown event types give nothing."""
         self._event_number += 1
-        if not isinstance(event, Mapping):
+        if not is_mapping(event):
             raise self._error("an event", f"is a {type(event).__name__}, not a mapping")
         event_type = event.get("type")
         if not isinstance(event_type, str):
@@ -133,7 +133,7 @@ class AnthropicConverter:
         metadata = {key: message[key] for key in ("id", "model") if isinstance(message.get(key), str)}
         raw_usage = message.get("usage")
         usage = self._merge_usage(raw_usage, "message_start") if raw_usage is not None else None
-        if isinstance(raw_usage, Mapping) and isinstance(raw_usage.get("service_tier"), str):
+        if is_mapping(raw_usage) and isinstance(raw_usage.get("service_tier"), str):
             metadata["service_tier"] = raw_usage["service_tier"]
         if not metadata and usage is None:
             return []
@@ -228,7 +228,7 @@ class AnthropicConverter:
 
     def _provider_error(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
         error = event.get("error")
-        details: Mapping[str, Any] = error if isinstance(error, Mapping) else {}
+        details: Mapping[str, Any] = error if is_mapping(error) else {}
         kind = details.get("type") if isinstance(details.get("type"), str) else None
         message = details.get("message") if isinstance(details.get("message"), str) else None
         reason = f"{kind or 'error'}: {message or repr(event)}"
@@ -247,7 +247,7 @@ class AnthropicConverter:
         value (``message_delta`` often carries ``output_tokens`` alone), and so does a smaller value (a
         re-serialising client writes 0 for a field the API left out). A usage with no count gives None.
         """
-        if not isinstance(raw_usage, Mapping):
+        if not is_mapping(raw_usage):
             raise self._error(where, "has a 'usage' that is not a mapping")
         if not any(field in raw_usage for field in _USAGE_FIELDS):
             return None
@@ -261,7 +261,7 @@ class AnthropicConverter:
             if value >= counts.get(field, 0):
                 counts[field] = value
         output_details = raw_usage.get("output_tokens_details")
-        if isinstance(output_details, Mapping) and isinstance(output_details.get("thinking_tokens"), int):
+        if is_mapping(output_details) and isinstance(output_details.get("thinking_tokens"), int):
             self._thinking_tokens = output_details["thinking_tokens"]
         cache_read = counts.get("cache_read_input_tokens")
         cache_creation = counts.get("cache_creation_input_tokens")
@@ -278,7 +278,7 @@ class AnthropicConverter:
 
     def _mapping(self, owner: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
         value = owner.get(key)
-        if not isinstance(value, Mapping):
+        if not is_mapping(value):
             raise self._error(where, f"has no mapping field {key!r}")
         return value
 

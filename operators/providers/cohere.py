@@ -23,7 +23,7 @@ from typing import Any, Final, TypeAlias
 
 from aiostream import pipable_operator
 
-from operators.providers._common import CallIndexer, IdFactory, new_call_id
+from operators.providers._common import CallIndexer, IdFactory, is_mapping, new_call_id
 from pipeline._driver import drive
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
@@ -68,7 +68,7 @@ class CohereConverter:
     def feed(self, event: Mapping[str, Any], /) -> Chunks:
         """Convert one Cohere stream event; unknown event types give nothing."""
         self._event_number += 1
-        if not isinstance(event, Mapping):
+        if not is_mapping(event):
             raise ConverterError(
                 f"event {self._event_number}: expected a JSON object, got {type(event).__name__}",
                 event_number=self._event_number,
@@ -95,7 +95,7 @@ class CohereConverter:
         content = self._message(event).get("content")
         if content is None:
             return []
-        if not isinstance(content, Mapping):
+        if not is_mapping(content):
             raise self._field_error(event, "delta.message.content", "an object")
         text = self._optional_text(event, content, "text")
         thinking = self._optional_text(event, content, "thinking")
@@ -110,7 +110,7 @@ class CohereConverter:
     def _on_tool_call_start(self, event: Mapping[str, Any]) -> Chunks:
         call = self._tool_call(event)
         function = call.get("function")
-        if not isinstance(function, Mapping):
+        if not is_mapping(function):
             raise self._field_error(event, "delta.message.tool_calls.function", "an object")
         name = function.get("name")
         if not isinstance(name, str) or not name:
@@ -132,7 +132,7 @@ class CohereConverter:
 
     def _on_tool_call_delta(self, event: Mapping[str, Any]) -> Chunks:
         function = self._tool_call(event).get("function")
-        if not isinstance(function, Mapping):
+        if not is_mapping(function):
             raise self._field_error(event, "delta.message.tool_calls.function", "an object")
         arguments = self._optional_text(event, function, "arguments")
         index = self._open_call(event)
@@ -149,7 +149,7 @@ class CohereConverter:
         delta = event.get("delta")
         if delta is None:
             delta = {}
-        if not isinstance(delta, Mapping):
+        if not is_mapping(delta):
             raise self._field_error(event, "delta", "an object")
         reason = delta.get("finish_reason")
         metadata: dict[str, Any] = {}
@@ -172,12 +172,12 @@ class CohereConverter:
     def _usage(self, event: Mapping[str, Any], usage: object) -> TokenUsage | None:
         if usage is None:
             return None
-        if not isinstance(usage, Mapping):
+        if not is_mapping(usage):
             raise self._field_error(event, "delta.usage", "an object")
         counts = usage.get("tokens")
-        if not isinstance(counts, Mapping):
+        if not is_mapping(counts):
             counts = usage.get("billed_units")
-        if not isinstance(counts, Mapping):
+        if not is_mapping(counts):
             return None
         prompt = self._count(event, counts, "input_tokens") or 0
         completion = self._count(event, counts, "output_tokens") or 0
@@ -212,14 +212,14 @@ class CohereConverter:
 
     def _message(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
         delta = event.get("delta")
-        message = delta.get("message") if isinstance(delta, Mapping) else None
-        if not isinstance(message, Mapping):
+        message = delta.get("message") if is_mapping(delta) else None
+        if not is_mapping(message):
             raise self._field_error(event, "delta.message", "an object")
         return message
 
     def _tool_call(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
         call = self._message(event).get("tool_calls")
-        if not isinstance(call, Mapping):
+        if not is_mapping(call):
             raise self._field_error(event, "delta.message.tool_calls", "an object")
         return call
 

@@ -42,7 +42,7 @@ from typing import Any, Final, TypeAlias
 import msgspec
 from aiostream import pipable_operator
 
-from operators.providers._common import IdFactory, new_call_id
+from operators.providers._common import IdFactory, is_mapping, new_call_id
 from pipeline._driver import drive
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, JSONPath, TokenUsage, ToolCallDelta
@@ -412,7 +412,7 @@ class GeminiConverter:
     def feed(self, event: Mapping[str, Any], /) -> list[ChunkResponse]:
         """Convert one chunk; a chunk that repeats only what is known gives nothing."""
         self._event_number += 1
-        if not isinstance(event, Mapping):
+        if not is_mapping(event):
             raise self._error("the chunk", f"is a {type(event).__name__}, not a mapping")
         if event.get("error") is not None:
             self._raise_provider_error(event)
@@ -436,7 +436,7 @@ class GeminiConverter:
                 if isinstance(candidate.get("finishMessage"), str):
                     metadata["finish_message"] = candidate["finishMessage"]
         feedback = event.get("promptFeedback")
-        if isinstance(feedback, Mapping) and isinstance(feedback.get("blockReason"), str):
+        if is_mapping(feedback) and isinstance(feedback.get("blockReason"), str):
             finish_reason = "content_filter"
             metadata["stop_reason"] = feedback["blockReason"]
             if isinstance(feedback.get("blockReasonMessage"), str):
@@ -461,7 +461,7 @@ class GeminiConverter:
         if not isinstance(candidates, Sequence) or isinstance(candidates, str):
             raise self._error("candidates", "is not a list")
         for candidate in candidates:
-            if not isinstance(candidate, Mapping):
+            if not is_mapping(candidate):
                 raise self._error("candidates", "holds something that is not a mapping")
             if candidate.get("index", 0) == 0:
                 return candidate
@@ -471,7 +471,7 @@ class GeminiConverter:
         content = candidate.get("content")
         if content is None:
             return
-        if not isinstance(content, Mapping):
+        if not is_mapping(content):
             raise self._error("candidates[0].content", "is not a mapping")
         parts = content.get("parts")
         if parts is None:
@@ -480,7 +480,7 @@ class GeminiConverter:
             raise self._error("candidates[0].content.parts", "is not a list")
         for number, part in enumerate(parts):
             where = f"candidates[0].content.parts[{number}]"
-            if not isinstance(part, Mapping):
+            if not is_mapping(part):
                 raise self._error(where, "is not a mapping")
             self._part(builder, part, where)
 
@@ -490,7 +490,7 @@ class GeminiConverter:
             raise self._error(f"{where}.thoughtSignature", "is not a string")
         function_call = part.get("functionCall")
         if function_call is not None:
-            if not isinstance(function_call, Mapping):
+            if not is_mapping(function_call):
                 raise self._error(f"{where}.functionCall", "is not a mapping")
             self._function_call(builder, function_call, signature, f"{where}.functionCall")
             return
@@ -513,7 +513,7 @@ class GeminiConverter:
             builder.signature(signature)
         for field, url_of in (("inlineData", _data_url), ("fileData", _file_url)):
             media = part.get(field)
-            if isinstance(media, Mapping):
+            if is_mapping(media):
                 kind, url = url_of(media)
                 if kind in _MEDIA_KINDS and url:
                     builder.media(kind, url)
@@ -527,7 +527,7 @@ class GeminiConverter:
             raise self._error(f"{where}.name", "is not a string")
         will_continue = call.get("willContinue") is True
         args = call.get("args")
-        if args is not None and not isinstance(args, Mapping):
+        if args is not None and not is_mapping(args):
             raise self._error(f"{where}.args", "is not a mapping")
         partial_args = call.get("partialArgs")
         if partial_args is not None and (
@@ -589,7 +589,7 @@ class GeminiConverter:
             raise self._error(where, f"cannot be written as JSON text: {error}") from error
 
     def _partial_arg(self, partial: Any, where: str) -> tuple[JSONPath, PartialValue, bool]:
-        if not isinstance(partial, Mapping):
+        if not is_mapping(partial):
             raise self._error(where, "is not a mapping")
         raw_path = partial.get("jsonPath")
         if not isinstance(raw_path, str):
@@ -674,7 +674,7 @@ class GeminiConverter:
     def _step_start(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
         step_index = self._index(event)
         step = event.get("step", event.get("content"))
-        if not isinstance(step, Mapping):
+        if not is_mapping(step):
             raise self._error("step", "is missing or not a mapping")
         step_type = step.get("type")
         if step_type == "text":
@@ -686,7 +686,7 @@ class GeminiConverter:
         if not isinstance(name, str) or not name:
             raise self._error("step.name", "is missing or not a string")
         arguments = step.get("arguments")
-        if arguments is not None and not isinstance(arguments, Mapping):
+        if arguments is not None and not is_mapping(arguments):
             raise self._error("step.arguments", "is not a mapping")
         if step_index in self._step_calls:
             raise self._error("step.start", f"starts step {step_index} again before its stop")
@@ -712,7 +712,7 @@ class GeminiConverter:
             return [ChunkResponse(content=text)] if text else []
         if delta_type in ("thought_summary", "thought"):
             content = delta.get("content")
-            text = self._delta_string(content if isinstance(content, Mapping) else delta, "text")
+            text = self._delta_string(content if is_mapping(content) else delta, "text")
             return [ChunkResponse(reasoning=text)] if text else []
         if delta_type == "thought_signature":
             signature = self._delta_string(delta, "signature")
@@ -742,7 +742,7 @@ class GeminiConverter:
     def _interaction_usage(self, raw: Any) -> TokenUsage | None:
         if raw is None:
             return None
-        if not isinstance(raw, Mapping):
+        if not is_mapping(raw):
             raise self._error("interaction.usage", "is not a mapping")
         counts: dict[str, int] = {}
         for field in (
@@ -779,7 +779,7 @@ class GeminiConverter:
 
     def _mapping(self, owner: Mapping[str, Any], key: str) -> Mapping[str, Any]:
         value = owner.get(key)
-        if not isinstance(value, Mapping):
+        if not is_mapping(value):
             raise self._error(key, "is missing or not a mapping")
         return value
 
@@ -798,7 +798,7 @@ class GeminiConverter:
         raw = event.get("usageMetadata")
         if raw is None:
             return None
-        if not isinstance(raw, Mapping):
+        if not is_mapping(raw):
             raise self._error("usageMetadata", "is not a mapping")
         counts: dict[str, int] = {}
         for field in (
@@ -841,7 +841,7 @@ class GeminiConverter:
 
     def _raise_provider_error(self, event: Mapping[str, Any]) -> None:
         error = event["error"]
-        details: Mapping[str, Any] = error if isinstance(error, Mapping) else {"message": str(error)}
+        details: Mapping[str, Any] = error if is_mapping(error) else {"message": str(error)}
         status = details.get("status")
         code = details.get("code")
         message = details.get("message")

@@ -44,7 +44,7 @@ from typing import Any, Final, TypeAlias
 import msgspec
 from aiostream import pipable_operator
 
-from operators.providers._common import CallIndexer, IdFactory, new_call_id
+from operators.providers._common import CallIndexer, IdFactory, is_mapping, new_call_id
 from pipeline._driver import drive
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind
@@ -156,7 +156,7 @@ class OpenAIResponsesConverter:
     def feed(self, event: Mapping[str, Any], /) -> Chunks:
         """Convert one Responses stream event; unknown event types give nothing."""
         self._event_number += 1
-        if not isinstance(event, Mapping):
+        if not is_mapping(event):
             raise ConverterError(
                 f"event {self._event_number}: expected a JSON object, got {type(event).__name__}",
                 event_number=self._event_number,
@@ -186,7 +186,7 @@ class OpenAIResponsesConverter:
 
     def _on_response_incomplete(self, event: Mapping[str, Any]) -> Chunks:
         details = self._mapping(event, "response").get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, Mapping) else None
+        reason = details.get("reason") if is_mapping(details) else None
         if not isinstance(reason, str) or not reason:
             return self._end("incomplete", "incomplete", event)
         return self._end(_INCOMPLETE_FINISH_REASONS.get(reason, reason.lower()), reason, event)
@@ -209,7 +209,7 @@ class OpenAIResponsesConverter:
     def _on_response_failed(self, event: Mapping[str, Any]) -> Chunks:
         response = self._mapping(event, "response")
         error = response.get("error")
-        error = error if isinstance(error, Mapping) else {}
+        error = error if is_mapping(error) else {}
         message = error.get("message") or "the response failed"
         code = error.get("code") or error.get("type")
         self._complete = True
@@ -221,7 +221,7 @@ class OpenAIResponsesConverter:
 
     def _on_error(self, event: Mapping[str, Any]) -> Chunks:
         nested = event.get("error")
-        error = nested if isinstance(nested, Mapping) else event
+        error = nested if is_mapping(nested) else event
         message = error.get("message") or "error event without a message"
         code = error.get("code") or error.get("type")
         if code == "error":
@@ -245,7 +245,7 @@ class OpenAIResponsesConverter:
     def _usage(self, event: Mapping[str, Any], raw: object) -> TokenUsage | None:
         if raw is None:
             return None
-        if not isinstance(raw, Mapping):
+        if not is_mapping(raw):
             raise self._field_error(event, "response.usage", "an object")
         prompt = self._count(event, raw, "input_tokens") or 0
         completion = self._count(event, raw, "output_tokens") or 0
@@ -262,7 +262,7 @@ class OpenAIResponsesConverter:
         )
 
     def _count(self, event: Mapping[str, Any], container: object, key: str) -> int | None:
-        if not isinstance(container, Mapping):
+        if not is_mapping(container):
             return None
         value = container.get(key)
         if value is None:
@@ -366,7 +366,7 @@ class OpenAIResponsesConverter:
         if raw.get("actions") is not None:
             return {"actions": raw["actions"]}
         arguments = raw.get("arguments")
-        return arguments if isinstance(arguments, Mapping) else {}
+        return arguments if is_mapping(arguments) else {}
 
     def _message_rest(self, item: _OutputItem, raw: Mapping[str, Any]) -> Chunks:
         """Text and refusal parts of a finished message that no delta or ``.done`` event carried."""
@@ -405,7 +405,7 @@ class OpenAIResponsesConverter:
         parts = raw.get(field)
         if parts is None:
             return []
-        if not isinstance(parts, list) or not all(isinstance(part, Mapping) for part in parts):
+        if not isinstance(parts, list) or not all(is_mapping(part) for part in parts):
             raise self._field_error(raw, f"item.{field}", "a list of objects")
         return parts
 
@@ -571,7 +571,7 @@ class OpenAIResponsesConverter:
 
     def _mapping(self, event: Mapping[str, Any], field: str) -> Mapping[str, Any]:
         value = event.get(field)
-        if not isinstance(value, Mapping):
+        if not is_mapping(value):
             raise self._field_error(event, field, "an object")
         return value
 
@@ -588,7 +588,7 @@ class OpenAIResponsesConverter:
         return value
 
     def _field_error(self, event: Mapping[str, Any], field: str, expected: str) -> ConverterError:
-        event_type = event.get("type") if isinstance(event, Mapping) else None
+        event_type = event.get("type") if is_mapping(event) else None
         where = f"event {self._event_number}" + (f" ({event_type})" if isinstance(event_type, str) else "")
         return ConverterError(
             f"{where}: field {field!r} is missing or not {expected}", event_number=self._event_number
