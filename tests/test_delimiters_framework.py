@@ -48,6 +48,19 @@ def test_expect_after_space_gives_up_past_the_cap() -> None:
     assert lexer.expect_after_space(spaces + "</a>", 0, False, ("</a>",)) == (len(spaces), "")
 
 
+def test_char_after_space() -> None:
+    lexer = probe()
+    assert lexer.char_after_space(" \n{x", 0) == (2, "{")
+    assert lexer.char_after_space("  ", 0) == (2, "")
+    assert lexer.take_tentative() == " \n  "
+    lexer.hold_tentative("<x>")
+    lexer.state = lexer.finish  # type: ignore[assignment]
+    spaces = " " * (HEADER_LIMIT + 1)
+    assert lexer.char_after_space(spaces + "{", 0) == (len(spaces), "")
+    assert lexer.state == lexer.start  # not a call: released
+    assert lexer.tentative is None
+
+
 def test_hold_header_collects_and_holds_until_the_cap() -> None:
     lexer = probe()
     assert lexer.hold_header("get_")

@@ -355,6 +355,19 @@ class FormatLexer:
         index = space_end(buf, pos)
         return index, index == pos or self.hold_tentative(buf[pos:index])
 
+    def char_after_space(self, buf: str, pos: int) -> tuple[int, str]:
+        """Hold the whitespace at ``pos`` (see :meth:`hold_space`), then the character after it.
+
+        Returns ``(index, char)`` with ``index`` just past the whitespace; ``char`` is ``""`` when there is
+        nothing to look at yet (the chunk ended) or any more (the whitespace passed the cap: it was not a
+        call, see :meth:`not_a_call`).
+        """
+        index, held = self.hold_space(buf, pos)
+        if not held:
+            self.not_a_call()
+            return index, ""
+        return index, buf[index] if index < len(buf) else ""
+
     def expect_after_space(
         self, buf: str, pos: int, final: bool, expected: tuple[str, ...]
     ) -> tuple[int, str | None]:

@@ -88,16 +88,12 @@ class Llama3JsonLexer(WrappedJsonLexer):
 
     def _channel_start(self, buf: str, pos: int, final: bool) -> int:
         """Nothing but whitespace has gone out on this channel yet: a bare call may open here."""
-        index = space_end(buf, pos)
-        if index > pos:
-            self.hold_tentative(buf[pos:index])
-        if index == len(buf):
-            return index
-        if buf[index] == "{":
+        index, char = self.char_after_space(buf, pos)
+        if char == "{":
             self._tagged = False
             self.state = self._confirm
-            return index
-        self.not_a_call()
+        elif char:
+            self.not_a_call()
         return index
 
     def opened(self, marker: str) -> None:
@@ -117,12 +113,10 @@ class Llama3JsonLexer(WrappedJsonLexer):
 
     def _after_tag(self, buf: str, pos: int, final: bool) -> int:
         """After ``<|python_tag|>``: JSON calls, or code."""
-        index = space_end(buf, pos)
-        if index > pos:
-            self.hold_tentative(buf[pos:index])
-        if index == len(buf):
+        index, char = self.char_after_space(buf, pos)
+        if not char:
             return index
-        if buf[index] == "{":
+        if char == "{":
             self._tagged = True
             self.enter_wrapper()
             return index

@@ -69,45 +69,32 @@ class MistralLexer(WrappedJsonLexer):
         self.state = self._after_marker
 
     def _after_marker(self, buf: str, pos: int, final: bool) -> int:
-        index, held = self.hold_space(buf, pos)
-        if not held:
-            self.not_a_call()
-            return index
-        if index == len(buf):
-            return index
-        char = buf[index]
+        index, char = self.char_after_space(buf, pos)
         if char == "[":
             self.hold_tentative(char)
             self.state = self._list_open
             return index + 1
         if char == "{":
             self.enter_wrapper()
-            return index
-        if _NAME.match(buf, index).end() > index:  # type: ignore[union-attr]
+        elif char and _NAME.match(buf, index).end() > index:  # type: ignore[union-attr]
             self._name: list[str] = []
             self._call_id: list[str] = []
             self.state = self._v11_name
-            return index
-        self.not_a_call()
+        elif char:
+            self.not_a_call()
         return index
 
     def _list_open(self, buf: str, pos: int, final: bool) -> int:
         """After ``[TOOL_CALLS] [``: a call object, or ``]`` for an empty list."""
-        index, held = self.hold_space(buf, pos)
-        if not held:
-            self.not_a_call()
-            return index
-        if index == len(buf):
-            return index
-        char = buf[index]
-        if char == "{":
-            self.enter_wrapper(in_list=True)
-            return index
+        index, char = self.char_after_space(buf, pos)
         if char == "]":
             self.take_tentative()
             self.state = self._between_calls
             return index + 1
-        self.not_a_call()
+        if char == "{":
+            self.enter_wrapper(in_list=True)
+        elif char:
+            self.not_a_call()
         return index
 
     # --- v11: NAME[CALL_ID]ID[ARGS]{...} --------------------------------------------------------------------

@@ -454,15 +454,11 @@ class SentinelLexer(FormatLexer):
 
     def _header_open(self, buf: str, pos: int, final: bool) -> int:
         """After ``[[SEG_START``: whitespace, then the header's ``{``."""
-        index = space_end(buf, pos)
-        if index > pos:
-            self.hold_tentative(buf[pos:index])
-        if index == len(buf):
-            return index
-        if buf[index] != "{":
+        index, char = self.char_after_space(buf, pos)
+        if char == "{":
+            self.state = self._header_json
+        elif char:
             self.not_a_call()
-            return index
-        self.state = self._header_json
         return index
 
     def _header_json(self, buf: str, pos: int, final: bool) -> int:
@@ -481,18 +477,13 @@ class SentinelLexer(FormatLexer):
 
     def _header_close(self, buf: str, pos: int, final: bool) -> int:
         """After the header object: whitespace, then ``]]``."""
-        index = space_end(buf, pos)
-        if index > pos:
-            self.hold_tentative(buf[pos:index])
-        if index == len(buf):
-            return index
-        if buf.startswith(HEADER_CLOSE, index):
-            self.hold_tentative(HEADER_CLOSE)
+        index, found = self.expect_after_space(buf, pos, final, (HEADER_CLOSE,))
+        if found:
+            self.hold_tentative(found)
             self._begin()
-            return index + len(HEADER_CLOSE)
-        if not final and HEADER_CLOSE.startswith(buf[index:]):
-            return index
-        self.not_a_call()
+            return index + len(found)
+        if found == "":
+            self.not_a_call()
         return index
 
     def _begin(self) -> None:
