@@ -84,6 +84,7 @@ from operators.delimiters._scan import (
     Markers,
     ValueType,
     XmlArguments,
+    json_escape,
     space_end,
     value_type_from_schema,
 )
@@ -224,6 +225,7 @@ class FormatLexer:
         """Text held while deciding whether it opens a call; released as text if it does not."""
         self._tentative_size = 0
         self._held = ""
+        self._skip_newline = False
 
     # --- the engine -------------------------------------------------------------------------------------
 
@@ -466,6 +468,26 @@ class FormatLexer:
                 xml_args.end_value()
             xml_args.close()
         self.end_call(finished)
+
+    def begin_raw_string(self) -> None:
+        """What follows is raw text (a file's content) going into a JSON string of the open call's
+        arguments: :meth:`stream_raw_string` streams it. One newline right after the opener is not part
+        of it."""
+        self._skip_newline = True
+
+    def stream_raw_string(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
+        """Stream raw text up to the first of ``markers`` into the arguments, JSON-escaped;
+        ``(resume, marker)``."""
+        if self._skip_newline:
+            self._skip_newline = False
+            if buf[pos] == "\n":
+                pos += 1
+                if pos == len(buf):
+                    return pos, None
+        stop, resume, marker = markers.find(buf, pos, final)
+        if stop > pos:
+            self.emit_args(json_escape(buf[pos:stop]))
+        return resume, marker
 
     def stream_json_args(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
         """Stream JSON arguments from ``buf[pos:]`` until one of ``markers`` outside a JSON string.

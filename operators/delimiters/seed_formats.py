@@ -198,7 +198,7 @@ class XmlToolLexer(TaggedCallLexer):
         rest = buf[index : index + len(START_CONTENT)]
         if rest == START_CONTENT:
             self.begin_value(self._key, "string")
-            self._first_raw = True
+            self.begin_raw_string()
             self.state = self._raw_value
             return index + len(START_CONTENT)
         if rest and START_CONTENT.startswith(rest) and not final:
@@ -218,15 +218,7 @@ class XmlToolLexer(TaggedCallLexer):
 
     def _raw_value(self, buf: str, pos: int, final: bool) -> int:
         """Between ``__START_CONTENT__`` and ``__END_CONTENT__``: raw text, JSON-escaped as it streams."""
-        if self._first_raw:
-            if buf[pos] == "\n":
-                pos += 1
-            self._first_raw = False
-            if pos == len(buf):
-                return pos
-        stop, resume, marker = _RAW_END.find(buf, pos, final)
-        if stop > pos:
-            self.emit_args(json_escape(buf[pos:stop]))
+        resume, marker = self.stream_raw_string(buf, pos, final, _RAW_END)
         if marker is not None:
             self.state = self._after_raw
         return resume
@@ -511,7 +503,7 @@ class SentinelLexer(FormatLexer):
             path = header.get("path")
             opening = '{"path": ' + _encode(path).decode() + ", " if isinstance(path, str) else "{"
             self.emit_args(opening + '"' + _FILE_KEYS[kind] + '": "')
-            self._first_body = True
+            self.begin_raw_string()
             self.state = self._file_body
         elif kind in _TEXT_ROUTES:
             self.take_tentative()
@@ -532,15 +524,7 @@ class SentinelLexer(FormatLexer):
         return resume
 
     def _file_body(self, buf: str, pos: int, final: bool) -> int:
-        if self._first_body:
-            if buf[pos] == "\n":
-                pos += 1
-            self._first_body = False
-            if pos == len(buf):
-                return pos
-        stop, resume, marker = _FILE_BODY.find(buf, pos, final)
-        if stop > pos:
-            self.emit_args(json_escape(buf[pos:stop]))
+        resume, marker = self.stream_raw_string(buf, pos, final, _FILE_BODY)
         if marker is not None:
             self.emit_args('"}')
             self.end_call(finished=True)
