@@ -111,3 +111,30 @@ def test_space_end() -> None:
     assert space_end("x  ", 1) == 3
     assert space_end("x", 0) == 0
     assert space_end("x", 1) == 1
+
+
+def test_harmony_message_text_on_its_own_channel_goes_on_as_the_same_object() -> None:
+    rewriter = DelimiterRewriter("harmony")
+    rewriter.feed(ChunkResponse(content="<|channel|>final<|message|>"))
+    chunk = ChunkResponse(content="It is sunny.")
+    assert rewriter.feed(chunk)[0] is chunk
+    rewriter.feed(ChunkResponse(content="<|end|><|start|>assistant<|channel|>analysis<|message|>"))
+    assert rewriter.feed(ChunkResponse(content="Think.")) == [ChunkResponse(reasoning="Think.")]
+
+
+def test_wrapped_arguments_string_goes_straight_into_the_arguments() -> None:
+    rewriter = DelimiterRewriter("hermes", id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content='<tool_call>{"name": "f", "arguments": {"a": "'))
+    assert rewriter.feed(ChunkResponse(content="x\\y")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "x\\y")])
+    ]
+
+
+def test_strings_of_other_wrapper_keys_are_not_arguments() -> None:
+    rewriter = DelimiterRewriter("hermes", id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content='<tool_call>{"name": "f", "meta": {"note": "'))
+    assert rewriter.feed(ChunkResponse(content="skipped")) == []
+    result = run(
+        "hermes", ['<tool_call>{"name": "f", "meta": {"note": "', "skipped", '"}, "arguments": {"a": 1}}']
+    )
+    assert result.calls[0].arguments == '{"a": 1}'

@@ -242,10 +242,7 @@ class FormatLexer:
         holding nothing, and no character of ``text`` can start one of ``text_markers``."""
         if self._held or self.tentative is not None or self.state != self.start:
             return False
-        for char in self.text_markers.first_chars:  # noqa: SIM110 (a loop of `in` beats any() here)
-            if char in text:
-                return False
-        return True
+        return self.text_markers.cannot_start_in(text)
 
     def verbatim_args(self, text: str) -> ToolCallDelta | None:
         """The delta of ``text`` when all of it goes as it is into a JSON string of the open call's

@@ -98,6 +98,13 @@ class Markers:
         end = len(buf) if final else self.partial_start(buf, pos)
         return end, end, None
 
+    def cannot_start_in(self, text: str) -> bool:
+        """Whether no character of ``text`` starts a marker (one ``in`` per marker-start character)."""
+        for char in self.first_chars:  # noqa: SIM110 (a loop of `in` beats any() here)
+            if char in text:
+                return False
+        return True
+
     def may_grow(self, buf: str, start: int) -> bool:
         """Whether ``buf[start:]``, the end of the buffer, is a proper prefix of a marker."""
         return len(buf) - start < self.longest and buf[start:] in self._prefixes

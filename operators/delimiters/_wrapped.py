@@ -173,6 +173,8 @@ class WrappedJsonLexer(FormatLexer):
             if char == '"':
                 self.state = self._string_arguments
                 return index + 1
+            if self._container:
+                self.json_args = self._value_scan  # the call's JSON arguments, as they stream
             self.state = self._arguments
             return index
         if char == '"' and (key in self.name_keys or key in self.id_keys):
@@ -242,6 +244,7 @@ class WrappedJsonLexer(FormatLexer):
         if emit and stop > pos:
             self._emit_wrapped(buf[pos:stop])
         if marker == "":
+            self.json_args = None
             self.state = self._after_value
         elif marker is not None:
             self._interrupt(marker)

@@ -127,6 +127,11 @@ class HarmonyLexer(FormatLexer):
             self._route: Channel = self.channel  # a body without a header keeps the field's channel
             self.state = self._text_body
 
+    def passes_through(self, text: str) -> bool:
+        if self.state == self._text_body and self._route == self.channel and not self._held:
+            return _BODY.cannot_start_in(text)  # a message's text on the channel it came in
+        return super().passes_through(text)
+
     # --- the header -----------------------------------------------------------------------------------------
 
     def _open_header(self, opener: str) -> None:
