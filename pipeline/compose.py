@@ -8,7 +8,8 @@
                 case ToolInvocation():  ...   # folded the moment the call is complete
                 case SegmentEvent():    ...   # text, reasoning, tool and file segments as they stream
 
-The stages are the operators of :mod:`operators`; :func:`process` only chooses them. A source may carry
+The stages are those of the operators of :mod:`operators`: :func:`process` chooses them and runs their
+sans-IO cores in one loop (one async hop in all, not one per stage). A source may carry
 SSE or JSON-lines bytes, provider event dicts, or provider SDK objects; ``provider="auto"`` and
 ``framing="auto"`` look at the first item to decide.
 """
