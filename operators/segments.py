@@ -175,14 +175,7 @@ class SegmentEmitter:
         """Close every open segment (an unfinished tool call is ``truncated``), then :class:`ResponseEnd`."""
         if self._finished:
             return []
-        self._finished = True
-        events: list[SegmentEvent | ResponseEnd] = []
-        self._close_run(events)
-        for call in self._calls.values():
-            if not call.started:
-                self._start_with_waiting(events, call)
-            if not call.ended:
-                self._end_call(events, call)
+        events = self._close_all(interrupted="")
         events.append(
             ResponseEnd(finish_reason=self._finish_reason, usage=self._usage, metadata=self._metadata)
         )
@@ -192,6 +185,10 @@ class SegmentEmitter:
         """The source failed: close open segments, tool calls with an ``interrupted`` error naming ``exc``."""
         if self._finished:
             return []
+        message = f"the stream failed before the call was complete: {type(exc).__name__}: {exc}"
+        return [event for event in self._close_all(interrupted=message) if isinstance(event, SegmentEvent)]
+
+    def _close_all(self, *, interrupted: str) -> list[SegmentEvent | ResponseEnd]:
         self._finished = True
         events: list[SegmentEvent | ResponseEnd] = []
         self._close_run(events)
@@ -199,9 +196,8 @@ class SegmentEmitter:
             if not call.started:
                 self._start_with_waiting(events, call)
             if not call.ended:
-                message = f"the stream failed before the call was complete: {type(exc).__name__}: {exc}"
-                self._end_call(events, call, interrupted=message)
-        return [event for event in events if isinstance(event, SegmentEvent)]
+                self._end_call(events, call, interrupted=interrupted)
+        return events
 
     # text and reasoning runs
 

@@ -48,13 +48,15 @@ PROVIDERS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "gemini
 """The wire formats :func:`process` knows (``openai`` also covers OpenAI-compatible servers)."""
 
 
-def _converter(provider: str, id_factory: Callable[[int], str] | None) -> Core[Any, ChunkResponse]:
+def _converter(
+    provider: str, id_factory: Callable[[int], str] | None, choice: int = 0
+) -> Core[Any, ChunkResponse]:
     options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
     match provider:
         case "openai":
             from operators.providers.openai_chat import OpenAIChatConverter
 
-            return OpenAIChatConverter(**options)
+            return OpenAIChatConverter(**options, choice=choice)
         case "openai-responses":
             from operators.providers.openai_responses import OpenAIResponsesConverter
 
@@ -93,9 +95,10 @@ class TextDeltas:
 class _LazyConverter:
     """The converter for the wire format of the first event (``provider="auto"``), or the one named."""
 
-    def __init__(self, provider: str, id_factory: Callable[[int], str] | None) -> None:
+    def __init__(self, provider: str, id_factory: Callable[[int], str] | None, choice: int) -> None:
         self._provider = provider
         self._id_factory = id_factory
+        self._choice = choice
         self._core: Core[Any, ChunkResponse] | None = None
 
     def feed(self, event: Any) -> list[ChunkResponse]:
@@ -105,7 +108,7 @@ class _LazyConverter:
                 from operators.providers.detect import detect_wire_format
 
                 provider = detect_wire_format(event)
-            self._core = _converter(provider, self._id_factory)
+            self._core = _converter(provider, self._id_factory, self._choice)
         chunks = self._core.feed(event)
         return chunks if isinstance(chunks, list) else list(chunks)
 
@@ -116,12 +119,15 @@ class _LazyConverter:
 class _AutoChunks:
     """Source items to chunks, choosing framing and wire format from the first items that tell."""
 
-    def __init__(self, provider: str, framing: str, id_factory: Callable[[int], str] | None) -> None:
+    def __init__(
+        self, provider: str, framing: str, id_factory: Callable[[int], str] | None, choice: int
+    ) -> None:
         if provider not in ("auto", "text"):
-            _converter(provider, id_factory)  # raises ConfigurationError naming the choices
+            _converter(provider, id_factory, choice)  # raises ConfigurationError naming the choices
         self._provider = provider
         self._framing = framing
         self._id_factory = id_factory
+        self._choice = choice
         self._chain: Chain | None = None
         self._head: list[bytes] = []
 
@@ -151,8 +157,8 @@ class _AutoChunks:
         if self._provider == "text":
             return Chain(decoder)
         if self._provider == "auto":
-            return Chain(decoder, _LazyConverter(self._provider, self._id_factory))
-        return Chain(decoder, _converter(self._provider, self._id_factory))
+            return Chain(decoder, _LazyConverter(self._provider, self._id_factory, self._choice))
+        return Chain(decoder, _converter(self._provider, self._id_factory, self._choice))
 
     def _decoder_for(self, item: Any) -> Core[Any, Any] | None:
         if self._provider == "text":
@@ -206,10 +212,14 @@ class _SDKObjects:
 
 
 def chunk_core(
-    *, provider: str = "auto", framing: str = "auto", id_factory: Callable[[int], str] | None = None
+    *,
+    provider: str = "auto",
+    framing: str = "auto",
+    id_factory: Callable[[int], str] | None = None,
+    choice: int = 0,
 ) -> Core[Any, ChunkResponse]:
     """The sans-IO adapter and converter: source items (bytes, dicts or SDK objects) to chunks."""
-    return _AutoChunks(provider, framing, id_factory)
+    return _AutoChunks(provider, framing, id_factory, choice)
 
 
 @operator
@@ -219,9 +229,13 @@ def to_chunks(
     provider: Provider | str = "auto",
     framing: Framing | str = "auto",
     id_factory: Callable[[int], str] | None = None,
+    choice: int = 0,
 ) -> Any:
-    """Stages 1 and 2: bytes, provider dicts or SDK objects to :class:`ChunkResponse`\\ s."""
-    return drive(source, chunk_core(provider=provider, framing=framing, id_factory=id_factory))
+    """Stages 1 and 2: bytes, provider dicts or SDK objects to :class:`ChunkResponse`\\ s.
+
+    ``choice`` picks which of an OpenAI response's ``n`` choices becomes the stream (the others are
+    ignored); run one pipeline per choice to follow several."""
+    return drive(source, chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice))
 
 
 def process(
@@ -235,6 +249,7 @@ def process(
     max_argument_size: int | None = None,
     id_factory: Callable[[int], str] | None = None,
     segment_ids: Callable[[Any], str] | None = None,
+    choice: int = 0,
 ) -> Stream[PipelineEvent]:
     """The whole pipeline: adapter, converter, [delimiter rewriter], splitter, emitter, folder.
 
@@ -254,6 +269,8 @@ def process(
         max_argument_size: cap, in characters, of one call's arguments (``too_large`` beyond it).
         id_factory: makes ids for tool calls that arrive without one (tests pass a deterministic one).
         segment_ids: makes ids of text and reasoning segments.
+        choice: which of an OpenAI Chat Completions response's ``n`` choices to follow (default 0; the
+            others are ignored: run one pipeline per choice to follow several).
 
     Returns:
         An aiostream ``Stream`` of :data:`PipelineEvent`: iterate it with ``async with ....stream()``, or
@@ -269,6 +286,7 @@ def process(
         max_argument_size=max_argument_size,
         id_factory=id_factory,
         segment_ids=segment_ids,
+        choice=choice,
     )
 
 
@@ -284,6 +302,7 @@ def _pipeline(
     max_argument_size: int | None,
     id_factory: Callable[[int], str] | None,
     segment_ids: Callable[[Any], str] | None,
+    choice: int,
 ) -> Any:
     """:func:`process`'s stream. Its cores are made with it (so bad options raise at once) and anew for
     each later iteration, as the operators' are."""
@@ -292,7 +311,7 @@ def _pipeline(
     from operators.segments import SegmentEmitter
 
     stages: list[Core[Any, ChunkResponse]] = [
-        chunk_core(provider=provider, framing=framing, id_factory=id_factory)
+        chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice)
     ]
     if tool_format is not None and tool_format != "api_tool_call":
         from operators.delimiters import DelimiterRewriter

@@ -179,3 +179,19 @@ async def test_a_provider_error_comes_after_everything_before_it() -> None:
 async def test_an_unknown_provider_is_refused_before_reading() -> None:
     with pytest.raises(ConfigurationError, match="unknown provider 'nope'"):
         await collect(process(items([b"data: {}\n\n"]), provider="nope"))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("choice", [0, 1, 2])
+async def test_choice_picks_one_of_n_choices(choice: int) -> None:
+    path = FIXTURES / "openai_chat" / "openai-python_multiple_choices_n3_gpt4o.sse"
+    expected = "".join(
+        payload_choice["delta"].get("content") or ""
+        for line in path.read_text().splitlines()
+        if line.startswith("data: {")
+        for payload_choice in json.loads(line.removeprefix("data: "))["choices"]
+        if payload_choice["index"] == choice
+    )
+    events = await collect(process(items([path.read_bytes()]), choice=choice))
+    assert expected
+    assert summarize(events).text == expected
