@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from operators.delimiters import FORMATS, DelimiterRewriter
 from operators.delimiters._scan import JsonArgs, Markers, space_end
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
-from tests.delimiter_cases import numbered_ids, pieces_at, run
+from tests.delimiter_cases import Call, numbered_ids, pieces_at, run
 
 FORMAT_NAMES = sorted({lexer.name for lexer in FORMATS.values()})
 
@@ -138,3 +138,34 @@ def test_strings_of_other_wrapper_keys_are_not_arguments() -> None:
         "hermes", ['<tool_call>{"name": "f", "meta": {"note": "', "skipped", '"}, "arguments": {"a": 1}}']
     )
     assert result.calls[0].arguments == '{"a": 1}'
+
+
+def test_arguments_without_a_marker_start_go_straight_into_the_arguments() -> None:
+    rewriter = DelimiterRewriter("kimi_k2", id_factory=numbered_ids)
+    rewriter.feed(
+        ChunkResponse(content='<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"a": [')
+    )
+    assert rewriter.feed(ChunkResponse(content='1, "')) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '1, "')])
+    ]
+    assert rewriter.feed(ChunkResponse(content='x"')) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, 'x"')])
+    ]
+    assert rewriter.feed(ChunkResponse(content="  ")) == []  # whitespace outside a string waits
+    assert rewriter.feed(ChunkResponse(content="]}")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "  ]}")])
+    ]
+    assert rewriter.feed(ChunkResponse(content=" ")) == []
+    assert rewriter.feed(ChunkResponse(content="<|tool_call_end|>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, None, True)])
+    ]
+
+
+def test_text_after_the_closing_fence_is_not_arguments() -> None:
+    calls_begin = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+    call_begin = "<\uff5ctool\u2581call\u2581begin\uff5c>"
+    sep = "<\uff5ctool\u2581sep\uff5c>"
+    call_end = "<\uff5ctool\u2581call\u2581end\uff5c>"
+    opening = f'{calls_begin}{call_begin}function{sep}f\n```json\n{{"a": 1}}\n```'
+    result = run("deepseek_v3", [opening, "zz", "\n", call_end])
+    assert result.calls == [Call(0, "call_0", "f", '{"a": 1}')]

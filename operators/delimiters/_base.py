@@ -203,7 +203,7 @@ class FormatLexer:
     """Every literal the format uses, for tests that split the input around each of them."""
     text_markers: ClassVar[Markers]
     """What the text state (:meth:`start`) stops at; text with none of their first characters passes
-    through that state untouched (the rewriter's fast path, :meth:`passes_through`)."""
+    through that state untouched (the rewriter's fast path, :meth:`shortcut`)."""
 
     def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
         self._output = output
@@ -226,6 +226,9 @@ class FormatLexer:
         self._tentative_size = 0
         self._held = ""
         self._skip_newline = False
+        self._json_state: State | None = None
+        """The state that streams :attr:`json_args` with :meth:`stream_json_args`, and its end markers."""
+        self._json_markers: Markers | None = None
 
     # --- the engine -------------------------------------------------------------------------------------
 
@@ -237,20 +240,38 @@ class FormatLexer:
             text = held + text
         self._run(text, False)
 
-    def passes_through(self, text: str) -> bool:
-        """Whether ``text`` would go out unchanged as this channel's text: the lexer is in its text state
-        holding nothing, and no character of ``text`` can start one of ``text_markers``."""
-        if self._held or self.tentative is not None or self.state != self.start:
-            return False
-        return self.text_markers.cannot_start_in(text)
+    def shortcut(self, text: str) -> ToolCallDelta | bool | None:
+        """What ``text``, all of the next piece of this channel, does without running the states, when
+        that is known at once; the rewriter's fast path (the lexer ends as lexing would leave it):
 
-    def verbatim_args(self, text: str) -> ToolCallDelta | None:
-        """The delta of ``text`` when all of it goes as it is into a JSON string of the open call's
-        arguments (the lexer holds nothing, ``text`` has no quote), else None."""
+        - True: it goes out unchanged as text (the lexer is in its text state holding nothing, and no
+          character of ``text`` can start one of ``text_markers``);
+        - a delta: it goes into the open call's JSON arguments (it has no quote and stays inside a
+          string, or the state streaming the arguments cannot meet an end marker in it);
+        - None: it goes nowhere yet (whitespace of the arguments held back);
+        - False: it has to be lexed.
+        """
+        if self._held:
+            return False
         json_args = self.json_args
+        if json_args is None:
+            if self.tentative is not None or self.state != self.start:
+                return False
+            for char in self.text_markers.first_chars:  # noqa: SIM110 (Markers.cannot_start_in, inline)
+                if char in text:
+                    return False
+            return True
         index = self.call_index
-        if json_args is None or index is None or self._held or not json_args.take_in_string(text):
-            return None
+        if index is None:
+            return False
+        if not json_args.take_in_string(text):
+            markers = self._json_markers
+            if markers is None or self.state != self._json_state or not markers.cannot_start_in(text):
+                return False
+            json_args.scan(text, 0, markers, False)  # no marker in it: it scans to the end
+            text = json_args.trim(text)
+            if not text:
+                return None
         self._call_has_args = True
         return ToolCallDelta(index, None, None, text, False, self.call_kind)
 
@@ -334,6 +355,7 @@ class FormatLexer:
             self._output.end_call(index)
         self.call_index = None
         self.json_args = None
+        self._json_state = None
         self.xml_args = None
 
     # --- helpers for states ------------------------------------------------------------------------------
@@ -489,11 +511,16 @@ class FormatLexer:
     def stream_json_args(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
         """Stream JSON arguments from ``buf[pos:]`` until one of ``markers`` outside a JSON string.
 
-        Returns ``(resume, marker)``; ``marker`` is None when more input is needed.
+        Returns ``(resume, marker)``; ``marker`` is None when more input is needed. The state that calls
+        it must do nothing else with text in which none of ``markers`` can start: :meth:`shortcut` streams
+        such text without running the state.
         """
         json_args = self.json_args
         if json_args is None:
             json_args = self.json_args = JsonArgs()
+            # What the shortcut needs: that state does nothing else with text in which no marker can start.
+            self._json_state = self.state
+            self._json_markers = markers
         stop, resume, marker = json_args.scan(buf, pos, markers, final)
         if stop > pos:
             self.emit_args(json_args.trim(buf[pos:stop]))
@@ -762,15 +789,29 @@ class DelimiterRewriter:
         """Rewrite one chunk; see the class doc."""
         content = item.content
         reasoning = item.reasoning
-        carries = _carries_more(item)
+        carries = bool(  # the chunk has more than text (inline: this runs for every chunk)
+            item.is_complete
+            or item.tool_calls
+            or item.finish_reason
+            or item.usage
+            or item.metadata
+            or item.refusal
+            or item.reasoning_signature
+            or item.encrypted_reasoning
+            or item.image_urls
+            or item.audio_urls
+            or item.video_urls
+        )
         if (reasoning is None or not content) and not carries:
             # Text in one channel and nothing else: the two common cases need no lexing.
             lexer, text = (self._content, content) if reasoning is None else (self._reasoning, reasoning)
-            if lexer.passes_through(text):
+            shortcut = lexer.shortcut(text)
+            if shortcut is True:
                 return [item] if text else []  # the chunk goes on as it is
-            delta = lexer.verbatim_args(text)
-            if delta is not None:
-                return [ChunkResponse(tool_calls=[delta])]
+            if shortcut is None:
+                return []
+            if shortcut is not False:
+                return [ChunkResponse(tool_calls=[shortcut])]
         if reasoning:
             self._reasoning.feed(reasoning)
         if content:
@@ -885,21 +926,4 @@ def _chunk(content: list[str], reasoning: list[str], calls: list[ToolCallDelta])
         content="".join(content),
         reasoning="".join(reasoning) if reasoning else None,
         tool_calls=calls or None,
-    )
-
-
-def _carries_more(item: ChunkResponse) -> bool:
-    """Whether ``item`` carries anything besides its text."""
-    return bool(
-        item.is_complete
-        or item.tool_calls
-        or item.finish_reason
-        or item.usage
-        or item.metadata
-        or item.refusal
-        or item.reasoning_signature
-        or item.encrypted_reasoning
-        or item.image_urls
-        or item.audio_urls
-        or item.video_urls
     )

@@ -89,6 +89,11 @@ class Markers:
         ``stop == resume`` is where a suffix that could still become a marker starts (``len(buf)`` when
         ``final`` or when there is none): the caller holds that suffix back.
         """
+        for char in self.first_chars:
+            if buf.find(char, pos) >= 0:
+                break
+        else:  # no marker can start here: the common case, one str.find per marker-start character
+            return len(buf), len(buf), None
         match = self._pattern.search(buf, pos)
         if match is not None:
             start = match.start()

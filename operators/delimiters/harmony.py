@@ -18,6 +18,7 @@ from typing import ClassVar, Final
 
 from operators.delimiters._base import Channel, FormatLexer, register_format
 from operators.delimiters._scan import Markers, space_end
+from pipeline.models import ToolCallDelta
 
 __all__ = ["HarmonyLexer"]
 
@@ -127,10 +128,10 @@ class HarmonyLexer(FormatLexer):
             self._route: Channel = self.channel  # a body without a header keeps the field's channel
             self.state = self._text_body
 
-    def passes_through(self, text: str) -> bool:
+    def shortcut(self, text: str) -> ToolCallDelta | bool | None:
         if self.state == self._text_body and self._route == self.channel and not self._held:
             return _BODY.cannot_start_in(text)  # a message's text on the channel it came in
-        return super().passes_through(text)
+        return super().shortcut(text)
 
     # --- the header -----------------------------------------------------------------------------------------
 
