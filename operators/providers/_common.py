@@ -1,4 +1,5 @@
-"""Helpers shared by every converter: tool-call id generation and call positions."""
+"""Helpers shared by every converter: tool-call id generation, call positions and the feed loop of
+converters whose events name their kind in a ``type`` field."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import uuid
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeAlias, TypeGuard
 
-__all__ = ["CallIndexer", "IdFactory", "is_mapping", "new_call_id"]
+from pipeline.errors import ConverterError
+from pipeline.models import ChunkResponse
+
+__all__ = ["CallIndexer", "EventHandler", "IdFactory", "TypedEventConverter", "is_mapping", "new_call_id"]
 
 IdFactory: TypeAlias = Callable[[int], str]
 """Makes the id of a tool call the provider sent without one, from the call's position (0, 1, ...)."""
@@ -52,3 +56,53 @@ class CallIndexer:
 
     def __len__(self) -> int:
         return len(self._positions)
+
+
+EventHandler: TypeAlias = Callable[[Mapping[str, Any]], list[ChunkResponse]]
+"""Converts one event of the type it is registered for."""
+
+
+class TypedEventConverter:
+    """The feed loop of a converter whose events are objects with a string ``type``.
+
+    :meth:`feed` counts the event, checks that it is an object with a string ``type`` and hands it to the
+    handler registered for that type; a type with no handler gives nothing (forward compatibility).
+    Subclasses pass their handler table and may word the two shape errors their own way.
+    """
+
+    __slots__ = ("_event_number", "_handlers")
+
+    def __init__(self, handlers: Mapping[str, EventHandler]) -> None:
+        self._event_number = -1
+        """The number of the event being converted (0 for the first), for error messages."""
+        self._handlers = handlers
+
+    def feed(self, event: Mapping[str, Any], /) -> list[ChunkResponse]:
+        """Convert one event; event types without a handler give nothing."""
+        self._event_number += 1
+        if not is_mapping(event):
+            raise self._not_an_object(event)
+        event_type = event.get("type")
+        if not isinstance(event_type, str):
+            raise self._untyped(event)
+        handler = self._handlers.get(event_type)
+        return [] if handler is None else handler(event)
+
+    def _not_an_object(self, event: object) -> ConverterError:
+        """The error for an event that is not an object."""
+        return ConverterError(
+            f"event {self._event_number}: expected a JSON object, got {type(event).__name__}",
+            event_number=self._event_number,
+        )
+
+    def _untyped(self, event: Mapping[str, Any]) -> ConverterError:
+        """The error for an event without a string ``type``."""
+        return self._field_error(event, "type", "a string")
+
+    def _field_error(self, event: Mapping[str, Any], field: str, expected: str) -> ConverterError:
+        """The error for a ``field`` of ``event`` that is missing or not what it should be."""
+        event_type = event.get("type")
+        where = f"event {self._event_number}" + (f" ({event_type})" if isinstance(event_type, str) else "")
+        return ConverterError(
+            f"{where}: field {field!r} is missing or not {expected}", event_number=self._event_number
+        )

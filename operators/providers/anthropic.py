@@ -28,7 +28,7 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.providers._common import CallIndexer, IdFactory, is_mapping, new_call_id
+from operators.providers._common import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
 from pipeline._driver import drive
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind
@@ -83,7 +83,7 @@ class _ToolBlock:
         )
 
 
-class AnthropicConverter:
+class AnthropicConverter(TypedEventConverter):
     """Sans-IO core: one Anthropic Messages stream event (a dict) in, the chunks it carries out.
 
     ``id_factory`` names a tool call whose block has no ``id`` (the API always sends one; some
@@ -91,7 +91,6 @@ class AnthropicConverter:
     """
 
     __slots__ = (
-        "_event_number",
         "_finish_reason",
         "_id_factory",
         "_indexer",
@@ -101,26 +100,24 @@ class AnthropicConverter:
     )
 
     def __init__(self, *, id_factory: IdFactory | None = None) -> None:
+        super().__init__(
+            {
+                "message_start": self._message_start,
+                "content_block_start": self._block_start,
+                "content_block_delta": self._block_delta,
+                "content_block_stop": self._block_stop,
+                "message_delta": self._message_delta,
+                "message_stop": self._message_stop,
+                "ping": self._ping,
+                "error": self._provider_error,
+            }
+        )
         self._id_factory: IdFactory = id_factory or new_call_id
         self._indexer = CallIndexer()
         self._tool_blocks: dict[int, _ToolBlock] = {}
-        self._event_number = -1
         self._finish_reason: str | None = None
         self._usage_counts: dict[str, int] = {}
         self._thinking_tokens: int | None = None
-
-    def feed(self, event: Mapping[str, Any], /) -> list[ChunkResponse]:
-        """Convert one event; pings, result blocks and unknown event types give nothing."""
-        self._event_number += 1
-        if not is_mapping(event):
-            raise self._error("an event", f"is a {type(event).__name__}, not a mapping")
-        event_type = event.get("type")
-        if not isinstance(event_type, str):
-            raise self._error("an event", "has no string 'type'")
-        handler = _HANDLERS.get(event_type)
-        if handler is None:
-            return []
-        return handler(self, event)
 
     def finish(self) -> list[ChunkResponse]:
         """Nothing is held back; a call whose block never stopped stays unfinished on purpose."""
@@ -303,22 +300,16 @@ class AnthropicConverter:
             raise self._error(where, f"has no integer field {key!r}")
         return value
 
+    def _not_an_object(self, event: object) -> ConverterError:
+        return self._error("an event", f"is a {type(event).__name__}, not a mapping")
+
+    def _untyped(self, event: Mapping[str, Any]) -> ConverterError:
+        return self._error("an event", "has no string 'type'")
+
     def _error(self, where: str, problem: str) -> ConverterError:
         return ConverterError(
             f"Anthropic event {self._event_number} ({where}) {problem}", event_number=self._event_number
         )
-
-
-_HANDLERS: Final = {
-    "message_start": AnthropicConverter._message_start,
-    "content_block_start": AnthropicConverter._block_start,
-    "content_block_delta": AnthropicConverter._block_delta,
-    "content_block_stop": AnthropicConverter._block_stop,
-    "message_delta": AnthropicConverter._message_delta,
-    "message_stop": AnthropicConverter._message_stop,
-    "ping": AnthropicConverter._ping,
-    "error": AnthropicConverter._provider_error,
-}
 
 
 @pipable_operator

@@ -18,12 +18,12 @@ Citation events and event types not listed are skipped.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final, TypeAlias
 
 from aiostream import pipable_operator
 
-from operators.providers._common import CallIndexer, IdFactory, is_mapping, new_call_id
+from operators.providers._common import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
 from pipeline._driver import drive
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
@@ -41,43 +41,30 @@ _FINISH_REASONS: Final[Mapping[str, str]] = {
 Chunks: TypeAlias = list[ChunkResponse]
 
 
-class CohereConverter:
+class CohereConverter(TypedEventConverter):
     """Sans-IO converter of Cohere v2 chat stream events (dicts) into :class:`ChunkResponse`.
 
     ``id_factory(index)`` makes the id of a call the server sent without one.
     """
 
     def __init__(self, *, id_factory: IdFactory | None = None) -> None:
+        super().__init__(
+            {
+                "message-start": self._on_message_start,
+                "content-start": self._on_content,
+                "content-delta": self._on_content,
+                "tool-plan-delta": self._on_tool_plan_delta,
+                "tool-call-start": self._on_tool_call_start,
+                "tool-call-delta": self._on_tool_call_delta,
+                "tool-call-end": self._on_tool_call_end,
+                "message-end": self._on_message_end,
+            }
+        )
         self._new_call_id: IdFactory = id_factory or new_call_id
-        self._event_number = -1
         self._calls = CallIndexer()
         self._open_calls: set[int] = set()
         self._last_key: int | None = None
         """The provider index of the call started last, for deltas that carry no ``index``."""
-        self._handlers: dict[str, Callable[[Mapping[str, Any]], Chunks]] = {
-            "message-start": self._on_message_start,
-            "content-start": self._on_content,
-            "content-delta": self._on_content,
-            "tool-plan-delta": self._on_tool_plan_delta,
-            "tool-call-start": self._on_tool_call_start,
-            "tool-call-delta": self._on_tool_call_delta,
-            "tool-call-end": self._on_tool_call_end,
-            "message-end": self._on_message_end,
-        }
-
-    def feed(self, event: Mapping[str, Any], /) -> Chunks:
-        """Convert one Cohere stream event; unknown event types give nothing."""
-        self._event_number += 1
-        if not is_mapping(event):
-            raise ConverterError(
-                f"event {self._event_number}: expected a JSON object, got {type(event).__name__}",
-                event_number=self._event_number,
-            )
-        event_type = event.get("type")
-        if not isinstance(event_type, str):
-            raise self._field_error(event, "type", "a string")
-        handler = self._handlers.get(event_type)
-        return [] if handler is None else handler(event)
 
     def finish(self) -> Chunks:
         """Nothing is held back; a stream without ``message-end`` stays without ``is_complete``."""
@@ -239,13 +226,6 @@ class CohereConverter:
         if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
             raise self._field_error(event, f"usage {field}", "a whole number")
         return int(value)
-
-    def _field_error(self, event: Mapping[str, Any], field: str, expected: str) -> ConverterError:
-        event_type = event.get("type")
-        where = f"event {self._event_number}" + (f" ({event_type})" if isinstance(event_type, str) else "")
-        return ConverterError(
-            f"{where}: field {field!r} is missing or not {expected}", event_number=self._event_number
-        )
 
 
 @pipable_operator

@@ -38,13 +38,13 @@ A stream that ends without ``response.completed`` / ``incomplete`` / ``failed`` 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final, TypeAlias
 
 import msgspec
 from aiostream import pipable_operator
 
-from operators.providers._common import CallIndexer, IdFactory, is_mapping, new_call_id
+from operators.providers._common import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
 from pipeline._driver import drive
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind
@@ -107,40 +107,41 @@ class _OutputItem:
         """The text parts that already gave text, so a later ``.done`` or item copy is not repeated."""
 
 
-class OpenAIResponsesConverter:
+class OpenAIResponsesConverter(TypedEventConverter):
     """Sans-IO converter of OpenAI Responses stream events (dicts) into :class:`ChunkResponse`.
 
     ``id_factory(index)`` makes the id of a call the server sent without a ``call_id``.
     """
 
     def __init__(self, *, id_factory: IdFactory | None = None) -> None:
+        super().__init__(
+            {
+                "response.created": self._on_response_started,
+                "response.queued": self._on_response_started,
+                "response.in_progress": self._on_response_started,
+                "response.output_item.added": self._on_item_added,
+                "response.output_item.done": self._on_item_done,
+                "response.output_text.delta": self._on_text_delta,
+                "response.output_text.done": self._on_text_done,
+                "response.refusal.delta": self._on_refusal_delta,
+                "response.refusal.done": self._on_refusal_done,
+                "response.reasoning_summary_text.delta": self._on_summary_delta,
+                "response.reasoning_summary_text.done": self._on_summary_done,
+                "response.reasoning_text.delta": self._on_reasoning_text_delta,
+                "response.reasoning_text.done": self._on_reasoning_text_done,
+                "response.function_call_arguments.delta": self._on_arguments_delta,
+                "response.custom_tool_call_input.delta": self._on_arguments_delta,
+                "response.mcp_call_arguments.delta": self._on_arguments_delta,
+                "response.function_call_arguments.done": self._on_arguments_done,
+                "response.custom_tool_call_input.done": self._on_custom_input_done,
+                "response.mcp_call_arguments.done": self._on_arguments_done,
+                "response.completed": self._on_response_completed,
+                "response.incomplete": self._on_response_incomplete,
+                "response.failed": self._on_response_failed,
+                "error": self._on_error,
+            }
+        )
         self._new_call_id: IdFactory = id_factory or new_call_id
-        self._event_number = -1
-        self._handlers: dict[str, Callable[[Mapping[str, Any]], Chunks]] = {
-            "response.created": self._on_response_started,
-            "response.queued": self._on_response_started,
-            "response.in_progress": self._on_response_started,
-            "response.output_item.added": self._on_item_added,
-            "response.output_item.done": self._on_item_done,
-            "response.output_text.delta": self._on_text_delta,
-            "response.output_text.done": self._on_text_done,
-            "response.refusal.delta": self._on_refusal_delta,
-            "response.refusal.done": self._on_refusal_done,
-            "response.reasoning_summary_text.delta": self._on_summary_delta,
-            "response.reasoning_summary_text.done": self._on_summary_done,
-            "response.reasoning_text.delta": self._on_reasoning_text_delta,
-            "response.reasoning_text.done": self._on_reasoning_text_done,
-            "response.function_call_arguments.delta": self._on_arguments_delta,
-            "response.custom_tool_call_input.delta": self._on_arguments_delta,
-            "response.mcp_call_arguments.delta": self._on_arguments_delta,
-            "response.function_call_arguments.done": self._on_arguments_done,
-            "response.custom_tool_call_input.done": self._on_custom_input_done,
-            "response.mcp_call_arguments.done": self._on_arguments_done,
-            "response.completed": self._on_response_completed,
-            "response.incomplete": self._on_response_incomplete,
-            "response.failed": self._on_response_failed,
-            "error": self._on_error,
-        }
         self._start_response()
 
     def _start_response(self) -> None:
@@ -152,22 +153,6 @@ class OpenAIResponsesConverter:
         self._last_reasoning_part: tuple[int, str, int] | None = None
         self._client_call_made = False
         self._complete = False
-
-    def feed(self, event: Mapping[str, Any], /) -> Chunks:
-        """Convert one Responses stream event; unknown event types give nothing."""
-        self._event_number += 1
-        if not is_mapping(event):
-            raise ConverterError(
-                f"event {self._event_number}: expected a JSON object, got {type(event).__name__}",
-                event_number=self._event_number,
-            )
-        event_type = event.get("type")
-        if not isinstance(event_type, str):
-            raise self._field_error(event, "type", "a string")
-        handler = self._handlers.get(event_type)
-        if handler is None:
-            return []
-        return handler(event)
 
     def finish(self) -> Chunks:
         """Nothing is held back; a response without its terminal event stays without ``is_complete``."""
@@ -586,13 +571,6 @@ class OpenAIResponsesConverter:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._field_error(event, field, "an integer")
         return value
-
-    def _field_error(self, event: Mapping[str, Any], field: str, expected: str) -> ConverterError:
-        event_type = event.get("type") if is_mapping(event) else None
-        where = f"event {self._event_number}" + (f" ({event_type})" if isinstance(event_type, str) else "")
-        return ConverterError(
-            f"{where}: field {field!r} is missing or not {expected}", event_number=self._event_number
-        )
 
 
 @pipable_operator
