@@ -169,3 +169,22 @@ def test_text_after_the_closing_fence_is_not_arguments() -> None:
     opening = f'{calls_begin}{call_begin}function{sep}f\n```json\n{{"a": 1}}\n```'
     result = run("deepseek_v3", [opening, "zz", "\n", call_end])
     assert result.calls == [Call(0, "call_0", "f", '{"a": 1}')]
+
+
+def test_header_pieces_are_collected_without_lexing() -> None:
+    rewriter = DelimiterRewriter("kimi_k2", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="<|tool_call_begin|>functions.")) == []
+    assert rewriter.feed(ChunkResponse(content="get_wea")) == []
+    assert rewriter.feed(ChunkResponse(content="ther:0")) == []
+    assert rewriter.feed(ChunkResponse(content="<|tool_call_argument_begin|>{}")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "functions.get_weather:0", "get_weather", "{}")])
+    ]
+
+
+def test_header_pieces_past_the_cap_are_text() -> None:
+    opener = "<|tool_call_begin|>"
+    pieces = [opener, *["x" * 100] * 50, " more"]
+    result = run("kimi_k2", pieces)
+    assert result.calls == []
+    assert result.content == "".join(pieces)
+    assert run("kimi_k2", ["".join(pieces)]) == result

@@ -229,6 +229,9 @@ class FormatLexer:
         self._json_state: State | None = None
         """The state that streams :attr:`json_args` with :meth:`stream_json_args`, and its end markers."""
         self._json_markers: Markers | None = None
+        self._header_state: State | None = None
+        """The state that last collected a header with :meth:`collect_header`, and its end markers."""
+        self._header_markers: Markers | None = None
 
     # --- the engine -------------------------------------------------------------------------------------
 
@@ -248,19 +251,31 @@ class FormatLexer:
           character of ``text`` can start one of ``text_markers``);
         - a delta: it goes into the open call's JSON arguments (it has no quote and stays inside a
           string, or the state streaming the arguments cannot meet an end marker in it);
-        - None: it goes nowhere yet (whitespace of the arguments held back);
+        - None: it goes nowhere yet (whitespace of the arguments held back, or a header collected by the
+          state collecting it, which cannot meet an end marker in it);
         - False: it has to be lexed.
         """
         if self._held:
             return False
         json_args = self.json_args
         if json_args is None:
-            if self.tentative is not None or self.state != self.start:
-                return False
-            for char in self.text_markers.first_chars:  # noqa: SIM110 (Markers.cannot_start_in, inline)
-                if char in text:
+            state = self.state
+            if state == self.start:
+                if self.tentative is not None:
                     return False
-            return True
+                for char in self.text_markers.first_chars:  # noqa: SIM110 (Markers.cannot_start_in, inline)
+                    if char in text:
+                        return False
+                return True
+            markers = self._header_markers
+            if markers is None or state != self._header_state:
+                return False
+            size = self._header_chars + len(text)
+            if size > HEADER_LIMIT or not markers.cannot_start_in(text):
+                return False
+            self._header_parts.append(text)
+            self._header_chars = size
+            return None
         index = self.call_index
         if index is None:
             return False
@@ -268,7 +283,7 @@ class FormatLexer:
             markers = self._json_markers
             if markers is None or self.state != self._json_state or not markers.cannot_start_in(text):
                 return False
-            json_args.scan(text, 0, markers, False)  # no marker in it: it scans to the end
+            json_args.scan(text, 0, markers, True)  # no marker can start in it: nothing to hold back
             text = json_args.trim(text)
             if not text:
                 return None
@@ -442,8 +457,11 @@ class FormatLexer:
 
         Returns ``(resume, marker)``: ``marker`` is None while more input is needed, ``""`` when the header
         passed :data:`~._scan.HEADER_LIMIT` (the caller gives up on the call). :meth:`take_header` gives
-        the text.
+        the text. The state that calls it must call it first and do nothing else with text in which none
+        of ``markers`` can start: :meth:`shortcut` collects such text without running the state.
         """
+        self._header_state = self.state
+        self._header_markers = markers
         stop, resume, marker = markers.find(buf, pos, final)
         if stop > pos:
             self._header_parts.append(buf[pos:stop])
@@ -789,7 +807,7 @@ class DelimiterRewriter:
         """Rewrite one chunk; see the class doc."""
         content = item.content
         reasoning = item.reasoning
-        carries = bool(  # the chunk has more than text (inline: this runs for every chunk)
+        more = (  # truthy when the chunk has more than text (inline: this runs for every chunk)
             item.is_complete
             or item.tool_calls
             or item.finish_reason
@@ -802,9 +820,12 @@ class DelimiterRewriter:
             or item.audio_urls
             or item.video_urls
         )
-        if (reasoning is None or not content) and not carries:
+        if not more and (reasoning is None or not content):
             # Text in one channel and nothing else: the two common cases need no lexing.
-            lexer, text = (self._content, content) if reasoning is None else (self._reasoning, reasoning)
+            if reasoning is None:
+                lexer, text = self._content, content
+            else:
+                lexer, text = self._reasoning, reasoning
             shortcut = lexer.shortcut(text)
             if shortcut is True:
                 return [item] if text else []  # the chunk goes on as it is
@@ -819,7 +840,7 @@ class DelimiterRewriter:
         if item.is_complete:
             self._reasoning.finish()
             self._content.finish()
-        chunks = self._pack(item, carries)
+        chunks = self._pack(item, bool(more))
         if item.is_complete:
             self._reset()
         return chunks
@@ -835,6 +856,8 @@ class DelimiterRewriter:
     def _pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
         """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text)."""
         ops = self._output.ops
+        if item is not None and not ops:  # all of it held back or dropped
+            return [self._finalise(item, carries, "", None, [])] if carries else []
         if item is not None and len(ops) == 1:
             # The common cases: one run of text, or one piece of one call.
             kind, payload = ops[0]

@@ -130,10 +130,6 @@ class Markers:
                 start = buf.find(char, start + 1, earliest)
         return earliest
 
-    def hold_start(self, buf: str, pos: int, final: bool) -> int:
-        """Like :meth:`partial_start` but ``len(buf)`` when ``final`` (nothing is held at the end)."""
-        return len(buf) if final else self.partial_start(buf, pos)
-
 
 _STRING_STOP: Final = re.compile(r'[\\"]')
 _BRACKETS: Final = "{}[]"
@@ -209,7 +205,7 @@ class JsonArgs:
                 continue
             hit = stops.search(buf, index)
             if hit is None:
-                end = markers.hold_start(buf, index, final)
+                end = size if final else markers.partial_start(buf, index)
                 return end, end, None
             stop = hit.start()
             found = hit.group()
@@ -250,10 +246,9 @@ class JsonArgs:
             if len(self._pending_space) > _WHITESPACE_LIMIT:
                 body, self._pending_space = self._pending_space, ""
             return body
-        if self._pending_space:
-            body = self._pending_space + body
-        self._pending_space = text[len(text.rstrip()) :]
-        return body
+        pending = self._pending_space
+        self._pending_space = text[len(body) :]
+        return pending + body if pending else body
 
 
 # --- XML-style parameters ----------------------------------------------------------------------------------
