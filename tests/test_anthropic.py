@@ -17,19 +17,14 @@ from operators.providers.anthropic import (
 )
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from tests.converter_cases import fold_calls, load_events, run_converter, sequential_ids
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 RECORDINGS = sorted(path for path in FIXTURES.iterdir() if path.suffix in {".sse", ".jsonl"})
 
 
-def ids(index: int) -> str:
-    return f"gen_{index}"
-
-
 def convert(events: Iterable[dict[str, Any]]) -> list[ChunkResponse]:
-    converter = AnthropicConverter(id_factory=ids)
-    chunks = [chunk for event in events for chunk in converter.feed(event)]
-    return chunks + converter.finish()
+    return run_converter(AnthropicConverter(id_factory=sequential_ids), events)
 
 
 def message_start(**usage: Any) -> dict[str, Any]:
@@ -386,13 +381,6 @@ def test_a_tool_block_started_twice_is_an_error() -> None:
 # Every recording against a deliberately naive reference
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if path.suffix == ".sse":
-        lines = [line[5:] for line in lines if line.startswith("data:")]
-    return [json.loads(line) for line in lines if line.strip()]
-
-
 CALL_BLOCKS = {"tool_use": "function", "server_tool_use": "server", "mcp_tool_use": "server"}
 STOP_WORDS = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
 
@@ -476,31 +464,23 @@ def reference(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 def summary(chunks: list[ChunkResponse]) -> dict[str, Any]:
     """The same facts gathered from the converter's chunks."""
-    calls: dict[int, dict[str, Any]] = {}
-    for chunk in chunks:
-        for delta in chunk.tool_calls or []:
-            if delta.index not in calls:
-                assert delta.call_id is not None, "the first delta of a call names it"
-                assert delta.name is not None, "the first delta of a call names it"
-                calls[delta.index] = {
-                    "index": delta.index,
-                    "id": delta.call_id,
-                    "name": delta.name,
-                    "kind": delta.kind,
-                    "arguments": "",
-                    "finished": False,
-                }
-            call = calls[delta.index]
-            assert not call["finished"], "no delta after the one that finished the call"
-            assert delta.kind == call["kind"]
-            call["arguments"] += delta.arguments_delta or ""
-            call["finished"] = delta.finished
+    calls = [
+        {
+            "index": call.index,
+            "id": call.call_id,
+            "name": call.name,
+            "kind": call.kind,
+            "arguments": call.arguments,
+            "finished": call.finished,
+        }
+        for call in fold_calls(chunks)
+    ]
     usages = [chunk.usage for chunk in chunks if chunk.usage is not None]
     return {
         "text": "".join(chunk.content for chunk in chunks),
         "reasoning": "".join(chunk.reasoning or "" for chunk in chunks),
         "signatures": [chunk.reasoning_signature for chunk in chunks if chunk.reasoning_signature],
-        "calls": [calls[index] for index in sorted(calls)],
+        "calls": calls,
         "finish_reason": chunks[-1].finish_reason,
         "usage": usages[-1].to_dict() if usages else None,
     }
@@ -508,7 +488,7 @@ def summary(chunks: list[ChunkResponse]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("path", RECORDINGS, ids=[path.name for path in RECORDINGS])
 def test_recording_matches_the_naive_reference(path: Path) -> None:
-    events = read_events(path)
+    events = load_events(path)
     chunks = convert(events)
     assert summary(chunks) == reference(events)
     assert [chunk.is_complete for chunk in chunks] == [False] * (len(chunks) - 1) + [True]
@@ -521,7 +501,7 @@ def test_recording_matches_the_naive_reference(path: Path) -> None:
 
 def test_the_truncated_recording_leaves_its_call_unfinished() -> None:
     chunks = convert(
-        read_events(FIXTURES / "anthropic-sdk-python_claude-3-7-sonnet_tool_use_truncated_max_tokens.sse")
+        load_events(FIXTURES / "anthropic-sdk-python_claude-3-7-sonnet_tool_use_truncated_max_tokens.sse")
     )
     (call,) = summary(chunks)["calls"]
     assert call["finished"] is False
@@ -535,8 +515,10 @@ def test_the_truncated_recording_leaves_its_call_unfinished() -> None:
 
 @pytest.mark.anyio
 async def test_operator_gives_what_the_core_gives() -> None:
-    events = read_events(FIXTURES / "fantasy_claude-sonnet-4_text_then_2_parallel_tool_use.sse")
-    async with (stream.iterate(events) | convert_anthropic.pipe(id_factory=ids)).stream() as chunks:
+    events = load_events(FIXTURES / "fantasy_claude-sonnet-4_text_then_2_parallel_tool_use.sse")
+    async with (
+        stream.iterate(events) | convert_anthropic.pipe(id_factory=sequential_ids)
+    ).stream() as chunks:
         received = [chunk async for chunk in chunks]
     assert received == convert(events)
 

@@ -4,12 +4,11 @@ against a deliberately naive reference computed from its raw events."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiostream import streamcontext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,32 +16,23 @@ from operators.providers.cohere import CohereConverter, convert_cohere
 from operators.sse import decode_jsonl, sse_events
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from tests.converter_cases import (
+    Event,
+    chunked_bytes,
+    collect,
+    fold_calls,
+    iterate,
+    load_events,
+    run_converter,
+    sequential_ids,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cohere"
 FIXTURE_FILES = sorted(FIXTURES.iterdir())
 
-Event = dict[str, Any]
-
-
-def load_events(path: Path) -> list[Event]:
-    """One JSON event a line (``.jsonl``), or the ``data:`` lines of an ``.sse`` recording."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if path.suffix == ".sse":
-        lines = [line[5:].strip() for line in lines if line.startswith("data:")]
-    return [json.loads(line) for line in lines if line.strip() and line.strip() != "[DONE]"]
-
-
-def sequential_ids(index: int) -> str:
-    return f"gen_{index}"
-
 
 def convert(events: Iterable[Mapping[str, Any]]) -> list[ChunkResponse]:
-    converter = CohereConverter(id_factory=sequential_ids)
-    chunks: list[ChunkResponse] = []
-    for event in events:
-        chunks.extend(converter.feed(event))
-    chunks.extend(converter.finish())
-    return chunks
+    return run_converter(CohereConverter(id_factory=sequential_ids), events)
 
 
 def message(**fields: Any) -> dict[str, Any]:
@@ -272,38 +262,20 @@ def test_a_call_cannot_be_started_twice_or_continued_after_its_end() -> None:
         converter.feed(call_delta(0, "{}"))
 
 
-async def _iterate(events: list[Event]) -> AsyncIterator[Event]:
-    for event in events:
-        yield event
-
-
-async def collect(chunks: AsyncIterable[ChunkResponse]) -> list[ChunkResponse]:
-    received: list[ChunkResponse] = []
-    async with streamcontext(chunks) as items:
-        async for item in items:
-            received.append(item)
-    return received
-
-
 @pytest.mark.anyio
 async def test_operator_yields_the_core_chunks() -> None:
     events = load_events(FIXTURE_FILES[0])
-    assert await collect(convert_cohere(_iterate(events), id_factory=sequential_ids)) == convert(events)
+    assert await collect(convert_cohere(iterate(events), id_factory=sequential_ids)) == convert(events)
 
 
 RECORDED_BYTES = {path: path.read_bytes() for path in FIXTURE_FILES}
-
-
-async def _chunked_bytes(data: bytes, size: int) -> AsyncIterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=[path.name for path in FIXTURE_FILES])
 async def test_recording_bytes_through_the_decoder_and_the_operator(path: Path) -> None:
     """The whole adapter path: raw recorded bytes in 5-byte chunks, decoded by operators.sse."""
-    raw = _chunked_bytes(RECORDED_BYTES[path], 5)
+    raw = chunked_bytes(RECORDED_BYTES[path], 5)
     events = sse_events(raw) if path.suffix == ".sse" else decode_jsonl(raw)
     chunks = await collect(events | convert_cohere.pipe(id_factory=sequential_ids))
     assert chunks == convert(load_events(path))
@@ -343,15 +315,6 @@ def reference(events: list[Event]) -> dict[str, Any]:
 
 
 def folded(chunks: list[ChunkResponse]) -> dict[str, Any]:
-    calls: dict[int, dict[str, Any]] = {}
-    for chunk in chunks:
-        for call in chunk.tool_calls or []:
-            entry = calls.setdefault(call.index, {"id": None, "name": None, "text": [], "finished": False})
-            assert not entry["finished"]
-            entry["id"] = entry["id"] or call.call_id
-            entry["name"] = entry["name"] or call.name
-            entry["text"].append(call.arguments_delta or "")
-            entry["finished"] = call.finished
     usage = chunks[-1].usage
     assert usage is not None
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
@@ -364,12 +327,12 @@ def folded(chunks: list[ChunkResponse]) -> dict[str, Any]:
         "reasoning": "".join(chunk.reasoning or "" for chunk in chunks),
         "calls": [
             {
-                "id": c["id"],
-                "name": c["name"],
-                "arguments": json.loads("".join(c["text"])),
-                "finished": c["finished"],
+                "id": call.call_id,
+                "name": call.name,
+                "arguments": json.loads(call.arguments),
+                "finished": call.finished,
             }
-            for _, c in sorted(calls.items())
+            for call in fold_calls(chunks)
         ],
         "finish_reason": chunks[-1].finish_reason,
         "usage": (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens),

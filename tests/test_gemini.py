@@ -22,19 +22,14 @@ from operators.providers.gemini import (
 )
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from tests.converter_cases import fold_calls, load_events, run_converter, sequential_ids
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
 RECORDINGS = sorted(path for path in FIXTURES.iterdir() if path.suffix in {".sse", ".jsonl"})
 
 
-def ids(index: int) -> str:
-    return f"gen_{index}"
-
-
 def convert(events: Iterable[Any]) -> list[ChunkResponse]:
-    converter = GeminiConverter(id_factory=ids)
-    chunks = [chunk for event in events for chunk in converter.feed(event)]
-    return chunks + converter.finish()
+    return run_converter(GeminiConverter(id_factory=sequential_ids), events)
 
 
 def chunk(*parts: dict[str, Any], finish: str | None = None, **fields: Any) -> dict[str, Any]:
@@ -697,13 +692,6 @@ def test_interactions_api_error_and_status() -> None:
 # Every recording against a deliberately naive reference
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if path.suffix == ".sse":
-        lines = [line[5:] for line in lines if line.startswith("data:")]
-    return [json.loads(line) for line in lines if line.strip()]
-
-
 def place(root: dict[str, Any], path: tuple[str | int, ...], value: Any) -> None:
     """Set ``value`` at ``path``, making containers on the way; a string at a string is extended."""
     container: Any = root
@@ -837,34 +825,26 @@ def interactions_reference(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def summary(chunks: list[ChunkResponse]) -> dict[str, Any]:
-    calls: dict[int, dict[str, Any]] = {}
-    for response in chunks:
-        for delta in response.tool_calls or []:
-            if delta.index not in calls:
-                assert delta.call_id is not None, "the first delta of a call names it"
-                assert delta.name is not None, "the first delta of a call names it"
-                calls[delta.index] = {
-                    "index": delta.index,
-                    "id": delta.call_id,
-                    "name": delta.name,
-                    "arguments": "",
-                    "signature": delta.signature,
-                    "finished": False,
-                }
-            found = calls[delta.index]
-            assert not found["finished"], "no delta after the one that finished the call"
-            assert delta.kind == "function"
-            found["arguments"] += delta.arguments_delta or ""
-            found["finished"] = delta.finished
-    for found in calls.values():
-        found["arguments"] = json.loads(found["arguments"])
+    folded = fold_calls(chunks)
+    assert all(call.kind == "function" for call in folded)
+    calls = [
+        {
+            "index": call.index,
+            "id": call.call_id,
+            "name": call.name,
+            "arguments": json.loads(call.arguments),
+            "signature": call.signature,
+            "finished": call.finished,
+        }
+        for call in folded
+    ]
     usages = [response.usage.to_dict() for response in chunks if response.usage is not None]
     ids = [response.metadata["id"] for response in chunks if response.metadata and "id" in response.metadata]
     return {
         "text": "".join(response.content for response in chunks),
         "reasoning": "".join(response.reasoning or "" for response in chunks),
         "signatures": [response.reasoning_signature for response in chunks if response.reasoning_signature],
-        "calls": [calls[index] for index in sorted(calls)],
+        "calls": calls,
         "finish_reason": chunks[-1].finish_reason,
         "usage": usages[-1] if usages else None,
         "id": ids[0] if ids else None,
@@ -873,7 +853,7 @@ def summary(chunks: list[ChunkResponse]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("path", RECORDINGS, ids=[path.name for path in RECORDINGS])
 def test_recording_matches_the_naive_reference(path: Path) -> None:
-    events = read_events(path)
+    events = load_events(path)
     chunks = convert(events)
     if "event_type" in events[0]:
         expected = interactions_reference(events)
@@ -885,7 +865,7 @@ def test_recording_matches_the_naive_reference(path: Path) -> None:
 
 def test_the_recording_without_a_terminal_call_finishes_its_call_from_the_last_partial_args() -> None:
     chunks = convert(
-        read_events(FIXTURES / "vercel_gemini-3-flash_streamed_array_args_no_terminal_call.jsonl")
+        load_events(FIXTURES / "vercel_gemini-3-flash_streamed_array_args_no_terminal_call.jsonl")
     )
     deltas = [delta for response in chunks for delta in response.tool_calls or []]
     assert deltas[-1] == ToolCallDelta(0, arguments_delta=',"price":0.3}]}', finished=True)
@@ -897,7 +877,7 @@ def test_the_recording_without_a_terminal_call_finishes_its_call_from_the_last_p
 
 @pytest.mark.anyio
 async def test_operator_gives_what_the_core_gives() -> None:
-    events = read_events(FIXTURES / "vercel_gemini-3.1-pro_vertex_streamed_nested_args.jsonl")
-    async with (stream.iterate(events) | convert_gemini.pipe(id_factory=ids)).stream() as chunks:
+    events = load_events(FIXTURES / "vercel_gemini-3.1-pro_vertex_streamed_nested_args.jsonl")
+    async with (stream.iterate(events) | convert_gemini.pipe(id_factory=sequential_ids)).stream() as chunks:
         received = [response async for response in chunks]
     assert received == convert(events)

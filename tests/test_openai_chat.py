@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import AsyncIterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiostream import streamcontext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +17,7 @@ from operators.sse import EventParser, SSEDecoder
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 from tests.conftest import FIXTURES
+from tests.converter_cases import collect, fold_calls, run_converter, sequential_ids
 
 FIXTURE_FILES = sorted(
     path for folder in ("openai_chat", "openai_compatible") for path in (FIXTURES / folder).iterdir()
@@ -26,17 +25,8 @@ FIXTURE_FILES = sorted(
 ERROR_FIXTURES = {path.name for path in FIXTURE_FILES if "error_event" in path.name}
 
 
-def generated_id(index: int) -> str:
-    return f"gen_{index}"
-
-
 def convert(*events: Mapping[str, Any], choice: int = 0) -> list[ChunkResponse]:
-    converter = OpenAIChatConverter(id_factory=generated_id, choice=choice)
-    chunks: list[ChunkResponse] = []
-    for event in events:
-        chunks.extend(converter.feed(event))
-    chunks.extend(converter.finish())
-    return chunks
+    return run_converter(OpenAIChatConverter(id_factory=sequential_ids, choice=choice), events)
 
 
 def chunk(delta: Mapping[str, Any], finish_reason: str | None = None, index: int = 0) -> dict[str, Any]:
@@ -506,22 +496,12 @@ def reference(payloads: list[dict[str, Any]]) -> dict[str, Any]:
 def summary(chunks: list[ChunkResponse]) -> dict[str, Any]:
     content = "".join(c.content for c in chunks)
     reasoning = "".join(c.reasoning or "" for c in chunks)
-    calls: dict[int, dict[str, Any]] = {}
-    for delta in itertools.chain.from_iterable(c.tool_calls or [] for c in chunks):
-        if delta.index not in calls:
-            assert delta.call_id is not None
-            assert delta.name is not None  # the first delta of a call carries its id and name
-            calls[delta.index] = {"id": delta.call_id, "name": delta.name, "arguments": [], "finished": 0}
-        record = calls[delta.index]
-        assert not record["finished"], "nothing follows a finished delta"
-        record["arguments"].append(delta.arguments_delta or "")
-        record["finished"] += delta.finished
-    assert list(calls) == list(range(len(calls)))
-    assert all(record["finished"] == 1 for record in calls.values())
+    calls = fold_calls(chunks)
+    assert all(call.finished for call in calls)
     return {
         "content": content,
         "reasoning": reasoning,
-        "calls": [(c["id"], c["name"], json.loads("".join(c["arguments"]))) for c in calls.values()],
+        "calls": [(call.call_id, call.name, json.loads(call.arguments)) for call in calls],
     }
 
 
@@ -613,7 +593,7 @@ def test_the_fixture_quirks_are_covered() -> None:
 )
 def test_any_chunking_of_the_bytes_gives_the_same_chunks(path: Path, size: int) -> None:
     data = path.read_bytes()
-    decoder, parser, converter = SSEDecoder(), EventParser(), OpenAIChatConverter(id_factory=generated_id)
+    decoder, parser, converter = SSEDecoder(), EventParser(), OpenAIChatConverter(id_factory=sequential_ids)
     chunks: list[ChunkResponse] = []
     for start in range(0, len(data), size):
         for event in decoder.feed(data[start : start + size]):
@@ -626,12 +606,6 @@ def test_any_chunking_of_the_bytes_gives_the_same_chunks(path: Path, size: int) 
     assert chunks == convert(*fixture_events(path)[0])
 
 
-async def collect(source: AsyncIterable[Any]) -> list[Any]:
-    async with streamcontext(source) as iterator:
-        items = [item async for item in iterator]
-    return items
-
-
 @pytest.mark.anyio
 async def test_operator_over_bytes_and_over_dicts() -> None:
     path = FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse"
@@ -639,9 +613,9 @@ async def test_operator_over_bytes_and_over_dicts() -> None:
     from_raw = await collect(
         from_bytes(path.read_bytes(), chunk_size=97)
         | provider_events.pipe()
-        | convert_openai_chat.pipe(id_factory=generated_id)
+        | convert_openai_chat.pipe(id_factory=sequential_ids)
     )
-    from_memory = await collect(from_dicts(payloads) | convert_openai_chat.pipe(id_factory=generated_id))
+    from_memory = await collect(from_dicts(payloads) | convert_openai_chat.pipe(id_factory=sequential_ids))
     assert from_raw == from_memory == convert(*payloads)
     assert summary(from_raw)["calls"] == [
         (

@@ -4,12 +4,11 @@ against a deliberately naive reference computed from its raw events."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiostream import streamcontext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,34 +16,23 @@ from operators.providers.openai_responses import OpenAIResponsesConverter, conve
 from operators.sse import decode_jsonl, sse_events
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from tests.converter_cases import (
+    Event,
+    chunked_bytes,
+    collect,
+    fold_calls,
+    iterate,
+    load_events,
+    run_converter,
+    sequential_ids,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openai_responses"
 FIXTURE_FILES = sorted(FIXTURES.iterdir())
 
-Event = dict[str, Any]
-
-
-def load_events(path: Path) -> list[Event]:
-    """The event dicts of a recording: the ``data:`` lines of ``.sse``, one JSON a line of ``.jsonl``."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if path.suffix == ".sse":
-        payloads = [line[5:].strip() for line in lines if line.startswith("data:")]
-    else:
-        payloads = [line for line in lines if line.strip()]
-    return [json.loads(payload) for payload in payloads if payload != "[DONE]"]
-
-
-def sequential_ids(index: int) -> str:
-    return f"gen_{index}"
-
 
 def convert(events: Iterable[Mapping[str, Any]]) -> list[ChunkResponse]:
-    converter = OpenAIResponsesConverter(id_factory=sequential_ids)
-    chunks: list[ChunkResponse] = []
-    for event in events:
-        chunks.extend(converter.feed(event))
-    chunks.extend(converter.finish())
-    return chunks
+    return run_converter(OpenAIResponsesConverter(id_factory=sequential_ids), events)
 
 
 # -- event builders ----------------------------------------------------------------------------------
@@ -705,22 +693,10 @@ def test_an_event_that_is_not_a_mapping_is_rejected() -> None:
 # -- the async operator -------------------------------------------------------------------------------
 
 
-async def _iterate(events: list[Event]) -> AsyncIterator[Event]:
-    for event in events:
-        yield event
-
-
-async def collect(chunks: AsyncIterable[ChunkResponse], into: list[ChunkResponse]) -> list[ChunkResponse]:
-    async with streamcontext(chunks) as items:
-        async for item in items:
-            into.append(item)
-    return into
-
-
 @pytest.mark.anyio
 async def test_operator_yields_the_core_chunks() -> None:
     events = load_events(FIXTURES / "pydantic-ai_gpt-4o_function_call.sse")
-    chunks = await collect(convert_openai_responses(_iterate(events), id_factory=sequential_ids), [])
+    chunks = await collect(convert_openai_responses(iterate(events), id_factory=sequential_ids))
     assert chunks == convert(events)
 
 
@@ -732,25 +708,20 @@ async def test_operator_yields_everything_before_a_failure() -> None:
     }
     received: list[ChunkResponse] = []
     with pytest.raises(ProviderError, match="boom"):
-        await collect(convert_openai_responses(_iterate([created(), text_delta("hi"), failed])), received)
+        await collect(convert_openai_responses(iterate([created(), text_delta("hi"), failed])), received)
     assert received == [STARTED, ChunkResponse(content="hi")]
 
 
 RECORDED_BYTES = {path: path.read_bytes() for path in FIXTURE_FILES}
 
 
-async def _chunked_bytes(data: bytes, size: int) -> AsyncIterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=[path.name for path in FIXTURE_FILES])
 async def test_recording_bytes_through_the_decoder_and_the_operator(path: Path) -> None:
     """The whole adapter path: raw recorded bytes in 7-byte chunks, decoded by operators.sse."""
-    raw = _chunked_bytes(RECORDED_BYTES[path], 7)
+    raw = chunked_bytes(RECORDED_BYTES[path], 7)
     events = sse_events(raw) if path.suffix == ".sse" else decode_jsonl(raw)
-    chunks = await collect(events | convert_openai_responses.pipe(id_factory=sequential_ids), [])
+    chunks = await collect(events | convert_openai_responses.pipe(id_factory=sequential_ids))
     assert chunks == convert(load_events(path))
 
 
@@ -827,19 +798,7 @@ def reference(events: list[Event]) -> dict[str, Any]:
 
 def folded(chunks: list[ChunkResponse]) -> dict[str, Any]:
     """The converter's chunks folded the way a consumer would."""
-    calls: dict[int, dict[str, Any]] = {}
-    for chunk in chunks:
-        for call in chunk.tool_calls or []:
-            entry = calls.setdefault(
-                call.index, {"id": None, "name": None, "kind": call.kind, "text": [], "finished": False}
-            )
-            assert not entry["finished"], f"delta after finished: {call}"
-            assert entry["kind"] == call.kind
-            entry["id"] = entry["id"] or call.call_id
-            entry["name"] = entry["name"] or call.name
-            entry["text"].append(call.arguments_delta or "")
-            entry["finished"] = call.finished
-    assert sorted(calls) == list(range(len(calls)))
+    calls = fold_calls(chunks)
     metadata: dict[str, Any] = {}
     for chunk in chunks:
         metadata.update(chunk.metadata or {})
@@ -849,15 +808,13 @@ def folded(chunks: list[ChunkResponse]) -> dict[str, Any]:
         "encrypted": [chunk.encrypted_reasoning for chunk in chunks if chunk.encrypted_reasoning],
         "calls": [
             {
-                "id": call["id"],
-                "name": call["name"],
-                "kind": call["kind"],
-                "arguments": "".join(call["text"])
-                if call["kind"] == "custom"
-                else json.loads("".join(call["text"])),
-                "finished": call["finished"],
+                "id": call.call_id,
+                "name": call.name,
+                "kind": call.kind,
+                "arguments": call.arguments if call.kind == "custom" else json.loads(call.arguments),
+                "finished": call.finished,
             }
-            for _, call in sorted(calls.items())
+            for call in calls
         ],
         "finish_reason": chunks[-1].finish_reason,
         "usage": chunks[-1].usage,
