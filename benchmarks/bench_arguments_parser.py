@@ -24,42 +24,23 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import random
 import time
 from collections.abc import Sequence
 
+from benchmarks._data import CHUNK, CODE_LINES, code_lines, deltas
 from operators.arguments import JSONStreamParser
 from pipeline.models import ArgumentEvent, ArgumentValue
 
-CHUNK = 4
 SIZES = (200_000, 2_000_000, 20_000_000)
-_CODE_LINES = (
-    'print("hello, \\"world\\"")',
-    "path = 'C:\\\\Users\\\\dev\\\\file.txt'",
-    '\tif value == "naïve café → ☕":',
-    '\t\treturn {"key": "value\\n", "tab": "\\t"}',
-    "pattern = re.compile(r'\\d+\\s*\\\\')",
-    "# 日本語のコメント and emoji 🎉",
-    'sql = "SELECT * FROM t WHERE name = \\"x\\""',
-    "\tdef method(self, /, *args: int) -> None: ...",
-)
+_CODE_LINES = (*CODE_LINES, "\tdef method(self, /, *args: int) -> None: ...")
 
 
 def arguments_text(size: int, seed: int = 1) -> str:
     """A ``write_file`` call's arguments text of about ``size`` characters, dense with escapes."""
-    rng = random.Random(seed)
-    escaped_length = {line: len(json.dumps(line + "\n")) - 2 for line in _CODE_LINES}
-    lines: list[str] = []
-    total = len(json.dumps({"path": "src/generated.py", "content": ""}))
-    while total < size:
-        line = rng.choice(_CODE_LINES)
-        lines.append(line + "\n")
-        total += escaped_length[line]
+    escaped_length = {line + "\n": len(json.dumps(line + "\n")) - 2 for line in _CODE_LINES}
+    empty = json.dumps({"path": "src/generated.py", "content": ""})
+    lines = code_lines(size - len(empty), seed=seed, lines=_CODE_LINES, cost=escaped_length.__getitem__)
     return json.dumps({"path": "src/generated.py", "content": "".join(lines)})
-
-
-def deltas(text: str) -> list[str]:
-    return [text[start : start + CHUNK] for start in range(0, len(text), CHUNK)]
 
 
 def time_parser(pieces: Sequence[str], repeat: int) -> tuple[float, object]:

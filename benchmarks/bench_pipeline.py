@@ -24,44 +24,25 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import anyio
 
-CHUNK = 4
+from benchmarks._data import CHUNK as CHUNK  # bench_stages reads the delta size from here
+from benchmarks._data import code_lines, deltas
+
 READ_SIZE = 16 * 1024
 
 
 def code_text(size: int, seed: int = 1) -> str:
     """Python-looking code with heavy escaping, ``size`` characters long."""
-    rng = random.Random(seed)
-    lines = [
-        'print("hello, \\"world\\"")',
-        "path = 'C:\\\\Users\\\\dev\\\\file.txt'",
-        '\tif value == "naïve café → ☕":',
-        '\t\treturn {"key": "value\\n", "tab": "\\t"}',
-        "pattern = re.compile(r'\\d+\\s*\\\\')",
-        "# 日本語のコメント and emoji 🎉",
-        'sql = "SELECT * FROM t WHERE name = \\"x\\""',
-    ]
-    parts: list[str] = []
-    total = 0
-    while total < size:
-        line = rng.choice(lines) + "\n"
-        parts.append(line)
-        total += len(line)
-    return "".join(parts)[:size]
+    return "".join(code_lines(size, seed=seed))[:size]
 
 
 def arguments_text(size: int) -> str:
     return json.dumps({"path": "src/generated.py", "content": code_text(size)})
-
-
-def deltas(text: str) -> list[str]:
-    return [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)]
 
 
 def openai_chunk(**delta: Any) -> dict[str, Any]:
