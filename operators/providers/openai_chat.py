@@ -440,6 +440,12 @@ def _text(value: object, number: int, field: str) -> str:
     return value
 
 
+def _append_text(into: list[str], value: object, number: int, field: str) -> None:
+    """Append ``value`` to ``into`` unless it is absent or empty; anything else than a string is an error."""
+    if value:
+        into.append(_text(value, number, field))
+
+
 def _arguments(value: object, number: int) -> str:
     """Arguments text; an object or array (some servers send parsed arguments) becomes its JSON text."""
     if isinstance(value, str):
@@ -485,18 +491,16 @@ def _content_parts(parts: list[Any], number: int, pieces: _Pieces) -> None:
             raise _field_error(number, "delta.content[]", "an object", part)
         kind = part.get("type")
         if kind == "text":
-            text = part.get("text")
-            if text:
-                pieces.content.append(_text(text, number, "delta.content[].text"))
+            _append_text(pieces.content, part.get("text"), number, "delta.content[].text")
         elif kind == "thinking":
             thinking = part.get("thinking")
             if isinstance(thinking, str):
                 pieces.reasoning.append(thinking)
             elif isinstance(thinking, list):
                 for inner in thinking:
-                    if isinstance(inner, Mapping) and inner.get("type") == "text" and inner.get("text"):
-                        pieces.reasoning.append(
-                            _text(inner["text"], number, "delta.content[].thinking[].text")
+                    if isinstance(inner, Mapping) and inner.get("type") == "text":
+                        _append_text(
+                            pieces.reasoning, inner.get("text"), number, "delta.content[].thinking[].text"
                         )
             elif thinking is not None:
                 raise _field_error(number, "delta.content[].thinking", "a string or a list", thinking)
@@ -511,17 +515,14 @@ def _reasoning_details(details: object, number: int, pieces: _Pieces, *, with_te
             raise _field_error(number, "delta.reasoning_details[]", "an object", detail)
         kind = detail.get("type")
         if kind == "reasoning.encrypted":
-            data = detail.get("data")
-            if data:
-                pieces.encrypted.append(_text(data, number, "delta.reasoning_details[].data"))
+            _append_text(pieces.encrypted, detail.get("data"), number, "delta.reasoning_details[].data")
             continue
-        if with_text:
+        if with_text and kind in ("reasoning.text", "reasoning.summary"):
             text = detail.get("text") if kind == "reasoning.text" else detail.get("summary")
-            if text and kind in ("reasoning.text", "reasoning.summary"):
-                pieces.reasoning.append(_text(text, number, f"delta.reasoning_details[] ({kind})"))
-        signature = detail.get("signature")
-        if signature:
-            pieces.signatures.append(_text(signature, number, "delta.reasoning_details[].signature"))
+            _append_text(pieces.reasoning, text, number, f"delta.reasoning_details[] ({kind})")
+        _append_text(
+            pieces.signatures, detail.get("signature"), number, "delta.reasoning_details[].signature"
+        )
 
 
 def _images(images: object, number: int, pieces: _Pieces) -> None:
@@ -531,8 +532,7 @@ def _images(images: object, number: int, pieces: _Pieces) -> None:
     for image in images:
         url = image.get("image_url") if isinstance(image, Mapping) else None
         url = url.get("url") if isinstance(url, Mapping) else url
-        if url:
-            pieces.images.append(_text(url, number, "delta.images[].image_url.url"))
+        _append_text(pieces.images, url, number, "delta.images[].image_url.url")
 
 
 def _count(raw: Mapping[str, Any], key: str, number: int, field: str = "usage") -> int | None:
