@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple, TypeVar
 
@@ -168,6 +168,18 @@ async def test_sse_streams_every_event_then_end(server: Server) -> None:
     assert (web.policy, web.max_buffer, web.state) == ("coalesce", 4, "completed")
 
 
+async def read_failing_sse(server: Server, source: AsyncIterable[Any], received: list[SSEEvent]) -> None:
+    """Serve ``source`` as response ``resp_1`` and read its SSE events into ``received``; the source's
+    error is raised when the hub closes, after the events are read."""
+    async with fan_out(source) as hub:
+        with server.registry.register("resp_1", hub):
+            async with (
+                http_client(server.http) as client,
+                client.stream("GET", "/responses/resp_1/events") as response,
+            ):
+                received.extend((await read_sse(response))[0])
+
+
 async def test_sse_reports_a_source_error_as_an_error_event(server: Server) -> None:
     events = response_events()[:3]
 
@@ -177,18 +189,8 @@ async def test_sse_reports_a_source_error_as_an_error_event(server: Server) -> N
         raise ProviderError("Overloaded", kind="overloaded_error")
 
     received: list[SSEEvent] = []
-
-    async def run() -> None:
-        async with fan_out(failing()) as hub:
-            with server.registry.register("resp_1", hub):
-                async with (
-                    http_client(server.http) as client,
-                    client.stream("GET", "/responses/resp_1/events") as response,
-                ):
-                    received.extend((await read_sse(response))[0])
-
     with anyio.fail_after(GUARD), pytest.raises(ProviderError, match="Overloaded"):
-        await run()
+        await read_failing_sse(server, failing(), received)
     assert received == [
         *(SSEEvent("message", data) for data in wire(events)),
         SSEEvent("error", {"type": "ERROR", "error": "ProviderError", "message": "Overloaded"}),
@@ -201,18 +203,8 @@ async def test_sse_hides_the_message_of_a_foreign_exception(server: Server) -> N
         raise KeyError("/etc/secret/path")
 
     received: list[SSEEvent] = []
-
-    async def run() -> None:
-        async with fan_out(failing()) as hub:
-            with server.registry.register("resp_1", hub):
-                async with (
-                    http_client(server.http) as client,
-                    client.stream("GET", "/responses/resp_1/events") as response,
-                ):
-                    received.extend((await read_sse(response))[0])
-
     with anyio.fail_after(GUARD), pytest.raises(KeyError):
-        await run()
+        await read_failing_sse(server, failing(), received)
     assert received == [
         SSEEvent("message", 1),
         SSEEvent("error", {"type": "ERROR", "error": "KeyError", "message": "the response stream failed"}),
