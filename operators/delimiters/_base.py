@@ -210,6 +210,8 @@ class FormatLexer:
         self.channel: Channel = channel
         self.options = options
         self.state: State = self.start
+        self._text_state: State = self.start
+        """The text state, kept to compare with ``state`` without building a bound method per chunk."""
         self.call_index: int | None = None
         """Position of the call being written, ``None`` between calls."""
         self.call_name = ""
@@ -235,20 +237,31 @@ class FormatLexer:
 
     # --- the engine -------------------------------------------------------------------------------------
 
-    def feed(self, text: str) -> None:
-        """Lex the next piece of the channel's text."""
+    def feed(self, text: str, final: bool = False) -> None:
+        """Lex the next piece of the channel's text (``final``: nothing follows, nothing may be held)."""
         held = self._held
         if held:
             self._held = ""
             text = held + text
-        self._run(text, False)
+        pos = 0
+        size = len(text)
+        while pos < size:
+            state = self.state
+            resume = state(text, pos, final)
+            if resume == pos and self.state == state:
+                if final:
+                    raise AssertionError(f"{type(self).__name__}.{state.__name__} did not consume at the end")
+                break
+            pos = resume
+        if pos < size:
+            self._held = text[pos:]
 
     def shortcut(self, text: str) -> ToolCallDelta | bool | None:
         """What ``text``, all of the next piece of this channel, does without running the states, when
         that is known at once; the rewriter's fast path (the lexer ends as lexing would leave it):
 
-        - True: it goes out unchanged as text (the lexer is in its text state holding nothing, and no
-          character of ``text`` can start one of ``text_markers``);
+        - True: it goes out unchanged as text (the lexer is in its text state holding nothing, and
+          ``text`` holds none of ``text_markers`` nor the start of one at its end);
         - a delta: it goes into the open call's JSON arguments (it has no quote and stays inside a
           string, or the state streaming the arguments cannot meet an end marker in it);
         - None: it goes nowhere yet (whitespace of the arguments held back, or a header collected by the
@@ -260,12 +273,13 @@ class FormatLexer:
         json_args = self.json_args
         if json_args is None:
             state = self.state
-            if state == self.start:
+            if state == self._text_state:
                 if self.tentative is not None:
                     return False
-                for char in self.text_markers.first_chars:  # noqa: SIM110 (Markers.cannot_start_in, inline)
+                text_markers = self.text_markers
+                for char in text_markers.first_chars:  # most text has none of them: decided without a call
                     if char in text:
-                        return False
+                        return text_markers.absent_from(text)
                 return True
             markers = self._header_markers
             if markers is None or state != self._header_state:
@@ -279,7 +293,9 @@ class FormatLexer:
         index = self.call_index
         if index is None:
             return False
-        if not json_args.take_in_string(text):
+        # Inside a string with no quote or backslash to follow (most pieces of a call): nothing changes.
+        plain = json_args.in_string and not json_args.escape and '"' not in text and "\\" not in text
+        if not plain and not json_args.take_in_string(text):
             markers = self._json_markers
             if markers is None or self.state != self._json_state or not markers.cannot_start_in(text):
                 return False
@@ -292,24 +308,9 @@ class FormatLexer:
 
     def finish(self) -> None:
         """The channel's text has ended: release what is held, end what is open."""
-        held, self._held = self._held, ""
-        if held:
-            self._run(held, True)
+        if self._held:
+            self.feed("", final=True)
         self.at_end()
-
-    def _run(self, buf: str, final: bool) -> None:
-        pos = 0
-        size = len(buf)
-        while pos < size:
-            state = self.state
-            resume = state(buf, pos, final)
-            if resume == pos and self.state == state:
-                if final:
-                    raise AssertionError(f"{type(self).__name__}.{state.__name__} did not consume at the end")
-                break
-            pos = resume
-        if pos < size:
-            self._held = buf[pos:]
 
     def start(self, buf: str, pos: int, final: bool) -> int:
         """The text state: text passes through up to the first of ``text_markers``, which goes to

@@ -110,6 +110,16 @@ class Markers:
                 return False
         return True
 
+    def absent_from(self, text: str) -> bool:
+        """Whether ``text`` holds no marker and does not end with the start of one (so, not at the end of
+        the input, :meth:`find` would pass all of it); one ``in`` per marker-start character when none of
+        them is in ``text``."""
+        for char in self.first_chars:
+            if char in text:
+                stop, _resume, marker = self.find(text, 0, False)
+                return marker is None and stop == len(text)
+        return True
+
     def may_grow(self, buf: str, start: int) -> bool:
         """Whether ``buf[start:]``, the end of the buffer, is a proper prefix of a marker."""
         return len(buf) - start < self.longest and buf[start:] in self._prefixes
@@ -162,8 +172,9 @@ class JsonArgs:
     def take_in_string(self, text: str) -> bool:
         """If all of ``text``, coming next, stays inside the current JSON string (the scan is in a string
         and ``text`` has no quote), follow it (a trailing backslash escapes what comes next): True.
-        Otherwise change nothing: False."""
-        if not self.in_string or self._pending_space or '"' in text:
+        Otherwise change nothing: False. (Inside a string no whitespace is pending: :meth:`trim` holds it
+        back only outside strings and releases it with the next text, which every scan is followed by.)"""
+        if not self.in_string or '"' in text:
             return False
         if "\\" in text:
             run = len(text) - len(text.rstrip("\\"))

@@ -130,7 +130,7 @@ class HarmonyLexer(FormatLexer):
 
     def shortcut(self, text: str) -> ToolCallDelta | bool | None:
         if self.state == self._text_body and self._route == self.channel and not self._held:
-            return _BODY.cannot_start_in(text)  # a message's text on the channel it came in
+            return _BODY.absent_from(text)  # a message's text on the channel it came in
         return super().shortcut(text)
 
     # --- the header -----------------------------------------------------------------------------------------
