@@ -492,10 +492,14 @@ class FormatLexer:
         self.xml_args.begin(key, value_type)
 
     def stream_value(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
-        """Stream a parameter value up to the first of ``markers``; ``(resume, marker)``."""
+        """Stream a parameter value up to the first of ``markers``, which ends it; ``(resume, marker)``."""
         stop, resume, marker = markers.find(buf, pos, final)
-        if stop > pos and self.xml_args is not None:
-            self.xml_args.value(buf[pos:stop])
+        xml_args = self.xml_args
+        if xml_args is not None:
+            if stop > pos:
+                xml_args.value(buf[pos:stop])
+            if marker is not None:
+                xml_args.end_value()
         return resume, marker
 
     def end_xml_call(self, finished: bool = True) -> None:

@@ -92,8 +92,6 @@ class InvokeSectionLexer(SectionLexer):
     def _value(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_value(buf, pos, final, self._value_markers)
         if marker is not None:
-            if self.xml_args is not None:
-                self.xml_args.end_value()
             if marker == self.parameter_end:
                 self.state = self._in_invoke
             else:

@@ -113,8 +113,6 @@ class Glm45Lexer(TaggedCallLexer):
     def _value(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_value(buf, pos, final, _VALUE)
         if marker is not None:
-            if self.xml_args is not None:
-                self.xml_args.end_value()
             self.state = self._in_call
         return resume
 

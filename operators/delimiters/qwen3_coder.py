@@ -101,8 +101,6 @@ class Qwen3CoderLexer(TaggedCallLexer):
     def _value(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_value(buf, pos, final, _VALUE)
         if marker is not None:
-            if self.xml_args is not None:
-                self.xml_args.end_value()
             if marker == PARAMETER_END:
                 self.state = self._in_function
             elif marker == "\n" + PARAMETER:
