@@ -26,6 +26,11 @@ id comes from ``id_factory`` when ``call_id`` is ``None``; ``kind="custom"`` for
 ``emit_args(text)``, ``end_call(finished)`` (``finished=False`` when the call was cut off; a finished
 function call that never emitted arguments gets ``{}``).
 
+Most chunks never reach the states: :meth:`FormatLexer.shortcut` decides at once what a chunk that is the
+next piece of one channel does when that is plain (text in the text state with no marker in it goes on as
+the same chunk; a piece of a JSON string of the arguments, or of JSON arguments in which no end marker
+can start, becomes its delta; a piece of a header is collected), leaving the lexer as the states would.
+
 How to add a format
 ===================
 
@@ -38,25 +43,32 @@ How to add a format
    - :class:`FormatLexer`: the engine and the helpers (``collect_header`` for a bounded name or id,
      ``stream_json_args`` for JSON arguments that end at a marker outside a JSON string,
      ``start_xml_call`` / ``begin_value`` / ``stream_value`` / ``end_xml_call`` for XML-style
-     parameters, ``hold_tentative`` / ``release_tentative`` for text held while deciding).
+     parameters, ``begin_raw_string`` / ``stream_raw_string`` for a file's raw text,
+     ``hold_tentative`` / ``release_tentative`` / ``not_a_call`` for text held while deciding,
+     ``hold_space`` / ``char_after_space`` / ``expect_after_space`` for whitespace held before what
+     decides it).
    - :class:`SectionLexer`: calls inside a section (``<|tool_calls_section_begin|> ... _end|>``); the
      section opener is confirmed by the first call, whitespace between calls dropped (Kimi, DeepSeek).
    - :class:`TaggedCallLexer`: one block per call opened by a plain-text tag such as ``<tool_call>``,
-     confirmed by what follows it (Hermes, Qwen3-Coder, GLM).
-   - ``_wrapped.WrappedJsonLexer``: a call written as ``{"name": ..., "arguments": {...}}`` (Hermes).
+     confirmed by what follows it (Hermes, Qwen3-Coder, GLM; ``read_name`` for the name after it).
+   - ``_wrapped.WrappedJsonLexer``: a call written as ``{"name": ..., "arguments": {...}}``, alone or
+     in a list (Hermes, Mistral, Llama 3, json).
    - ``_invoke.InvokeSectionLexer``: ``<invoke name=..><parameter name=..>V</parameter></invoke>``
      sections (MiniMax-M2, DeepSeek DSML).
 
-3. Write ``start(self, buf, pos, final) -> int`` (the text state), plus one method per state. Module-level
-   :class:`~._scan.Markers` constants per state; a typical text state::
+3. Set ``text_markers`` (what the text state, :meth:`FormatLexer.start`, stops at) and write
+   ``opened(marker)`` (switch to what the marker opens), plus one method per state
+   ``state(self, buf, pos, final) -> int``, with module-level :class:`~._scan.Markers` constants per
+   state; a typical state::
 
-       def start(self, buf: str, pos: int, final: bool) -> int:
-           stop, resume, marker = _TEXT.find(buf, pos, final)
-           if stop > pos:
-               self.emit_text(buf[pos:stop])
+       def _arguments(self, buf: str, pos: int, final: bool) -> int:
+           resume, marker = self.stream_json_args(buf, pos, final, _ARGUMENTS)
            if marker is not None:
-               self.state = self._call_header
+               self.close_call(marker)
            return resume
+
+   A state that calls ``collect_header`` or ``stream_json_args`` does nothing else with text in which
+   none of the given markers can start (the shortcut relies on it).
 
 4. Override ``at_end()`` when the format has something to release at the end of the input (the default
    releases held tentative text and ends an open call as cut off, or finished if ``end_marker_optional``
