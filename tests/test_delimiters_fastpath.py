@@ -4,12 +4,13 @@ lexing gives."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from operators.delimiters import FORMATS, DelimiterRewriter
-from operators.delimiters._scan import JsonArgs, Markers, space_end
+from operators.delimiters._scan import JsonArgs, Markers, json_escape, space_end
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 from tests.delimiter_cases import Call, numbered_ids, pieces_at, run
 
@@ -190,3 +191,29 @@ def test_header_pieces_past_the_cap_are_text() -> None:
     assert result.calls == []
     assert result.content == "".join(pieces)
     assert run("kimi_k2", ["".join(pieces)]) == result
+
+
+def test_xml_value_pieces_stream_without_lexing() -> None:
+    schemas = {"write": {"properties": {"text": {"type": "string"}}}}
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids, tool_schemas=schemas)
+    rewriter.feed(ChunkResponse(content="<tool_call>\n<function=write>\n<parameter=text>\n"))
+    assert rewriter.feed(ChunkResponse(content='say "hi"')) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, 'say \\"hi\\"')])
+    ]
+    assert rewriter.feed(ChunkResponse(content="\n")) == []  # may be the newline before </parameter>
+    assert rewriter.feed(ChunkResponse(content="a\nb")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "\\na\\nb")])
+    ]
+    assert rewriter.feed(ChunkResponse(content="\n</parameter>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '"}', True)])
+    ]
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8")))
+def test_json_escape_is_the_body_of_the_json_string(text: str) -> None:
+    assert json_escape(text) == msgspec.json.encode(text).decode()[1:-1]
+
+
+def test_json_escape_reports_a_lone_surrogate() -> None:
+    with pytest.raises(UnicodeEncodeError):
+        json_escape("a\ud800")

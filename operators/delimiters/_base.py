@@ -246,6 +246,9 @@ class FormatLexer:
         self._header_state: State | None = None
         """The state that last collected a header with :meth:`collect_header`, and its end markers."""
         self._header_markers: Markers | None = None
+        self._stream_value_state: State | None = None
+        """The state that last streamed an XML-style value with :meth:`stream_value`, and its markers."""
+        self._stream_value_markers: Markers | None = None
 
     # --- the engine -------------------------------------------------------------------------------------
 
@@ -276,8 +279,9 @@ class FormatLexer:
           ``text`` holds none of ``text_markers`` nor the start of one at its end);
         - a delta: it goes into the open call's JSON arguments (it has no quote and stays inside a
           string, or the state streaming the arguments cannot meet an end marker in it);
-        - None: it goes nowhere yet (whitespace of the arguments held back, or a header collected by the
-          state collecting it, which cannot meet an end marker in it);
+        - None: what it gives, if anything yet, went to the output as the states would emit it
+          (whitespace of the arguments held back, a header collected by the state collecting it, an
+          XML-style value streamed by the state streaming it, when no end marker can be in it);
         - False: it has to be lexed.
         """
         if self._held:
@@ -294,14 +298,20 @@ class FormatLexer:
                         return text_markers.absent_from(text)
                 return True
             markers = self._header_markers
-            if markers is None or state != self._header_state:
-                return False
-            size = self._header_chars + len(text)
-            if size > HEADER_LIMIT or not markers.cannot_start_in(text):
-                return False
-            self._header_parts.append(text)
-            self._header_chars = size
-            return None
+            if markers is not None and state == self._header_state:
+                size = self._header_chars + len(text)
+                if size > HEADER_LIMIT or not markers.cannot_start_in(text):
+                    return False
+                self._header_parts.append(text)
+                self._header_chars = size
+                return None
+            markers = self._stream_value_markers
+            if markers is not None and state == self._stream_value_state and markers.absent_from(text):
+                xml_args = self.xml_args
+                if xml_args is not None:
+                    xml_args.value(text)
+                return None
+            return False
         index = self.call_index
         if index is None:
             return False
@@ -504,7 +514,13 @@ class FormatLexer:
         self.xml_args.begin(key, value_type)
 
     def stream_value(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
-        """Stream a parameter value up to the first of ``markers``, which ends it; ``(resume, marker)``."""
+        """Stream a parameter value up to the first of ``markers``, which ends it; ``(resume, marker)``.
+
+        The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
+        start of one at its end): :meth:`shortcut` streams such text without running the state.
+        """
+        self._stream_value_state = self.state
+        self._stream_value_markers = markers
         stop, resume, marker = markers.find(buf, pos, final)
         xml_args = self.xml_args
         if xml_args is not None:
@@ -847,7 +863,7 @@ class DelimiterRewriter:
             if shortcut is True:
                 return [item] if text else []  # the chunk goes on as it is
             if shortcut is None:
-                return []
+                return self._pack(item, False) if self._output.ops else []
             if shortcut is not False:
                 return [ChunkResponse(tool_calls=[shortcut])]
         if reasoning:

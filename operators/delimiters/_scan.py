@@ -49,8 +49,14 @@ def space_end(text: str, pos: int) -> int:
     return _SPACE.match(text, pos).end()  # type: ignore[union-attr]
 
 
+_NEEDS_ESCAPE: Final = re.compile(r'["\\\x00-\x1f\ud800-\udfff]')
+"""What JSON escapes in a string (surrogates included, so that msgspec reports a lone one)."""
+
+
 def json_escape(text: str) -> str:
     """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is)."""
+    if _NEEDS_ESCAPE.search(text) is None:
+        return text
     return _json_encode(text).decode()[1:-1]
 
 
