@@ -52,12 +52,15 @@ _VALUES = (
 )
 
 
-def kimi_stream(size: int, seed: int = 7) -> tuple[str, str, list[tuple[str, str, str]]]:
+Calls = list[tuple[str, str, str]]
+
+
+def kimi_stream(size: int, seed: int = 7) -> tuple[str, str, Calls]:
     """About ``size`` characters of Kimi-K2 output; the expected content and calls ``(id, name, args)``."""
     rng = random.Random(seed)
     parts: list[str] = []
     content: list[str] = []
-    calls: list[tuple[str, str, str]] = []
+    calls: Calls = []
     total = 0
     while total < size:
         prose = "".join(rng.choice(_PROSE) for _ in range(rng.randint(3, 12)))
@@ -104,7 +107,7 @@ def deltas(text: str) -> list[ChunkResponse]:
     return [ChunkResponse(content=text[start : start + CHUNK]) for start in range(0, len(text), CHUNK)]
 
 
-def fold(chunks: Sequence[ChunkResponse]) -> tuple[str, list[tuple[str, str, str]]]:
+def fold(chunks: Sequence[ChunkResponse]) -> tuple[str, Calls]:
     content = "".join(chunk.content for chunk in chunks)
     calls: dict[int, list[str]] = {}
     ids: dict[int, tuple[str, str]] = {}
@@ -180,24 +183,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         text, content, calls = kimi_stream(size)
         items = deltas(text)
         size_bytes = len(text.encode())
-        stream_label = f"{size_bytes / 1e6:>8.1f}MB"
-        core, out = _row(
-            stream_label, "DelimiterRewriter.feed", run_core, items, size_bytes, args, calls=len(calls)
+
+        def check(out: list[ChunkResponse], content: str = content, calls: Calls = calls) -> bool:
+            return fold(out) == (content, calls)
+
+        label = "DelimiterRewriter.feed"
+        core = _row(
+            f"{size_bytes / 1e6:>8.1f}MB", label, run_core, items, size_bytes, args, check, len(calls)
         )
-        _check(out, content, calls, size)
-        per_byte.setdefault("DelimiterRewriter.feed", []).append(core * 1e9 / size_bytes)
+        per_byte.setdefault(label, []).append(core * 1e9 / size_bytes)
         if not args.no_async:
             label = "rewrite_delimiters (async)"
-            elapsed, out = _row("", label, run_operator, items, size_bytes, args, calls=len(calls), core=core)
-            _check(out, content, calls, size)
+            elapsed = _row("", label, run_operator, items, size_bytes, args, check, len(calls), core=core)
             per_byte.setdefault(label, []).append(elapsed * 1e9 / size_bytes)
-        del items, out
+        del items
         prose = prose_stream(size)
-        prose_items = deltas(prose)
-        _elapsed, out = _row("", "prose (pass-through)", run_core, prose_items, len(prose.encode()), args)
-        if fold(out) != (prose, []):
-            raise SystemExit(f"the prose of {size} characters did not pass through unchanged")
-        del prose_items, out
+
+        def passes(out: list[ChunkResponse], prose: str = prose) -> bool:
+            return fold(out) == (prose, [])
+
+        _row("", "prose (pass-through)", run_core, deltas(prose), len(prose.encode()), args, passes, 0)
     status = 0
     for label, values in per_byte.items():
         if len(values) > 1:
@@ -215,13 +220,17 @@ def _row(
     items: list[ChunkResponse],
     size_bytes: int,
     args: argparse.Namespace,
+    check: Callable[[list[ChunkResponse]], bool],
+    calls: int,
     *,
-    calls: int = 0,
     core: float | None = None,
-) -> tuple[float, list[ChunkResponse]]:
-    """Time ``runner`` over ``items`` (the fastest of ``--repeat`` runs) and print its row: the seconds
-    and the output of the first run."""
+) -> float:
+    """Time ``runner`` over ``items`` (the fastest of ``--repeat`` runs, the output of the first checked
+    and dropped before the next), print its row and return the seconds."""
     elapsed, out = runner(items)
+    if not check(out):
+        raise SystemExit(f"{label} on {stream_label.strip() or 'the stream'} gave the wrong text or calls")
+    del out
     for _ in range(args.repeat - 1):
         elapsed = min(elapsed, runner(items)[0])
     added = f"{(elapsed - core) * 1e9 / len(items):>9.0f}" if core is not None else ""
@@ -230,12 +239,7 @@ def _row(
         f"{size_bytes / elapsed / 1e6:>7.2f} {elapsed * 1e9 / size_bytes:>8.1f} "
         f"{elapsed * 1e9 / len(items):>9.0f} {added}"
     )
-    return elapsed, out
-
-
-def _check(out: list[ChunkResponse], content: str, calls: list[tuple[str, str, str]], size: int) -> None:
-    if fold(out) != (content, calls):
-        raise SystemExit(f"the rewriter at {size} characters did not reproduce the stream's text and calls")
+    return elapsed
 
 
 if __name__ == "__main__":
