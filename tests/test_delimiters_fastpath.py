@@ -217,3 +217,17 @@ def test_json_escape_is_the_body_of_the_json_string(text: str) -> None:
 def test_json_escape_reports_a_lone_surrogate() -> None:
     with pytest.raises(UnicodeEncodeError):
         json_escape("a\ud800")
+
+
+def test_free_text_input_pieces_go_straight_into_the_call() -> None:
+    rewriter = DelimiterRewriter("llama3_json", id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content="<|python_tag|>import math\n"))
+    assert rewriter.feed(ChunkResponse(content='print("<")')) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, 'print("<")', kind="custom")])
+    ]
+    assert rewriter.feed(ChunkResponse(content="\n<|eo")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "\n", kind="custom")])
+    ]
+    assert rewriter.feed(ChunkResponse(content="m_id|>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, None, True, kind="custom")])
+    ]

@@ -249,6 +249,9 @@ class FormatLexer:
         self._stream_value_state: State | None = None
         """The state that last streamed an XML-style value with :meth:`stream_value`, and its markers."""
         self._stream_value_markers: Markers | None = None
+        self._free_state: State | None = None
+        """The state that last streamed free-text input with :meth:`stream_free_args`, and its markers."""
+        self._free_markers: Markers | None = None
 
     # --- the engine -------------------------------------------------------------------------------------
 
@@ -277,8 +280,9 @@ class FormatLexer:
 
         - True: it goes out unchanged as text (the lexer is in its text state holding nothing, and
           ``text`` holds none of ``text_markers`` nor the start of one at its end);
-        - a delta: it goes into the open call's JSON arguments (it has no quote and stays inside a
-          string, or the state streaming the arguments cannot meet an end marker in it);
+        - a delta: it goes into the open call's arguments (JSON: it has no quote and stays inside a
+          string, or the state streaming the arguments cannot meet an end marker in it; free text: the
+          state streaming it cannot meet an end marker in it);
         - None: what it gives, if anything yet, went to the output as the states would emit it
           (whitespace of the arguments held back, a header collected by the state collecting it, an
           XML-style value streamed by the state streaming it, when no end marker can be in it);
@@ -311,7 +315,12 @@ class FormatLexer:
                 if xml_args is not None:
                     xml_args.value(text)
                 return None
-            return False
+            markers = self._free_markers
+            index = self.call_index
+            if markers is None or index is None or state != self._free_state or not markers.absent_from(text):
+                return False
+            self._call_has_args = True
+            return ToolCallDelta(index, None, None, text, False, self.call_kind)
         index = self.call_index
         if index is None:
             return False
@@ -337,9 +346,7 @@ class FormatLexer:
     def start(self, buf: str, pos: int, final: bool) -> int:
         """The text state: text passes through up to the first of ``text_markers``, which goes to
         :meth:`opened`."""
-        stop, resume, marker = self.text_markers.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop])
+        resume, marker = self.stream_text(buf, pos, final, self.text_markers)
         if marker is not None:
             self.opened(marker)
         return resume
@@ -538,6 +545,29 @@ class FormatLexer:
                 xml_args.end_value()
             xml_args.close()
         self.end_call(finished)
+
+    def stream_text(
+        self, buf: str, pos: int, final: bool, markers: Markers, channel: Channel | None = None
+    ) -> tuple[int, str | None]:
+        """Pass text through up to the first of ``markers`` (on ``channel``, see :meth:`emit_text`);
+        ``(resume, marker)``."""
+        stop, resume, marker = markers.find(buf, pos, final)
+        if stop > pos:
+            self.emit_text(buf[pos:stop], channel)
+        return resume, marker
+
+    def stream_free_args(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
+        """Stream a ``custom`` call's free-text input up to the first of ``markers``; ``(resume, marker)``.
+
+        The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
+        start of one at its end): :meth:`shortcut` streams such text without running the state.
+        """
+        self._free_state = self.state
+        self._free_markers = markers
+        stop, resume, marker = markers.find(buf, pos, final)
+        if stop > pos:
+            self.emit_args(buf[pos:stop])
+        return resume, marker
 
     def begin_raw_string(self) -> None:
         """What follows is raw text (a file's content) going into a JSON string of the open call's

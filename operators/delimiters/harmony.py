@@ -199,17 +199,13 @@ class HarmonyLexer(FormatLexer):
     # --- bodies ---------------------------------------------------------------------------------------------
 
     def _text_body(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = _BODY.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop], self._route)
+        resume, marker = self.stream_text(buf, pos, final, _BODY, self._route)
         if marker is not None:
             self._after_body(marker)
         return resume
 
     def _foreign_body(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = _BODY.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop])
+        resume, marker = self.stream_text(buf, pos, final, _BODY)
         if marker in _TERMINATORS:
             self.emit_text(marker)
         if marker is not None:
@@ -248,9 +244,7 @@ class HarmonyLexer(FormatLexer):
         return resume
 
     def _free_body(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = _BODY.find(buf, pos, final)
-        if stop > pos:
-            self.emit_args(buf[pos:stop])
+        resume, marker = self.stream_free_args(buf, pos, final, _BODY)
         if marker is not None:
             self._end_call(marker)
         return resume

@@ -129,9 +129,7 @@ class Llama3JsonLexer(WrappedJsonLexer):
         return index
 
     def _code(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = _SECTION.find(buf, pos, final)
-        if stop > pos:
-            self.emit_args(buf[pos:stop])
+        resume, marker = self.stream_free_args(buf, pos, final, _SECTION)
         if marker is not None:
             self.end_call(finished=True)
             self._section_marker(marker)

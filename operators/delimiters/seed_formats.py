@@ -532,9 +532,7 @@ class SentinelLexer(FormatLexer):
         return resume
 
     def _text_body(self, buf: str, pos: int, final: bool) -> int:
-        stop, resume, marker = _SEGMENT_BODY.find(buf, pos, final)
-        if stop > pos:
-            self.emit_text(buf[pos:stop], self._route)
+        resume, marker = self.stream_text(buf, pos, final, _SEGMENT_BODY, self._route)
         if marker == SEG_END:
             self.state = self.start
         elif marker is not None:
