@@ -29,7 +29,8 @@ function call that never emitted arguments gets ``{}``).
 Most chunks never reach the states: :meth:`FormatLexer.shortcut` decides at once what a chunk that is the
 next piece of one channel does when that is plain (text in the text state with no marker in it goes on as
 the same chunk; a piece of a JSON string of the arguments, or of JSON arguments in which no end marker
-can start, becomes its delta; a piece of a header is collected), leaving the lexer as the states would.
+can start, or of free-text input, becomes its delta; a piece of a header or of an XML-style value goes
+where the state would put it), leaving the lexer as the states would.
 
 How to add a format
 ===================
@@ -67,8 +68,9 @@ How to add a format
                self.close_call(marker)
            return resume
 
-   A state that calls ``collect_header`` or ``stream_json_args`` does nothing else with text in which
-   none of the given markers can start (the shortcut relies on it).
+   A state that calls ``collect_header``, ``stream_json_args``, ``stream_value`` or ``stream_free_args``
+   calls it first and does nothing else with text that holds none of the given markers (the shortcut
+   stands in for such a state, see :meth:`FormatLexer.shortcut`).
 
 4. Override ``at_end()`` when the format has something to release at the end of the input (the default
    releases held tentative text and ends an open call as cut off, or finished if ``end_marker_optional``
@@ -203,6 +205,13 @@ class _Output:
         self._piece(index).finished = True
 
 
+_HEADER: Final = "header"
+_JSON: Final = "json"
+_VALUE: Final = "value"
+_FREE: Final = "free"
+"""The streaming helpers :meth:`FormatLexer.shortcut` can stand in for (see ``FormatLexer._stream``)."""
+
+
 class FormatLexer:
     """One channel's lexer for one format: a state machine over the channel's text (see the module doc)."""
 
@@ -240,18 +249,9 @@ class FormatLexer:
         self._tentative_size = 0
         self._held = ""
         self._skip_newline = False
-        self._json_state: State | None = None
-        """The state that streams :attr:`json_args` with :meth:`stream_json_args`, and its end markers."""
-        self._json_markers: Markers | None = None
-        self._header_state: State | None = None
-        """The state that last collected a header with :meth:`collect_header`, and its end markers."""
-        self._header_markers: Markers | None = None
-        self._stream_value_state: State | None = None
-        """The state that last streamed an XML-style value with :meth:`stream_value`, and its markers."""
-        self._stream_value_markers: Markers | None = None
-        self._free_state: State | None = None
-        """The state that last streamed free-text input with :meth:`stream_free_args`, and its markers."""
-        self._free_markers: Markers | None = None
+        self._stream: tuple[State, Markers, str] | None = None
+        """The state that last streamed with one of the helpers the shortcut knows (``collect_header``,
+        ``stream_json_args``, ``stream_value``, ``stream_free_args``), its end markers and which one."""
 
     # --- the engine -------------------------------------------------------------------------------------
 
@@ -291,9 +291,9 @@ class FormatLexer:
         if self._held:
             return False
         json_args = self.json_args
+        index = self.call_index
         if json_args is None:
-            state = self.state
-            if state == self._text_state:
+            if self.state == self._text_state:
                 if self.tentative is not None:
                     return False
                 text_markers = self.text_markers
@@ -301,39 +301,41 @@ class FormatLexer:
                     if char in text:
                         return text_markers.absent_from(text)
                 return True
-            markers = self._header_markers
-            if markers is not None and state == self._header_state:
-                size = self._header_chars + len(text)
-                if size > HEADER_LIMIT or not markers.cannot_start_in(text):
-                    return False
-                self._header_parts.append(text)
-                self._header_chars = size
-                return None
-            markers = self._stream_value_markers
-            if markers is not None and state == self._stream_value_state and markers.absent_from(text):
-                xml_args = self.xml_args
-                if xml_args is not None:
-                    xml_args.value(text)
-                return None
-            markers = self._free_markers
-            index = self.call_index
-            if markers is None or index is None or state != self._free_state or not markers.absent_from(text):
-                return False
-            self._call_has_args = True
-            return ToolCallDelta(index, None, None, text, False, self.call_kind)
-        index = self.call_index
-        if index is None:
+        elif index is not None:
+            # Inside a string with no quote or backslash to follow (most pieces of a call): nothing changes.
+            plain = json_args.in_string and not json_args.escape and '"' not in text and "\\" not in text
+            if plain or json_args.take_in_string(text):
+                self._call_has_args = True
+                return ToolCallDelta(index, None, None, text, False, self.call_kind)
+        stream = self._stream
+        if stream is None or self.state != stream[0]:
             return False
-        # Inside a string with no quote or backslash to follow (most pieces of a call): nothing changes.
-        plain = json_args.in_string and not json_args.escape and '"' not in text and "\\" not in text
-        if not plain and not json_args.take_in_string(text):
-            markers = self._json_markers
-            if markers is None or self.state != self._json_state or not markers.cannot_start_in(text):
+        _state, markers, helper = stream
+        if helper is _JSON:
+            if json_args is None or index is None or not markers.cannot_start_in(text):
                 return False
             json_args.scan(text, 0, markers, True)  # no marker can start in it: nothing to hold back
             text = json_args.trim(text)
             if not text:
                 return None
+            self._call_has_args = True
+            return ToolCallDelta(index, None, None, text, False, self.call_kind)
+        if helper is _HEADER:
+            size = self._header_chars + len(text)
+            if size > HEADER_LIMIT or not markers.cannot_start_in(text):
+                return False
+            self._header_parts.append(text)
+            self._header_chars = size
+            return None
+        if not markers.absent_from(text):
+            return False
+        if helper is _VALUE:
+            xml_args = self.xml_args
+            if xml_args is not None:
+                xml_args.value(text)
+            return None
+        if index is None:  # free-text input
+            return False
         self._call_has_args = True
         return ToolCallDelta(index, None, None, text, False, self.call_kind)
 
@@ -400,7 +402,6 @@ class FormatLexer:
             self._output.end_call(index)
         self.call_index = None
         self.json_args = None
-        self._json_state = None
         self.xml_args = None
 
     # --- helpers for states ------------------------------------------------------------------------------
@@ -490,8 +491,7 @@ class FormatLexer:
         the text. The state that calls it must call it first and do nothing else with text in which none
         of ``markers`` can start: :meth:`shortcut` collects such text without running the state.
         """
-        self._header_state = self.state
-        self._header_markers = markers
+        self._stream = (self.state, markers, _HEADER)
         stop, resume, marker = markers.find(buf, pos, final)
         if stop > pos:
             self._header_parts.append(buf[pos:stop])
@@ -526,8 +526,7 @@ class FormatLexer:
         The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
         start of one at its end): :meth:`shortcut` streams such text without running the state.
         """
-        self._stream_value_state = self.state
-        self._stream_value_markers = markers
+        self._stream = (self.state, markers, _VALUE)
         stop, resume, marker = markers.find(buf, pos, final)
         xml_args = self.xml_args
         if xml_args is not None:
@@ -562,8 +561,7 @@ class FormatLexer:
         The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
         start of one at its end): :meth:`shortcut` streams such text without running the state.
         """
-        self._free_state = self.state
-        self._free_markers = markers
+        self._stream = (self.state, markers, _FREE)
         stop, resume, marker = markers.find(buf, pos, final)
         if stop > pos:
             self.emit_args(buf[pos:stop])
@@ -596,12 +594,10 @@ class FormatLexer:
         it must do nothing else with text in which none of ``markers`` can start: :meth:`shortcut` streams
         such text without running the state.
         """
+        self._stream = (self.state, markers, _JSON)
         json_args = self.json_args
         if json_args is None:
             json_args = self.json_args = JsonArgs()
-            # What the shortcut needs: that state does nothing else with text in which no marker can start.
-            self._json_state = self.state
-            self._json_markers = markers
         stop, resume, marker = json_args.scan(buf, pos, markers, final)
         if stop > pos:
             self.emit_args(json_args.trim(buf[pos:stop]))
