@@ -231,3 +231,19 @@ def test_free_text_input_pieces_go_straight_into_the_call() -> None:
     assert rewriter.feed(ChunkResponse(content="m_id|>")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, None, True, kind="custom")])
     ]
+
+
+def test_a_held_start_of_a_marker_grows_until_it_is_one_or_is_text() -> None:
+    rewriter = DelimiterRewriter("kimi_k2", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="Hi <|tool")) == [ChunkResponse(content="Hi ")]
+    assert rewriter.feed(ChunkResponse(content="_call")) == []
+    assert rewriter.feed(ChunkResponse(content="_be")) == []
+    assert rewriter.feed(ChunkResponse(content="gin|>f:0<|tool_call_argument_begin|>{}")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "f:0", "f", "{}")])
+    ]
+    assert rewriter.feed(ChunkResponse(content="<|tool_call_e")) == []
+    assert rewriter.feed(ChunkResponse(content="nd|> <|tool")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, None, True)]),
+        ChunkResponse(content=" "),
+    ]
+    assert rewriter.feed(ChunkResponse(content="box")) == [ChunkResponse(content="<|toolbox")]

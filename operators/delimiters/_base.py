@@ -287,9 +287,17 @@ class FormatLexer:
           (whitespace of the arguments held back, a header collected by the state collecting it, an
           XML-style value streamed by the state streaming it, when no end marker can be in it);
         - False: it has to be lexed.
+
+        A start of a marker held back from the previous chunk is extended while it stays one (None).
         """
-        if self._held:
-            return False
+        held = self._held
+        if held:
+            markers = self.partial_markers()
+            longer = held + text
+            if markers is None or not markers.may_grow(longer, 0):
+                return False
+            self._held = longer
+            return None
         json_args = self.json_args
         index = self.call_index
         if json_args is None:
@@ -338,6 +346,15 @@ class FormatLexer:
             return False
         self._call_has_args = True
         return ToolCallDelta(index, None, None, text, False, self.call_kind)
+
+    def partial_markers(self) -> Markers | None:
+        """The markers the current state looks for when what it holds back can only be the start of one
+        of them (the text state's, a streaming helper's), else None."""
+        state = self.state
+        if state == self._text_state:
+            return self.text_markers
+        stream = self._stream
+        return stream[1] if stream is not None and state == stream[0] else None
 
     def finish(self) -> None:
         """The channel's text has ended: release what is held, end what is open."""
@@ -706,6 +723,11 @@ class SectionLexer(FormatLexer):
                 self._between(held[opener_end:])
             self.begin_call(marker)
         return resume
+
+    def partial_markers(self) -> Markers | None:
+        if self.state == self.in_section_state:
+            return self.section_markers
+        return super().partial_markers()
 
     def _between(self, text: str) -> None:
         if not self._between_started:
