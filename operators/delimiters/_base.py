@@ -315,6 +315,12 @@ class FormatLexer:
             if plain or json_args.take_in_string(text):
                 self._call_has_args = True
                 return ToolCallDelta(index, None, None, text, False, self.call_kind)
+        return self._stream_shortcut(text, json_args, index)
+
+    def _stream_shortcut(
+        self, text: str, json_args: JsonArgs | None, index: int | None
+    ) -> ToolCallDelta | bool | None:
+        """:meth:`shortcut` in a state that streams with one of the helpers it knows (``_stream``)."""
         stream = self._stream
         if stream is None or self.state != stream[0]:
             return False
