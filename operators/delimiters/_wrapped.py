@@ -65,11 +65,9 @@ class WrappedJsonLexer(FormatLexer):
         self.state = self.wrapper_open
 
     def at_end(self) -> None:
-        if self.in_wrapper:
-            partial = None
-            if self._wrapped_name is None and self.state == self._small_string:
-                partial = "".join(self._string) if self._current_key in self.name_keys else None
-            self._ensure_call(partial)
+        if self.in_wrapper:  # cut off inside the call object: the call with what was read of it
+            in_name = self.state == self._small_string and self._current_key in self.name_keys
+            self._ensure_call("".join(self._string) if in_name else None)
         super().at_end()
 
     def list_closed(self) -> None:
