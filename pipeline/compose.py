@@ -20,7 +20,7 @@ import codecs
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
-from aiostream import Stream, operator, stream
+from aiostream import Stream, operator
 
 from pipeline._driver import Chain, Core, drive, partial_outputs
 from pipeline.errors import ConfigurationError
@@ -388,8 +388,3 @@ class _PipelineCore:
             failure.streamfold_partial_outputs = events + partial_outputs(failure)  # type: ignore[attr-defined]
             raise
         return events
-
-
-def iterate(items: Any) -> Stream[Any]:
-    """Wrap any (async) iterable as an aiostream ``Stream`` so that operators can be piped onto it."""
-    return stream.iterate(items)
