@@ -1,8 +1,9 @@
 """JSON encoding for the wire encoders: never fails on a string that holds a lone surrogate.
 
-streamfold's parsers reject lone surrogates (I-JSON, RFC 7493), but a dict or SDK source can hand over a Python
-string that holds one, and ``msgspec.json.encode`` refuses to encode it. Such strings are written with a
-``\\uXXXX`` escape instead: valid JSON that a JavaScript or Python reader decodes back to the same string.
+streamfold's parsers reject lone surrogates (I-JSON, RFC 7493), but a dict or SDK source can hand over a
+Python string that holds one, and ``msgspec.json.encode`` refuses to encode it. Such strings are written
+with a ``\\uXXXX`` escape instead: valid JSON that a JavaScript or Python reader decodes back to the
+same string.
 """
 
 from __future__ import annotations
