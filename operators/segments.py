@@ -30,6 +30,7 @@ import msgspec
 from aiostream import pipable_operator
 
 from pipeline._driver import drive
+from pipeline._jsonenc import encode_json
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
@@ -42,6 +43,7 @@ from pipeline.models import (
     TokenUsage,
     ToolCallDelta,
     ToolCallError,
+    ToolResult,
 )
 
 __all__ = [
@@ -98,6 +100,8 @@ class _Call:
 
     index: int
     segment_id: str | None = None
+    provider_call_id: str | None = None
+    """The id the provider gave, when another call of the response had it first (the segment id differs)."""
     name: str | None = None
     kind: str = "function"
     signature: str | None = None
@@ -141,7 +145,12 @@ class SegmentEmitter:
         self._open_run: SegmentType | None = None
         self._open_run_id = ""
         self._open_run_refusal = False
+        self._run_length = 0
+        """Characters of the open run's text so far (the offset of a citation)."""
+        self._run_sealed = False
+        """The open reasoning run has its signature or encrypted content: its provider block is complete."""
         self._run_metadata: dict[str, Any] = {}
+        self._used_ids: set[str] = set()
         self._calls: dict[int, _Call] = {}
         self._finish_reason: str | None = None
         self._usage: TokenUsage | None = None
@@ -150,12 +159,18 @@ class SegmentEmitter:
 
     def feed(self, chunk: ChunkResponse) -> list[SegmentEvent | ResponseEnd]:
         events: list[SegmentEvent | ResponseEnd] = []
+        if chunk.reasoning_id is not None:
+            self._reasoning_block(events, chunk.reasoning_id)
         if chunk.reasoning:
             self._run(events, _REASONING, chunk.reasoning)
         if chunk.reasoning_signature is not None:
             self._reasoning_metadata(events, "signature", chunk.reasoning_signature)
         if chunk.encrypted_reasoning is not None:
             self._reasoning_metadata(events, "encrypted_content", chunk.encrypted_reasoning)
+        if chunk.reasoning_done and self._open_run is _REASONING:
+            self._close_run(events)
+        if chunk.citations:
+            self._citations(events, chunk.citations)
         if chunk.content:
             self._run(events, _TEXT, chunk.content)
         if chunk.refusal:
@@ -163,6 +178,9 @@ class SegmentEmitter:
         if chunk.tool_calls:
             for delta in chunk.tool_calls:
                 self._tool_delta(events, delta)
+        if chunk.tool_results:
+            for result in chunk.tool_results:
+                self._tool_result(events, result)
         if chunk.usage is not None:
             self._usage = chunk.usage
         if chunk.finish_reason is not None:
@@ -204,12 +222,25 @@ class SegmentEmitter:
     def _run(
         self, events: list[SegmentEvent | ResponseEnd], kind: SegmentType, text: str, *, refusal: bool = False
     ) -> None:
-        if self._open_run is not kind or self._open_run_refusal != refusal:
-            self._close_run(events)
-            self._open_run, self._open_run_refusal = kind, refusal
-            self._open_run_id = self._segment_ids(kind)
-            events.append(SegmentEvent.start(self._open_run_id, kind, {"refusal": True} if refusal else None))
+        if self._open_run is not kind or self._open_run_refusal != refusal or self._run_sealed:
+            self._open_new_run(events, kind, {"refusal": True} if refusal else None, refusal=refusal)
+        self._run_length += len(text)
         events.append(SegmentEvent(_CONTENT, self._open_run_id, None, {"delta": text}))
+
+    def _open_new_run(
+        self,
+        events: list[SegmentEvent | ResponseEnd],
+        kind: SegmentType,
+        metadata: dict[str, Any] | None = None,
+        *,
+        refusal: bool = False,
+    ) -> None:
+        self._close_run(events)
+        self._open_run, self._open_run_refusal = kind, refusal
+        self._open_run_id = self._segment_ids(kind)
+        self._run_length = 0
+        self._run_sealed = False
+        events.append(SegmentEvent.start(self._open_run_id, kind, metadata))
 
     def _close_run(self, events: list[SegmentEvent | ResponseEnd]) -> None:
         if self._open_run is None:
@@ -218,14 +249,63 @@ class SegmentEmitter:
         self._open_run = None
         self._run_metadata = {}
 
+    def _reasoning_block(self, events: list[SegmentEvent | ResponseEnd], reasoning_id: str) -> None:
+        """A provider reasoning block with an id: its own segment, the id in its START and END metadata."""
+        if (
+            self._open_run is _REASONING
+            and self._run_metadata.get("reasoning_id", reasoning_id) == reasoning_id
+        ):
+            self._run_metadata["reasoning_id"] = reasoning_id
+            return
+        self._open_new_run(events, _REASONING, {"reasoning_id": reasoning_id})
+        self._run_metadata["reasoning_id"] = reasoning_id
+
     def _reasoning_metadata(self, events: list[SegmentEvent | ResponseEnd], key: str, value: str) -> None:
-        """Signatures and encrypted reasoning belong to the reasoning run they close (or one of their own)."""
-        if self._open_run is not SegmentType.REASONING:
-            self._close_run(events)
-            self._open_run, self._open_run_refusal = SegmentType.REASONING, False
-            self._open_run_id = self._segment_ids(SegmentType.REASONING)
-            events.append(SegmentEvent.start(self._open_run_id, SegmentType.REASONING))
+        """Signatures and encrypted reasoning belong to the reasoning run they close (or one of their own).
+
+        They close a provider block: a second one, or more reasoning text, starts a new segment, so that
+        every block keeps its own signature or encrypted content.
+        """
+        if self._open_run is not _REASONING or key in self._run_metadata:
+            self._open_new_run(events, _REASONING)
         self._run_metadata[key] = value
+        self._run_sealed = True
+
+    def _citations(
+        self, events: list[SegmentEvent | ResponseEnd], citations: list[Mapping[str, Any]]
+    ) -> None:
+        """Citations go into the text segment's END metadata, each with its offset in the segment's text."""
+        if self._open_run is not _TEXT or self._open_run_refusal:
+            self._open_new_run(events, _TEXT)
+        kept = self._run_metadata.setdefault("citations", [])
+        kept.extend({"offset": self._run_length, "citation": dict(citation)} for citation in citations)
+
+    def _tool_result(self, events: list[SegmentEvent | ResponseEnd], result: ToolResult) -> None:
+        """A provider-executed call's result: a ``tool_result`` segment, START, CONTENT (JSON), END."""
+        self._close_run(events)
+        segment_id = self._unique_id(f"{result.call_id}:result")
+        metadata: dict[str, Any] = {"call_id": result.call_id, "provider_executed": True}
+        if result.name is not None:
+            metadata["tool_name"] = result.name
+        if result.result_type is not None:
+            metadata["result_type"] = result.result_type
+        events.append(SegmentEvent.start(segment_id, SegmentType.TOOL_RESULT, metadata))
+        if result.content is not None:
+            events.append(SegmentEvent.content(segment_id, encode_json(result.content).decode()))
+        end_metadata = {**metadata, "result": result.content}
+        if result.is_error:
+            end_metadata["is_error"] = True
+        events.append(SegmentEvent.end(segment_id, end_metadata))
+
+    def _unique_id(self, segment_id: str) -> str:
+        """``segment_id``, or it + ``_2``, ``_3``... when a segment of this response has it already."""
+        if segment_id in self._used_ids:
+            number = 2
+            while f"{segment_id}_{number}" in self._used_ids:
+                number += 1
+            segment_id = f"{segment_id}_{number}"
+        self._used_ids.add(segment_id)
+        return segment_id
 
     # tool calls
 
@@ -261,14 +341,20 @@ class SegmentEmitter:
     def _start_call(self, events: list[SegmentEvent | ResponseEnd], call: _Call) -> None:
         self._close_run(events)
         call.started = True
-        if call.segment_id is None:
-            call.segment_id = self._call_ids(call.index)
+        provider_id = call.segment_id
+        if provider_id is None:
+            provider_id = self._call_ids(call.index)
+        call.segment_id = self._unique_id(provider_id)
+        if call.segment_id != provider_id:
+            call.provider_call_id = provider_id
         name = call.name or ""
         call.file_tool = self._file_tools.get(name) if call.kind == "function" else None
         if call.file_tool is not None:
             call.content_path = (call.file_tool.content_key,)
         segment_type = call.file_tool.segment_type if call.file_tool else SegmentType.TOOL_CALL
         metadata: dict[str, Any] = {"tool_name": name, "call_id": call.segment_id}
+        if call.provider_call_id is not None:
+            metadata["provider_call_id"] = call.provider_call_id
         if call.kind == "server":
             metadata["provider_executed"] = True
         elif call.kind == "custom":
@@ -319,6 +405,8 @@ class SegmentEmitter:
         if not call.complete and call.error is None and not interrupted and not call.parsed_by_splitter:
             self._parse_without_splitter(call)
         metadata: dict[str, Any] = {"tool_name": call.name or "", "call_id": segment_id}
+        if call.provider_call_id is not None:
+            metadata["provider_call_id"] = call.provider_call_id
         error = self._call_error(call, interrupted)
         if error is None:
             metadata["arguments"] = call.arguments

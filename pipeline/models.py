@@ -34,6 +34,7 @@ __all__ = [
     "ToolCallError",
     "ToolCallKind",
     "ToolInvocation",
+    "ToolResult",
 ]
 
 JSONPath: TypeAlias = tuple[str | int, ...]
@@ -112,6 +113,26 @@ class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
     argument_events: tuple[ArgumentEvent, ...] = ()
 
 
+class ToolResult(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """The result of a call the provider executed itself (a server-side tool), as the provider sent it.
+
+    Anthropic ``web_search_tool_result`` / ``code_execution_tool_result`` / ``mcp_tool_result`` blocks, the
+    outputs of OpenAI Responses built-in tools, Gemini ``codeExecutionResult`` parts, Groq's executed tools.
+    The segment emitter turns each into a ``tool_result`` segment.
+    """
+
+    call_id: str
+    """The id of the provider-executed call this result answers."""
+    name: str | None = None
+    """The tool's name, where known."""
+    content: Any = None
+    """The result as JSON-compatible data, as the provider sent it (a block's ``content``, an output list)."""
+    is_error: bool = False
+    """The provider reported the tool as failed."""
+    result_type: str | None = None
+    """The provider's own word for the result (``web_search_tool_result``, ``code_execution_result``, ...)."""
+
+
 class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """One normalised piece of a streaming response (the seeds' transport container, extended).
 
@@ -135,6 +156,17 @@ class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """Signature of the reasoning so far (Anthropic ``signature_delta``, Gemini ``thoughtSignature``)."""
     encrypted_reasoning: str | None = None
     """Opaque reasoning to send back next turn (OpenAI ``encrypted_content``, Anthropic redacted thinking)."""
+    reasoning_id: str | None = None
+    """The provider's id of the reasoning block this chunk's reasoning belongs to (OpenAI Responses
+    ``rs_...``). A different id than the open reasoning segment's starts a new reasoning segment."""
+    reasoning_done: bool = False
+    """The provider's reasoning block is complete (after this chunk's reasoning): the reasoning segment ends
+    here, so that adjacent blocks stay apart, each with its own signature or encrypted content."""
+    tool_results: list[ToolResult] | None = None
+    """Results of provider-executed calls, each a ``tool_result`` segment."""
+    citations: list[Mapping[str, Any]] | None = None
+    """Citations of the text (Anthropic ``citations_delta``, Responses ``url_citation`` annotations, ...), as
+    the provider sent them; they go into the text segment's END metadata with their offset in its text."""
     metadata: Mapping[str, Any] | None = None
     """Response-level facts as they become known: ``id``, ``model``, ``created``, ``system_fingerprint``,
     ``stop_reason``, ... A later mapping adds to (and overrides) an earlier one."""
@@ -146,6 +178,7 @@ class SegmentType(enum.StrEnum):
     TOOL_CALL = "tool_call"
     WRITE_FILE = "write_file"
     PATCH_FILE = "patch_file"
+    TOOL_RESULT = "tool_result"
 
 
 class SegmentEventType(enum.StrEnum):

@@ -903,6 +903,10 @@ class DelimiterRewriter:
             or item.refusal
             or item.reasoning_signature
             or item.encrypted_reasoning
+            or item.reasoning_id
+            or item.reasoning_done
+            or item.tool_results
+            or item.citations
             or item.image_urls
             or item.audio_urls
             or item.video_urls
