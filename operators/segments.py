@@ -175,6 +175,10 @@ class SegmentEmitter:
             self._run(events, _TEXT, chunk.content)
         if chunk.refusal:
             self._run(events, _TEXT, chunk.refusal, refusal=True)
+        if chunk.content_signature is not None:
+            if self._open_run is not _TEXT or self._open_run_refusal:
+                self._open_new_run(events, _TEXT)
+            self._run_metadata["signature"] = chunk.content_signature
         if chunk.tool_calls:
             for delta in chunk.tool_calls:
                 self._tool_delta(events, delta)

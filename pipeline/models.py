@@ -156,6 +156,9 @@ class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """Signature of the reasoning so far (Anthropic ``signature_delta``, Gemini ``thoughtSignature``)."""
     encrypted_reasoning: str | None = None
     """Opaque reasoning to send back next turn (OpenAI ``encrypted_content``, Anthropic redacted thinking)."""
+    content_signature: str | None = None
+    """Signature bound to this chunk's text (Gemini ``thoughtSignature`` on an ordinary text part): kept in
+    the text segment's END metadata as ``signature``, never as an empty reasoning segment."""
     reasoning_id: str | None = None
     """The provider's id of the reasoning block this chunk's reasoning belongs to (OpenAI Responses
     ``rs_...``). A different id than the open reasoning segment's starts a new reasoning segment."""

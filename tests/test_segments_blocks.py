@@ -176,3 +176,14 @@ def test_two_calls_with_the_same_provider_id_give_two_invocations() -> None:
         "call_id": "toolu_1_2",
         "provider_call_id": "toolu_1",
     }
+
+
+def test_a_signature_on_text_goes_to_the_text_segment_not_to_an_empty_reasoning_segment() -> None:
+    chunks = [ChunkResponse(content="Hi", content_signature="sig-t"), ChunkResponse(content=" there")]
+    assert run(chunks) == [
+        start("text0", "text"),
+        content("text0", "Hi"),
+        content("text0", " there"),
+        end("text0", {"signature": "sig-t"}),
+        END,
+    ]

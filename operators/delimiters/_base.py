@@ -904,6 +904,7 @@ class DelimiterRewriter:
             or item.reasoning_signature
             or item.encrypted_reasoning
             or item.reasoning_id
+            or item.content_signature
             or item.reasoning_done
             or item.tool_results
             or item.citations
