@@ -11,6 +11,8 @@ from typing import Any
 import anyio
 import pytest
 from google.genai import types as genai_types
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from operators.providers.gemini import GeminiConverter
 from operators.sources import sdk_object_to_dict
@@ -475,3 +477,28 @@ async def test_a_signature_on_the_first_answer_part_goes_to_its_text_segment() -
         ("reasoning0", []),
         ("text0", ["signature"]),
     ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Any re-chunking of the bytes gives the same events
+
+
+def sse_body(events: list[dict[str, Any]]) -> bytes:
+    return "".join(f"data: {json.dumps(event)}\r\n\r\n" for event in events).encode()
+
+
+async def pieces(data: bytes, sizes: list[int]) -> AsyncIterator[bytes]:
+    start, turn = 0, 0
+    while start < len(data):
+        size = sizes[turn % len(sizes)]
+        yield data[start : start + size]
+        start, turn = start + size, turn + 1
+
+
+@pytest.mark.anyio
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(min_value=1, max_value=48), min_size=1, max_size=6))
+async def test_any_rechunking_of_server_calls_and_citations_gives_the_same_events(sizes: list[int]) -> None:
+    for stream in (CODE_EXECUTION, GROUNDED):
+        body = sse_body(stream)
+        assert await pipeline_events(pieces(body, sizes)) == await pipeline_events(one_piece(body))
