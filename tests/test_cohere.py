@@ -392,3 +392,33 @@ def resplit(events: list[Event], cuts: list[int]) -> list[Event]:
 def test_any_split_of_the_deltas_folds_to_the_same_response(path: Path, cuts: list[int]) -> None:
     events = load_events(path)
     assert folded(convert(resplit(events, cuts))) == folded(convert(events))
+
+
+# --------------------------------------------------------------------------------------------------
+# Wrong-typed fields raise instead of being dropped or replaced
+
+
+@pytest.mark.parametrize(
+    ("event", "field"),
+    [
+        ({"id": 7, "type": "message-start", "delta": message(role="assistant")}, "id"),
+        (
+            {
+                "type": "tool-call-start",
+                "index": 0,
+                "delta": message(tool_calls={"id": 42, "function": {"name": "f", "arguments": ""}}),
+            },
+            "delta.message.tool_calls.id",
+        ),
+        ({"type": "message-end", "delta": {"finish_reason": 1}}, "delta.finish_reason"),
+        ({"type": "message-end", "delta": {"finish_reason": "ERROR", "error": 500}}, "delta.error"),
+        ({"type": "message-end", "delta": {"usage": {"tokens": [1, 2]}}}, "delta.usage.tokens"),
+        ({"type": "message-end", "delta": {"usage": {"billed_units": "3"}}}, "delta.usage.billed_units"),
+    ],
+)
+def test_wrong_typed_fields_raise_naming_them(event: Event, field: str) -> None:
+    converter = CohereConverter()
+    converter.feed(content_delta("kept"))
+    with pytest.raises(ConverterError, match=f"event 1 .*field '{field}' is missing or not") as raised:
+        converter.feed(event)
+    assert raised.value.event_number == 1

@@ -74,7 +74,7 @@ def test_text_and_thought_parts() -> None:
     )
     assert chunks == [
         ChunkResponse(reasoning="Thinking..."),
-        ChunkResponse(content="Hello world", reasoning_signature="sig1"),
+        ChunkResponse(content="Hello world", content_signature="sig1"),
         ChunkResponse(finish_reason="stop", is_complete=True, metadata={"stop_reason": "STOP"}),
     ]
 
@@ -100,20 +100,18 @@ def test_parts_out_of_reading_order_are_split_into_several_chunks() -> None:
     )
     assert chunks == [
         ChunkResponse(content="a"),
-        ChunkResponse(reasoning="b", reasoning_signature="s1"),
+        ChunkResponse(reasoning="b", content_signature="s1"),
         ChunkResponse(
-            reasoning_signature="s2", tool_calls=[ToolCallDelta(0, "gen_0", "f", "{}", finished=True)]
+            content_signature="s2", tool_calls=[ToolCallDelta(0, "gen_0", "f", "{}", finished=True)]
         ),
         ChunkResponse(content="c"),
     ]
 
 
-def test_media_parts_become_urls_and_code_execution_parts_are_left_out() -> None:
+def test_media_parts_become_urls() -> None:
     chunks = convert(
         [
             chunk(
-                {"executableCode": {"language": "PYTHON", "code": "print(1)"}},
-                {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "1\n"}},
                 {"inlineData": {"mimeType": "image/png", "data": "iVBOR"}},
                 {"fileData": {"mimeType": "video/mp4", "fileUri": "gs://b/v.mp4"}},
                 {"inlineData": {"mimeType": "audio/wav", "data": "UklG"}},
@@ -717,6 +715,7 @@ def generate_content_reference(events: list[dict[str, Any]]) -> dict[str, Any]:
     text: list[str] = []
     reasoning: list[str] = []
     signatures: list[str] = []
+    text_signatures: list[str] = []
     calls: list[dict[str, Any]] = []
     open_call: dict[str, Any] | None = None
     usage = finish = response_id = None
@@ -738,7 +737,7 @@ def generate_content_reference(events: list[dict[str, Any]]) -> dict[str, Any]:
             if function_call is None:
                 (reasoning if part.get("thought") else text).append(part["text"])
                 if "thoughtSignature" in part:
-                    signatures.append(part["thoughtSignature"])
+                    (signatures if part.get("thought") else text_signatures).append(part["thoughtSignature"])
                 continue
             if "name" in function_call:
                 open_call = {
@@ -762,6 +761,7 @@ def generate_content_reference(events: list[dict[str, Any]]) -> dict[str, Any]:
         "text": "".join(text),
         "reasoning": "".join(reasoning),
         "signatures": signatures,
+        "text_signatures": text_signatures,
         "calls": calls,
         "finish_reason": finish_words[finish] if finish else None,
         "usage": usage,
@@ -817,6 +817,7 @@ def interactions_reference(events: list[dict[str, Any]]) -> dict[str, Any]:
         "text": "".join(text),
         "reasoning": "".join(reasoning),
         "signatures": signatures,
+        "text_signatures": [],
         "calls": calls,
         "finish_reason": finish,
         "usage": usage,
@@ -844,6 +845,7 @@ def summary(chunks: list[ChunkResponse]) -> dict[str, Any]:
         "text": "".join(response.content for response in chunks),
         "reasoning": "".join(response.reasoning or "" for response in chunks),
         "signatures": [response.reasoning_signature for response in chunks if response.reasoning_signature],
+        "text_signatures": [response.content_signature for response in chunks if response.content_signature],
         "calls": calls,
         "finish_reason": chunks[-1].finish_reason,
         "usage": usages[-1] if usages else None,

@@ -13,7 +13,9 @@
   ``metadata["stop_reason"]``, and an ``error`` message in ``metadata["error"]``) and usage. Usage prefers
   ``usage.tokens`` (what the model processed) over ``usage.billed_units``.
 
-Citation events and event types not listed are skipped.
+Citation events and event types not listed are skipped. A field of a listed event that has the wrong type
+(a call ``id`` or message ``id`` that is not a string, a ``usage.tokens`` that is not an object, ...) raises
+:class:`~pipeline.errors.ConverterError` naming it, rather than being dropped or replaced by a default.
 """
 
 from __future__ import annotations
@@ -75,8 +77,8 @@ class CohereConverter(TypedEventConverter):
         self._calls = CallIndexer()
         self._open_calls.clear()
         self._last_key = None
-        message_id = event.get("id")
-        return [ChunkResponse(metadata={"id": message_id})] if isinstance(message_id, str) else []
+        message_id = self._optional_text(event, event, "id")
+        return [ChunkResponse(metadata={"id": message_id})] if message_id else []
 
     def _on_content(self, event: Mapping[str, Any]) -> Chunks:
         content = self._message(event).get("content")
@@ -111,8 +113,8 @@ class CohereConverter(TypedEventConverter):
         index = self._calls.position(key)
         self._open_calls.add(index)
         self._last_key = key
-        call_id = call.get("id")
-        if not isinstance(call_id, str) or not call_id:
+        call_id = self._optional_text(event, call, "id", "delta.message.tool_calls.id")
+        if not call_id:
             call_id = self._new_call_id(index)
         arguments = self._optional_text(event, function, "arguments") or None
         return [ChunkResponse(tool_calls=[ToolCallDelta(index, call_id, name, arguments)])]
@@ -138,14 +140,14 @@ class CohereConverter(TypedEventConverter):
             delta = {}
         if not is_mapping(delta):
             raise self._field_error(event, "delta", "an object")
-        reason = delta.get("finish_reason")
+        reason = self._optional_text(event, delta, "finish_reason", "delta.finish_reason")
         metadata: dict[str, Any] = {}
         finish_reason = None
-        if isinstance(reason, str) and reason:
+        if reason:
             finish_reason = _FINISH_REASONS.get(reason, reason.lower())
             metadata["stop_reason"] = reason
-        error = delta.get("error")
-        if isinstance(error, str) and error:
+        error = self._optional_text(event, delta, "error", "delta.error")
+        if error:
             metadata["error"] = error
         return [
             ChunkResponse(
@@ -161,10 +163,15 @@ class CohereConverter(TypedEventConverter):
             return None
         if not is_mapping(usage):
             raise self._field_error(event, "delta.usage", "an object")
-        counts = usage.get("tokens")
-        if not is_mapping(counts):
-            counts = usage.get("billed_units")
-        if not is_mapping(counts):
+        counts = None
+        for field in ("tokens", "billed_units"):
+            counts = usage.get(field)
+            if counts is None:
+                continue
+            if not is_mapping(counts):
+                raise self._field_error(event, f"delta.usage.{field}", "an object")
+            break
+        if counts is None:
             return None
         prompt = self._count(event, counts, "input_tokens") or 0
         completion = self._count(event, counts, "output_tokens") or 0
@@ -211,11 +218,12 @@ class CohereConverter(TypedEventConverter):
         return call
 
     def _optional_text(
-        self, event: Mapping[str, Any], container: Mapping[str, Any], field: str
+        self, event: Mapping[str, Any], container: Mapping[str, Any], field: str, where: str | None = None
     ) -> str | None:
+        """The string at ``field`` (``None`` when absent); another type raises, naming ``where``."""
         value = container.get(field)
         if value is not None and not isinstance(value, str):
-            raise self._field_error(event, field, "a string")
+            raise self._field_error(event, where or field, "a string")
         return value
 
     def _count(self, event: Mapping[str, Any], container: Mapping[str, Any], field: str) -> int | None:
