@@ -38,7 +38,20 @@ import weakref
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NamedTuple, TypeAlias, TypeVar, cast, get_args
+from types import TracebackType
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Generic,
+    Literal,
+    NamedTuple,
+    NoReturn,
+    TypeAlias,
+    TypeVar,
+    cast,
+    get_args,
+)
 
 import anyio
 import msgspec
@@ -173,7 +186,9 @@ class _Feed(Generic[T]):
     """A subscriber's state, held by the hub. Its consumer-facing handle is :class:`Subscription`."""
 
     __slots__ = (
+        "__weakref__",
         "_appended",
+        "_error_traceback",
         "_history",
         "_hub",
         "_items",
@@ -226,6 +241,7 @@ class _Feed(Generic[T]):
         self.dropped = 0
         self.state: SubscriberState = "active"
         self.error: BaseException | None = None
+        self._error_traceback: TracebackType | None = None
         self.ended = False
         """No more items will arrive (those waiting can still be read)."""
         self.finished = False
@@ -311,13 +327,24 @@ class _Feed(Generic[T]):
             self._append(item)
         return True
 
-    def end(self, state: SubscriberState, error: BaseException | None) -> None:
-        """No more items: record why, wake the consumer, and stop holding up the pump."""
+    def end(
+        self,
+        state: SubscriberState,
+        error: BaseException | None,
+        error_traceback: TracebackType | None = None,
+    ) -> None:
+        """No more items: record why, wake the consumer, and stop holding up the pump.
+
+        ``error_traceback`` is the traceback ``error`` is raised from (by default its own, as it is now).
+        """
         if self.ended:
             return
         self.ended = True
         self.state = state
         self.error = error
+        if error is not None and error_traceback is None:
+            error_traceback = error.__traceback__
+        self._error_traceback = error_traceback
         self._wake_reader()
         self._hub._feed_ended(self)
 
@@ -402,7 +429,7 @@ class _Feed(Generic[T]):
         self.finished = True
         self._hub._retire(self)
         if self.error is not None and self.state != "unsubscribed":
-            raise self.error
+            _raise_shared(self.error, self._error_traceback)
 
     def close(self) -> None:
         """Unsubscribe: drop what is waiting and never hold up the pump again."""
@@ -453,7 +480,10 @@ class Subscription(AsyncIterator[T]):
 
     def __init__(self, feed: _Feed[T]) -> None:
         self._feed = feed
-        weakref.finalize(self, feed.close).atexit = False
+        # Only a weak reference to the feed: the finalizer registry is a global root, and the feed's error
+        # (its traceback holds this subscription's frames) would otherwise keep both, and the hub's whole
+        # history, alive for ever.
+        weakref.finalize(self, _close_feed, weakref.ref(feed)).atexit = False
 
     @property
     def name(self) -> str:
@@ -489,6 +519,23 @@ class Subscription(AsyncIterator[T]):
         self._feed.cut_off(error)
 
 
+def _close_feed(feed_ref: weakref.ref[_Feed[Any]]) -> None:
+    """A forgotten subscription's finalizer: unsubscribe its feed, if the hub still holds it."""
+    feed = feed_ref()
+    if feed is not None:
+        feed.close()
+
+
+def _raise_shared(error: BaseException, traceback: TracebackType | None) -> NoReturn:
+    """Raise an exception that several readers raise in turn, from the traceback it had when it ended them.
+
+    Raising an exception object again appends the raiser's frames to its traceback: without the reset,
+    every subscriber (every reconnecting browser) would add its frames to the one shared exception, and
+    keep them alive as long as the hub.
+    """
+    raise error.with_traceback(traceback)
+
+
 class Hub(Generic[T]):
     """Multicasts one source to many subscribers. Made by :func:`fan_out`, which owns its tasks.
 
@@ -508,6 +555,7 @@ class Hub(Generic[T]):
         self._subscriptions_made = 0
         self._source_state: SourceState = "running"
         self._source_error: BaseException | None = None
+        self._source_traceback: TracebackType | None = None
         self._room: anyio.Event | None = None
         self._finished = anyio.Event()
         self._pump_scope = anyio.CancelScope()
@@ -672,19 +720,21 @@ class Hub(Generic[T]):
     def _end_source(self, state: SourceState, error: BaseException | None) -> None:
         self._source_state = state
         self._source_error = error
+        self._source_traceback = error.__traceback__ if error is not None else None
         subscriber_outcome = self._outcome_for_subscribers()
         for feed in self._live:
             feed.end(*subscriber_outcome)
         self._finished.set()
 
-    def _outcome_for_subscribers(self) -> tuple[SubscriberState, BaseException | None]:
+    def _outcome_for_subscribers(
+        self,
+    ) -> tuple[SubscriberState, BaseException | None, TracebackType | None]:
         if self._source_state == "completed":
-            return "completed", None
+            return "completed", None, None
         if self._source_state == "failed":
-            return "failed", self._source_error
-        return "closed", HubClosedError(
-            f"the hub was closed after {self._items_seen} items, before its source ended"
-        )
+            return "failed", self._source_error, self._source_traceback
+        closed = HubClosedError(f"the hub was closed after {self._items_seen} items, before its source ended")
+        return "closed", closed, None
 
     def _replay_unavailable_reason(self) -> str:
         if not self._history_limit:
@@ -737,7 +787,7 @@ class Hub(Generic[T]):
 
     def _raise_source_error(self) -> None:
         if self._source_error is not None:
-            raise self._source_error
+            _raise_shared(self._source_error, self._source_traceback)
 
 
 @contextmanager

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import traceback
+import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -20,6 +22,7 @@ from reactivex.abc import ObserverBase
 
 from pipeline.errors import ConfigurationError, ProviderError, SubscriberError
 from pipeline.hub import (
+    Hub,
     HubClosedError,
     HubStatistics,
     Policy,
@@ -681,3 +684,117 @@ def test_a_late_subscriber_always_receives_the_whole_sequence(
     seen, late, live = anyio.run(scenario, backend="asyncio")
     assert seen == late == list(range(total))
     assert live == list(range(join_after, total))
+
+
+class Item:
+    """An item that can be referenced weakly: tells whether a hub's history was freed."""
+
+    __slots__ = ("__weakref__", "number")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+
+class Freed:
+    """Weak references to a hub and to the items of its history, checked after a full collection."""
+
+    def __init__(self, hub: Hub[Item], items: Sequence[Item]) -> None:
+        self.refs: list[weakref.ref[Any]] = [weakref.ref(hub), *(weakref.ref(item) for item in items)]
+
+    def alive(self) -> int:
+        gc.collect()
+        return sum(ref() is not None for ref in self.refs)
+
+
+async def failed_response_hub() -> Freed:
+    """A response whose source fails: read by a subscriber, replayed after the end, raised at exit."""
+
+    async def failing() -> AsyncIterator[Item]:
+        for item in [Item(number) for number in range(20)]:
+            yield item
+        raise ProviderError("overloaded")
+
+    try:
+        async with fan_out(failing()) as hub:
+            reader = hub.subscribe(max_buffer=2)
+            forgotten = hub.subscribe(max_buffer=50)
+            received, error = await read_until_error(reader)
+            assert isinstance(error, ProviderError)
+            late_received, late_error = await read_until_error(hub.subscribe())
+            assert late_received == received
+            assert late_error is error
+            freed = Freed(hub, received)
+            del forgotten, received, late_received, error, late_error, reader
+    except ProviderError:
+        pass
+    else:
+        raise AssertionError("the source's error was not raised")
+    return freed
+
+
+async def overflowed_hub() -> Freed:
+    """A ``disconnect`` subscriber overflows and reads its SubscriberError; the source completes."""
+    items = [Item(number) for number in range(20)]
+    async with fan_out(from_list(items)) as hub:
+        slow = hub.subscribe(policy="disconnect", max_buffer=2)
+        assert await read_all(hub.subscribe(max_buffer=1)) == items
+        received, error = await read_until_error(slow)
+        assert received == items[:2]
+        assert isinstance(error, SubscriberError)
+        del received, error, slow
+        freed = Freed(hub, items)
+    return freed
+
+
+async def closed_early_hub() -> Freed:
+    """The hub's block is left before the source ends; a subscriber reads its HubClosedError."""
+    items = [Item(number) for number in range(20)]
+    async with fan_out(from_list(items)) as hub:
+        subscription = hub.subscribe(max_buffer=2)
+        assert await anext(subscription) is items[0]
+    received, error = await read_until_error(subscription)
+    assert received == items[1 : 1 + len(received)]
+    assert isinstance(error, HubClosedError)
+    del received, error, subscription
+    return Freed(hub, items)
+
+
+async def clean_hub() -> Freed:
+    items = [Item(number) for number in range(20)]
+    async with fan_out(from_list(items)) as hub:
+        assert await read_all(hub.subscribe(max_buffer=2)) == items
+    return Freed(hub, items)
+
+
+@pytest.mark.parametrize("run", [clean_hub, failed_response_hub, overflowed_hub, closed_early_hub])
+async def test_a_hub_is_freed_after_a_failure_like_after_a_clean_end(run: Any) -> None:
+    # Each subscription's finalizer used to hold its feed strongly, and the feed's error held the
+    # subscription through its traceback: the hub and its whole history were never freed.
+    with anyio.fail_after(GUARD):
+        freed: Freed = await run()
+    assert freed.alive() == 0
+
+
+async def test_a_shared_error_does_not_grow_a_traceback_per_subscriber() -> None:
+    boom = ProviderError("overloaded")
+
+    async def failing() -> AsyncIterator[int]:
+        yield 1
+        raise boom
+
+    def depth(error: BaseException) -> int:
+        return len(traceback.extract_tb(error.__traceback__))
+
+    depths: list[int] = []
+
+    async def run_hub() -> None:
+        async with fan_out(failing()) as hub:
+            await hub.wait_finished()
+            for _ in range(5):
+                assert (await read_until_error(hub.subscribe()))[1] is boom
+                depths.append(depth(boom))
+
+    with anyio.fail_after(GUARD), pytest.raises(ProviderError):
+        await run_hub()
+    assert len(depths) == 5
+    assert len(set(depths)) == 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
+import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple, TypeVar
@@ -400,3 +402,48 @@ async def test_an_item_that_cannot_be_encoded_ends_the_stream_with_an_error(
     assert [event.event for event in sse_events] == ["message", "error"]
     assert websocket.close_code == 1011
     assert len([r for r in caplog.records if r.name == "streamfold"]) == 2
+
+
+class Item:
+    """An item that can be referenced weakly, sent as ``{}``."""
+
+    __slots__ = ("__weakref__",)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {}
+
+
+async def test_a_failed_response_served_over_sse_and_websocket_is_freed(server: Server) -> None:
+    # Each connection's subscription used to keep the hub and its history alive for ever once it had
+    # read the source's error.
+    async def run() -> tuple[weakref.ref[Any], weakref.ref[Item]]:
+        item = Item()
+
+        async def failing() -> AsyncIterator[Item]:
+            yield item
+            raise ProviderError("overloaded")
+
+        try:
+            async with fan_out(failing()) as hub:
+                with server.registry.register("resp_1", hub):
+                    async with (
+                        http_client(server.http) as client,
+                        client.stream("GET", "/responses/resp_1/events") as response,
+                    ):
+                        events = [event.event for event in (await read_sse(response))[0]]
+                    async with connect(f"{server.ws}/responses/resp_1/ws", proxy=None) as websocket:
+                        messages = await read_until_closed(websocket)
+                    assert events == ["message", "error"]
+                    assert [message.get("type") for message in messages] == [None, "ERROR"]
+                    await wait_until(lambda: hub.statistics().active == 0)
+        except ProviderError:
+            return weakref.ref(hub), weakref.ref(item)
+        raise AssertionError("the source's error was not raised")
+
+    with anyio.fail_after(GUARD):
+        hub_ref, item_ref = await run()
+        gc.collect()
+        while hub_ref() is not None:  # the server may still be closing the connections
+            await checkpoint()
+            gc.collect()
+    assert item_ref() is None
