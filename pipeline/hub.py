@@ -22,6 +22,10 @@ A subscriber declares what happens when its buffer (``max_buffer`` items) is ful
 ``disconnect``
     The subscriber ends with :class:`~pipeline.errors.SubscriberError` after the items it already holds;
     the others go on.
+``coalesce_or_disconnect``
+    ``coalesce`` where a delta can merge, ``disconnect`` where ``coalesce`` would wait: lossless in text
+    while the subscriber keeps up roughly, and it never holds up the source. For consumers that can
+    start over (a browser reconnects and replays), and the web endpoints' default.
 
 Replay: the hub keeps the response's items (up to ``MAX_REPLAY``, or the count given as
 ``fan_out(replay=...)``) so that a subscriber joining mid-stream first receives every item from the start.
@@ -87,7 +91,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-Policy: TypeAlias = Literal["block", "coalesce", "drop", "disconnect"]
+Policy: TypeAlias = Literal["block", "coalesce", "drop", "disconnect", "coalesce_or_disconnect"]
 """What a subscriber's buffer does when it is full; see the module docstring."""
 
 SubscriberState: TypeAlias = Literal[
@@ -107,6 +111,7 @@ RETAINED_SUBSCRIBERS: Final = 256
 """How many ended subscribers :meth:`Hub.statistics` still lists one by one (totals count them all)."""
 
 _POLICIES: Final = frozenset(get_args(Policy))
+_COALESCING: Final = frozenset({"coalesce", "coalesce_or_disconnect"})
 
 
 class SubscriberStatistics(NamedTuple):
@@ -251,6 +256,7 @@ class _Feed(Generic[T]):
             "coalesce": self._offer_coalesce,
             "drop": self._offer_drop,
             "disconnect": self._offer_disconnect,
+            "coalesce_or_disconnect": self._offer_coalesce_or_disconnect,
         }
         self.offer = offers[policy]
         """Put an item in the buffer as the policy says; False means the pump must wait for room."""
@@ -316,16 +322,24 @@ class _Feed(Generic[T]):
 
     def _offer_disconnect(self, item: T, key: _CoalesceKey | None) -> bool:
         if len(self._items) >= self.max_buffer:
-            self.end(
-                "disconnected",
-                SubscriberError(
-                    f"subscriber {self.name!r} fell {self.max_buffer} items behind (max_buffer) at item"
-                    f" {self._hub._items_seen} of the source and was disconnected (policy 'disconnect')"
-                ),
-            )
+            self._overflow()
         else:
             self._append(item)
         return True
+
+    def _offer_coalesce_or_disconnect(self, item: T, key: _CoalesceKey | None) -> bool:
+        if not self._offer_coalesce(item, key):
+            self._overflow()
+        return True
+
+    def _overflow(self) -> None:
+        self.end(
+            "disconnected",
+            SubscriberError(
+                f"subscriber {self.name!r} fell {self.max_buffer} items behind (max_buffer) at item"
+                f" {self._hub._items_seen} of the source and was disconnected (policy {self.policy!r})"
+            ),
+        )
 
     def end(
         self,
@@ -466,7 +480,8 @@ class Subscription(AsyncIterator[T]):
 
     Iterate it (``async for``) or take batches (:meth:`receive_batch`). It ends as the source ends: cleanly,
     or by raising the source's exception, :class:`~pipeline.errors.SubscriberError` (overflow under
-    ``disconnect``) or :class:`HubClosedError`, after the items it already holds.
+    ``disconnect`` or ``coalesce_or_disconnect``) or :class:`HubClosedError`, after the items it already
+    holds.
 
     Use it as an async context manager, or call :meth:`close`, to unsubscribe early. A subscription that is
     no longer referenced (``async for ... : break`` on ``hub.subscribe()``) unsubscribes itself, so a
@@ -517,6 +532,11 @@ class Subscription(AsyncIterator[T]):
 
     def _cut_off(self, error: Exception) -> None:
         self._feed.cut_off(error)
+
+    def _disconnect(self, error: SubscriberError) -> None:
+        """End this subscriber alone because its consumer cannot keep up (a web client's send timed out)."""
+        self._feed.end("disconnected", error)
+        self._feed.close()
 
 
 def _close_feed(feed_ref: weakref.ref[_Feed[Any]]) -> None:
@@ -692,7 +712,7 @@ class Hub(Generic[T]):
         key_known = False
         stalled: list[_Feed[T]] = []
         for feed in self._live:
-            if feed.policy == "coalesce" and not key_known:
+            if not key_known and feed.policy in _COALESCING:
                 key, key_known = _coalesce_key(item), True
             if not feed.offer(item, key):
                 stalled.append(feed)

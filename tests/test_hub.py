@@ -292,6 +292,30 @@ async def test_disconnect_cuts_off_only_the_slow_subscriber() -> None:
             assert await read_all(slow) == []  # the error is raised once
 
 
+async def test_coalesce_or_disconnect_merges_deltas_and_disconnects_instead_of_waiting() -> None:
+    text = "text_0"
+    events: list[PipelineEvent] = [
+        SegmentEvent.start(text, SegmentType.TEXT),
+        *(SegmentEvent.content(text, piece) for piece in ["a", "b", "c"]),
+        SegmentEvent.end(text),  # cannot merge: coalesce would wait here for room
+        ResponseEnd(finish_reason="stop"),
+    ]
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(events)) as hub:
+            agent = hub.subscribe(max_buffer=1)
+            browser = hub.subscribe(policy="coalesce_or_disconnect", max_buffer=2, name="browser")
+            assert await read_all(agent) == events  # never held up by the browser
+            received, error = await read_until_error(browser)
+            assert received == [events[0], SegmentEvent.content(text, "abc")]
+            assert isinstance(error, SubscriberError)
+            assert str(error) == (
+                "subscriber 'browser' fell 2 items behind (max_buffer) at item 5 of the source and was"
+                " disconnected (policy 'coalesce_or_disconnect')"
+            )
+            stats = browser.statistics()
+            assert (stats.state, stats.coalesced, stats.delivered) == ("disconnected", 2, 2)
+
+
 class GatedSource:
     """Yields ``first`` items, waits for ``release``, then yields the rest; records its pulls and closing."""
 
