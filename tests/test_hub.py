@@ -11,6 +11,7 @@ import gc
 import traceback
 import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import suppress
 from typing import Any, TypeVar
 
 import anyio
@@ -263,6 +264,52 @@ def test_coalesce_is_lossless_whatever_the_reading_pace(
     received = anyio.run(scenario, backend="asyncio")
     assert canonical(received) == canonical(events)
     assert len(received) <= len(events)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    events=st.lists(delta_events | barrier_events, max_size=40),
+    max_buffer=st.integers(min_value=1, max_value=4),
+    paces=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=3), st.integers(min_value=0, max_value=3)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_coalesce_or_disconnect_loses_no_text_before_it_disconnects_and_never_waits(
+    events: list[SegmentEvent | ResponseEnd], max_buffer: int, paces: list[tuple[int, int]]
+) -> None:
+    async def scenario() -> tuple[list[Any], list[Any], SubscriberStatistics]:
+        """The agent (block, max_buffer=1) and the UI read in turns at the paces given."""
+        agent_received: list[Any] = []
+        received: list[Any] = []
+        with anyio.fail_after(GUARD):
+            async with fan_out(from_list(events)) as hub:
+                agent = hub.subscribe(max_buffer=1)
+                ui = hub.subscribe(policy="coalesce_or_disconnect", max_buffer=max_buffer)
+                step = 0
+                while ui.statistics().state == "active" or ui.statistics().buffered:
+                    await wait_all_tasks_blocked()
+                    agent_reads, ui_reads = paces[step % len(paces)]
+                    step += 1
+                    # Each reads at least every other step, so that both always make progress.
+                    for _ in range(max(agent_reads, step % 2)):
+                        if agent.statistics().buffered:
+                            agent_received.append(await anext(agent))
+                    for _ in range(min(max(ui_reads, 1 - step % 2), ui.statistics().buffered)):
+                        received.append(await anext(ui))
+                with suppress(SubscriberError):
+                    received.extend(await read_all(ui))
+                agent_received.extend(await read_all(agent))
+                return agent_received, received, ui.statistics()
+
+    agent_received, received, stats = anyio.run(scenario, backend="asyncio")
+    assert agent_received == events  # the UI never held the source up
+    accepted = stats.delivered + stats.coalesced
+    assert canonical(received) == canonical(events[:accepted])
+    assert stats.state in {"completed", "disconnected"}
+    if stats.state == "completed":
+        assert accepted == len(events)
 
 
 async def test_drop_keeps_the_latest_snapshots() -> None:
