@@ -22,6 +22,10 @@ A subscriber declares what happens when its buffer (``max_buffer`` items) is ful
 ``disconnect``
     The subscriber ends with :class:`~pipeline.errors.SubscriberError` after the items it already holds;
     the others go on.
+``coalesce_or_disconnect``
+    ``coalesce`` where a delta can merge, ``disconnect`` where ``coalesce`` would wait: lossless in text
+    while the subscriber keeps up roughly, and it never holds up the source. For consumers that can
+    start over (a browser reconnects and replays), and the web endpoints' default.
 
 Replay: the hub keeps the response's items (up to ``MAX_REPLAY``, or the count given as
 ``fan_out(replay=...)``) so that a subscriber joining mid-stream first receives every item from the start.
@@ -38,7 +42,20 @@ import weakref
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NamedTuple, TypeAlias, TypeVar, cast, get_args
+from types import TracebackType
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Generic,
+    Literal,
+    NamedTuple,
+    NoReturn,
+    TypeAlias,
+    TypeVar,
+    cast,
+    get_args,
+)
 
 import anyio
 import msgspec
@@ -74,7 +91,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-Policy: TypeAlias = Literal["block", "coalesce", "drop", "disconnect"]
+Policy: TypeAlias = Literal["block", "coalesce", "drop", "disconnect", "coalesce_or_disconnect"]
 """What a subscriber's buffer does when it is full; see the module docstring."""
 
 SubscriberState: TypeAlias = Literal[
@@ -94,6 +111,7 @@ RETAINED_SUBSCRIBERS: Final = 256
 """How many ended subscribers :meth:`Hub.statistics` still lists one by one (totals count them all)."""
 
 _POLICIES: Final = frozenset(get_args(Policy))
+_COALESCING: Final = frozenset({"coalesce", "coalesce_or_disconnect"})
 
 
 class SubscriberStatistics(NamedTuple):
@@ -173,7 +191,9 @@ class _Feed(Generic[T]):
     """A subscriber's state, held by the hub. Its consumer-facing handle is :class:`Subscription`."""
 
     __slots__ = (
+        "__weakref__",
         "_appended",
+        "_error_traceback",
         "_history",
         "_hub",
         "_items",
@@ -226,6 +246,7 @@ class _Feed(Generic[T]):
         self.dropped = 0
         self.state: SubscriberState = "active"
         self.error: BaseException | None = None
+        self._error_traceback: TracebackType | None = None
         self.ended = False
         """No more items will arrive (those waiting can still be read)."""
         self.finished = False
@@ -235,6 +256,7 @@ class _Feed(Generic[T]):
             "coalesce": self._offer_coalesce,
             "drop": self._offer_drop,
             "disconnect": self._offer_disconnect,
+            "coalesce_or_disconnect": self._offer_coalesce_or_disconnect,
         }
         self.offer = offers[policy]
         """Put an item in the buffer as the policy says; False means the pump must wait for room."""
@@ -300,24 +322,43 @@ class _Feed(Generic[T]):
 
     def _offer_disconnect(self, item: T, key: _CoalesceKey | None) -> bool:
         if len(self._items) >= self.max_buffer:
-            self.end(
-                "disconnected",
-                SubscriberError(
-                    f"subscriber {self.name!r} fell {self.max_buffer} items behind (max_buffer) at item"
-                    f" {self._hub._items_seen} of the source and was disconnected (policy 'disconnect')"
-                ),
-            )
+            self._overflow()
         else:
             self._append(item)
         return True
 
-    def end(self, state: SubscriberState, error: BaseException | None) -> None:
-        """No more items: record why, wake the consumer, and stop holding up the pump."""
+    def _offer_coalesce_or_disconnect(self, item: T, key: _CoalesceKey | None) -> bool:
+        if not self._offer_coalesce(item, key):
+            self._overflow()
+        return True
+
+    def _overflow(self) -> None:
+        self.end(
+            "disconnected",
+            SubscriberError(
+                f"subscriber {self.name!r} fell {self.max_buffer} items behind (max_buffer) at item"
+                f" {self._hub._items_seen} of the source and was disconnected (policy {self.policy!r})"
+            ),
+        )
+
+    def end(
+        self,
+        state: SubscriberState,
+        error: BaseException | None,
+        error_traceback: TracebackType | None = None,
+    ) -> None:
+        """No more items: record why, wake the consumer, and stop holding up the pump.
+
+        ``error_traceback`` is the traceback ``error`` is raised from (by default its own, as it is now).
+        """
         if self.ended:
             return
         self.ended = True
         self.state = state
         self.error = error
+        if error is not None and error_traceback is None:
+            error_traceback = error.__traceback__
+        self._error_traceback = error_traceback
         self._wake_reader()
         self._hub._feed_ended(self)
 
@@ -402,7 +443,7 @@ class _Feed(Generic[T]):
         self.finished = True
         self._hub._retire(self)
         if self.error is not None and self.state != "unsubscribed":
-            raise self.error
+            _raise_shared(self.error, self._error_traceback)
 
     def close(self) -> None:
         """Unsubscribe: drop what is waiting and never hold up the pump again."""
@@ -439,7 +480,8 @@ class Subscription(AsyncIterator[T]):
 
     Iterate it (``async for``) or take batches (:meth:`receive_batch`). It ends as the source ends: cleanly,
     or by raising the source's exception, :class:`~pipeline.errors.SubscriberError` (overflow under
-    ``disconnect``) or :class:`HubClosedError`, after the items it already holds.
+    ``disconnect`` or ``coalesce_or_disconnect``) or :class:`HubClosedError`, after the items it already
+    holds.
 
     Use it as an async context manager, or call :meth:`close`, to unsubscribe early. A subscription that is
     no longer referenced (``async for ... : break`` on ``hub.subscribe()``) unsubscribes itself, so a
@@ -453,7 +495,10 @@ class Subscription(AsyncIterator[T]):
 
     def __init__(self, feed: _Feed[T]) -> None:
         self._feed = feed
-        weakref.finalize(self, feed.close).atexit = False
+        # Only a weak reference to the feed: the finalizer registry is a global root, and the feed's error
+        # (its traceback holds this subscription's frames) would otherwise keep both, and the hub's whole
+        # history, alive for ever.
+        weakref.finalize(self, _close_feed, weakref.ref(feed)).atexit = False
 
     @property
     def name(self) -> str:
@@ -488,6 +533,28 @@ class Subscription(AsyncIterator[T]):
     def _cut_off(self, error: Exception) -> None:
         self._feed.cut_off(error)
 
+    def _disconnect(self, error: SubscriberError) -> None:
+        """End this subscriber alone because its consumer cannot keep up (a web client's send timed out)."""
+        self._feed.end("disconnected", error)
+        self._feed.close()
+
+
+def _close_feed(feed_ref: weakref.ref[_Feed[Any]]) -> None:
+    """A forgotten subscription's finalizer: unsubscribe its feed, if the hub still holds it."""
+    feed = feed_ref()
+    if feed is not None:
+        feed.close()
+
+
+def _raise_shared(error: BaseException, traceback: TracebackType | None) -> NoReturn:
+    """Raise an exception that several readers raise in turn, from the traceback it had when it ended them.
+
+    Raising an exception object again appends the raiser's frames to its traceback: without the reset,
+    every subscriber (every reconnecting browser) would add its frames to the one shared exception, and
+    keep them alive as long as the hub.
+    """
+    raise error.with_traceback(traceback)
+
 
 class Hub(Generic[T]):
     """Multicasts one source to many subscribers. Made by :func:`fan_out`, which owns its tasks.
@@ -508,6 +575,7 @@ class Hub(Generic[T]):
         self._subscriptions_made = 0
         self._source_state: SourceState = "running"
         self._source_error: BaseException | None = None
+        self._source_traceback: TracebackType | None = None
         self._room: anyio.Event | None = None
         self._finished = anyio.Event()
         self._pump_scope = anyio.CancelScope()
@@ -644,7 +712,7 @@ class Hub(Generic[T]):
         key_known = False
         stalled: list[_Feed[T]] = []
         for feed in self._live:
-            if feed.policy == "coalesce" and not key_known:
+            if not key_known and feed.policy in _COALESCING:
                 key, key_known = _coalesce_key(item), True
             if not feed.offer(item, key):
                 stalled.append(feed)
@@ -672,19 +740,21 @@ class Hub(Generic[T]):
     def _end_source(self, state: SourceState, error: BaseException | None) -> None:
         self._source_state = state
         self._source_error = error
+        self._source_traceback = error.__traceback__ if error is not None else None
         subscriber_outcome = self._outcome_for_subscribers()
         for feed in self._live:
             feed.end(*subscriber_outcome)
         self._finished.set()
 
-    def _outcome_for_subscribers(self) -> tuple[SubscriberState, BaseException | None]:
+    def _outcome_for_subscribers(
+        self,
+    ) -> tuple[SubscriberState, BaseException | None, TracebackType | None]:
         if self._source_state == "completed":
-            return "completed", None
+            return "completed", None, None
         if self._source_state == "failed":
-            return "failed", self._source_error
-        return "closed", HubClosedError(
-            f"the hub was closed after {self._items_seen} items, before its source ended"
-        )
+            return "failed", self._source_error, self._source_traceback
+        closed = HubClosedError(f"the hub was closed after {self._items_seen} items, before its source ended")
+        return "closed", closed, None
 
     def _replay_unavailable_reason(self) -> str:
         if not self._history_limit:
@@ -737,7 +807,7 @@ class Hub(Generic[T]):
 
     def _raise_source_error(self) -> None:
         if self._source_error is not None:
-            raise self._source_error
+            _raise_shared(self._source_error, self._source_traceback)
 
 
 @contextmanager

@@ -1,9 +1,8 @@
 """Web endpoints for a response's hub: Server-Sent Events and WebSocket, as plain ASGI apps.
 
-Each connection is one hub subscriber (default policy ``coalesce``: a browser gets every character but may
-get it in fewer, bigger deltas), replays the response from its start, and unsubscribes when the client
-goes away. A :class:`ResponseRegistry` binds response ids to live hubs, so one pair of routes serves them
-all::
+Each connection is one hub subscriber, replays the response from its start, and unsubscribes when the
+client goes away. A :class:`ResponseRegistry` binds response ids to live hubs, so one pair of routes
+serves them all::
 
     registry = ResponseRegistry()
     app = Starlette(routes=stream_routes(registry))        # /responses/{response_id}/events and /ws
@@ -12,6 +11,18 @@ all::
         with registry.register(response_id, hub):
             async for event in hub.subscribe():             # the agent consumes as one more subscriber
                 ...
+
+A slow or dead client never stalls the producer or the other subscribers:
+
+- The default policy is ``coalesce_or_disconnect``: a client that lags gets the text in fewer, bigger
+  deltas; one that falls ``max_buffer`` unmergeable items behind is disconnected (it receives what it
+  holds, then an ``ERROR`` naming the overflow, and can reconnect to replay the response). ``block`` or
+  ``coalesce`` can be asked for instead; then a client that stops reading holds up the source, for at
+  most ``send_timeout``.
+- ``send_timeout`` (default :data:`DEFAULT_SEND_TIMEOUT` seconds) bounds every single send to the client:
+  a client that stays connected but takes nothing for that long is dropped (its subscription ends as
+  ``disconnected``, the connection is closed without a final message, and a warning is logged). SSE
+  bodies are sent in pieces of at most :data:`MAX_SEND_BYTES`, so a long replay is not one huge send.
 
 Wire format: each item as the JSON of its ``to_dict()`` (``encode`` to change it).
 
@@ -33,13 +44,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import anyio
 import msgspec
 
-from pipeline.errors import ConfigurationError, StreamfoldError
+from pipeline._jsonenc import encode_json
+from pipeline.errors import ConfigurationError, StreamfoldError, SubscriberError
 from pipeline.hub import Hub, Policy, ReplayUnavailableError, Subscription
 
 if TYPE_CHECKING:
@@ -47,7 +59,10 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
 __all__ = [
+    "DEFAULT_SEND_TIMEOUT",
     "DEFAULT_WEB_MAX_BUFFER",
+    "DEFAULT_WEB_POLICY",
+    "MAX_SEND_BYTES",
     "HubResolver",
     "ResponseRegistry",
     "SSEEndpoint",
@@ -70,6 +85,11 @@ HubResolver: TypeAlias = Callable[["HTTPConnection"], "Hub[Any] | None"]
 """Finds the hub a connection asks for (from its path parameters, query, ...), or None: 404 / 4404."""
 
 DEFAULT_WEB_MAX_BUFFER: Final = 64
+DEFAULT_WEB_POLICY: Final[Policy] = "coalesce_or_disconnect"
+DEFAULT_SEND_TIMEOUT: Final = 10.0
+"""Seconds one send to a client may take before the client is dropped (a client that stopped reading)."""
+MAX_SEND_BYTES: Final = 64 * 1024
+"""SSE: items of one batch are sent in bodies of about this size at most (an item is never split)."""
 
 _SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -150,13 +170,18 @@ class _Endpoint:
         max_buffer: int,
         replay: bool,
         encode: Callable[[Any], Any],
+        send_timeout: float | None,
     ) -> None:
+        if send_timeout is not None and not send_timeout > 0:
+            raise ConfigurationError(
+                f"send_timeout must be a positive number of seconds or None, got {send_timeout}"
+            )
         self.hubs = hubs
         self.policy = policy
         self.max_buffer = max_buffer
         self.replay = replay
         self.encode = encode
-        self._json = msgspec.json.Encoder()
+        self.send_timeout = send_timeout
 
     def _resolve(self, scope: Scope) -> Hub[Any] | None:
         if isinstance(self.hubs, Hub):
@@ -176,7 +201,28 @@ class _Endpoint:
         )
 
     def _encode(self, item: Any) -> bytes:
-        return self._json.encode(self.encode(item))
+        return encode_json(self.encode(item))
+
+    def _bounded(self, send: Send) -> Send:
+        """``send``, raising ``TimeoutError`` when one send takes longer than ``send_timeout``."""
+        timeout = self.send_timeout
+        if timeout is None:
+            return send
+
+        async def bounded_send(message: Message) -> None:
+            with anyio.fail_after(timeout):
+                await send(message)
+
+        return bounded_send
+
+    def _drop_stalled(self, subscription: Subscription[Any]) -> None:
+        """The client took nothing for ``send_timeout`` seconds: end its subscription as disconnected."""
+        message = (
+            f"subscriber {subscription.name!r} took nothing for {self.send_timeout} s (send_timeout) and"
+            " was disconnected"
+        )
+        logger.warning("%s", message)
+        subscription._disconnect(SubscriberError(message))
 
 
 class SSEEndpoint(_Endpoint):
@@ -190,9 +236,17 @@ class SSEEndpoint(_Endpoint):
         max_buffer: int,
         replay: bool,
         encode: Callable[[Any], Any],
+        send_timeout: float | None,
         heartbeat: float | None,
     ) -> None:
-        super().__init__(hubs, policy=policy, max_buffer=max_buffer, replay=replay, encode=encode)
+        super().__init__(
+            hubs,
+            policy=policy,
+            max_buffer=max_buffer,
+            replay=replay,
+            encode=encode,
+            send_timeout=send_timeout,
+        )
         self.heartbeat = heartbeat
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -209,9 +263,14 @@ class SSEEndpoint(_Endpoint):
             return
         async with subscription, anyio.create_task_group() as tasks:
             tasks.start_soon(_cancel_on_disconnect, receive, "http.disconnect", tasks.cancel_scope)
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-            with suppress(OSError):  # the client went away while we were sending
+            send = self._bounded(send)
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
                 await self._stream(subscription, send)
+            except TimeoutError:
+                self._drop_stalled(subscription)
+            except OSError:
+                pass  # the client went away while we were sending
             tasks.cancel_scope.cancel()
 
     async def _stream(self, subscription: Subscription[Any], send: Send) -> None:
@@ -219,7 +278,7 @@ class SSEEndpoint(_Endpoint):
             try:
                 batch = await self._next_batch(subscription)
             except Exception as exc:
-                await _send_body(send, _sse_event(b"error", self._json.encode(error_to_wire(exc))), last=True)
+                await _send_body(send, _sse_event(b"error", encode_json(error_to_wire(exc))), last=True)
                 return
             if batch is None:
                 await _send_body(send, _SSE_KEEP_ALIVE)
@@ -228,14 +287,22 @@ class SSEEndpoint(_Endpoint):
                 await _send_body(send, _SSE_END, last=True)
                 return
             frames: list[bytes] = []
+            size = 0
             for item in batch:
                 try:
-                    frames.append(b"data: " + self._encode(item) + b"\n\n")
+                    frame = b"data: " + self._encode(item) + b"\n\n"
                 except Exception as exc:
-                    frames.append(_sse_event(b"error", self._json.encode(_encoding_failed(exc))))
+                    frames.append(_sse_event(b"error", encode_json(_encoding_failed(exc))))
                     await _send_body(send, b"".join(frames), last=True)
                     return
-            await _send_body(send, b"".join(frames))
+                frames.append(frame)
+                size += len(frame)
+                if size >= MAX_SEND_BYTES:  # keep each send small enough for send_timeout to mean something
+                    await _send_body(send, b"".join(frames))
+                    frames.clear()
+                    size = 0
+            if frames:
+                await _send_body(send, b"".join(frames))
 
     async def _next_batch(self, subscription: Subscription[Any]) -> list[Any] | None:
         """The next items, ``[]`` at the end, or None when ``heartbeat`` seconds passed without any."""
@@ -268,9 +335,14 @@ class WebSocketEndpoint(_Endpoint):
             return
         async with subscription, anyio.create_task_group() as tasks:
             tasks.start_soon(_cancel_on_disconnect, receive, "websocket.disconnect", tasks.cancel_scope)
-            with suppress(OSError):  # the client went away while we were sending
+            send = self._bounded(send)
+            try:
                 code, reason = await self._stream(subscription, send)
                 await _send_close(send, code, reason)
+            except TimeoutError:
+                self._drop_stalled(subscription)
+            except OSError:
+                pass  # the client went away while we were sending
             tasks.cancel_scope.cancel()
 
     async def _stream(self, subscription: Subscription[Any], send: Send) -> tuple[int, str]:
@@ -280,7 +352,7 @@ class WebSocketEndpoint(_Endpoint):
                 batch = await subscription.receive_batch()
             except Exception as exc:
                 error = error_to_wire(exc)
-                await send({"type": "websocket.send", "text": self._json.encode(error).decode()})
+                await send({"type": "websocket.send", "text": encode_json(error).decode()})
                 return _WS_INTERNAL_ERROR, error["message"]
             if not batch:
                 return _WS_NORMAL_CLOSURE, ""
@@ -289,7 +361,7 @@ class WebSocketEndpoint(_Endpoint):
                     text = self._encode(item).decode()
                 except Exception as exc:
                     error = _encoding_failed(exc)
-                    await send({"type": "websocket.send", "text": self._json.encode(error).decode()})
+                    await send({"type": "websocket.send", "text": encode_json(error).decode()})
                     return _WS_INTERNAL_ERROR, error["message"]
                 await send({"type": "websocket.send", "text": text})
 
@@ -297,50 +369,75 @@ class WebSocketEndpoint(_Endpoint):
 def sse_endpoint(
     hubs: Hub[Any] | HubResolver,
     *,
-    policy: Policy = "coalesce",
+    policy: Policy = DEFAULT_WEB_POLICY,
     max_buffer: int = DEFAULT_WEB_MAX_BUFFER,
     replay: bool = True,
     encode: Callable[[Any], Any] = to_wire,
+    send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
     heartbeat: float | None = None,
 ) -> SSEEndpoint:
     """An ASGI app (a Starlette route endpoint) streaming a hub's items as Server-Sent Events.
 
     Args:
         hubs: one hub, or a resolver such as a :class:`ResponseRegistry`.
-        policy, max_buffer, replay: each connection's subscription (see :meth:`Hub.subscribe`).
+        policy, max_buffer, replay: each connection's subscription (see :meth:`Hub.subscribe`). The
+            default policy never lets a slow client hold up the source; see the module docstring.
         encode: an item to JSON-ready data.
+        send_timeout: drop a client when one send to it takes longer than this many seconds (``None``:
+            never, which lets a client that stops reading block the connection for ever).
         heartbeat: send an SSE comment after this many idle seconds, so proxies keep the stream open.
+
+    Raises:
+        ConfigurationError: a ``send_timeout`` that is not positive.
     """
     return SSEEndpoint(
-        hubs, policy=policy, max_buffer=max_buffer, replay=replay, encode=encode, heartbeat=heartbeat
+        hubs,
+        policy=policy,
+        max_buffer=max_buffer,
+        replay=replay,
+        encode=encode,
+        send_timeout=send_timeout,
+        heartbeat=heartbeat,
     )
 
 
 def websocket_endpoint(
     hubs: Hub[Any] | HubResolver,
     *,
-    policy: Policy = "coalesce",
+    policy: Policy = DEFAULT_WEB_POLICY,
     max_buffer: int = DEFAULT_WEB_MAX_BUFFER,
     replay: bool = True,
     encode: Callable[[Any], Any] = to_wire,
+    send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
 ) -> WebSocketEndpoint:
-    """An ASGI app (a Starlette WebSocket route endpoint) sending a hub's items as JSON text messages."""
-    return WebSocketEndpoint(hubs, policy=policy, max_buffer=max_buffer, replay=replay, encode=encode)
+    """An ASGI app (a Starlette WebSocket route endpoint) sending a hub's items as JSON text messages.
+
+    The options are those of :func:`sse_endpoint`.
+    """
+    return WebSocketEndpoint(
+        hubs, policy=policy, max_buffer=max_buffer, replay=replay, encode=encode, send_timeout=send_timeout
+    )
 
 
 def stream_routes(
     hubs: Hub[Any] | HubResolver,
     *,
     path: str = "/responses/{response_id}",
-    policy: Policy = "coalesce",
+    policy: Policy = DEFAULT_WEB_POLICY,
     max_buffer: int = DEFAULT_WEB_MAX_BUFFER,
     replay: bool = True,
+    send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
     heartbeat: float | None = None,
 ) -> list[BaseRoute]:
     """Starlette routes ``{path}/events`` (SSE, GET) and ``{path}/ws`` (WebSocket) for ``hubs``."""
     from starlette.routing import Route, WebSocketRoute
 
-    options: dict[str, Any] = {"policy": policy, "max_buffer": max_buffer, "replay": replay}
+    options: dict[str, Any] = {
+        "policy": policy,
+        "max_buffer": max_buffer,
+        "replay": replay,
+        "send_timeout": send_timeout,
+    }
     return [
         Route(f"{path}/events", sse_endpoint(hubs, heartbeat=heartbeat, **options), methods=["GET"]),
         WebSocketRoute(f"{path}/ws", websocket_endpoint(hubs, **options)),
@@ -368,7 +465,7 @@ async def _send_plain_response(send: Send, status: int, text: str) -> None:
 
 
 async def _send_close(send: Send, code: int, reason: str) -> None:
-    reason_bytes = reason.encode()[:_WS_MAX_REASON_BYTES]
+    reason_bytes = reason.encode(errors="replace")[:_WS_MAX_REASON_BYTES]  # a lone surrogate becomes "?"
     await send({"type": "websocket.close", "code": code, "reason": reason_bytes.decode(errors="ignore")})
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import traceback
+import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import suppress
 from typing import Any, TypeVar
 
 import anyio
@@ -20,6 +23,7 @@ from reactivex.abc import ObserverBase
 
 from pipeline.errors import ConfigurationError, ProviderError, SubscriberError
 from pipeline.hub import (
+    Hub,
     HubClosedError,
     HubStatistics,
     Policy,
@@ -262,6 +266,52 @@ def test_coalesce_is_lossless_whatever_the_reading_pace(
     assert len(received) <= len(events)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    events=st.lists(delta_events | barrier_events, max_size=40),
+    max_buffer=st.integers(min_value=1, max_value=4),
+    paces=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=3), st.integers(min_value=0, max_value=3)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_coalesce_or_disconnect_loses_no_text_before_it_disconnects_and_never_waits(
+    events: list[SegmentEvent | ResponseEnd], max_buffer: int, paces: list[tuple[int, int]]
+) -> None:
+    async def scenario() -> tuple[list[Any], list[Any], SubscriberStatistics]:
+        """The agent (block, max_buffer=1) and the UI read in turns at the paces given."""
+        agent_received: list[Any] = []
+        received: list[Any] = []
+        with anyio.fail_after(GUARD):
+            async with fan_out(from_list(events)) as hub:
+                agent = hub.subscribe(max_buffer=1)
+                ui = hub.subscribe(policy="coalesce_or_disconnect", max_buffer=max_buffer)
+                step = 0
+                while ui.statistics().state == "active" or ui.statistics().buffered:
+                    await wait_all_tasks_blocked()
+                    agent_reads, ui_reads = paces[step % len(paces)]
+                    step += 1
+                    # Each reads at least every other step, so that both always make progress.
+                    for _ in range(max(agent_reads, step % 2)):
+                        if agent.statistics().buffered:
+                            agent_received.append(await anext(agent))
+                    for _ in range(min(max(ui_reads, 1 - step % 2), ui.statistics().buffered)):
+                        received.append(await anext(ui))
+                with suppress(SubscriberError):
+                    received.extend(await read_all(ui))
+                agent_received.extend(await read_all(agent))
+                return agent_received, received, ui.statistics()
+
+    agent_received, received, stats = anyio.run(scenario, backend="asyncio")
+    assert agent_received == events  # the UI never held the source up
+    accepted = stats.delivered + stats.coalesced
+    assert canonical(received) == canonical(events[:accepted])
+    assert stats.state in {"completed", "disconnected"}
+    if stats.state == "completed":
+        assert accepted == len(events)
+
+
 async def test_drop_keeps_the_latest_snapshots() -> None:
     with anyio.fail_after(GUARD):
         async with fan_out(from_list(range(10))) as hub:
@@ -287,6 +337,30 @@ async def test_disconnect_cuts_off_only_the_slow_subscriber() -> None:
             )
             assert slow.statistics().state == "disconnected"
             assert await read_all(slow) == []  # the error is raised once
+
+
+async def test_coalesce_or_disconnect_merges_deltas_and_disconnects_instead_of_waiting() -> None:
+    text = "text_0"
+    events: list[PipelineEvent] = [
+        SegmentEvent.start(text, SegmentType.TEXT),
+        *(SegmentEvent.content(text, piece) for piece in ["a", "b", "c"]),
+        SegmentEvent.end(text),  # cannot merge: coalesce would wait here for room
+        ResponseEnd(finish_reason="stop"),
+    ]
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(events)) as hub:
+            agent = hub.subscribe(max_buffer=1)
+            browser = hub.subscribe(policy="coalesce_or_disconnect", max_buffer=2, name="browser")
+            assert await read_all(agent) == events  # never held up by the browser
+            received, error = await read_until_error(browser)
+            assert received == [events[0], SegmentEvent.content(text, "abc")]
+            assert isinstance(error, SubscriberError)
+            assert str(error) == (
+                "subscriber 'browser' fell 2 items behind (max_buffer) at item 5 of the source and was"
+                " disconnected (policy 'coalesce_or_disconnect')"
+            )
+            stats = browser.statistics()
+            assert (stats.state, stats.coalesced, stats.delivered) == ("disconnected", 2, 2)
 
 
 class GatedSource:
@@ -681,3 +755,117 @@ def test_a_late_subscriber_always_receives_the_whole_sequence(
     seen, late, live = anyio.run(scenario, backend="asyncio")
     assert seen == late == list(range(total))
     assert live == list(range(join_after, total))
+
+
+class Item:
+    """An item that can be referenced weakly: tells whether a hub's history was freed."""
+
+    __slots__ = ("__weakref__", "number")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+
+class Freed:
+    """Weak references to a hub and to the items of its history, checked after a full collection."""
+
+    def __init__(self, hub: Hub[Item], items: Sequence[Item]) -> None:
+        self.refs: list[weakref.ref[Any]] = [weakref.ref(hub), *(weakref.ref(item) for item in items)]
+
+    def alive(self) -> int:
+        gc.collect()
+        return sum(ref() is not None for ref in self.refs)
+
+
+async def failed_response_hub() -> Freed:
+    """A response whose source fails: read by a subscriber, replayed after the end, raised at exit."""
+
+    async def failing() -> AsyncIterator[Item]:
+        for item in [Item(number) for number in range(20)]:
+            yield item
+        raise ProviderError("overloaded")
+
+    try:
+        async with fan_out(failing()) as hub:
+            reader = hub.subscribe(max_buffer=2)
+            forgotten = hub.subscribe(max_buffer=50)
+            received, error = await read_until_error(reader)
+            assert isinstance(error, ProviderError)
+            late_received, late_error = await read_until_error(hub.subscribe())
+            assert late_received == received
+            assert late_error is error
+            freed = Freed(hub, received)
+            del forgotten, received, late_received, error, late_error, reader
+    except ProviderError:
+        pass
+    else:
+        raise AssertionError("the source's error was not raised")
+    return freed
+
+
+async def overflowed_hub() -> Freed:
+    """A ``disconnect`` subscriber overflows and reads its SubscriberError; the source completes."""
+    items = [Item(number) for number in range(20)]
+    async with fan_out(from_list(items)) as hub:
+        slow = hub.subscribe(policy="disconnect", max_buffer=2)
+        assert await read_all(hub.subscribe(max_buffer=1)) == items
+        received, error = await read_until_error(slow)
+        assert received == items[:2]
+        assert isinstance(error, SubscriberError)
+        del received, error, slow
+        freed = Freed(hub, items)
+    return freed
+
+
+async def closed_early_hub() -> Freed:
+    """The hub's block is left before the source ends; a subscriber reads its HubClosedError."""
+    items = [Item(number) for number in range(20)]
+    async with fan_out(from_list(items)) as hub:
+        subscription = hub.subscribe(max_buffer=2)
+        assert await anext(subscription) is items[0]
+    received, error = await read_until_error(subscription)
+    assert received == items[1 : 1 + len(received)]
+    assert isinstance(error, HubClosedError)
+    del received, error, subscription
+    return Freed(hub, items)
+
+
+async def clean_hub() -> Freed:
+    items = [Item(number) for number in range(20)]
+    async with fan_out(from_list(items)) as hub:
+        assert await read_all(hub.subscribe(max_buffer=2)) == items
+    return Freed(hub, items)
+
+
+@pytest.mark.parametrize("run", [clean_hub, failed_response_hub, overflowed_hub, closed_early_hub])
+async def test_a_hub_is_freed_after_a_failure_like_after_a_clean_end(run: Any) -> None:
+    # Each subscription's finalizer used to hold its feed strongly, and the feed's error held the
+    # subscription through its traceback: the hub and its whole history were never freed.
+    with anyio.fail_after(GUARD):
+        freed: Freed = await run()
+    assert freed.alive() == 0
+
+
+async def test_a_shared_error_does_not_grow_a_traceback_per_subscriber() -> None:
+    boom = ProviderError("overloaded")
+
+    async def failing() -> AsyncIterator[int]:
+        yield 1
+        raise boom
+
+    def depth(error: BaseException) -> int:
+        return len(traceback.extract_tb(error.__traceback__))
+
+    depths: list[int] = []
+
+    async def run_hub() -> None:
+        async with fan_out(failing()) as hub:
+            await hub.wait_finished()
+            for _ in range(5):
+                assert (await read_until_error(hub.subscribe()))[1] is boom
+                depths.append(depth(boom))
+
+    with anyio.fail_after(GUARD), pytest.raises(ProviderError):
+        await run_hub()
+    assert len(depths) == 5
+    assert len(set(depths)) == 1

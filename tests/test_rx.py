@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import weakref
 from collections.abc import AsyncIterator, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -293,3 +295,48 @@ async def test_to_observable_disposed_from_on_next_stops_quietly() -> None:
         await wait_all_tasks_blocked()
     assert taken == [0, 1, "completed"]
     assert source.closed
+
+
+class Item:
+    __slots__ = ("__weakref__",)
+
+
+class Tally(ObserverBase[Any]):
+    """Records what it hears without keeping the items or the error (which would keep the hub alive)."""
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+
+    def on_next(self, value: Any) -> None:
+        self.heard.append("next")
+
+    def on_error(self, error: Exception) -> None:
+        self.heard.append(type(error).__name__)
+
+    def on_completed(self) -> None:
+        self.heard.append("completed")
+
+
+async def test_an_observed_hub_is_freed_after_its_source_fails() -> None:
+    observer = Tally()
+
+    async def run_hub() -> tuple[weakref.ref[Any], weakref.ref[Item]]:
+        item = Item()
+
+        async def failing() -> AsyncIterator[Item]:
+            yield item
+            raise ProviderError("overloaded")
+
+        try:
+            async with fan_out(failing()) as hub:
+                hub.observe(observer)
+                await hub.wait_finished()
+        except ProviderError:
+            return weakref.ref(hub), weakref.ref(item)
+        raise AssertionError("the source's error was not raised")
+
+    with anyio.fail_after(GUARD):
+        hub_ref, item_ref = await run_hub()
+    gc.collect()
+    assert observer.heard == ["next", "ProviderError"]
+    assert (hub_ref(), item_ref()) == (None, None)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
+import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple, TypeVar
@@ -18,7 +20,7 @@ from starlette.routing import Route
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from pipeline.errors import ProviderError
+from pipeline.errors import ConfigurationError, ProviderError
 from pipeline.hub import Hub, fan_out
 from pipeline.models import (
     PipelineEvent,
@@ -28,7 +30,7 @@ from pipeline.models import (
     TokenUsage,
     ToolInvocation,
 )
-from pipeline.web import ResponseRegistry, sse_endpoint, stream_routes
+from pipeline.web import MAX_SEND_BYTES, ResponseRegistry, sse_endpoint, stream_routes, websocket_endpoint
 
 pytestmark = pytest.mark.anyio
 
@@ -83,13 +85,16 @@ class Server(NamedTuple):
 
 
 @asynccontextmanager
-async def serving(app: Starlette) -> AsyncIterator[str]:
+async def serving(app: Any, *, send_buffer: int | None = None) -> AsyncIterator[str]:
     """uvicorn serving ``app`` on an ephemeral port of 127.0.0.1; yields ``host:port``.
 
     The socket is bound and listening before uvicorn starts, so clients can connect at once: the kernel
-    queues them until uvicorn accepts.
+    queues them until uvicorn accepts. ``send_buffer`` sets the kernel send buffer of the connections
+    (accepted sockets inherit it), so that a client that stops reading blocks the server's sends soon.
     """
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if send_buffer is not None:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="websockets-sansio", http="h11")
@@ -103,7 +108,7 @@ async def serving(app: Starlette) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def server() -> AsyncIterator[Server]:
-    """The registry's routes (coalesce, max_buffer=4) served by uvicorn."""
+    """The registry's routes (default policy coalesce_or_disconnect, max_buffer=4) served by uvicorn."""
     registry = ResponseRegistry()
     async with serving(Starlette(routes=stream_routes(registry, max_buffer=4))) as address:
         yield Server(registry, f"http://{address}", f"ws://{address}")
@@ -165,7 +170,7 @@ async def test_sse_streams_every_event_then_end(server: Server) -> None:
         SSEEvent("end", {"type": "END"}),
     ]
     assert comments == []
-    assert (web.policy, web.max_buffer, web.state) == ("coalesce", 4, "completed")
+    assert (web.policy, web.max_buffer, web.state) == ("coalesce_or_disconnect", 4, "completed")
 
 
 async def read_failing_sse(server: Server, source: AsyncIterable[Any], received: list[SSEEvent]) -> None:
@@ -285,7 +290,7 @@ def subscriber_state(hub: Hub[Any], name_part: str) -> str | None:
 
 
 async def test_an_sse_client_that_leaves_is_unsubscribed_and_stalls_nobody(server: Server) -> None:
-    # Ints never merge, so the web subscriber (coalesce, max_buffer=4) would hold the source up if it
+    # Ints never merge, so the web subscriber (max_buffer=4) would be disconnected, not unsubscribed, if it
     # stayed subscribed without reading.
     source = GatedSource(list(range(100)), first=1)
     with anyio.fail_after(GUARD):
@@ -400,3 +405,188 @@ async def test_an_item_that_cannot_be_encoded_ends_the_stream_with_an_error(
     assert [event.event for event in sse_events] == ["message", "error"]
     assert websocket.close_code == 1011
     assert len([r for r in caplog.records if r.name == "streamfold"]) == 2
+
+
+class Item:
+    """An item that can be referenced weakly, sent as ``{}``."""
+
+    __slots__ = ("__weakref__",)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {}
+
+
+async def test_a_failed_response_served_over_sse_and_websocket_is_freed(server: Server) -> None:
+    # Each connection's subscription used to keep the hub and its history alive for ever once it had
+    # read the source's error.
+    async def run() -> tuple[weakref.ref[Any], weakref.ref[Item]]:
+        item = Item()
+
+        async def failing() -> AsyncIterator[Item]:
+            yield item
+            raise ProviderError("overloaded")
+
+        try:
+            async with fan_out(failing()) as hub:
+                with server.registry.register("resp_1", hub):
+                    async with (
+                        http_client(server.http) as client,
+                        client.stream("GET", "/responses/resp_1/events") as response,
+                    ):
+                        events = [event.event for event in (await read_sse(response))[0]]
+                    async with connect(f"{server.ws}/responses/resp_1/ws", proxy=None) as websocket:
+                        messages = await read_until_closed(websocket)
+                    assert events == ["message", "error"]
+                    assert [message.get("type") for message in messages] == [None, "ERROR"]
+                    await wait_until(lambda: hub.statistics().active == 0)
+        except ProviderError:
+            return weakref.ref(hub), weakref.ref(item)
+        raise AssertionError("the source's error was not raised")
+
+    with anyio.fail_after(GUARD):
+        hub_ref, item_ref = await run()
+        gc.collect()
+        while hub_ref() is not None:  # the server may still be closing the connections
+            await checkpoint()
+            gc.collect()
+    assert item_ref() is None
+
+
+class Watched:
+    """An ASGI app that records when a connection's call to the wrapped app has returned."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.returned = anyio.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.returned.set()
+
+
+def stalled_client(address: str, request: bytes) -> socket.socket:
+    """A client with a tiny receive buffer that sends ``request`` and then never reads."""
+    host, port = address.split(":")
+    client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect((host, int(port)))  # completes in the kernel: the listener is already listening
+    client.sendall(request)
+    return client
+
+
+def sse_request(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n".encode()
+
+
+def websocket_request(path: str) -> bytes:
+    return (
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize("route", ["/r/events", "/r/ws"])
+@pytest.mark.parametrize(
+    ("options", "ended_by"),
+    [
+        ({}, "fell 4 items behind"),  # the default policy: disconnected at once, the send timeout ends it
+        ({"policy": "coalesce"}, "took nothing for 0.2 s (send_timeout)"),  # stalls until the timeout
+    ],
+)
+async def test_a_client_that_stops_reading_never_stalls_the_producer_or_the_others(
+    route: str, options: dict[str, Any], ended_by: str
+) -> None:
+    # A client that stays connected but reads nothing used to freeze the agent for ever: the web
+    # subscriber's non-delta items waited like `block`, and nothing timed out a send.
+    items = [{"number": number, "padding": "x" * 1000} for number in range(2000)]  # 2 MB, none merge
+    source = GatedSource(items, first=1)
+    with anyio.fail_after(GUARD):
+        async with fan_out(source) as hub:
+            endpoint = Watched(
+                Starlette(routes=stream_routes(hub, path="/r", max_buffer=4, send_timeout=0.2, **options))
+            )
+            agent = hub.subscribe(max_buffer=1, name="agent")
+            async with serving(endpoint, send_buffer=4096) as address:
+                request = sse_request(route) if route.endswith("events") else websocket_request(route)
+                with stalled_client(address, request):
+                    await wait_until(lambda: subscriber_state(hub, route) is not None)
+                    source.release.set()
+                    assert [item async for item in agent] == items  # the producer ran to its end
+                    await hub.wait_finished()
+                    await endpoint.returned.wait()  # the stalled connection was let go
+                    [web] = [stats for stats in hub.statistics().subscribers if route in stats.name]
+                    assert web.state == "disconnected"
+                    assert ended_by in str(web.error)
+                    assert web.delivered < len(items)
+
+
+async def test_strings_with_lone_surrogates_are_sent_escaped_not_failed(server: Server) -> None:
+    # A dict source can hand over an already-decoded string holding a lone surrogate, which
+    # msgspec.json.encode refuses: the stream used to end with an EncodeError there.
+    items: list[Any] = [{"text": "\ud800 and \udfff"}, ResponseEnd()]
+
+    async def failing() -> AsyncIterator[Any]:
+        for item in items:
+            yield item
+        raise ProviderError("bad \ud800 byte")
+
+    received: dict[str, Any] = {}
+
+    async def run() -> None:
+        async with fan_out(failing()) as hub:
+            with server.registry.register("resp_1", hub):
+                async with (
+                    http_client(server.http) as client,
+                    client.stream("GET", "/responses/resp_1/events") as response,
+                ):
+                    received["sse"] = (await read_sse(response))[0]
+                async with connect(f"{server.ws}/responses/resp_1/ws", proxy=None) as websocket:
+                    received["ws"] = await read_until_closed(websocket)
+                    received["close"] = (websocket.close_code, websocket.close_reason)
+
+    with anyio.fail_after(GUARD), pytest.raises(ProviderError):
+        await run()
+    expected = [
+        {"text": "\ud800 and \udfff"},
+        ResponseEnd().to_dict(),
+        {"type": "ERROR", "error": "ProviderError", "message": "bad \ud800 byte"},
+    ]
+    assert received["sse"] == [
+        SSEEvent("message", expected[0]),
+        SSEEvent("message", expected[1]),
+        SSEEvent("error", expected[2]),
+    ]
+    assert received["ws"] == expected
+    assert received["close"] == (1011, "bad ? byte")
+
+
+async def test_a_long_replay_is_sent_in_bounded_bodies_so_send_timeout_applies_to_each() -> None:
+    items = [{"number": number, "padding": "x" * 1000} for number in range(300)]  # about 300 KB
+    bodies: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.body":
+            bodies.append(message["body"])
+
+    with anyio.fail_after(GUARD):
+        async with fan_out(from_list(items)) as hub:
+            await hub.wait_finished()
+            scope = {"type": "http", "path": "/r/events", "client": ("127.0.0.1", 1)}
+            await sse_endpoint(hub)(scope, receive, send)  # the whole history is one batch
+    frame = len(b"data: " + json.dumps(items[0], separators=(",", ":")).encode() + b"\n\n")
+    assert b"".join(bodies).count(b"data: ") == len(items) + 1  # and the END
+    assert len(bodies) > 4
+    assert all(len(body) < MAX_SEND_BYTES + frame for body in bodies)
+
+
+def test_send_timeout_must_be_positive() -> None:
+    with pytest.raises(ConfigurationError, match="send_timeout must be a positive number"):
+        sse_endpoint(ResponseRegistry(), send_timeout=0)
+    with pytest.raises(ConfigurationError, match="send_timeout must be a positive number"):
+        websocket_endpoint(ResponseRegistry(), send_timeout=-1.0)
