@@ -171,6 +171,8 @@ class SegmentEmitter:
             self._close_run(events)
         if chunk.citations:
             self._citations(events, chunk.citations)
+        if chunk.content_signature is not None and "signature" in self._run_metadata:
+            self._close_run(events)  # a text run has one signature: a second one is another signed part
         if chunk.content:
             self._run(events, _TEXT, chunk.content)
         if chunk.refusal:

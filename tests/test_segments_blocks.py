@@ -187,3 +187,21 @@ def test_a_signature_on_text_goes_to_the_text_segment_not_to_an_empty_reasoning_
         end("text0", {"signature": "sig-t"}),
         END,
     ]
+
+
+def test_two_signed_text_parts_are_two_text_segments_each_with_its_signature() -> None:
+    chunks = [
+        ChunkResponse(content="a", content_signature="s1"),
+        ChunkResponse(content="b"),
+        ChunkResponse(content="c", content_signature="s2"),
+    ]
+    assert run(chunks) == [
+        start("text0", "text"),
+        content("text0", "a"),
+        content("text0", "b"),
+        end("text0", {"signature": "s1"}),
+        start("text1", "text"),
+        content("text1", "c"),
+        end("text1", {"signature": "s2"}),
+        END,
+    ]
