@@ -17,11 +17,12 @@ def needs_extra(extra: str, feature: str) -> Iterator[None]:
     try:
         yield
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] in ("pipeline", "operators"):
+        module = (exc.name or "").split(".")[0]
+        if not module or module in ("pipeline", "operators"):
             raise
         raise MissingExtraError(
-            f"{feature} needs the {extra!r} extra (module {exc.name!r} is not installed):"
+            f"{feature} needs the {extra!r} extra (module {module!r} is not installed):"
             f" pip install 'streamfold[{extra}]'",
             extra=extra,
-            name=exc.name,
+            name=module,
         ) from exc
