@@ -17,6 +17,7 @@ import pydantic
 from aiostream import pipable_operator
 
 from pipeline._driver import drive
+from pipeline.errors import ConfigurationError
 from pipeline.models import (
     ResponseEnd,
     SegmentEvent,
@@ -43,7 +44,9 @@ class InvocationFolder:
     """
 
     def __init__(self, *, tools: ToolSchemas | None = None) -> None:
-        self._adapters = {name: _adapter(schema) for name, schema in (tools or {}).items()}
+        if tools is not None and not isinstance(tools, Mapping):
+            raise ConfigurationError(f"tools must map tool names to pydantic models, got {tools!r}")
+        self._adapters = {name: _adapter(name, schema) for name, schema in (tools or {}).items()}
         self._tool_segments: dict[str, dict[str, Any]] = {}
         self._folded: set[str] = set()
         self.invocations: list[ToolInvocation] = []
@@ -98,8 +101,17 @@ class InvocationFolder:
         )
 
 
-def _adapter(schema: type[pydantic.BaseModel] | pydantic.TypeAdapter[Any]) -> pydantic.TypeAdapter[Any]:
-    return schema if isinstance(schema, pydantic.TypeAdapter) else pydantic.TypeAdapter(schema)
+def _adapter(
+    name: str, schema: type[pydantic.BaseModel] | pydantic.TypeAdapter[Any]
+) -> pydantic.TypeAdapter[Any]:
+    if isinstance(schema, pydantic.TypeAdapter):
+        return schema
+    try:
+        return pydantic.TypeAdapter(schema)
+    except pydantic.PydanticSchemaGenerationError:
+        raise ConfigurationError(
+            f"tools[{name!r}] must be a pydantic model or TypeAdapter, got {schema!r}"
+        ) from None
 
 
 def _validate(adapter: pydantic.TypeAdapter[Any], arguments: dict[str, Any]) -> ToolCallError | None:

@@ -31,6 +31,7 @@ from aiostream import pipable_operator
 
 from pipeline._driver import drive
 from pipeline._jsonenc import encode_json
+from pipeline.errors import ConfigurationError
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
@@ -139,6 +140,16 @@ class SegmentEmitter:
         segment_ids: SegmentIdFactory | None = None,
         call_ids: Callable[[int], str] | None = None,
     ) -> None:
+        if file_tools is not None and not (
+            isinstance(file_tools, Mapping)
+            and all(isinstance(tool, FileTool) for tool in file_tools.values())
+        ):
+            raise ConfigurationError(
+                f"file_tools must map tool names to FileTool objects, got {file_tools!r}"
+            )
+        for option, factory in (("segment_ids", segment_ids), ("call_ids", call_ids)):
+            if factory is not None and not callable(factory):
+                raise ConfigurationError(f"{option} must be a callable, got {factory!r}")
         self._file_tools = DEFAULT_FILE_TOOLS if file_tools is None else file_tools
         self._segment_ids = segment_ids or _random_segment_id
         self._call_ids = call_ids or (lambda index: f"call_{uuid.uuid4().hex[:24]}")

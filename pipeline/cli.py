@@ -2,26 +2,36 @@
 
 ::
 
-    streamfold demo [--stream NAME] [--speed CHUNKS_PER_SECOND] [--plain]
+    streamfold demo [--stream NAME] [--speed PIECES_PER_SECOND] [--plain]
     streamfold replay FILE [--provider auto|openai|openai-responses|anthropic|gemini|cohere|text]
-                           [--tool-format api_tool_call|kimi_k2|...] [--output pretty|jsonl|openai-sse]
-    streamfold proxy --upstream URL [--host 127.0.0.1] [--port 8000] [--tool-format NAME]
+                           [--tool-format none|kimi_k2|...] [--output pretty|jsonl|openai-sse]
+                           [--speed PIECES_PER_SECOND] [--chunk-size N] [--plain]
+    streamfold proxy --upstream URL [--host 127.0.0.1] [--port 8000] [--tool-format kimi_k2|none|...]
+    streamfold --version
+
+Errors are one line on stderr: exit status 2 for a usage error (a bad option, a file that cannot be
+read), 1 for bad input (a stream that does not decode, a provider error) after everything before it was
+written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import IO, Any
 
 import anyio
 
-from pipeline.errors import StreamfoldError
+from pipeline._jsonenc import encode_json
+from pipeline._options import NO_REWRITE, rewrite_format
+from pipeline.compose import PROVIDERS
+from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 
 __all__ = ["main"]
@@ -33,40 +43,169 @@ DEMO_STREAMS = {
     "gemini-thinking": ("fantasy_gemini-2.5-flash_thought_summary_then_function_call.sse", "gemini"),
 }
 
+DESCRIPTION = (
+    "Replay recorded LLM streams through the streamfold pipeline, watch a demo, run the rewriting proxy."
+)
+SPEED_HELP = (
+    "pieces per second: provider events (SSE events, JSON lines, .json list items), text deltas, or"
+    " --chunk-size pieces; 0: as fast as possible (default: %(default)s)"
+)
+TEXT_DELTA_SIZE = 4
+"""Characters per delta of a text file replayed without ``--chunk-size``."""
+
+
+class _InputError(Exception):
+    """The file given cannot be read at all (missing, a directory, no permission): a usage error."""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("streamfold")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
+def _tool_format_names() -> str:
+    from operators.delimiters import FORMATS
+
+    return ", ".join(sorted({lexer.name for lexer in FORMATS.values()}))
+
+
+def _tool_format(value: str) -> str:
+    """argparse type of ``--tool-format``: ``none`` or a delimiter format (aliases accepted)."""
+    try:
+        return rewrite_format(value) or NO_REWRITE
+    except StreamfoldError:
+        raise argparse.ArgumentTypeError(
+            f"unknown tool format {value!r}; expected none or one of: {_tool_format_names()}"
+        ) from None
+
+
+def _speed(value: str) -> float:
+    try:
+        speed = float(value)
+    except ValueError:
+        speed = math.nan
+    if not (math.isfinite(speed) and speed >= 0):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
+    return speed
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value!r}")
+    return number
+
+
+def _port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {value!r}")
+    return number
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="streamfold", description=__doc__.split("\n\n")[0] if __doc__ else None
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="streamfold", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"streamfold {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,replay,proxy}")
 
-    demo = commands.add_parser("demo", help="replay a bundled stream through the whole pipeline, live")
-    demo.add_argument("--stream", choices=sorted(DEMO_STREAMS), default="coding-agent")
-    demo.add_argument("--speed", type=float, default=120.0, help="chunks per second (0: as fast as possible)")
+    demo = commands.add_parser(
+        "demo",
+        help="replay a bundled stream through the whole pipeline, live",
+        description="Replay a bundled recorded response through the whole pipeline, live (no network).",
+    )
+    demo.add_argument(
+        "--stream",
+        choices=sorted(DEMO_STREAMS),
+        default="coding-agent",
+        help="which recording (default: %(default)s)",
+    )
+    demo.add_argument("--speed", type=_speed, default=120.0, metavar="RATE", help=SPEED_HELP)
     demo.add_argument("--plain", action="store_true", help="plain lines, as on a dumb terminal")
 
-    replay = commands.add_parser("replay", help="run a recorded stream file through the pipeline")
-    replay.add_argument("file", type=Path)
-    replay.add_argument("--provider", default="auto")
-    replay.add_argument("--tool-format", default="api_tool_call")
-    replay.add_argument("--output", choices=("pretty", "jsonl", "openai-sse"), default="pretty")
-    replay.add_argument("--speed", type=float, default=0.0, help="chunks per second (0: as fast as possible)")
-    replay.add_argument("--chunk-size", type=int, default=None, help="re-chunk the bytes (text: delta size)")
+    formats = _tool_format_names()
+    replay = commands.add_parser(
+        "replay",
+        help="run a recorded stream file through the pipeline",
+        description=(
+            "Run a recorded stream through the pipeline. FILE: SSE (.sse) or JSON Lines (.jsonl) as the"
+            " provider sent it, plain model text (.txt), or a .json list of text deltas (strings) or of"
+            " provider events (objects)."
+        ),
+    )
+    replay.add_argument("file", type=Path, metavar="FILE")
+    replay.add_argument(
+        "--provider",
+        choices=("auto", *PROVIDERS),
+        default="auto",
+        help="the wire format (default: auto, detected from the first event)",
+    )
+    replay.add_argument(
+        "--tool-format",
+        type=_tool_format,
+        default=NO_REWRITE,
+        metavar="NAME",
+        help="how the model writes tool calls in the text: none (the default: structured by the provider)"
+        f" or {formats}",
+    )
+    replay.add_argument(
+        "--output",
+        choices=("pretty", "jsonl", "openai-sse"),
+        default="pretty",
+        help="pretty: a live view; jsonl: one event per line; openai-sse: as the proxy answers"
+        " (default: pretty)",
+    )
+    replay.add_argument("--speed", type=_speed, default=0.0, metavar="RATE", help=SPEED_HELP)
+    replay.add_argument(
+        "--chunk-size",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help=f"re-chunk the bytes into N-byte pieces (text: N-character deltas; default {TEXT_DELTA_SIZE})",
+    )
     replay.add_argument("--plain", action="store_true", help="pretty output as plain lines, no live view")
 
-    proxy = commands.add_parser("proxy", help="an OpenAI-compatible proxy rewriting delimiter tool calls")
-    proxy.add_argument(
-        "--upstream", required=True, help="base URL of the model server, e.g. http://host:8000"
+    proxy = commands.add_parser(
+        "proxy",
+        help="an OpenAI-compatible proxy rewriting delimiter tool calls",
+        description=(
+            "An OpenAI-compatible /v1/chat/completions proxy in front of a model server whose tool calls"
+            " arrive as delimiter tokens in the text (needs the server extra)."
+        ),
     )
-    proxy.add_argument("--host", default="127.0.0.1")
-    proxy.add_argument("--port", type=int, default=8000)
-    proxy.add_argument("--tool-format", default="kimi_k2")
+    proxy.add_argument(
+        "--upstream", required=True, metavar="URL", help="base URL of the model server, e.g. http://host:8000"
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
+    proxy.add_argument("--port", type=_port, default=8000, help="port to listen on (default: %(default)s)")
+    proxy.add_argument(
+        "--tool-format",
+        type=_tool_format,
+        default="kimi_k2",
+        metavar="NAME",
+        help=f"how the model writes tool calls in the text (default: kimi_k2): {formats}, or none"
+        " (no rewriting)",
+    )
     return parser
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.splitlines())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``streamfold`` console script; returns the exit status."""
     arguments = _parser().parse_args(argv)
+    where = f"{arguments.file}: " if arguments.command == "replay" else ""
     try:
         match arguments.command:
             case "demo":
@@ -74,18 +213,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             case "replay":
                 anyio.run(_replay, arguments)
             case "proxy":
-                from pipeline.proxy import serve
+                from pipeline._extras import needs_extra
 
-                serve(
-                    upstream=arguments.upstream,
-                    host=arguments.host,
-                    port=arguments.port,
-                    tool_format=arguments.tool_format,
-                )
+                with needs_extra("server", "streamfold proxy"):
+                    from pipeline.proxy import serve
+
+                    serve(
+                        upstream=arguments.upstream,
+                        host=arguments.host,
+                        port=arguments.port,
+                        tool_format=arguments.tool_format,
+                    )
     except StreamfoldError as exc:
-        print(f"streamfold: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"streamfold: {where}{type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
         return 1
-    except (FileNotFoundError, IsADirectoryError) as exc:
+    except _InputError as exc:
         print(f"streamfold: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -96,11 +238,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-async def _paced(pieces: Sequence[Any], speed: float) -> AsyncIterator[Any]:
+async def _paced(pieces: Sequence[Any], speed: float, failure: Exception | None = None) -> AsyncIterator[Any]:
+    """The pieces at ``speed`` a second; then ``failure`` is raised, if any (after what came before)."""
     for piece in pieces:
         if speed > 0:
             await anyio.sleep(1 / speed)
         yield piece
+    if failure is not None:
+        raise failure
 
 
 def _sse_event_pieces(data: bytes) -> list[bytes]:
@@ -109,17 +254,86 @@ def _sse_event_pieces(data: bytes) -> list[bytes]:
     return [piece + b"\n\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
 
 
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise _InputError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _text_deltas(data: bytes, step: int) -> tuple[list[str], StreamDecodeError | None]:
+    """The text in ``step``-character deltas; bytes that are not UTF-8 end it with an error (the text
+    before them is still replayed)."""
+    failure = None
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        text = data[: exc.start].decode()
+        failure = StreamDecodeError(
+            f"the text is not valid UTF-8: byte 0x{data[exc.start]:02x} at byte offset {exc.start}",
+            offset=exc.start,
+        )
+    return [text[i : i + step] for i in range(0, len(text), step)], failure
+
+
+def _not_a_number(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"the number {text} is beyond a double (not I-JSON, RFC 7493)")
+    return number
+
+
+def _json_type(value: object) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
+def _json_items(data: bytes, provider: str) -> tuple[list[Any], str]:
+    """A ``.json`` file: a list of text deltas (replayed as text) or of provider events (dicts)."""
+    try:
+        value = json.loads(data.decode(), parse_constant=_not_a_number, parse_float=_finite)
+    except UnicodeDecodeError as exc:
+        message = f"the file is not valid UTF-8: byte 0x{data[exc.start]:02x} at byte offset {exc.start}"
+        raise StreamDecodeError(message, offset=exc.start) from None
+    except json.JSONDecodeError as exc:
+        raise StreamDecodeError(f"the file is not JSON: {exc}", offset=exc.pos) from None
+    except ValueError as exc:
+        raise StreamDecodeError(f"the file is not I-JSON: {exc}") from None
+    expected = "expected a JSON list of text deltas (strings) or of provider events (objects)"
+    if not isinstance(value, list):
+        raise StreamDecodeError(f"{expected}, got {_json_type(value)}")
+    kind = str if value and isinstance(value[0], str) else dict
+    for number, item in enumerate(value):
+        if not isinstance(item, kind):
+            raise StreamDecodeError(f"{expected}: item {number} is {_json_type(item)}", offset=number)
+        try:
+            json.dumps(item, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            message = f"item {number} holds a lone surrogate escape, which is not I-JSON (RFC 7493)"
+            raise StreamDecodeError(message, offset=number) from None
+    if kind is str:
+        if provider not in ("auto", "text"):
+            raise StreamDecodeError(f"a list of text deltas is replayed as --provider text, not {provider}")
+        return value, "text"
+    if provider == "text":
+        raise StreamDecodeError("a list of provider events cannot be replayed as --provider text")
+    return value, provider
+
+
 def _source(
     path: Path, *, provider: str, speed: float, chunk_size: int | None
 ) -> tuple[AsyncIterator[Any], str]:
-    data = path.read_bytes()
-    if provider == "text" or (path.suffix in {".txt", ".json"} and provider == "auto"):
-        if path.suffix == ".json":
-            deltas: list[str] = json.loads(data)
-        else:
-            text, step = data.decode(), chunk_size or 4
-            deltas = [text[i : i + step] for i in range(0, len(text), step)]
-        return _paced(deltas, speed), "text"
+    data = _read(path)
+    if path.suffix == ".json":
+        items, provider = _json_items(data, provider)
+        return _paced(items, speed), provider
+    if provider == "text" or (path.suffix == ".txt" and provider == "auto"):
+        deltas, failure = _text_deltas(data, chunk_size or TEXT_DELTA_SIZE)
+        return _paced(deltas, speed, failure), "text"
     if chunk_size:
         pieces = [data[i : i + chunk_size] for i in range(0, len(data), chunk_size)]
     elif path.suffix == ".jsonl":
@@ -147,7 +361,7 @@ async def _run(
     if output == "jsonl":
         async with events.stream() as items:
             async for event in items:
-                out.write(json.dumps(event.to_dict(), ensure_ascii=False) + "\n")
+                out.write(encode_json(event.to_dict()).decode() + "\n")
         return
     from pipeline.render import make_renderer
 
@@ -160,21 +374,57 @@ async def _run(
         renderer.close()
 
 
+class TruncatedStreamError(StreamfoldError):
+    """``--output openai-sse``: the stream ended without a finish reason (as the proxy reports it)."""
+
+
+def _error_event(message: str, code: str) -> dict[str, Any]:
+    """The proxy's error event: ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": "upstream_error", "param": None, "code": code}}
+
+
+def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
+    """The error event the proxy sends for the same failure."""
+    if isinstance(exc, ProviderError):
+        upstream = exc.payload.get("error")
+        if isinstance(upstream, Mapping) and upstream.get("message"):
+            return {"error": {"type": "upstream_error", **upstream}}
+        return _error_event(exc.message, exc.kind or "upstream_error_event")
+    return _error_event(f"the upstream stream could not be read: {exc}", "invalid_upstream_response")
+
+
 async def _openai_sse(source: AsyncIterator[Any], out: IO[str], *, provider: str, tool_format: str) -> None:
-    """Re-encode the (rewritten) chunks as OpenAI Chat Completions SSE, as the proxy answers."""
+    """Re-encode the (rewritten) chunks as OpenAI Chat Completions SSE, as the proxy answers: ``[DONE]``
+    after a complete response; an error event and no ``[DONE]`` after a failure or a stream that ended
+    without a finish reason (then :class:`TruncatedStreamError`: the exit status is 1)."""
     from aiostream import Stream
 
-    from operators.openai_encode import encode_openai_chat
+    from operators.openai_encode import OpenAIChunkEncoder
     from pipeline.compose import to_chunks
 
+    def write(dicts: Sequence[Mapping[str, Any]]) -> None:
+        for item in dicts:
+            out.write("data: " + encode_json(item).decode() + "\n\n")
+
     chunks: Stream[ChunkResponse] = to_chunks(source, provider=provider)
-    if tool_format not in ("api_tool_call", ""):
+    delimiter_format = rewrite_format(tool_format)
+    if delimiter_format is not None:
         from operators.delimiters import rewrite_delimiters
 
-        chunks = chunks | rewrite_delimiters.pipe(tool_format)
-    async with (chunks | encode_openai_chat.pipe()).stream() as lines:
-        async for line in lines:
-            out.write(line)
+        chunks = chunks | rewrite_delimiters.pipe(delimiter_format)
+    encoder = OpenAIChunkEncoder()
+    try:
+        async with chunks.stream() as items:
+            async for chunk in items:
+                write(encoder.feed(chunk))
+    except StreamfoldError as exc:
+        write([_stream_error(exc)])
+        raise
+    write(encoder.finish())
+    if encoder.finish_reason is None:
+        message = "the upstream stream ended without a finish_reason"
+        write([_error_event(message, "upstream_truncated")])
+        raise TruncatedStreamError(f"{message} (truncated)")
     out.write("data: [DONE]\n\n")
 
 
@@ -200,7 +450,7 @@ async def _demo(arguments: argparse.Namespace) -> None:
         _paced(pieces, arguments.speed),
         sys.stdout,
         provider=provider,
-        tool_format="api_tool_call",
+        tool_format=NO_REWRITE,
         output="pretty",
         plain=arguments.plain,
     )

@@ -11,18 +11,24 @@
 The stages are those of the operators of :mod:`operators`: :func:`process` chooses them and runs their
 sans-IO cores in one loop (one async hop in all, not one per stage). A source may carry
 SSE or JSON-lines bytes, provider event dicts, or provider SDK objects; ``provider="auto"`` and
-``framing="auto"`` look at the first item to decide.
+``framing="auto"`` look at the first item to decide. A source may also be a plain (synchronous) iterable,
+e.g. a list of provider dicts, or one ``bytes`` object holding a whole body.
+
+Every option is checked when the pipeline is built: a bad value raises :class:`ConfigurationError` naming
+the option and its choices. ``tool_format="none"`` (or ``None``, the default) means no delimiter rewriting;
+``"api_tool_call"`` is accepted as an alias of ``"none"``.
 """
 
 from __future__ import annotations
 
 import codecs
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 from aiostream import Stream, operator
 
 from pipeline._driver import Chain, Core, drive, partial_outputs
+from pipeline._options import check_choice, check_count, rewrite_format
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, PipelineEvent
 
@@ -31,6 +37,7 @@ if TYPE_CHECKING:
     from operators.segments import SegmentEmitter
 
 __all__ = [
+    "FRAMINGS",
     "PROVIDERS",
     "ChunkSource",
     "Framing",
@@ -42,10 +49,44 @@ __all__ = [
 
 Provider: TypeAlias = Literal["auto", "openai", "openai-responses", "anthropic", "gemini", "cohere", "text"]
 Framing: TypeAlias = Literal["auto", "sse", "jsonl"]
-ChunkSource: TypeAlias = AsyncIterable[bytes] | AsyncIterable[Mapping[str, Any]] | AsyncIterable[Any]
+ChunkSource: TypeAlias = (
+    AsyncIterable[bytes] | AsyncIterable[Mapping[str, Any]] | AsyncIterable[Any] | Iterable[Any] | bytes
+)
 
 PROVIDERS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "gemini", "cohere", "text")
 """The wire formats :func:`process` knows (``openai`` also covers OpenAI-compatible servers)."""
+
+FRAMINGS: tuple[str, ...] = ("auto", "sse", "jsonl")
+"""The ``framing=`` values of byte sources."""
+
+
+def _check_adapter_options(provider: object, framing: object, id_factory: object, choice: object) -> None:
+    """The options of stages 1 and 2, checked before anything runs (see :mod:`pipeline._options`)."""
+    check_choice("provider", provider, ("auto", *PROVIDERS))
+    check_choice("framing", framing, FRAMINGS)
+    check_count("choice", choice, minimum=0)
+    if id_factory is not None and not callable(id_factory):
+        raise ConfigurationError(f"id_factory must be a callable (index -> id), got {id_factory!r}")
+
+
+def _async_source(source: object) -> AsyncIterable[Any]:
+    """``source`` as an async iterable: async iterables as they are, a ``bytes`` body as one item, a plain
+    iterable (a list of provider dicts, a generator of SDK objects) item by item."""
+    if isinstance(source, AsyncIterable):
+        return source
+    if isinstance(source, bytes | bytearray | memoryview):
+        return _items([bytes(source)])
+    if isinstance(source, str | Mapping) or not isinstance(source, Iterable):
+        raise ConfigurationError(
+            "a source is an async or plain iterable of bytes, provider event dicts or SDK objects"
+            f" (or one bytes object), not {type(source).__name__}"
+        )
+    return _items(source)
+
+
+async def _items(items: Iterable[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
 
 
 def _converter(
@@ -73,7 +114,8 @@ def _converter(
             from operators.providers.cohere import CohereConverter
 
             return CohereConverter(**options)
-    raise ConfigurationError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)} or auto")
+    check_choice("provider", provider, ("auto", *PROVIDERS))  # raises, naming the choices
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class TextDeltas:
@@ -218,7 +260,12 @@ def chunk_core(
     id_factory: Callable[[int], str] | None = None,
     choice: int = 0,
 ) -> Core[Any, ChunkResponse]:
-    """The sans-IO adapter and converter: source items (bytes, dicts or SDK objects) to chunks."""
+    """The sans-IO adapter and converter: source items (bytes, dicts or SDK objects) to chunks.
+
+    Raises:
+        ConfigurationError: an unknown ``provider`` or ``framing``, a ``choice`` below 0.
+    """
+    _check_adapter_options(provider, framing, id_factory, choice)
     return _AutoChunks(provider, framing, id_factory, choice)
 
 
@@ -234,8 +281,9 @@ def to_chunks(
     """Stages 1 and 2: bytes, provider dicts or SDK objects to :class:`ChunkResponse`\\ s.
 
     ``choice`` picks which of an OpenAI response's ``n`` choices becomes the stream (the others are
-    ignored); run one pipeline per choice to follow several."""
-    return drive(source, chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice))
+    ignored); run one pipeline per choice to follow several. The source may be a plain iterable too."""
+    core = chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice)
+    return drive(_async_source(source), core)
 
 
 def process(
@@ -259,14 +307,16 @@ def process(
     stage.
 
     Args:
-        source: SSE or JSON-lines bytes (an HTTP body, a file), provider event dicts, or SDK objects.
-        provider: the wire format, or ``auto`` to detect it from the first event.
+        source: an async iterable (or a plain iterable, such as a list) of SSE or JSON-lines bytes (an HTTP
+            body, a file), of provider event dicts, or of SDK objects; or one ``bytes`` object.
+        provider: the wire format (one of :data:`PROVIDERS`), or ``auto`` to detect it from the first event.
         framing: ``sse`` or ``jsonl`` for byte sources, or ``auto``.
         tool_format: a delimiter format (``kimi_k2``, ``hermes``, ...) whose tool calls are embedded in
-            the text; ``None`` or ``api_tool_call`` when the provider sends structured tool calls.
+            the text; ``"none"`` (or ``None``, the default) when the provider sends structured tool calls.
+            ``"api_tool_call"`` is an alias of ``"none"``.
         file_tools: tool name -> :class:`operators.segments.FileTool` (default: write_file, patch_file).
         tools: tool name -> pydantic model that each invocation's arguments are validated against.
-        max_argument_size: cap, in characters, of one call's arguments (``too_large`` beyond it).
+        max_argument_size: cap, in characters, of one call's arguments (``too_large`` beyond it), >= 0.
         id_factory: makes ids for tool calls that arrive without one (tests pass a deterministic one).
         segment_ids: makes ids of text and reasoning segments.
         choice: which of an OpenAI Chat Completions response's ``n`` choices to follow (default 0; the
@@ -275,6 +325,10 @@ def process(
     Returns:
         An aiostream ``Stream`` of :data:`PipelineEvent`: iterate it with ``async with ....stream()``, or
         pipe more operators onto it. Closing it closes the source.
+
+    Raises:
+        ConfigurationError: at once, for a bad option (naming it and its choices) or a source that is
+            not iterable.
     """
     return _pipeline(
         source,
@@ -313,17 +367,18 @@ def _pipeline(
     stages: list[Core[Any, ChunkResponse]] = [
         chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice)
     ]
-    if tool_format is not None and tool_format != "api_tool_call":
+    delimiter_format = rewrite_format(tool_format)
+    if delimiter_format is not None:
         from operators.delimiters import DelimiterRewriter
 
-        stages.append(DelimiterRewriter(tool_format, id_factory=id_factory))
+        stages.append(DelimiterRewriter(delimiter_format, id_factory=id_factory))
     split_options: dict[str, Any] = {}
     if max_argument_size is not None:
-        split_options["max_argument_size"] = max_argument_size
+        split_options["max_argument_size"] = check_count("max_argument_size", max_argument_size, minimum=0)
     stages.append(ArgumentSplitter(**split_options))
     emitter = SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory)
     core = _PipelineCore(Chain(*stages), emitter, InvocationFolder(tools=tools))
-    return drive(source, core)
+    return drive(_async_source(source), core)
 
 
 class _PipelineCore:

@@ -9,7 +9,8 @@
     ├── ConfigurationError   an unknown provider, tool format or option (e.g. the legacy parser ``native``)
     ├── SubscriberError      a hub subscriber was cut off (overflow under ``disconnect``, hub closed)
     │   └── HubClosedError   the hub closed before its source ended
-    └── ReplayUnavailableError  a late subscriber asked for items the hub no longer keeps
+    ├── ReplayUnavailableError  a late subscriber asked for items the hub no longer keeps
+    └── MissingExtraError    an optional dependency is missing (also an ImportError); names the extra
 
 Every message says what went wrong and where (event number, byte or character offset).
 """
@@ -23,6 +24,7 @@ __all__ = [
     "ConfigurationError",
     "ConverterError",
     "HubClosedError",
+    "MissingExtraError",
     "ProviderError",
     "ReplayUnavailableError",
     "StreamDecodeError",
@@ -86,3 +88,12 @@ class HubClosedError(SubscriberError):
 
 class ReplayUnavailableError(StreamfoldError):
     """A subscriber asked for replay, but the hub no longer has every item since the start."""
+
+
+class MissingExtraError(StreamfoldError, ImportError):
+    """A feature needs an optional dependency that is not installed; ``extra`` names what to install
+    (``pip install 'streamfold[EXTRA]'``), ``name`` the missing module."""
+
+    def __init__(self, message: str, *, extra: str, name: str | None = None) -> None:
+        super().__init__(message, name=name)
+        self.extra = extra

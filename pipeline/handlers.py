@@ -11,7 +11,8 @@
 
 ``STREAMFOLD_STREAM_PARSER`` picks the handler when no parser is named: ``api_tool_call`` (structured tool
 calls from the provider), ``xml``, ``json``, ``sentinel`` (the seeds' text formats) or a delimiter format
-(``kimi_k2``, ``hermes``, ...). ``native``, the legacy name of ``api_tool_call``, is refused.
+(``kimi_k2``, ``hermes``, ...). ``none`` (the spelling of "no rewriting" everywhere else) is an alias of
+``api_tool_call``. ``native``, the legacy name of ``api_tool_call``, is refused.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipeline._driver import Chain, Core
+from pipeline._options import NO_REWRITE_ALIASES, check_count
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, ResponseEnd, SegmentEvent, SegmentType, ToolInvocation
 
@@ -134,7 +136,11 @@ class ApiToolCallStreamingResponseHandler(StreamingResponseHandler):
         max_argument_size: int | None = None,
     ) -> None:
         self._file_tools = file_tools
-        self._max_argument_size = max_argument_size
+        self._max_argument_size = (
+            None
+            if max_argument_size is None
+            else check_count("max_argument_size", max_argument_size, minimum=0)
+        )
         super().__init__(on_segment_event=on_segment_event, segment_id_prefix=segment_id_prefix)
 
     def _cores(self) -> list[Core[Any, Any]]:
@@ -204,18 +210,25 @@ class _WithoutToolCalls:
 
 
 def resolve_parser_name(parser_name: str | None = None) -> str:
-    """The parser to use: ``parser_name``, else ``$STREAMFOLD_STREAM_PARSER``, else ``api_tool_call``."""
+    """The parser to use: ``parser_name``, else ``$STREAMFOLD_STREAM_PARSER``, else ``api_tool_call``.
+
+    ``none`` gives ``api_tool_call`` (no delimiter rewriting); anything unknown is a
+    :class:`ConfigurationError` listing the choices."""
+    if parser_name is not None and not isinstance(parser_name, str):
+        raise ConfigurationError(f"parser_name must be a string, got {parser_name!r}")
     name = (parser_name or os.environ.get(PARSER_ENVIRONMENT_VARIABLE) or "api_tool_call").strip().lower()
+    if name in NO_REWRITE_ALIASES:
+        return "api_tool_call"
     if name == "native":
         raise ConfigurationError(
             f"the stream parser 'native' was renamed: set {PARSER_ENVIRONMENT_VARIABLE}=api_tool_call"
         )
-    if name == "api_tool_call" or name == "pass_through":
+    if name == "pass_through":
         return name
     from operators.delimiters import FORMATS
 
     if name not in FORMATS:
-        known = ", ".join(["api_tool_call", "pass_through", *sorted(FORMATS)])
+        known = ", ".join(["api_tool_call", "none", "pass_through", *sorted(FORMATS)])
         raise ConfigurationError(f"unknown stream parser {name!r}; expected one of {known}")
     return name
 

@@ -74,7 +74,10 @@ class PlainRenderer(Renderer):
 
     def _write(self, text: str) -> None:
         if text:
-            self._out.write(text)
+            try:
+                self._out.write(text)
+            except UnicodeEncodeError:  # a lone surrogate (from a dict or SDK source): show it escaped
+                self._out.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
             newline = text.rfind("\n")
             self._column = len(text) - newline - 1 if newline >= 0 else self._column + len(text)
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from aiostream import streamcontext
 
+from pipeline.errors import ConfigurationError
 from pipeline.models import (
     PipelineEvent,
     ResponseEnd,
@@ -54,13 +55,20 @@ def counter_segment_ids() -> Callable[[SegmentType], str]:
 
 
 def chunked(data: bytes, sizes: Sequence[int] | int | None = None) -> list[bytes]:
-    """Split ``data`` into pieces of the given sizes, cycling through ``sizes`` (``None``: one piece)."""
+    """Split ``data`` into pieces of the given sizes, cycling through ``sizes`` (``None``: one piece).
+
+    A size below 1 (or no sizes at all) is a :class:`ConfigurationError`."""
     if sizes is None:
         return [data]
-    cycle = itertools.cycle([sizes] if isinstance(sizes, int) else sizes)
+    size_list = [sizes] if isinstance(sizes, int) else list(sizes)
+    if not size_list or any(
+        isinstance(size, bool) or not isinstance(size, int) or size < 1 for size in size_list
+    ):
+        raise ConfigurationError(f"chunk sizes must be integers >= 1, got {sizes!r}")
+    cycle = itertools.cycle(size_list)
     pieces, position = [], 0
     while position < len(data):
-        size = max(1, next(cycle))
+        size = next(cycle)
         pieces.append(data[position : position + size])
         position += size
     return pieces
@@ -94,9 +102,12 @@ async def replay(
     ``chunk_size``-character deltas (default 4); a ``.json`` file holding a list of strings is replayed
     delta by delta. ``chunk_sizes`` re-chunks the bytes (cycling through the sizes).
     """
+    from pipeline._options import check_count
     from pipeline.compose import process
 
     path = Path(path)
+    if chunk_size is not None:
+        check_count("chunk_size", chunk_size, minimum=1)
     data = path.read_bytes()
     source: AsyncIterable[Any]
     if path.suffix in {".txt", ".json"}:

@@ -429,8 +429,13 @@ def stream_routes(
     send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
     heartbeat: float | None = None,
 ) -> list[BaseRoute]:
-    """Starlette routes ``{path}/events`` (SSE, GET) and ``{path}/ws`` (WebSocket) for ``hubs``."""
-    from starlette.routing import Route, WebSocketRoute
+    """Starlette routes ``{path}/events`` (SSE, GET) and ``{path}/ws`` (WebSocket) for ``hubs``.
+
+    Without Starlette installed, a :class:`~pipeline.errors.MissingExtraError` naming the ``server`` extra."""
+    from pipeline._extras import needs_extra
+
+    with needs_extra("server", "pipeline.web.stream_routes"):
+        from starlette.routing import Route, WebSocketRoute
 
     options: dict[str, Any] = {
         "policy": policy,

@@ -1,14 +1,43 @@
-"""Every Python block of README.md runs, and the two set-up commands are the first code block."""
+"""README.md tells the truth: every Python block runs and passes ``mypy --strict``, the set-up commands come
+first, and each claim it makes about names, options and behaviour is checked here, one test per claim."""
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from pathlib import Path
 
+import msgspec
 import pytest
 
-README = (Path(__file__).parent.parent / "README.md").read_text()
+import operators
+import pipeline
+from operators.delimiters import FORMATS
+from pipeline import ConfigurationError, SegmentType, ToolInvocation, process
+from pipeline.cli import main
+from pipeline.compose import PROVIDERS
+from pipeline.handlers import create_streaming_handler
+from pipeline.testing import collect, sequential_call_ids
+from tests.conftest import FIXTURES
+from tests.reference import read_payloads
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
 BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.DOTALL)
+
+
+def section(title: str) -> str:
+    """The text of the README section (any level) whose heading is ``title``, up to the next heading."""
+    match = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", README, flags=re.DOTALL | re.MULTILINE)
+    assert match is not None, title
+    return match.group(1)
+
+
+def table_column(text: str, column: int = 0) -> list[str]:
+    """The backticked names in one column of the markdown table in ``text`` (header row skipped)."""
+    rows = [line for line in text.splitlines() if line.startswith("|")][2:]
+    return [name for row in rows for name in re.findall(r"`([^`]+)`", row.split("|")[column + 1])]
 
 
 def test_the_set_up_commands_come_first() -> None:
@@ -25,3 +54,181 @@ def test_the_set_up_commands_come_first() -> None:
 def test_readme_block_runs(block: str, capsys: pytest.CaptureFixture[str]) -> None:
     exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
     capsys.readouterr()
+
+
+def test_readme_blocks_pass_mypy_strict(tmp_path: Path) -> None:
+    from mypy import api
+
+    files = []
+    for number, block in enumerate(BLOCKS):
+        path = tmp_path / f"readme_block{number}.py"
+        path.write_text(block)
+        files.append(str(path))
+    out, err, status = api.run(
+        ["--strict", "--python-version", "3.11", "--cache-dir", str(tmp_path / "cache"), *files]
+    )
+    assert status == 0, out + err
+
+
+def test_the_package_ships_the_mit_license_it_declares() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT"
+    assert project["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License\n\nCopyright (c) 2026 streamfold developers\n")
+    assert 'THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND' in text
+
+
+@pytest.mark.anyio
+async def test_any_source_works_a_list_of_provider_dicts_and_one_bytes_object() -> None:
+    """In a few lines: "Any source works: ... an SDK stream of objects, a list of provider dicts, one bytes
+    object" (SDK objects: tests/test_sources.py)."""
+    recording = FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse"
+    dicts = [payload for _, payload in read_payloads(recording)]
+    body = recording.read_bytes()
+    from_dicts = await collect(process(dicts, id_factory=sequential_call_ids))
+    from_bytes = await collect(process(body, id_factory=sequential_call_ids))
+    invocations = [event for event in from_dicts if isinstance(event, ToolInvocation)]
+    assert [(call.name, call.arguments) for call in invocations] == [
+        ("GetWeatherArgs", {"city": "Edinburgh", "country": "GB", "units": "c"}),
+        ("get_stock_price", {"ticker": "AAPL", "exchange": "NASDAQ"}),
+    ]
+    assert invocations == [event for event in from_bytes if isinstance(event, ToolInvocation)]
+
+
+def test_what_comes_out_is_the_to_dict_wire_format(capsys: pytest.CaptureFixture[str]) -> None:
+    text = section("What comes out")
+    lines = re.search(r"```json\n(.*?)```", text, flags=re.DOTALL)
+    assert lines is not None
+    events = [json.loads(line) for line in lines.group(1).splitlines()]
+    assert [event["type"] for event in events] == [
+        "SEGMENT_START",
+        "SEGMENT_CONTENT",
+        "SEGMENT_ARGUMENT",
+        "SEGMENT_ARGUMENT",
+        "SEGMENT_ARGUMENT",
+        "SEGMENT_END",
+        "TOOL_INVOCATION",
+        "RESPONSE_END",
+    ]
+    recording = FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse"
+    assert main(["replay", str(recording), "--output", "jsonl"]) == 0
+    real: dict[str, set[str]] = {}
+    for line in capsys.readouterr().out.splitlines():
+        event = json.loads(line)
+        real.setdefault(event["type"], set(event))
+    assert {event["type"]: set(event) for event in events} == real
+    segment_types = re.search(r"Segment types: (.*?)\. A segment", text, flags=re.DOTALL)
+    assert segment_types is not None
+    assert re.findall(r"`(\w+)`", segment_types.group(1)) == [kind.value for kind in SegmentType]
+
+
+def test_the_error_kinds_named_are_the_ones_the_code_gives() -> None:
+    text = " ".join(section("What comes out").split())
+    kinds = re.search(r"give an invocation with `error` \((.*?)\)", text)
+    assert kinds is not None
+    names = re.findall(r"`(\w+)`", kinds.group(1))
+    assert names == [
+        "invalid_json",
+        "truncated",
+        "too_large",
+        "interrupted",
+        "not_an_object",
+        "invalid_arguments",
+    ]
+    source = "".join(path.read_text() for path in (ROOT / "operators").rglob("*.py"))
+    for name in names:
+        assert f'"{name}"' in source, name
+
+
+def test_every_name_in_the_stages_table_exists() -> None:
+    text = section("The stages")
+    names = table_column(text, 1) + table_column(text, 2)
+    names = [name for name in names if name not in ("...",)]
+    assert "from_dicts" in names
+    for name in names:
+        assert hasattr(operators, name) or hasattr(pipeline, name), name
+    for name in ("ChunkResponse", "ToolCallDelta", "SegmentEvent", "ToolInvocation"):
+        model = getattr(pipeline, name)
+        assert issubclass(model, msgspec.Struct)
+        assert model.__struct_config__.frozen, name
+
+
+def test_the_providers_table_is_the_list_of_providers() -> None:
+    assert table_column(section("Providers")) == list(PROVIDERS)
+
+
+def test_the_tool_format_table_names_every_format() -> None:
+    names = table_column(section("Tool calls written in the text"))
+    assert set(names) <= set(FORMATS)
+    assert {lexer.name for lexer in FORMATS.values()} <= set(names)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("spelling", ["none", "api_tool_call"])
+async def test_none_means_no_rewriting_and_api_tool_call_is_its_alias(spelling: str) -> None:
+    text = " ".join(section("Tool calls written in the text").split())
+    assert "`none` means no rewriting" in text
+    assert "`api_tool_call`, the seeds' name, is accepted as an alias of it" in text
+    recording = FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse"
+    body = recording.read_bytes()
+    named = await collect(process(body, tool_format=spelling, id_factory=sequential_call_ids))
+    default = await collect(process(body, id_factory=sequential_call_ids))
+    assert [e for e in named if isinstance(e, ToolInvocation)] == [
+        e for e in default if isinstance(e, ToolInvocation)
+    ]
+    with pytest.raises(ConfigurationError, match="expected one of: none, "):
+        process(body, tool_format="kimi-k3")
+
+
+def test_the_seeds_factory_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = " ".join(section("The seeds' synchronous API").split())
+    assert "`create_streaming_handler()`, which reads `STREAMFOLD_STREAM_PARSER`" in text
+    for name in ("api_tool_call", "xml", "json", "sentinel", "kimi_k2"):
+        monkeypatch.setenv("STREAMFOLD_STREAM_PARSER", name)
+        create_streaming_handler()
+    monkeypatch.setenv("STREAMFOLD_STREAM_PARSER", "native")
+    with pytest.raises(ConfigurationError, match="api_tool_call"):
+        create_streaming_handler()
+    for name in ("openai_tool", "openai_responses_tool", "anthropic_tool", "gemini_tool"):
+        assert name in text
+        assert hasattr(pipeline, name)
+
+
+@pytest.mark.parametrize("command", ["demo", "replay", "proxy"])
+def test_the_command_line_block_lists_real_options(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    block = re.search(r"## The command line\n\n```\n(.*?)```", README, flags=re.DOTALL)
+    assert block is not None
+    usage = block.group(1).split(f"streamfold {command}", 1)[1].split("\nstreamfold ", 1)[0]
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    help_text = capsys.readouterr().out
+    for option in re.findall(r"--[a-z-]+", usage):
+        assert f"{option} " in help_text, option
+    for choices in re.findall(r"--[a-z-]+ ((?:[a-z0-9_-]+\|)+[a-z0-9_.-]+)", usage):
+        for choice in choices.split("|"):
+            if choice != "...":
+                assert choice in help_text, choice
+
+
+def test_a_raw_text_file_is_replayed_as_4_character_deltas(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "replayed as 4-character deltas" in " ".join(section("The command line").split())
+    path = FIXTURES / "raw_model_output" / "vllm-test_kimi-k2_text_then_3_parallel_tools.txt"
+    assert main(["replay", str(path), "--provider", "text", "--output", "jsonl"]) == 0
+    deltas = [
+        event["payload"]["delta"]
+        for event in map(json.loads, capsys.readouterr().out.splitlines())
+        if event["type"] == "SEGMENT_CONTENT"
+    ]
+    text = path.read_text()
+    assert "".join(deltas) == text
+    assert deltas == [text[i : i + 4] for i in range(0, len(text), 4)]
+
+
+def test_the_files_and_modules_the_readme_points_to_exist() -> None:
+    for link in re.findall(r"\]\(([^)#]+)\)", README):
+        assert (ROOT / link).exists(), link
+    for path in re.findall(r"`((?:examples|tests|docs|\.ci)/[\w./]+|CONTRIBUTING\.md|\.ci/run)`", README):
+        assert (ROOT / path).exists(), path
+    for module in re.findall(r"python -m (benchmarks\.\w+)", README):
+        assert (ROOT / (module.replace(".", "/") + ".py")).exists(), module

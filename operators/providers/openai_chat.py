@@ -32,6 +32,7 @@ from aiostream import pipable_operator
 from operators.providers._common import IdFactory, new_call_id
 from operators.sse import provider_error
 from pipeline._driver import drive
+from pipeline._options import check_count
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind
 
@@ -111,7 +112,7 @@ class OpenAIChatConverter:
 
     def __init__(self, *, id_factory: IdFactory | None = None, choice: int = 0) -> None:
         self._id_factory = id_factory or new_call_id
-        self._choice = choice
+        self._choice = check_count("choice", choice, minimum=0)
         self._event_number = 0
         self._metadata: dict[str, Any] = {}
         self._seen_metadata: tuple[object, ...] = ()
