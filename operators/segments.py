@@ -461,6 +461,8 @@ class SegmentEmitter:
     @staticmethod
     def _call_error(call: _Call, interrupted: str) -> ToolCallError | None:
         raw = "".join(call.raw)
+        if call.name is None:  # a converter gave out a call that never got its name: it cannot be run
+            return ToolCallError("missing_name", "the call never got a function name", raw)
         if call.error is not None:
             return ToolCallError(call.error.kind, call.error.message, raw, call.error.offset)
         if interrupted:

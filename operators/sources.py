@@ -143,6 +143,11 @@ def sdk_object_to_dict(item: Any) -> dict[str, Any]:
     """
     if isinstance(item, Mapping):
         return dict(item)
+    if type(item).__module__.startswith("openai.lib.streaming.chat"):
+        # openai's .stream() helper: a chunk event's chunk is the wire payload; its snapshot (the response
+        # so far) is not, and dumping it on every event would cost quadratic time. Derived events: type only.
+        chunk = getattr(item, "chunk", None)
+        return {"type": item.type, "chunk": sdk_object_to_dict(chunk)} if chunk else {"type": item.type}
     dump = getattr(item, "model_dump", None)
     if dump is None:
         raise TypeError(f"expected an SDK (pydantic) object or a mapping, got {type(item).__name__}")

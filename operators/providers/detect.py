@@ -62,6 +62,8 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
             return "cohere"
     if first_event.get("object") == "chat.completion.chunk" or "choices" in first_event:
         return "openai"
+    if kind == "chunk" and isinstance(first_event.get("chunk"), Mapping):
+        return "openai"  # openai-python's chat.completions.stream() helper: its events wrap the chunks
     if any(key in first_event for key in _GEMINI_KEYS):
         return "gemini"
     event_type = first_event.get("event_type")

@@ -18,34 +18,75 @@ One ``ChunkResponse`` per chunk that carries something, then a last ``is_complet
 - empty ``id`` / ``model`` / ``created: 0`` (Azure's prompt-filter chunk, Snowflake) are not metadata;
   OpenRouter's ``native_finish_reason`` is the ``stop_reason`` metadata when present;
 - an ``error`` object in a chunk (OpenRouter mid-stream errors, with or without ``choices``) raises
-  :class:`ProviderError` after everything before it was returned.
+  :class:`ProviderError` after everything before it was returned;
+- Groq's ``executed_tools`` (compound models: tools Groq ran itself, listed in a delta once when called and
+  again, at the same ``index``, with their ``output``): a ``server`` call named after the tool's ``type``
+  with its ``arguments``, finished with a :class:`ToolResult` holding the result fields Groq sent;
+- the events of openai-python's ``client.chat.completions.stream()`` helper: its ``chunk`` events carry the
+  raw chunks, which are read; its derived events (``content.delta``, ``tool_calls.function.arguments.done``,
+  ...) repeat what the chunks said and are skipped.
+
+Two calls with the same ``id`` are two calls (each at its own position, both with the provider's id; the
+segment emitter renames the second ``<id>_2``), except a repeated id on the deltas of the call just before
+when the server sends no ``index``: that is the same call.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from aiostream import pipable_operator
 
 from operators.providers._common import IdFactory, new_call_id
 from operators.sse import provider_error
-from pipeline._driver import drive
+from pipeline._driver import drive, partial_outputs
 from pipeline._options import check_count
 from pipeline.errors import ConverterError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
 
-__all__ = ["OpenAIChatConverter", "convert_openai_chat"]
+__all__ = ["DEFAULT_MAX_HELD_ARGUMENTS", "OpenAIChatConverter", "convert_openai_chat"]
+
+DEFAULT_MAX_HELD_ARGUMENTS: Final = 32 * 1024 * 1024
+"""Characters of arguments held for a call whose name has not arrived yet (the splitter's default cap on
+one call's arguments): past it the stream fails with a :class:`ConverterError`."""
 
 _METADATA_KEYS = ("id", "model", "created", "system_fingerprint", "service_tier")
 _FINISH_REASONS = {"function_call": "tool_calls"}
+_HELPER_EVENTS = frozenset(
+    {
+        "content.delta",
+        "content.done",
+        "refusal.delta",
+        "refusal.done",
+        "tool_calls.function.arguments.delta",
+        "tool_calls.function.arguments.done",
+        "logprobs.content.delta",
+        "logprobs.content.done",
+        "logprobs.refusal.delta",
+        "logprobs.refusal.done",
+    }
+)
+"""The events openai-python's ``.stream()`` helper derives from the chunks (it also sends each chunk)."""
+_EXECUTED_RESULT_KEYS = ("output", "search_results", "code_results", "browser_results")
+"""The fields of a Groq executed tool that carry its result."""
 
 
 class _Call:
     """One tool call of the selected choice, from its first delta to its ``finished`` delta."""
 
-    __slots__ = ("announced", "call_id", "finished", "held", "kind", "name", "position", "provider_id")
+    __slots__ = (
+        "announced",
+        "call_id",
+        "finished",
+        "held",
+        "held_size",
+        "kind",
+        "name",
+        "position",
+        "provider_id",
+    )
 
     def __init__(self, position: int) -> None:
         self.position = position
@@ -57,6 +98,7 @@ class _Call:
         self.finished = False
         self.held: list[str] = []
         """Arguments received before the call's name (emitted with the first delta once it is known)."""
+        self.held_size = 0
 
 
 class _Pieces:
@@ -69,12 +111,14 @@ class _Pieces:
         "images",
         "reasoning",
         "refusal",
+        "results",
         "signatures",
         "stop_reason",
     )
 
     def __init__(self) -> None:
         self.content: list[str] = []
+        self.results: list[ToolResult] = []
         self.reasoning: list[str] = []
         self.refusal: list[str] = []
         self.signatures: list[str] = []
@@ -91,35 +135,61 @@ class OpenAIChatConverter:
     deltas of the other choices are ignored. Usage is the request's, all choices together. Tool calls get
     ``finished=True`` on the chunk with the choice's ``finish_reason`` (any reason: a call cut by
     ``length`` is over too); ids missing from the stream come from ``id_factory(position)``.
-    A stream that ends without a ``finish_reason`` leaves its calls unfinished (the provider never said).
+    A stream that ends without a ``finish_reason`` leaves its calls unfinished (the provider never said):
+    the stages after close them (``truncated`` when their arguments are cut off).
+
+    A call's arguments are held until its name arrives (the name decides what the call is), at most
+    ``max_held_arguments`` characters. A call that has no name when its arguments pass that cap, at its
+    ``finish_reason`` or at the end of the stream raises :class:`ConverterError`, after its id and held
+    arguments were given out in a delta without a name: nothing received is lost, and the pipeline folds
+    it into an invocation carrying the error.
     """
 
     __slots__ = (
-        "_by_id",
         "_by_index",
+        "_by_index_id",
         "_calls",
         "_choice",
         "_emitted_finish",
         "_event_number",
+        "_executed",
         "_finish_reason",
         "_id_factory",
         "_last_call",
         "_legacy_call",
+        "_max_held",
         "_metadata",
+        "_open",
+        "_salvage",
         "_seen_metadata",
         "_usage",
     )
 
-    def __init__(self, *, id_factory: IdFactory | None = None, choice: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        id_factory: IdFactory | None = None,
+        choice: int = 0,
+        max_held_arguments: int = DEFAULT_MAX_HELD_ARGUMENTS,
+    ) -> None:
         self._id_factory = id_factory or new_call_id
         self._choice = check_count("choice", choice, minimum=0)
+        self._max_held = check_count("max_held_arguments", max_held_arguments, minimum=1)
         self._event_number = 0
         self._metadata: dict[str, Any] = {}
         self._seen_metadata: tuple[object, ...] = ()
         self._usage: TokenUsage | None = None
         self._calls: list[_Call] = []
+        self._open: list[_Call] = []
+        """Calls not yet finished, in order of position: the ones a ``finish_reason`` finishes."""
         self._by_index: dict[int, _Call] = {}
-        self._by_id: dict[str, _Call] = {}
+        """The call last seen at each provider ``index``."""
+        self._by_index_id: dict[tuple[int, str], _Call] = {}
+        """Calls by provider ``index`` and ``id``: servers that number every call 0 tell calls apart by id."""
+        self._executed: dict[int, _Call] = {}
+        """Groq's executed tools by their ``index``."""
+        self._salvage: _Pieces | None = None
+        """What the selected choice had gathered when a field of its delta turned out wrong."""
         self._last_call: _Call | None = None
         self._legacy_call: _Call | None = None
         self._finish_reason: str | None = None
@@ -134,6 +204,15 @@ class OpenAIChatConverter:
             raise ConverterError(
                 f"event {number}: expected a chunk object, got {type(event).__name__}", event_number=number
             )
+        if "choices" not in event:
+            kind = event.get("type")
+            if kind == "chunk":  # openai-python's .stream() helper: its ChunkEvent carries the raw chunk
+                inner = event.get("chunk")
+                if type(inner) is not dict and not isinstance(inner, Mapping):
+                    raise _field_error(number, "chunk", "an object", inner)
+                event = inner
+            elif kind in _HELPER_EVENTS:
+                return []  # derived by the helper from the chunks, which were read already
         error = event.get("error")
         if error is not None:
             details = error if isinstance(error, Mapping) else {"message": str(error)}
@@ -144,15 +223,24 @@ class OpenAIChatConverter:
         pieces: _Pieces | None = None
         tool_deltas: list[ToolCallDelta] = []
         choices = event.get("choices")
-        if choices:
-            if not isinstance(choices, list):
-                raise _field_error(number, "choices", "a list", choices)
-            for choice in choices:
-                if type(choice) is not dict and not isinstance(choice, Mapping):
-                    raise _field_error(number, "choices[]", "an object", choice)
-                index = choice.get("index", 0)
-                if index == self._choice or (index is None and self._choice == 0):
-                    pieces = self._choice_delta(choice, number, pieces, tool_deltas)
+        try:
+            if choices:
+                if not isinstance(choices, list):
+                    raise _field_error(number, "choices", "a list", choices)
+                for choice in choices:
+                    if type(choice) is not dict and not isinstance(choice, Mapping):
+                        raise _field_error(number, "choices[]", "an object", choice)
+                    index = choice.get("index", 0)
+                    if type(index) is not int and index is not None:
+                        raise _field_error(number, "choices[].index", "an integer", index)
+                    if index == self._choice or (index is None and self._choice == 0):
+                        pieces = self._choice_delta(choice, number, pieces, tool_deltas)
+        except ConverterError as exc:
+            # What this chunk carried before the wrong field goes out first (calls may have been announced).
+            salvaged, self._salvage = self._salvage or pieces or _Pieces(), None
+            chunks = self._chunks(salvaged, tool_deltas, usage, metadata)
+            exc.streamfold_partial_outputs = chunks + partial_outputs(exc)  # type: ignore[attr-defined]
+            raise
         if pieces is not None:
             return self._chunks(pieces, tool_deltas, usage, metadata)
         if not (tool_deltas or usage or metadata):
@@ -160,10 +248,24 @@ class OpenAIChatConverter:
         return [ChunkResponse(tool_calls=tool_deltas or None, usage=usage, metadata=metadata)]
 
     def finish(self) -> list[ChunkResponse]:
-        """The last chunk, ``is_complete=True`` with the finish reason (none if the stream was empty)."""
+        """The last chunk, ``is_complete=True`` with the finish reason (none if the stream was empty).
+
+        A call still without a name raises :class:`ConverterError` instead, after a chunk with its id and
+        held arguments (see the class docstring)."""
         if self._event_number == 0:
             return []
+        number = self._event_number
         self._event_number = 0
+        nameless = [call for call in self._open if not call.announced]
+        if nameless:
+            deltas = [self._nameless_delta(call) for call in nameless]
+            positions = ", ".join(str(call.position) for call in nameless)
+            exc = ConverterError(
+                f"end of stream after event {number - 1}: tool call {positions} never got a function name",
+                event_number=number - 1,
+            )
+            exc.streamfold_partial_outputs = [ChunkResponse(tool_calls=deltas)]  # type: ignore[attr-defined]
+            raise exc
         return [ChunkResponse(is_complete=True, finish_reason=self._finish_reason)]
 
     def _chunks(
@@ -196,6 +298,7 @@ class OpenAIChatConverter:
             or signature
             or encrypted
             or pieces.images
+            or pieces.results
         ):
             return []
         chunks = [
@@ -204,6 +307,7 @@ class OpenAIChatConverter:
                 reasoning=reasoning,
                 refusal=refusal,
                 tool_calls=tool_deltas or None,
+                tool_results=pieces.results or None,
                 finish_reason=finish_reason,
                 usage=usage,
                 metadata=metadata or None,
@@ -225,35 +329,45 @@ class OpenAIChatConverter:
         tool_deltas: list[ToolCallDelta],
     ) -> _Pieces | None:
         """Gather the choice's delta: tool calls into ``tool_deltas``, the rest into ``pieces``, which is
-        made only when there is something for it (the deltas of a streaming tool call need none)."""
-        delta = choice.get("delta")
-        if delta:
-            if type(delta) is not dict and not isinstance(delta, Mapping):
-                raise _field_error(number, "choices[].delta", "an object", delta)
-            tool_calls = delta.get("tool_calls")
-            # Most deltas of a streaming tool call carry nothing else: skip looking for other fields.
-            other_fields = tool_calls is None or len(delta) > 1
-            if other_fields:
-                pieces = _text_fields(delta, number, pieces)
-            if tool_calls:
-                if not isinstance(tool_calls, list):
-                    raise _field_error(number, "delta.tool_calls", "a list", tool_calls)
-                for raw in tool_calls:
-                    if type(raw) is not dict and not isinstance(raw, Mapping):
-                        raise _field_error(number, "delta.tool_calls[]", "an object", raw)
-                    self._tool_delta(raw, number, tool_deltas)
-            if other_fields:
-                function_call = delta.get("function_call")
-                if function_call:
-                    if not isinstance(function_call, Mapping):
-                        raise _field_error(number, "delta.function_call", "an object", function_call)
-                    self._legacy_function_call(function_call, number, tool_deltas)
-        reason = choice.get("finish_reason")
-        if reason:
-            if not isinstance(reason, str):
-                raise _field_error(number, "choices[].finish_reason", "a string", reason)
-            pieces = pieces or _Pieces()
-            self._finish(reason, choice.get("native_finish_reason"), number, pieces, tool_deltas)
+        made only when there is something for it (the deltas of a streaming tool call need none).
+
+        If a field is wrong, what ``pieces`` holds is kept in ``_salvage`` for :meth:`feed` to give out."""
+        try:
+            delta = choice.get("delta")
+            if delta:
+                if type(delta) is not dict and not isinstance(delta, Mapping):
+                    raise _field_error(number, "choices[].delta", "an object", delta)
+                tool_calls = delta.get("tool_calls")
+                # Most deltas of a streaming tool call carry nothing else: skip looking for other fields.
+                other_fields = tool_calls is None or len(delta) > 1
+                if other_fields:
+                    pieces = _text_fields(delta, number, pieces)
+                if tool_calls:
+                    if not isinstance(tool_calls, list):
+                        raise _field_error(number, "delta.tool_calls", "a list", tool_calls)
+                    for raw in tool_calls:
+                        if type(raw) is not dict and not isinstance(raw, Mapping):
+                            raise _field_error(number, "delta.tool_calls[]", "an object", raw)
+                        self._tool_delta(raw, number, tool_deltas)
+                if other_fields:
+                    function_call = delta.get("function_call")
+                    if function_call:
+                        if not isinstance(function_call, Mapping):
+                            raise _field_error(number, "delta.function_call", "an object", function_call)
+                        self._legacy_function_call(function_call, number, tool_deltas)
+                    executed = delta.get("executed_tools")
+                    if executed:
+                        pieces = pieces or _Pieces()
+                        self._executed_tools(executed, number, pieces, tool_deltas)
+            reason = choice.get("finish_reason")
+            if reason:
+                if not isinstance(reason, str):
+                    raise _field_error(number, "choices[].finish_reason", "a string", reason)
+                pieces = pieces or _Pieces()
+                self._finish(reason, choice.get("native_finish_reason"), number, pieces, tool_deltas)
+        except ConverterError:
+            self._salvage = pieces
+            raise
         return pieces
 
     def _tool_delta(self, raw: Mapping[str, Any], number: int, tool_deltas: list[ToolCallDelta]) -> None:
@@ -303,35 +417,75 @@ class OpenAIChatConverter:
         )
 
     def _find_call(self, index: int | None, provider_id: str | None) -> _Call:
-        if provider_id is None and index is not None:
-            call = self._by_index.get(index)
-            if call is not None:  # a later delta of a known call: nothing to record
-                self._last_call = call
-                return call
-        call = None
+        """The call a delta belongs to. An ``index`` names the call; an ``id`` only tells apart calls that
+        share an index. Without an index, an id continues the last call only if it is that call's id."""
+        call: _Call | None
         if index is not None:
             call = self._by_index.get(index)
             if call is not None and provider_id is not None and call.provider_id not in (None, provider_id):
-                call = None  # another id at a taken index: another call (servers that number every call 0)
-        elif provider_id is None:
-            call = self._last_call
-        if call is None and provider_id is not None:
-            call = self._by_id.get(provider_id)
-        if call is None:
-            call = self._new_call()
-        if index is not None:
+                # Another id at a taken index: another call (servers that number every call 0).
+                call = self._by_index_id.get((index, provider_id))
+            if call is None:
+                call = self._new_call()
             self._by_index[index] = call
-        if provider_id is not None:
-            self._by_id[provider_id] = call
-            if call.provider_id is None:
-                call.provider_id = provider_id
+            if provider_id is not None:
+                self._by_index_id[(index, provider_id)] = call
+        else:
+            call = self._last_call
+            if call is None or (provider_id is not None and call.provider_id not in (None, provider_id)):
+                call = self._new_call()
+        if provider_id is not None and call.provider_id is None:
+            call.provider_id = provider_id
         self._last_call = call
         return call
 
     def _new_call(self) -> _Call:
         call = _Call(len(self._calls))
         self._calls.append(call)
+        self._open.append(call)
         return call
+
+    def _nameless_delta(self, call: _Call) -> ToolCallDelta:
+        """The delta that gives out a call that never got a name: its id and the arguments it held."""
+        call.call_id = call.provider_id or self._id_factory(call.position)
+        held = "".join(call.held) or None
+        call.held = []
+        call.announced = True
+        return ToolCallDelta(call.position, call.call_id, None, held, kind=call.kind)
+
+    def _executed_tools(
+        self, executed: object, number: int, pieces: _Pieces, tool_deltas: list[ToolCallDelta]
+    ) -> None:
+        """Groq's ``executed_tools``: each a server call, finished with a result once its output is there."""
+        if not isinstance(executed, list):
+            raise _field_error(number, "delta.executed_tools", "a list", executed)
+        for raw in executed:
+            if type(raw) is not dict and not isinstance(raw, Mapping):
+                raise _field_error(number, "delta.executed_tools[]", "an object", raw)
+            index = raw.get("index")
+            if type(index) is not int:
+                raise _field_error(number, "delta.executed_tools[].index", "an integer", index)
+            call = self._executed.get(index)
+            if call is None:
+                call = self._executed[index] = self._new_call()
+                call.kind = "server"
+                call.name = _text(raw.get("type"), number, "delta.executed_tools[].type")
+                provider_id = raw.get("id")
+                call.call_id = provider_id if isinstance(provider_id, str) and provider_id else ""
+                call.call_id = call.call_id or self._id_factory(call.position)
+                call.announced = True
+                arguments = raw.get("arguments")
+                text = _arguments(arguments, number) if arguments is not None else None
+                tool_deltas.append(
+                    ToolCallDelta(call.position, call.call_id, call.name, text or None, kind="server")
+                )
+            if call.finished:
+                continue
+            result = {key: raw[key] for key in _EXECUTED_RESULT_KEYS if raw.get(key) is not None}
+            if result:
+                call.finished = True
+                tool_deltas.append(ToolCallDelta(call.position, finished=True, kind="server"))
+                pieces.results.append(ToolResult(call_id=call.call_id, name=call.name, content=result))
 
     def _call_delta(
         self,
@@ -358,7 +512,15 @@ class OpenAIChatConverter:
         if not call.announced:
             if text:
                 call.held.append(text)
+                call.held_size += len(text)
             if call.name is None:
+                if call.held_size > self._max_held:
+                    tool_deltas.append(self._nameless_delta(call))
+                    raise ConverterError(
+                        f"event {number}: tool call {call.position} sent more than {self._max_held} "
+                        "characters of arguments before its function name",
+                        event_number=number,
+                    )
                 return  # wait for the name: the first delta of a call carries its id and name
             call.announced = True
             call.call_id = call.provider_id or self._id_factory(call.position)
@@ -380,21 +542,30 @@ class OpenAIChatConverter:
         pieces.finish_reason = self._finish_reason = _FINISH_REASONS.get(lowered, lowered)
         stop_reason = native_reason if isinstance(native_reason, str) and native_reason else reason
         pieces.stop_reason = stop_reason
-        for call in self._calls:
+        open_calls, self._open = self._open, []
+        if not open_calls:
+            return
+        # The last delta of each call in this chunk, by position: one pass, whatever the number of calls.
+        in_chunk = {delta.index: position for position, delta in enumerate(tool_deltas)}
+        nameless: list[_Call] = []
+        for call in open_calls:
             if call.finished:
                 continue
             if not call.announced:
-                raise ConverterError(
-                    f"event {number}: tool call {call.position} ended without a function name",
-                    event_number=number,
-                )
+                nameless.append(call)
+                continue
             call.finished = True
-            for position, delta in enumerate(tool_deltas):
-                if delta.index == call.position:
-                    tool_deltas[position] = msgspec.structs.replace(delta, finished=True)
-                    break
+            position = in_chunk.get(call.position)
+            if position is not None:
+                tool_deltas[position] = msgspec.structs.replace(tool_deltas[position], finished=True)
             else:
                 tool_deltas.append(ToolCallDelta(call.position, finished=True, kind=call.kind))
+        if nameless:
+            tool_deltas.extend(self._nameless_delta(call) for call in nameless)
+            positions = ", ".join(str(call.position) for call in nameless)
+            raise ConverterError(
+                f"event {number}: tool call {positions} ended without a function name", event_number=number
+            )
 
     def _metadata_changes(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
         """The response-level facts of ``event`` that are new, or ``None``."""
