@@ -8,7 +8,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from operators.providers.anthropic import AnthropicConverter
 from pipeline import process
@@ -289,3 +292,11 @@ async def test_a_non_string_delta_type_fails_naming_the_field_after_what_came_be
         SegmentEvent.start("text_0", SegmentType.TEXT).to_dict(),
         SegmentEvent.content("text_0", "kept").to_dict(),
     ]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(min_value=1, max_value=97), min_size=1, max_size=6))
+def test_any_byte_chunking_of_the_citations_recording_gives_the_same_blocks(sizes: list[int]) -> None:
+    path = RECORDINGS[0].parent / "vercel_claude-sonnet-4_web_search_citations.jsonl"
+    items = anyio.run(lambda: replay(path, provider="anthropic", chunk_sizes=sizes))
+    assert pipeline_summary(items) == block_reference(load_events(path))
