@@ -591,6 +591,19 @@ _RESPONSES_CLIENT_ACTIONS = {
 """Built-in calls the client executes: their arguments are this field of the finished item."""
 
 
+def _responses_server_input(item: Mapping[str, Any]) -> dict[str, Any]:
+    """What a provider-executed built-in call searched for or ran (its folded arguments)."""
+    item_type = item.get("type")
+    if item_type == "web_search_call":
+        return {key: value for key, value in (item.get("action") or {}).items() if key != "sources"}
+    if item_type == "file_search_call":
+        return {"queries": item.get("queries") or []}
+    return {"code": item.get("code") or "", "container_id": item.get("container_id")}
+
+
+_RESPONSES_SERVER_CALLS = ("web_search_call", "file_search_call", "code_interpreter_call")
+
+
 def _responses(payloads: list[Payload]) -> Expected:
     text: list[str] = []
     reasoning: list[str] = []
@@ -676,12 +689,17 @@ def _responses_item(event: Mapping[str, Any], calls: list[_Call], by_output: dic
             call = _Call(len(calls), call_id, item.get("name"), provider_executed=True)
         elif item_type in _RESPONSES_CLIENT_ACTIONS:
             call = _Call(len(calls), item.get("call_id"), item_type.removesuffix("_call"))
+        elif item_type in _RESPONSES_SERVER_CALLS:
+            name = item_type.removesuffix("_call")
+            call = _Call(len(calls), item.get("id"), name, provider_executed=True)
         else:
             return
         calls.append(call)
         by_output[output_index] = call
     if item_type in _RESPONSES_CLIENT_ACTIONS:
         call.whole = item.get(_RESPONSES_CLIENT_ACTIONS[item_type]) or {}
+    elif item_type in _RESPONSES_SERVER_CALLS:
+        call.whole = _responses_server_input(item)
     elif done:
         _fill_unstreamed(call, item.get("input") if call.free_text else item.get("arguments"))
 

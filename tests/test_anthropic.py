@@ -16,7 +16,7 @@ from operators.providers.anthropic import (
     normalize_anthropic_stop_reason,
 )
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolResult
 from tests.converter_cases import fold_calls, load_events, run_converter, sequential_ids
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
@@ -123,7 +123,9 @@ def test_thinking_signature_and_redacted_thinking() -> None:
     assert chunks == [
         ChunkResponse(reasoning="Let me think"),
         ChunkResponse(reasoning_signature="sig=="),
+        ChunkResponse(reasoning_done=True),
         ChunkResponse(encrypted_reasoning="opaque"),
+        ChunkResponse(reasoning_done=True),
         ChunkResponse(content="Answer"),
     ]
 
@@ -160,20 +162,34 @@ def test_tool_use_positions_ids_and_finished() -> None:
     ]
 
 
-def test_server_and_mcp_tools_are_server_calls_and_result_blocks_give_nothing() -> None:
+def test_server_and_mcp_tools_are_server_calls_and_result_blocks_are_tool_results() -> None:
+    search_results = [{"type": "web_search_result", "url": "https://example.com", "title": "Example"}]
+    bash_error = {"type": "bash_code_execution_tool_result_error", "error_code": "unavailable"}
     chunks = convert(
         [
             tool(0, "srvtoolu_1", "web_search", "server_tool_use"),
             json_delta(0, '{"query": "x"}'),
             block_stop(0),
-            block_start(1, {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}),
+            block_start(
+                1, {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": search_results}
+            ),
             block_stop(1),
             tool(2, "mcptoolu_1", "echo", "mcp_tool_use", server_name="echo"),
             json_delta(2, "{}"),
             block_stop(2),
-            block_start(3, {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_1", "content": []}),
+            block_start(
+                3,
+                {
+                    "type": "mcp_tool_result",
+                    "tool_use_id": "mcptoolu_1",
+                    "is_error": True,
+                    "content": [{"type": "text", "text": "no"}],
+                },
+            ),
             block_stop(3),
-            block_start(4, {"type": "bash_code_execution_tool_result", "tool_use_id": "x", "content": {}}),
+            block_start(
+                4, {"type": "bash_code_execution_tool_result", "tool_use_id": "x", "content": bash_error}
+            ),
             block_stop(4),
         ]
     )
@@ -181,9 +197,60 @@ def test_server_and_mcp_tools_are_server_calls_and_result_blocks_give_nothing() 
         ChunkResponse(tool_calls=[ToolCallDelta(0, "srvtoolu_1", "web_search", kind="server")]),
         ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta='{"query": "x"}', kind="server")]),
         ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True, kind="server")]),
+        ChunkResponse(
+            tool_results=[
+                ToolResult(
+                    call_id="srvtoolu_1",
+                    name="web_search",
+                    content=search_results,
+                    result_type="web_search_tool_result",
+                )
+            ]
+        ),
         ChunkResponse(tool_calls=[ToolCallDelta(1, "mcptoolu_1", "echo", kind="server")]),
         ChunkResponse(tool_calls=[ToolCallDelta(1, arguments_delta="{}", kind="server")]),
         ChunkResponse(tool_calls=[ToolCallDelta(1, finished=True, kind="server")]),
+        ChunkResponse(
+            tool_results=[
+                ToolResult(
+                    call_id="mcptoolu_1",
+                    name="echo",
+                    content=[{"type": "text", "text": "no"}],
+                    is_error=True,
+                    result_type="mcp_tool_result",
+                )
+            ]
+        ),
+        ChunkResponse(
+            tool_results=[
+                ToolResult(
+                    call_id="x",
+                    content=bash_error,
+                    is_error=True,
+                    result_type="bash_code_execution_tool_result",
+                )
+            ]
+        ),
+    ]
+
+
+def test_citations_delta_and_citations_in_a_text_block_start_are_citations() -> None:
+    cite = {"type": "web_search_result_location", "url": "https://example.com", "cited_text": "x"}
+    other = {"type": "char_location", "document_index": 0, "cited_text": "y"}
+    chunks = convert(
+        [
+            block_start(0, {"type": "text", "text": "", "citations": []}),
+            block_delta(0, {"type": "citations_delta", "citation": cite}),
+            text(0, "Cited."),
+            block_stop(0),
+            block_start(1, {"type": "text", "text": "Whole.", "citations": [other]}),
+            block_stop(1),
+        ]
+    )
+    assert chunks == [
+        ChunkResponse(citations=[cite]),
+        ChunkResponse(content="Cited."),
+        ChunkResponse(content="Whole.", citations=[other]),
     ]
 
 
@@ -327,7 +394,6 @@ def test_unknown_events_blocks_and_deltas_are_skipped() -> None:
             block_delta(0, {"type": "hologram_delta", "x": 1}),
             block_stop(0),
             block_start(1, {"type": "text", "text": ""}),
-            block_delta(1, {"type": "citations_delta", "citation": {"type": "web_search_result_location"}}),
             text(1, "ok"),
         ]
     )
@@ -357,6 +423,12 @@ def test_in_band_error_raises_after_what_came_before() -> None:
         ({"type": "content_block_delta", "index": 0}, "no mapping field 'delta'"),
         (block_delta(0, {"type": "text_delta", "text": 5}), "no string field 'text'"),
         (block_start(0, {"type": "tool_use", "id": "t"}), "no string field 'name'"),
+        (block_delta(0, {"type": 7, "text": "x"}), "content_block_delta\\) has no string field 'delta.type'"),
+        (block_delta(0, {"text": "x"}), "content_block_delta\\) has no string field 'delta.type'"),
+        (block_start(0, {"type": None, "text": "x"}), "has no string field 'content_block.type'"),
+        (block_delta(0, {"type": "citations_delta", "citation": "x"}), "no mapping field 'citation'"),
+        (block_start(0, {"type": "web_search_tool_result", "content": []}), "no string field 'tool_use_id'"),
+        (block_start(0, {"type": "text", "citations": {}}), "'citations' that is not a list of objects"),
         (json_delta(7, "{}"), "input_json_delta for block 7, not an open tool block"),
         ({"type": "message_start"}, "no mapping field 'message'"),
         ({"type": "message_delta", "delta": {}, "usage": {"output_tokens": "9"}}, "usage.output_tokens"),

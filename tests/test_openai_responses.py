@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from operators.providers.openai_responses import OpenAIResponsesConverter, convert_openai_responses
 from operators.sse import decode_jsonl, sse_events
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolResult
 from tests.converter_cases import (
     Event,
     chunked_bytes,
@@ -252,15 +252,16 @@ def test_reasoning_summary_parts_are_separated_by_a_blank_line() -> None:
     ]
     assert convert(events) == [
         STARTED,
-        ChunkResponse(reasoning="**A**"),
-        ChunkResponse(reasoning="\n\nx"),
-        ChunkResponse(reasoning="\n\n**B**"),
-        ChunkResponse(encrypted_reasoning="final"),
+        ChunkResponse(reasoning_id="rs_1"),
+        ChunkResponse(reasoning="**A**", reasoning_id="rs_1"),
+        ChunkResponse(reasoning="\n\nx", reasoning_id="rs_1"),
+        ChunkResponse(reasoning="\n\n**B**", reasoning_id="rs_1"),
+        ChunkResponse(encrypted_reasoning="final", reasoning_id="rs_1", reasoning_done=True),
         end("stop"),
     ]
 
 
-def test_reasoning_text_deltas_and_separate_reasoning_items() -> None:
+def test_reasoning_items_are_separate_blocks_with_their_ids() -> None:
     event_type = "response.reasoning_text.delta"
     events = [
         added(0, {"type": "reasoning", "id": "rs_1", "summary": []}),
@@ -271,9 +272,12 @@ def test_reasoning_text_deltas_and_separate_reasoning_items() -> None:
         delta(event_type, 1, "rs_2", "more", content_index=0),
     ]
     assert convert(events) == [
-        ChunkResponse(reasoning="think"),
-        ChunkResponse(reasoning="ing"),
-        ChunkResponse(reasoning="\n\nmore"),
+        ChunkResponse(reasoning_id="rs_1"),
+        ChunkResponse(reasoning="think", reasoning_id="rs_1"),
+        ChunkResponse(reasoning="ing", reasoning_id="rs_1"),
+        ChunkResponse(reasoning_id="rs_1", reasoning_done=True),
+        ChunkResponse(reasoning_id="rs_2"),
+        ChunkResponse(reasoning="more", reasoning_id="rs_2"),
     ]
 
 
@@ -286,14 +290,19 @@ def test_reasoning_only_in_the_finished_item_is_emitted_with_its_encrypted_conte
         "encrypted_content": "blob",
     }
     assert convert([done(0, finished)]) == [
-        ChunkResponse(reasoning="S1\n\nS2\n\nR", encrypted_reasoning="blob")
+        ChunkResponse(
+            reasoning="S1\n\nS2\n\nR", encrypted_reasoning="blob", reasoning_id="rs_1", reasoning_done=True
+        )
     ]
 
 
 def test_encrypted_content_of_the_added_item_is_the_fallback_and_given_once() -> None:
     reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "early"}
     events = [added(0, reasoning), done(0, reasoning | {"encrypted_content": None}), done(0, reasoning)]
-    assert convert(events) == [ChunkResponse(encrypted_reasoning="early")]
+    assert convert(events) == [
+        ChunkResponse(reasoning_id="rs_1"),
+        ChunkResponse(encrypted_reasoning="early", reasoning_id="rs_1", reasoning_done=True),
+    ]
 
 
 # -- function calls ------------------------------------------------------------------------------------
@@ -323,6 +332,8 @@ def test_function_call_uses_call_id_and_positions_calls_from_zero() -> None:
     ]
     assert convert(events) == [
         STARTED,
+        ChunkResponse(reasoning_id="rs_1"),
+        ChunkResponse(reasoning_id="rs_1", reasoning_done=True),
         calls(ToolCallDelta(0, "call_a", "add")),
         calls(ToolCallDelta(0, arguments_delta='{"a":')),
         calls(ToolCallDelta(0, arguments_delta="2}")),
@@ -524,17 +535,226 @@ def test_mcp_call_is_a_server_call_and_does_not_make_finish_reason_tool_calls() 
         calls(ToolCallDelta(0, "mcp_1", "search", kind="server")),
         calls(ToolCallDelta(0, arguments_delta='{"q":', kind="server")),
         calls(ToolCallDelta(0, arguments_delta='"x"}', kind="server")),
-        calls(ToolCallDelta(0, finished=True, kind="server")),
+        ChunkResponse(
+            tool_calls=[ToolCallDelta(0, finished=True, kind="server")],
+            tool_results=[
+                ToolResult(call_id="mcp_1", name="search", content="found", result_type="mcp_call")
+            ],
+        ),
         end("stop"),
     ]
+
+
+def test_a_failed_mcp_call_gives_its_error_as_the_result() -> None:
+    item = {"type": "mcp_call", "id": "mcp_1", "server_label": "docs", "name": "search", "arguments": "{}"}
+    error = {"type": "mcp_protocol_error", "code": 32600, "message": "boom"}
+    assert convert([added(0, item), done(0, item | {"output": None, "error": error})]) == [
+        calls(ToolCallDelta(0, "mcp_1", "search", "{}", kind="server")),
+        ChunkResponse(
+            tool_calls=[ToolCallDelta(0, finished=True, kind="server")],
+            tool_results=[
+                ToolResult(
+                    call_id="mcp_1", name="search", content=error, is_error=True, result_type="mcp_call"
+                )
+            ],
+        ),
+    ]
+
+
+WEB_SOURCES = [{"type": "url", "url": "https://example.com"}]
+
+
+@pytest.mark.parametrize(
+    ("added_item", "done_item", "name", "arguments", "result"),
+    [
+        (
+            {"type": "web_search_call", "id": "ws_1", "status": "in_progress"},
+            {
+                "type": "web_search_call",
+                "id": "ws_1",
+                "status": "completed",
+                "action": {"type": "search", "query": "x", "sources": WEB_SOURCES},
+            },
+            "web_search",
+            '{"query":"x","type":"search"}',
+            WEB_SOURCES,
+        ),
+        (
+            {
+                "type": "file_search_call",
+                "id": "fs_1",
+                "status": "in_progress",
+                "queries": [],
+                "results": None,
+            },
+            {
+                "type": "file_search_call",
+                "id": "fs_1",
+                "status": "completed",
+                "queries": ["q"],
+                "results": [{"file_id": "f", "text": "t"}],
+            },
+            "file_search",
+            '{"queries":["q"]}',
+            [{"file_id": "f", "text": "t"}],
+        ),
+        (
+            {
+                "type": "code_interpreter_call",
+                "id": "ci_1",
+                "status": "in_progress",
+                "code": "",
+                "outputs": [],
+            },
+            {
+                "type": "code_interpreter_call",
+                "id": "ci_1",
+                "status": "completed",
+                "code": "print(1)",
+                "container_id": "cntr_1",
+                "outputs": [{"type": "logs", "logs": "1"}],
+            },
+            "code_interpreter",
+            '{"code":"print(1)","container_id":"cntr_1"}',
+            [{"type": "logs", "logs": "1"}],
+        ),
+    ],
+    ids=["web_search", "file_search", "code_interpreter"],
+)
+def test_server_builtin_calls_are_server_calls_with_their_results(
+    added_item: Event, done_item: Event, name: str, arguments: str, result: Any
+) -> None:
+    events = [created(), added(0, added_item), done(0, done_item), completed()]
+    item_id = added_item["id"]
+    assert convert(events) == [
+        STARTED,
+        calls(ToolCallDelta(0, item_id, name, kind="server")),
+        ChunkResponse(
+            tool_calls=[ToolCallDelta(0, arguments_delta=arguments, finished=True, kind="server")],
+            tool_results=[
+                ToolResult(call_id=item_id, name=name, content=result, result_type=done_item["type"])
+            ],
+        ),
+        end("stop"),
+    ]
+
+
+def test_a_failed_server_builtin_call_is_an_error_result_and_one_seen_only_done_starts_and_ends() -> None:
+    item = {"type": "web_search_call", "id": "ws_1", "status": "failed"}
+    assert convert([done(0, item)]) == [
+        ChunkResponse(
+            tool_calls=[ToolCallDelta(0, "ws_1", "web_search", "{}", finished=True, kind="server")],
+            tool_results=[
+                ToolResult(call_id="ws_1", name="web_search", is_error=True, result_type="web_search_call")
+            ],
+        )
+    ]
+
+
+def test_code_interpreter_code_streams_as_the_code_argument() -> None:
+    item = {"type": "code_interpreter_call", "id": "ci_1", "code": "", "container_id": "c", "outputs": []}
+    events = [
+        added(0, item),
+        delta("response.code_interpreter_call_code.delta", 0, "ci_1", 'print("é'),
+        delta("response.code_interpreter_call_code.delta", 0, "ci_1", '")\n'),
+        {
+            "type": "response.code_interpreter_call_code.done",
+            "output_index": 0,
+            "item_id": "ci_1",
+            "code": "x",
+        },
+        done(0, item | {"code": 'print("é")\n', "outputs": None}),
+    ]
+    chunks = convert(events)
+    assert chunks == [
+        calls(ToolCallDelta(0, "ci_1", "code_interpreter", kind="server")),
+        calls(ToolCallDelta(0, arguments_delta='{"code":"print(\\"é', kind="server")),
+        calls(ToolCallDelta(0, arguments_delta='\\")\\n', kind="server")),
+        ChunkResponse(
+            tool_calls=[
+                ToolCallDelta(0, arguments_delta='","container_id":"c"}', finished=True, kind="server")
+            ],
+            tool_results=[
+                ToolResult(call_id="ci_1", name="code_interpreter", result_type="code_interpreter_call")
+            ],
+        ),
+    ]
+    (call,) = fold_calls(chunks)
+    assert json.loads(call.arguments) == {"code": 'print("é")\n', "container_id": "c"}
+
+
+def test_annotations_are_citations_and_unstreamed_ones_come_with_the_finished_message() -> None:
+    first = {"type": "url_citation", "url": "https://a", "start_index": 0, "end_index": 2}
+    second = {"type": "file_citation", "file_id": "f", "index": 2}
+    message = {"type": "message", "id": "msg_1", "content": []}
+    annotation = {
+        "type": "response.output_text.annotation.added",
+        "output_index": 0,
+        "item_id": "msg_1",
+        "content_index": 0,
+        "annotation_index": 0,
+        "annotation": first,
+    }
+    finished = message | {
+        "content": [
+            {"type": "output_text", "text": "Hi", "annotations": [first, second]},
+            {"type": "output_text", "text": "!", "annotations": [second]},
+        ]
+    }
+    events = [added(0, message), text_delta("Hi"), annotation, done(0, finished)]
+    assert convert(events) == [
+        ChunkResponse(content="Hi"),
+        ChunkResponse(citations=[first]),
+        ChunkResponse(content="!", citations=[second, second]),
+    ]
+
+
+def test_a_duplicated_output_item_added_is_ignored() -> None:
+    call = function_call("fc_1", "call_a", "add")
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
+    events = [
+        added(0, reasoning),
+        added(0, reasoning),
+        done(0, reasoning),
+        added(1, call),
+        arguments_delta("{}", 1, "fc_1"),
+        added(1, call),
+        added(1, call | {"id": "fc_rotated"}),  # a proxy that rotates ids: same position, same type
+        done(1, call | {"arguments": "{}"}),
+    ]
+    assert convert(events) == [
+        ChunkResponse(reasoning_id="rs_1"),
+        ChunkResponse(reasoning_id="rs_1", reasoning_done=True),
+        calls(ToolCallDelta(0, "call_a", "add")),
+        calls(ToolCallDelta(0, arguments_delta="{}")),
+        calls(ToolCallDelta(0, finished=True)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("again", "message"),
+    [
+        (added(1, function_call("fc_1", "call_a", "add")), "item 'fc_1' was announced before"),
+        (added(0, {"type": "message", "id": "fc_1", "content": []}), "item 'fc_1' was announced before"),
+        (added(0, {"type": "message", "id": "msg_9"}), "output_index 0 already holds the unfinished"),
+    ],
+)
+def test_a_conflicting_output_item_added_is_an_error(again: Event, message: str) -> None:
+    converter = OpenAIResponsesConverter()
+    converter.feed(added(0, function_call("fc_1", "call_a", "add")))
+    with pytest.raises(ConverterError, match=f"event 1 \\(response.output_item.added\\): {message}"):
+        converter.feed(again)
+
+
+def test_created_is_an_integer_from_sdk_objects_too() -> None:
+    chunks = convert([created(created_at=1700000000.0)])
+    assert chunks == [STARTED]
+    assert type(chunks[0].metadata["created"]) is int  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
     "item",
     [
-        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"query": "x"}},
-        {"type": "file_search_call", "id": "fs_1", "queries": ["x"], "status": "completed"},
-        {"type": "code_interpreter_call", "id": "ci_1", "code": "print(1)", "status": "completed"},
         {"type": "image_generation_call", "id": "ig_1", "result": "aGk=", "status": "completed"},
         {"type": "tool_search_call", "id": "ts_1", "execution": "server", "arguments": {"paths": ["a"]}},
         {"type": "mcp_list_tools", "id": "ml_1", "server_label": "docs", "tools": []},
@@ -646,7 +866,6 @@ def test_a_new_response_after_completion_starts_over() -> None:
 
 def test_unknown_events_and_empty_deltas_give_nothing() -> None:
     events: list[Event] = [
-        {"type": "response.output_text.annotation.added", "annotation": {"type": "url_citation"}},
         {"type": "response.something_new", "sequence_number": 9},
         text_delta(""),
         {"type": "response.content_part.added", "output_index": 0, "item_id": "m", "part": {}},
@@ -667,6 +886,10 @@ def test_a_truncated_stream_ends_without_a_complete_chunk() -> None:
         ({"type": "response.output_text.delta", "output_index": 0, "item_id": "m"}, "event 1 .*'delta'"),
         ({"type": "response.output_text.delta", "output_index": "0", "delta": "x"}, "'output_index'"),
         ({"type": "response.output_item.added", "output_index": 0}, "'item'"),
+        (
+            {"type": "response.output_text.annotation.added", "output_index": 0, "annotation": 1},
+            "'annotation'",
+        ),
         (
             {"type": "response.output_item.added", "item": {"type": "function_call", "call_id": "c"}},
             "'item.name'",
@@ -735,6 +958,32 @@ CLIENT_CALL_NAMES = {
     "computer_call": "computer",
     "apply_patch_call": "apply_patch",
 }
+SERVER_CALL_NAMES = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "code_interpreter_call": "code_interpreter",
+    "mcp_call": None,
+}
+SERVER_RESULTS = {"web_search_call": None, "file_search_call": "results", "code_interpreter_call": "outputs"}
+
+
+def server_call(item: Event) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A finished provider-executed call item: the call as folded, and its result."""
+    kind = item["type"]
+    if kind == "web_search_call":
+        arguments = {key: value for key, value in item.get("action", {}).items() if key != "sources"}
+        content = item.get("action", {}).get("sources")
+    elif kind == "file_search_call":
+        arguments, content = {"queries": item["queries"]}, item["results"]
+    elif kind == "code_interpreter_call":
+        arguments, content = {"code": item["code"], "container_id": item["container_id"]}, item["outputs"]
+    else:
+        arguments = json.loads(item["arguments"])
+        content = item["output"] if item.get("error") is None else item["error"]
+    name = SERVER_CALL_NAMES[kind] or item["name"]
+    call = {"id": item["id"], "name": name, "kind": "server", "arguments": arguments, "finished": True}
+    failed = item.get("status") == "failed" or (kind == "mcp_call" and item.get("error") is not None)
+    return call, {"call_id": item["id"], "name": name, "content": content, "is_error": failed}
 
 
 def reference(events: list[Event]) -> dict[str, Any]:
@@ -753,13 +1002,28 @@ def reference(events: list[Event]) -> dict[str, Any]:
         if e["type"] in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
             arguments.setdefault(e["output_index"], []).append(e["delta"])
     calls = []
+    results = []
     encrypted = []
+    blocks = []
+    client_calls = False
+    announced = {
+        e["output_index"]: e["item"]["id"] for e in events if e["type"] == "response.output_item.added"
+    }
     for e in events:
         if e["type"] != "response.output_item.done":
             continue
         item = e["item"]
         if item["type"] == "reasoning" and item.get("encrypted_content"):
             encrypted.append(item["encrypted_content"])
+        if item["type"] == "reasoning":
+            parts = [*item.get("summary", []), *(item.get("content") or [])]
+            # the id the item was announced with: a proxy may rotate ids afterwards
+            block_id = announced.get(e["output_index"], item["id"])
+            blocks.append((block_id, "\n\n".join(part["text"] for part in parts)))
+        if item["type"] in SERVER_CALL_NAMES:
+            call, result = server_call(item)
+            calls.append(call)
+            results.append(result)
         if item["type"] not in CLIENT_CALL_NAMES:
             continue
         streamed = "".join(arguments.get(e["output_index"], []))
@@ -774,7 +1038,15 @@ def reference(events: list[Event]) -> dict[str, Any]:
         calls.append(
             {"id": item["call_id"], "name": name, "kind": kind, "arguments": value, "finished": True}
         )
+        client_calls = True
     last = events[-1]["response"]
+    citations = [
+        annotation
+        for item in last["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+        for annotation in part.get("annotations", [])
+    ]
     raw_usage = last["usage"]
     usage = TokenUsage(
         prompt_tokens=raw_usage["input_tokens"],
@@ -789,7 +1061,10 @@ def reference(events: list[Event]) -> dict[str, Any]:
         "reasoning": "\n\n".join("".join(part) for part in reasoning_parts.values()),
         "encrypted": encrypted,
         "calls": calls,
-        "finish_reason": "tool_calls" if calls else "stop",
+        "results": results,
+        "citations": citations,
+        "reasoning_blocks": blocks,
+        "finish_reason": "tool_calls" if client_calls else "stop",
         "usage": usage,
         "id": last["id"],
         "model": last["model"],
@@ -800,8 +1075,16 @@ def folded(chunks: list[ChunkResponse]) -> dict[str, Any]:
     """The converter's chunks folded the way a consumer would."""
     calls = fold_calls(chunks)
     metadata: dict[str, Any] = {}
+    blocks: list[tuple[str | None, str]] = []
+    block_id: str | None = None
+    block_text: list[str] = []
     for chunk in chunks:
         metadata.update(chunk.metadata or {})
+        block_id = chunk.reasoning_id or block_id
+        block_text.append(chunk.reasoning or "")
+        if chunk.reasoning_done:
+            blocks.append((block_id, "".join(block_text)))
+            block_id, block_text = None, []
     return {
         "content": "".join(chunk.content for chunk in chunks),
         "reasoning": "".join(chunk.reasoning or "" for chunk in chunks),
@@ -816,6 +1099,18 @@ def folded(chunks: list[ChunkResponse]) -> dict[str, Any]:
             }
             for call in calls
         ],
+        "results": [
+            {
+                "call_id": result.call_id,
+                "name": result.name,
+                "content": result.content,
+                "is_error": result.is_error,
+            }
+            for chunk in chunks
+            for result in chunk.tool_results or []
+        ],
+        "citations": [citation for chunk in chunks for citation in chunk.citations or []],
+        "reasoning_blocks": blocks,
         "finish_reason": chunks[-1].finish_reason,
         "usage": chunks[-1].usage,
         "id": metadata.get("id"),
@@ -853,7 +1148,10 @@ def test_the_recordings_cover_what_they_are_meant_to() -> None:
     """Guards the reference test against vacuous fixtures: each feature appears in some recording."""
     results = {path.name: reference(load_events(path)) for path in FIXTURE_FILES}
     kinds = {call["kind"] for result in results.values() for call in result["calls"]}
-    assert kinds == {"function", "custom"}
+    assert kinds == {"function", "custom", "server"}
+    assert sum(len(result["results"]) for result in results.values()) >= 10
+    assert sum(len(result["citations"]) for result in results.values()) >= 14
+    assert sum(len(result["reasoning_blocks"]) > 1 for result in results.values()) >= 3
     assert sum(bool(result["encrypted"]) for result in results.values()) >= 6
     assert sum(bool(result["reasoning"]) for result in results.values()) >= 5
     assert sum(bool(result["content"]) for result in results.values()) >= 5
@@ -868,6 +1166,7 @@ SPLITTABLE = {
     "response.reasoning_text.delta",
     "response.function_call_arguments.delta",
     "response.custom_tool_call_input.delta",
+    "response.code_interpreter_call_code.delta",
 }
 
 

@@ -1092,6 +1092,7 @@ def test_responses_builtin_calls_mcp_and_incomplete(tmp_path: Path) -> None:
     )
     result = expected(path)
     assert result.invocations == [
+        ExpectedCall("ws_1", "web_search", {}, provider_executed=True),
         ExpectedCall("c1", "computer", {"type": "click", "x": 1, "y": 2}),
         ExpectedCall("c2", "apply_patch", {"type": "delete_file", "path": "a"}),
         ExpectedCall("mcp_1", "ask", {"q": "x"}, provider_executed=True),

@@ -11,8 +11,13 @@ The wire format is a message envelope around content blocks::
 
 plus ``ping`` (ignored) and ``error`` (raised as :class:`ProviderError`). Tool blocks (``tool_use``, and the
 provider-executed ``server_tool_use`` and ``mcp_tool_use``) become :class:`ToolCallDelta`\\ s numbered by
-their position among the response's calls, not by content-block index. Result blocks
-(``web_search_tool_result``, ``mcp_tool_result``, ...) are the provider's own bookkeeping and give nothing.
+their order among the response's calls (never by content-block index, and never merged when two calls share
+an id). Server-tool result blocks (every block type ending in ``_tool_result``: ``web_search_tool_result``,
+``web_fetch_tool_result``, ``code_execution_tool_result``, ``mcp_tool_result``, ...) become
+:class:`ToolResult`\\ s with the block's ``content`` as sent, ``is_error`` when the block says
+``is_error`` or its content is a ``*_error`` object. ``citations_delta`` (and the ``citations`` of a text
+block's start) become ``citations``. Each thinking or redacted-thinking block ends with ``reasoning_done``
+at its ``content_block_stop``, so adjacent blocks stay apart, each with its own signature or data.
 
 A tool block cut off by ``max_tokens`` never gets its ``content_block_stop``, so its call is left
 unfinished: the later stages report it as truncated.
@@ -28,10 +33,10 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.providers._common import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
+from operators.providers._common import IdFactory, TypedEventConverter, is_mapping, new_call_id
 from pipeline._driver import drive
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
 
 __all__ = ["AnthropicConverter", "convert_anthropic", "normalize_anthropic_stop_reason"]
 
@@ -49,6 +54,11 @@ _TOOL_BLOCK_KINDS: Final[Mapping[str, ToolCallKind]] = {
     "server_tool_use": "server",
     "mcp_tool_use": "server",
 }
+
+_REASONING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
+
+_RESULT_BLOCK_SUFFIX: Final = "_tool_result"
+"""Block types ending with this are the results of provider-executed (server) tools."""
 
 _USAGE_FIELDS: Final = (
     "input_tokens",
@@ -91,9 +101,11 @@ class AnthropicConverter(TypedEventConverter):
     """
 
     __slots__ = (
+        "_call_count",
         "_finish_reason",
         "_id_factory",
-        "_indexer",
+        "_reasoning_blocks",
+        "_server_call_names",
         "_thinking_tokens",
         "_tool_blocks",
         "_usage_counts",
@@ -113,8 +125,13 @@ class AnthropicConverter(TypedEventConverter):
             }
         )
         self._id_factory: IdFactory = id_factory or new_call_id
-        self._indexer = CallIndexer()
+        self._call_count = 0
+        """Tool blocks started so far: the next call's position (block indexes and ids may repeat)."""
         self._tool_blocks: dict[int, _ToolBlock] = {}
+        self._reasoning_blocks: set[int] = set()
+        """Thinking and redacted-thinking blocks whose ``content_block_stop`` has not arrived yet."""
+        self._server_call_names: dict[str, str] = {}
+        """Provider-executed calls' names by id, to name their results."""
         self._finish_reason: str | None = None
         self._usage_counts: dict[str, int] = {}
         self._thinking_tokens: int | None = None
@@ -141,33 +158,70 @@ class AnthropicConverter(TypedEventConverter):
         block_index = self._integer(event, "index", where)
         block = self._mapping(event, "content_block", where)
         block_type = block.get("type")
+        if not isinstance(block_type, str):
+            raise self._error(where, "has no string field 'content_block.type'")
         if block_type == "text":
             text = self._optional_string(block, "text", where)
-            return [ChunkResponse(content=text)] if text else []
-        if block_type == "thinking":
+            citations = self._citations(block.get("citations"), where)
+            if not text and citations is None:
+                return []
+            return [ChunkResponse(content=text, citations=citations)]
+        if block_type in _REASONING_BLOCKS:
+            self._reasoning_blocks.add(block_index)
+            if block_type == "redacted_thinking":
+                return [ChunkResponse(encrypted_reasoning=self._string(block, "data", where))]
             thinking = self._optional_string(block, "thinking", where) or None
             signature = self._optional_string(block, "signature", where) or None
             if thinking is None and signature is None:
                 return []
             return [ChunkResponse(reasoning=thinking, reasoning_signature=signature)]
-        if block_type == "redacted_thinking":
-            return [ChunkResponse(encrypted_reasoning=self._string(block, "data", where))]
-        kind = _TOOL_BLOCK_KINDS.get(block_type) if isinstance(block_type, str) else None
+        if block_type.endswith(_RESULT_BLOCK_SUFFIX):
+            return [ChunkResponse(tool_results=[self._tool_result(block_type, block, where)])]
+        kind = _TOOL_BLOCK_KINDS.get(block_type)
         if kind is None:
-            return []  # result blocks and block types this version does not know
+            return []  # block types this version does not know
         if block_index in self._tool_blocks:
             raise self._error(where, f"starts content block {block_index} again before its stop")
-        position = self._indexer.position(block_index)
+        position = self._call_count
+        self._call_count += 1
         call_id = self._optional_string(block, "id", where) or self._id_factory(position)
         name = self._string(block, "name", where)
+        if kind == "server":
+            self._server_call_names[call_id] = name
         self._tool_blocks[block_index] = _ToolBlock(position, kind, block.get("input"))
         return [ChunkResponse(tool_calls=[ToolCallDelta(position, call_id, name, kind=kind)])]
+
+    def _tool_result(self, block_type: str, block: Mapping[str, Any], where: str) -> ToolResult:
+        """A server tool's result block, whole in its ``content_block_start``."""
+        call_id = self._string(block, "tool_use_id", where)
+        content = block.get("content")
+        content_type = content.get("type") if is_mapping(content) else None
+        is_error = block.get("is_error") is True or (
+            isinstance(content_type, str) and content_type.endswith("_error")
+        )
+        return ToolResult(
+            call_id=call_id,
+            name=self._server_call_names.get(call_id),
+            content=content,
+            is_error=is_error,
+            result_type=block_type,
+        )
+
+    def _citations(self, value: Any, where: str) -> list[Mapping[str, Any]] | None:
+        """A text block's ``citations``: None when absent or empty."""
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(is_mapping(item) for item in value):
+            raise self._error(where, "has a 'citations' that is not a list of objects")
+        return value or None
 
     def _block_delta(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
         where = "content_block_delta"
         block_index = self._integer(event, "index", where)
         delta = self._mapping(event, "delta", where)
         delta_type = delta.get("type")
+        if not isinstance(delta_type, str):
+            raise self._error(where, "has no string field 'delta.type'")
         if delta_type == "text_delta":
             text = self._string(delta, "text", where)
             return [ChunkResponse(content=text)] if text else []
@@ -189,10 +243,16 @@ class AnthropicConverter(TypedEventConverter):
                 return []
             tool_block.streamed_input = True
             return [tool_block.chunk(partial_json)]
-        return []  # citations_delta and delta types this version does not know
+        if delta_type == "citations_delta":
+            return [ChunkResponse(citations=[self._mapping(delta, "citation", where)])]
+        return []  # delta types this version does not know
 
     def _block_stop(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        tool_block = self._tool_blocks.pop(self._integer(event, "index", "content_block_stop"), None)
+        block_index = self._integer(event, "index", "content_block_stop")
+        if block_index in self._reasoning_blocks:
+            self._reasoning_blocks.remove(block_index)
+            return [ChunkResponse(reasoning_done=True)]
+        tool_block = self._tool_blocks.pop(block_index, None)
         if tool_block is None:
             return []
         arguments = None

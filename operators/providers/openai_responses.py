@@ -4,11 +4,14 @@ The Responses API streams typed events addressed to output items by ``output_ind
 :class:`OpenAIResponsesConverter` turns them into the normalised chunks of CONTRIBUTING.md:
 
 - ``response.output_text.delta`` -> ``content``; ``response.refusal.delta`` -> ``refusal``.
-- ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` -> ``reasoning``. Separate
-  reasoning parts (summary parts, reasoning-text parts, reasoning items) are joined with a blank line
-  (``"\\n\\n"``) put in front of the first text of each part after the first: every recorded summary part
-  starts with a bold title and ends without a newline, so plain concatenation would glue a title onto the
-  previous paragraph. No reasoning text is dropped or changed otherwise.
+- ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` -> ``reasoning``. Each
+  reasoning item is its own block: every reasoning chunk carries the item's id (``reasoning_id``, the
+  ``rs_...`` id a stateless ``store=false`` agent sends back; the id the item was announced with, when a
+  proxy rotates ids), ``output_item.added`` opens it and ``output_item.done`` closes it
+  (``reasoning_done``). Separate parts of one item (summary parts, reasoning-text parts) are joined with a
+  blank line (``"\\n\\n"``) put in front of the first text of each part after the first: every recorded
+  summary part starts with a bold title and ends without a newline, so plain concatenation would glue a
+  title onto the previous paragraph. No reasoning text is dropped or changed otherwise.
 - A reasoning item's ``encrypted_content`` -> ``encrypted_reasoning``, once per item, at its
   ``output_item.done`` (the value in ``output_item.added`` is not final; it is the fallback when ``done``
   has none).
@@ -20,9 +23,23 @@ The Responses API streams typed events addressed to output items by ``output_ind
   type without ``_call``, whose arguments are the JSON of the finished item's ``action`` (or ``operation``,
   ``{"actions": [...]}`` or ``arguments``). ``mcp_call`` items -> ``kind="server"`` (the provider runs them).
   Every call is ``finished`` at its ``output_item.done``.
-- Other provider-executed items (``web_search_call``, ``file_search_call``, ``code_interpreter_call``,
-  ``image_generation_call``, server-side ``tool_search_call``, their outputs, ``mcp_list_tools``,
-  ``mcp_approval_request``, ...) make no tool call: the client neither runs nor answers them.
+- Provider-executed built-ins ``web_search_call``, ``file_search_call`` and ``code_interpreter_call`` ->
+  ``kind="server"`` calls named ``web_search``, ``file_search``, ``code_interpreter`` whose id is the item
+  id and whose arguments are the JSON of the search ``action`` (without its ``sources``), ``{"queries":
+  [...]}`` or ``{"code": ..., "container_id": ...}`` (the code streams from
+  ``response.code_interpreter_call_code.delta``). At the item's ``output_item.done`` these and ``mcp_call``
+  give a :class:`~pipeline.models.ToolResult`: the search's ``sources``, the file search ``results``, the
+  code interpreter ``outputs``, the MCP ``output`` (or its ``error``); ``is_error`` when the item failed.
+- Other provider-side items (``image_generation_call``, server-side ``tool_search_call``,
+  ``mcp_list_tools``, ``mcp_approval_request``, ...) make no tool call: the client neither runs nor
+  answers them.
+- ``response.output_text.annotation.added`` -> ``citations`` (``url_citation``, ``file_citation``, ...,
+  as sent); annotations of a finished message that no such event carried come with its ``output_item.done``.
+- ``response.output_item.added`` for an item already announced (the same id at the same ``output_index``,
+  or another id at the ``output_index`` of an unfinished item of the same type: ids may rotate) is a
+  duplicate and ignored; the same id at another ``output_index`` or with another type, or another type at
+  the ``output_index`` of an unfinished item, raises :class:`~pipeline.errors.ConverterError`.
+- ``created`` (``created_at``) is an integer: SDK objects give it as a float, raw JSON as an int.
 - ``response.completed`` / ``response.incomplete`` -> the last chunk (``is_complete``), with usage in OpenAI
   Chat terms, ``finish_reason`` and ``metadata["stop_reason"]``; ``response.failed`` and ``error`` raise
   :class:`~pipeline.errors.ProviderError`.
@@ -38,6 +55,7 @@ A stream that ends without ``response.completed`` / ``incomplete`` / ``failed`` 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final, TypeAlias
 
@@ -46,13 +64,14 @@ from aiostream import pipable_operator
 
 from operators.providers._common import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
 from pipeline._driver import drive
+from pipeline._jsonenc import encode_json
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
 
 __all__ = ["OpenAIResponsesConverter", "convert_openai_responses"]
 
 REASONING_PART_SEPARATOR: Final = "\n\n"
-"""Put between two separate parts of reasoning text (summary parts, reasoning items)."""
+"""Put between two separate parts of one reasoning item's text (summary parts, reasoning-text parts)."""
 
 _CLIENT_BUILTIN_CALLS: Final[Mapping[str, str]] = {
     "local_shell_call": "local_shell",
@@ -61,6 +80,13 @@ _CLIENT_BUILTIN_CALLS: Final[Mapping[str, str]] = {
     "apply_patch_call": "apply_patch",
 }
 """Built-in tool items the client executes, and the tool name each becomes."""
+
+_SERVER_BUILTIN_CALLS: Final[Mapping[str, str]] = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "code_interpreter_call": "code_interpreter",
+}
+"""Built-in tool items the provider executes itself, and the tool name each becomes."""
 
 _INCOMPLETE_FINISH_REASONS: Final[Mapping[str, str]] = {
     "max_output_tokens": "length",
@@ -81,24 +107,55 @@ _PartKey: TypeAlias = tuple[str, int]
 Chunks: TypeAlias = list[ChunkResponse]
 
 
+def _object_json(value: object) -> str:
+    """JSON text of arguments built from a provider object, keys sorted: SDK objects list an item's fields
+    in their model's order, raw JSON in the wire's, and both must give the same text. Lone surrogates are
+    escaped rather than raising."""
+    try:
+        return msgspec.json.encode(value, order="sorted").decode()
+    except UnicodeEncodeError:
+        return json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+
+
 class _OutputItem:
     """What the converter remembers of one output item of the response."""
 
     __slots__ = (
+        "annotations",
+        "announced",
         "arguments_sent",
+        "call_id",
         "call_index",
         "call_kind",
+        "call_name",
+        "code_streamed",
+        "done",
         "encrypted_at_added",
         "finished",
+        "item_id",
         "item_type",
+        "last_reasoning_part",
         "serial",
         "text_parts",
     )
 
-    def __init__(self, serial: int, item_type: str | None) -> None:
+    def __init__(self, serial: int, item_type: str | None, item_id: str | None) -> None:
         self.serial = serial
         self.item_type = item_type
+        self.item_id = item_id
+        """The id the item was first seen with (a proxy may rotate ids afterwards)."""
+        self.announced = False
+        """``output_item.added`` announced it (a second one is a duplicate)."""
+        self.done = False
+        """Its ``output_item.done`` arrived."""
         self.call_index: int | None = None
+        self.call_id: str | None = None
+        self.call_name: str | None = None
+        self.code_streamed = False
+        """Code interpreter code streamed as arguments (``{"code":"...`` sent, its end not yet)."""
+        self.annotations: dict[int, int] = {}
+        """Content part index -> annotations already given by ``annotation.added`` events."""
+        self.last_reasoning_part: _PartKey | None = None
         self.call_kind: ToolCallKind = "function"
         self.arguments_sent = False
         self.finished = False
@@ -135,6 +192,8 @@ class OpenAIResponsesConverter(TypedEventConverter):
                 "response.function_call_arguments.done": self._on_arguments_done,
                 "response.custom_tool_call_input.done": self._on_custom_input_done,
                 "response.mcp_call_arguments.done": self._on_arguments_done,
+                "response.code_interpreter_call_code.delta": self._on_code_delta,
+                "response.output_text.annotation.added": self._on_annotation,
                 "response.completed": self._on_response_completed,
                 "response.incomplete": self._on_response_incomplete,
                 "response.failed": self._on_response_failed,
@@ -150,7 +209,6 @@ class OpenAIResponsesConverter(TypedEventConverter):
         self._items_by_position: dict[int, _OutputItem] = {}
         self._item_count = 0
         self._metadata: dict[str, Any] = {}
-        self._last_reasoning_part: tuple[int, str, int] | None = None
         self._client_call_made = False
         self._complete = False
 
@@ -222,6 +280,8 @@ class OpenAIResponsesConverter(TypedEventConverter):
         facts: dict[str, Any] = {}
         for key, field in _RESPONSE_FACTS:
             value = response.get(field)
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)  # SDK objects declare created_at a float
             if value is not None and self._metadata.get(key) != value:
                 facts[key] = value
         self._metadata.update(facts)
@@ -260,13 +320,45 @@ class OpenAIResponsesConverter(TypedEventConverter):
 
     def _on_item_added(self, event: Mapping[str, Any]) -> Chunks:
         raw = self._mapping(event, "item")
+        if self._announced_again(event, raw):
+            return []
         item = self._register(event, raw)
+        item.announced = True
         if item.item_type == "reasoning":
             encrypted = raw.get("encrypted_content")
             item.encrypted_at_added = encrypted if isinstance(encrypted, str) and encrypted else None
-            return []
+            return [ChunkResponse(reasoning_id=item.item_id)] if item.item_id else []
         call = self._call_start(item, raw)
         return [ChunkResponse(tool_calls=[call])] if call is not None else []
+
+    def _announced_again(self, event: Mapping[str, Any], raw: Mapping[str, Any]) -> bool:
+        """Whether ``output_item.added`` repeats an item already announced (then it is ignored).
+
+        The same id at the same position, or another id at the position of an unfinished item of the same
+        type (ids may rotate), is the same item; the same id elsewhere or as another type, or another type
+        at an unfinished item's position, is an error.
+        """
+        item_id, item_type, position = raw.get("id"), raw.get("type"), self._position(event)
+        known = self._items_by_id.get(item_id) if isinstance(item_id, str) and item_id else None
+        if known is not None and known.announced:
+            moved = position is not None and self._items_by_position.get(position) is not known
+            if known.item_type != item_type or moved:
+                raise ConverterError(
+                    f"event {self._event_number} (response.output_item.added): item {item_id!r} was "
+                    f"announced before as a {known.item_type} at another output_index or of another type",
+                    event_number=self._event_number,
+                )
+            return True
+        occupant = None if position is None else self._items_by_position.get(position)
+        if occupant is None or not occupant.announced or occupant.done:
+            return False
+        if occupant.item_type != item_type:
+            raise ConverterError(
+                f"event {self._event_number} (response.output_item.added): output_index {position} "
+                f"already holds the unfinished {occupant.item_type} item {occupant.item_id!r}",
+                event_number=self._event_number,
+            )
+        return True
 
     def _call_start(self, item: _OutputItem, raw: Mapping[str, Any]) -> ToolCallDelta | None:
         """Start the tool call of a call item (with whatever arguments it already carries), else ``None``."""
@@ -282,6 +374,8 @@ class OpenAIResponsesConverter(TypedEventConverter):
         elif item_type == "mcp_call":
             kind, name, initial = "server", raw.get("name"), raw.get("arguments")
             call_id = raw.get("id")
+        elif item_type is not None and item_type in _SERVER_BUILTIN_CALLS:
+            kind, name, call_id = "server", _SERVER_BUILTIN_CALLS[item_type], raw.get("id")
         elif item_type is not None and item_type in _CLIENT_BUILTIN_CALLS:
             kind, name = "function", _CLIENT_BUILTIN_CALLS[item_type]
         elif item_type == "tool_search_call" and raw.get("execution") == "client":
@@ -298,11 +392,13 @@ class OpenAIResponsesConverter(TypedEventConverter):
         item.arguments_sent = arguments is not None
         if not isinstance(call_id, str) or not call_id:
             call_id = self._new_call_id(index)
+        item.call_id, item.call_name = call_id, name
         return ToolCallDelta(index, call_id, name, arguments, kind=kind)
 
     def _on_item_done(self, event: Mapping[str, Any]) -> Chunks:
         raw = self._mapping(event, "item")
         item = self._find(event, raw.get("id")) or self._register(event, raw)
+        item.done = True
         if item.item_type is None:  # known only from text events so far
             item_type = raw.get("type")
             item.item_type = item_type if isinstance(item_type, str) else None
@@ -316,7 +412,9 @@ class OpenAIResponsesConverter(TypedEventConverter):
         if item.call_index is None or item.finished:
             return []
         item.finished = True
-        if item.arguments_sent:
+        if item.code_streamed:
+            arguments: str | None = self._code_end(raw)
+        elif item.arguments_sent:
             arguments = None if start is None else start.arguments_delta
         else:
             arguments = self._final_arguments(item_type, raw)
@@ -327,21 +425,81 @@ class OpenAIResponsesConverter(TypedEventConverter):
             )
         else:
             call = msgspec.structs.replace(start, arguments_delta=arguments, finished=True)
-        return [ChunkResponse(tool_calls=[call])]
+        result = self._server_result(item, raw) if item.call_kind == "server" else None
+        return [ChunkResponse(tool_calls=[call], tool_results=None if result is None else [result])]
+
+    def _server_result(self, item: _OutputItem, raw: Mapping[str, Any]) -> ToolResult:
+        """What a provider-executed call item returned, from its finished item."""
+        item_type = item.item_type
+        failed = raw.get("status") == "failed"
+        content: object = None
+        if item_type == "mcp_call":
+            error = raw.get("error")
+            failed = failed or error is not None
+            content = raw.get("output") if error is None else error
+        elif item_type == "web_search_call":
+            action = raw.get("action")
+            content = action.get("sources") if is_mapping(action) else None
+        elif item_type == "file_search_call":
+            content = raw.get("results")
+        elif item_type == "code_interpreter_call":
+            content = raw.get("outputs")
+        assert item.call_id is not None  # set with call_index
+        return ToolResult(
+            call_id=item.call_id, name=item.call_name, content=content, is_error=failed, result_type=item_type
+        )
+
+    def _code_end(self, raw: Mapping[str, Any]) -> str:
+        """The rest of a code interpreter call's arguments after its streamed code."""
+        container = raw.get("container_id")
+        if isinstance(container, str):
+            return '","container_id":' + encode_json(container).decode() + "}"
+        return '"}'
+
+    def _on_code_delta(self, event: Mapping[str, Any]) -> Chunks:
+        """Code interpreter code streams as the ``code`` string of the call's JSON arguments."""
+        text = self._text(event, "delta")
+        item = self._call_item(event)
+        if not text or item.finished or item.call_index is None or item.arguments_sent != item.code_streamed:
+            return []
+        piece = encode_json(text).decode()[1:-1]
+        if not item.code_streamed:
+            piece = '{"code":"' + piece
+        item.code_streamed = item.arguments_sent = True
+        return [
+            ChunkResponse(tool_calls=[ToolCallDelta(item.call_index, arguments_delta=piece, kind="server")])
+        ]
 
     def _final_arguments(self, item_type: str | None, raw: Mapping[str, Any]) -> str | None:
         """The whole arguments text of a finished call item whose arguments were not streamed."""
         if item_type in ("function_call", "mcp_call"):
             text = raw.get("arguments")
+        elif item_type is not None and item_type in _SERVER_BUILTIN_CALLS:
+            text = _object_json(self._server_arguments(item_type, raw))
         elif item_type == "custom_tool_call":
             text = raw.get("input")
         else:
-            text = msgspec.json.encode(self._builtin_arguments(raw)).decode()
+            text = _object_json(self._builtin_arguments(raw))
         if text is None:
             return None
         if not isinstance(text, str):
             raise self._field_error(raw, "item.arguments", "a string")
         return text or None
+
+    @staticmethod
+    def _server_arguments(item_type: str, raw: Mapping[str, Any]) -> object:
+        """A provider-executed built-in call's input: what it searched for or ran."""
+        if item_type == "web_search_call":
+            action = raw.get("action")
+            if not is_mapping(action):
+                return {}
+            return {key: value for key, value in action.items() if key != "sources"}
+        if item_type == "file_search_call":
+            return {"queries": raw.get("queries") or []}
+        arguments = {"code": raw.get("code") or ""}
+        if isinstance(raw.get("container_id"), str):
+            arguments["container_id"] = raw["container_id"]
+        return arguments
 
     @staticmethod
     def _builtin_arguments(raw: Mapping[str, Any]) -> object:
@@ -357,15 +515,21 @@ class OpenAIResponsesConverter(TypedEventConverter):
         """Text and refusal parts of a finished message that no delta or ``.done`` event carried."""
         content: list[str] = []
         refusal: list[str] = []
+        citations: list[Mapping[str, Any]] = []
         for position, part in enumerate(self._parts(raw, "content")):
             part_type = part.get("type")
             if part_type == "output_text":
+                citations += self._parts(part, "annotations")[item.annotations.get(position, 0) :]
                 self._collect(item, ("text", position), part.get("text"), content)
             elif part_type == "refusal":
                 self._collect(item, ("refusal", position), part.get("refusal"), refusal)
-        if not content and not refusal:
+        if not content and not refusal and not citations:
             return []
-        return [ChunkResponse(content="".join(content), refusal="".join(refusal) or None)]
+        return [
+            ChunkResponse(
+                content="".join(content), refusal="".join(refusal) or None, citations=citations or None
+            )
+        ]
 
     def _reasoning_rest(self, item: _OutputItem, raw: Mapping[str, Any]) -> Chunks:
         """The encrypted reasoning of a finished reasoning item, and any of its text not yet emitted."""
@@ -380,11 +544,18 @@ class OpenAIResponsesConverter(TypedEventConverter):
             encrypted = item.encrypted_at_added
         item.encrypted_at_added = None
         if item.finished:
+            if not pieces:
+                return []
             encrypted = None
         item.finished = True
-        if not pieces and encrypted is None:
-            return []
-        return [ChunkResponse(reasoning="".join(pieces) or None, encrypted_reasoning=encrypted)]
+        return [
+            ChunkResponse(
+                reasoning="".join(pieces) or None,
+                encrypted_reasoning=encrypted,
+                reasoning_id=item.item_id,
+                reasoning_done=True,
+            )
+        ]
 
     def _parts(self, raw: Mapping[str, Any], field: str) -> list[Mapping[str, Any]]:
         parts = raw.get(field)
@@ -399,14 +570,17 @@ class OpenAIResponsesConverter(TypedEventConverter):
         item_type = raw.get("type")
         if not isinstance(item_type, str):
             raise self._field_error(event, "item.type", "a string")
-        return self._remember(_OutputItem(self._item_count, item_type), event, raw.get("id"))
+        return self._remember(item_type, event, raw.get("id"))
 
-    def _remember(self, item: _OutputItem, event: Mapping[str, Any], item_id: object) -> _OutputItem:
+    def _remember(self, item_type: str | None, event: Mapping[str, Any], item_id: object) -> _OutputItem:
+        if not isinstance(item_id, str) or not item_id:
+            item_id = None
+        item = _OutputItem(self._item_count, item_type, item_id)
         self._item_count += 1
         position = self._position(event)
         if position is not None:
             self._items_by_position[position] = item
-        if isinstance(item_id, str) and item_id:
+        if item_id is not None:
             self._items_by_id[item_id] = item
         return item
 
@@ -431,7 +605,7 @@ class OpenAIResponsesConverter(TypedEventConverter):
         """The item a text event addresses; one not announced by ``output_item.added`` is registered."""
         item_id = event.get("item_id")
         found = self._find(event, item_id)
-        return found or self._remember(_OutputItem(self._item_count, None), event, item_id)
+        return found or self._remember(None, event, item_id)
 
     # -- text, refusal and reasoning -----------------------------------------------------------------
 
@@ -482,20 +656,20 @@ class OpenAIResponsesConverter(TypedEventConverter):
         item = self._text_item(event)
         part = (channel, self._part_index(event, index_field))
         item.text_parts.add(part)
-        return [ChunkResponse(reasoning=self._separated(item, part, text))]
+        return [ChunkResponse(reasoning=self._separated(item, part, text), reasoning_id=item.item_id)]
 
     def _reasoning_done(self, event: Mapping[str, Any], channel: str, index_field: str) -> Chunks:
         pieces: list[str] = []
         part = (channel, self._part_index(event, index_field))
-        self._collect_reasoning(self._text_item(event), part, self._text(event, "text"), pieces)
-        return [ChunkResponse(reasoning=pieces[0])] if pieces else []
+        item = self._text_item(event)
+        self._collect_reasoning(item, part, self._text(event, "text"), pieces)
+        return [ChunkResponse(reasoning=pieces[0], reasoning_id=item.item_id)] if pieces else []
 
     def _separated(self, item: _OutputItem, part: _PartKey, text: str) -> str:
-        """``text`` of reasoning part ``part``, after a separator when it starts a new part."""
-        key = (item.serial, *part)
-        previous = self._last_reasoning_part
-        self._last_reasoning_part = key
-        if previous is None or previous == key:
+        """``text`` of reasoning part ``part``, after a separator when it starts a new part of its item."""
+        previous = item.last_reasoning_part
+        item.last_reasoning_part = part
+        if previous is None or previous == part:
             return text
         return REASONING_PART_SEPARATOR + text
 
@@ -523,6 +697,13 @@ class OpenAIResponsesConverter(TypedEventConverter):
         return [
             ChunkResponse(tool_calls=[ToolCallDelta(item.call_index, None, None, text, kind=item.call_kind)])
         ]
+
+    def _on_annotation(self, event: Mapping[str, Any]) -> Chunks:
+        annotation = self._mapping(event, "annotation")
+        item = self._text_item(event)
+        position = self._part_index(event, "content_index")
+        item.annotations[position] = item.annotations.get(position, 0) + 1
+        return [ChunkResponse(citations=[annotation])]
 
     def _on_arguments_done(self, event: Mapping[str, Any]) -> Chunks:
         return self._whole_arguments(event, "arguments")
