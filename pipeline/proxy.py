@@ -42,7 +42,8 @@ from operators.providers._common import IdFactory
 from operators.providers.openai_chat import OpenAIChatConverter
 from operators.sse import EventParser, ServerSentEvent, SSEDecoder
 from pipeline._driver import Core, partial_outputs
-from pipeline.errors import ProviderError, StreamfoldError
+from pipeline._jsonenc import encode_json
+from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 
 __all__ = [
@@ -121,19 +122,41 @@ class ChatStreamRewriter:
     ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
     request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
     an id.
+
+    An upstream that answers the streamed request with a whole ``chat.completion`` JSON body instead of
+    SSE (the body's first non-blank byte is ``{``) is read whole, up to ``max_response_bytes``, and
+    answered as a stream: the message as one chunk (its calls rewritten the same way), the finish reason,
+    the usage, ``[DONE]``.
     """
 
-    __slots__ = ("_converter", "_encoder", "_events", "_rewriter", "_sse", "ended", "error")
+    __slots__ = (
+        "_converter",
+        "_encoder",
+        "_events",
+        "_json",
+        "_json_size",
+        "_max_response_bytes",
+        "_rewriter",
+        "_sniffing",
+        "_sse",
+        "ended",
+        "error",
+    )
 
     def __init__(
         self,
         tool_format: str | None,
         *,
         max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         id_factory: IdFactory | None = None,
     ) -> None:
         options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
+        self._sniffing = True
+        self._json: list[bytes] | None = None
+        self._json_size = 0
+        self._max_response_bytes = max_response_bytes
         self._sse = SSEDecoder(max_event_size=max_event_size)
         self._events = EventParser()
         self._converter = OpenAIChatConverter(**options)
@@ -152,6 +175,12 @@ class ChatStreamRewriter:
         """The next piece of the upstream body; returns the SSE bytes to send now (maybe ``b""``)."""
         if self.ended:
             return b""
+        if self._sniffing and data.lstrip():
+            self._sniffing = False
+            if data.lstrip()[:1] == b"{":
+                self._json = []
+        if self._json is not None:
+            return self._feed_json(self._json, data)
         out: list[bytes] = []
         try:
             try:
@@ -170,7 +199,10 @@ class ChatStreamRewriter:
             return b""
         out: list[bytes] = []
         try:
-            self._events_through(self._sse.finish(), out)
+            if self._json is not None:
+                self._payload_through(_completion_as_chunk(b"".join(self._json)), out)
+            else:
+                self._events_through(self._sse.finish(), out)
             self._chunks_through(self._converter.finish(), out)
             if self._rewriter is not None:
                 self._encode(self._rewriter.finish(), out)
@@ -207,14 +239,31 @@ class ChatStreamRewriter:
         self.error = dict(error["error"])
         out.append(sse_line(error))
 
+    def _feed_json(self, parts: list[bytes], data: bytes) -> bytes:
+        """A piece of a whole JSON answer: kept in ``parts`` (capped) until :meth:`finish` decodes it."""
+        self._json_size += len(data)
+        if self._json_size > self._max_response_bytes:
+            self._json = []
+            out: list[bytes] = []
+            message = (
+                "the upstream answered the streamed request with a JSON body larger than "
+                f"max_response_bytes={self._max_response_bytes}"
+            )
+            self._end_with_error(error_body(message, code="upstream_response_too_large"), out)
+            return b"".join(out)
+        parts.append(data)
+        return b""
+
     def _events_through(self, events: Iterable[ServerSentEvent], out: list[bytes]) -> None:
-        encoder = self._encoder
         for event in events:
             for payload in self._events.feed(event):
-                usage = payload.get("usage")
-                if isinstance(usage, Mapping):
-                    encoder.upstream_usage = usage  # the client gets the server's usage as it was sent
-                self._chunks_through(self._converter.feed(payload), out)
+                self._payload_through(payload, out)
+
+    def _payload_through(self, payload: Mapping[str, Any], out: list[bytes]) -> None:
+        usage = payload.get("usage")
+        if isinstance(usage, Mapping):
+            self._encoder.upstream_usage = usage  # the client gets the server's usage as it was sent
+        self._chunks_through(self._converter.feed(payload), out)
 
     def _chunks_through(self, chunks: Iterable[ChunkResponse], out: list[bytes]) -> None:
         rewriter = self._rewriter
@@ -225,6 +274,48 @@ class ChatStreamRewriter:
         encoder = self._encoder
         for chunk in chunks:
             out.extend(sse_line(encoded) for encoded in encoder.feed(chunk))
+
+
+def _completion_as_chunk(body: bytes) -> dict[str, Any]:
+    """A whole ``chat.completion`` body as one ``chat.completion.chunk`` payload (each message as a
+    delta, its calls numbered); an error body as it is (the converter raises it).
+
+    Raises:
+        StreamDecodeError: the body is not JSON, or not a completion.
+    """
+    try:
+        completion = msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise StreamDecodeError(
+            f"the upstream answered with a JSON body that does not decode: {exc}"
+        ) from None
+    if isinstance(completion, dict) and "error" in completion and "choices" not in completion:
+        return completion
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    if not isinstance(choices, list):
+        raise StreamDecodeError(
+            "the upstream answered the streamed request with JSON that is not a chat completion "
+            f"(no choices list): {body[:200]!r}"
+        )
+    chunk = dict(completion)
+    chunk["object"] = "chat.completion.chunk"
+    chunk["choices"] = [_choice_as_delta(choice) for choice in choices]
+    return chunk
+
+
+def _choice_as_delta(choice: object) -> object:
+    if not isinstance(choice, Mapping) or not isinstance(choice.get("message"), Mapping):
+        return choice  # the converter names what is wrong with it
+    delta = dict(choice["message"])
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list):
+        delta["tool_calls"] = [
+            {"index": index, **call} if isinstance(call, Mapping) else call
+            for index, call in enumerate(calls)
+        ]
+    result = {key: value for key, value in choice.items() if key != "message"}
+    result["delta"] = delta
+    return result
 
 
 def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
@@ -262,13 +353,18 @@ def _has_request(exc: httpx.HTTPError) -> bool:
 
 
 def _forwarded_headers(headers: Iterable[tuple[bytes, bytes]], drop: frozenset[str]) -> list[tuple[str, str]]:
-    """``headers`` as text pairs, without those named in ``drop`` (lower-case names)."""
-    kept = []
-    for raw_name, raw_value in headers:
-        name = raw_name.decode("latin-1")
-        if name.lower() not in drop:
-            kept.append((name, raw_value.decode("latin-1")))
-    return kept
+    """``headers`` as text pairs, without those named in ``drop`` (lower-case names) and those that a
+    ``Connection`` header names: they belong to that one connection (RFC 9110, section 7.6.1)."""
+    pairs = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
+    named = {
+        option.strip().lower()
+        for name, value in pairs
+        if name.lower() == "connection"
+        for option in value.split(",")
+    }
+    if named:
+        drop = drop | named
+    return [(name, value) for name, value in pairs if name.lower() not in drop]
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
@@ -306,11 +402,18 @@ class _Exchange(Response):
     """
 
     def __init__(
-        self, proxy: _Proxy, request: httpx.Request, mode: _Mode, tool_schemas: Mapping[str, Any]
+        self,
+        proxy: _Proxy,
+        request: httpx.Request,
+        mode: _Mode,
+        *,
+        tool_format: str | None = None,
+        tool_schemas: Mapping[str, Any] | None = None,
     ) -> None:
         self._proxy = proxy
         self._request = request
         self._mode = mode
+        self._tool_format = tool_format
         self._tool_schemas = tool_schemas
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -331,10 +434,10 @@ class _Exchange(Response):
         try:
             if self._mode == "relay":
                 await self._relay(upstream, send)
-            elif upstream.status_code != 200 or self._mode == "complete":
-                await self._whole(upstream, send)
+            elif upstream.status_code == 200 and (self._mode == "stream" or _is_event_stream(upstream)):
+                await self._stream(upstream, send)  # (a stream also when a lax server read "stream": "true")
             else:
-                await self._stream(upstream, send)
+                await self._whole(upstream, send)
         finally:
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
@@ -381,7 +484,7 @@ class _Exchange(Response):
         await _send_whole(send, upstream.status_code, headers, body)
 
     def _rewrite_completion(self, body: bytes) -> bytes:
-        tool_format = self._proxy.tool_format
+        tool_format = self._tool_format
         if tool_format is None:
             return body
         try:
@@ -391,13 +494,14 @@ class _Exchange(Response):
         if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
             return body
         folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
-        return msgspec.json.encode(folded)
+        return encode_json(folded)
 
     async def _stream(self, upstream: httpx.Response, send: Send) -> None:
         """A streamed answer: each upstream read goes through the core and out at once."""
         core = ChatStreamRewriter(
-            self._proxy.tool_format,
+            self._tool_format,
             max_event_size=self._proxy.max_event_size,
+            max_response_bytes=self._proxy.max_response_bytes,
             tool_schemas=self._tool_schemas,
         )
         headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
@@ -429,6 +533,11 @@ class _Exchange(Response):
         if core.error is not None:
             _log.warning("stream of %s ended with an error: %s", self._request.url, core.error)
         await send({"type": "http.response.body", "body": piece, "more_body": False})
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    media_type: str = response.headers.get("content-type", "").partition(";")[0]
+    return media_type.strip().lower() == "text/event-stream"
 
 
 def _cut_stream_error(exc: httpx.HTTPError) -> dict[str, Any]:
@@ -533,25 +642,65 @@ class _Proxy:
                 type="invalid_request_error",
                 code="invalid_json",
             )
-        streaming = payload.get("stream") is True
-        choices = payload.get("n", 1)
-        if streaming and isinstance(choices, int) and choices > 1:
+        streaming = _truthy(payload.get("stream"))
+        choices = payload.get("n")
+        if streaming and not _one_choice(choices):
             return _error_response(
                 400,
-                f"the rewriting proxy streams one choice: n={choices} is not supported with stream=true",
+                "the rewriting proxy streams one choice: n must be 1 (or absent) with stream=true, "
+                f"got {encode_json(choices).decode()}",
                 type="invalid_request_error",
                 code="unsupported_parameter",
             )
         mode: _Mode = "stream" if streaming else "complete"
         upstream = self.upstream_request(request, body, identity=True)
-        return _Exchange(self, upstream, mode, _tool_schemas(payload.get("tools")))
+        tools = payload.get("tools")
+        rewrites = bool(tools) and payload.get("tool_choice") != "none"
+        return _Exchange(
+            self,
+            upstream,
+            mode,
+            tool_format=self.tool_format if rewrites else None,
+            tool_schemas=_tool_schemas(tools),
+        )
 
     async def relay(self, request: Request) -> Response:
         """Any other route: forwarded and answered as it is."""
         body = await self.read_body(request)
         if isinstance(body, Response):
             return body
-        return _Exchange(self, self.upstream_request(request, body, identity=False), "relay", {})
+        return _Exchange(self, self.upstream_request(request, body, identity=False), "relay")
+
+
+_TRUE_WORDS: Final = frozenset({"true", "1", "yes", "on", "t", "y"})
+
+
+def _truthy(value: object) -> bool:
+    """``value`` read as a lax model server reads a boolean (pydantic: ``true``, ``1``, ``"true"``, ...)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return value == 1
+    return isinstance(value, str) and value.strip().lower() in _TRUE_WORDS
+
+
+def _one_choice(n: object) -> bool:
+    """Whether ``n`` asks for one choice: absent or null, or a number (or numeric string) equal to 1.
+
+    Anything else is refused rather than guessed: a lax server reads ``"2"`` or ``2.0`` as 2.
+    """
+    if n is None:
+        return True
+    if isinstance(n, bool):
+        return False
+    if isinstance(n, int | float):
+        return n == 1
+    if isinstance(n, str):
+        try:
+            return float(n.strip()) == 1
+        except ValueError:
+            return False
+    return False
 
 
 def _too_large(limit: int) -> Response:

@@ -133,7 +133,7 @@ class Scenario:
     ``pieces``: the body, sent one piece per write (a non-200 ``status`` or a ``media_type`` other than
     SSE sends them joined, as one body). ``hold``: wait until ``release`` is set before answering at all.
     ``pause_after``: after that many pieces, wait until ``release`` is set. ``cut_after``: after that many
-    pieces, abort the connection.
+    pieces, abort the connection. ``headers``: extra response headers.
     """
 
     pieces: list[bytes]
@@ -142,6 +142,7 @@ class Scenario:
     hold: bool = False
     pause_after: int | None = None
     cut_after: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
     release: anyio.Event = field(default_factory=anyio.Event)
     arrived: anyio.Event = field(default_factory=anyio.Event)
     """Set when a request for this scenario arrives."""
@@ -204,8 +205,15 @@ class FakeUpstream:
             record.sent = len(scenario.pieces)
             record.outcome = "complete"
             record.ended.set()
-            return Response(b"".join(scenario.pieces), scenario.status, media_type=scenario.media_type)
-        return StreamingResponse(self._pieces(scenario, record), media_type="text/event-stream")
+            return Response(
+                b"".join(scenario.pieces),
+                scenario.status,
+                headers=scenario.headers,
+                media_type=scenario.media_type,
+            )
+        return StreamingResponse(
+            self._pieces(scenario, record), headers=scenario.headers, media_type="text/event-stream"
+        )
 
     async def _pieces(self, scenario: Scenario, record: Received) -> AsyncIterator[bytes]:
         try:
