@@ -47,11 +47,14 @@ from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 
 __all__ = [
+    "DEFAULT_KEEPALIVE_EXPIRY",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_EVENT_SIZE",
     "DEFAULT_MAX_REQUEST_BYTES",
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_SERVER_KEEP_ALIVE",
     "DEFAULT_TIMEOUT",
+    "DEFAULT_TOOL_FORMAT",
     "ChatStreamRewriter",
     "create_app",
     "error_body",
@@ -66,6 +69,14 @@ DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
 """Cap on one upstream SSE event (the stream ends with an error beyond)."""
 DEFAULT_MAX_CONNECTIONS: Final = 512
 """Cap on the proxy's open connections to the upstream (requests beyond wait for a free one)."""
+DEFAULT_KEEPALIVE_EXPIRY: Final = 2.0
+"""Seconds an idle upstream connection is kept for reuse: below the 5 s after which uvicorn (vLLM, SGLang)
+closes an idle connection, so that the proxy does not send a request on a connection being closed."""
+DEFAULT_SERVER_KEEP_ALIVE: Final = 75
+"""Seconds :func:`serve` keeps an idle client connection open: longer than clients keep theirs (httpx and
+the openai SDK 5 s, aiohttp 15 s), so that a pooled client never sends on a connection the proxy closes."""
+DEFAULT_TOOL_FORMAT: Final = "kimi_k2"
+"""The delimiter format the proxy rewrites when none is given."""
 DEFAULT_TIMEOUT: Final = httpx.Timeout(600.0, connect=10.0, pool=60.0)
 """Upstream timeouts: 10 s to connect, 600 s between two reads (the openai SDK's own default: a whole
 non-streamed generation comes in one read), 60 s to get a pooled connection."""
@@ -422,10 +433,24 @@ class _Exchange(Response):
             await self._exchange(send)
             tasks.cancel_scope.cancel()
 
-    async def _exchange(self, send: Send) -> None:
-        proxy = self._proxy
+    async def _send_upstream(self) -> httpx.Response:
+        """The upstream's response; sent again once if the connection closed before any answer.
+
+        A pooled connection that the upstream closes as idle just as the request goes out (a race every
+        HTTP/1.1 keep-alive has) fails this way without the upstream having read the request; the body is
+        in memory, so sending it again on a new connection is safe.
+        """
         try:
-            upstream = await proxy.client.send(self._request, stream=True)
+            return await self._proxy.client.send(self._request, stream=True)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            _log.info(
+                "upstream closed the connection of %s before answering (%r): retrying", self._request.url, exc
+            )
+        return await self._proxy.client.send(self._request, stream=True)
+
+    async def _exchange(self, send: Send) -> None:
+        try:
+            upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
             _log.warning("upstream request %s failed: %r", self._request.url, exc)
             status, body = _transport_error(exc)
@@ -727,12 +752,13 @@ def _tool_schemas(tools: object) -> dict[str, Any]:
 def create_app(
     upstream: str,
     *,
-    tool_format: str | None = "kimi_k2",
+    tool_format: str | None = DEFAULT_TOOL_FORMAT,
     client: httpx.AsyncClient | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    keepalive_expiry: float = DEFAULT_KEEPALIVE_EXPIRY,
     timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
 ) -> Starlette:
     """The proxy as a Starlette app (see the module doc).
@@ -747,6 +773,8 @@ def create_app(
         max_response_bytes: cap on a whole upstream answer read before answering (502 beyond).
         max_event_size: cap on one upstream SSE event (the stream ends with an error beyond).
         max_connections: cap on the connections to the upstream.
+        keepalive_expiry: seconds an idle upstream connection is reused; keep it below the upstream's own
+            idle timeout (uvicorn's is 5 s).
         timeout: seconds, or an ``httpx.Timeout``; the read timeout bounds the gap between two upstream
             reads, not the whole stream.
 
@@ -761,7 +789,11 @@ def create_app(
     if client is None:
         client = httpx.AsyncClient(
             timeout=timeout,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=keepalive_expiry,
+            ),
             follow_redirects=False,
         )
     proxy = _Proxy(
@@ -795,12 +827,17 @@ def serve(
     upstream: str,
     host: str = "127.0.0.1",
     port: int = 8000,
-    tool_format: str | None = "kimi_k2",
+    tool_format: str | None = DEFAULT_TOOL_FORMAT,
     log_level: str = "info",
     access_log: bool = True,
+    timeout_keep_alive: int = DEFAULT_SERVER_KEEP_ALIVE,
     **options: Any,
 ) -> None:
     """Run the proxy with uvicorn until interrupted; ``options`` go to :func:`create_app`.
+
+    ``timeout_keep_alive`` (seconds) is how long an idle client connection stays open; uvicorn's own 5 s
+    equals the keep-alive expiry of httpx and the openai SDK, and then a pooled client now and then sends
+    its request on a connection the server is closing, which fails with no response.
 
     The server owns its process, so once everything is loaded, every object alive is moved out of the
     garbage collector's sight (``gc.freeze``): an occasional full collection then walks only what requests
@@ -812,9 +849,23 @@ def serve(
 
     app = create_app(upstream, tool_format=tool_format, **options)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, access_log=access_log, lifespan="on"
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        lifespan="on",
+        timeout_keep_alive=timeout_keep_alive,
     )
     config.load()  # imports the protocol and lifespan modules now, so that they are frozen too
+    rewrites = tool_format not in (None, *_NO_REWRITE)
+    logging.getLogger("uvicorn.error").info(
+        "streamfold proxy in front of %s: %s",
+        upstream,
+        f"rewriting {tool_format} tool calls (--tool-format)"
+        if rewrites
+        else "tool-format none: no rewriting",
+    )
     gc.collect()
     gc.freeze()
     with suppress(KeyboardInterrupt):  # Ctrl+C: uvicorn has shut down gracefully, as uvicorn.run does

@@ -260,17 +260,23 @@ def closed_port() -> int:
 
 
 @asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
+async def serving(app: Any, *, timeout_keep_alive: int = 5) -> AsyncIterator[str]:
     """Run ``app`` with uvicorn on 127.0.0.1 (an ephemeral port); yields its base URL.
 
     The listening socket is bound before the server starts, so requests can be sent at once (they wait in
-    the backlog until uvicorn accepts them).
+    the backlog until uvicorn accepts them). ``timeout_keep_alive``: uvicorn's idle connection timeout.
     """
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="critical", lifespan="on", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(
+        app,
+        log_level="critical",
+        lifespan="on",
+        timeout_graceful_shutdown=1,
+        timeout_keep_alive=timeout_keep_alive,
+    )
     server = uvicorn.Server(config)
     failure: Exception | None = None
     async with anyio.create_task_group() as tasks:
