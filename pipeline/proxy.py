@@ -12,6 +12,11 @@ included). A streamed answer runs through one sans-IO core per request, :class:`
 at once with what it completed: arguments stream as the model writes them. A whole answer is rewritten by
 :func:`~operators.openai_encode.fold_openai_completion`. Every other route passes through unchanged.
 
+As a model server runs its tool parser, the text is rewritten only when the request has ``tools`` and its
+``tool_choice`` is not ``"none"``; otherwise it passes through unchanged. With ``stream: true``, ``n`` must
+be 1 (a lax server reads ``"2"`` and ``2.0`` as 2, so those are refused too). Headers named in a
+``Connection`` header are not forwarded, either way (RFC 9110, section 7.6.1).
+
 Failures reach the client as OpenAI-style errors ``{"error": {"message", "type", "code"}}``, never a hang:
 connection refused and other transport errors before the answer 502 (``upstream_unreachable``,
 ``upstream_error``), a timeout 504 (``upstream_timeout``), a non-200 answer passes through with its status
@@ -124,10 +129,11 @@ class ChatStreamRewriter:
     """Sans-IO core of a streamed answer: the upstream's SSE bytes in, the client's SSE bytes out.
 
     Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` (none for
-    ``None`` or ``"api_tool_call"``) and :class:`~operators.openai_encode.OpenAIChunkEncoder`, one event at
-    a time, so an error at event *k* comes after everything events before it produced. Nothing raises:
-    a failure releases what the rewriter held, then ends the output with one ``data: {"error": ...}``
-    event (:attr:`error` tells which), after which the core takes no more input. A clean end gives
+    ``None``, ``"none"`` or ``"api_tool_call"``) and :class:`~operators.openai_encode.OpenAIChunkEncoder`,
+    one event at a time, so an error at event *k* comes after everything events before it produced.
+    Nothing raises: a failure releases what the rewriter held, then ends the output with one
+    ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.
+    A clean end gives
     ``data: [DONE]``.
 
     ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
@@ -766,7 +772,8 @@ def create_app(
     Args:
         upstream: base URL of the model server (``http://host:8000``; a trailing ``/v1`` is fine).
         tool_format: the delimiter format of the model's tool calls (``kimi_k2``, ...); ``None`` or
-            ``"api_tool_call"`` re-encodes without rewriting.
+            ``"none"`` (alias ``"api_tool_call"``) re-encodes without rewriting. A request is rewritten
+            only when it has ``tools`` and its ``tool_choice`` is not ``"none"``.
         client: the upstream client (its timeouts and limits then apply, and it is not closed by the app);
             by default one is made with ``timeout`` and ``max_connections`` and closed at shutdown.
         max_request_bytes: cap on a request body (413 beyond).
