@@ -133,8 +133,7 @@ class ChatStreamRewriter:
     one event at a time, so an error at event *k* comes after everything events before it produced.
     Nothing raises: a failure releases what the rewriter held, then ends the output with one
     ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.
-    A clean end gives
-    ``data: [DONE]``.
+    A clean end gives ``data: [DONE]``.
 
     ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
     request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
