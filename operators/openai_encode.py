@@ -27,11 +27,11 @@ import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Final
 
-import msgspec
 from aiostream import pipable_operator
 
 from operators.providers._common import IdFactory, new_call_id
 from pipeline._driver import drive
+from pipeline._jsonenc import encode_json
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 
 __all__ = [
@@ -44,7 +44,6 @@ __all__ = [
 
 _METADATA_KEYS: Final = ("id", "model", "created", "system_fingerprint", "service_tier")
 _REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
-_encode_json = msgspec.json.Encoder().encode
 
 
 def _completion_id() -> str:
@@ -251,8 +250,8 @@ class OpenAIChunkEncoder:
 
 
 def sse_line(chunk: Mapping[str, Any]) -> bytes:
-    """One SSE event ``data: {json}\\n\\n`` as bytes."""
-    return b"data: " + _encode_json(chunk) + b"\n\n"
+    """One SSE event ``data: {json}\\n\\n`` as bytes (a lone surrogate in a string is written escaped)."""
+    return b"data: " + encode_json(chunk) + b"\n\n"
 
 
 class _SSEText:

@@ -12,6 +12,11 @@ included). A streamed answer runs through one sans-IO core per request, :class:`
 at once with what it completed: arguments stream as the model writes them. A whole answer is rewritten by
 :func:`~operators.openai_encode.fold_openai_completion`. Every other route passes through unchanged.
 
+As a model server runs its tool parser, the text is rewritten only when the request has ``tools`` and its
+``tool_choice`` is not ``"none"``; otherwise it passes through unchanged. With ``stream: true``, ``n`` must
+be 1 (a lax server reads ``"2"`` and ``2.0`` as 2, so those are refused too). Headers named in a
+``Connection`` header are not forwarded, either way (RFC 9110, section 7.6.1).
+
 Failures reach the client as OpenAI-style errors ``{"error": {"message", "type", "code"}}``, never a hang:
 connection refused and other transport errors before the answer 502 (``upstream_unreachable``,
 ``upstream_error``), a timeout 504 (``upstream_timeout``), a non-200 answer passes through with its status
@@ -42,15 +47,19 @@ from operators.providers._common import IdFactory
 from operators.providers.openai_chat import OpenAIChatConverter
 from operators.sse import EventParser, ServerSentEvent, SSEDecoder
 from pipeline._driver import Core, partial_outputs
-from pipeline.errors import ProviderError, StreamfoldError
+from pipeline._jsonenc import encode_json
+from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 
 __all__ = [
+    "DEFAULT_KEEPALIVE_EXPIRY",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_EVENT_SIZE",
     "DEFAULT_MAX_REQUEST_BYTES",
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_SERVER_KEEP_ALIVE",
     "DEFAULT_TIMEOUT",
+    "DEFAULT_TOOL_FORMAT",
     "ChatStreamRewriter",
     "create_app",
     "error_body",
@@ -65,6 +74,14 @@ DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
 """Cap on one upstream SSE event (the stream ends with an error beyond)."""
 DEFAULT_MAX_CONNECTIONS: Final = 512
 """Cap on the proxy's open connections to the upstream (requests beyond wait for a free one)."""
+DEFAULT_KEEPALIVE_EXPIRY: Final = 2.0
+"""Seconds an idle upstream connection is kept for reuse: below the 5 s after which uvicorn (vLLM, SGLang)
+closes an idle connection, so that the proxy does not send a request on a connection being closed."""
+DEFAULT_SERVER_KEEP_ALIVE: Final = 75
+"""Seconds :func:`serve` keeps an idle client connection open: longer than clients keep theirs (httpx and
+the openai SDK 5 s, aiohttp 15 s), so that a pooled client never sends on a connection the proxy closes."""
+DEFAULT_TOOL_FORMAT: Final = "kimi_k2"
+"""The delimiter format the proxy rewrites when none is given."""
 DEFAULT_TIMEOUT: Final = httpx.Timeout(600.0, connect=10.0, pool=60.0)
 """Upstream timeouts: 10 s to connect, 600 s between two reads (the openai SDK's own default: a whole
 non-streamed generation comes in one read), 60 s to get a pooled connection."""
@@ -112,28 +129,50 @@ class ChatStreamRewriter:
     """Sans-IO core of a streamed answer: the upstream's SSE bytes in, the client's SSE bytes out.
 
     Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` (none for
-    ``None`` or ``"api_tool_call"``) and :class:`~operators.openai_encode.OpenAIChunkEncoder`, one event at
-    a time, so an error at event *k* comes after everything events before it produced. Nothing raises:
-    a failure releases what the rewriter held, then ends the output with one ``data: {"error": ...}``
-    event (:attr:`error` tells which), after which the core takes no more input. A clean end gives
-    ``data: [DONE]``.
+    ``None``, ``"none"`` or ``"api_tool_call"``) and :class:`~operators.openai_encode.OpenAIChunkEncoder`,
+    one event at a time, so an error at event *k* comes after everything events before it produced.
+    Nothing raises: a failure releases what the rewriter held, then ends the output with one
+    ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.
+    A clean end gives ``data: [DONE]``.
 
     ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
     request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
     an id.
+
+    An upstream that answers the streamed request with a whole ``chat.completion`` JSON body instead of
+    SSE (the body's first non-blank byte is ``{``) is read whole, up to ``max_response_bytes``, and
+    answered as a stream: the message as one chunk (its calls rewritten the same way), the finish reason,
+    the usage, ``[DONE]``.
     """
 
-    __slots__ = ("_converter", "_encoder", "_events", "_rewriter", "_sse", "ended", "error")
+    __slots__ = (
+        "_converter",
+        "_encoder",
+        "_events",
+        "_json",
+        "_json_size",
+        "_max_response_bytes",
+        "_rewriter",
+        "_sniffing",
+        "_sse",
+        "ended",
+        "error",
+    )
 
     def __init__(
         self,
         tool_format: str | None,
         *,
         max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         id_factory: IdFactory | None = None,
     ) -> None:
         options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
+        self._sniffing = True
+        self._json: list[bytes] | None = None
+        self._json_size = 0
+        self._max_response_bytes = max_response_bytes
         self._sse = SSEDecoder(max_event_size=max_event_size)
         self._events = EventParser()
         self._converter = OpenAIChatConverter(**options)
@@ -152,6 +191,12 @@ class ChatStreamRewriter:
         """The next piece of the upstream body; returns the SSE bytes to send now (maybe ``b""``)."""
         if self.ended:
             return b""
+        if self._sniffing and data.lstrip():
+            self._sniffing = False
+            if data.lstrip()[:1] == b"{":
+                self._json = []
+        if self._json is not None:
+            return self._feed_json(self._json, data)
         out: list[bytes] = []
         try:
             try:
@@ -170,7 +215,10 @@ class ChatStreamRewriter:
             return b""
         out: list[bytes] = []
         try:
-            self._events_through(self._sse.finish(), out)
+            if self._json is not None:
+                self._payload_through(_completion_as_chunk(b"".join(self._json)), out)
+            else:
+                self._events_through(self._sse.finish(), out)
             self._chunks_through(self._converter.finish(), out)
             if self._rewriter is not None:
                 self._encode(self._rewriter.finish(), out)
@@ -207,14 +255,31 @@ class ChatStreamRewriter:
         self.error = dict(error["error"])
         out.append(sse_line(error))
 
+    def _feed_json(self, parts: list[bytes], data: bytes) -> bytes:
+        """A piece of a whole JSON answer: kept in ``parts`` (capped) until :meth:`finish` decodes it."""
+        self._json_size += len(data)
+        if self._json_size > self._max_response_bytes:
+            self._json = []
+            out: list[bytes] = []
+            message = (
+                "the upstream answered the streamed request with a JSON body larger than "
+                f"max_response_bytes={self._max_response_bytes}"
+            )
+            self._end_with_error(error_body(message, code="upstream_response_too_large"), out)
+            return b"".join(out)
+        parts.append(data)
+        return b""
+
     def _events_through(self, events: Iterable[ServerSentEvent], out: list[bytes]) -> None:
-        encoder = self._encoder
         for event in events:
             for payload in self._events.feed(event):
-                usage = payload.get("usage")
-                if isinstance(usage, Mapping):
-                    encoder.upstream_usage = usage  # the client gets the server's usage as it was sent
-                self._chunks_through(self._converter.feed(payload), out)
+                self._payload_through(payload, out)
+
+    def _payload_through(self, payload: Mapping[str, Any], out: list[bytes]) -> None:
+        usage = payload.get("usage")
+        if isinstance(usage, Mapping):
+            self._encoder.upstream_usage = usage  # the client gets the server's usage as it was sent
+        self._chunks_through(self._converter.feed(payload), out)
 
     def _chunks_through(self, chunks: Iterable[ChunkResponse], out: list[bytes]) -> None:
         rewriter = self._rewriter
@@ -225,6 +290,48 @@ class ChatStreamRewriter:
         encoder = self._encoder
         for chunk in chunks:
             out.extend(sse_line(encoded) for encoded in encoder.feed(chunk))
+
+
+def _completion_as_chunk(body: bytes) -> dict[str, Any]:
+    """A whole ``chat.completion`` body as one ``chat.completion.chunk`` payload (each message as a
+    delta, its calls numbered); an error body as it is (the converter raises it).
+
+    Raises:
+        StreamDecodeError: the body is not JSON, or not a completion.
+    """
+    try:
+        completion = msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise StreamDecodeError(
+            f"the upstream answered with a JSON body that does not decode: {exc}"
+        ) from None
+    if isinstance(completion, dict) and "error" in completion and "choices" not in completion:
+        return completion
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    if not isinstance(choices, list):
+        raise StreamDecodeError(
+            "the upstream answered the streamed request with JSON that is not a chat completion "
+            f"(no choices list): {body[:200]!r}"
+        )
+    chunk = dict(completion)
+    chunk["object"] = "chat.completion.chunk"
+    chunk["choices"] = [_choice_as_delta(choice) for choice in choices]
+    return chunk
+
+
+def _choice_as_delta(choice: object) -> object:
+    if not isinstance(choice, Mapping) or not isinstance(choice.get("message"), Mapping):
+        return choice  # the converter names what is wrong with it
+    delta = dict(choice["message"])
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list):
+        delta["tool_calls"] = [
+            {"index": index, **call} if isinstance(call, Mapping) else call
+            for index, call in enumerate(calls)
+        ]
+    result = {key: value for key, value in choice.items() if key != "message"}
+    result["delta"] = delta
+    return result
 
 
 def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
@@ -262,13 +369,18 @@ def _has_request(exc: httpx.HTTPError) -> bool:
 
 
 def _forwarded_headers(headers: Iterable[tuple[bytes, bytes]], drop: frozenset[str]) -> list[tuple[str, str]]:
-    """``headers`` as text pairs, without those named in ``drop`` (lower-case names)."""
-    kept = []
-    for raw_name, raw_value in headers:
-        name = raw_name.decode("latin-1")
-        if name.lower() not in drop:
-            kept.append((name, raw_value.decode("latin-1")))
-    return kept
+    """``headers`` as text pairs, without those named in ``drop`` (lower-case names) and those that a
+    ``Connection`` header names: they belong to that one connection (RFC 9110, section 7.6.1)."""
+    pairs = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
+    named = {
+        option.strip().lower()
+        for name, value in pairs
+        if name.lower() == "connection"
+        for option in value.split(",")
+    }
+    if named:
+        drop = drop | named
+    return [(name, value) for name, value in pairs if name.lower() not in drop]
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
@@ -306,11 +418,18 @@ class _Exchange(Response):
     """
 
     def __init__(
-        self, proxy: _Proxy, request: httpx.Request, mode: _Mode, tool_schemas: Mapping[str, Any]
+        self,
+        proxy: _Proxy,
+        request: httpx.Request,
+        mode: _Mode,
+        *,
+        tool_format: str | None = None,
+        tool_schemas: Mapping[str, Any] | None = None,
     ) -> None:
         self._proxy = proxy
         self._request = request
         self._mode = mode
+        self._tool_format = tool_format
         self._tool_schemas = tool_schemas
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -319,10 +438,24 @@ class _Exchange(Response):
             await self._exchange(send)
             tasks.cancel_scope.cancel()
 
-    async def _exchange(self, send: Send) -> None:
-        proxy = self._proxy
+    async def _send_upstream(self) -> httpx.Response:
+        """The upstream's response; sent again once if the connection closed before any answer.
+
+        A pooled connection that the upstream closes as idle just as the request goes out (a race every
+        HTTP/1.1 keep-alive has) fails this way without the upstream having read the request; the body is
+        in memory, so sending it again on a new connection is safe.
+        """
         try:
-            upstream = await proxy.client.send(self._request, stream=True)
+            return await self._proxy.client.send(self._request, stream=True)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            _log.info(
+                "upstream closed the connection of %s before answering (%r): retrying", self._request.url, exc
+            )
+        return await self._proxy.client.send(self._request, stream=True)
+
+    async def _exchange(self, send: Send) -> None:
+        try:
+            upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
             _log.warning("upstream request %s failed: %r", self._request.url, exc)
             status, body = _transport_error(exc)
@@ -331,10 +464,10 @@ class _Exchange(Response):
         try:
             if self._mode == "relay":
                 await self._relay(upstream, send)
-            elif upstream.status_code != 200 or self._mode == "complete":
-                await self._whole(upstream, send)
+            elif upstream.status_code == 200 and (self._mode == "stream" or _is_event_stream(upstream)):
+                await self._stream(upstream, send)  # (a stream also when a lax server read "stream": "true")
             else:
-                await self._stream(upstream, send)
+                await self._whole(upstream, send)
         finally:
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
@@ -381,7 +514,7 @@ class _Exchange(Response):
         await _send_whole(send, upstream.status_code, headers, body)
 
     def _rewrite_completion(self, body: bytes) -> bytes:
-        tool_format = self._proxy.tool_format
+        tool_format = self._tool_format
         if tool_format is None:
             return body
         try:
@@ -391,13 +524,14 @@ class _Exchange(Response):
         if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
             return body
         folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
-        return msgspec.json.encode(folded)
+        return encode_json(folded)
 
     async def _stream(self, upstream: httpx.Response, send: Send) -> None:
         """A streamed answer: each upstream read goes through the core and out at once."""
         core = ChatStreamRewriter(
-            self._proxy.tool_format,
+            self._tool_format,
             max_event_size=self._proxy.max_event_size,
+            max_response_bytes=self._proxy.max_response_bytes,
             tool_schemas=self._tool_schemas,
         )
         headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
@@ -429,6 +563,11 @@ class _Exchange(Response):
         if core.error is not None:
             _log.warning("stream of %s ended with an error: %s", self._request.url, core.error)
         await send({"type": "http.response.body", "body": piece, "more_body": False})
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    media_type: str = response.headers.get("content-type", "").partition(";")[0]
+    return media_type.strip().lower() == "text/event-stream"
 
 
 def _cut_stream_error(exc: httpx.HTTPError) -> dict[str, Any]:
@@ -533,25 +672,65 @@ class _Proxy:
                 type="invalid_request_error",
                 code="invalid_json",
             )
-        streaming = payload.get("stream") is True
-        choices = payload.get("n", 1)
-        if streaming and isinstance(choices, int) and choices > 1:
+        streaming = _truthy(payload.get("stream"))
+        choices = payload.get("n")
+        if streaming and not _one_choice(choices):
             return _error_response(
                 400,
-                f"the rewriting proxy streams one choice: n={choices} is not supported with stream=true",
+                "the rewriting proxy streams one choice: n must be 1 (or absent) with stream=true, "
+                f"got {encode_json(choices).decode()}",
                 type="invalid_request_error",
                 code="unsupported_parameter",
             )
         mode: _Mode = "stream" if streaming else "complete"
         upstream = self.upstream_request(request, body, identity=True)
-        return _Exchange(self, upstream, mode, _tool_schemas(payload.get("tools")))
+        tools = payload.get("tools")
+        rewrites = bool(tools) and payload.get("tool_choice") != "none"
+        return _Exchange(
+            self,
+            upstream,
+            mode,
+            tool_format=self.tool_format if rewrites else None,
+            tool_schemas=_tool_schemas(tools),
+        )
 
     async def relay(self, request: Request) -> Response:
         """Any other route: forwarded and answered as it is."""
         body = await self.read_body(request)
         if isinstance(body, Response):
             return body
-        return _Exchange(self, self.upstream_request(request, body, identity=False), "relay", {})
+        return _Exchange(self, self.upstream_request(request, body, identity=False), "relay")
+
+
+_TRUE_WORDS: Final = frozenset({"true", "1", "yes", "on", "t", "y"})
+
+
+def _truthy(value: object) -> bool:
+    """``value`` read as a lax model server reads a boolean (pydantic: ``true``, ``1``, ``"true"``, ...)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return value == 1
+    return isinstance(value, str) and value.strip().lower() in _TRUE_WORDS
+
+
+def _one_choice(n: object) -> bool:
+    """Whether ``n`` asks for one choice: absent or null, or a number (or numeric string) equal to 1.
+
+    Anything else is refused rather than guessed: a lax server reads ``"2"`` or ``2.0`` as 2.
+    """
+    if n is None:
+        return True
+    if isinstance(n, bool):
+        return False
+    if isinstance(n, int | float):
+        return n == 1
+    if isinstance(n, str):
+        try:
+            return float(n.strip()) == 1
+        except ValueError:
+            return False
+    return False
 
 
 def _too_large(limit: int) -> Response:
@@ -578,12 +757,13 @@ def _tool_schemas(tools: object) -> dict[str, Any]:
 def create_app(
     upstream: str,
     *,
-    tool_format: str | None = "kimi_k2",
+    tool_format: str | None = DEFAULT_TOOL_FORMAT,
     client: httpx.AsyncClient | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    keepalive_expiry: float = DEFAULT_KEEPALIVE_EXPIRY,
     timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
 ) -> Starlette:
     """The proxy as a Starlette app (see the module doc).
@@ -591,13 +771,16 @@ def create_app(
     Args:
         upstream: base URL of the model server (``http://host:8000``; a trailing ``/v1`` is fine).
         tool_format: the delimiter format of the model's tool calls (``kimi_k2``, ...); ``None`` or
-            ``"api_tool_call"`` re-encodes without rewriting.
+            ``"none"`` (alias ``"api_tool_call"``) re-encodes without rewriting. A request is rewritten
+            only when it has ``tools`` and its ``tool_choice`` is not ``"none"``.
         client: the upstream client (its timeouts and limits then apply, and it is not closed by the app);
             by default one is made with ``timeout`` and ``max_connections`` and closed at shutdown.
         max_request_bytes: cap on a request body (413 beyond).
         max_response_bytes: cap on a whole upstream answer read before answering (502 beyond).
         max_event_size: cap on one upstream SSE event (the stream ends with an error beyond).
         max_connections: cap on the connections to the upstream.
+        keepalive_expiry: seconds an idle upstream connection is reused; keep it below the upstream's own
+            idle timeout (uvicorn's is 5 s).
         timeout: seconds, or an ``httpx.Timeout``; the read timeout bounds the gap between two upstream
             reads, not the whole stream.
 
@@ -612,7 +795,11 @@ def create_app(
     if client is None:
         client = httpx.AsyncClient(
             timeout=timeout,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=keepalive_expiry,
+            ),
             follow_redirects=False,
         )
     proxy = _Proxy(
@@ -646,12 +833,17 @@ def serve(
     upstream: str,
     host: str = "127.0.0.1",
     port: int = 8000,
-    tool_format: str | None = "kimi_k2",
+    tool_format: str | None = DEFAULT_TOOL_FORMAT,
     log_level: str = "info",
     access_log: bool = True,
+    timeout_keep_alive: int = DEFAULT_SERVER_KEEP_ALIVE,
     **options: Any,
 ) -> None:
     """Run the proxy with uvicorn until interrupted; ``options`` go to :func:`create_app`.
+
+    ``timeout_keep_alive`` (seconds) is how long an idle client connection stays open; uvicorn's own 5 s
+    equals the keep-alive expiry of httpx and the openai SDK, and then a pooled client now and then sends
+    its request on a connection the server is closing, which fails with no response.
 
     The server owns its process, so once everything is loaded, every object alive is moved out of the
     garbage collector's sight (``gc.freeze``): an occasional full collection then walks only what requests
@@ -663,9 +855,23 @@ def serve(
 
     app = create_app(upstream, tool_format=tool_format, **options)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, access_log=access_log, lifespan="on"
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        lifespan="on",
+        timeout_keep_alive=timeout_keep_alive,
     )
     config.load()  # imports the protocol and lifespan modules now, so that they are frozen too
+    rewrites = tool_format not in (None, *_NO_REWRITE)
+    logging.getLogger("uvicorn.error").info(
+        "streamfold proxy in front of %s: %s",
+        upstream,
+        f"rewriting {tool_format} tool calls (--tool-format)"
+        if rewrites
+        else "tool-format none: no rewriting",
+    )
     gc.collect()
     gc.freeze()
     with suppress(KeyboardInterrupt):  # Ctrl+C: uvicorn has shut down gracefully, as uvicorn.run does

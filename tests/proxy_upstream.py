@@ -133,7 +133,7 @@ class Scenario:
     ``pieces``: the body, sent one piece per write (a non-200 ``status`` or a ``media_type`` other than
     SSE sends them joined, as one body). ``hold``: wait until ``release`` is set before answering at all.
     ``pause_after``: after that many pieces, wait until ``release`` is set. ``cut_after``: after that many
-    pieces, abort the connection.
+    pieces, abort the connection. ``headers``: extra response headers.
     """
 
     pieces: list[bytes]
@@ -142,6 +142,7 @@ class Scenario:
     hold: bool = False
     pause_after: int | None = None
     cut_after: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
     release: anyio.Event = field(default_factory=anyio.Event)
     arrived: anyio.Event = field(default_factory=anyio.Event)
     """Set when a request for this scenario arrives."""
@@ -204,8 +205,15 @@ class FakeUpstream:
             record.sent = len(scenario.pieces)
             record.outcome = "complete"
             record.ended.set()
-            return Response(b"".join(scenario.pieces), scenario.status, media_type=scenario.media_type)
-        return StreamingResponse(self._pieces(scenario, record), media_type="text/event-stream")
+            return Response(
+                b"".join(scenario.pieces),
+                scenario.status,
+                headers=scenario.headers,
+                media_type=scenario.media_type,
+            )
+        return StreamingResponse(
+            self._pieces(scenario, record), headers=scenario.headers, media_type="text/event-stream"
+        )
 
     async def _pieces(self, scenario: Scenario, record: Received) -> AsyncIterator[bytes]:
         try:
@@ -252,17 +260,23 @@ def closed_port() -> int:
 
 
 @asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
+async def serving(app: Any, *, timeout_keep_alive: int = 5) -> AsyncIterator[str]:
     """Run ``app`` with uvicorn on 127.0.0.1 (an ephemeral port); yields its base URL.
 
     The listening socket is bound before the server starts, so requests can be sent at once (they wait in
-    the backlog until uvicorn accepts them).
+    the backlog until uvicorn accepts them). ``timeout_keep_alive``: uvicorn's idle connection timeout.
     """
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="critical", lifespan="on", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(
+        app,
+        log_level="critical",
+        lifespan="on",
+        timeout_graceful_shutdown=1,
+        timeout_keep_alive=timeout_keep_alive,
+    )
     server = uvicorn.Server(config)
     failure: Exception | None = None
     async with anyio.create_task_group() as tasks:

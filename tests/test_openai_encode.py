@@ -403,3 +403,38 @@ def test_calls_only_response_has_no_content_and_upstream_usage_is_kept_as_sent()
         },
     ]
     assert encoder.upstream_usage is None, "it belongs to the response that ended"
+
+
+def test_lone_surrogates_are_escaped_not_fatal() -> None:
+    """A dict source can hand over a string holding a lone surrogate: the SSE line escapes it."""
+    encoder = OpenAIChunkEncoder()
+    chunks = encoder.feed(ChunkResponse(metadata=META, content="a\ud800b"))
+    line = sse_line(chunks[0])
+    assert line.startswith(b"data: {")
+    assert line.endswith(b"}\n\n")
+    assert b"\\ud800" in line
+    assert json.loads(line[len(b"data: ") :])["choices"][0]["delta"] == {
+        "role": "assistant",
+        "content": "a\ud800b",
+    }
+
+
+@pytest.mark.anyio
+async def test_encode_openai_chat_survives_a_lone_surrogate_in_a_call() -> None:
+    chunks = [
+        ChunkResponse(metadata=META, tool_calls=[ToolCallDelta(0, "c1", "f", '{"a": "\udfff"}')]),
+        ChunkResponse(is_complete=True, finish_reason="stop"),
+    ]
+
+    async def source() -> AsyncIterator[ChunkResponse]:
+        for chunk in chunks:
+            yield chunk
+
+    async with streamcontext(encode_openai_chat(source())) as lines:
+        texts = [line async for line in lines]
+    first = json.loads(texts[0][len("data: ") :])
+    assert first["choices"][0]["delta"]["tool_calls"][0]["function"] == {
+        "name": "f",
+        "arguments": '{"a": "\udfff"}',
+    }
+    assert json.loads(texts[-1][len("data: ") :])["choices"][0]["finish_reason"] == "tool_calls"
