@@ -284,7 +284,8 @@ class WrappedJsonLexer(FormatLexer):
         while True:
             hit = _STRING_STOP.search(buf, index)
             if hit is None or (buf[hit.start()] == "\\" and hit.start() + 1 >= size):
-                stop = size if hit is None else hit.start()
+                # a backslash at the end is held for the escape's next character, unless nothing follows
+                stop = size if hit is None or final else hit.start()
                 self._string.append(buf[pos:stop])
                 self._string_size += stop - pos
                 if self._string_size > HEADER_LIMIT:
