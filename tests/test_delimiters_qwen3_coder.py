@@ -117,6 +117,18 @@ def test_value_typing_with_schema() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    "value", ["1e999", "[1e999, 2]", "{'x': -1e999}", "{'x': float('inf')}", '["\\ud800"]']
+)
+def test_values_json_cannot_hold_stay_strings(value: str) -> None:
+    """I-JSON: a typed value that would become ``inf`` (written ``null``) or a lone surrogate is not
+    converted; it stays the text the model wrote, like any value that does not fit its type."""
+    schema = {"properties": {"v": {"type": ["number", "array", "object"]}}}
+    for schemas in ({"f": schema}, None):
+        result = assert_chunking_invariant("qwen3_coder", call("f", v=value), tool_schemas=schemas)
+        assert result.arguments(0) == {"v": value}
+
+
 def test_exactly_one_newline_is_stripped() -> None:
     text = "<tool_call><function=f><parameter=code>\n\n  def f():\n    pass\n\n</parameter></function>"
     result = assert_chunking_invariant("qwen3_coder", text)

@@ -13,6 +13,7 @@ All of them keep their state between chunks and look at each input character a b
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -533,6 +534,17 @@ def _fits(value: Any, value_type: ValueType) -> bool:
 _NOTHING: Final = object()
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` (from ``ast.literal_eval``) holds no infinite or NaN float, which JSON cannot."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(key) and _finite(item) for key, item in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return all(_finite(item) for item in value)
+    return True
+
+
 def _literal(text: str, value_type: ValueType) -> Any:
     """A Python literal (``True``, ``{'a': 1}``) for a typed value, as vLLM's fallback does."""
     if value_type in ("auto", "string") or not text:
@@ -544,7 +556,9 @@ def _literal(text: str, value_type: ValueType) -> Any:
     if value_type in ("object", "array", "json"):
         try:
             value = ast.literal_eval(text)
-            _json_encode(value)
+            _json_encode(value)  # a lone surrogate fails here
+            if not _finite(value):  # inf would be encoded as null
+                return _NOTHING
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, msgspec.EncodeError):
             return _NOTHING
         return value if isinstance(value, dict | list) else _NOTHING
