@@ -68,6 +68,8 @@ TEXTS: dict[str, list[str]] = {
     "qwen3_coder": [
         f"<tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n"
         '<parameter=s>\na\\"b\\\n</parameter>\n</function>\n</tool_call>',
+        f"Hi <function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n</function>\n</tool_call> "
+        "<function=g>\n</function>",
     ],
     "minimax_m2": [
         f'<minimax:tool_call>\n<invoke name="f\\">\n<parameter name="k">{ARGS}</parameter>\n'
