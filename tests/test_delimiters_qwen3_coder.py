@@ -315,3 +315,9 @@ def test_call_without_opening_tag_through_replay(capsys: pytest.CaptureFixture[s
     invocations = [(line["name"], line["arguments"]) for line in lines if line["type"] == "TOOL_INVOCATION"]
     assert invocations == [("get_weather", {"city": "Paris", "days": 3})]
     assert lines[-1]["finish_reason"] == "tool_calls"
+
+
+def test_a_lone_surrogate_character_in_a_value_is_written_as_its_escape() -> None:
+    """Only a Python-object source can carry one; JSON-escaping it must not raise."""
+    result = assert_chunking_invariant("qwen3_coder", call("f", s="a\ud800b", o="[1, 2]"))
+    assert result.calls == [Call(0, "call_0", "f", '{"s": "a\\ud800b", "o": [1, 2]}')]

@@ -13,6 +13,7 @@ All of them keep their state between chunks and look at each input character a b
 from __future__ import annotations
 
 import ast
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -54,11 +55,25 @@ _NEEDS_ESCAPE: Final = re.compile(r'["\\\x00-\x1f\ud800-\udfff]')
 """What JSON escapes in a string (surrogates included, so that msgspec reports a lone one)."""
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def json_escape(text: str) -> str:
-    """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is)."""
+    """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is).
+
+    A lone surrogate (only a Python-object source can carry one) is written as its ``\\uXXXX`` escape,
+    which the argument parser then reports as ``invalid_json`` (I-JSON has no lone surrogates)."""
     if _NEEDS_ESCAPE.search(text) is None:
         return text
+    if _SURROGATE.search(text) is not None:
+        return json.dumps(text)[1:-1]
     return _json_encode(text).decode()[1:-1]
+
+
+def without_surrogates(decoded: str, raw: str) -> str:
+    """``decoded``, the text of JSON string content ``raw``, unless it holds a lone surrogate (which no
+    encoder downstream could write): then ``raw`` itself, escapes and all."""
+    return raw if _SURROGATE.search(decoded) is not None else decoded
 
 
 class Markers:
