@@ -76,6 +76,12 @@ _WHITESPACE_RUN: Final = re.compile(r"[ \t\n\r]*")
 _DIGIT_RUN: Final = re.compile(r"[0-9]*")
 _NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_SURROGATE_OR_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)|[\ud800-\udfff]", re.DOTALL)
+_LOW_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_LARGEST_INTEGER_DIGITS: Final = 308
+"""Integers with more digits than this may overflow a double (checked then)."""
+
 _COMPACT_EVERY: Final = 1024
 """A string's pieces are joined into one block every this many pieces, so that a huge string fed in tiny
 chunks costs about its own size in memory (not a small object per chunk). Each character is copied at
@@ -161,6 +167,30 @@ def _first_string_error(text: str, start: int, end: int) -> tuple[int, int, str]
     raise AssertionError(f"no error in string content {text[start:end]!r}")  # pragma: no cover
 
 
+def _first_surrogate_error(text: str, start: int, end: int) -> tuple[int, str]:
+    """The first lone surrogate in string content ``text[start:end]`` (I-JSON, RFC 7493, has none):
+    (offset of its escape or character, message)."""
+    position = start
+    while True:
+        match = _SURROGATE_OR_ESCAPE.search(text, position, end)
+        if match is None:
+            raise AssertionError(f"no lone surrogate in {text[start:end]!r}")  # pragma: no cover
+        found = match.start()
+        position = match.end()
+        if text[found] != "\\":
+            return found, f"lone surrogate {_describe(text[found])} in a string"
+        digits = match.group(1)
+        if digits is None or not "d800" <= digits.lower() <= "dfff":
+            continue
+        escape = text[found:position]
+        if digits.lower() >= "dc00":
+            return found, f"low surrogate escape '{escape}' without a high surrogate escape before it"
+        low = _LOW_SURROGATE_ESCAPE.match(text, position, end)
+        if low is None:
+            return found, f"high surrogate escape '{escape}' not followed by a low surrogate escape"
+        position = low.end()
+
+
 def _number_step(state: int, char: str) -> int:
     """The number DFA: the state after ``char``, or -1 if ``char`` cannot continue the number."""
     is_digit = "0" <= char <= "9"
@@ -184,10 +214,33 @@ def _number_step(state: int, char: str) -> int:
 
 
 def _number_value(token: str) -> int | float:
-    """Exactly what ``json.loads`` gives: an int without fraction or exponent, else a float."""
+    """Exactly what ``json.loads`` gives: an int without fraction or exponent, else a float; ValueError
+    when its magnitude overflows a double (``1e999``: ``json.loads`` gives ``inf``, I-JSON forbids it)."""
     if "." in token or "e" in token or "E" in token:
-        return float(token)
-    return int(token)
+        value = float(token)
+        if value - value != 0.0:  # inf - inf is nan
+            raise ValueError(f"the number {_shorten(token)} overflows a double")
+        return value
+    number = int(token)
+    if len(token) > _LARGEST_INTEGER_DIGITS:
+        try:
+            float(number)
+        except OverflowError:
+            raise ValueError(f"the number {_shorten(token)} overflows a double") from None
+    return number
+
+
+def _overflow_message(token: str) -> str | None:
+    """Why the complete number ``token`` is not accepted, if it is not."""
+    try:
+        _number_value(token)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _shorten(token: str) -> str:
+    return token if len(token) <= 40 else f"{token[:20]}...{token[-12:]} ({len(token)} characters)"
 
 
 class JSONStreamParser:
@@ -207,9 +260,14 @@ class JSONStreamParser:
       ``finish()`` when the root is incomplete, ``too_large`` when more than ``max_size`` characters
       arrive. After an error nothing more is reported.
 
-    Values are exactly what ``json.loads`` gives (duplicate keys: the last wins; lone surrogate escapes
-    are kept; NaN, Infinity and unescaped control characters are rejected). Offsets count characters
-    of all text fed.
+    Values are exactly what ``json.loads`` gives (duplicate keys: the last wins), restricted to I-JSON
+    (RFC 7493), so that every value encodes back to JSON and UTF-8: NaN, Infinity and unescaped control
+    characters are rejected, and so are (``invalid_json``) a lone surrogate in a string or key (a high
+    surrogate escape ``\\ud800``-``\\udbff`` not followed by a low one ``\\udc00``-``\\udfff``, a
+    low one alone, or a surrogate code point in the text itself), at the offset of its backslash or
+    character, and a number whose magnitude overflows a double (``1e999``, ``-1e999``, an integer
+    past about 1.8e308; ``1e-999`` underflows to 0.0 and is accepted), at the offset of its first
+    character. Offsets count characters of all text fed.
     """
 
     __slots__ = (
@@ -285,6 +343,9 @@ class JSONStreamParser:
                     piece, after = _scanstring((text[:cut] if cut < end else text) + '"', 0, True)
                 except JSONDecodeError:
                     self._string_error(text, 0, cut, events)
+                    return events
+                if not piece.isascii() and _SURROGATE.search(piece) is not None:
+                    self._surrogate_error(text, 0, after - 1, events)
                     return events
                 if after <= cut:
                     self._close_string(piece, events)
@@ -439,7 +500,8 @@ class JSONStreamParser:
             number_end = match.end()
             if number_end < len(text) and text[number_end] not in _NUMBER_CHARS:
                 if not self._ends_number(text[number_end]):
-                    self._fail_after_value(events, text, number_end)
+                    if not self._overflows(events, match.group(), self._base + position):
+                        self._fail_after_value(events, text, number_end)
                     return len(text)
                 self._complete_number(events, match.group(), self._base + position)
                 return number_end
@@ -480,7 +542,8 @@ class JSONStreamParser:
             self._fail(events, "invalid_json", message, offset)
             return end
         if not self._ends_number(char):
-            self._fail_after_value(events, text, position)
+            if not self._overflows(events, "".join(self._number_parts), self._number_start):
+                self._fail_after_value(events, text, position)
             return end
         self._complete_number(events)
         return position
@@ -492,6 +555,15 @@ class JSONStreamParser:
         if not self._stack:
             return False
         return char == "," or char == ("}" if type(self._stack[-1]) is dict else "]")
+
+    def _overflows(self, events: list[ArgumentEvent], token: str, offset: int) -> bool:
+        """Report the complete number ``token`` at ``offset`` if it is not accepted (before what follows
+        it, which may be wrong too); whether it was."""
+        message = _overflow_message(token)
+        if message is None:
+            return False
+        self._fail(events, "invalid_json", f"invalid JSON at offset {offset}: {message}", offset)
+        return True
 
     def _complete_number(self, events: list[ArgumentEvent], token: str = "", offset: int = 0) -> None:
         """Complete the number ``token`` starting at ``offset`` (by default: the one read in pieces)."""
@@ -521,6 +593,9 @@ class JSONStreamParser:
             except JSONDecodeError:
                 self._string_error(text, position, quote, events)
                 return len(text)
+            if not piece.isascii() and _SURROGATE.search(piece) is not None:
+                self._surrogate_error(text, position, after - 1, events)
+                return len(text)
             self._close_string(piece, events)
             return after
         end = len(text)
@@ -537,6 +612,9 @@ class JSONStreamParser:
             piece = _scanstring(text[position:cut] + '"' if position or cut < end else text + '"', 0, True)[0]
         except JSONDecodeError:
             self._string_error(text, position, cut, events)
+            return end
+        if not piece.isascii() and _SURROGATE.search(piece) is not None:
+            self._surrogate_error(text, position, cut, events)
             return end
         if piece:
             parts = self._parts
@@ -577,8 +655,22 @@ class JSONStreamParser:
         """Report the first bad escape or control character in ``text[position:end]``, after streaming
         the valid text before it."""
         bad_start, bad_at, reason = _first_string_error(text, position, end)
-        if bad_start > position and self._state == _STRING:
+        if bad_start > position:
             piece = _scanstring(text[position:bad_start] + '"', 0, True)[0]
+            if _SURROGATE.search(piece) is not None:  # an earlier error
+                self._surrogate_error(text, position, bad_start, events)
+                return
+            if piece and self._state == _STRING:
+                events.append(ArgumentDelta(self._string_path, piece))
+        offset = self._base + bad_at
+        self._fail(events, "invalid_json", f"invalid JSON at offset {offset}: {reason}", offset)
+
+    def _surrogate_error(self, text: str, position: int, end: int, events: list[ArgumentEvent]) -> None:
+        """Report the first lone surrogate in string content ``text[position:end]``, after streaming the
+        valid text before it."""
+        bad_at, reason = _first_surrogate_error(text, position, end)
+        if bad_at > position and self._state == _STRING:
+            piece = _scanstring(text[position:bad_at] + '"', 0, True)[0]
             if piece:
                 events.append(ArgumentDelta(self._string_path, piece))
         offset = self._base + bad_at

@@ -11,6 +11,10 @@ work per character: no re-parsing of the accumulated text)::
         argument_events: ArgumentDelta(("content",), "1)\\n"), ArgumentValue(("content",), "print(1)\\n"),
                          ArgumentValue((), {"path": "a.py", "content": "print(1)\\n"})
 
+Arguments must be I-JSON (RFC 7493), so that every value encodes back to JSON and UTF-8 downstream: a lone
+surrogate (``"\\ud800"`` not followed by a low surrogate escape, a lone ``"\\udc00"``) and a number that
+overflows a double (``1e999``) are ``invalid_json`` at their offset, like any other syntax error.
+
 Calls of kind ``custom`` carry free text, not JSON: it streams as the string at path ``("input",)`` and
 completes as ``{"input": text}``.
 """

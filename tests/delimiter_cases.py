@@ -25,6 +25,7 @@ __all__ = [
     "Call",
     "Result",
     "assert_chunking_invariant",
+    "assert_every_prefix_ends_cleanly",
     "chunkings",
     "collect",
     "marker_splits",
@@ -201,4 +202,21 @@ def assert_chunking_invariant(
     for pieces in chunkings(text, markers):
         got = run(format, pieces, channel=channel, **options)
         assert got == expected, f"chunking {pieces!r} gives\n{got}\ninstead of\n{expected}"
+    assert_every_prefix_ends_cleanly(format, text, channel=channel, **options)
     return expected
+
+
+def assert_every_prefix_ends_cleanly(
+    format: str, text: str, *, channel: Channel = "content", **options: Any
+) -> None:
+    """Cut ``text`` after every character (a ``max_tokens`` cut) and end the stream there: the rewriter
+    must end cleanly (no exception, a well-formed call protocol), whole and with the last character
+    arriving alone, with the same result both ways."""
+    for end in range(len(text) + 1):
+        prefix = text[:end]
+        try:
+            whole = run(format, [prefix], channel=channel, **options)
+            split = run(format, [prefix[:-1], prefix[-1:]], channel=channel, **options)
+        except Exception as exc:
+            raise AssertionError(f"{format}: the text cut at {end} ({prefix!r}) raises {exc!r}") from exc
+        assert split == whole, f"{format}: the text cut at {end} ({prefix!r}) depends on the chunking"

@@ -339,3 +339,53 @@ def test_recorded_streams(path: Path) -> None:
             assert roots == []
             assert [failure.kind for failure in failures] == [invocation.error_kind]
             assert members == invocation.partial_arguments
+
+
+# --- I-JSON through the whole pipeline ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "offset", "problem"),
+    [
+        ('{"a": "x\\ud800"}', 8, "high surrogate escape '\\ud800' not followed by a low surrogate escape"),
+        ('{"a": "\\udc00"}', 7, "low surrogate escape '\\udc00' without a high surrogate escape before it"),
+        ('{"n": 1e999}', 6, "the number 1e999 overflows a double"),
+        ('{"n": [-1e999]}', 7, "the number -1e999 overflows a double"),
+    ],
+)
+@pytest.mark.parametrize("provider", ["text", "openai"])
+def test_non_i_json_arguments_are_an_invalid_json_invocation_in_replay_jsonl(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    arguments: str,
+    offset: int,
+    problem: str,
+    provider: str,
+) -> None:
+    """``replay --output jsonl`` used to crash on these (``UnicodeEncodeError``) or print ``Infinity``."""
+    from pipeline.cli import main
+
+    path = tmp_path / "stream"
+    if provider == "text":
+        path.write_text(f'<tool_call>{{"name": "f", "arguments": {arguments}}}</tool_call>', encoding="utf-8")
+        argv = ["--provider", "text", "--tool-format", "hermes"]
+    else:
+        delta = {
+            "tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "f", "arguments": arguments}}]
+        }
+        events = [
+            {"id": "c", "choices": [{"index": 0, "delta": delta}]},
+            {"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        ]
+        path.write_text("".join(f"data: {json.dumps(event)}\n\n" for event in events) + "data: [DONE]\n\n")
+        argv = ["--provider", "openai"]
+    assert main(["replay", str(path), *argv, "--output", "jsonl"]) == 0
+    out = capsys.readouterr().out
+    assert "Infinity" not in out
+    assert "NaN" not in out
+    lines = [json.loads(line) for line in out.splitlines()]
+    (invocation,) = [line for line in lines if line["type"] == "TOOL_INVOCATION"]
+    assert invocation["name"] == "f"
+    error = invocation["error"]
+    assert error["kind"] == "invalid_json"
+    assert error["message"] == f"invalid JSON at offset {offset}: {problem}"

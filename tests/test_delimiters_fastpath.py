@@ -214,9 +214,9 @@ def test_json_escape_is_the_body_of_the_json_string(text: str) -> None:
     assert json_escape(text) == msgspec.json.encode(text).decode()[1:-1]
 
 
-def test_json_escape_reports_a_lone_surrogate() -> None:
-    with pytest.raises(UnicodeEncodeError):
-        json_escape("a\ud800")
+def test_json_escape_writes_a_lone_surrogate_as_its_escape() -> None:
+    """Not a UnicodeEncodeError: the argument parser reports the escape as invalid_json (I-JSON)."""
+    assert json_escape('a\ud800"\n\U0001f600') == 'a\\ud800\\"\\n\\ud83d\\ude00'
 
 
 def test_free_text_input_pieces_go_straight_into_the_call() -> None:

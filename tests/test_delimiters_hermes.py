@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -129,3 +130,59 @@ def test_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
     assert expected.content == "Plan. <tool_call> end"
     assert expected.parsed() == [("a", {"s": '</tool_call> " {', "l": [1, {"k": None}]}), ("b", {"x": "é"})]
     assert run("hermes", pieces_at(SAMPLE, cuts)) == expected
+
+
+# --- lone surrogates never leave the rewriter as characters ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('"{\\"a\\": \\"\\ud800\\"}"', '{"a": "\\ud800"}'),
+        ('"{\\"a\\": \\"x\\udc00y\\"}"', '{"a": "x\\udc00y"}'),
+        ('"{\\"a\\": \\"\\ud83d\\ude00\\"}"', '{"a": "\U0001f600"}'),
+        ('"{\\"a\\": \\"\\ud83d\\u0041\\"}"', '{"a": "\\ud83dA"}'),
+    ],
+)
+def test_a_lone_surrogate_in_string_arguments_stays_an_escape(arguments: str, expected: str) -> None:
+    """Arguments written as a JSON string are decoded, but a lone surrogate is kept as its escape: no
+    encoder downstream could write the character, and the argument parser reports the escape."""
+    result = assert_chunking_invariant(
+        "hermes", f'<tool_call>{{"name": "f", "arguments": {arguments}}}</tool_call>'
+    )
+    assert result.calls == [Call(0, "call_0", "f", expected)]
+
+
+def test_a_lone_surrogate_in_a_name_keeps_the_escape() -> None:
+    result = assert_chunking_invariant(
+        "hermes", '<tool_call>{"name": "f\\udc00", "arguments": {}}</tool_call>'
+    )
+    assert result.calls == [Call(0, "call_0", "f\\udc00", "{}")]
+
+
+@pytest.mark.parametrize("output", ["jsonl", "openai-sse"])
+def test_lone_surrogate_in_string_arguments_through_replay(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, output: str
+) -> None:
+    from pipeline.cli import main
+
+    path = tmp_path / "hermes.txt"
+    path.write_text('<tool_call>{"name": "f", "arguments": "{\\"a\\": \\"\\ud800\\"}"}</tool_call>')
+    assert (
+        main(["replay", str(path), "--provider", "text", "--tool-format", "hermes", "--output", output]) == 0
+    )
+    out = capsys.readouterr().out
+    if output == "jsonl":
+        lines = [json.loads(line) for line in out.splitlines()]
+        (invocation,) = [line for line in lines if line["type"] == "TOOL_INVOCATION"]
+        assert invocation["error"]["kind"] == "invalid_json"
+        assert invocation["error"]["offset"] == 7
+    else:
+        events = [json.loads(line[6:]) for line in out.splitlines() if line.startswith("data: {")]
+        arguments = "".join(
+            call["function"].get("arguments", "")
+            for event in events
+            for choice in event["choices"]
+            for call in choice["delta"].get("tool_calls", ())
+        )
+        assert arguments == '{"a": "\\ud800"}'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -192,3 +193,78 @@ def test_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
         Call(2, "call_2", "ls", "{}"),
     ]
     assert run("mistral", pieces_at(SAMPLE, cuts)) == expected
+
+
+# --- v11 without [ARGS]: [TOOL_CALLS]NAME{...} ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "calls"),
+    [
+        # vLLM tests/tool_parsers/test_mistral_tool_parser.py (test_extract_tool_calls), v11 tokenizer
+        (f'{TC}add_this_and_that{{"a": 3.5, "b": 4}}', "", [("add_this_and_that", '{"a": 3.5, "b": 4}')]),
+        (
+            f'{TC}add{{"a": 3.5, "b": 4}}{TC}multiply{{"a": 3, "b": 6}}',
+            "",
+            [("add", '{"a": 3.5, "b": 4}'), ("multiply", '{"a": 3, "b": 6}')],
+        ),
+        (
+            f'bla{TC}add_this_and_that{{"a": 3.5, "b": 4}}',
+            "bla",
+            [("add_this_and_that", '{"a": 3.5, "b": 4}')],
+        ),
+        (
+            f'hi{{hi{TC}bash{{"command": "print(\\"hello world!\\")\\nre.compile(r\'{{}}\')"}}',
+            "hi{hi",
+            [("bash", '{"command": "print(\\"hello world!\\")\\nre.compile(r\'{}\')"}')],
+        ),
+        # mixed with the [ARGS] layout, an id, text after the call, a dotted name
+        (
+            f'{TC}a.b{{"x": [1, {{"y": "}}"}}]}} then {TC}c[CALL_ID]abc123XYZ{{}}',
+            " then ",
+            [("a.b", '{"x": [1, {"y": "}"}]}'), ("c", "{}")],
+        ),
+    ],
+)
+def test_v11_without_args_token(text: str, content: str, calls: list[tuple[str, str]]) -> None:
+    result = assert_chunking_invariant("mistral", text)
+    assert result.content == content
+    assert [(call.name, call.arguments, call.finished) for call in result.calls] == [
+        (name, arguments, True) for name, arguments in calls
+    ]
+    assert all(json.loads(call.arguments) is not None for call in result.calls)
+
+
+def test_v11_without_args_token_keeps_the_models_id_and_streams() -> None:
+    result = assert_chunking_invariant("mistral", f'{TC}f[CALL_ID]a1B2c3D4e{{"q": 1}}')
+    assert result.calls == [Call(0, "a1B2c3D4e", "f", '{"q": 1}')]
+    rewriter = DelimiterRewriter("mistral", id_factory=str)
+    (first,) = rewriter.feed(ChunkResponse(content=f'Hi{TC}f{{"a": "x'))
+    assert first.content == "Hi"
+    assert first.tool_calls == [ToolCallDelta(0, "0", "f", '{"a": "x')]
+    (second,) = rewriter.feed(ChunkResponse(content='yz"}'))
+    assert second.tool_calls == [ToolCallDelta(0, arguments_delta='yz"}', finished=True)]
+
+
+@pytest.mark.parametrize("prose", [f"{TC}name {{}}", f"{TC}name({{}})", f"{TC}name, {{x}}", f"{TC}name{TC}"])
+def test_v11_without_args_token_needs_the_brace_right_after_the_name(prose: str) -> None:
+    result = assert_chunking_invariant("mistral", prose)
+    assert (result.content, result.calls) == (prose, [])
+
+
+def test_v11_without_args_token_cut_off_is_unfinished() -> None:
+    result = assert_chunking_invariant("mistral", f'{TC}f{{"a": [1')
+    assert result.calls == [Call(0, "call_0", "f", '{"a": [1', finished=False)]
+
+
+def test_v11_without_args_token_through_replay(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from pipeline.cli import main
+
+    path = tmp_path / "mistral.txt"
+    path.write_text(f'Sure.{TC}add{{"a": 3.5, "b": 4}}{TC}multiply{{"a": 3, "b": 6}}', encoding="utf-8")
+    argv = ["replay", str(path), "--provider", "text", "--tool-format", "mistral", "--output", "jsonl"]
+    assert main(argv) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    invocations = [(line["name"], line["arguments"]) for line in lines if line["type"] == "TOOL_INVOCATION"]
+    assert invocations == [("add", {"a": 3.5, "b": 4}), ("multiply", {"a": 3, "b": 6})]
+    assert lines[-1]["finish_reason"] == "tool_calls"

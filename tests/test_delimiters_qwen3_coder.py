@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.delimiters import DelimiterRewriter
-from pipeline.models import ChunkResponse
+from pipeline.models import ChunkResponse, ToolCallDelta
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
 
@@ -117,6 +120,18 @@ def test_value_typing_with_schema() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    "value", ["1e999", "[1e999, 2]", "{'x': -1e999}", "{'x': float('inf')}", '["\\ud800"]']
+)
+def test_values_json_cannot_hold_stay_strings(value: str) -> None:
+    """I-JSON: a typed value that would become ``inf`` (written ``null``) or a lone surrogate is not
+    converted; it stays the text the model wrote, like any value that does not fit its type."""
+    schema = {"properties": {"v": {"type": ["number", "array", "object"]}}}
+    for schemas in ({"f": schema}, None):
+        result = assert_chunking_invariant("qwen3_coder", call("f", v=value), tool_schemas=schemas)
+        assert result.arguments(0) == {"v": value}
+
+
 def test_exactly_one_newline_is_stripped() -> None:
     text = "<tool_call><function=f><parameter=code>\n\n  def f():\n    pass\n\n</parameter></function>"
     result = assert_chunking_invariant("qwen3_coder", text)
@@ -196,3 +211,113 @@ def test_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
         ("b", {}),
     ]
     assert run("qwen3_coder", pieces_at(SAMPLE, cuts)) == expected
+
+
+# --- a call whose <tool_call> the model skipped -------------------------------------------------------------
+
+ORPHAN = (
+    "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+    "</function>"
+)
+
+
+def test_call_without_its_opening_tag_is_read_when_the_closing_tag_confirms() -> None:
+    result = assert_chunking_invariant("qwen3_coder", f"Let me check.\n{ORPHAN}\n</tool_call>\nDone.")
+    assert result.content == "Let me check.\n\nDone."
+    assert result.calls == [Call(0, "call_0", "get_weather", '{"city": "Paris", "days": 3}')]
+
+
+def test_calls_without_opening_tags_in_a_row_and_mixed_with_normal_ones() -> None:
+    text = (
+        f"{ORPHAN}\n</tool_call>\n<function=now>\n</function>\n</tool_call>\n"
+        f"<tool_call>\n{ORPHAN}\n</tool_call>"
+    )
+    result = assert_chunking_invariant("qwen3_coder", text)
+    assert result.parsed() == [
+        ("get_weather", {"city": "Paris", "days": 3}),
+        ("now", {}),
+        ("get_weather", {"city": "Paris", "days": 3}),
+    ]
+    assert result.content == "\n"
+
+
+def test_call_without_opening_tag_is_held_back_until_confirmed() -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=lambda index: f"call_{index}")
+    (first,) = rewriter.feed(ChunkResponse(content="Hi <function=f>\n<parameter=a>\nx y"))
+    assert (first.content, first.tool_calls) == ("Hi ", None)
+    assert rewriter.feed(ChunkResponse(content=" z\n</parameter>\n</function>\n</tool_")) == []
+    assert rewriter.feed(ChunkResponse(content="call> ok")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": "x y z"}', finished=True)]),
+        ChunkResponse(content=" ok"),
+    ]
+    assert rewriter.finish() == []
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "Use <function=name> to call a tool.",
+        "<function=f> <parameter=a>",
+        "Write <function=f>\n then text",
+        "<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\nand no closing tag",
+        "<function=f>\n<parameter=a>\n1\n</parameter>\n</function>",
+        "<function=a b>\n</function>\n</tool_call>",
+        "<function=>\n</function>\n</tool_call>",
+        "the <function=f>\n<parameter=a>\nstill open",
+    ],
+)
+def test_prose_that_mentions_function_stays_text(prose: str) -> None:
+    result = assert_chunking_invariant("qwen3_coder", prose)
+    assert (result.content, result.calls) == (prose, [])
+
+
+def test_a_real_call_after_a_mention_releases_the_mention() -> None:
+    text = f"Like <function=x>\n<parameter=y>\nthis: <tool_call>\n{ORPHAN}\n</tool_call>"
+    result = assert_chunking_invariant("qwen3_coder", text)
+    assert result.content == "Like <function=x>\n<parameter=y>\nthis: "
+    assert result.parsed() == [("get_weather", {"city": "Paris", "days": 3})]
+
+
+def test_function_end_inside_a_value_does_not_confirm() -> None:
+    text = "<function=f>\n<parameter=a>\nx</function> y\n</parameter>\n</function>\n</tool_call>"
+    result = assert_chunking_invariant("qwen3_coder", text)
+    assert result.parsed() == [("f", {"a": "x</function> y"})]
+
+
+def test_call_without_opening_tag_past_the_cap_is_text() -> None:
+    body = "<function=f>\n<parameter=a>\n" + "x" * 100 + "\n</parameter>\n</function>\n</tool_call>"
+    result = assert_chunking_invariant("qwen3_coder", body, max_buffered_chars=80)
+    assert (result.content, result.calls) == (body, [])
+    result = assert_chunking_invariant("qwen3_coder", body, max_buffered_chars=200)
+    assert result.parsed() == [("f", {"a": "x" * 100})]
+
+
+MIXED = f"A <function=x> b\n{ORPHAN}\n</tool_call> c <tool_call>\n{ORPHAN}\n</tool_call>\n{ORPHAN} end"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(min_value=1, max_value=len(MIXED) - 1), max_size=40))
+def test_calls_without_opening_tags_at_any_chunking(cuts: set[int]) -> None:
+    expected = run("qwen3_coder", [MIXED])
+    assert expected.content == f"A <function=x> b\n c \n{ORPHAN} end"
+    assert expected.parsed() == [("get_weather", {"city": "Paris", "days": 3})] * 2
+    assert run("qwen3_coder", pieces_at(MIXED, cuts)) == expected
+
+
+def test_call_without_opening_tag_through_replay(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from pipeline.cli import main
+
+    path = tmp_path / "qwen.txt"
+    path.write_text(f"Checking.\n{ORPHAN}\n</tool_call>", encoding="utf-8")
+    argv = ["replay", str(path), "--provider", "text", "--tool-format", "qwen3_coder", "--output", "jsonl"]
+    assert main(argv) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    invocations = [(line["name"], line["arguments"]) for line in lines if line["type"] == "TOOL_INVOCATION"]
+    assert invocations == [("get_weather", {"city": "Paris", "days": 3})]
+    assert lines[-1]["finish_reason"] == "tool_calls"
+
+
+def test_a_lone_surrogate_character_in_a_value_is_written_as_its_escape() -> None:
+    """Only a Python-object source can carry one; JSON-escaping it must not raise."""
+    result = assert_chunking_invariant("qwen3_coder", call("f", s="a\ud800b", o="[1, 2]"))
+    assert result.calls == [Call(0, "call_0", "f", '{"s": "a\\ud800b", "o": [1, 2]}')]

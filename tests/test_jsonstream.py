@@ -1,6 +1,7 @@
 """The incremental JSON parser of tool-call arguments (``operators._jsonstream``), fed at every chunking.
 
-The references are ``json.loads`` (values), ``json``'s own scanner (where each value ends) and
+The references are :func:`ijson_loads` (``json.loads`` restricted to I-JSON, RFC 7493: no lone
+surrogates, no number that overflows a double), ``json``'s own scanner (where each value ends) and
 :func:`valid_prefix_length`, a naive recursive-descent oracle written here (where invalid text becomes
 invalid).
 """
@@ -64,6 +65,29 @@ def chunkings(text: str) -> Iterator[list[str]]:
         yield split_every(text, size)
 
 
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if math.isinf(value):
+        raise ValueError(f"{token} overflows a double")
+    return value
+
+
+def _double_int(token: str) -> int:
+    value = int(token)
+    float(value)  # OverflowError past a double
+    return value
+
+
+def ijson_loads(text: str) -> Any:
+    """``json.loads`` restricted to I-JSON: ValueError for a lone surrogate or a number past a double."""
+    try:
+        value = json.loads(text, parse_float=_finite_float, parse_int=_double_int)
+    except OverflowError as exc:
+        raise ValueError(str(exc)) from exc
+    json.dumps(value, ensure_ascii=False).encode()  # UnicodeEncodeError (a ValueError): a lone surrogate
+    return value
+
+
 def root_values(events: Sequence[ArgumentEvent]) -> list[Any]:
     return [event.value for event in events if isinstance(event, ArgumentValue) and event.path == ()]
 
@@ -110,7 +134,7 @@ def same(a: Any, b: Any) -> bool:
 
 def assert_parses_like_json(text: str, chunks: list[str]) -> list[ArgumentEvent]:
     events = [event for batch in feed_chunks(chunks) for event in batch]
-    expected = json.loads(text)
+    expected = ijson_loads(text)
     assert errors(events) == []
     roots = root_values(events)
     assert len(roots) == 1
@@ -131,7 +155,11 @@ class _Invalid(Exception):
 
 def valid_prefix_length(text: str) -> int:
     """The oracle: the length of the longest prefix of ``text`` that some text json.loads accepts begins
-    with. Naive recursive descent over the whole text; running out of text means "valid so far"."""
+    with. Naive recursive descent over the whole text; running out of text means "valid so far".
+
+    I-JSON's rules put an error at the start of what breaks them: a lone surrogate escape (or a
+    surrogate character) and a complete number that overflows a double are invalid at their first
+    character."""
     position = 0
 
     def peek() -> str:
@@ -159,8 +187,9 @@ def valid_prefix_length(text: str) -> int:
         while position < len(text) and text[position] in "0123456789":
             position += 1
 
-    def number() -> None:
+    def number(nested: bool) -> None:
         nonlocal position
+        start = position
         if peek() == "-":
             position += 1
         if expect("0123456789") != "0":
@@ -173,6 +202,21 @@ def valid_prefix_length(text: str) -> int:
             if peek() in "+-":
                 position += 1
             digits(True)
+        if position == len(text) and nested:
+            raise _Incomplete  # more digits may follow
+        try:
+            ijson_loads(text[start:position])
+        except ValueError:
+            raise _Invalid(start) from None
+
+    def unicode_escape() -> int:
+        """The code point of the ``\\uXXXX`` escape whose ``u`` is at ``position``."""
+        nonlocal position
+        expect("u")
+        code = 0
+        for _ in range(4):
+            code = code * 16 + int(expect("0123456789abcdefABCDEF"), 16)
+        return code
 
     def string() -> None:
         nonlocal position
@@ -183,16 +227,28 @@ def valid_prefix_length(text: str) -> int:
                 position += 1
                 return
             if char == "\\":
+                start = position
                 position += 1
-                if expect('"\\/bfnrtu') == "u":
-                    for _ in range(4):
-                        expect("0123456789abcdefABCDEF")
-            elif char < " ":
+                if peek() != "u":
+                    expect('"\\/bfnrt')
+                    continue
+                code = unicode_escape()
+                if 0xDC00 <= code <= 0xDFFF:
+                    raise _Invalid(start)
+                if 0xD800 <= code <= 0xDBFF:
+                    try:
+                        expect("\\")
+                        low = unicode_escape()
+                    except _Invalid:
+                        raise _Invalid(start) from None
+                    if not 0xDC00 <= low <= 0xDFFF:
+                        raise _Invalid(start)
+            elif char < " " or "\ud800" <= char <= "\udfff":
                 raise _Invalid(position)
             else:
                 position += 1
 
-    def value() -> None:
+    def value(nested: bool = False) -> None:
         nonlocal position
         skip_whitespace()
         char = peek()
@@ -207,7 +263,7 @@ def valid_prefix_length(text: str) -> int:
                 string()
                 skip_whitespace()
                 expect(":")
-                value()
+                value(True)
                 skip_whitespace()
                 if expect(",}") == "}":
                     return
@@ -218,14 +274,14 @@ def valid_prefix_length(text: str) -> int:
                 position += 1
                 return
             while True:
-                value()
+                value(True)
                 skip_whitespace()
                 if expect(",]") == "]":
                     return
         elif char == '"':
             string()
         elif char in "-0123456789":
-            number()
+            number(nested)
         elif char in "tfn":
             for expected in {"t": "true", "f": "false", "n": "null"}[char]:
                 expect(expected)
@@ -304,6 +360,9 @@ def test_oracle(text: str, expected: int) -> None:
 # Exact events.
 
 D, V, E = ArgumentDelta, ArgumentValue, ArgumentError
+
+LONE_HIGH = "invalid JSON at offset {}: high surrogate escape '{}' not followed by a low surrogate escape"
+LONE_LOW = "invalid JSON at offset {}: low surrogate escape '{}' without a high surrogate escape before it"
 
 
 def test_object_with_every_kind_of_member() -> None:
@@ -397,15 +456,15 @@ def test_surrogate_pair_is_never_split_into_lone_halves() -> None:
         (['"\\ud83d', '\\ude00"'], [], [D((), "\U0001f600"), V((), "\U0001f600")]),
         (['"a\\ud83d\\u', 'de00"'], [D((), "a")], [D((), "\U0001f600"), V((), "a\U0001f600")]),
         (['"\\ud83d\\', 'ude00"'], [], [D((), "\U0001f600"), V((), "\U0001f600")]),
-        (['"\\ud83d', 'x"'], [], [D((), "\ud83dx"), V((), "\ud83dx")]),
-        (['"\\ud83d', '"'], [], [D((), "\ud83d"), V((), "\ud83d")]),
-        (['"\\ud83d', '\\u0041"'], [], [D((), "\ud83dA"), V((), "\ud83dA")]),
+        (['"\\ud83d', 'x"'], [], [E("invalid_json", LONE_HIGH.format(1, "\\ud83d"), 1)]),
+        (['"\\ud83d', '"'], [], [E("invalid_json", LONE_HIGH.format(1, "\\ud83d"), 1)]),
+        (['"\\ud83d', '\\u0041"'], [], [E("invalid_json", LONE_HIGH.format(1, "\\ud83d"), 1)]),
         (
-            ['"\\ud83d\\ud83d', '\\ude00"'],
-            [D((), "\ud83d")],
-            [D((), "\U0001f600"), V((), "\ud83d\U0001f600")],
+            ['"x\\ud83d\\ud83d', '\\ude00"'],
+            [D((), "x"), E("invalid_json", LONE_HIGH.format(2, "\\ud83d"), 2)],
+            [],
         ),
-        (['"\\ude00', '"'], [D((), "\ude00")], [V((), "\ude00")]),
+        (['"\\ude00', '"'], [E("invalid_json", LONE_LOW.format(1, "\\ude00"), 1)], []),
     ],
 )
 def test_surrogate_escapes_split_between_chunks(
@@ -414,22 +473,59 @@ def test_surrogate_escapes_split_between_chunks(
     assert feed_chunks(chunks) == [first, second, []]
 
 
+def test_surrogate_pairs_split_in_a_row() -> None:
+    chunks = ['"a\\ud83d', "\\ude00\\ud83d", '\\ude00"']
+    assert feed_chunks(chunks) == [
+        [D((), "a")],
+        [D((), "\U0001f600")],
+        [D((), "\U0001f600"), V((), "a\U0001f600\U0001f600")],
+        [],
+    ]
+
+
 @pytest.mark.parametrize(
-    "text",
+    ("text", "message", "before"),
     [
-        '"\\ud800"',
-        '"\\ud800x"',
-        '"\\udc00"',
-        '"\\ude00\\ud83d"',
-        '"\\ud800\\u0041"',
-        '"\\ud800\\ud800\\udc00"',
-        '"\\uD83D\\uDE00"',
-        '"\\ud83d\\\\ude00"',
-        '["\\ud83d", "\\ude00"]',
-        '"\ud83d\\ude00"',
+        ('"\\ud800"', LONE_HIGH.format(1, "\\ud800"), []),
+        ('"\\uDBFFx"', LONE_HIGH.format(1, "\\uDBFF"), []),
+        ('"\\udc00"', LONE_LOW.format(1, "\\udc00"), []),
+        ('"ab\\uDFFF"', LONE_LOW.format(3, "\\uDFFF"), [D((), "ab")]),
+        ('"\\ude00\\ud83d"', LONE_LOW.format(1, "\\ude00"), []),
+        ('"\\ud800\\u0041"', LONE_HIGH.format(1, "\\ud800"), []),
+        ('"\\ud800\\ud800\\udc00"', LONE_HIGH.format(1, "\\ud800"), []),
+        ('"\\ud83d\\\\ude00"', LONE_HIGH.format(1, "\\ud83d"), []),
+        ('"\\ud800\\x"', LONE_HIGH.format(1, "\\ud800"), []),
+        ('"\\ud800\\u12"', LONE_HIGH.format(1, "\\ud800"), []),
+        ('"\\ud800\n"', LONE_HIGH.format(1, "\\ud800"), []),
+        ('["\\ud83d", "\\ude00"]', LONE_HIGH.format(2, "\\ud83d"), []),
+        ('{"k\\udc00": 1}', LONE_LOW.format(3, "\\udc00"), []),
+        (
+            '{"a": "ok", "b": "x\\ud800y"}',
+            LONE_HIGH.format(19, "\\ud800"),
+            [D(("a",), "ok"), V(("a",), "ok"), D(("b",), "x")],
+        ),
+        ('"\ud83d\\ude00"', "invalid JSON at offset 1: lone surrogate '\\ud83d' (U+D83D) in a string", []),
+        ('["\udfff"]', "invalid JSON at offset 2: lone surrogate '\\udfff' (U+DFFF) in a string", []),
     ],
 )
-def test_lone_surrogates_follow_json_loads(text: str) -> None:
+def test_lone_surrogates_are_invalid_json_at_their_escape(
+    text: str, message: str, before: list[ArgumentEvent]
+) -> None:
+    """I-JSON (RFC 7493) has no lone surrogates: they would break every UTF-8 encoder downstream."""
+    offset = int(message.split()[4].rstrip(":"))
+    assert valid_prefix_length(text) == offset
+    for chunks in chunkings(text):
+        events = [event for batch in feed_chunks(chunks) for event in batch]
+        assert events[-1] == E("invalid_json", message, offset)
+        deltas = joined_deltas(events[:-1])
+        assert deltas == joined_deltas(before)
+        assert [e for e in events[:-1] if isinstance(e, ArgumentValue)] == [
+            e for e in before if isinstance(e, ArgumentValue)
+        ]
+
+
+@pytest.mark.parametrize("text", ['"\\uD83D\\uDE00"', '{"\\ud83d\\ude00": "\\udbff\\udfff"}'])
+def test_surrogate_pairs_are_valid(text: str) -> None:
     for chunks in chunkings(text):
         assert_parses_like_json(text, chunks)
 
@@ -443,12 +539,50 @@ def test_every_escape() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["0", "-0", "12", "-12", "1.5", "-0.25", "1e5", "1E+5", "2e-3", "-1.25E10", "1e400", "-0.0", "10.0e0"],
+    [
+        *("0", "-0", "12", "-12", "1.5", "-0.25", "1e5", "1E+5", "2e-3", "-1.25E10", "-0.0", "10.0e0"),
+        *("1e-999", "-1e-400", "1.7976931348623157e308", "-1.7976931348623157E+308", "9" * 308),
+    ],
 )
 def test_numbers_split_everywhere(text: str) -> None:
     for document in (text, f"[{text}]", f'{{"n": {text}}}', f'{{"n": {text} }}', f"[ {text} , {text} ]"):
         for chunks in chunkings(document):
             assert_parses_like_json(document, chunks)
+
+
+OVERFLOW = "invalid JSON at offset {}: the number {} overflows a double"
+
+
+@pytest.mark.parametrize(
+    "number", ["1e999", "-1e999", "1E400", "-2.5e+309", "1.8e308", "1" + "0" * 309, "-" + "9" * 309]
+)
+def test_numbers_that_overflow_a_double_are_invalid_json_at_their_start(number: str) -> None:
+    """``json.loads`` gives ``inf`` (or an int no double holds), which encoders write as ``Infinity`` or
+    ``null``: I-JSON (RFC 7493) rejects them."""
+    # after an exponent, ".5" cannot continue the number: the number is reported before what follows it
+    after = ".5" if "e" in number.lower() else "x"
+    shown = number if len(number) <= 40 else f"{number[:20]}...{number[-12:]} ({len(number)} characters)"
+    for document, offset, before in (
+        (number, 0, []),
+        (f"[{number}]", 1, []),
+        (f'{{"a": 1, "n": {number} }}', 14, [V(("a",), 1)]),
+        (f"[{number}{after}]", 1, []),
+    ):
+        message = OVERFLOW.format(offset, shown)
+        assert valid_prefix_length(document) == offset
+        for chunks in chunkings(document):
+            assert parse_chunks(chunks) == [*before, E("invalid_json", message, offset)]
+
+
+def test_a_number_cut_off_in_a_container_is_truncated_not_overflowing() -> None:
+    (error,) = parse_chunks(["[1e99", "9"])
+    assert error == E(
+        "truncated", "the arguments end at offset 6 where more of the number, ',' or ']' was expected", 6
+    )
+
+
+def parse_chunks(chunks: Iterable[str]) -> list[ArgumentEvent]:
+    return [event for batch in feed_chunks(chunks) for event in batch]
 
 
 def test_a_number_completes_when_the_next_character_arrives() -> None:
@@ -568,8 +702,10 @@ def test_each_character_is_decoded_about_once(monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.mark.parametrize("chunk_size", [1, 100, 10_000])
 def test_big_integers_and_the_digit_limit(chunk_size: int) -> None:
-    assert root_values(parse("9" * 4000, chunk_size)) == [int("9" * 4000)]
-    assert root_values(parse("[" + "9" * 4000 + "]", chunk_size)) == [[int("9" * 4000)]]
+    assert root_values(parse("9" * 308, chunk_size)) == [int("9" * 308)]
+    assert root_values(parse("[" + "9" * 308 + "]", chunk_size)) == [[int("9" * 308)]]
+    (error,) = parse("[" + "9" * 4000 + "]", chunk_size)
+    assert error == E("invalid_json", OVERFLOW.format(1, f"{'9' * 20}...{'9' * 12} (4000 characters)"), 1)
     events = parse('{"m": 1, "n": ' + "9" * 5000 + "}", chunk_size)
     (error,) = errors(events)
     assert events == [V(("m",), 1), error]
@@ -597,7 +733,8 @@ def test_big_integers_and_the_digit_limit(chunk_size: int) -> None:
         ("[1.5.2]", 4, "expected ',' or ']' after the number, found '.'"),
         ('"\\x"', 2, "invalid escape '\\x' in a string"),
         ('"ab\\u12G4"', 7, "expected 4 hex digits after '\\u', found 'G'"),
-        ('"\\ud800\\u12"', 11, "expected 4 hex digits after '\\u', found '\"'"),
+        ('"\\ud801\\u12"', 1, "high surrogate escape '\\ud801' not followed by a low surrogate escape"),
+        ('"\\u0041\\u12"', 11, "expected 4 hex digits after '\\u', found '\"'"),
         ('"a\nb"', 2, "unescaped control character '\\n' (U+000A) in a string"),
         ("trux", 3, "expected 'true', found 'x'"),
         ("NaN", 0, "expected a value, found 'N'"),
@@ -700,7 +837,7 @@ def test_feed_after_finish_is_a_programming_error() -> None:
 
 _ESCAPE_HEAVY = st.text(
     alphabet=st.sampled_from(['"', "\\", "/", "\b", "\f", "\n", "\r", "\t", "\x00", "\x1f", "é", "€"])
-    | st.sampled_from(["\U0001f600", "\U00010000", "\ud83d", "\ude00", "\ud800", "\udfff", "a", " "]),
+    | st.sampled_from(["\U0001f600", "\U00010000", "\U0010ffff", "\ud7ff", "\ue000", "a", " "]),
     max_size=30,
 )
 _TEXT = st.text(max_size=20) | _ESCAPE_HEAVY
@@ -777,7 +914,7 @@ def _chunk_end(chunk_ends: list[int], index: int) -> int:
 @given(chunked(JSON_OBJECTS))
 def test_top_level_values_are_reported_exactly_when_complete(case: tuple[str, list[str]]) -> None:
     text, chunks = case
-    expected = json.loads(text)
+    expected = ijson_loads(text)
     members, root_end = value_ends(text)
     assert list(members) == list(expected)
     for pieces in (list(text), chunks):
@@ -825,7 +962,7 @@ def test_corrupted_json_is_rejected_where_it_stops_being_a_prefix(case: tuple[st
     text, chunks = case
     assume(text.strip(" \t\n\r"))
     try:
-        expected = json.loads(text)
+        expected = ijson_loads(text)
     except ValueError:
         accepted = False
     else:
@@ -869,4 +1006,4 @@ def test_any_text_gives_exactly_one_outcome_and_never_raises(text: str, cuts: li
     if failures:
         assert events[-1] is failures[0]
     if roots and not failures:
-        assert same(roots[0], json.loads(text) if text.strip(" \t\n\r") else {})
+        assert same(roots[0], ijson_loads(text) if text.strip(" \t\n\r") else {})

@@ -758,7 +758,7 @@ class TaggedCallLexer(FormatLexer):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "opener" in cls.__dict__:
+        if "opener" in cls.__dict__ and "text_markers" not in cls.__dict__:
             cls.text_markers = Markers(cls.opener)
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:

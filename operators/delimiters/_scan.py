@@ -13,6 +13,8 @@ All of them keep their state between chunks and look at each input character a b
 from __future__ import annotations
 
 import ast
+import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -53,11 +55,25 @@ _NEEDS_ESCAPE: Final = re.compile(r'["\\\x00-\x1f\ud800-\udfff]')
 """What JSON escapes in a string (surrogates included, so that msgspec reports a lone one)."""
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def json_escape(text: str) -> str:
-    """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is)."""
+    """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is).
+
+    A lone surrogate (only a Python-object source can carry one) is written as its ``\\uXXXX`` escape,
+    which the argument parser then reports as ``invalid_json`` (I-JSON has no lone surrogates)."""
     if _NEEDS_ESCAPE.search(text) is None:
         return text
+    if _SURROGATE.search(text) is not None:
+        return json.dumps(text)[1:-1]
     return _json_encode(text).decode()[1:-1]
+
+
+def without_surrogates(decoded: str, raw: str) -> str:
+    """``decoded``, the text of JSON string content ``raw``, unless it holds a lone surrogate (which no
+    encoder downstream could write): then ``raw`` itself, escapes and all."""
+    return raw if _SURROGATE.search(decoded) is not None else decoded
 
 
 class Markers:
@@ -533,6 +549,17 @@ def _fits(value: Any, value_type: ValueType) -> bool:
 _NOTHING: Final = object()
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` (from ``ast.literal_eval``) holds no infinite or NaN float, which JSON cannot."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(key) and _finite(item) for key, item in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return all(_finite(item) for item in value)
+    return True
+
+
 def _literal(text: str, value_type: ValueType) -> Any:
     """A Python literal (``True``, ``{'a': 1}``) for a typed value, as vLLM's fallback does."""
     if value_type in ("auto", "string") or not text:
@@ -544,7 +571,9 @@ def _literal(text: str, value_type: ValueType) -> Any:
     if value_type in ("object", "array", "json"):
         try:
             value = ast.literal_eval(text)
-            _json_encode(value)
+            _json_encode(value)  # a lone surrogate fails here
+            if not _finite(value):  # inf would be encoded as null
+                return _NOTHING
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, msgspec.EncodeError):
             return _NOTHING
         return value if isinstance(value, dict | list) else _NOTHING

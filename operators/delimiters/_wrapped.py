@@ -14,7 +14,7 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import Channel, FormatLexer, LexerOptions, _Output
-from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers, space_end
+from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers, space_end, without_surrogates
 
 __all__ = ["WrappedJsonLexer"]
 
@@ -22,6 +22,7 @@ _SCALAR_END: Final = (",", "}")
 _STRING_STOP: Final = re.compile(r'[\\"]')
 _ESCAPE: Final = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _HIGH_SURROGATE: Final = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
+_LOW_SURROGATE: Final = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
 class WrappedJsonLexer(FormatLexer):
@@ -221,12 +222,13 @@ class WrappedJsonLexer(FormatLexer):
                 continue
             end = escape.end()
             if _HIGH_SURROGATE.fullmatch(buf, stop, end):
-                low = _ESCAPE.match(buf, end)
+                low = _LOW_SURROGATE.match(buf, end)
                 if low is None and not final and size - end < 6:
                     return stop  # the low half of a surrogate pair may follow
                 if low is not None:
                     end = low.end()
-            self._emit_wrapped(json.loads('"' + buf[stop:end] + '"'))
+            escape_text = buf[stop:end]
+            self._emit_wrapped(without_surrogates(json.loads('"' + escape_text + '"'), escape_text))
             index = end
         return index
 
@@ -284,7 +286,8 @@ class WrappedJsonLexer(FormatLexer):
         while True:
             hit = _STRING_STOP.search(buf, index)
             if hit is None or (buf[hit.start()] == "\\" and hit.start() + 1 >= size):
-                stop = size if hit is None else hit.start()
+                # a backslash at the end is held for the escape's next character, unless nothing follows
+                stop = size if hit is None or final else hit.start()
                 self._string.append(buf[pos:stop])
                 self._string_size += stop - pos
                 if self._string_size > HEADER_LIMIT:
@@ -297,7 +300,7 @@ class WrappedJsonLexer(FormatLexer):
             self._string.append(buf[pos:stop])
             raw = "".join(self._string)
             try:
-                text = json.loads('"' + raw + '"')
+                text = without_surrogates(json.loads('"' + raw + '"'), raw)
             except ValueError:
                 text = raw
             return stop + 1, text

@@ -4,7 +4,9 @@
   ``[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, {...}]``;
 - v11 and later (Small 3.2, Magistral, Devstral 2, Ministral 3): one ``[TOOL_CALLS]`` per call,
   ``[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}``, or with the model's id
-  ``[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{"city": "Paris"}``.
+  ``[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{"city": "Paris"}``; servers that drop the
+  ``[ARGS]`` control token when they detokenize give ``[TOOL_CALLS]get_weather{"city": "Paris"}``, the
+  layout vLLM's Mistral parser reads.
 """
 
 from __future__ import annotations
@@ -49,9 +51,10 @@ class MistralLexer(WrappedJsonLexer):
     ``"id"`` key before ``"arguments"``); otherwise the rewriter's ``id_factory`` makes one: pass
     :func:`mistral_call_id` to get ids a Mistral chat template accepts back.
 
-    ``[TOOL_CALLS]`` is a control token, but it is taken for a call only when a list, an object or
-    ``NAME[ARGS]`` / ``NAME[CALL_ID]`` follows, so prose that mentions it stays text; prose that writes
-    ``[TOOL_CALLS]name[ARGS]`` cannot be told apart. A stream cut inside a call leaves it unfinished
+    ``[TOOL_CALLS]`` is a control token, but it is taken for a call only when a list, an object,
+    ``NAME[ARGS]`` / ``NAME[CALL_ID]`` or ``NAME{`` (no ``[ARGS]``, the ``{`` right after the name)
+    follows, so prose that mentions it stays text; prose that writes ``[TOOL_CALLS]name[ARGS]`` or
+    ``[TOOL_CALLS]name{`` cannot be told apart. A stream cut inside a call leaves it unfinished
     (one cut inside ``NAME`` gives a call named by what arrived).
     """
 
@@ -119,8 +122,12 @@ class MistralLexer(WrappedJsonLexer):
         return self._header_marker(buf, end, final, ends)
 
     def _header_marker(self, buf: str, index: int, final: bool, markers: Markers) -> int:
-        """After a name or an id: one of ``markers`` goes on, anything else means it was not a call."""
+        """After a name or an id: one of ``markers`` goes on, or the arguments' ``{`` right away (the
+        ``[ARGS]`` token dropped); anything else means it was not a call."""
         if index == len(buf):
+            return index
+        if buf[index] == "{":
+            self._open_v11_call()
             return index
         stop, resume, marker = markers.find(buf, index, final)
         if stop != index:
@@ -132,11 +139,14 @@ class MistralLexer(WrappedJsonLexer):
             self.hold_tentative(marker)
             self.state = self._v11_call_id
             return resume
+        self._open_v11_call()
+        return resume
+
+    def _open_v11_call(self) -> None:
         self.take_tentative()
         self.start_call("".join(self._name), "".join(self._call_id) or None)
         self.json_args = JsonArgs()
         self.state = self._v11_arguments
-        return resume
 
     def _v11_arguments(self, buf: str, pos: int, final: bool) -> int:
         json_args = self.json_args

@@ -7,7 +7,7 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._base import TaggedCallLexer, register_format
-from operators.delimiters._scan import Markers
+from operators.delimiters._scan import Markers, space_end
 
 __all__ = ["Qwen3CoderLexer"]
 
@@ -23,6 +23,8 @@ _KEY_END: Final = Markers(">")
 _IN_FUNCTION: Final = Markers(PARAMETER, FUNCTION_END, TOOL_CALL_END)
 # A structural "<parameter=" or "</function>" starts a line; inside a value the same text mid-line is content.
 _VALUE: Final = Markers(PARAMETER_END, "\n" + PARAMETER, "\n" + FUNCTION_END, "\n" + TOOL_CALL_END)
+_TEXT: Final = Markers(TOOL_CALL, FUNCTION)
+_ORPHAN_BODY: Final = Markers(FUNCTION_END, TOOL_CALL)
 
 
 @register_format
@@ -38,8 +40,16 @@ class Qwen3CoderLexer(TaggedCallLexer):
     String values stream as they arrive; other values are held until their end.
 
     ``<tool_call>`` is taken for a call only when ``<function=NAME>`` follows (after whitespace), with a
-    name free of whitespace and ``<``: prose such as "the <tool_call> tag" stays text. A bare
-    ``<function=...>`` without ``<tool_call>`` is not recognised (it is too common in prose and code).
+    name free of whitespace and ``<``: prose such as "the <tool_call> tag" stays text.
+
+    A call whose ``<tool_call>`` the model skipped (``<function=NAME>`` ... ``</function>``, then
+    ``</tool_call>``) is read when its closing tag confirms it. From ``<function=NAME>`` followed (after
+    whitespace) by ``<parameter=`` or ``</function>``, the text is held back, not shown, until
+    ``</function>``, whitespace and ``</tool_call>`` come: then it is the call (it streams out at once).
+    It is text, released as it was, when anything else follows the name (prose such as "use
+    <function=name> here"), when ``<tool_call>`` comes first, when the input ends first, or when more
+    than ``max_buffered_chars`` (the rewriter's cap per call) are held.
+
     Tolerated: a missing ``</parameter>`` (the next ``<parameter=`` or ``</function>`` at the start of a
     line ends the value), a missing ``</function>`` (``</tool_call>`` ends the call, at the start of a line
     inside a value). A value containing
@@ -49,6 +59,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
     name: ClassVar[str] = "qwen3_coder"
     aliases: ClassVar[tuple[str, ...]] = ("qwen3_xml", "qwen35")
     opener: ClassVar[str] = TOOL_CALL
+    text_markers: ClassVar[Markers] = _TEXT
     markers: ClassVar[tuple[str, ...]] = (
         TOOL_CALL,
         TOOL_CALL_END,
@@ -127,10 +138,83 @@ class Qwen3CoderLexer(TaggedCallLexer):
             self.not_a_call()
         return index
 
+    # --- a call without its <tool_call>, confirmed by </tool_call> ----------------------------------------
+
+    def opened(self, marker: str) -> None:
+        if marker == FUNCTION:
+            self.hold_tentative(marker)
+            self.state = self._orphan_name
+        else:
+            super().opened(marker)
+
+    def _orphan_name(self, buf: str, pos: int, final: bool) -> int:
+        stop, ender = self.read_name(buf, pos, _NAME_END)
+        if not ender:
+            return stop
+        name = self.take_header()
+        if ender != ">" or not name:
+            self.not_a_call()
+            return stop
+        self.hold_tentative(ender)
+        self.state = self._orphan_open
+        return stop + 1
+
+    def _orphan_open(self, buf: str, pos: int, final: bool) -> int:
+        """After ``<function=NAME>``: whitespace, then ``<parameter=`` or ``</function>``."""
+        index, found = self.expect_after_space(buf, pos, final, (PARAMETER, FUNCTION_END))
+        if found:
+            self._hold_orphan(found)
+            self.state = self._orphan_body if found == PARAMETER else self._orphan_after_function
+            return index + len(found)
+        if found == "":
+            self.not_a_call()
+        return index
+
+    def _orphan_body(self, buf: str, pos: int, final: bool) -> int:
+        """The held call's parameters, up to ``</function>``; ``<tool_call>`` first means it was text."""
+        stop, resume, marker = _ORPHAN_BODY.find(buf, pos, final)
+        if stop > pos and not self._hold_orphan(buf[pos:stop]):
+            return stop
+        if marker == TOOL_CALL:
+            self.release_tentative()
+            super().opened(marker)
+        elif marker is not None:
+            self._hold_orphan(marker)
+            self.state = self._orphan_after_function
+        return resume
+
+    def _orphan_after_function(self, buf: str, pos: int, final: bool) -> int:
+        """After ``</function>``: whitespace and ``</tool_call>`` confirm the call; anything else means
+        that ``</function>`` was inside a value: the body goes on."""
+        index = space_end(buf, pos)
+        if index > pos and not self._hold_orphan(buf[pos:index]):
+            return index
+        if index == len(buf):
+            return index
+        if buf.startswith(TOOL_CALL_END, index):
+            held = self.take_tentative()
+            # Lex it as the call it is (bounded: at most the cap, once more).
+            self.hold_tentative(TOOL_CALL)
+            self.state = self.confirm
+            self.feed(held + TOOL_CALL_END)
+            return index + len(TOOL_CALL_END)
+        if not final and TOOL_CALL_END.startswith(buf[index:]):
+            return index  # perhaps the start of </tool_call>
+        self.state = self._orphan_body
+        return index
+
+    def _hold_orphan(self, text: str) -> bool:
+        """Hold ``text`` of a call not yet confirmed; past the cap it was text: False, released."""
+        self.hold_tentative(text)
+        if self._tentative_size <= self.options.max_buffered_chars:
+            return True
+        self.not_a_call()
+        return False
+
     def at_end(self) -> None:
         if self.state == self._after_function:
             self.take_tentative()
-        elif self.state == self._function_name:
+        elif self.state in (self._function_name, self._orphan_name):
             self.take_header()
             self.not_a_call()
         super().at_end()

@@ -1,0 +1,129 @@
+"""Every format, cut after every character (a ``max_tokens`` cut): the rewriter ends cleanly.
+
+The texts put JSON escapes everywhere a format reads JSON (keys, names, ids, values, arguments written as
+a JSON string, surrogate pairs), since a cut right after a backslash is where lexers used to fail.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.delimiters import FORMATS
+from tests.delimiter_cases import Call, assert_every_prefix_ends_cleanly, pieces_at, run
+
+ARGS = '{"k\\"ey\\\\": "v\\u00e9\\ud83d\\ude00\\n", "n\\u0041": [1, {"x": "\\/"}]}'
+"""JSON arguments with escapes in keys and values, and a surrogate pair."""
+
+STRING_ARGS = '"{\\"k\\\\\\"ey\\": \\"v\\\\u00e9\\ud83d\\ude00\\"}"'
+"""The same kind of arguments written as a JSON string (Granite)."""
+
+DS = "\uff5c"
+SEP = "\u2581"
+
+TEXTS: dict[str, list[str]] = {
+    "hermes": [
+        f'Hi <tool_call>\n{{"na\\u006de": "get\\"w", "arguments": {ARGS}}}\n</tool_call> bye',
+        f'<tool_call>{{"id": "a\\\\b", "name": "f", "arguments": {STRING_ARGS}}}</tool_call>',
+    ],
+    "mistral": [
+        f'[TOOL_CALLS][{{"na\\u006de": "get\\"w", "id": "ab\\\\c", "arguments": {ARGS}}}, '
+        f'{{"name": "g", "arguments": {STRING_ARGS}}}] ok',
+        f'[TOOL_CALLS]{{"name": "f\\\\", "arguments": {ARGS}}}',
+        f"[TOOL_CALLS]get_w[CALL_ID]a1B2c3D4e[ARGS]{ARGS}[TOOL_CALLS]f[ARGS]{ARGS} done",
+    ],
+    "llama3_json": [
+        f'<|python_tag|>{{"na\\u006de": "get\\"w", "parameters": {ARGS}}}; '
+        f'{{"type": "function", "name": "g", "arguments": {STRING_ARGS}}}<|eom_id|>',
+        f'{{"name": "f\\\\", "parameters": {ARGS}}}',
+    ],
+    "json": [
+        f'{{"tool": {{"function": "f\\"", "id": "x\\\\", "parameters": {ARGS}}}}} after',
+        f'```json\n{{"tools": [{{"function": "a", "parameters": {ARGS}}}]}}\n```',
+    ],
+    "kimi_k2": [
+        "x<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
+        f"{ARGS}<|tool_call_end|><|tool_calls_section_end|>y",
+    ],
+    "deepseek_v31": [
+        f"a<{DS}tool{SEP}calls{SEP}begin{DS}><{DS}tool{SEP}call{SEP}begin{DS}>f<{DS}tool{SEP}sep{DS}>"
+        f"{ARGS}<{DS}tool{SEP}call{SEP}end{DS}><{DS}tool{SEP}calls{SEP}end{DS}>b",
+    ],
+    "deepseek_v3": [
+        f"<{DS}tool{SEP}calls{SEP}begin{DS}><{DS}tool{SEP}call{SEP}begin{DS}>function<{DS}tool{SEP}sep{DS}>f"
+        f"\n```json\n{ARGS}\n```<{DS}tool{SEP}call{SEP}end{DS}><{DS}tool{SEP}calls{SEP}end{DS}>",
+    ],
+    "deepseek_v32": [
+        f'<{DS}DSML{DS}function_calls>\n<{DS}DSML{DS}invoke name="f">\n'
+        f'<{DS}DSML{DS}parameter name="a" string="true">x\\"y\\</{DS}DSML{DS}parameter>\n'
+        f'<{DS}DSML{DS}parameter name="b" string="false">{ARGS}</{DS}DSML{DS}parameter>\n'
+        f"</{DS}DSML{DS}invoke>\n</{DS}DSML{DS}function_calls>",
+    ],
+    "glm45": [
+        f"<tool_call>f\n<arg_key>k\\</arg_key>\n<arg_value>{ARGS}</arg_value>\n"
+        '<arg_key>s</arg_key>\n<arg_value>a\\"b\\</arg_value>\n</tool_call>',
+    ],
+    "glm47": [f"<tool_call>f<arg_key>k</arg_key><arg_value>{ARGS}</arg_value></tool_call>"],
+    "qwen3_coder": [
+        f"<tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n"
+        '<parameter=s>\na\\"b\\\n</parameter>\n</function>\n</tool_call>',
+        f"Hi <function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n</function>\n</tool_call> "
+        "<function=g>\n</function>",
+    ],
+    "minimax_m2": [
+        f'<minimax:tool_call>\n<invoke name="f\\">\n<parameter name="k">{ARGS}</parameter>\n'
+        '<parameter name="s">a\\"b\\</parameter>\n</invoke>\n</minimax:tool_call>',
+    ],
+    "harmony": [
+        "<|channel|>analysis<|message|>think \\<|end|><|start|>assistant<|channel|>commentary "
+        f"to=functions.f <|constrain|>json<|message|>{ARGS}<|call|>",
+    ],
+    "xml": [
+        f'<tool name="f">\n<arguments>\n<arg name="k\\">{ARGS}</arg>\n<arg name="s">a\\"b\\</arg>\n'
+        "</arguments>\n</tool>",
+    ],
+    "sentinel": [f'[[SEG_START {{"type": "tool_call", "name": "f\\\\", "arguments": {ARGS}}}]]x[[SEG_END]]'],
+}
+
+
+def test_every_format_has_texts() -> None:
+    assert {FORMATS[name].name for name in FORMATS} == set(TEXTS)
+
+
+CASES = [(format, text) for format, texts in TEXTS.items() for text in texts]
+
+
+@pytest.mark.parametrize(("format", "text"), CASES)
+def test_cut_after_every_character_ends_cleanly(format: str, text: str) -> None:
+    assert_every_prefix_ends_cleanly(format, text)
+    assert_every_prefix_ends_cleanly(format, text, channel="reasoning")
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=st.sampled_from(CASES), data=st.data())
+def test_cut_anywhere_at_any_chunking_gives_the_whole_prefix_result(
+    case: tuple[str, str], data: st.DataObject
+) -> None:
+    format, text = case
+    end = data.draw(st.integers(0, len(text)), label="end")
+    prefix = text[:end]
+    cuts = data.draw(st.lists(st.integers(1, max(1, end - 1)), max_size=12), label="cuts")
+    assert run(format, pieces_at(prefix, cuts)) == run(format, [prefix])
+
+
+@pytest.mark.parametrize(
+    ("format", "text", "name"),
+    [
+        ("hermes", '<tool_call>{"\\', ""),
+        ("hermes", '<tool_call>{"name": "get\\', "get\\"),
+        ("mistral", '[TOOL_CALLS]{"\\', ""),
+        ("mistral", '[TOOL_CALLS][{"name": "a\\', "a\\"),
+        ("llama3_json", '<|python_tag|>{"\\', ""),
+        ("llama3_json", '{"name": "a\\', "a\\"),
+        ("json", '{"tool": {"\\', ""),
+    ],
+)
+def test_cut_right_after_a_backslash_in_a_key_or_name(format: str, text: str, name: str) -> None:
+    for pieces in ([text], list(text)):
+        assert run(format, pieces).calls == [Call(0, "call_0", name, "", finished=False)]
