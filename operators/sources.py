@@ -19,7 +19,7 @@ import anyio
 from aiostream import operator, pipable_operator
 from pydantic_core import to_jsonable_python
 
-from operators.sse import DEFAULT_MAX_EVENT_SIZE, JSONLinesDecoder, sse_events
+from operators.sse import DEFAULT_MAX_EVENT_SIZE, JSONLinesDecoder, JSONSequenceDecoder, sse_events
 from pipeline._driver import drive
 from pipeline.errors import ConfigurationError, ProviderError
 
@@ -37,8 +37,10 @@ __all__ = [
     "sdk_object_to_dict",
 ]
 
-Framing = Literal["sse", "jsonl"]
-"""How provider events are framed in a byte stream: server-sent events, or one JSON payload a line."""
+Framing = Literal["sse", "jsonl", "json", "eventstream"]
+"""How provider events are framed in a byte stream: server-sent events, one JSON payload a line, a JSON
+array of payloads (Gemini without ``alt=sse``; also pretty-printed objects one after another), or AWS
+event-stream binary frames (Bedrock)."""
 
 _SDK_ONLY_FIELDS = frozenset({"sdk_http_response", "automatic_function_calling_history", "parsed"})
 """Fields google-genai adds to its response objects that are not part of the wire payload."""
@@ -188,7 +190,8 @@ def provider_events(
     framing: Framing = "sse",
     max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
 ) -> AsyncIterator[dict[str, Any]]:
-    """The provider adapter: bytes to provider event dicts, for SSE or JSON Lines framing.
+    """The provider adapter: bytes to provider event dicts, for SSE, JSON Lines, JSON array or AWS
+    event-stream (Bedrock) framing.
 
     In-band errors raise :class:`ProviderError` after the events before them; bad bytes or JSON raise
     :class:`StreamDecodeError`; an event over ``max_event_size`` bytes raises too.
@@ -197,4 +200,10 @@ def provider_events(
         return sse_events.raw(source, max_event_size=max_event_size)
     if framing == "jsonl":
         return drive(source, JSONLinesDecoder(max_line_size=max_event_size, objects_only=True))
-    raise ConfigurationError(f"unknown framing {framing!r}: expected 'sse' or 'jsonl'")
+    if framing == "json":
+        return drive(source, JSONSequenceDecoder(max_value_size=max_event_size))
+    if framing == "eventstream":
+        from operators.providers.bedrock import EventStreamDecoder
+
+        return drive(source, EventStreamDecoder(max_frame_size=max_event_size))
+    raise ConfigurationError(f"unknown framing {framing!r}: expected 'sse', 'jsonl', 'json' or 'eventstream'")
