@@ -19,7 +19,13 @@ import anyio
 from aiostream import operator, pipable_operator
 from pydantic_core import to_jsonable_python
 
-from operators.sse import DEFAULT_MAX_EVENT_SIZE, JSONLinesDecoder, JSONSequenceDecoder, sse_events
+from operators.sse import (
+    DEFAULT_MAX_EVENT_SIZE,
+    JSONLinesDecoder,
+    JSONSequenceDecoder,
+    provider_error,
+    sse_events,
+)
 from pipeline._driver import drive
 from pipeline.errors import ConfigurationError, ProviderError
 
@@ -33,7 +39,9 @@ __all__ = [
     "from_file",
     "from_httpx",
     "from_sdk",
+    "is_sdk_stream",
     "provider_events",
+    "sdk_error",
     "sdk_object_to_dict",
 ]
 
@@ -116,14 +124,58 @@ async def from_sdk(stream: AsyncIterable[Any]) -> AsyncIterator[dict[str, Any]]:
     """The events of an ``openai``, ``anthropic`` or ``google-genai`` async stream, as wire-format dicts.
 
     Each SDK object becomes the dict its JSON payload was (see :func:`sdk_object_to_dict`), so the
-    converters see the same events whether they come from an SDK or from raw bytes. The SDK stream is
-    closed (``aclose()`` or ``close()``) when the consumer stops.
+    converters see the same events whether they come from an SDK or from raw bytes. An in-band error the
+    SDK raises as its own exception (``openai.APIError``, ``anthropic.APIStatusError``,
+    ``google.genai.errors.APIError``) is raised as :class:`ProviderError`, as from raw bytes (see
+    :func:`sdk_error`). The SDK stream is closed (``aclose()`` or ``close()``) when the consumer stops.
     """
+    iterator = aiter(stream)
     try:
-        async for item in stream:
+        while True:
+            try:
+                item = await anext(iterator)
+            except StopAsyncIteration:
+                break
+            except Exception as error:
+                failure = sdk_error(error)
+                if failure is None:
+                    raise
+                raise failure from error
             yield sdk_object_to_dict(item)
     finally:
         await _close(stream)
+
+
+_SDK_PACKAGES = ("openai", "anthropic", "google")
+
+
+def is_sdk_stream(source: object) -> bool:
+    """Whether ``source`` is an async stream of the ``openai``, ``anthropic`` or ``google-genai`` SDK (their
+    stream classes, or an async generator of theirs), which :func:`from_sdk` should read."""
+    code = getattr(source, "ag_code", None)
+    if code is not None:
+        path = code.co_filename.replace("\\", "/")
+        return any(f"/{package}/" in path for package in _SDK_PACKAGES)
+    return type(source).__module__.partition(".")[0] in _SDK_PACKAGES
+
+
+def sdk_error(error: BaseException) -> ProviderError | None:
+    """The :class:`ProviderError` for an exception an SDK raised for an error the provider sent (an in-band
+    error event: its body is the error object), or ``None`` for any other exception (a lost connection).
+
+    The message, ``kind`` and ``status`` are made from the error object as from raw bytes; the original
+    exception is its ``__cause__``."""
+    if type(error).__module__.partition(".")[0] not in _SDK_PACKAGES:
+        return None
+    body = getattr(error, "body", None)
+    if body is None:
+        body = getattr(error, "details", None)  # google-genai
+    if not isinstance(body, Mapping):
+        return None
+    payload: Mapping[str, Any] = body if "error" in body or body.get("type") == "error" else {"error": body}
+    inner = payload.get("error")
+    details = inner if isinstance(inner, Mapping) else payload
+    return provider_error(details, payload, "the SDK stream")
 
 
 async def _close(stream: object) -> None:

@@ -326,6 +326,14 @@ class _SDKObjects:
         return []
 
 
+def _adapted(source: ChunkSource) -> ChunkSource:
+    """An SDK stream is read through :func:`operators.sources.from_sdk`, so that the in-band errors the SDK
+    raises as its own exceptions come out as :class:`ProviderError`, as from raw bytes."""
+    from operators.sources import from_sdk, is_sdk_stream
+
+    return cast(ChunkSource, from_sdk.raw(source)) if is_sdk_stream(source) else source
+
+
 def chunk_core(
     *,
     provider: str = "auto",
@@ -350,7 +358,8 @@ def to_chunks(
 
     ``choice`` picks which of an OpenAI response's ``n`` choices becomes the stream (the others are
     ignored); run one pipeline per choice to follow several."""
-    return drive(source, chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice))
+    core = chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice)
+    return drive(_adapted(source), core)
 
 
 def process(
@@ -438,7 +447,7 @@ def _pipeline(
     stages.append(ArgumentSplitter(**split_options))
     emitter = SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory)
     core = _PipelineCore(Chain(*stages), emitter, InvocationFolder(tools=tools))
-    return drive(source, core)
+    return drive(_adapted(source), core)
 
 
 class _PipelineCore:
