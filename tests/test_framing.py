@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from operators.providers.bedrock import EventStreamDecoder
@@ -24,7 +24,7 @@ from pipeline.cli import main
 from pipeline.compose import chunk_core, process
 from pipeline.errors import ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse, PipelineEvent, ResponseEnd, SegmentEvent, SegmentEventType
-from pipeline.testing import chunked, collect, sequential_call_ids
+from pipeline.testing import chunked, collect, counter_segment_ids, sequential_call_ids
 from tests.conftest import FIXTURES
 
 GEMINI_SSE = FIXTURES / "gemini" / "fantasy_gemini-2.5-pro_2_parallel_function_calls_two_chunks.sse"
@@ -55,7 +55,8 @@ async def run(items: list[Any], **options: Any) -> tuple[list[PipelineEvent], Ba
     """Every event of ``process()`` over ``items``, and the error it ended with."""
     received: list[PipelineEvent] = []
     try:
-        async with process(pieces(items), id_factory=sequential_call_ids, **options).stream() as events:
+        ids: dict[str, Any] = {"id_factory": sequential_call_ids, "segment_ids": counter_segment_ids()}
+        async with process(pieces(items), **ids, **options).stream() as events:
             async for event in events:
                 received.append(event)
     except Exception as error:
@@ -484,3 +485,33 @@ async def test_deep_nesting_through_process() -> None:
 def test_sse_decoder_alone_is_unchanged() -> None:
     """The plain SSE decoder still gives events without offsets (it records them only for the fused core)."""
     assert SSEDecoder().feed(b"data: x\n\n")[0].data == "x"
+
+
+# --- any chunking, every framing ------------------------------------------------------------------------
+
+RECHUNKED = {
+    "sse": (FIXTURES / "anthropic" / "fantasy_claude-sonnet-4_text_then_tool_use.sse").read_bytes(),
+    "sse-cr": (FIXTURES / "anthropic" / "fantasy_claude-sonnet-4_text_then_tool_use.sse")
+    .read_bytes()
+    .replace(b"\n", b"\r"),
+    "jsonl": (FIXTURES / "anthropic" / "vercel_claude-haiku-4-5_text_then_tool_use.jsonl").read_bytes(),
+    "json": gemini_array(),
+    "eventstream": BEDROCK.read_bytes(),
+}
+
+
+@pytest.mark.anyio
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    framing=st.sampled_from(sorted(RECHUNKED)),
+    sizes=st.lists(st.integers(min_value=1, max_value=300), min_size=1, max_size=8),
+    lead=st.sampled_from([b"", b"\n", b"\r\n\r\n", b"\xef\xbb\xbf"]),
+)
+async def test_auto_framing_at_any_chunking(framing: str, sizes: list[int], lead: bytes) -> None:
+    body = RECHUNKED[framing]
+    if framing != "eventstream":
+        body = lead + body
+    reference, error = await run([body])
+    assert error is None
+    assert reference
+    assert await run(chunked(body, sizes)) == (reference, None)
