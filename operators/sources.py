@@ -19,7 +19,13 @@ import anyio
 from aiostream import operator, pipable_operator
 from pydantic_core import to_jsonable_python
 
-from operators.sse import DEFAULT_MAX_EVENT_SIZE, JSONLinesDecoder, sse_events
+from operators.sse import (
+    DEFAULT_MAX_EVENT_SIZE,
+    JSONLinesDecoder,
+    JSONSequenceDecoder,
+    provider_error,
+    sse_events,
+)
 from pipeline._driver import drive
 from pipeline.errors import ConfigurationError, ProviderError
 
@@ -33,12 +39,16 @@ __all__ = [
     "from_file",
     "from_httpx",
     "from_sdk",
+    "is_sdk_stream",
     "provider_events",
+    "sdk_error",
     "sdk_object_to_dict",
 ]
 
-Framing = Literal["sse", "jsonl"]
-"""How provider events are framed in a byte stream: server-sent events, or one JSON payload a line."""
+Framing = Literal["sse", "jsonl", "json", "eventstream"]
+"""How provider events are framed in a byte stream: server-sent events, one JSON payload a line, a JSON
+array of payloads (Gemini without ``alt=sse``; also pretty-printed objects one after another), or AWS
+event-stream binary frames (Bedrock)."""
 
 _SDK_ONLY_FIELDS = frozenset({"sdk_http_response", "automatic_function_calling_history", "parsed"})
 """Fields google-genai adds to its response objects that are not part of the wire payload."""
@@ -114,14 +124,58 @@ async def from_sdk(stream: AsyncIterable[Any]) -> AsyncIterator[dict[str, Any]]:
     """The events of an ``openai``, ``anthropic`` or ``google-genai`` async stream, as wire-format dicts.
 
     Each SDK object becomes the dict its JSON payload was (see :func:`sdk_object_to_dict`), so the
-    converters see the same events whether they come from an SDK or from raw bytes. The SDK stream is
-    closed (``aclose()`` or ``close()``) when the consumer stops.
+    converters see the same events whether they come from an SDK or from raw bytes. An in-band error the
+    SDK raises as its own exception (``openai.APIError``, ``anthropic.APIStatusError``,
+    ``google.genai.errors.APIError``) is raised as :class:`ProviderError`, as from raw bytes (see
+    :func:`sdk_error`). The SDK stream is closed (``aclose()`` or ``close()``) when the consumer stops.
     """
+    iterator = aiter(stream)
     try:
-        async for item in stream:
+        while True:
+            try:
+                item = await anext(iterator)
+            except StopAsyncIteration:
+                break
+            except Exception as error:
+                failure = sdk_error(error)
+                if failure is None:
+                    raise
+                raise failure from error
             yield sdk_object_to_dict(item)
     finally:
         await _close(stream)
+
+
+_SDK_PACKAGES = ("openai", "anthropic", "google")
+
+
+def is_sdk_stream(source: object) -> bool:
+    """Whether ``source`` is an async stream of the ``openai``, ``anthropic`` or ``google-genai`` SDK (their
+    stream classes, or an async generator of theirs), which :func:`from_sdk` should read."""
+    code = getattr(source, "ag_code", None)
+    if code is not None:
+        path = code.co_filename.replace("\\", "/")
+        return any(f"/{package}/" in path for package in _SDK_PACKAGES)
+    return type(source).__module__.partition(".")[0] in _SDK_PACKAGES
+
+
+def sdk_error(error: BaseException) -> ProviderError | None:
+    """The :class:`ProviderError` for an exception an SDK raised for an error the provider sent (an in-band
+    error event: its body is the error object), or ``None`` for any other exception (a lost connection).
+
+    The message, ``kind`` and ``status`` are made from the error object as from raw bytes; the original
+    exception is its ``__cause__``."""
+    if type(error).__module__.partition(".")[0] not in _SDK_PACKAGES:
+        return None
+    body = getattr(error, "body", None)
+    if body is None:
+        body = getattr(error, "details", None)  # google-genai
+    if not isinstance(body, Mapping):
+        return None
+    payload: Mapping[str, Any] = body if "error" in body or body.get("type") == "error" else {"error": body}
+    inner = payload.get("error")
+    details = inner if isinstance(inner, Mapping) else payload
+    return provider_error(details, payload, "the SDK stream")
 
 
 async def _close(stream: object) -> None:
@@ -193,7 +247,8 @@ def provider_events(
     framing: Framing = "sse",
     max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
 ) -> AsyncIterator[dict[str, Any]]:
-    """The provider adapter: bytes to provider event dicts, for SSE or JSON Lines framing.
+    """The provider adapter: bytes to provider event dicts, for SSE, JSON Lines, JSON array or AWS
+    event-stream (Bedrock) framing.
 
     In-band errors raise :class:`ProviderError` after the events before them; bad bytes or JSON raise
     :class:`StreamDecodeError`; an event over ``max_event_size`` bytes raises too.
@@ -202,4 +257,10 @@ def provider_events(
         return sse_events.raw(source, max_event_size=max_event_size)
     if framing == "jsonl":
         return drive(source, JSONLinesDecoder(max_line_size=max_event_size, objects_only=True))
-    raise ConfigurationError(f"unknown framing {framing!r}: expected 'sse' or 'jsonl'")
+    if framing == "json":
+        return drive(source, JSONSequenceDecoder(max_value_size=max_event_size))
+    if framing == "eventstream":
+        from operators.providers.bedrock import EventStreamDecoder
+
+        return drive(source, EventStreamDecoder(max_frame_size=max_event_size))
+    raise ConfigurationError(f"unknown framing {framing!r}: expected 'sse', 'jsonl', 'json' or 'eventstream'")

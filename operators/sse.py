@@ -17,21 +17,26 @@ Gemini's ``{"error": {...}}``, OpenAI Responses' ``{"type": "error", "code": ...
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 from aiostream import pipable_operator
 
-from pipeline._driver import Chain, drive, partial_outputs
-from pipeline.errors import ProviderError, StreamDecodeError
+from pipeline._driver import drive, partial_outputs
+from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 
 __all__ = [
     "DEFAULT_MAX_EVENT_SIZE",
     "EventParser",
     "JSONLinesDecoder",
+    "JSONSequenceDecoder",
     "SSEDecoder",
+    "SSEPayloadDecoder",
     "ServerSentEvent",
+    "decode_json_sequence",
     "decode_jsonl",
     "decode_sse",
     "parse_events",
@@ -46,6 +51,11 @@ DEFAULT_MAX_EVENT_SIZE = 16 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 _DONE = "[DONE]"
 _EXCERPT_LENGTH = 80
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+")
 
 
 class ServerSentEvent(msgspec.Struct, frozen=True, gc=False, kw_only=True):
@@ -200,7 +210,17 @@ class SSEDecoder:
     more than ``max_event_size`` bytes raises too (the cap also bounds a line that never ends).
     """
 
-    __slots__ = ("_data", "_event", "_event_size", "_event_start", "_last_id", "_lines", "_max", "_retry")
+    __slots__ = (
+        "_data",
+        "_event",
+        "_event_size",
+        "_event_start",
+        "_last_id",
+        "_lines",
+        "_max",
+        "_retry",
+        "_starts",
+    )
 
     def __init__(self, *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
         self._max = max_event_size
@@ -211,6 +231,8 @@ class SSEDecoder:
         self._last_id: str | None = None
         self._event_size = 0
         self._event_start: int | None = None
+        self._starts: list[int] | None = None
+        """When set (by :class:`SSEPayloadDecoder`), the byte offset of each event returned is appended."""
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         events: list[ServerSentEvent] = []
@@ -255,6 +277,8 @@ class SSEDecoder:
                     pass  # the line-by-line path reports where
                 else:
                     events.append(ServerSentEvent(data=data, id=last_id))
+                    if self._starts is not None:
+                        self._starts.append(offset)
                     offset += len(block) + 2
                     continue
             for line in block.split(b"\n"):
@@ -294,6 +318,8 @@ class SSEDecoder:
         if self._data:
             data = self._data[0] if len(self._data) == 1 else "\n".join(self._data)
             events.append(ServerSentEvent(event=self._event, data=data, id=self._last_id, retry=self._retry))
+            if self._starts is not None:
+                self._starts.append(self._event_start or 0)
             self._data = []
         self._event = None
         self._retry = None
@@ -342,7 +368,7 @@ class JSONLinesDecoder:
                 self._line(line, offset, values)
             if self._lines.pending_size > self._max:
                 self._too_large(self._lines.pending_offset)
-        except (StreamDecodeError, ProviderError) as error:
+        except StreamfoldError as error:
             _keep_partial(error, values)
             raise
         return values
@@ -352,7 +378,7 @@ class JSONLinesDecoder:
         try:
             for line, offset in self._lines.finish():
                 self._line(line, offset, values)
-        except (StreamDecodeError, ProviderError) as error:
+        except StreamfoldError as error:
             _keep_partial(error, values)
             raise
         return values
@@ -367,10 +393,14 @@ class JSONLinesDecoder:
             return
         try:
             value = self._decoder.decode(stripped)
-        except msgspec.DecodeError as error:
+        except _JSON_ERRORS as error:
+            start = offset + len(line) - len(line.lstrip())
+            if isinstance(error, UnicodeDecodeError):
+                _decode_line(stripped, start)  # raises, naming the byte of the stream
             excerpt = _excerpt(stripped.decode("utf-8", "replace"))
             raise StreamDecodeError(
-                f"line {number} (byte {offset}) is not valid JSON: {error}: {excerpt}", offset=offset
+                f"line {number} (byte {offset}) is {_json_problem(error, stripped, start)}: {excerpt}",
+                offset=offset,
             ) from None
         if isinstance(value, dict):
             if self._check_errors and _may_be_error(value):
@@ -405,6 +435,11 @@ class EventParser:
         self._number = 0
 
     def feed(self, event: ServerSentEvent) -> list[dict[str, Any]]:
+        return self.parse(event, None)
+
+    def parse(self, event: ServerSentEvent, start: int | None) -> list[dict[str, Any]]:
+        """:meth:`feed`, knowing the byte offset ``start`` of the event in the stream (errors name it, and
+        it is their ``offset``; without it, the ``offset`` of an error is the event number)."""
         number = self._number
         self._number += 1
         data = event.data
@@ -414,15 +449,17 @@ class EventParser:
             raise _error_event(event, number, self._decoder)
         try:
             payload = self._decoder.decode(data)
-        except msgspec.DecodeError as error:
+        except _JSON_ERRORS as error:
+            where = f"event {number}" if start is None else f"event {number} (byte {start})"
             raise StreamDecodeError(
-                f"event {number} has data that is not valid JSON: {error}: {_excerpt(data)}", offset=number
+                f"{where} has data that is {_json_problem(error, data, None)}: {_excerpt(data)}",
+                offset=number if start is None else start,
             ) from None
         if not isinstance(payload, dict):
+            where = f"event {number}" if start is None else f"event {number} (byte {start})"
             raise StreamDecodeError(
-                f"event {number} has data that is not a JSON object ({type(payload).__name__}): "
-                f"{_excerpt(data)}",
-                offset=number,
+                f"{where} has data that is not a JSON object ({type(payload).__name__}): {_excerpt(data)}",
+                offset=number if start is None else start,
             )
         if _may_be_error(payload):
             raise_for_provider_error(payload, where=f"event {number}")
@@ -430,6 +467,301 @@ class EventParser:
 
     def finish(self) -> list[dict[str, Any]]:
         return []
+
+
+class SSEPayloadDecoder:
+    """SSE bytes -> provider event dicts: :class:`SSEDecoder` and :class:`EventParser` as one core, so that
+    a decode error names the event's byte offset in the stream.
+
+    A stream that ends without a single event although it held something other than comments and blank
+    lines (an HTML or plain-text error page fed as the body) raises :class:`StreamDecodeError` quoting its
+    start, instead of giving an empty response.
+    """
+
+    __slots__ = ("_events", "_parser", "_seen_event", "_start", "_starts")
+
+    def __init__(self, *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        self._events = SSEDecoder(max_event_size=max_event_size)
+        self._starts: list[int] = []
+        self._events._starts = self._starts
+        self._parser = EventParser()
+        self._seen_event = False
+        self._start: list[bytes] | None = []
+        """The first bytes of the stream (up to an excerpt's length), until the first event."""
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        if self._start is not None and sum(map(len, self._start)) < _EXCERPT_LENGTH:
+            self._start.append(chunk[:_EXCERPT_LENGTH])
+        self._starts.clear()
+        try:
+            events = self._events.feed(chunk)
+        except StreamDecodeError as error:
+            error.streamfold_partial_outputs = self._parse(partial_outputs(error))  # type: ignore[attr-defined]
+            raise
+        return self._parse(events) if events else []
+
+    def finish(self) -> list[dict[str, Any]]:
+        self._starts.clear()
+        try:
+            events = self._events.finish()
+        except StreamDecodeError as error:
+            error.streamfold_partial_outputs = self._parse(partial_outputs(error))  # type: ignore[attr-defined]
+            raise
+        payloads = self._parse(events) if events else []
+        if self._start is not None:
+            start = b"".join(self._start)[:_EXCERPT_LENGTH]
+            stripped = start.removeprefix(_BOM).lstrip()
+            if stripped and not stripped.startswith(b":"):
+                raise StreamDecodeError(
+                    f"the SSE stream ended without any event; it starts with {start!r}", offset=0
+                )
+        return payloads
+
+    def _parse(self, events: list[ServerSentEvent]) -> list[dict[str, Any]]:
+        if events:
+            self._start = None
+        payloads: list[dict[str, Any]] = []
+        parse = self._parser.parse
+        try:
+            for event, start in zip(events, self._starts, strict=True):
+                payloads.extend(parse(event, start))
+        except StreamfoldError as error:
+            _keep_partial(error, payloads)
+            raise
+        return payloads
+
+
+class JSONSequenceDecoder:
+    """Bytes of one JSON array of objects, or of JSON objects one after another (pretty-printed or not),
+    -> one dict per object, each as soon as its last byte arrives.
+
+    Gemini's ``streamGenerateContent`` without ``alt=sse`` streams one array (``[{...},\r\n{...}]``); an
+    HTTP error body is often one pretty-printed object. The bytes are scanned once, by a small state machine
+    (depth, in a string, after a backslash) that jumps between structural characters with a regex, and
+    each object's bytes are joined and decoded once, when it closes: linear in the stream. An object over
+    ``max_value_size`` bytes raises :class:`StreamDecodeError`, and so does anything but objects at the top
+    (or in the array), an array not closed or an object cut off at the end. In-band provider error
+    objects raise :class:`ProviderError` after every object before them.
+    """
+
+    __slots__ = (
+        "_array",
+        "_decoder",
+        "_depth",
+        "_escape",
+        "_in_string",
+        "_max",
+        "_number",
+        "_offset",
+        "_pieces",
+        "_size",
+        "_started",
+        "_value_start",
+    )
+
+    def __init__(self, *, max_value_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        self._max = max_value_size
+        self._decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+        self._array: str | None = None
+        """None before the first value; ``values`` for objects one after another; in an array: ``open``
+        (a value or ``]`` next), ``value`` (an element was read: ``,`` or ``]`` next), ``comma`` (an
+        element next), ``closed``."""
+        self._depth = 0
+        self._in_string = False
+        self._escape = False
+        self._pieces: list[bytes] = []
+        self._size = 0
+        self._offset = 0
+        """Byte offset of the start of the chunk being scanned."""
+        self._value_start = 0
+        """Byte offset of the object being read."""
+        self._number = 0
+        self._started = False
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        values: list[dict[str, Any]] = []
+        try:
+            self._scan(chunk, values)
+        except StreamfoldError as error:
+            _keep_partial(error, values)
+            raise
+        return values
+
+    def finish(self) -> list[dict[str, Any]]:
+        if self._depth:
+            raise StreamDecodeError(
+                f"the JSON stream ends inside object {self._number} (started at byte {self._value_start}, "
+                f"{self._size} bytes read)",
+                offset=self._value_start,
+            )
+        if self._array in ("open", "value", "comma"):
+            raise StreamDecodeError(
+                f"the JSON array ends without its closing ']' at byte {self._offset}", offset=self._offset
+            )
+        return []
+
+    def _scan(self, data: bytes, values: list[dict[str, Any]]) -> None:
+        if not self._started and data:
+            self._started = True
+            if data.startswith(_BOM):  # (a BOM split across the first chunks is not recognised)
+                data = data[len(_BOM) :]
+                self._offset += len(_BOM)
+        position, end = 0, len(data)
+        start = 0 if self._depth else -1  # where the current object starts in ``data``
+        if self._escape and end:
+            self._escape = False
+            position = 1
+        string_special, structural = _STRING_SPECIAL.search, _STRUCTURAL.search
+        while position < end:
+            if not self._depth:
+                position = _SPACE.match(data, position).end()  # type: ignore[union-attr]
+                if position >= end:
+                    break
+                position, start = self._between(data, position)
+                continue
+            if self._in_string:
+                match = string_special(data, position)
+                if match is None:
+                    break
+                position = match.end()
+                if match.group() == b"\\":
+                    if position >= end:
+                        self._escape = True
+                        break
+                    position += 1
+                else:
+                    self._in_string = False
+                continue
+            match = structural(data, position)
+            if match is None:
+                break
+            position = match.end()
+            char = match.group()
+            if char == b'"':
+                self._in_string = True
+            elif char in b"{[":
+                self._depth += 1
+            else:
+                self._depth -= 1
+                if not self._depth:
+                    self._value(data[start:position], values)
+                    start = -1
+        if self._depth and start >= 0:
+            piece = data[start:]
+            self._pieces.append(piece)
+            self._size += len(piece)
+            if self._size > self._max:
+                raise StreamDecodeError(
+                    f"JSON object {self._number} starting at byte {self._value_start} is larger than "
+                    f"max_value_size={self._max} bytes",
+                    offset=self._value_start,
+                )
+        self._offset += end
+
+    def _between(self, data: bytes, position: int) -> tuple[int, int]:
+        """At the top, outside any object, at a byte that is not whitespace: the next position, and that
+        of the object it starts (-1 if none)."""
+        char = data[position]
+        state = self._array
+        if char == 0x7B and state in (None, "values", "open", "comma"):  # {
+            if state is None:
+                self._array = "values"
+            elif state != "values":
+                self._array = "value"
+            self._depth = 1
+            self._in_string = False
+            self._value_start = self._offset + position
+            return position + 1, position
+        if char == 0x5B and state is None:  # [
+            self._array = "open"
+            return position + 1, -1
+        if char == 0x2C and state == "value":  # ,
+            self._array = "comma"
+            return position + 1, -1
+        if char == 0x5D and state in ("open", "value"):  # ]
+            self._array = "closed"
+            return position + 1, -1
+        offset = self._offset + position
+        expected = {
+            None: "a JSON object or array",
+            "values": "a JSON object",
+            "open": "a JSON object or ']'",
+            "value": "',' or ']'",
+            "comma": "a JSON object",
+            "closed": "nothing after the array",
+        }[state]
+        raise StreamDecodeError(
+            f"expected {expected} at byte {offset} of the JSON stream, "
+            f"got {data[position : position + 20]!r}",
+            offset=offset,
+        )
+
+    def _value(self, tail: bytes, values: list[dict[str, Any]]) -> None:
+        if self._pieces:
+            self._pieces.append(tail)
+            tail = b"".join(self._pieces)
+            self._pieces.clear()
+        self._size = 0
+        number = self._number
+        self._number += 1
+        start = self._value_start
+        if len(tail) > self._max:
+            raise StreamDecodeError(
+                f"JSON object {number} starting at byte {start} is larger than "
+                f"max_value_size={self._max} bytes",
+                offset=start,
+            )
+        try:
+            value = self._decoder.decode(tail)
+        except _JSON_ERRORS as error:
+            if isinstance(error, UnicodeDecodeError):
+                _decode_line(tail, start)  # raises, naming the byte of the stream
+            raise StreamDecodeError(
+                f"JSON object {number} (byte {start}) is {_json_problem(error, tail, start)}: "
+                f"{_excerpt(tail.decode('utf-8', 'replace'))}",
+                offset=start,
+            ) from None
+        if _may_be_error(value):
+            raise_for_provider_error(value, where=f"JSON object {number}")
+        values.append(value)
+
+
+_SPACE = re.compile(rb"[ \t\r\n]*")
+_STRING_SPECIAL = re.compile(rb'["\\]')
+_STRUCTURAL = re.compile(rb'[{}\[\]"]')
+_JSON_ERRORS = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)
+
+
+def _json_problem(error: Exception, data: bytes | str, start: int | None) -> str:
+    """What is wrong with the JSON ``data`` that msgspec refused with ``error``, to follow "is" in a message.
+
+    JSON that is not I-JSON (RFC 7493) is refused by design: a lone surrogate escape, a number beyond the
+    range of a double. ``start``: the byte offset of ``data`` in the stream, when it is known."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+
+    def at(position: int) -> str:
+        return (
+            f"byte {start + position} of the stream" if start is not None else f"byte {position} of the JSON"
+        )
+
+    if isinstance(error, RecursionError):
+        return "JSON nested too deeply to decode (more than about 1,000 levels)"
+    surrogate = _LONE_SURROGATE.search(raw)
+    if surrogate is not None:
+        escape = surrogate.group().decode()
+        return (
+            f"not I-JSON (RFC 7493): a lone surrogate escape {escape!r} at {at(surrogate.start())} "
+            "(streamfold refuses it)"
+        )
+    if "out of range" in str(error):
+        for number in _NUMBER.finditer(raw):
+            if math.isinf(float(number.group())):
+                return (
+                    f"not I-JSON (RFC 7493): the number {number.group().decode()} at {at(number.start())} "
+                    "is beyond the range of a double (streamfold refuses it)"
+                )
+        return "not I-JSON (RFC 7493): a number beyond the range of a double (streamfold refuses it)"
+    return f"not valid JSON: {error}"
 
 
 def _may_be_error(payload: dict[str, Any]) -> bool:
@@ -515,6 +847,15 @@ def decode_jsonl(
 
 
 @pipable_operator
+def decode_json_sequence(
+    source: AsyncIterable[bytes], *, max_value_size: int = DEFAULT_MAX_EVENT_SIZE
+) -> AsyncIterator[dict[str, Any]]:
+    """Decode a JSON array of objects (or objects one after another) into one dict per object, as each
+    object's bytes arrive (Gemini's ``streamGenerateContent`` without ``alt=sse``)."""
+    return drive(source, JSONSequenceDecoder(max_value_size=max_value_size))
+
+
+@pipable_operator
 def parse_events(source: AsyncIterable[ServerSentEvent]) -> AsyncIterator[dict[str, Any]]:
     """Decode each event's JSON data into the provider's event dict; raise on in-band errors."""
     return drive(source, EventParser())
@@ -525,5 +866,4 @@ def sse_events(
     source: AsyncIterable[bytes], *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
     """SSE bytes to provider event dicts: :func:`decode_sse` and :func:`parse_events` in one step."""
-    events = drive(source, Chain(SSEDecoder(max_event_size=max_event_size), EventParser()))
-    return cast(AsyncIterator[dict[str, Any]], events)
+    return drive(source, SSEPayloadDecoder(max_event_size=max_event_size))

@@ -22,6 +22,7 @@ the option and its choices. ``tool_format="none"`` (or ``None``, the default) me
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
@@ -29,7 +30,7 @@ from aiostream import Stream, operator
 
 from pipeline._driver import Chain, Core, drive, partial_outputs
 from pipeline._options import check_choice, check_count, rewrite_format
-from pipeline.errors import ConfigurationError
+from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse, PipelineEvent
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 Provider: TypeAlias = Literal["auto", "openai", "openai-responses", "anthropic", "gemini", "cohere", "text"]
-Framing: TypeAlias = Literal["auto", "sse", "jsonl"]
+Framing: TypeAlias = Literal["auto", "sse", "jsonl", "json", "eventstream"]
 ChunkSource: TypeAlias = (
     AsyncIterable[bytes] | AsyncIterable[Mapping[str, Any]] | AsyncIterable[Any] | Iterable[Any] | bytes
 )
@@ -56,7 +57,7 @@ ChunkSource: TypeAlias = (
 PROVIDERS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "gemini", "cohere", "text")
 """The wire formats :func:`process` knows (``openai`` also covers OpenAI-compatible servers)."""
 
-FRAMINGS: tuple[str, ...] = ("auto", "sse", "jsonl")
+FRAMINGS: tuple[str, ...] = ("auto", "sse", "jsonl", "json", "eventstream")
 """The ``framing=`` values of byte sources."""
 
 
@@ -119,19 +120,45 @@ def _converter(
 
 
 class TextDeltas:
-    """Plain model text (``provider="text"``): each piece of text, or of UTF-8 bytes, is one content delta."""
+    """Plain model text (``provider="text"``): each piece of text, or of UTF-8 bytes, is one content delta.
+
+    Bytes that are not UTF-8 raise :class:`StreamDecodeError` naming their byte offset in the stream, after a
+    chunk with the text before them."""
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._offset = 0
+        """Bytes fed so far."""
 
     def feed(self, item: bytes | str) -> list[ChunkResponse]:
-        text = self._decoder.decode(item) if isinstance(item, bytes) else item
+        if isinstance(item, bytes | bytearray):
+            self._offset += len(item)
+            try:
+                text = self._decoder.decode(item)
+            except UnicodeDecodeError as error:
+                raise self._invalid(error) from None
+        else:
+            text = item
         return [ChunkResponse(content=text)] if text else []
 
     def finish(self) -> list[ChunkResponse]:
         """The text ended normally: a last chunk says so (``stop``; the rewriter makes it ``tool_calls``)."""
-        text = self._decoder.decode(b"", final=True)
+        try:
+            text = self._decoder.decode(b"", final=True)
+        except UnicodeDecodeError as error:
+            raise self._invalid(error) from None
         return [ChunkResponse(content=text, finish_reason="stop", is_complete=True)]
+
+    def _invalid(self, error: UnicodeDecodeError) -> StreamDecodeError:
+        """The error for ``error`` (whose ``object`` is the decoder's held bytes and the last item), carrying
+        the text before the bad bytes."""
+        position = self._offset - len(error.object) + error.start
+        failure = StreamDecodeError(
+            f"invalid UTF-8 at byte {position} of the text stream: {error.reason}", offset=position
+        )
+        before = bytes(error.object[: error.start]).decode("utf-8")
+        failure.streamfold_partial_outputs = [ChunkResponse(content=before)] if before else []  # type: ignore[attr-defined]
+        return failure
 
 
 class _LazyConverter:
@@ -149,7 +176,14 @@ class _LazyConverter:
             if provider == "auto":
                 from operators.providers.detect import detect_wire_format
 
-                provider = detect_wire_format(event)
+                try:
+                    provider = detect_wire_format(event)
+                except ConfigurationError as error:
+                    body = _error_body(event)
+                    if body is None:
+                        raise
+                    raise body from error
+
             self._core = _converter(provider, self._id_factory, self._choice)
         chunks = self._core.feed(event)
         return chunks if isinstance(chunks, list) else list(chunks)
@@ -158,8 +192,31 @@ class _LazyConverter:
         return list(self._core.finish()) if self._core is not None else []
 
 
+def _error_body(event: Any) -> ProviderError | None:
+    """A first event of no known wire format that carries a message (``{"message": ...}``, FastAPI's
+    ``{"detail": ...}``): an HTTP error body, as a :class:`ProviderError`."""
+    if not isinstance(event, Mapping):
+        return None
+    message = event.get("message") or event.get("detail")
+    if not message:
+        return None
+    return ProviderError(f"event 0: provider error: {message}", payload=event)
+
+
+_MAX_HEAD = 64 * 1024
+"""Cap, in bytes, of what ``framing="auto"`` holds before it can tell the framing (leading blank lines)."""
+_PROBE = 64
+"""Bytes of content that auto framing looks at, at most (also the length of the excerpt it quotes)."""
+_SMALL_HEAD = 256
+_SPACE = re.compile(rb"[ \t\r\n]*")
+
+
 class _AutoChunks:
-    """Source items to chunks, choosing framing and wire format from the first items that tell."""
+    """Source items to chunks, choosing framing and wire format from the first items that tell.
+
+    Auto framing decides within a bounded head (see :func:`operators.providers.detect.sniff_framing`): it
+    holds at most :data:`_MAX_HEAD` bytes, joined once, when it decides.
+    """
 
     def __init__(
         self, provider: str, framing: str, id_factory: Callable[[int], str] | None, choice: int
@@ -172,9 +229,16 @@ class _AutoChunks:
         self._choice = choice
         self._chain: Chain | None = None
         self._head: list[bytes] = []
+        self._head_size = 0
+        self._seen_item = False
+        self._start = b""
+        """The first bytes of the stream (up to 12)."""
+        self._probe = b""
+        """Up to :data:`_PROBE` bytes from the first that is neither a BOM nor whitespace."""
 
     def feed(self, item: Any) -> list[ChunkResponse]:
         if self._chain is None:
+            self._seen_item = True
             decoder = self._decoder_for(item)
             if decoder is None:
                 return []  # the framing is not known yet: the bytes wait in the head
@@ -187,9 +251,12 @@ class _AutoChunks:
     def finish(self) -> list[ChunkResponse]:
         outputs: list[object] = []
         if self._chain is None:
-            if not self._head:
+            if self._provider == "text":
                 return []
-            self._chain = self._chain_with(self._byte_decoder("sse"))
+            if not self._seen_item:
+                raise StreamDecodeError("the stream ended before its first item (an empty body)", offset=0)
+            decoder = self._choose_framing(b"", complete=True)  # complete: it decides or raises
+            self._chain = self._chain_with(cast(Core[Any, Any], decoder))
             head, self._head = b"".join(self._head), []
             outputs.extend(self._chain.feed(head))
         outputs.extend(self._chain.finish())
@@ -213,24 +280,72 @@ class _AutoChunks:
             return _Identity()
         return _SDKObjects()
 
-    def _choose_framing(self, data: bytes) -> Core[Any, Any] | None:
-        """SSE or JSON lines, once the first non-blank line is complete; until then the bytes wait."""
-        from operators.providers.detect import detect_framing
+    def _choose_framing(self, data: bytes, *, complete: bool = False) -> Core[Any, Any] | None:
+        """The decoder for the framing the first bytes show, once they show it; until then they wait in
+        the head. Bytes of no known framing, or none but whitespace, raise :class:`StreamDecodeError`."""
+        from operators.providers.detect import sniff_framing
 
-        self._head.append(data)
-        head = b"".join(self._head)
-        if b"\n" not in head.lstrip():
-            self._head = [head]
+        if data:
+            self._head.append(data)
+            self._head_size += len(data)
+            if len(self._head) == 1 or self._head_size <= _SMALL_HEAD:
+                # The first read, or a few hundred bytes at most: bounded work per read.
+                head = data if len(self._head) == 1 else b"".join(self._head)
+                self._start = head[:12]
+                if len(head) < 3 and b"\xef\xbb\xbf".startswith(head) and not complete:
+                    return None  # maybe a BOM, split
+                content = _SPACE.match(head, 3 if head.startswith(b"\xef\xbb\xbf") else 0).end()  # type: ignore[union-attr]
+                self._probe = head[content : content + _PROBE]
+            elif not self._probe:
+                content = _SPACE.match(data).end()  # type: ignore[union-attr]
+                self._probe = data[content : content + _PROBE]
+            elif len(self._probe) < _PROBE:
+                self._probe += data[: _PROBE - len(self._probe)]
+        framing = sniff_framing(self._start, self._probe, complete=complete)
+        too_long = self._head_size > _MAX_HEAD
+        if framing == "unknown":
+            probe = self._probe
+            if complete or too_long or len(probe) >= _PROBE or b"\n" in probe or b"\r" in probe:
+                raise self._unknown()
             return None
-        return self._byte_decoder(detect_framing(head))
+        if framing is None:
+            if too_long:
+                raise StreamDecodeError(
+                    f"no content in the first {self._head_size} bytes of the stream (more than "
+                    f"{_MAX_HEAD}, the cap of auto framing): its framing cannot be told",
+                    offset=0,
+                )
+            return None
+        return self._byte_decoder(framing)
+
+    def _unknown(self) -> StreamDecodeError:
+        if not self._probe:
+            what = "is empty" if not self._head_size else f"holds only whitespace ({self._head_size} bytes)"
+            return StreamDecodeError(f"the body {what}: no event came", offset=0)
+        start = self._probe if self._head_size > _SMALL_HEAD else b"".join(self._head)[:_PROBE]
+        return StreamDecodeError(
+            "the body is neither SSE, JSON Lines, a JSON array nor an AWS event-stream (an error page?); "
+            f"it starts with {start!r}",
+            offset=0,
+        )
 
     @staticmethod
     def _byte_decoder(framing: str) -> Core[Any, Any]:
-        from operators.sse import EventParser, JSONLinesDecoder, SSEDecoder
+        from operators.sse import JSONLinesDecoder, JSONSequenceDecoder, SSEPayloadDecoder
 
         if framing == "jsonl":
             return JSONLinesDecoder()
-        return Chain(SSEDecoder(), EventParser())
+        if framing == "json":
+            return JSONSequenceDecoder()
+        if framing == "eventstream":
+            from operators.providers.bedrock import EventStreamDecoder
+
+            return EventStreamDecoder()
+        if framing == "sse":
+            return SSEPayloadDecoder()
+        raise ConfigurationError(
+            f"unknown framing {framing!r}; expected auto, sse, jsonl, json or eventstream"
+        )
 
 
 class _Identity:
@@ -251,6 +366,14 @@ class _SDKObjects:
 
     def finish(self) -> list[Mapping[str, Any]]:
         return []
+
+
+def _adapted(source: AsyncIterable[Any]) -> AsyncIterable[Any]:
+    """An SDK stream is read through :func:`operators.sources.from_sdk`, so that the in-band errors the SDK
+    raises as its own exceptions come out as :class:`ProviderError`, as from raw bytes."""
+    from operators.sources import from_sdk, is_sdk_stream
+
+    return cast(AsyncIterable[Any], from_sdk.raw(source)) if is_sdk_stream(source) else source
 
 
 def chunk_core(
@@ -283,7 +406,7 @@ def to_chunks(
     ``choice`` picks which of an OpenAI response's ``n`` choices becomes the stream (the others are
     ignored); run one pipeline per choice to follow several. The source may be a plain iterable too."""
     core = chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice)
-    return drive(_async_source(source), core)
+    return drive(_adapted(_async_source(source)), core)
 
 
 def process(
@@ -378,7 +501,7 @@ def _pipeline(
     stages.append(ArgumentSplitter(**split_options))
     emitter = SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory)
     core = _PipelineCore(Chain(*stages), emitter, InvocationFolder(tools=tools))
-    return drive(_async_source(source), core)
+    return drive(_adapted(_async_source(source)), core)
 
 
 class _PipelineCore:

@@ -173,7 +173,7 @@ def test_frames_over_the_cap_are_refused_before_they_are_buffered() -> None:
 @pytest.mark.parametrize(
     ("payload", "problem"),
     [
-        (b"not json", "payload that is not JSON"),
+        (b"not json", "payload that is not valid JSON"),
         (b"[1]", "payload that is not a JSON object"),
         (b'{"bytes": "@@@"}', "not base64"),
         (b'{"bytes": 5}', "'bytes' field that is not a string"),

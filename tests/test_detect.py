@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from operators.providers.detect import detect_framing, detect_wire_format
+from operators.providers.detect import detect_framing, detect_wire_format, sniff_framing
 from operators.sse import EventParser, JSONLinesDecoder, SSEDecoder
 from pipeline.errors import ConfigurationError
 from tests.conftest import FIXTURES
@@ -65,10 +65,17 @@ def test_wire_format_of_every_stream_fixture(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", OTHER_FILES, ids=lambda path: f"{path.parent.name}/{path.name}")
-def test_files_that_are_not_sse_or_jsonl_are_refused(path: Path) -> None:
-    """Bedrock's binary event-stream frames and plain model text are neither framing."""
-    with pytest.raises(ConfigurationError, match="neither SSE nor JSON Lines"):
-        detect_framing(path.read_bytes()[:200])
+def test_framing_of_the_other_files(path: Path) -> None:
+    """Bedrock's binary frames are ``eventstream`` (from their first 12 bytes); a JSON array (the kimi deltas
+    file) is ``json``; plain model text is no framing."""
+    head = path.read_bytes()[:200]
+    if path.suffix == ".bin":
+        assert detect_framing(head) == detect_framing(head[:12]) == "eventstream"
+    elif path.suffix == ".json":
+        assert detect_framing(head) == "json"
+    else:
+        with pytest.raises(ConfigurationError, match="neither SSE, JSON Lines, a JSON array nor an AWS"):
+            detect_framing(head)
 
 
 def test_other_files_are_the_expected_ones() -> None:
@@ -85,13 +92,31 @@ def test_other_files_are_the_expected_ones() -> None:
         (b"id: 1\n", "sse"),
         (b"data\n", "sse"),
         (b'  {"type": "ping"}\n', "jsonl"),
+        (b"{", "jsonl"),
+        (b"[1, 2]\n", "json"),
+        (b'[{"candidates": []},\r\n', "json"),
+        (b'{\n  "error": {\n', "json"),
+        (b"{ \r\n", "json"),
+        (b"\rdata: {}\r\r", "sse"),
+        (b"retry\r", "sse"),
     ],
 )
 def test_framing_edge_cases(first_bytes: bytes, framing: str) -> None:
     assert detect_framing(first_bytes) == framing
 
 
-@pytest.mark.parametrize("first_bytes", [b"", b"[1, 2]\n", b"hello: world\n", b"database: x\n"])
+@pytest.mark.parametrize(
+    "first_bytes",
+    [
+        b"",
+        b" \r\n",
+        b"hello: world\n",
+        b"database: x\n",
+        b"<html>",
+        b"dat",
+        b"\x00\x00\x00\x10" + b"\x00" * 8,
+    ],
+)
 def test_framing_refusals(first_bytes: bytes) -> None:
     with pytest.raises(ConfigurationError):
         detect_framing(first_bytes)
@@ -118,3 +143,22 @@ def test_wire_format_edge_cases(event: dict[str, Any], wire_format: str) -> None
 def test_unknown_event_names_what_it_saw() -> None:
     with pytest.raises(ConfigurationError, match=r"type 'mystery' and keys: type, x"):
         detect_wire_format({"type": "mystery", "x": 1})
+
+
+@pytest.mark.parametrize(
+    ("start", "probe", "answer"),
+    [
+        (b"", b"", None),
+        (b"\x00\x00\x01", b"", None),
+        (b"{", b"{", None),
+        (b"{ ", b"{ ", None),
+        (b"dat", b"dat", None),
+        (b"data", b"data", None),
+        (b"event", b"event", None),
+        (b"datum", b"datum", "unknown"),
+        (b"data:", b"data:", "sse"),
+        (b"\r\r\r:", b":", "sse"),
+    ],
+)
+def test_sniffing_tells_when_it_needs_more_bytes(start: bytes, probe: bytes, answer: str | None) -> None:
+    assert sniff_framing(start, probe) == answer

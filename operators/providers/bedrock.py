@@ -26,8 +26,9 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
+from operators.sse import _JSON_ERRORS, _json_problem
 from pipeline._driver import drive
-from pipeline.errors import ProviderError, StreamDecodeError
+from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 
 __all__ = ["DEFAULT_MAX_FRAME_SIZE", "EventStreamDecoder", "decode_eventstream"]
 
@@ -58,10 +59,22 @@ class EventStreamDecoder:
         self._decoder = msgspec.json.Decoder()
 
     def feed(self, data: bytes, /) -> list[dict[str, Any]]:
-        """Take the next bytes; return the events of every frame they complete."""
+        """Take the next bytes; return the events of every frame they complete.
+
+        If a frame is bad (a CRC mismatch, an exception frame), the events of the frames before it travel on
+        the exception (:func:`pipeline._driver.partial_outputs`): nothing decoded is lost."""
         buffer = self._buffer
         buffer += data
         events: list[dict[str, Any]] = []
+        try:
+            self._frames(buffer, events)
+        except StreamfoldError as error:
+            error.streamfold_partial_outputs = events  # type: ignore[attr-defined]
+            raise
+        return events
+
+    def _frames(self, buffer: bytearray, events: list[dict[str, Any]]) -> None:
+        """The events of the whole frames at the start of ``buffer``, which loses them."""
         start = 0
         while len(buffer) - start >= _PRELUDE_SIZE:
             total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(buffer, start)
@@ -79,7 +92,6 @@ class EventStreamDecoder:
             self._frame_number += 1
         del buffer[:start]
         self._offset += start
-        return events
 
     def finish(self) -> list[dict[str, Any]]:
         """The body has ended: bytes left over are a frame cut off."""
@@ -158,8 +170,8 @@ class EventStreamDecoder:
     def _json(self, data: bytes, offset: int) -> Any:
         try:
             return self._decoder.decode(data)
-        except msgspec.DecodeError as error:
-            raise self._error(f"has a payload that is not JSON: {error}", offset) from error
+        except _JSON_ERRORS as error:
+            raise self._error(f"has a payload that is {_json_problem(error, data, None)}", offset) from None
 
     def _headers(self, data: memoryview, offset: int) -> dict[str, HeaderValue]:
         headers: dict[str, HeaderValue] = {}

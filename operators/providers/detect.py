@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from operators.sources import Framing
 from pipeline.errors import ConfigurationError
 
-__all__ = ["WireFormat", "detect_framing", "detect_wire_format"]
+__all__ = ["WireFormat", "detect_framing", "detect_wire_format", "sniff_framing"]
 
 WireFormat = Literal["openai", "openai-responses", "anthropic", "gemini", "cohere"]
 """``openai``: Chat Completions (OpenAI and compatible servers); ``openai-responses``: the Responses API;
@@ -74,19 +76,70 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
 
 
 def detect_framing(first_bytes: bytes) -> Framing:
-    """``sse`` or ``jsonl``, from the first bytes of a stream (a few hundred are plenty).
+    """The framing of a stream, from its first bytes (a few dozen after any leading blank lines are plenty).
 
-    SSE: the first non-blank line is a comment (``:``) or an ``event``, ``data``, ``id`` or ``retry`` field.
-    JSON Lines: it starts with ``{``. Anything else (binary AWS event-stream frames, plain text) raises
-    :class:`ConfigurationError`.
+    See :func:`sniff_framing` for the rules. Bytes that fit none of them (plain text, an HTML page) or that
+    hold nothing but whitespace raise :class:`ConfigurationError`.
     """
-    text = first_bytes.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
-    if text.startswith(b"{"):
-        return "jsonl"
-    line = text.split(b"\n", 1)[0].split(b"\r", 1)[0]
-    if line.startswith(b":"):
+    probe = first_bytes.removeprefix(_BOM).lstrip(_WHITESPACE)
+    framing = sniff_framing(first_bytes[:_START], probe, complete=True)
+    if framing is None or framing == "unknown":
+        raise ConfigurationError(
+            "the stream is neither SSE, JSON Lines, a JSON array nor an AWS event-stream; "
+            f"it starts with {first_bytes[:40]!r}"
+        )
+    return framing
+
+
+_BOM = b"\xef\xbb\xbf"
+_WHITESPACE = b" \t\r\n"
+_START = 12
+_FIELDS = (b"data", b"event", b"id", b"retry")
+_PRELUDE = struct.Struct(">III")
+
+
+def sniff_framing(
+    start: bytes, probe: bytes, *, complete: bool = False
+) -> Framing | Literal["unknown"] | None:
+    """The framing, from ``start`` (the first 12 bytes of the stream, or all of them if fewer) and ``probe``
+    (the bytes from the first one that is neither a UTF-8 BOM at the start nor whitespace); ``None`` when
+    more bytes are needed to tell, ``unknown`` when they fit no framing. ``complete``: there are no more.
+
+    - ``eventstream`` (AWS event-stream, Bedrock): the stream starts with a NUL byte (a frame's length) and
+      its first 12 bytes are a frame prelude whose CRC matches;
+    - ``sse``: the first line is a comment (``:``) or a ``data``, ``event``, ``id`` or ``retry`` field;
+    - ``jsonl``: it starts with ``{`` and the line goes on after it;
+    - ``json`` (a JSON array, or pretty-printed objects): it starts with ``[``, or with ``{`` that ends its
+      line (pretty-printed JSON, such as an HTTP error body).
+
+    At most 12 bytes of ``start`` and a few of ``probe`` decide, so a caller holds a bounded head.
+    """
+    if start[:1] == b"\x00":
+        if len(start) < _START:
+            return "unknown" if complete else None
+        total, headers, crc = _PRELUDE.unpack_from(start)
+        if zlib.crc32(start[:8]) == crc and total >= 16 and headers <= total - 16:
+            return "eventstream"
+        return "unknown"
+    if not probe:
+        return "unknown" if complete else None
+    first = probe[:1]
+    if first == b"{":
+        rest = probe[1:].lstrip(b" \t")
+        if not rest:
+            return "jsonl" if complete else None
+        return "json" if rest[:1] in (b"\r", b"\n") else "jsonl"
+    if first == b"[":
+        return "json"
+    if first == b":":
         return "sse"
-    field = line.split(b":", 1)[0]
-    if field in (b"data", b"event", b"id", b"retry") and (b":" in line or line == field):
-        return "sse"
-    raise ConfigurationError(f"the stream is neither SSE nor JSON Lines; it starts with {first_bytes[:40]!r}")
+    for field in _FIELDS:
+        if probe.startswith(field):
+            after = probe[len(field) : len(field) + 1]
+            if after in (b":", b"\r", b"\n") or (not after and complete):
+                return "sse"
+            if not after:
+                return None
+        elif field.startswith(probe):
+            return "unknown" if complete else None
+    return "unknown"
