@@ -308,7 +308,10 @@ class SegmentEmitter:
             metadata["result_type"] = result.result_type
         events.append(SegmentEvent.start(segment_id, SegmentType.TOOL_RESULT, metadata))
         if result.content is not None:
-            events.append(SegmentEvent.content(segment_id, encode_json(result.content).decode()))
+            # Sorted keys: the same result gives the same text from the wire as from an SDK's objects.
+            events.append(
+                SegmentEvent.content(segment_id, encode_json(result.content, sort_keys=True).decode())
+            )
         end_metadata = {**metadata, "result": result.content}
         if result.is_error:
             end_metadata["is_error"] = True

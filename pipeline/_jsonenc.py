@@ -18,9 +18,9 @@ __all__ = ["encode_json"]
 _encode = msgspec.json.encode
 
 
-def encode_json(value: Any) -> bytes:
+def encode_json(value: Any, *, sort_keys: bool = False) -> bytes:
     """``value`` as compact JSON bytes; lone surrogates are escaped rather than raising."""
     try:
-        return _encode(value)
+        return _encode(value, order="sorted") if sort_keys else _encode(value)
     except UnicodeEncodeError:
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode()
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), sort_keys=sort_keys).encode()
