@@ -135,6 +135,7 @@ def test_the_error_kinds_named_are_the_ones_the_code_gives() -> None:
         "interrupted",
         "not_an_object",
         "invalid_arguments",
+        "missing_name",
     ]
     source = "".join(path.read_text() for path in (ROOT / "operators").rglob("*.py"))
     for name in names:
