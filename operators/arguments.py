@@ -29,6 +29,7 @@ from aiostream import pipable_operator
 
 from operators._jsonstream import DEFAULT_MAX_SIZE, MAX_DEPTH, JSONStreamParser
 from pipeline._driver import drive
+from pipeline._options import check_count
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
@@ -117,9 +118,7 @@ class ArgumentSplitter:
     """
 
     def __init__(self, *, max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE) -> None:
-        if max_argument_size < 0:
-            raise ValueError(f"max_argument_size must be >= 0, got {max_argument_size}")
-        self._max_size = max_argument_size
+        self._max_size = check_count("max_argument_size", max_argument_size, minimum=0)
         self._parsers: dict[int, _Parser] = {}
         """The parsers of the calls still open, by call index."""
         self._kinds: dict[int, ToolCallKind] = {}

@@ -27,7 +27,7 @@ from operators.sse import (
     sse_events,
 )
 from pipeline._driver import drive
-from pipeline.errors import ConfigurationError, ProviderError
+from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 
 if TYPE_CHECKING:
     import httpx
@@ -204,7 +204,10 @@ def sdk_object_to_dict(item: Any) -> dict[str, Any]:
         return {"type": item.type, "chunk": sdk_object_to_dict(chunk)} if chunk else {"type": item.type}
     dump = getattr(item, "model_dump", None)
     if dump is None:
-        raise TypeError(f"expected an SDK (pydantic) object or a mapping, got {type(item).__name__}")
+        raise StreamDecodeError(
+            f"a source item is a {type(item).__name__}: expected bytes, a provider event dict or an SDK"
+            " (pydantic) object"
+        )
     dumped = dump(
         mode="python", by_alias=True, exclude_unset=True, exclude=set(_SDK_ONLY_FIELDS), warnings=False
     )

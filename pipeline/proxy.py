@@ -34,13 +34,17 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any, Final, Literal
 
 import anyio
-import httpx
 import msgspec
-from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+
+from pipeline._extras import needs_extra
+
+with needs_extra("server", "streamfold proxy"):
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.requests import ClientDisconnect, Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+    from starlette.types import Receive, Scope, Send
 
 from operators.openai_encode import OpenAIChunkEncoder, fold_openai_completion, sse_line
 from operators.providers._common import IdFactory
@@ -48,6 +52,7 @@ from operators.providers.openai_chat import OpenAIChatConverter
 from operators.sse import EventParser, ServerSentEvent, SSEDecoder
 from pipeline._driver import Core, partial_outputs
 from pipeline._jsonenc import encode_json
+from pipeline._options import rewrite_format
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 
@@ -88,7 +93,6 @@ non-streamed generation comes in one read), 60 s to get a pooled connection."""
 
 _log = logging.getLogger(__name__)
 _DONE: Final = b"data: [DONE]\n\n"
-_NO_REWRITE: Final = ("", "api_tool_call", "none")
 # Headers that belong to one connection, or that the proxy recomputes, and are not forwarded.
 _HOP_BY_HOP: Final = frozenset(
     {
@@ -177,7 +181,8 @@ class ChatStreamRewriter:
         self._events = EventParser()
         self._converter = OpenAIChatConverter(**options)
         self._rewriter: Core[ChunkResponse, ChunkResponse] | None = None
-        if tool_format is not None and tool_format not in _NO_REWRITE:
+        tool_format = rewrite_format(tool_format)
+        if tool_format is not None:
             from operators.delimiters import DelimiterRewriter
 
             self._rewriter = DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **options)
@@ -606,7 +611,7 @@ class _Proxy:
         max_event_size: int,
     ) -> None:
         self.base = httpx.URL(upstream)
-        self.tool_format = None if tool_format in _NO_REWRITE else tool_format
+        self.tool_format = rewrite_format(tool_format)
         self.client = client
         self.max_request_bytes = max_request_bytes
         self.max_response_bytes = max_response_bytes
@@ -787,10 +792,7 @@ def create_app(
     Raises:
         ConfigurationError: ``tool_format`` is not a known delimiter format.
     """
-    if tool_format is not None and tool_format not in _NO_REWRITE:
-        from operators.delimiters import get_format
-
-        get_format(tool_format)
+    rewrite_format(tool_format)  # a ConfigurationError listing the formats, before anything starts
     owned = client is None
     if client is None:
         client = httpx.AsyncClient(
@@ -864,7 +866,7 @@ def serve(
         timeout_keep_alive=timeout_keep_alive,
     )
     config.load()  # imports the protocol and lifespan modules now, so that they are frozen too
-    rewrites = tool_format not in (None, *_NO_REWRITE)
+    rewrites = rewrite_format(tool_format) is not None
     logging.getLogger("uvicorn.error").info(
         "streamfold proxy in front of %s: %s",
         upstream,

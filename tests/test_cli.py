@@ -375,3 +375,17 @@ def test_stream_routes_without_starlette_names_the_extra() -> None:
         "pipeline.web.stream_routes needs the 'server' extra (module 'starlette' is not installed):"
         " pip install 'streamfold[server]'\n"
     )
+
+
+@pytest.mark.parametrize("missing", ["starlette", "httpx"])
+def test_importing_the_proxy_without_the_server_extra_names_it(missing: str) -> None:
+    done = _without(
+        missing,
+        "from pipeline.errors import MissingExtraError\n"
+        "try:\n"
+        "    import pipeline.proxy\n"
+        "except MissingExtraError as exc:\n"
+        "    print(exc.extra, exc.name)\n",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"server {missing}\n"

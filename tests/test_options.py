@@ -179,3 +179,24 @@ async def test_one_bytes_object_is_a_whole_body() -> None:
 def test_a_source_that_is_not_iterable_items_is_refused(source: object) -> None:
     with pytest.raises(ConfigurationError, match="a source is an async or plain iterable"):
         process(source)  # type: ignore[arg-type]
+
+
+def test_the_splitter_refuses_a_negative_cap_with_a_configuration_error() -> None:
+    from operators.arguments import ArgumentSplitter
+
+    with pytest.raises(ConfigurationError, match="max_argument_size must be an integer >= 0, got -1"):
+        ArgumentSplitter(max_argument_size=-1)
+
+
+@pytest.mark.anyio
+async def test_a_source_item_of_no_known_kind_is_a_decode_error_naming_its_type() -> None:
+    from pipeline import process
+    from pipeline.errors import StreamDecodeError
+
+    async def drain() -> None:
+        async with process([object()]).stream() as events:
+            async for _ in events:
+                pass
+
+    with pytest.raises(StreamDecodeError, match="a source item is a object: expected bytes"):
+        await drain()

@@ -248,7 +248,7 @@ class TestSDK:
         assert stream.closed
 
     async def test_from_sdk_rejects_other_objects(self) -> None:
-        with pytest.raises(TypeError, match=r"expected an SDK .* got int"):
+        with pytest.raises(StreamDecodeError, match=r"a source item is a int: expected bytes"):
             await collect(from_sdk(FakeSDKStream([1])))
 
 
