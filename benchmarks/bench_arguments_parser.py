@@ -5,7 +5,8 @@ Run: ``python -m benchmarks.bench_arguments_parser`` (``--quick`` skips the 20 M
 
 Each row feeds the arguments text of one ``write_file`` call, ``{"path": ..., "content": <code>}``, in
 4-character deltas (about one token each, as OpenAI streams them) to a fresh
-:class:`~operators.arguments.JSONStreamParser` and calls ``finish()``; the string deltas and values it
+:class:`~operators.arguments.splitter.JSONStreamParser` and calls ``finish()``; the string deltas and
+values it
 returns are built but not kept. The code is full of escapes once serialised: quotes, backslashes,
 newlines, tabs, and non-ASCII text (``\\uXXXX`` escapes and surrogate pairs, as ``json.dumps`` writes by
 default). Slicing the deltas is not timed; the parsed value is checked against ``json.loads`` after.
@@ -28,7 +29,7 @@ import time
 from collections.abc import Sequence
 
 from benchmarks._data import CHUNK, CODE_LINES, code_lines, deltas
-from operators.arguments import JSONStreamParser
+from operators.arguments.splitter import JSONStreamParser
 from pipeline.models import ArgumentEvent, ArgumentValue
 
 SIZES = (200_000, 2_000_000, 20_000_000)

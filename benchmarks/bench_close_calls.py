@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from operators.arguments import ArgumentSplitter
+from operators.arguments.splitter import ArgumentSplitter
+from operators.convert.openai_chat import OpenAIChatConverter
 from operators.invocations import InvocationFolder
-from operators.providers.openai_chat import OpenAIChatConverter
 from operators.segments import SegmentEmitter
 from pipeline.models import ChunkResponse, ToolCallDelta
 

@@ -128,7 +128,7 @@ def _serve(role: str, port: int, upstream: str | None) -> None:
 
     os.sched_setaffinity(0, {PROXY_CPU if role == "proxy" else OTHERS_CPU})
     if role == "proxy":
-        from pipeline.proxy import serve
+        from pipeline.proxy.app import serve
 
         assert upstream is not None
         serve(upstream=upstream, port=port, tool_format="kimi_k2", log_level="warning", access_log=False)

@@ -22,16 +22,16 @@ from typing import Any
 import anyio
 
 from benchmarks.bench_pipeline import CHUNK, arguments_text, bench_streamfold, sse_blocks
-from pipeline._driver import drive
+from pipeline.stage import drive
 
 
 def stage_factories() -> list[tuple[str, Callable[[], Any]]]:
     """The cores of ``process(source, provider="openai")`` in order, as factories of fresh instances."""
-    from operators.arguments import ArgumentSplitter
+    from operators.adapter.sse import EventParser, SSEDecoder
+    from operators.arguments.splitter import ArgumentSplitter
+    from operators.convert.openai_chat import OpenAIChatConverter
     from operators.invocations import InvocationFolder
-    from operators.providers.openai_chat import OpenAIChatConverter
     from operators.segments import SegmentEmitter
-    from operators.sse import EventParser, SSEDecoder
 
     return [
         ("SSE decoder", SSEDecoder),

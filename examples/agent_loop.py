@@ -27,7 +27,7 @@ Tool = Callable[[dict[str, Any]], Awaitable[str]]
 
 async def paced_response(speed: float = 400.0) -> AsyncIterator[bytes]:
     """The demo stream, one SSE event at a time, ``speed`` events per second (like a real response)."""
-    data = (resources.files("pipeline") / "demo" / "coding_agent.sse").read_bytes()
+    data = (resources.files("pipeline.cli") / "demo" / "coding_agent.sse").read_bytes()
     for event in data.split(b"\n\n"):
         if event:
             await anyio.sleep(1 / speed)

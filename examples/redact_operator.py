@@ -13,7 +13,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from aiostream import pipable_operator
 
 from pipeline import PipelineEvent, SegmentEvent, SegmentEventType, SegmentType
-from pipeline._driver import drive
+from pipeline.stage import drive
 
 MASK = "[redacted]"
 

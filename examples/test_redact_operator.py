@@ -13,7 +13,7 @@ from redact_operator import MASK, SecretRedactor, redact_secrets
 
 from pipeline import ChunkResponse, PipelineEvent, SegmentEvent, SegmentEventType, ToolInvocation
 from pipeline.compose import process
-from pipeline.hub import Hub, fan_out
+from pipeline.fanout.hub import Hub, fan_out
 from pipeline.testing import collect, counter_segment_ids
 
 SECRET = "sk-live-0123456789abcdef"

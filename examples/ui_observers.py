@@ -21,11 +21,11 @@ import reactivex
 
 from pipeline import PipelineEvent, SegmentEvent, SegmentEventType, ToolInvocation
 from pipeline.compose import process
-from pipeline.hub import Subscription, fan_out
+from pipeline.fanout.hub import Subscription, fan_out
 
 
 async def response_bytes() -> AsyncIterator[bytes]:
-    data = (resources.files("pipeline") / "demo" / "coding_agent.sse").read_bytes()
+    data = (resources.files("pipeline.cli") / "demo" / "coding_agent.sse").read_bytes()
     for event in data.split(b"\n\n"):
         if event:
             await anyio.lowlevel.checkpoint()  # let the observers run, as network reads would

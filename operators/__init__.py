@@ -16,11 +16,19 @@ re-encoder         ``encode_openai_chat``                       ``OpenAIChunkEnc
 =================  ===========================================  ===========================================
 """
 
-from operators.arguments import ArgumentSplitter, JSONStreamParser, split_arguments
-from operators.delimiters import FORMATS, DelimiterRewriter, get_format, register_format, rewrite_delimiters
-from operators.invocations import InvocationFolder, ToolSchemas, fold_invocations
-from operators.openai_encode import OpenAIChunkEncoder, encode_openai_chat, fold_openai_completion
-from operators.providers import (
+from operators.adapter.sources import from_bytes, from_dicts, from_file, from_httpx, from_sdk, provider_events
+from operators.adapter.sse import (
+    EventParser,
+    JSONLinesDecoder,
+    ServerSentEvent,
+    SSEDecoder,
+    decode_jsonl,
+    decode_sse,
+    parse_events,
+    sse_events,
+)
+from operators.arguments.splitter import ArgumentSplitter, JSONStreamParser, split_arguments
+from operators.convert import (
     AnthropicConverter,
     CohereConverter,
     EventStreamDecoder,
@@ -36,18 +44,10 @@ from operators.providers import (
     detect_framing,
     detect_wire_format,
 )
+from operators.delimiters import FORMATS, DelimiterRewriter, get_format, register_format, rewrite_delimiters
+from operators.encode.openai_chat import OpenAIChunkEncoder, encode_openai_chat, fold_openai_completion
+from operators.invocations import InvocationFolder, ToolSchemas, fold_invocations
 from operators.segments import DEFAULT_FILE_TOOLS, FileTool, SegmentEmitter, emit_segments
-from operators.sources import from_bytes, from_dicts, from_file, from_httpx, from_sdk, provider_events
-from operators.sse import (
-    EventParser,
-    JSONLinesDecoder,
-    ServerSentEvent,
-    SSEDecoder,
-    decode_jsonl,
-    decode_sse,
-    parse_events,
-    sse_events,
-)
 
 __all__ = [
     "DEFAULT_FILE_TOOLS",

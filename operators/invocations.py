@@ -16,7 +16,6 @@ import msgspec
 import pydantic
 from aiostream import pipable_operator
 
-from pipeline._driver import drive
 from pipeline.errors import ConfigurationError
 from pipeline.models import (
     ResponseEnd,
@@ -26,6 +25,7 @@ from pipeline.models import (
     ToolCallError,
     ToolInvocation,
 )
+from pipeline.stage import drive
 
 __all__ = ["InvocationFolder", "ToolSchemas", "fold_invocations"]
 

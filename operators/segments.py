@@ -29,7 +29,6 @@ from typing import Any
 import msgspec
 from aiostream import pipable_operator
 
-from pipeline._driver import drive
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
 from pipeline.models import (
@@ -46,6 +45,7 @@ from pipeline.models import (
     ToolCallError,
     ToolResult,
 )
+from pipeline.stage import drive
 
 __all__ = [
     "DEFAULT_FILE_TOOLS",

@@ -14,14 +14,16 @@ from pipeline.errors import (
     StreamfoldError,
     SubscriberError,
 )
-from pipeline.handlers import (
-    ApiToolCallStreamingResponseHandler,
-    ParsingStreamingResponseHandler,
-    PassThroughStreamingResponseHandler,
-    StreamingResponseHandler,
-    create_streaming_handler,
+from pipeline.fanout.hub import (
+    Hub,
+    HubStatistics,
+    Policy,
+    SubscriberStatistics,
+    Subscription,
+    broadcast,
+    fan_out,
 )
-from pipeline.hub import Hub, HubStatistics, Policy, SubscriberStatistics, Subscription, broadcast, fan_out
+from pipeline.fanout.rx import as_observable, observe, to_observable
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
@@ -40,8 +42,20 @@ from pipeline.models import (
     ToolCallKind,
     ToolInvocation,
 )
-from pipeline.rx import as_observable, observe, to_observable
-from pipeline.schemas import ToolDefinition, anthropic_tool, gemini_tool, openai_responses_tool, openai_tool
+from pipeline.seeds.handlers import (
+    ApiToolCallStreamingResponseHandler,
+    ParsingStreamingResponseHandler,
+    PassThroughStreamingResponseHandler,
+    StreamingResponseHandler,
+    create_streaming_handler,
+)
+from pipeline.seeds.schemas import (
+    ToolDefinition,
+    anthropic_tool,
+    gemini_tool,
+    openai_responses_tool,
+    openai_tool,
+)
 
 __all__ = [
     "PROVIDERS",

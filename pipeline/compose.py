@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 from aiostream import Stream, operator
 
-from pipeline._driver import Chain, Core, drive, partial_outputs
 from pipeline._options import check_choice, check_count, rewrite_format
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse, PipelineEvent
+from pipeline.stage import Chain, Core, drive, partial_outputs
 
 if TYPE_CHECKING:
     from operators.invocations import InvocationFolder
@@ -96,23 +96,23 @@ def _converter(
     options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
     match provider:
         case "openai":
-            from operators.providers.openai_chat import OpenAIChatConverter
+            from operators.convert.openai_chat import OpenAIChatConverter
 
             return OpenAIChatConverter(**options, choice=choice)
         case "openai-responses":
-            from operators.providers.openai_responses import OpenAIResponsesConverter
+            from operators.convert.openai_responses import OpenAIResponsesConverter
 
             return OpenAIResponsesConverter(**options)
         case "anthropic":
-            from operators.providers.anthropic import AnthropicConverter
+            from operators.convert.anthropic import AnthropicConverter
 
             return AnthropicConverter(**options)
         case "gemini":
-            from operators.providers.gemini import GeminiConverter
+            from operators.convert.gemini import GeminiConverter
 
             return GeminiConverter(**options)
         case "cohere":
-            from operators.providers.cohere import CohereConverter
+            from operators.convert.cohere import CohereConverter
 
             return CohereConverter(**options)
     check_choice("provider", provider, ("auto", *PROVIDERS))  # raises, naming the choices
@@ -174,7 +174,7 @@ class _LazyConverter:
         if self._core is None:
             provider = self._provider
             if provider == "auto":
-                from operators.providers.detect import detect_wire_format
+                from operators.adapter.detect import detect_wire_format
 
                 try:
                     provider = detect_wire_format(event)
@@ -214,7 +214,7 @@ _SPACE = re.compile(rb"[ \t\r\n]*")
 class _AutoChunks:
     """Source items to chunks, choosing framing and wire format from the first items that tell.
 
-    Auto framing decides within a bounded head (see :func:`operators.providers.detect.sniff_framing`): it
+    Auto framing decides within a bounded head (see :func:`operators.adapter.detect.sniff_framing`): it
     holds at most :data:`_MAX_HEAD` bytes, joined once, when it decides.
     """
 
@@ -283,7 +283,7 @@ class _AutoChunks:
     def _choose_framing(self, data: bytes, *, complete: bool = False) -> Core[Any, Any] | None:
         """The decoder for the framing the first bytes show, once they show it; until then they wait in
         the head. Bytes of no known framing, or none but whitespace, raise :class:`StreamDecodeError`."""
-        from operators.providers.detect import sniff_framing
+        from operators.adapter.detect import sniff_framing
 
         if data:
             self._head.append(data)
@@ -331,14 +331,14 @@ class _AutoChunks:
 
     @staticmethod
     def _byte_decoder(framing: str) -> Core[Any, Any]:
-        from operators.sse import JSONLinesDecoder, JSONSequenceDecoder, SSEPayloadDecoder
+        from operators.adapter.sse import JSONLinesDecoder, JSONSequenceDecoder, SSEPayloadDecoder
 
         if framing == "jsonl":
             return JSONLinesDecoder()
         if framing == "json":
             return JSONSequenceDecoder()
         if framing == "eventstream":
-            from operators.providers.bedrock import EventStreamDecoder
+            from operators.adapter.eventstream import EventStreamDecoder
 
             return EventStreamDecoder()
         if framing == "sse":
@@ -360,7 +360,7 @@ class _SDKObjects:
     """Provider SDK objects (openai, anthropic, google-genai pydantic models) to their wire dicts."""
 
     def feed(self, item: Any) -> list[Mapping[str, Any]]:
-        from operators.sources import sdk_object_to_dict
+        from operators.adapter.sources import sdk_object_to_dict
 
         return [sdk_object_to_dict(item)]
 
@@ -369,9 +369,10 @@ class _SDKObjects:
 
 
 def _adapted(source: AsyncIterable[Any]) -> AsyncIterable[Any]:
-    """An SDK stream is read through :func:`operators.sources.from_sdk`, so that the in-band errors the SDK
+    """An SDK stream is read through :func:`operators.adapter.sources.from_sdk`, so that the in-band errors
+    the SDK
     raises as its own exceptions come out as :class:`ProviderError`, as from raw bytes."""
-    from operators.sources import from_sdk, is_sdk_stream
+    from operators.adapter.sources import from_sdk, is_sdk_stream
 
     return cast(AsyncIterable[Any], from_sdk.raw(source)) if is_sdk_stream(source) else source
 
@@ -483,7 +484,7 @@ def _pipeline(
 ) -> Any:
     """:func:`process`'s stream. Its cores are made with it (so bad options raise at once) and anew for
     each later iteration, as the operators' are."""
-    from operators.arguments import ArgumentSplitter
+    from operators.arguments.splitter import ArgumentSplitter
     from operators.invocations import InvocationFolder
     from operators.segments import SegmentEmitter
 
@@ -544,7 +545,7 @@ class _PipelineCore:
 
     def _interrupt(self, failure: Exception) -> None:
         """A chunk stage failed: the events of what it produced before, then those of the abort, travel on
-        ``failure`` (see :func:`pipeline._driver.partial_outputs`)."""
+        ``failure`` (see :func:`pipeline.stage.partial_outputs`)."""
         events = self._events(partial_outputs(failure))
         events.extend(self.abort(failure))
         failure.streamfold_partial_outputs = events  # type: ignore[attr-defined]

@@ -15,8 +15,8 @@ from typing import Any, TypeAlias, TypeVar
 
 from aiostream import streamcontext
 
-from pipeline._driver import Core
 from pipeline.models import ChunkResponse, ToolCallKind
+from pipeline.stage import Core
 
 __all__ = [
     "Event",

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiostream import stream
 
-from operators.providers.anthropic import (
+from operators.convert.anthropic import (
     AnthropicConverter,
     convert_anthropic,
     normalize_anthropic_stop_reason,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.providers.anthropic import AnthropicConverter
+from operators.convert.anthropic import AnthropicConverter
 from pipeline import process
 from pipeline.errors import ConverterError
 from pipeline.models import (

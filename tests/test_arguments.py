@@ -1,4 +1,5 @@
-"""The argument-chunk splitter (``operators.arguments``): one parser per call, events on each delta."""
+"""The argument-chunk splitter (``operators.arguments.splitter``): one parser per call, events on each
+delta."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from aiostream import stream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.arguments import ArgumentSplitter, split_arguments
-from operators.providers.anthropic import AnthropicConverter
-from operators.providers.cohere import CohereConverter
-from operators.providers.gemini import GeminiConverter
-from operators.providers.openai_chat import OpenAIChatConverter
-from operators.providers.openai_responses import OpenAIResponsesConverter
+from operators.arguments.splitter import ArgumentSplitter, split_arguments
+from operators.convert.anthropic import AnthropicConverter
+from operators.convert.cohere import CohereConverter
+from operators.convert.gemini import GeminiConverter
+from operators.convert.openai_chat import OpenAIChatConverter
+from operators.convert.openai_responses import OpenAIResponsesConverter
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
@@ -363,7 +364,7 @@ def test_non_i_json_arguments_are_an_invalid_json_invocation_in_replay_jsonl(
     provider: str,
 ) -> None:
     """``replay --output jsonl`` used to crash on these (``UnicodeEncodeError``) or print ``Infinity``."""
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     path = tmp_path / "stream"
     if provider == "text":

@@ -15,8 +15,8 @@ from aiostream import stream
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators.providers.anthropic import AnthropicConverter, convert_anthropic
-from operators.providers.bedrock import EventStreamDecoder, decode_eventstream
+from operators.adapter.eventstream import EventStreamDecoder, decode_eventstream
+from operators.convert.anthropic import AnthropicConverter, convert_anthropic
 from pipeline.errors import ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse
 

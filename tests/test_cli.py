@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 from tests.conftest import FIXTURES
 from tests.reference import expected, read_payloads
 
@@ -244,7 +244,7 @@ def _openai_sse_of(capsys: pytest.CaptureFixture[str], path: Path, status: int) 
 def test_openai_sse_output_is_what_the_proxy_sends(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from pipeline.proxy import ChatStreamRewriter
+    from pipeline.proxy.app import ChatStreamRewriter
 
     recording = FIXTURES / "openai_chat" / "openai-python_text_only_gpt4o.sse"
     data = recording.read_bytes()
@@ -277,7 +277,7 @@ def test_a_truncated_openai_sse_replay_says_so_on_stderr(
 
 @pytest.mark.anyio
 async def test_jsonl_output_escapes_a_lone_surrogate() -> None:
-    from pipeline.cli import _run
+    from pipeline.cli.main import _run
 
     async def events() -> AsyncIterator[dict[str, Any]]:
         yield {"choices": [{"index": 0, "delta": {"content": "a\ud800b"}, "finish_reason": "stop"}]}
@@ -350,7 +350,7 @@ def _without(module: str, code: str) -> subprocess.CompletedProcess[str]:
 def test_proxy_without_the_server_extra_names_it() -> None:
     done = _without(
         "starlette",
-        "from pipeline.cli import main\nraise SystemExit(main(['proxy', '--upstream', 'http://127.0.0.1:9']))",
+        "from pipeline.cli.main import main\nraise SystemExit(main(['proxy', '--upstream', 'http://127.0.0.1:9']))",
     )
     assert done.returncode == 1
     assert done.stderr == (
@@ -363,7 +363,7 @@ def test_stream_routes_without_starlette_names_the_extra() -> None:
     done = _without(
         "starlette",
         "from pipeline.errors import MissingExtraError\n"
-        "from pipeline.web import stream_routes\n"
+        "from pipeline.fanout.web import stream_routes\n"
         "try:\n"
         "    stream_routes({})\n"
         "except MissingExtraError as exc:\n"
@@ -372,7 +372,7 @@ def test_stream_routes_without_starlette_names_the_extra() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == (
-        "pipeline.web.stream_routes needs the 'server' extra (module 'starlette' is not installed):"
+        "pipeline.fanout.web.stream_routes needs the 'server' extra (module 'starlette' is not installed):"
         " pip install 'streamfold[server]'\n"
     )
 
@@ -383,7 +383,7 @@ def test_importing_the_proxy_without_the_server_extra_names_it(missing: str) -> 
         missing,
         "from pipeline.errors import MissingExtraError\n"
         "try:\n"
-        "    import pipeline.proxy\n"
+        "    import pipeline.proxy.app\n"
         "except MissingExtraError as exc:\n"
         "    print(exc.extra, exc.name)\n",
     )

@@ -14,7 +14,7 @@ from aiostream import Stream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.arguments import split_arguments
+from operators.arguments.splitter import split_arguments
 from operators.delimiters import rewrite_delimiters
 from operators.invocations import fold_invocations
 from operators.segments import emit_segments

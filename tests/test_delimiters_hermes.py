@@ -164,7 +164,7 @@ def test_a_lone_surrogate_in_a_name_keeps_the_escape() -> None:
 def test_lone_surrogate_in_string_arguments_through_replay(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, output: str
 ) -> None:
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     path = tmp_path / "hermes.txt"
     path.write_text('<tool_call>{"name": "f", "arguments": "{\\"a\\": \\"\\ud800\\"}"}</tool_call>')

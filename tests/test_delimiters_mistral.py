@@ -258,7 +258,7 @@ def test_v11_without_args_token_cut_off_is_unfinished() -> None:
 
 
 def test_v11_without_args_token_through_replay(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     path = tmp_path / "mistral.txt"
     path.write_text(f'Sure.{TC}add{{"a": 3.5, "b": 4}}{TC}multiply{{"a": 3, "b": 6}}', encoding="utf-8")

@@ -305,7 +305,7 @@ def test_calls_without_opening_tags_at_any_chunking(cuts: set[int]) -> None:
 
 
 def test_call_without_opening_tag_through_replay(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     path = tmp_path / "qwen.txt"
     path.write_text(f"Checking.\n{ORPHAN}\n</tool_call>", encoding="utf-8")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.arguments import ArgumentSplitter
+from operators.arguments.splitter import ArgumentSplitter
 from operators.delimiters import DelimiterRewriter
 from operators.segments import SegmentEmitter
 from pipeline.models import ChunkResponse, SegmentEvent, SegmentEventType, SegmentType, ToolCallDelta

@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-PACKAGES = ["pipeline", "operators", "operators.providers", "operators.delimiters"]
+PACKAGES = ["pipeline", "operators", "operators.convert", "operators.delimiters"]
 
 
 def sort_key(name: str) -> tuple[int, str]:

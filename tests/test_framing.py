@@ -16,14 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.providers.bedrock import EventStreamDecoder
-from operators.sources import from_bytes, provider_events
-from operators.sse import JSONLinesDecoder, JSONSequenceDecoder, SSEDecoder, SSEPayloadDecoder
-from pipeline._driver import partial_outputs
-from pipeline.cli import main
+from operators.adapter.eventstream import EventStreamDecoder
+from operators.adapter.sources import from_bytes, provider_events
+from operators.adapter.sse import JSONLinesDecoder, JSONSequenceDecoder, SSEDecoder, SSEPayloadDecoder
+from pipeline.cli.main import main
 from pipeline.compose import chunk_core, process
 from pipeline.errors import ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse, PipelineEvent, ResponseEnd, SegmentEvent, SegmentEventType
+from pipeline.stage import partial_outputs
 from pipeline.testing import chunked, collect, counter_segment_ids, sequential_call_ids
 from tests.conftest import FIXTURES
 

@@ -13,7 +13,7 @@ from aiostream import stream
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators.providers.gemini import (
+from operators.convert.gemini import (
     GeminiConverter,
     PartialArgsWriter,
     convert_gemini,

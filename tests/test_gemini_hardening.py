@@ -14,8 +14,8 @@ from google.genai import types as genai_types
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.providers.gemini import GeminiConverter
-from operators.sources import sdk_object_to_dict
+from operators.adapter.sources import sdk_object_to_dict
+from operators.convert.gemini import GeminiConverter
 from pipeline.compose import process
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, ToolCallDelta, ToolResult

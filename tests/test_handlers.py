@@ -20,7 +20,7 @@ from pipeline import (
     ToolCallDelta,
     create_streaming_handler,
 )
-from pipeline.handlers import PARSER_ENVIRONMENT_VARIABLE, StreamingResponseHandler, resolve_parser_name
+from pipeline.seeds.handlers import PARSER_ENVIRONMENT_VARIABLE, StreamingResponseHandler, resolve_parser_name
 
 
 def openai_like(

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from reactivex.abc import ObserverBase
 
 from pipeline.errors import ConfigurationError, ProviderError, SubscriberError
-from pipeline.hub import (
+from pipeline.fanout.hub import (
     Hub,
     HubClosedError,
     HubStatistics,

@@ -1,4 +1,5 @@
-"""The incremental JSON parser of tool-call arguments (``operators._jsonstream``), fed at every chunking.
+"""The incremental JSON parser of tool-call arguments (``operators.arguments._jsonstream``), fed at every
+chunking.
 
 The references are :func:`ijson_loads` (``json.loads`` restricted to I-JSON, RFC 7493: no lone
 surrogates, no number that overflows a double), ``json``'s own scanner (where each value ends) and
@@ -19,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from operators import _jsonstream as jsonstream
-from operators._jsonstream import MAX_DEPTH, JSONStreamParser
+from operators.arguments import _jsonstream as jsonstream
+from operators.arguments._jsonstream import MAX_DEPTH, JSONStreamParser
 from pipeline.models import ArgumentDelta, ArgumentError, ArgumentEvent, ArgumentValue, JSONPath
 
 # Helpers.

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.providers.openai_chat import OpenAIChatConverter, convert_openai_chat
-from operators.sources import from_bytes, from_dicts, provider_events
-from operators.sse import EventParser, SSEDecoder
+from operators.adapter.sources import from_bytes, from_dicts, provider_events
+from operators.adapter.sse import EventParser, SSEDecoder
+from operators.convert.openai_chat import OpenAIChatConverter, convert_openai_chat
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 from tests.conftest import FIXTURES

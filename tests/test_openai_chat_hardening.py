@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.providers.openai_chat import DEFAULT_MAX_HELD_ARGUMENTS, OpenAIChatConverter
-from operators.sse import EventParser, SSEDecoder
+from operators.adapter.sse import EventParser, SSEDecoder
+from operators.convert.openai_chat import DEFAULT_MAX_HELD_ARGUMENTS, OpenAIChatConverter
 from pipeline import PipelineEvent, ResponseEnd, SegmentEvent, SegmentEventType, ToolInvocation, process
-from pipeline._driver import partial_outputs
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, SegmentType, ToolCallDelta, ToolCallError, ToolResult
+from pipeline.stage import partial_outputs
 from pipeline.testing import counter_segment_ids, sequential_call_ids
 from tests.conftest import FIXTURES
 from tests.converter_cases import collect, run_converter, sequential_ids
@@ -234,7 +234,7 @@ class TestNamelessCalls:
         ]
 
     def test_the_default_cap_is_the_argument_cap(self) -> None:
-        from operators.arguments import DEFAULT_MAX_ARGUMENT_SIZE
+        from operators.arguments.splitter import DEFAULT_MAX_ARGUMENT_SIZE
 
         assert DEFAULT_MAX_HELD_ARGUMENTS == DEFAULT_MAX_ARGUMENT_SIZE
 

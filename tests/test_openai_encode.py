@@ -1,4 +1,5 @@
-"""operators.openai_encode: chunks back to OpenAI Chat Completions chunks, SSE text and whole completions."""
+"""operators.encode.openai_chat: chunks back to OpenAI Chat Completions chunks, SSE text and whole
+completions."""
 
 from __future__ import annotations
 
@@ -12,15 +13,15 @@ from aiostream import streamcontext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.openai_encode import (
+from operators.adapter.sse import EventParser, SSEDecoder
+from operators.convert.openai_chat import OpenAIChatConverter
+from operators.encode.openai_chat import (
     OpenAIChunkEncoder,
     encode_openai_chat,
     fold_openai_completion,
     openai_usage,
     sse_line,
 )
-from operators.providers.openai_chat import OpenAIChatConverter
-from operators.sse import EventParser, SSEDecoder
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 from tests.delimiter_cases import Call, collect, numbered_ids, run
 

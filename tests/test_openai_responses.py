@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.providers.openai_responses import OpenAIResponsesConverter, convert_openai_responses
-from operators.sse import decode_jsonl, sse_events
+from operators.adapter.sse import decode_jsonl, sse_events
+from operators.convert.openai_responses import OpenAIResponsesConverter, convert_openai_responses
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolResult
 from tests.converter_cases import (
@@ -941,7 +941,7 @@ RECORDED_BYTES = {path: path.read_bytes() for path in FIXTURE_FILES}
 @pytest.mark.anyio
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=[path.name for path in FIXTURE_FILES])
 async def test_recording_bytes_through_the_decoder_and_the_operator(path: Path) -> None:
-    """The whole adapter path: raw recorded bytes in 7-byte chunks, decoded by operators.sse."""
+    """The whole adapter path: raw recorded bytes in 7-byte chunks, decoded by operators.adapter.sse."""
     raw = chunked_bytes(RECORDED_BYTES[path], 7)
     events = sse_events(raw) if path.suffix == ".sse" else decode_jsonl(raw)
     chunks = await collect(events | convert_openai_responses.pipe(id_factory=sequential_ids))

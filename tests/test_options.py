@@ -17,8 +17,8 @@ from operators import convert_openai_chat, emit_segments, fold_invocations
 from operators.segments import FileTool
 from pipeline import ConfigurationError, create_streaming_handler, process, to_chunks
 from pipeline.compose import chunk_core
-from pipeline.handlers import ApiToolCallStreamingResponseHandler, resolve_parser_name
 from pipeline.models import PipelineEvent, SegmentType
+from pipeline.seeds.handlers import ApiToolCallStreamingResponseHandler, resolve_parser_name
 from pipeline.testing import chunked, collect, counter_segment_ids, replay, sequential_call_ids
 from tests.conftest import FIXTURES
 from tests.reference import read_payloads
@@ -182,7 +182,7 @@ def test_a_source_that_is_not_iterable_items_is_refused(source: object) -> None:
 
 
 def test_the_splitter_refuses_a_negative_cap_with_a_configuration_error() -> None:
-    from operators.arguments import ArgumentSplitter
+    from operators.arguments.splitter import ArgumentSplitter
 
     with pytest.raises(ConfigurationError, match="max_argument_size must be an integer >= 0, got -1"):
         ArgumentSplitter(max_argument_size=-1)

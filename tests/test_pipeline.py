@@ -61,7 +61,7 @@ def invocations(events: list[PipelineEvent]) -> list[ToolInvocation]:
 async def test_bytes_dicts_and_sdk_objects_give_the_same_events() -> None:
     from openai.types.chat import ChatCompletionChunk
 
-    from operators.sse import EventParser, SSEDecoder
+    from operators.adapter.sse import EventParser, SSEDecoder
 
     data = PARALLEL.read_bytes()
     decoder, parser = SSEDecoder(), EventParser()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from operators.providers._common import CallIndexer, new_call_id
+from operators.convert._base import CallIndexer, new_call_id
 
 
 def test_new_call_id_is_call_and_24_hex_characters_and_unique() -> None:

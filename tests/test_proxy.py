@@ -1,4 +1,5 @@
-"""pipeline.proxy: the rewriting proxy, end to end (fake upstream on 127.0.0.1, proxy, the real openai SDK)
+"""pipeline.proxy.app: the rewriting proxy, end to end (fake upstream on 127.0.0.1, proxy, the real openai
+SDK)
 and its sans-IO stream core at any byte split."""
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from operators.adapter.sse import SSEDecoder
+from operators.convert.openai_chat import OpenAIChatConverter
 from operators.delimiters import FORMATS
-from operators.providers.openai_chat import OpenAIChatConverter
-from operators.sse import SSEDecoder
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse
-from pipeline.proxy import ChatStreamRewriter, _forwarded_headers, create_app
+from pipeline.proxy.app import ChatStreamRewriter, _forwarded_headers, create_app
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import collect, numbered_ids, pieces_at, run
 from tests.proxy_upstream import (
@@ -690,7 +691,7 @@ async def test_the_cli_serves_the_proxy_until_interrupted() -> None:
         command = [
             sys.executable,
             "-m",
-            "pipeline.cli",
+            "pipeline.cli.main",
             "proxy",
             "--upstream",
             upstream_url,
@@ -982,7 +983,7 @@ def test_serve_keeps_idle_client_connections_longer_than_clients_do(monkeypatch:
 
     import uvicorn
 
-    from pipeline.proxy import serve
+    from pipeline.proxy.app import serve
 
     seen: list[uvicorn.Config] = []
     monkeypatch.setattr(uvicorn.Server, "run", lambda self: seen.append(self.config))

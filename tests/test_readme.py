@@ -15,9 +15,9 @@ import operators
 import pipeline
 from operators.delimiters import FORMATS
 from pipeline import ConfigurationError, SegmentType, ToolInvocation, process
-from pipeline.cli import main
+from pipeline.cli.main import main
 from pipeline.compose import PROVIDERS
-from pipeline.handlers import create_streaming_handler
+from pipeline.seeds.handlers import create_streaming_handler
 from pipeline.testing import collect, sequential_call_ids
 from tests.conftest import FIXTURES
 from tests.reference import read_payloads

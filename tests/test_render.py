@@ -10,12 +10,12 @@ import pytest
 from rich.console import Console
 
 from pipeline import PipelineEvent, process
-from pipeline.render import LiveRenderer, PlainRenderer, make_renderer
+from pipeline.cli.render import LiveRenderer, PlainRenderer, make_renderer
 from pipeline.testing import collect
 
 
 async def demo_events() -> list[PipelineEvent]:
-    data = (resources.files("pipeline") / "demo" / "coding_agent.sse").read_bytes()
+    data = (resources.files("pipeline.cli") / "demo" / "coding_agent.sse").read_bytes()
 
     async def body() -> AsyncIterator[bytes]:
         yield data

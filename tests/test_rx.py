@@ -16,9 +16,9 @@ from reactivex import operators as ops
 from reactivex.abc import ObserverBase
 
 from pipeline.errors import ProviderError
-from pipeline.hub import HubClosedError, Subscription, fan_out
+from pipeline.fanout.hub import HubClosedError, Subscription, fan_out
+from pipeline.fanout.rx import as_observable, observe, to_observable
 from pipeline.models import PipelineEvent, ResponseEnd, SegmentEvent, SegmentType, ToolInvocation
-from pipeline.rx import as_observable, observe, to_observable
 
 pytestmark = pytest.mark.anyio
 

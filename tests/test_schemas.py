@@ -4,7 +4,7 @@ import pydantic
 import pytest
 
 from pipeline.errors import ConfigurationError
-from pipeline.schemas import (
+from pipeline.seeds.schemas import (
     AnthropicJsonSchemaFormatter,
     GeminiJsonSchemaFormatter,
     OpenAiJsonSchemaFormatter,

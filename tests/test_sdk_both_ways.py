@@ -24,12 +24,12 @@ from google.genai import types as genai_types
 from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import ResponseStreamEvent
 
-from operators.sources import from_sdk
-from operators.sse import JSONLinesDecoder, SSEPayloadDecoder
-from pipeline._driver import partial_outputs
+from operators.adapter.sources import from_sdk
+from operators.adapter.sse import JSONLinesDecoder, SSEPayloadDecoder
 from pipeline.compose import process
 from pipeline.errors import ProviderError
 from pipeline.models import PipelineEvent
+from pipeline.stage import partial_outputs
 from pipeline.testing import collect, counter_segment_ids, sequential_call_ids
 from tests.conftest import FIXTURES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.arguments import ArgumentSplitter
+from operators.arguments.splitter import ArgumentSplitter
 from operators.invocations import InvocationFolder
 from operators.segments import SegmentEmitter
 from pipeline.models import ChunkResponse, SegmentEvent, ToolCallDelta, ToolInvocation

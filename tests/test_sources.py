@@ -12,7 +12,7 @@ import httpx
 import pytest
 from aiostream import streamcontext
 
-from operators.sources import (
+from operators.adapter.sources import (
     Framing,
     from_bytes,
     from_dicts,
@@ -22,7 +22,7 @@ from operators.sources import (
     provider_events,
     sdk_object_to_dict,
 )
-from operators.sse import EventParser, JSONLinesDecoder, SSEDecoder
+from operators.adapter.sse import EventParser, JSONLinesDecoder, SSEDecoder
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from tests.conftest import FIXTURES
 

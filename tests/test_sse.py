@@ -13,8 +13,8 @@ from aiostream import streamcontext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.sources import from_bytes
-from operators.sse import (
+from operators.adapter.sources import from_bytes
+from operators.adapter.sse import (
     EventParser,
     JSONLinesDecoder,
     ServerSentEvent,

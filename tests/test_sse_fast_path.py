@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.sse import ServerSentEvent, SSEDecoder, _LineSplitter
-from pipeline._driver import partial_outputs
+from operators.adapter.sse import ServerSentEvent, SSEDecoder, _LineSplitter
 from pipeline.errors import StreamDecodeError
+from pipeline.stage import partial_outputs
 
 LINES = [
     b'data: {"a": 1}',

@@ -21,7 +21,14 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from pipeline.errors import ConfigurationError, ProviderError
-from pipeline.hub import Hub, fan_out
+from pipeline.fanout.hub import Hub, fan_out
+from pipeline.fanout.web import (
+    MAX_SEND_BYTES,
+    ResponseRegistry,
+    sse_endpoint,
+    stream_routes,
+    websocket_endpoint,
+)
 from pipeline.models import (
     PipelineEvent,
     ResponseEnd,
@@ -30,7 +37,6 @@ from pipeline.models import (
     TokenUsage,
     ToolInvocation,
 )
-from pipeline.web import MAX_SEND_BYTES, ResponseRegistry, sse_endpoint, stream_routes, websocket_endpoint
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""Build pipeline/demo/coding_agent.sse: the stream `streamfold demo` replays by default.
+"""Build pipeline/cli/demo/coding_agent.sse: the stream `streamfold demo` replays by default.
 
 It is an Anthropic Messages stream in the exact wire format of the recordings in tests/fixtures/anthropic
 (thinking with a signature, text, a get_weather call and a write_file call whose content is a Python file),
@@ -108,6 +108,6 @@ def build() -> str:
 
 
 if __name__ == "__main__":
-    target = Path(__file__).parent.parent / "pipeline" / "demo" / "coding_agent.sse"
+    target = Path(__file__).parent.parent / "pipeline" / "cli" / "demo" / "coding_agent.sse"
     target.write_text(build())
     print(f"wrote {target} ({target.stat().st_size} bytes)")

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiostream import pipable_operator
 
+from operators.convert._base import IdFactory
 from operators.delimiters._base import (
     DEFAULT_MAX_BUFFERED_CHARS,
     FORMATS,
@@ -24,9 +25,8 @@ from operators.delimiters._base import (
     get_format,
     register_format,
 )
-from operators.providers._common import IdFactory
-from pipeline._driver import drive
 from pipeline.models import ChunkResponse
+from pipeline.stage import drive
 
 __all__ = [
     "DEFAULT_MAX_BUFFERED_CHARS",

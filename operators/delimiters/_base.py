@@ -92,6 +92,7 @@ from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 import msgspec
 
+from operators.convert._base import IdFactory, new_call_id
 from operators.delimiters._scan import (
     HEADER_LIMIT,
     JsonArgs,
@@ -102,7 +103,6 @@ from operators.delimiters._scan import (
     space_end,
     value_type_from_schema,
 )
-from operators.providers._common import IdFactory, new_call_id
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, ToolCallDelta, ToolCallKind
 

@@ -6,7 +6,7 @@ Bedrock does not use SSE. Its body is a sequence of AWS event-stream frames::
 
 A header is ``name length (u8) | name | type (u8) | value``. A frame whose ``:message-type`` is ``event``
 carries ``{"bytes": base64(model event JSON), "p": padding}``; for Anthropic models the inner events are
-the Messages stream events, to be fed to :class:`operators.providers.anthropic.AnthropicConverter`. A frame
+the Messages stream events, to be fed to :class:`operators.convert.anthropic.AnthropicConverter`. A frame
 of type ``exception`` (``throttlingException``, ``modelStreamErrorException``, ...) or ``error`` raises
 :class:`ProviderError` after every event before it was returned.
 
@@ -26,9 +26,9 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.sse import _JSON_ERRORS, _json_problem
-from pipeline._driver import drive
+from operators.adapter.sse import _JSON_ERRORS, _json_problem
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
+from pipeline.stage import drive
 
 __all__ = ["DEFAULT_MAX_FRAME_SIZE", "EventStreamDecoder", "decode_eventstream"]
 
@@ -62,7 +62,7 @@ class EventStreamDecoder:
         """Take the next bytes; return the events of every frame they complete.
 
         If a frame is bad (a CRC mismatch, an exception frame), the events of the frames before it travel on
-        the exception (:func:`pipeline._driver.partial_outputs`): nothing decoded is lost."""
+        the exception (:func:`pipeline.stage.partial_outputs`): nothing decoded is lost."""
         buffer = self._buffer
         buffer += data
         events: list[dict[str, Any]] = []

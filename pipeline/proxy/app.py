@@ -10,7 +10,7 @@ DeepSeek, Qwen3-Coder, ...) and stock OpenAI clients see standard ``tool_calls``
 included). A streamed answer runs through one sans-IO core per request, :class:`ChatStreamRewriter`
 (SSE decoder, OpenAI converter, delimiter rewriter, OpenAI encoder), and every upstream read is answered
 at once with what it completed: arguments stream as the model writes them. A whole answer is rewritten by
-:func:`~operators.openai_encode.fold_openai_completion`. Every other route passes through unchanged.
+:func:`~operators.encode.openai_chat.fold_openai_completion`. Every other route passes through unchanged.
 
 As a model server runs its tool parser, the text is rewritten only when the request has ``tools`` and its
 ``tool_choice`` is not ``"none"``; otherwise it passes through unchanged. With ``stream: true``, ``n`` must
@@ -46,15 +46,15 @@ with needs_extra("server", "streamfold proxy"):
     from starlette.routing import Route
     from starlette.types import Receive, Scope, Send
 
-from operators.openai_encode import OpenAIChunkEncoder, fold_openai_completion, sse_line
-from operators.providers._common import IdFactory
-from operators.providers.openai_chat import OpenAIChatConverter
-from operators.sse import EventParser, ServerSentEvent, SSEDecoder
-from pipeline._driver import Core, partial_outputs
+from operators.adapter.sse import EventParser, ServerSentEvent, SSEDecoder
+from operators.convert._base import IdFactory
+from operators.convert.openai_chat import OpenAIChatConverter
+from operators.encode.openai_chat import OpenAIChunkEncoder, fold_openai_completion, sse_line
 from pipeline._jsonenc import encode_json
 from pipeline._options import rewrite_format
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
+from pipeline.stage import Core, partial_outputs
 
 __all__ = [
     "DEFAULT_KEEPALIVE_EXPIRY",
@@ -133,7 +133,8 @@ class ChatStreamRewriter:
     """Sans-IO core of a streamed answer: the upstream's SSE bytes in, the client's SSE bytes out.
 
     Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` (none for
-    ``None``, ``"none"`` or ``"api_tool_call"``) and :class:`~operators.openai_encode.OpenAIChunkEncoder`,
+    ``None``, ``"none"`` or ``"api_tool_call"``) and
+    :class:`~operators.encode.openai_chat.OpenAIChunkEncoder`,
     one event at a time, so an error at event *k* comes after everything events before it produced.
     Nothing raises: a failure releases what the rewriter held, then ends the output with one
     ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.

@@ -25,10 +25,10 @@ from typing import Any, Final, TypeAlias
 
 from aiostream import pipable_operator
 
-from operators.providers._common import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
-from pipeline._driver import drive
+from operators.convert._base import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from pipeline.stage import drive
 
 __all__ = ["CohereConverter", "convert_cohere"]
 

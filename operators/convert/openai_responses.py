@@ -62,11 +62,11 @@ from typing import Any, Final, TypeAlias
 import msgspec
 from aiostream import pipable_operator
 
-from operators.providers._common import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
-from pipeline._driver import drive
+from operators.convert._base import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
+from pipeline.stage import drive
 
 __all__ = ["OpenAIResponsesConverter", "convert_openai_responses"]
 

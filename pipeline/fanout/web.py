@@ -52,7 +52,7 @@ import msgspec
 
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError, StreamfoldError, SubscriberError
-from pipeline.hub import Hub, Policy, ReplayUnavailableError, Subscription
+from pipeline.fanout.hub import Hub, Policy, ReplayUnavailableError, Subscription
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
@@ -434,7 +434,7 @@ def stream_routes(
     Without Starlette installed, a :class:`~pipeline.errors.MissingExtraError` naming the ``server`` extra."""
     from pipeline._extras import needs_extra
 
-    with needs_extra("server", "pipeline.web.stream_routes"):
+    with needs_extra("server", "pipeline.fanout.web.stream_routes"):
         from starlette.routing import Route, WebSocketRoute
 
     options: dict[str, Any] = {

@@ -19,15 +19,15 @@ import anyio
 from aiostream import operator, pipable_operator
 from pydantic_core import to_jsonable_python
 
-from operators.sse import (
+from operators.adapter.sse import (
     DEFAULT_MAX_EVENT_SIZE,
     JSONLinesDecoder,
     JSONSequenceDecoder,
     provider_error,
     sse_events,
 )
-from pipeline._driver import drive
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
+from pipeline.stage import drive
 
 if TYPE_CHECKING:
     import httpx
@@ -263,7 +263,7 @@ def provider_events(
     if framing == "json":
         return drive(source, JSONSequenceDecoder(max_value_size=max_event_size))
     if framing == "eventstream":
-        from operators.providers.bedrock import EventStreamDecoder
+        from operators.adapter.eventstream import EventStreamDecoder
 
         return drive(source, EventStreamDecoder(max_frame_size=max_event_size))
     raise ConfigurationError(f"unknown framing {framing!r}: expected 'sse', 'jsonl', 'json' or 'eventstream'")

@@ -27,8 +27,7 @@ from typing import Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators._jsonstream import DEFAULT_MAX_SIZE, MAX_DEPTH, JSONStreamParser
-from pipeline._driver import drive
+from operators.arguments._jsonstream import DEFAULT_MAX_SIZE, MAX_DEPTH, JSONStreamParser
 from pipeline._options import check_count
 from pipeline.models import (
     ArgumentDelta,
@@ -39,6 +38,7 @@ from pipeline.models import (
     ToolCallDelta,
     ToolCallKind,
 )
+from pipeline.stage import drive
 
 __all__ = [
     "DEFAULT_MAX_ARGUMENT_SIZE",

@@ -76,10 +76,10 @@ from typing import Any, Final, TypeAlias
 import msgspec
 from aiostream import pipable_operator
 
-from operators.providers._common import IdFactory, is_mapping, new_call_id
-from pipeline._driver import drive
+from operators.convert._base import IdFactory, is_mapping, new_call_id
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, JSONPath, TokenUsage, ToolCallDelta, ToolResult
+from pipeline.stage import drive
 
 __all__ = [
     "GeminiConverter",

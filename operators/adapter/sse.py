@@ -25,8 +25,8 @@ from typing import Any
 import msgspec
 from aiostream import pipable_operator
 
-from pipeline._driver import drive, partial_outputs
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
+from pipeline.stage import drive, partial_outputs
 
 __all__ = [
     "DEFAULT_MAX_EVENT_SIZE",

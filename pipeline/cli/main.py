@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from pipeline._extras import needs_extra
 
                 with needs_extra("server", "streamfold proxy"):
-                    from pipeline.proxy import serve
+                    from pipeline.proxy.app import serve
 
                     serve(
                         upstream=arguments.upstream,
@@ -363,7 +363,7 @@ async def _run(
             async for event in items:
                 out.write(encode_json(event.to_dict()).decode() + "\n")
         return
-    from pipeline.render import make_renderer
+    from pipeline.cli.render import make_renderer
 
     renderer = make_renderer(out, force_plain=plain)
     try:
@@ -399,7 +399,7 @@ async def _openai_sse(source: AsyncIterator[Any], out: IO[str], *, provider: str
     without a finish reason (then :class:`TruncatedStreamError`: the exit status is 1)."""
     from aiostream import Stream
 
-    from operators.openai_encode import OpenAIChunkEncoder
+    from operators.encode.openai_chat import OpenAIChunkEncoder
     from pipeline.compose import to_chunks
 
     def write(dicts: Sequence[Mapping[str, Any]]) -> None:
@@ -444,7 +444,7 @@ async def _replay(arguments: argparse.Namespace) -> None:
 
 async def _demo(arguments: argparse.Namespace) -> None:
     name, provider = DEMO_STREAMS[arguments.stream]
-    resource = resources.files("pipeline") / "demo" / name
+    resource = resources.files("pipeline.cli") / "demo" / name
     pieces = _sse_event_pieces(resource.read_bytes())
     await _run(
         _paced(pieces, arguments.speed),

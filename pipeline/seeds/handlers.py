@@ -24,10 +24,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline._driver import Chain, Core
 from pipeline._options import NO_REWRITE_ALIASES, check_count
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, ResponseEnd, SegmentEvent, SegmentType, ToolInvocation
+from pipeline.stage import Chain, Core
 
 __all__ = [
     "PARSER_ENVIRONMENT_VARIABLE",
@@ -144,7 +144,7 @@ class ApiToolCallStreamingResponseHandler(StreamingResponseHandler):
         super().__init__(on_segment_event=on_segment_event, segment_id_prefix=segment_id_prefix)
 
     def _cores(self) -> list[Core[Any, Any]]:
-        from operators.arguments import ArgumentSplitter
+        from operators.arguments.splitter import ArgumentSplitter
         from operators.segments import SegmentEmitter
 
         splitter = (

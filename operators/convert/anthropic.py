@@ -22,7 +22,7 @@ at its ``content_block_stop``, so adjacent blocks stay apart, each with its own 
 A tool block cut off by ``max_tokens`` never gets its ``content_block_stop``, so its call is left
 unfinished: the later stages report it as truncated.
 
-The same events arrive from AWS Bedrock (see :mod:`operators.providers.bedrock`) and Google Vertex AI.
+The same events arrive from AWS Bedrock (see :mod:`operators.adapter.eventstream`) and Google Vertex AI.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.providers._common import IdFactory, TypedEventConverter, is_mapping, new_call_id
-from pipeline._driver import drive
+from operators.convert._base import IdFactory, TypedEventConverter, is_mapping, new_call_id
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
+from pipeline.stage import drive
 
 __all__ = ["AnthropicConverter", "convert_anthropic", "normalize_anthropic_stop_reason"]
 

@@ -7,7 +7,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from operators.sources import Framing
+from operators.adapter.sources import Framing
 from pipeline.errors import ConfigurationError
 
 __all__ = ["WireFormat", "detect_framing", "detect_wire_format", "sniff_framing"]

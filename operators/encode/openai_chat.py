@@ -29,10 +29,10 @@ from typing import Any, Final
 
 from aiostream import pipable_operator
 
-from operators.providers._common import IdFactory, new_call_id
-from pipeline._driver import drive
+from operators.convert._base import IdFactory, new_call_id
 from pipeline._jsonenc import encode_json
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from pipeline.stage import drive
 
 __all__ = [
     "OpenAIChunkEncoder",

@@ -1,7 +1,8 @@
 """The reactivex bridge: observers fed from a hub, a hub as an Observable, and a cold adapter.
 
 reactivex has no backpressure and runs user callbacks synchronously, so observers sit behind the hub: each
-one gets its own bounded buffer and policy (:mod:`pipeline.hub`) and a pump task in the hub's task group
+one gets its own bounded buffer and policy (:mod:`pipeline.fanout.hub`) and a pump task in the hub's task
+group
 that calls ``on_next`` for every item it takes.
 
 Isolation: an observer whose ``on_next`` raises is cut off alone. Its pump stops, its ``on_error`` is
@@ -29,7 +30,7 @@ from reactivex import Observable, create
 from reactivex.abc import DisposableBase, ObserverBase, SchedulerBase
 from reactivex.disposable import Disposable
 
-from pipeline.hub import DEFAULT_MAX_BUFFER, Hub, HubClosedError, Policy, Subscription
+from pipeline.fanout.hub import DEFAULT_MAX_BUFFER, Hub, HubClosedError, Policy, Subscription
 
 __all__ = ["as_observable", "observe", "to_observable"]
 
@@ -50,7 +51,8 @@ def observe(
     """Feed ``observer`` every item of ``hub`` through its own bounded buffer and pump task.
 
     The observer gets ``on_next`` per item, then ``on_completed`` or ``on_error`` with the source's exception,
-    its overflow (``disconnect``) or :class:`~pipeline.hub.HubClosedError`. ``dispose()`` on the returned
+    its overflow (``disconnect``) or :class:`~pipeline.fanout.hub.HubClosedError`. ``dispose()`` on the
+    returned
     disposable unsubscribes it at once, also from inside its own ``on_next`` (as ``take(n)`` does); a
     disposed observer hears nothing more.
 
@@ -171,7 +173,7 @@ def to_observable(source: AsyncIterable[T]) -> Observable[T]:
     Each subscription iterates ``source`` anew in a task of its own on the running loop (so ``source``
     must be re-iterable, like an aiostream stream, to be subscribed more than once). Disposing cancels that
     task and closes the source. Unlike :func:`observe`, nothing bounds or structures these tasks: in a
-    program, put the source behind :func:`pipeline.hub.fan_out` instead.
+    program, put the source behind :func:`pipeline.fanout.hub.fan_out` instead.
 
     Raises:
         RuntimeError: when subscribed outside a running event loop.

@@ -39,12 +39,12 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.providers._common import IdFactory, new_call_id
-from operators.sse import provider_error
-from pipeline._driver import drive, partial_outputs
+from operators.adapter.sse import provider_error
+from operators.convert._base import IdFactory, new_call_id
 from pipeline._options import check_count
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
+from pipeline.stage import drive, partial_outputs
 
 __all__ = ["DEFAULT_MAX_HELD_ARGUMENTS", "OpenAIChatConverter", "convert_openai_chat"]
 

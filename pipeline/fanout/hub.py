@@ -633,8 +633,9 @@ class Hub(Generic[T]):
         replay: bool = True,
         name: str | None = None,
     ) -> DisposableBase:
-        """Feed a reactivex observer through its own buffer and pump task; see :func:`pipeline.rx.observe`."""
-        from pipeline.rx import observe
+        """Feed a reactivex observer through its own buffer and pump task; see
+        :func:`pipeline.fanout.rx.observe`."""
+        from pipeline.fanout.rx import observe
 
         return observe(self, observer, policy=policy, max_buffer=max_buffer, replay=replay, name=name)
 
@@ -886,7 +887,8 @@ async def broadcast(
 
     The common case of a hub: agent code is one consumer (``block``, so it sees everything and paces the
     provider), and ``on_start(hub)`` is called before the first item is pulled to attach the rest (UI
-    observers with :meth:`Hub.observe`, a :class:`pipeline.web.ResponseRegistry` entry, ...). A consumer
+    observers with :meth:`Hub.observe`, a :class:`pipeline.fanout.web.ResponseRegistry` entry, ...). A
+    consumer
     that returns early is unsubscribed and holds nobody up. Returns when the source has ended and every
     consumer has returned.
 
