@@ -22,6 +22,7 @@ import reactivex
 from pipeline import PipelineEvent, SegmentEvent, SegmentEventType, ToolInvocation
 from pipeline.compose import process
 from pipeline.fanout.hub import Subscription, fan_out
+from pipeline.fanout.rx import observe
 
 
 async def response_bytes() -> AsyncIterator[bytes]:
@@ -65,7 +66,7 @@ async def main() -> tuple[Screen, Screen, list[ToolInvocation]]:
     invocations: list[ToolInvocation] = []
     events = process(response_bytes(), provider="anthropic")
     async with fan_out(events) as hub:
-        hub.observe(reactivex.Observer[PipelineEvent](on_next=fast.show), policy="coalesce")
+        observe(hub, reactivex.Observer[PipelineEvent](on_next=fast.show), policy="coalesce")
         slow_subscription = hub.subscribe(policy="coalesce", max_buffer=4, name="slow ui")
         agent_subscription = hub.subscribe(policy="block", name="agent")
         async with anyio.create_task_group() as readers:

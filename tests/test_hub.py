@@ -6,12 +6,14 @@ and events, under a ``fail_after`` guard so that a bug fails instead of hanging.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import gc
 import traceback
 import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import suppress
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -21,7 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reactivex.abc import ObserverBase
 
+import pipeline.fanout._buffer as buffer_module
+import pipeline.fanout.hub as hub_module
 from pipeline.errors import ConfigurationError, ProviderError, SubscriberError
+from pipeline.fanout._buffer import SubscriberBuffer, coalesce_key
 from pipeline.fanout.hub import (
     Hub,
     HubClosedError,
@@ -33,6 +38,7 @@ from pipeline.fanout.hub import (
     broadcast,
     fan_out,
 )
+from pipeline.fanout.rx import observe
 from pipeline.models import (
     PipelineEvent,
     ResponseEnd,
@@ -664,7 +670,7 @@ async def test_broadcast_runs_every_consumer_to_the_end_of_the_source() -> None:
             agent,
             glance,
             max_buffer=1,
-            on_start=lambda hub: hub.observe(Recorder()),
+            on_start=lambda hub: observe(hub, Recorder()),
         )
     assert agent_items == list(range(30))
     assert observed == [*range(30), "completed"]
@@ -869,3 +875,106 @@ async def test_a_shared_error_does_not_grow_a_traceback_per_subscriber() -> None
         await run_hub()
     assert len(depths) == 5
     assert len(set(depths)) == 1
+
+
+class _Producer:
+    """A stand-in for the hub's pump, recording what a buffer tells it."""
+
+    def __init__(self) -> None:
+        self.told: list[str] = []
+
+    def _wake_pump(self) -> None:
+        self.told.append("room")
+
+    def _buffer_ended(self, buffer: SubscriberBuffer[Any]) -> None:
+        self.told.append(f"ended {buffer.state}")
+
+    def _retire(self, buffer: SubscriberBuffer[Any]) -> None:
+        self.told.append("retired")
+
+
+def test_the_buffer_is_a_synchronous_state_machine_that_says_would_block() -> None:
+    producer = _Producer()
+    buffer: SubscriberBuffer[int] = SubscriberBuffer(producer, "ui", "block", 2, history=[7])
+    with pytest.raises(anyio.WouldBlock):
+        SubscriberBuffer(producer, "late", "block", 1, history=None).take_nowait()
+    assert buffer.offer_nowait(1, None) is False
+    assert buffer.offer_nowait(2, None) is True  # now full: the producer paces itself
+    with pytest.raises(anyio.WouldBlock):
+        buffer.offer_nowait(3, None)
+    assert buffer.waits
+    assert buffer.take_nowait() == 7  # the history first
+    assert buffer.take_nowait() == 1
+    assert producer.told == ["room"]  # taken from a full buffer
+    assert buffer.take_all_nowait() == [2]
+    with pytest.raises(anyio.WouldBlock):
+        buffer.take_all_nowait()
+    buffer.end("completed", None)
+    with pytest.raises(anyio.EndOfStream):
+        buffer.take_nowait()
+    assert producer.told == ["room", "ended completed", "retired"]
+
+
+def test_the_buffer_asks_a_disconnecting_producer_to_overflow_and_coalesces_first() -> None:
+    producer = _Producer()
+    buffer: SubscriberBuffer[PipelineEvent] = SubscriberBuffer(
+        producer, "web", "coalesce_or_disconnect", 1, history=None
+    )
+    first, second = (SegmentEvent.content("s1", text) for text in ("a", "b"))
+    assert buffer.offer_nowait(first, coalesce_key(first)) is False
+    assert buffer.offer_nowait(second, coalesce_key(second)) is False  # merged into the waiting one
+    end = SegmentEvent.end("s1")
+    with pytest.raises(anyio.WouldBlock):
+        buffer.offer_nowait(end, coalesce_key(end))
+    assert not buffer.waits
+    buffer.overflow(3)
+    assert buffer.take_nowait() == SegmentEvent.content("s1", "ab")
+    with pytest.raises(SubscriberError, match=r"subscriber 'web' fell 1 items behind .* at item 3 "):
+        buffer.take_nowait()
+    with pytest.raises(anyio.EndOfStream):
+        buffer.take_nowait()
+
+
+def test_the_hub_never_imports_the_reactivex_bridge() -> None:
+    for module in (hub_module, buffer_module):
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        imported = {
+            node.module if isinstance(node, ast.ImportFrom) else alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        }
+        assert not {
+            name for name in imported if name and ("rx" in name.split(".")[-1] or "reactivex" in name)
+        }
+    assert not hasattr(Hub, "observe")  # one way to feed an observer: pipeline.fanout.rx.observe
+
+
+async def test_start_soon_runs_a_bridge_in_the_hub_and_refuses_once_it_is_closed() -> None:
+    ran: list[str] = []
+
+    async def bridge() -> None:
+        ran.append("bridge")
+
+    async with fan_out(from_list([1])) as hub:
+        hub.start_soon(bridge, name="bridge")
+        await hub.wait_finished()
+    assert ran == ["bridge"]
+    with pytest.raises(HubClosedError, match="block has ended; it cannot start 'late bridge'"):
+        hub.start_soon(bridge, name="late bridge")
+
+
+async def test_cut_off_and_disconnect_end_one_subscriber_with_the_reason() -> None:
+    failure, lag = ValueError("observer broke"), SubscriberError("send timed out")
+    async with fan_out(from_list([1, 2])) as hub:
+        broken, slow, agent = (hub.subscribe(name=name) for name in ("broken", "slow", "agent"))
+        broken.cut_off(failure)
+        slow.disconnect(lag)
+        assert [item async for item in agent] == [1, 2]
+    states = {stats.name: (stats.state, stats.error) for stats in hub.statistics().subscribers}
+    assert states == {
+        "broken": ("failed", failure),
+        "slow": ("disconnected", lag),
+        "agent": ("completed", None),
+    }
+    assert [item async for item in broken] == []

@@ -92,7 +92,7 @@ async def test_an_observer_gets_every_item_then_completed() -> None:
     recorder: Recorder[PipelineEvent] = Recorder()
     with anyio.fail_after(GUARD):
         async with fan_out(from_list(events)) as hub:
-            hub.observe(recorder, policy="coalesce", max_buffer=64)
+            observe(hub, recorder, policy="coalesce", max_buffer=64)
             await hub.wait_finished()
     assert recorder.notifications == [*events, "completed"]
 
@@ -153,7 +153,7 @@ async def test_observers_get_the_source_error() -> None:
 
     async def run_hub() -> None:
         async with fan_out(failing()) as hub:
-            hub.observe(recorder)
+            observe(hub, recorder)
             await hub.wait_finished()
 
     with anyio.fail_after(GUARD), pytest.raises(ProviderError) as raised:
@@ -167,7 +167,7 @@ async def test_observers_hear_when_the_hub_closes_before_the_source_ends() -> No
     recorder: Recorder[int] = Recorder()
     with anyio.fail_after(GUARD):
         async with fan_out(source) as hub:
-            hub.observe(recorder)
+            observe(hub, recorder)
             await wait_all_tasks_blocked()
     assert source.closed
     assert recorder.notifications[:2] == [0, 1]
@@ -183,7 +183,7 @@ async def test_observers_hear_when_the_hub_is_cancelled() -> None:
     tasks_before = asyncio.all_tasks()
     with anyio.fail_after(GUARD), anyio.CancelScope() as scope:
         async with fan_out(source) as hub:
-            hub.observe(recorder)
+            observe(hub, recorder)
             await wait_all_tasks_blocked()
             scope.cancel()
             await anyio.sleep_forever()
@@ -199,7 +199,7 @@ async def test_disposing_an_observer_unsubscribes_it_at_once() -> None:
     recorder: Recorder[int] = Recorder()
     with anyio.fail_after(GUARD):
         async with fan_out(source) as hub:
-            disposable = hub.observe(recorder, max_buffer=1, name="panel")
+            disposable = observe(hub, recorder, max_buffer=1, name="panel")
             agent = hub.subscribe(max_buffer=1)
             await wait_all_tasks_blocked()
             disposable.dispose()
@@ -329,7 +329,7 @@ async def test_an_observed_hub_is_freed_after_its_source_fails() -> None:
 
         try:
             async with fan_out(failing()) as hub:
-                hub.observe(observer)
+                observe(hub, observer)
                 await hub.wait_finished()
         except ProviderError:
             return weakref.ref(hub), weakref.ref(item)

@@ -3,7 +3,7 @@
 ::
 
     async with fan_out(events) as hub:                 # one pump task pulls `events`
-        hub.observe(ui_observer, policy="coalesce")      # reactivex observer, own buffer and pump task
+        observe(hub, ui_observer, policy="coalesce")     # pipeline.fanout.rx: own buffer and pump task
         async for event in hub.subscribe():              # agent code: lossless, paces the source
             ...
 
@@ -39,27 +39,14 @@ or item by item without a hand-off while its buffer is not empty.
 from __future__ import annotations
 
 import weakref
-from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Final,
-    Generic,
-    Literal,
-    NamedTuple,
-    NoReturn,
-    TypeAlias,
-    TypeVar,
-    cast,
-    get_args,
-)
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NamedTuple, TypeAlias, TypeVar
 
 import anyio
-import msgspec
 from aiostream import streamcontext
+from anyio import EndOfStream, WouldBlock
 
 from pipeline.errors import (
     ConfigurationError,
@@ -67,11 +54,19 @@ from pipeline.errors import (
     ReplayUnavailableError,
     SubscriberError,
 )
-from pipeline.models import SegmentEvent, SegmentEventType
+from pipeline.fanout._buffer import (
+    POLICIES,
+    CoalesceKey,
+    Policy,
+    SubscriberBuffer,
+    SubscriberState,
+    SubscriberStatistics,
+    coalesce_key,
+    raise_shared,
+)
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
-    from reactivex.abc import DisposableBase, ObserverBase
 
 __all__ = [
     "DEFAULT_MAX_BUFFER",
@@ -91,16 +86,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-Policy: TypeAlias = Literal["block", "coalesce", "drop", "disconnect", "coalesce_or_disconnect"]
-"""What a subscriber's buffer does when it is full; see the module docstring."""
-
-SubscriberState: TypeAlias = Literal[
-    "active", "completed", "failed", "disconnected", "unsubscribed", "closed"
-]
-"""``active`` until no more items will arrive, then why: the source ``completed`` or ``failed``, the
-subscriber was ``disconnected`` (overflow) or ``failed`` itself (an observer that raised), it
-``unsubscribed``, or the hub was ``closed`` before the source ended."""
-
 SourceState: TypeAlias = Literal["running", "completed", "failed", "closed"]
 
 DEFAULT_MAX_BUFFER: Final = 16
@@ -109,29 +94,6 @@ MAX_REPLAY: Final = 100_000
 very long response; the history holds references to the items, nothing is copied."""
 RETAINED_SUBSCRIBERS: Final = 256
 """How many ended subscribers :meth:`Hub.statistics` still lists one by one (totals count them all)."""
-
-_POLICIES: Final = frozenset(get_args(Policy))
-_COALESCING: Final = frozenset({"coalesce", "coalesce_or_disconnect"})
-
-
-class SubscriberStatistics(NamedTuple):
-    """One subscriber, as :meth:`Hub.statistics` and :meth:`Subscription.statistics` see it."""
-
-    name: str
-    policy: Policy
-    max_buffer: int
-    buffered: int
-    """Items waiting in its buffer (a coalesced run counts as one)."""
-    replay_pending: int
-    """Items of the history it has still to read."""
-    delivered: int
-    """Items its consumer has taken (history included)."""
-    coalesced: int
-    """Deltas merged into a waiting one instead of taking a place of their own."""
-    dropped: int
-    state: SubscriberState
-    error: BaseException | None
-    """Why it ended, when not cleanly: the source's error, its overflow, its observer's exception."""
 
 
 class HubStatistics(NamedTuple):
@@ -155,326 +117,6 @@ class HubStatistics(NamedTuple):
     failed: int
 
 
-_CoalesceKey: TypeAlias = tuple[str, SegmentEventType, tuple[Any, ...] | None]
-
-
-def _coalesce_key(item: object) -> _CoalesceKey | None:
-    """What a delta can merge with (segment, kind, argument path), or None for items that never merge."""
-    if not isinstance(item, SegmentEvent):
-        return None
-    payload = item.payload
-    if item.event_type is SegmentEventType.CONTENT:
-        if isinstance(payload.get("delta"), str):
-            return (item.segment_id, SegmentEventType.CONTENT, None)
-    elif item.event_type is SegmentEventType.ARGUMENT and isinstance(payload.get("delta"), str):
-        path = payload.get("path")
-        if isinstance(path, list | tuple):
-            return (item.segment_id, SegmentEventType.ARGUMENT, tuple(path))
-    return None
-
-
-class _Merged:
-    """Deltas waiting as one buffer entry; their text is joined once, when the consumer takes it."""
-
-    __slots__ = ("first", "parts")
-
-    def __init__(self, first: SegmentEvent, second: SegmentEvent) -> None:
-        self.first = first
-        self.parts: list[str] = [first.payload["delta"], second.payload["delta"]]
-
-    def build(self) -> SegmentEvent:
-        payload = {**self.first.payload, "delta": "".join(self.parts)}
-        return msgspec.structs.replace(self.first, payload=payload)
-
-
-class _Feed(Generic[T]):
-    """A subscriber's state, held by the hub. Its consumer-facing handle is :class:`Subscription`."""
-
-    __slots__ = (
-        "__weakref__",
-        "_appended",
-        "_error_traceback",
-        "_history",
-        "_hub",
-        "_items",
-        "_merge_segment",
-        "_merge_targets",
-        "_readable",
-        "_reader_waiting",
-        "_replay_end",
-        "_replay_position",
-        "_taken",
-        "coalesced",
-        "delivered",
-        "dropped",
-        "ended",
-        "error",
-        "finished",
-        "max_buffer",
-        "name",
-        "offer",
-        "policy",
-        "state",
-    )
-
-    def __init__(
-        self,
-        hub: Hub[T],
-        name: str,
-        policy: Policy,
-        max_buffer: int,
-        history: list[T] | None,
-    ) -> None:
-        self._hub = hub
-        self.name = name
-        self.policy = policy
-        self.max_buffer = max_buffer
-        self._items: deque[T | _Merged] = deque()
-        self._history = history
-        self._replay_position = 0
-        self._replay_end = len(history) if history is not None else 0
-        self._readable: anyio.Event | None = None
-        """Set by the pump when items arrive or the feed ends, while the consumer waits for it."""
-        self._reader_waiting = False
-        # Absolute positions of buffer entries, for coalescing: entry number n is at index n - _taken.
-        self._taken = 0
-        self._appended = 0
-        self._merge_targets: dict[_CoalesceKey, int] = {}
-        self._merge_segment: str | None = None
-        self.delivered = 0
-        self.coalesced = 0
-        self.dropped = 0
-        self.state: SubscriberState = "active"
-        self.error: BaseException | None = None
-        self._error_traceback: TracebackType | None = None
-        self.ended = False
-        """No more items will arrive (those waiting can still be read)."""
-        self.finished = False
-        """The consumer has seen the end, or unsubscribed."""
-        offers: dict[Policy, Callable[[T, _CoalesceKey | None], bool]] = {
-            "block": self._offer_block,
-            "coalesce": self._offer_coalesce,
-            "drop": self._offer_drop,
-            "disconnect": self._offer_disconnect,
-            "coalesce_or_disconnect": self._offer_coalesce_or_disconnect,
-        }
-        self.offer = offers[policy]
-        """Put an item in the buffer as the policy says; False means the pump must wait for room."""
-
-    # -- the pump's side ---------------------------------------------------------------------------------
-
-    def _append(self, item: T) -> None:
-        self._items.append(item)
-        self._appended += 1
-        if self._readable is not None:
-            self._wake_reader()
-
-    def _wake_reader(self) -> None:
-        readable = self._readable
-        if readable is not None:
-            self._readable = None  # set it once, not once per item that arrives before the reader runs
-            readable.set()
-
-    def _offer_block(self, item: T, key: _CoalesceKey | None) -> bool:
-        if len(self._items) >= self.max_buffer:
-            return False
-        self._append(item)
-        if len(self._items) >= self.max_buffer:
-            self._hub._block_full = True
-        return True
-
-    def _offer_coalesce(self, item: T, key: _CoalesceKey | None) -> bool:
-        if len(self._items) < self.max_buffer:
-            self._track_merge_target(key)
-            self._append(item)
-            return True
-        position = self._merge_targets.get(key) if key is not None else None
-        if position is None or position < self._taken:
-            return False
-        index = position - self._taken
-        waiting = self._items[index]
-        delta = cast(SegmentEvent, item)
-        if isinstance(waiting, _Merged):
-            waiting.parts.append(delta.payload["delta"])
-        else:
-            self._items[index] = _Merged(cast(SegmentEvent, waiting), delta)
-        self.coalesced += 1
-        return True
-
-    def _track_merge_target(self, key: _CoalesceKey | None) -> None:
-        """Remember where the next entry lands; anything but a same-segment delta ends merging across it."""
-        if key is None:
-            self._merge_targets.clear()
-            self._merge_segment = None
-            return
-        if key[0] != self._merge_segment:
-            self._merge_targets.clear()
-            self._merge_segment = key[0]
-        self._merge_targets[key] = self._appended
-
-    def _offer_drop(self, item: T, key: _CoalesceKey | None) -> bool:
-        if len(self._items) >= self.max_buffer:
-            self._items.popleft()
-            self._taken += 1
-            self.dropped += 1
-        self._append(item)
-        return True
-
-    def _offer_disconnect(self, item: T, key: _CoalesceKey | None) -> bool:
-        if len(self._items) >= self.max_buffer:
-            self._overflow()
-        else:
-            self._append(item)
-        return True
-
-    def _offer_coalesce_or_disconnect(self, item: T, key: _CoalesceKey | None) -> bool:
-        if not self._offer_coalesce(item, key):
-            self._overflow()
-        return True
-
-    def _overflow(self) -> None:
-        self.end(
-            "disconnected",
-            SubscriberError(
-                f"subscriber {self.name!r} fell {self.max_buffer} items behind (max_buffer) at item"
-                f" {self._hub._items_seen} of the source and was disconnected (policy {self.policy!r})"
-            ),
-        )
-
-    def end(
-        self,
-        state: SubscriberState,
-        error: BaseException | None,
-        error_traceback: TracebackType | None = None,
-    ) -> None:
-        """No more items: record why, wake the consumer, and stop holding up the pump.
-
-        ``error_traceback`` is the traceback ``error`` is raised from (by default its own, as it is now).
-        """
-        if self.ended:
-            return
-        self.ended = True
-        self.state = state
-        self.error = error
-        if error is not None and error_traceback is None:
-            error_traceback = error.__traceback__
-        self._error_traceback = error_traceback
-        self._wake_reader()
-        self._hub._feed_ended(self)
-
-    # -- the consumer's side -----------------------------------------------------------------------------
-
-    def _pop(self) -> T:
-        was_full = len(self._items) >= self.max_buffer
-        entry = self._items.popleft()
-        self._taken += 1
-        self.delivered += 1
-        if was_full:
-            self._hub._wake_pump()
-        if isinstance(entry, _Merged):
-            return cast(T, entry.build())
-        return entry
-
-    def take_all(self) -> list[T]:
-        """Everything waiting now: the rest of the history, then the buffer."""
-        batch: list[T] = []
-        if self._replay_position < self._replay_end:
-            assert self._history is not None
-            batch = self._history[self._replay_position : self._replay_end]
-            self._replay_position = self._replay_end
-            self._history = None
-            self.delivered += len(batch)
-        if self._items:
-            was_full = len(self._items) >= self.max_buffer
-            count = len(self._items)
-            batch.extend(
-                cast(T, entry.build()) if isinstance(entry, _Merged) else entry for entry in self._items
-            )
-            self._items.clear()
-            self._taken += count
-            self.delivered += count
-            if was_full:
-                self._hub._wake_pump()
-        return batch
-
-    async def receive(self) -> T:
-        while True:
-            if self._replay_position < self._replay_end:
-                assert self._history is not None
-                item = self._history[self._replay_position]
-                self._replay_position += 1
-                self.delivered += 1
-                if self._replay_position == self._replay_end:
-                    self._history = None
-                return item
-            if self._items:
-                return self._pop()
-            if self.ended:
-                self._finish_reading()
-                raise StopAsyncIteration
-            await self._wait_readable()
-
-    async def receive_batch(self) -> list[T]:
-        while True:
-            batch = self.take_all()
-            if batch:
-                return batch
-            if self.ended:
-                self._finish_reading()
-                return []
-            await self._wait_readable()
-
-    async def _wait_readable(self) -> None:
-        if self._reader_waiting:
-            raise RuntimeError(f"subscription {self.name!r} is already being read by another task")
-        self._readable = readable = anyio.Event()
-        self._reader_waiting = True
-        try:
-            await readable.wait()
-        finally:
-            self._reader_waiting = False
-            if self._readable is readable:
-                self._readable = None
-
-    def _finish_reading(self) -> None:
-        """The consumer reached the end: raise why it ended, if not cleanly (once)."""
-        if self.finished:
-            return
-        self.finished = True
-        self._hub._retire(self)
-        if self.error is not None and self.state != "unsubscribed":
-            _raise_shared(self.error, self._error_traceback)
-
-    def close(self) -> None:
-        """Unsubscribe: drop what is waiting and never hold up the pump again."""
-        self.end("unsubscribed", None)
-        self._items.clear()
-        self._history = None
-        self._replay_position = self._replay_end
-        if not self.finished:
-            self.finished = True
-            self._hub._retire(self)
-
-    def cut_off(self, error: Exception) -> None:
-        """End this subscriber alone because its consumer failed (an observer that raised)."""
-        self.end("failed", error)
-        self.close()
-
-    def statistics(self) -> SubscriberStatistics:
-        return SubscriberStatistics(
-            name=self.name,
-            policy=self.policy,
-            max_buffer=self.max_buffer,
-            buffered=len(self._items),
-            replay_pending=self._replay_end - self._replay_position,
-            delivered=self.delivered,
-            coalesced=self.coalesced,
-            dropped=self.dropped,
-            state=self.state,
-            error=self.error,
-        )
-
-
 class Subscription(AsyncIterator[T]):
     """One subscriber's view of a hub: an async iterator over its bounded buffer.
 
@@ -491,76 +133,100 @@ class Subscription(AsyncIterator[T]):
     reads a subscription at a time.
     """
 
-    __slots__ = ("__weakref__", "_feed")
+    __slots__ = ("__weakref__", "_buffer", "_reading")
 
-    def __init__(self, feed: _Feed[T]) -> None:
-        self._feed = feed
-        # Only a weak reference to the feed: the finalizer registry is a global root, and the feed's error
-        # (its traceback holds this subscription's frames) would otherwise keep both, and the hub's whole
-        # history, alive for ever.
-        weakref.finalize(self, _close_feed, weakref.ref(feed)).atexit = False
+    def __init__(self, buffer: SubscriberBuffer[T]) -> None:
+        self._buffer = buffer
+        self._reading = False
+        # Only a weak reference to the buffer: the finalizer registry is a global root, and the buffer's
+        # error (its traceback holds this subscription's frames) would otherwise keep both, and the hub's
+        # whole history, alive for ever.
+        weakref.finalize(self, _close_buffer, weakref.ref(buffer)).atexit = False
 
     @property
     def name(self) -> str:
-        return self._feed.name
+        return self._buffer.name
 
     def __aiter__(self) -> Subscription[T]:
         return self
 
     async def __anext__(self) -> T:
-        return await self._feed.receive()
+        buffer = self._buffer
+        while True:
+            try:
+                return buffer.take_nowait()
+            except WouldBlock:
+                await self._wait_readable()
+            except EndOfStream:
+                raise StopAsyncIteration from None
 
     async def receive_batch(self) -> list[T]:
         """Every item waiting (waits for at least one); ``[]`` when the subscription has ended cleanly."""
-        return await self._feed.receive_batch()
+        buffer = self._buffer
+        while True:
+            try:
+                return buffer.take_all_nowait()
+            except WouldBlock:
+                await self._wait_readable()
+            except EndOfStream:
+                return []
+
+    async def _wait_readable(self) -> None:
+        buffer = self._buffer
+        if self._reading:
+            raise RuntimeError(f"subscription {buffer.name!r} is already being read by another task")
+        buffer.reader = readable = anyio.Event()
+        self._reading = True
+        try:
+            await readable.wait()
+        finally:
+            self._reading = False
+            if buffer.reader is readable:
+                buffer.reader = None
 
     def close(self) -> None:
         """Unsubscribe now. Items still waiting are discarded; iteration then ends cleanly."""
-        self._feed.close()
+        self._buffer.close()
 
     async def aclose(self) -> None:
-        self._feed.close()
+        self._buffer.close()
 
     async def __aenter__(self) -> Subscription[T]:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._feed.close()
+        self._buffer.close()
+
+    def cut_off(self, error: BaseException) -> None:
+        """End this subscriber alone because its consumer failed (an observer that raised).
+
+        Its statistics show it ``failed`` with ``error``; the source and the other subscribers go on.
+        """
+        self._buffer.cut_off("failed", error)
+
+    def disconnect(self, error: SubscriberError) -> None:
+        """End this subscriber alone because its consumer cannot keep up (a web client's send timed out).
+
+        Its statistics show it ``disconnected`` with ``error``; the source and the other subscribers go on.
+        """
+        self._buffer.cut_off("disconnected", error)
 
     def statistics(self) -> SubscriberStatistics:
-        return self._feed.statistics()
-
-    def _cut_off(self, error: Exception) -> None:
-        self._feed.cut_off(error)
-
-    def _disconnect(self, error: SubscriberError) -> None:
-        """End this subscriber alone because its consumer cannot keep up (a web client's send timed out)."""
-        self._feed.end("disconnected", error)
-        self._feed.close()
+        return self._buffer.statistics()
 
 
-def _close_feed(feed_ref: weakref.ref[_Feed[Any]]) -> None:
-    """A forgotten subscription's finalizer: unsubscribe its feed, if the hub still holds it."""
-    feed = feed_ref()
-    if feed is not None:
-        feed.close()
-
-
-def _raise_shared(error: BaseException, traceback: TracebackType | None) -> NoReturn:
-    """Raise an exception that several readers raise in turn, from the traceback it had when it ended them.
-
-    Raising an exception object again appends the raiser's frames to its traceback: without the reset,
-    every subscriber (every reconnecting browser) would add its frames to the one shared exception, and
-    keep them alive as long as the hub.
-    """
-    raise error.with_traceback(traceback)
+def _close_buffer(buffer_ref: weakref.ref[SubscriberBuffer[Any]]) -> None:
+    """A forgotten subscription's finalizer: unsubscribe its buffer, if the hub still holds it."""
+    buffer = buffer_ref()
+    if buffer is not None:
+        buffer.close()
 
 
 class Hub(Generic[T]):
     """Multicasts one source to many subscribers. Made by :func:`fan_out`, which owns its tasks.
 
-    Subscribe with :meth:`subscribe` (an async iterator) or :meth:`observe` (a reactivex observer); watch
-    it with :meth:`statistics`. Use it from the event loop's thread only.
+    Subscribe with :meth:`subscribe` (an async iterator; :func:`pipeline.fanout.rx.observe` feeds a reactivex
+    observer from one); watch it with :meth:`statistics`. Use it from the event loop's thread only.
     """
 
     def __init__(self, source: AsyncIterable[T], *, history_limit: int | None) -> None:
@@ -568,8 +234,10 @@ class Hub(Generic[T]):
         self._history_limit = history_limit
         self._history: list[T] | None = [] if history_limit else None
         self._items_seen = 0
-        self._live: tuple[_Feed[T], ...] = ()  # replaced, never mutated: safe to iterate while it changes
-        self._feeds: dict[_Feed[T], None] = {}  # for statistics, in order of subscription
+        self._live: tuple[
+            SubscriberBuffer[T], ...
+        ] = ()  # replaced, never mutated: safe to iterate while it changes
+        self._buffers: dict[SubscriberBuffer[T], None] = {}  # for statistics, in order of subscription
         self._retired = 0
         self._forgotten_totals = [0, 0, 0, 0, 0]  # delivered, coalesced, dropped, disconnected, failed
         self._subscriptions_made = 0
@@ -604,9 +272,9 @@ class Hub(Generic[T]):
             ReplayUnavailableError: ``replay`` asked after the first item, but the hub keeps no history
                 (``fan_out(replay=False)``) or has passed its ``max_replay`` cap.
         """
-        if policy not in _POLICIES:
+        if policy not in POLICIES:
             raise ConfigurationError(
-                f"unknown subscriber policy {policy!r}; expected one of {sorted(_POLICIES)}"
+                f"unknown subscriber policy {policy!r}; expected one of {sorted(POLICIES)}"
             )
         if max_buffer < 1:
             raise ConfigurationError(f"max_buffer must be at least 1, got {max_buffer}")
@@ -616,28 +284,27 @@ class Hub(Generic[T]):
                 raise ReplayUnavailableError(self._replay_unavailable_reason())
             history = self._history
         self._subscriptions_made += 1
-        feed = _Feed(self, name or f"subscriber-{self._subscriptions_made}", policy, max_buffer, history)
-        self._feeds[feed] = None
+        buffer = SubscriberBuffer(
+            self, name or f"subscriber-{self._subscriptions_made}", policy, max_buffer, history
+        )
+        self._buffers[buffer] = None
         if self._source_state == "running":
-            self._live = (*self._live, feed)
+            self._live = (*self._live, buffer)
         else:
-            feed.end(*self._outcome_for_subscribers())
-        return Subscription(feed)
+            buffer.end(*self._outcome_for_subscribers())
+        return Subscription(buffer)
 
-    def observe(
-        self,
-        observer: ObserverBase[T],
-        *,
-        policy: Policy = "block",
-        max_buffer: int = DEFAULT_MAX_BUFFER,
-        replay: bool = True,
-        name: str | None = None,
-    ) -> DisposableBase:
-        """Feed a reactivex observer through its own buffer and pump task; see
-        :func:`pipeline.fanout.rx.observe`."""
-        from pipeline.fanout.rx import observe
+    def start_soon(self, function: Callable[[], Coroutine[Any, Any, object]], *, name: str) -> None:
+        """Start a task in the hub's task group, for a bridge that feeds a subscription elsewhere.
 
-        return observe(self, observer, policy=policy, max_buffer=max_buffer, replay=replay, name=name)
+        The task is cancelled when the hub's ``async with`` block ends, like the pump.
+
+        Raises:
+            HubClosedError: the hub's ``async with`` block has already ended.
+        """
+        if self._task_group is None:
+            raise HubClosedError(f"the hub's `async with` block has ended; it cannot start {name!r}")
+        self._task_group.start_soon(function, name=name)
 
     async def wait_finished(self) -> None:
         """Wait until the source has ended (completed, failed, or the hub was closed). Never raises."""
@@ -648,7 +315,7 @@ class Hub(Generic[T]):
         return self._source_state
 
     def statistics(self) -> HubStatistics:
-        subscribers = tuple(feed.statistics() for feed in self._feeds)
+        subscribers = tuple(buffer.statistics() for buffer in self._buffers)
         delivered, coalesced, dropped, disconnected, failed = self._forgotten_totals
         for stats in subscribers:
             delivered += stats.delivered
@@ -709,21 +376,32 @@ class Hub(Generic[T]):
                 self._history = None  # readers mid-replay keep their own reference
 
     async def _deliver(self, item: T) -> None:
-        key: _CoalesceKey | None = None
+        key: CoalesceKey | None = None
         key_known = False
-        stalled: list[_Feed[T]] = []
-        for feed in self._live:
-            if not key_known and feed.policy in _COALESCING:
-                key, key_known = _coalesce_key(item), True
-            if not feed.offer(item, key):
-                stalled.append(feed)
-        for feed in stalled:
-            while not feed.ended and not feed.offer(item, key):
-                await self._wait_for_room()
+        stalled: list[SubscriberBuffer[T]] = []
+        for buffer in self._live:
+            if not key_known and buffer.coalesces:
+                key, key_known = coalesce_key(item), True
+            try:
+                if buffer.offer_nowait(item, key):
+                    self._block_full = True
+            except WouldBlock:
+                if buffer.waits:
+                    stalled.append(buffer)
+                else:
+                    buffer.overflow(self._items_seen)
+        for buffer in stalled:
+            while not buffer.ended:
+                try:
+                    if buffer.offer_nowait(item, key):
+                        self._block_full = True
+                    break
+                except WouldBlock:
+                    await self._wait_for_room()
 
     async def _wait_for_block_room(self) -> None:
         """Wait until every block subscriber has room: the pacing of ``block``."""
-        while any(feed.policy == "block" and len(feed._items) >= feed.max_buffer for feed in self._live):
+        while any(buffer.policy == "block" and buffer.full for buffer in self._live):
             await self._wait_for_room()
         self._block_full = False
 
@@ -743,8 +421,8 @@ class Hub(Generic[T]):
         self._source_error = error
         self._source_traceback = error.__traceback__ if error is not None else None
         subscriber_outcome = self._outcome_for_subscribers()
-        for feed in self._live:
-            feed.end(*subscriber_outcome)
+        for buffer in self._live:
+            buffer.end(*subscriber_outcome)
         self._finished.set()
 
     def _outcome_for_subscribers(
@@ -770,18 +448,18 @@ class Hub(Generic[T]):
 
     # -- bookkeeping -------------------------------------------------------------------------------------
 
-    def _feed_ended(self, feed: _Feed[T]) -> None:
-        if feed in self._live:
-            self._live = tuple(live for live in self._live if live is not feed)
+    def _buffer_ended(self, buffer: SubscriberBuffer[Any]) -> None:
+        if buffer in self._live:
+            self._live = tuple(live for live in self._live if live is not buffer)
         self._wake_pump()
 
-    def _retire(self, feed: _Feed[T]) -> None:
+    def _retire(self, buffer: SubscriberBuffer[Any]) -> None:
         """A subscriber is done with; past ``RETAINED_SUBSCRIBERS`` such, forget the oldest but its counts."""
         self._retired += 1
         if self._retired <= RETAINED_SUBSCRIBERS:
             return
-        oldest = next(done for done in self._feeds if done.finished)
-        del self._feeds[oldest]
+        oldest = next(done for done in self._buffers if done.finished)
+        del self._buffers[oldest]
         self._retired -= 1
         stats = oldest.statistics()
         totals = self._forgotten_totals
@@ -800,15 +478,9 @@ class Hub(Generic[T]):
         self._pump_scope.cancel()
         self._task_group = None
 
-    def _spawn(self, function: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
-        """Start a helper task (an observer's pump) in the hub's task group."""
-        if self._task_group is None:
-            raise HubClosedError("the hub's `async with` block has ended; it cannot start an observer")
-        self._task_group.start_soon(function, name=name)
-
     def _raise_source_error(self) -> None:
         if self._source_error is not None:
-            _raise_shared(self._source_error, self._source_traceback)
+            raise_shared(self._source_error, self._source_traceback)
 
 
 @contextmanager
@@ -887,10 +559,9 @@ async def broadcast(
 
     The common case of a hub: agent code is one consumer (``block``, so it sees everything and paces the
     provider), and ``on_start(hub)`` is called before the first item is pulled to attach the rest (UI
-    observers with :meth:`Hub.observe`, a :class:`pipeline.fanout.web.ResponseRegistry` entry, ...). A
-    consumer
-    that returns early is unsubscribed and holds nobody up. Returns when the source has ended and every
-    consumer has returned.
+    observers with :func:`pipeline.fanout.rx.observe`, a :class:`pipeline.fanout.web.ResponseRegistry`
+    entry, ...). A consumer that returns early is unsubscribed and holds nobody up. Returns when the source
+    has ended and every consumer has returned.
 
     Raises:
         The source's exception, or a consumer's (which cancels the rest), unwrapped.

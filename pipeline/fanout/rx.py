@@ -62,7 +62,7 @@ def observe(
     subscription = hub.subscribe(policy=policy, max_buffer=max_buffer, replay=replay, name=name)
     feeding = _ObserverFeed(subscription, observer)
     try:
-        hub._spawn(feeding.run, name=f"streamfold observer {subscription.name}")
+        hub.start_soon(feeding.run, name=f"streamfold observer {subscription.name}")
     except HubClosedError:
         subscription.close()
         raise
@@ -116,7 +116,7 @@ class _ObserverFeed(Generic[T]):
 
     def _cut_off(self, error: Exception) -> None:
         name = self.subscription.name
-        self.subscription._cut_off(error)
+        self.subscription.cut_off(error)
         logger.error(
             "observer %r raised in on_next and was cut off from the hub; the others go on",
             name,

@@ -222,7 +222,7 @@ class _Endpoint:
             " was disconnected"
         )
         logger.warning("%s", message)
-        subscription._disconnect(SubscriberError(message))
+        subscription.disconnect(SubscriberError(message))
 
 
 class SSEEndpoint(_Endpoint):
