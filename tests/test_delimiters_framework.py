@@ -3,12 +3,16 @@ while a call is unconfirmed, and the wrapper reader's lists and cut-off calls.""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
-from operators.delimiters._base import DelimiterRewriter, FormatLexer, _Output
+import operators.delimiters._lexer as lexer_module
+from operators.delimiters import FORMATS, DelimiterRewriter, FormatLexer
 from operators.delimiters._scan import HEADER_LIMIT, Markers
+from operators.delimiters.rewriter import _Output
 from tests.delimiter_cases import Call, run
 
 
@@ -169,3 +173,14 @@ def test_header_past_the_cap_is_text_with_what_follows_it(format: str, section: 
     result = run(format, [section + opener + header, " more"])
     assert result.calls == []
     assert result.content == opener + header + " more"
+
+
+def test_the_engine_stands_alone_and_every_format_lives_in_formats() -> None:
+    tree = ast.parse(Path(lexer_module.__file__ or "").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert {name for name in imported if name and name.startswith("operators.")} == {
+        "operators.delimiters._scan"
+    }
+    assert {lexer.__module__.rpartition(".")[0] for lexer in FORMATS.values()} == {
+        "operators.delimiters.formats"
+    }

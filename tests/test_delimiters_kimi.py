@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.delimiters.kimi import kimi_tool_name
+from operators.delimiters.formats.kimi import kimi_tool_name
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.delimiters import DelimiterRewriter
-from operators.delimiters.mistral import mistral_call_id
+from operators.delimiters.formats.mistral import mistral_call_id
 from pipeline.models import ChunkResponse, ToolCallDelta
 from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
 

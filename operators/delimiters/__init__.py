@@ -2,29 +2,25 @@
 :class:`~pipeline.models.ToolCallDelta`\\ s; every other character passes through.
 
 ``rewrite_delimiters(source, "kimi_k2")`` is the operator, :class:`DelimiterRewriter` its sans-IO core,
-:data:`FORMATS` the formats by name. How the lexers work and how to add a format: ``_base.py``.
+:data:`FORMATS` the formats by name. The modules: ``rewriter`` (the core and its output packing),
+``_lexer`` (the lexer engine; how the lexers work and how to add a format), ``_families`` and
+``_wrapped`` / ``_invoke`` (building blocks), ``_registry`` (:data:`FORMATS`), ``_scan`` (markers, JSON and
+XML-style arguments), ``formats/`` (one module per family of models, registered on import).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any
 
 from aiostream import pipable_operator
 
 from operators.convert._base import IdFactory
-from operators.delimiters._base import (
-    DEFAULT_MAX_BUFFERED_CHARS,
-    FORMATS,
-    DelimiterRewriter,
-    FormatLexer,
-    SectionLexer,
-    TaggedCallLexer,
-    get_format,
-    register_format,
-)
+from operators.delimiters import formats as _formats  # registers every format
+from operators.delimiters._families import SectionLexer, TaggedCallLexer
+from operators.delimiters._lexer import DEFAULT_MAX_BUFFERED_CHARS, FormatLexer
+from operators.delimiters._registry import FORMATS, get_format, register_format
+from operators.delimiters.rewriter import DelimiterRewriter
 from pipeline.models import ChunkResponse
 from pipeline.stage import drive
 
@@ -40,10 +36,7 @@ __all__ = [
     "rewrite_delimiters",
 ]
 
-# Every public module of this package defines and registers formats.
-for _module in pkgutil.iter_modules(__path__):
-    if not _module.name.startswith("_"):
-        importlib.import_module(f"{__name__}.{_module.name}")
+del _formats
 
 
 @pipable_operator

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, Final
 
-from operators.delimiters._base import SectionLexer
+from operators.delimiters._families import SectionLexer
 from operators.delimiters._scan import Markers, ValueType
 
 __all__ = ["InvokeSectionLexer", "attribute"]

@@ -13,7 +13,7 @@ import json
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._base import Channel, FormatLexer, LexerOptions, _Output
+from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput
 from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers, space_end, without_surrogates
 
 __all__ = ["WrappedJsonLexer"]
@@ -42,7 +42,7 @@ class WrappedJsonLexer(FormatLexer):
     id_keys: ClassVar[frozenset[str]] = frozenset({"id"})
     wrapper_markers: ClassVar[Markers]
 
-    def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
+    def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)
         self._wrapped_name: str | None = None
         self._wrapped_id: str | None = None

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._base import Channel, LexerOptions, _Output, register_format
+from operators.delimiters._lexer import Channel, LexerOptions, LexerOutput
+from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers, space_end
 from operators.delimiters._wrapped import WrappedJsonLexer
 
@@ -82,7 +83,7 @@ class Llama3JsonLexer(WrappedJsonLexer):
 
     # --- text -----------------------------------------------------------------------------------------------
 
-    def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
+    def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)
         self.state = self._channel_start
 

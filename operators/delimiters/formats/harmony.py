@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._base import Channel, FormatLexer, register_format
+from operators.delimiters._lexer import Channel, FormatLexer
+from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers, space_end
 from pipeline.models import ToolCallDelta
 

@@ -40,15 +40,10 @@ from typing import Any, ClassVar, Final
 
 import msgspec
 
-from operators.delimiters._base import (
-    Channel,
-    FormatLexer,
-    LexerOptions,
-    TaggedCallLexer,
-    _Output,
-    register_format,
-)
+from operators.delimiters._families import TaggedCallLexer
 from operators.delimiters._invoke import attribute
+from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput
+from operators.delimiters._registry import register_format
 from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers, json_escape, space_end
 from operators.delimiters._wrapped import WrappedJsonLexer
 
@@ -107,7 +102,7 @@ class XmlToolLexer(TaggedCallLexer):
     )
     opener: ClassVar[str] = TOOL
 
-    def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
+    def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)
         self._tag: list[str] = []
         """The text of the ``<tool ...>`` or ``<arg ...>`` tag being read."""

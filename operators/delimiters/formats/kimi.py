@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._base import SectionLexer, register_format
+from operators.delimiters._families import SectionLexer
+from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers
 
 __all__ = ["KimiK2Lexer", "kimi_tool_name"]

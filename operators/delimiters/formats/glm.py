@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._base import TaggedCallLexer, register_format
+from operators.delimiters._families import TaggedCallLexer
+from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers
 
 __all__ = ["Glm45Lexer", "Glm47Lexer"]

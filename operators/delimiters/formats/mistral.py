@@ -15,7 +15,7 @@ import re
 import uuid
 from typing import ClassVar, Final
 
-from operators.delimiters._base import register_format
+from operators.delimiters._registry import register_format
 from operators.delimiters._scan import JsonArgs, Markers
 from operators.delimiters._wrapped import WrappedJsonLexer
 

@@ -1,9 +1,10 @@
-"""The delimiter-token rewriter's framework: lexers, the call output, the registry and the core.
+"""The delimiter lexer engine: :class:`FormatLexer`, its helpers and its shortcut.
 
 Some models write their tool calls into the text itself, between delimiter tokens (Kimi-K2's
 ``<|tool_call_begin|>``, DeepSeek's ``<\uff5ctool\u2581call\u2581begin\uff5c>``, Qwen's ``<tool_call>``, ...).
-:class:`DelimiterRewriter` moves those calls out of ``content`` and ``reasoning`` into
-:class:`~pipeline.models.ToolCallDelta`\\ s and passes every other character through, in order.
+:class:`~operators.delimiters.rewriter.DelimiterRewriter` moves those calls out of ``content`` and
+``reasoning`` into :class:`~pipeline.models.ToolCallDelta`\\ s and passes every other character through, in
+order.
 
 How it works
 ============
@@ -35,11 +36,11 @@ where the state would put it), leaving the lexer as the states would.
 How to add a format
 ===================
 
-1. Create ``operators/delimiters/<family>.py``. Every public module of this package is imported by the
-   package ``__init__``, so nothing else needs editing.
+1. Create ``operators/delimiters/formats/<family>.py``. Every public module of ``formats`` is imported by
+   ``formats/__init__.py``, so nothing else needs editing.
 2. Subclass the closest building block, set ``name`` (and ``aliases``), ``markers`` (every literal, for
    the tests), ``end_marker_optional`` if a call whose JSON is complete may lack its end marker at the
-   end of the stream, and decorate the class with ``@register_format``. The building blocks:
+   end of the stream, and decorate the class with ``@register_format`` (``._registry``). The building blocks:
 
    - :class:`FormatLexer`: the engine and the helpers (``collect_header`` for a bounded name or id,
      ``stream_json_args`` for JSON arguments that end at a marker outside a JSON string,
@@ -48,9 +49,9 @@ How to add a format
      ``hold_tentative`` / ``release_tentative`` / ``not_a_call`` for text held while deciding,
      ``hold_space`` / ``char_after_space`` / ``expect_after_space`` for whitespace held before what
      decides it).
-   - :class:`SectionLexer`: calls inside a section (``<|tool_calls_section_begin|> ... _end|>``); the
+   - ``_families.SectionLexer``: calls inside a section (``<|tool_calls_section_begin|> ... _end|>``); the
      section opener is confirmed by the first call, whitespace between calls dropped (Kimi, DeepSeek).
-   - :class:`TaggedCallLexer`: one block per call opened by a plain-text tag such as ``<tool_call>``,
+   - ``_families.TaggedCallLexer``: one block per call opened by a plain-text tag such as ``<tool_call>``,
      confirmed by what follows it (Hermes, Qwen3-Coder, GLM; ``read_name`` for the name after it).
    - ``_wrapped.WrappedJsonLexer``: a call written as ``{"name": ..., "arguments": {...}}``, alone or
      in a list (Hermes, Mistral, Llama 3, json).
@@ -86,13 +87,11 @@ How to add a format
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Final, Literal, Protocol, TypeAlias
 
 import msgspec
 
-from operators.convert._base import IdFactory, new_call_id
 from operators.delimiters._scan import (
     HEADER_LIMIT,
     JsonArgs,
@@ -103,22 +102,16 @@ from operators.delimiters._scan import (
     space_end,
     value_type_from_schema,
 )
-from pipeline.errors import ConfigurationError
-from pipeline.models import ChunkResponse, ToolCallDelta, ToolCallKind
+from pipeline.models import ToolCallDelta, ToolCallKind
 
 __all__ = [
     "DEFAULT_MAX_BUFFERED_CHARS",
-    "FORMATS",
     "Channel",
-    "DelimiterRewriter",
     "FormatLexer",
     "LexerOptions",
-    "SectionLexer",
-    "TaggedCallLexer",
-    "get_format",
-    "register_format",
+    "LexerOutput",
+    "State",
 ]
-
 Channel: TypeAlias = Literal["content", "reasoning"]
 State: TypeAlias = Callable[[str, int, bool], int]
 
@@ -135,74 +128,22 @@ class LexerOptions(msgspec.Struct, frozen=True):
     """Cap on the characters held for one call; see :class:`~._scan.XmlArguments`."""
 
 
-class _Piece(msgspec.Struct, gc=False):
-    """A tool-call delta being assembled while one chunk is lexed (mutable; a struct is cheap to build)."""
-
-    index: int
-    call_id: str | None
-    name: str | None
-    kind: ToolCallKind
-    args: list[str]
-    finished: bool = False
-
-    def delta(self) -> ToolCallDelta:
-        args = self.args
-        text = (args[0] if len(args) == 1 else "".join(args)) if args else None
-        return ToolCallDelta(self.index, self.call_id, self.name, text, self.finished, self.kind)
-
-
-_Op: TypeAlias = tuple[str, Any]
-_RANK: Final = {"reasoning": 0, "content": 1, "tool": 2}
-
-
-class _Output:
-    """Collects, in order, what the lexers emit for one incoming chunk; allocates call positions."""
-
-    __slots__ = ("calls_started", "id_factory", "kinds", "next_index", "ops")
-
-    def __init__(self, id_factory: IdFactory) -> None:
-        self.id_factory = id_factory
-        self.ops: list[_Op] = []
-        self.next_index = 0
-        self.calls_started = 0
-        self.kinds: dict[int, ToolCallKind] = {}
-        """The kind of each call that is not a ``function`` call, repeated on every delta of the call."""
+class LexerOutput(Protocol):
+    """Where a lexer reports what it found, in order; the rewriter packs it into chunks
+    (:class:`~operators.delimiters.rewriter.DelimiterRewriter`)."""
 
     def text(self, channel: Channel, text: str) -> None:
-        ops = self.ops
-        if ops and ops[-1][0] == channel:
-            ops[-1][1].append(text)
-        else:
-            ops.append((channel, [text]))
+        """Text of ``channel`` that passes through."""
 
     def start_call(self, name: str, call_id: str | None, kind: ToolCallKind = "function") -> int:
-        index = self.next_index
-        self.next_index += 1
-        self.calls_started += 1
-        if call_id is None:
-            call_id = self.id_factory(index)
-        if kind != "function":
-            self.kinds[index] = kind
-        self.ops.append(("tool", _Piece(index, call_id, name, kind, [])))
-        return index
-
-    def _piece(self, index: int) -> _Piece:
-        """The piece of call ``index`` that this chunk is writing: the last op if it is that call's."""
-        ops = self.ops
-        if ops:
-            kind, piece = ops[-1]
-            if kind == "tool" and piece.index == index and not piece.finished:
-                assert isinstance(piece, _Piece)
-                return piece
-        piece = _Piece(index, None, None, self.kinds.get(index, "function"), [])
-        ops.append(("tool", piece))
-        return piece
+        """A call starts; returns its position in the response (``call_id`` None: one is generated)."""
+        ...
 
     def args(self, index: int, text: str) -> None:
-        self._piece(index).args.append(text)
+        """Arguments text of call ``index``."""
 
     def end_call(self, index: int) -> None:
-        self._piece(index).finished = True
+        """Call ``index`` is finished."""
 
 
 _HEADER: Final = "header"
@@ -226,7 +167,7 @@ class FormatLexer:
     """What the text state (:meth:`start`) stops at; text with none of their first characters passes
     through that state untouched (the rewriter's fast path, :meth:`shortcut`)."""
 
-    def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
+    def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         self._output = output
         self.channel: Channel = channel
         self.options = options
@@ -625,420 +566,3 @@ class FormatLexer:
         if stop > pos:
             self.emit_args(json_args.trim(buf[pos:stop]))
         return resume, marker
-
-
-class SectionLexer(FormatLexer):
-    """A format whose calls sit inside a section: ``SECTION_BEGIN (CALL)* SECTION_END``.
-
-    Subclasses set ``text_markers`` (what opens a section or, tolerated, a bare call), ``section_begins``,
-    ``section_markers`` (what opens a call or closes the section inside a section), ``section_ends``, and
-    write ``begin_call(marker)`` that switches to the call's first state. A call's last state calls
-    ``self.after_call()``.
-
-    A section opener is confirmed by the first call opener: until then the opener and what follows are
-    held (bounded), and released as text if the section closes with text in it or the input ends.
-    Between calls, whitespace is dropped and any other text passes through.
-    """
-
-    section_begins: ClassVar[frozenset[str]]
-    section_markers: ClassVar[Markers]
-    section_ends: ClassVar[frozenset[str]]
-    call_end: ClassVar[str] = ""
-    """The marker that ends a call; a call that another marker ends is finished only if
-    ``end_marker_optional`` and its JSON arguments are complete (see :meth:`close_call`)."""
-
-    def __init__(self, output: _Output, channel: Channel, options: LexerOptions) -> None:
-        super().__init__(output, channel, options)
-        self.in_section = False
-        self._between_started = False
-
-    def begin_call(self, marker: str) -> None:
-        """``marker`` opened a call: switch to the call's first state."""
-        raise NotImplementedError
-
-    def after_call(self) -> None:
-        """The current call is over: back to the section (or to text for a call outside a section)."""
-        self._between_started = False
-        self.state = self.in_section_state if self.in_section else self.start
-
-    def close_call(self, marker: str) -> None:
-        """``marker`` ended the current call's header or arguments: end the call, then
-        :meth:`resume_after` the marker."""
-        json_args = self.json_args
-        self.end_call(
-            finished=marker == self.call_end
-            or (self.end_marker_optional and json_args is not None and json_args.complete)
-        )
-        self.resume_after(marker)
-
-    def resume_after(self, marker: str) -> None:
-        """A call ended at ``marker``: a section end closes the section, another call's opener opens that
-        call, anything else (the call's own end marker) leads back between calls."""
-        if marker in self.section_ends:
-            self.in_section = False
-            self.state = self.start
-        elif marker in self.section_markers:
-            self.begin_call(marker)
-        else:
-            self.after_call()
-
-    def not_a_call_header(self, opening: str) -> None:
-        """A call's header (what followed ``opening``) grew past the cap: it was text, and so is what
-        follows it up to the next call."""
-        self.emit_text(opening + self.take_header())
-        self.after_call()
-        self._between_started = True
-
-    def opened(self, marker: str) -> None:
-        if marker in self.section_begins:
-            self.in_section = True
-            self._between_started = False
-            self.hold_tentative(marker)
-            self.state = self.in_section_state
-        else:
-            self.in_section = False
-            self.begin_call(marker)
-
-    def in_section_state(self, buf: str, pos: int, final: bool) -> int:
-        """Between calls inside a section."""
-        stop, resume, marker = self.section_markers.find(buf, pos, final)
-        if stop > pos:
-            text = buf[pos:stop]
-            if self.tentative is not None:
-                if not self.hold_tentative(text):
-                    self.in_section = False
-                    self.release_tentative()
-                    self.state = self.start
-                    return stop
-            else:
-                self._between(text)
-        if marker is None:
-            return resume
-        if marker in self.section_ends:
-            self.in_section = False
-            self.state = self.start
-            if self.tentative is not None:
-                held = self.take_tentative()
-                opener_end = next(len(m) for m in self.section_begins if held.startswith(m))
-                if not held[opener_end:].isspace() and len(held) > opener_end:
-                    self.emit_text(held + marker)
-        else:
-            if self.tentative is not None:
-                held = self.take_tentative()
-                opener_end = next(len(m) for m in self.section_begins if held.startswith(m))
-                self._between(held[opener_end:])
-            self.begin_call(marker)
-        return resume
-
-    def partial_markers(self) -> Markers | None:
-        if self.state == self.in_section_state:
-            return self.section_markers
-        return super().partial_markers()
-
-    def _between(self, text: str) -> None:
-        if not self._between_started:
-            text = text.lstrip()
-            if not text:
-                return
-            self._between_started = True
-        self.emit_text(text)
-
-
-class TaggedCallLexer(FormatLexer):
-    """A format whose calls each sit in their own block opened by ``opener`` (``<tool_call>``).
-
-    The opener is plain text in these tokenizers, so it is held back (tentative) while :meth:`confirm`,
-    the state after the opener, looks at what follows: it calls :meth:`confirmed` when a call really
-    starts, or :meth:`not_a_call` to release the opener (and what it held) as text. A call's last state
-    calls :meth:`call_done`. Whitespace between two calls is their separator and is dropped; whitespace
-    after the last call is released as text unless the input ends.
-    """
-
-    opener: ClassVar[str]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "opener" in cls.__dict__ and "text_markers" not in cls.__dict__:
-            cls.text_markers = Markers(cls.opener)
-
-    def confirm(self, buf: str, pos: int, final: bool) -> int:
-        """The state after the opener."""
-        raise NotImplementedError
-
-    def opened(self, marker: str) -> None:
-        self.hold_tentative(marker)
-        self.state = self.confirm
-
-    def confirmed(self) -> None:
-        """What was held since the opener belongs to a call: drop it."""
-        self.take_tentative()
-
-    def read_name(self, buf: str, pos: int, name_end: re.Pattern[str]) -> tuple[int, str | None]:
-        """Read a tool name up to the first character that ``name_end`` matches, collected and held with
-        :meth:`hold_header`.
-
-        Returns ``(stop, ender)``: ``ender`` is the character at ``stop`` that ended the name (the name is
-        then :meth:`take_header`), None while the name runs to the end of the chunk, ``""`` when it passed
-        the cap (then it was not a call and the held text went out as text).
-        """
-        hit = name_end.search(buf, pos)
-        stop = len(buf) if hit is None else hit.start()
-        if stop > pos and not self.hold_header(buf[pos:stop]):
-            self.not_a_call()
-            return stop, ""
-        return stop, None if hit is None else buf[stop]
-
-    def call_done(self) -> None:
-        """The call's block is over."""
-        self.state = self._between_calls
-
-    def _between_calls(self, buf: str, pos: int, final: bool) -> int:
-        index, found = self.expect_after_space(buf, pos, final, (self.opener,))
-        if found:
-            self.opened(found)
-            return index + len(found)
-        if found == "":
-            self.not_a_call()
-        return index
-
-    def at_end(self) -> None:
-        if self.state == self._between_calls:
-            self.take_tentative()
-        super().at_end()
-
-
-# --- registry ----------------------------------------------------------------------------------------------
-
-FORMATS: dict[str, type[FormatLexer]] = {}
-"""Every delimiter format by name (and alias)."""
-
-_L = TypeVar("_L", bound=type[FormatLexer])
-
-
-def register_format(lexer: _L) -> _L:
-    """Class decorator: make ``lexer`` available under its ``name`` and ``aliases``."""
-    for name in (lexer.name, *lexer.aliases):
-        if not name:
-            raise ValueError(f"{lexer.__name__} has no name")
-        if FORMATS.get(name, lexer) is not lexer:
-            raise ValueError(f"delimiter format {name!r} is already registered")
-        FORMATS[name] = lexer
-    return lexer
-
-
-def get_format(name: str) -> type[FormatLexer]:
-    """The lexer class of the format ``name``; :class:`ConfigurationError` naming the known ones if none."""
-    try:
-        return FORMATS[name]
-    except KeyError:
-        known = ", ".join(sorted(FORMATS))
-        raise ConfigurationError(f"unknown delimiter format {name!r}; known formats: {known}") from None
-
-
-# --- the core ----------------------------------------------------------------------------------------------
-
-
-class DelimiterRewriter:
-    """Sans-IO core: :class:`ChunkResponse` in, chunks with delimiter tool calls moved to ``tool_calls``.
-
-    ``content`` and ``reasoning`` are lexed by two independent lexers of ``format``. Text keeps its channel
-    and order; a chunk whose text produced several runs (text, then a call, then text) becomes several
-    chunks, each ordered reasoning, content, tool calls. The incoming chunk's other fields (usage,
-    ``finish_reason``, metadata, ``is_complete``, tool calls already structured by the server) go on the
-    last chunk it produces; a chunk whose text is all held back and that carries nothing else gives ``[]``.
-
-    Call positions count on after the server's own tool calls; those are renumbered only if a delimiter
-    call took their position. When delimiter calls were made, a ``finish_reason`` of ``stop`` becomes
-    ``tool_calls`` (``metadata["stop_reason"]`` keeps ``stop`` unless already set). A chunk with
-    ``is_complete`` ends the response: held text is released and open calls are ended before it.
-
-    ``tool_schemas`` (tool name -> JSON schema of its parameters) types XML-style values;
-    ``max_buffered_chars`` caps what one call holds back: a non-string XML-style value is held until its
-    end tag to be typed; past the cap the held text is released raw and the rest of the value streams
-    raw, so the call goes on and nothing is lost, and a value that is not valid JSON leaves the call
-    with arguments text that the argument splitter reports (``invalid_json`` at the offset). JSON
-    arguments are never held (they stream as they arrive); headers (ids, names, tags) are capped at
-    :data:`~._scan.HEADER_LIMIT`.
-    """
-
-    __slots__ = ("_api_positions", "_content", "_lexer_type", "_options", "_output", "_reasoning")
-
-    def __init__(
-        self,
-        format: str | type[FormatLexer],
-        *,
-        id_factory: IdFactory | None = None,
-        tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
-        max_buffered_chars: int = DEFAULT_MAX_BUFFERED_CHARS,
-    ) -> None:
-        if max_buffered_chars < 1:
-            raise ConfigurationError(f"max_buffered_chars must be positive, not {max_buffered_chars}")
-        self._lexer_type = get_format(format) if isinstance(format, str) else format
-        self._options = LexerOptions(dict(tool_schemas or {}), max_buffered_chars)
-        self._output = _Output(id_factory or new_call_id)
-        self._content: FormatLexer
-        self._reasoning: FormatLexer
-        self._api_positions: dict[int, int]
-        self._reset()
-
-    def _reset(self) -> None:
-        output = self._output
-        output.next_index = 0
-        output.calls_started = 0
-        output.kinds.clear()
-        self._content = self._lexer_type(output, "content", self._options)
-        self._reasoning = self._lexer_type(output, "reasoning", self._options)
-        self._api_positions = {}
-
-    def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
-        """Rewrite one chunk; see the class doc."""
-        content = item.content
-        reasoning = item.reasoning
-        more = (  # truthy when the chunk has more than text (inline: this runs for every chunk)
-            item.is_complete
-            or item.tool_calls
-            or item.finish_reason
-            or item.usage
-            or item.metadata
-            or item.refusal
-            or item.reasoning_signature
-            or item.encrypted_reasoning
-            or item.reasoning_id
-            or item.content_signature
-            or item.reasoning_done
-            or item.tool_results
-            or item.citations
-            or item.image_urls
-            or item.audio_urls
-            or item.video_urls
-        )
-        if not more and (reasoning is None or not content):
-            # Text in one channel and nothing else: the two common cases need no lexing.
-            if reasoning is None:
-                lexer, text = self._content, content
-            else:
-                lexer, text = self._reasoning, reasoning
-            shortcut = lexer.shortcut(text)
-            if shortcut is True:
-                return [item] if text else []  # the chunk goes on as it is
-            if shortcut is None:
-                return self._pack(item, False) if self._output.ops else []
-            if shortcut is not False:
-                return [ChunkResponse(tool_calls=[shortcut])]
-        if reasoning:
-            self._reasoning.feed(reasoning)
-        if content:
-            self._content.feed(content)
-        if item.is_complete:
-            self._reasoning.finish()
-            self._content.finish()
-        chunks = self._pack(item, bool(more))
-        if item.is_complete:
-            self._reset()
-        return chunks
-
-    def finish(self) -> list[ChunkResponse]:
-        """The input ended: release held text and end open calls (cut off ones without ``finished``)."""
-        self._reasoning.finish()
-        self._content.finish()
-        chunks = self._pack(None, False)
-        self._reset()
-        return chunks
-
-    def _pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
-        """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text)."""
-        ops = self._output.ops
-        if item is not None and not ops:  # all of it held back or dropped
-            return [self._finalise(item, carries, "", None, [])] if carries else []
-        if item is not None and len(ops) == 1:
-            # The common cases: one run of text, or one piece of one call.
-            kind, payload = ops[0]
-            ops.clear()
-            if kind == "tool":
-                return [self._finalise(item, carries, "", None, [payload.delta()])]
-            text = payload[0] if len(payload) == 1 else "".join(payload)
-            if kind == "content":
-                return [
-                    self._finalise(item, carries, item.content if text == item.content else text, None, [])
-                ]
-            return [self._finalise(item, carries, "", item.reasoning if text == item.reasoning else text, [])]
-        chunks: list[ChunkResponse] = []
-        reasoning: list[str] = []
-        content: list[str] = []
-        calls: list[ToolCallDelta] = []
-        rank = -1
-        for kind, payload in ops:
-            op_rank = _RANK[kind]
-            if op_rank < rank:
-                chunks.append(_chunk(content, reasoning, calls))
-                reasoning, content, calls = [], [], []
-            rank = op_rank
-            if kind == "tool":
-                calls.append(payload.delta())
-            elif kind == "content":
-                content.extend(payload)
-            else:
-                reasoning.extend(payload)
-        ops.clear()
-        if item is None:
-            if rank >= 0:
-                chunks.append(_chunk(content, reasoning, calls))
-            return chunks
-        if rank < 0 and not carries:
-            return chunks
-        chunks.append(
-            self._finalise(item, carries, "".join(content), "".join(reasoning) if reasoning else None, calls)
-        )
-        return chunks
-
-    def _finalise(
-        self,
-        item: ChunkResponse,
-        carries: bool,
-        content: str,
-        reasoning: str | None,
-        calls: list[ToolCallDelta],
-    ) -> ChunkResponse:
-        """``item`` with the rewritten text and calls, its server calls renumbered, its finish reason."""
-        if not carries:
-            if content is item.content and reasoning is item.reasoning and not calls:
-                return item
-            return ChunkResponse(content=content, reasoning=reasoning, tool_calls=calls or None)
-        if item.tool_calls:
-            calls.extend(self._renumber(item.tool_calls))
-        changes: dict[str, Any] = {}
-        if content is not item.content:
-            changes["content"] = content
-        if reasoning is not item.reasoning:
-            changes["reasoning"] = reasoning
-        new_calls = calls or None
-        if new_calls != item.tool_calls:
-            changes["tool_calls"] = new_calls
-        if item.finish_reason == "stop" and self._output.calls_started:
-            changes["finish_reason"] = "tool_calls"
-            metadata = item.metadata or {}
-            if "stop_reason" not in metadata:
-                changes["metadata"] = {**metadata, "stop_reason": "stop"}
-        return msgspec.structs.replace(item, **changes) if changes else item
-
-    def _renumber(self, deltas: Iterable[ToolCallDelta]) -> list[ToolCallDelta]:
-        output = self._output
-        positions = self._api_positions
-        renumbered = []
-        for delta in deltas:
-            position = positions.get(delta.index)
-            if position is None:
-                position = positions[delta.index] = output.next_index
-                output.next_index += 1
-            renumbered.append(
-                delta if position == delta.index else msgspec.structs.replace(delta, index=position)
-            )
-        return renumbered
-
-
-def _chunk(content: list[str], reasoning: list[str], calls: list[ToolCallDelta]) -> ChunkResponse:
-    return ChunkResponse(
-        content="".join(content),
-        reasoning="".join(reasoning) if reasoning else None,
-        tool_calls=calls or None,
-    )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from operators.delimiters._base import TaggedCallLexer, register_format
+from operators.delimiters._families import TaggedCallLexer
+from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers
 from operators.delimiters._wrapped import WrappedJsonLexer
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from operators.delimiters._base import SectionLexer, register_format
+from operators.delimiters._families import SectionLexer
 from operators.delimiters._invoke import InvokeSectionLexer, attribute
+from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers, ValueType
 
 __all__ = ["DeepSeekV3Lexer", "DeepSeekV31Lexer", "DeepSeekV32Lexer"]

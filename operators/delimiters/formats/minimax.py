@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from operators.delimiters._base import register_format
 from operators.delimiters._invoke import InvokeSectionLexer
+from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers
 
 __all__ = ["MiniMaxM2Lexer"]

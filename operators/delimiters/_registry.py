@@ -1,0 +1,35 @@
+"""The registry of delimiter formats: :data:`FORMATS` by name and alias, filled by ``@register_format``."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from operators.delimiters._lexer import FormatLexer
+from pipeline.errors import ConfigurationError
+
+__all__ = ["FORMATS", "get_format", "register_format"]
+
+FORMATS: dict[str, type[FormatLexer]] = {}
+"""Every delimiter format by name (and alias)."""
+
+_L = TypeVar("_L", bound=type[FormatLexer])
+
+
+def register_format(lexer: _L) -> _L:
+    """Class decorator: make ``lexer`` available under its ``name`` and ``aliases``."""
+    for name in (lexer.name, *lexer.aliases):
+        if not name:
+            raise ValueError(f"{lexer.__name__} has no name")
+        if FORMATS.get(name, lexer) is not lexer:
+            raise ValueError(f"delimiter format {name!r} is already registered")
+        FORMATS[name] = lexer
+    return lexer
+
+
+def get_format(name: str) -> type[FormatLexer]:
+    """The lexer class of the format ``name``; :class:`ConfigurationError` naming the known ones if none."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        known = ", ".join(sorted(FORMATS))
+        raise ConfigurationError(f"unknown delimiter format {name!r}; known formats: {known}") from None

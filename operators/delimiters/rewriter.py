@@ -1,0 +1,293 @@
+"""The delimiter-token rewriter's core: :class:`DelimiterRewriter` runs one lexer per channel and packs what
+they report into :class:`~pipeline.models.ChunkResponse`\\ s, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, TypeAlias
+
+import msgspec
+
+from operators.convert._base import IdFactory, new_call_id
+from operators.delimiters._lexer import DEFAULT_MAX_BUFFERED_CHARS, Channel, FormatLexer, LexerOptions
+from operators.delimiters._registry import get_format
+from pipeline.errors import ConfigurationError
+from pipeline.models import ChunkResponse, ToolCallDelta, ToolCallKind
+
+__all__ = ["DelimiterRewriter"]
+
+
+class _Piece(msgspec.Struct, gc=False):
+    """A tool-call delta being assembled while one chunk is lexed (mutable; a struct is cheap to build)."""
+
+    index: int
+    call_id: str | None
+    name: str | None
+    kind: ToolCallKind
+    args: list[str]
+    finished: bool = False
+
+    def delta(self) -> ToolCallDelta:
+        args = self.args
+        text = (args[0] if len(args) == 1 else "".join(args)) if args else None
+        return ToolCallDelta(self.index, self.call_id, self.name, text, self.finished, self.kind)
+
+
+_Op: TypeAlias = tuple[str, Any]
+_RANK: Final = {"reasoning": 0, "content": 1, "tool": 2}
+
+
+class _Output:
+    """Collects, in order, what the lexers emit for one incoming chunk; allocates call positions."""
+
+    __slots__ = ("calls_started", "id_factory", "kinds", "next_index", "ops")
+
+    def __init__(self, id_factory: IdFactory) -> None:
+        self.id_factory = id_factory
+        self.ops: list[_Op] = []
+        self.next_index = 0
+        self.calls_started = 0
+        self.kinds: dict[int, ToolCallKind] = {}
+        """The kind of each call that is not a ``function`` call, repeated on every delta of the call."""
+
+    def text(self, channel: Channel, text: str) -> None:
+        ops = self.ops
+        if ops and ops[-1][0] == channel:
+            ops[-1][1].append(text)
+        else:
+            ops.append((channel, [text]))
+
+    def start_call(self, name: str, call_id: str | None, kind: ToolCallKind = "function") -> int:
+        index = self.next_index
+        self.next_index += 1
+        self.calls_started += 1
+        if call_id is None:
+            call_id = self.id_factory(index)
+        if kind != "function":
+            self.kinds[index] = kind
+        self.ops.append(("tool", _Piece(index, call_id, name, kind, [])))
+        return index
+
+    def _piece(self, index: int) -> _Piece:
+        """The piece of call ``index`` that this chunk is writing: the last op if it is that call's."""
+        ops = self.ops
+        if ops:
+            kind, piece = ops[-1]
+            if kind == "tool" and piece.index == index and not piece.finished:
+                assert isinstance(piece, _Piece)
+                return piece
+        piece = _Piece(index, None, None, self.kinds.get(index, "function"), [])
+        ops.append(("tool", piece))
+        return piece
+
+    def args(self, index: int, text: str) -> None:
+        self._piece(index).args.append(text)
+
+    def end_call(self, index: int) -> None:
+        self._piece(index).finished = True
+
+
+class DelimiterRewriter:
+    """Sans-IO core: :class:`ChunkResponse` in, chunks with delimiter tool calls moved to ``tool_calls``.
+
+    ``content`` and ``reasoning`` are lexed by two independent lexers of ``format``. Text keeps its channel
+    and order; a chunk whose text produced several runs (text, then a call, then text) becomes several
+    chunks, each ordered reasoning, content, tool calls. The incoming chunk's other fields (usage,
+    ``finish_reason``, metadata, ``is_complete``, tool calls already structured by the server) go on the
+    last chunk it produces; a chunk whose text is all held back and that carries nothing else gives ``[]``.
+
+    Call positions count on after the server's own tool calls; those are renumbered only if a delimiter
+    call took their position. When delimiter calls were made, a ``finish_reason`` of ``stop`` becomes
+    ``tool_calls`` (``metadata["stop_reason"]`` keeps ``stop`` unless already set). A chunk with
+    ``is_complete`` ends the response: held text is released and open calls are ended before it.
+
+    ``tool_schemas`` (tool name -> JSON schema of its parameters) types XML-style values;
+    ``max_buffered_chars`` caps what one call holds back: a non-string XML-style value is held until its
+    end tag to be typed; past the cap the held text is released raw and the rest of the value streams
+    raw, so the call goes on and nothing is lost, and a value that is not valid JSON leaves the call
+    with arguments text that the argument splitter reports (``invalid_json`` at the offset). JSON
+    arguments are never held (they stream as they arrive); headers (ids, names, tags) are capped at
+    :data:`~._scan.HEADER_LIMIT`.
+    """
+
+    __slots__ = ("_api_positions", "_content", "_lexer_type", "_options", "_output", "_reasoning")
+
+    def __init__(
+        self,
+        format: str | type[FormatLexer],
+        *,
+        id_factory: IdFactory | None = None,
+        tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+        max_buffered_chars: int = DEFAULT_MAX_BUFFERED_CHARS,
+    ) -> None:
+        if max_buffered_chars < 1:
+            raise ConfigurationError(f"max_buffered_chars must be positive, not {max_buffered_chars}")
+        self._lexer_type = get_format(format) if isinstance(format, str) else format
+        self._options = LexerOptions(dict(tool_schemas or {}), max_buffered_chars)
+        self._output = _Output(id_factory or new_call_id)
+        self._content: FormatLexer
+        self._reasoning: FormatLexer
+        self._api_positions: dict[int, int]
+        self._reset()
+
+    def _reset(self) -> None:
+        output = self._output
+        output.next_index = 0
+        output.calls_started = 0
+        output.kinds.clear()
+        self._content = self._lexer_type(output, "content", self._options)
+        self._reasoning = self._lexer_type(output, "reasoning", self._options)
+        self._api_positions = {}
+
+    def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
+        """Rewrite one chunk; see the class doc."""
+        content = item.content
+        reasoning = item.reasoning
+        more = (  # truthy when the chunk has more than text (inline: this runs for every chunk)
+            item.is_complete
+            or item.tool_calls
+            or item.finish_reason
+            or item.usage
+            or item.metadata
+            or item.refusal
+            or item.reasoning_signature
+            or item.encrypted_reasoning
+            or item.reasoning_id
+            or item.content_signature
+            or item.reasoning_done
+            or item.tool_results
+            or item.citations
+            or item.image_urls
+            or item.audio_urls
+            or item.video_urls
+        )
+        if not more and (reasoning is None or not content):
+            # Text in one channel and nothing else: the two common cases need no lexing.
+            if reasoning is None:
+                lexer, text = self._content, content
+            else:
+                lexer, text = self._reasoning, reasoning
+            shortcut = lexer.shortcut(text)
+            if shortcut is True:
+                return [item] if text else []  # the chunk goes on as it is
+            if shortcut is None:
+                return self._pack(item, False) if self._output.ops else []
+            if shortcut is not False:
+                return [ChunkResponse(tool_calls=[shortcut])]
+        if reasoning:
+            self._reasoning.feed(reasoning)
+        if content:
+            self._content.feed(content)
+        if item.is_complete:
+            self._reasoning.finish()
+            self._content.finish()
+        chunks = self._pack(item, bool(more))
+        if item.is_complete:
+            self._reset()
+        return chunks
+
+    def finish(self) -> list[ChunkResponse]:
+        """The input ended: release held text and end open calls (cut off ones without ``finished``)."""
+        self._reasoning.finish()
+        self._content.finish()
+        chunks = self._pack(None, False)
+        self._reset()
+        return chunks
+
+    def _pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
+        """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text)."""
+        ops = self._output.ops
+        if item is not None and not ops:  # all of it held back or dropped
+            return [self._finalise(item, carries, "", None, [])] if carries else []
+        if item is not None and len(ops) == 1:
+            # The common cases: one run of text, or one piece of one call.
+            kind, payload = ops[0]
+            ops.clear()
+            if kind == "tool":
+                return [self._finalise(item, carries, "", None, [payload.delta()])]
+            text = payload[0] if len(payload) == 1 else "".join(payload)
+            if kind == "content":
+                return [
+                    self._finalise(item, carries, item.content if text == item.content else text, None, [])
+                ]
+            return [self._finalise(item, carries, "", item.reasoning if text == item.reasoning else text, [])]
+        chunks: list[ChunkResponse] = []
+        reasoning: list[str] = []
+        content: list[str] = []
+        calls: list[ToolCallDelta] = []
+        rank = -1
+        for kind, payload in ops:
+            op_rank = _RANK[kind]
+            if op_rank < rank:
+                chunks.append(_chunk(content, reasoning, calls))
+                reasoning, content, calls = [], [], []
+            rank = op_rank
+            if kind == "tool":
+                calls.append(payload.delta())
+            elif kind == "content":
+                content.extend(payload)
+            else:
+                reasoning.extend(payload)
+        ops.clear()
+        if item is None:
+            if rank >= 0:
+                chunks.append(_chunk(content, reasoning, calls))
+            return chunks
+        if rank < 0 and not carries:
+            return chunks
+        chunks.append(
+            self._finalise(item, carries, "".join(content), "".join(reasoning) if reasoning else None, calls)
+        )
+        return chunks
+
+    def _finalise(
+        self,
+        item: ChunkResponse,
+        carries: bool,
+        content: str,
+        reasoning: str | None,
+        calls: list[ToolCallDelta],
+    ) -> ChunkResponse:
+        """``item`` with the rewritten text and calls, its server calls renumbered, its finish reason."""
+        if not carries:
+            if content is item.content and reasoning is item.reasoning and not calls:
+                return item
+            return ChunkResponse(content=content, reasoning=reasoning, tool_calls=calls or None)
+        if item.tool_calls:
+            calls.extend(self._renumber(item.tool_calls))
+        changes: dict[str, Any] = {}
+        if content is not item.content:
+            changes["content"] = content
+        if reasoning is not item.reasoning:
+            changes["reasoning"] = reasoning
+        new_calls = calls or None
+        if new_calls != item.tool_calls:
+            changes["tool_calls"] = new_calls
+        if item.finish_reason == "stop" and self._output.calls_started:
+            changes["finish_reason"] = "tool_calls"
+            metadata = item.metadata or {}
+            if "stop_reason" not in metadata:
+                changes["metadata"] = {**metadata, "stop_reason": "stop"}
+        return msgspec.structs.replace(item, **changes) if changes else item
+
+    def _renumber(self, deltas: Iterable[ToolCallDelta]) -> list[ToolCallDelta]:
+        output = self._output
+        positions = self._api_positions
+        renumbered = []
+        for delta in deltas:
+            position = positions.get(delta.index)
+            if position is None:
+                position = positions[delta.index] = output.next_index
+                output.next_index += 1
+            renumbered.append(
+                delta if position == delta.index else msgspec.structs.replace(delta, index=position)
+            )
+        return renumbered
+
+
+def _chunk(content: list[str], reasoning: list[str], calls: list[ToolCallDelta]) -> ChunkResponse:
+    return ChunkResponse(
+        content="".join(content),
+        reasoning="".join(reasoning) if reasoning else None,
+        tool_calls=calls or None,
+    )
