@@ -7,16 +7,20 @@ into a failure); no sleep synchronises anything.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.agent import AgentRun, ToolOutput, ToolRegistry, run_loop, run_tools
 from pipeline.compose import process
 from pipeline.errors import ConfigurationError, ProviderError
 from pipeline.fanout.hub import fan_out
+from pipeline.fanout.web import to_wire
 from pipeline.models import (
     PipelineEvent,
     ResponseEnd,
@@ -469,3 +473,93 @@ async def test_the_loop_stops_at_the_step_limit() -> None:
     assert [len(turn.outputs) for turn in result.turns] == [2, 2]
     with pytest.raises(ConfigurationError, match="max_steps"):
         await run_loop(call_model, [], arithmetic(), next_messages=chat_messages, max_steps=0)
+
+
+@pytest.mark.anyio
+async def test_a_sync_tool_that_times_out_gives_timeout_and_the_stream_goes_on() -> None:
+    tools = ToolRegistry()
+    release = threading.Event()
+
+    @tools.tool(timeout=0.01)
+    def blocking() -> str:
+        release.wait(GUARD)  # a thread cannot be interrupted: the runner stops waiting for it
+        return "late"
+
+    try:
+        got = await collect(items(call("a", "blocking"), END), tools)
+    finally:
+        release.set()
+    assert got == [
+        call("a", "blocking"),
+        END,
+        ToolOutput(
+            call_id="a", name="blocking", status="timeout", error="tool 'blocking' timed out after 0.01 s"
+        ),
+    ]
+
+
+def test_tool_output_is_on_the_web_wire_as_its_dict() -> None:
+    output = ToolOutput(call_id="a", name="add", status="error", error="tool 'add' raised ValueError: x")
+    assert to_wire(output) == output.to_dict()
+
+
+BEHAVIOURS = ("ok", "raise", "invalid", "unknown", "truncated")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    calls=st.lists(st.tuples(st.booleans(), st.sampled_from(BEHAVIOURS)), max_size=8),
+    fail_at=st.none() | st.integers(min_value=0, max_value=8),
+    on_failure=st.sampled_from(["finish", "cancel"]),
+)
+def test_every_invocation_gets_exactly_one_output_after_it(
+    calls: list[tuple[bool, str]], fail_at: int | None, on_failure: str
+) -> None:
+    """Whatever the mix of read-only and side-effecting tools, failures and cut-offs: one output per
+    invocation, after it; the side-effecting outputs in call order; a failure raised after all of them."""
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    async def reader(behaviour: str) -> str:
+        if behaviour == "raise":
+            raise ValueError("no")
+        return "read"
+
+    @tools.tool
+    async def writer(behaviour: str) -> str:
+        if behaviour == "raise":
+            raise ValueError("no")
+        return "written"
+
+    invocations = []
+    for number, (read_only, behaviour) in enumerate(calls):
+        name = "nope" if behaviour == "unknown" else "reader" if read_only else "writer"
+        arguments: dict[str, Any] = {"behaviour": 1 if behaviour == "invalid" else behaviour}
+        error = ToolCallError("truncated", "cut", "{") if behaviour == "truncated" else None
+        invocations.append(ToolInvocation(f"c{number}", name, arguments, error))
+
+    async def response() -> AsyncIterator[PipelineEvent]:
+        for number, invocation in enumerate(invocations):
+            if number == fail_at:
+                raise ProviderError("boom")
+            yield invocation
+        yield END
+
+    async def run() -> tuple[list[Any], BaseException | None]:
+        got: list[Any] = []
+        try:
+            await drain(response(), tools, got, on_failure=on_failure)
+        except ProviderError as exc:
+            return got, exc
+        return got, None
+
+    got, failure = anyio.run(run, backend="asyncio")
+    failed = fail_at is not None and fail_at < len(invocations)
+    assert (failure is not None) == failed
+    sent = invocations[:fail_at] if failed else invocations
+    outputs = [item for item in got if isinstance(item, ToolOutput)]
+    assert sorted(output.call_id for output in outputs) == sorted(invocation.id for invocation in sent)
+    for output in outputs:
+        assert got.index(next(i for i in sent if i.id == output.call_id)) < got.index(output)
+    writers = [o.call_id for o in outputs if o.name == "writer" and o.status in ("ok", "error", "not_run")]
+    assert writers == sorted(writers, key=lambda call_id: int(call_id[1:]))
