@@ -320,19 +320,18 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
     ``pipeline.agent`` puts one in the stream per invocation). Not :class:`ToolResult`, which is what the
     provider sent for a call it executed itself.
 
-    ``status``: ``ok`` (``output`` is the tool's return value); ``error`` (the tool raised; ``error`` names
-    the exception); ``timeout``; ``invalid_arguments`` (malformed or failing validation; not run);
-    ``unknown_tool``; ``not_run`` (cut off, interrupted, or the response failed before its turn);
-    ``cancelled`` (stopped while running, because the response failed under ``on_failure="cancel"``).
+    ``output`` is what goes back to the model: the tool's return value when ``status`` is ``ok``, else a
+    message saying what failed and where. ``status``: ``ok``; ``error`` (the tool raised); ``timeout``;
+    ``invalid_arguments`` (malformed or failing validation; not run); ``unknown_tool``; ``not_run`` (cut
+    off, interrupted, or the response failed before its turn); ``cancelled`` (stopped while running,
+    because the response failed under ``on_failure="cancel"``).
     """
 
     call_id: str
     """The invocation's id (the provider's call id)."""
-    name: str
-    status: ToolOutputStatus = "ok"
     output: Any = None
-    error: str | None = None
-    """Why it is not ``ok``: what failed and where, for the model and for people."""
+    name: str = ""
+    status: ToolOutputStatus = "ok"
 
     @property
     def is_error(self) -> bool:
@@ -340,10 +339,7 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def text(self) -> str:
-        """The output as text for the next turn: a string as it is, other values as JSON, an error's
-        message when not ``ok``."""
-        if self.status != "ok":
-            return self.error or self.status
+        """``output`` as text for the next turn: a string as it is, other values as compact JSON."""
         if isinstance(self.output, str):
             return self.output
         try:
@@ -358,5 +354,4 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
             "name": self.name,
             "status": self.status,
             "output": self.output,
-            "error": self.error,
         }

@@ -224,21 +224,21 @@ async def test_calls_that_cannot_run_give_error_outputs_and_provider_calls_none(
     by_id = {item.call_id: item for item in got if isinstance(item, ToolOutput)}
     assert set(by_id) == {"j", "t", "v", "u", "e", "h"}  # none for the provider-executed call
     assert by_id["j"] == ToolOutput(
-        call_id="j", name="add", status="invalid_arguments", error="invalid_json: bad at 3"
+        call_id="j", name="add", status="invalid_arguments", output="invalid_json: bad at 3"
     )
     assert by_id["t"] == ToolOutput(
-        call_id="t", name="add", status="not_run", error="not run: truncated: ends at 7"
+        call_id="t", name="add", status="not_run", output="not run: truncated: ends at 7"
     )
     assert by_id["v"].status == "invalid_arguments"
-    assert "Input should be a valid integer" in str(by_id["v"].error)
+    assert "Input should be a valid integer" in str(by_id["v"].output)
     assert by_id["u"] == ToolOutput(
-        call_id="u", name="nope", status="unknown_tool", error="no tool named 'nope'"
+        call_id="u", name="nope", status="unknown_tool", output="no tool named 'nope'"
     )
     assert by_id["e"] == ToolOutput(
-        call_id="e", name="explode", status="error", error="tool 'explode' raised RuntimeError: disk full"
+        call_id="e", name="explode", status="error", output="tool 'explode' raised RuntimeError: disk full"
     )
     assert by_id["h"] == ToolOutput(
-        call_id="h", name="hang", status="timeout", error="tool 'hang' timed out after 0.01 s"
+        call_id="h", name="hang", status="timeout", output="tool 'hang' timed out after 0.01 s"
     )
     # outputs that need no tool come right after their invocation
     assert got[:4] == [invalid_json, by_id["j"], truncated, by_id["t"]]
@@ -260,7 +260,7 @@ async def test_a_truncated_recorded_call_is_never_run() -> None:
     assert [(output.call_id, output.status) for output in outputs] == [
         ("toolu_01EKqbqmZrGRXy18eN7m9kvY", "not_run")
     ]
-    assert str(outputs[0].error).startswith("not run: truncated: the arguments end at offset 149")
+    assert str(outputs[0].output).startswith("not run: truncated: the arguments end at offset 149")
     assert isinstance(got[-2], ToolOutput)
     assert isinstance(got[-1], ResponseEnd)
 
@@ -303,7 +303,7 @@ async def test_when_the_response_fails_running_tools_finish_and_queued_ones_neve
             call_id="b",
             name="after",
             status="not_run",
-            error="not run: the response failed before this call's turn",
+            output="not run: the response failed before this call's turn",
         ),
     ]
 
@@ -332,13 +332,13 @@ async def test_on_failure_cancel_cancels_running_tools_and_reports_them() -> Non
     assert cancelled.is_set()
     assert got[2:] == [
         ToolOutput(
-            call_id="a", name="slow", status="cancelled", error="cancelled: the response failed while it ran"
+            call_id="a", name="slow", status="cancelled", output="cancelled: the response failed while it ran"
         ),
         ToolOutput(
             call_id="b",
             name="after",
             status="not_run",
-            error="not run: the response failed before this call's turn",
+            output="not run: the response failed before this call's turn",
         ),
     ]
 
@@ -359,7 +359,7 @@ async def test_an_interrupted_recorded_stream_gives_not_run_then_the_error() -> 
     assert isinstance(got[-2], ToolInvocation)
     assert got[-2].error is not None
     assert (output.call_id, output.status) == ("toolu_01UYxUYC2zRPY8wiutnF48eP", "not_run")
-    assert str(output.error).startswith("not run: interrupted:")
+    assert str(output.output).startswith("not run: interrupted:")
 
 
 @pytest.mark.anyio
@@ -493,13 +493,13 @@ async def test_a_sync_tool_that_times_out_gives_timeout_and_the_stream_goes_on()
         call("a", "blocking"),
         END,
         ToolOutput(
-            call_id="a", name="blocking", status="timeout", error="tool 'blocking' timed out after 0.01 s"
+            call_id="a", name="blocking", status="timeout", output="tool 'blocking' timed out after 0.01 s"
         ),
     ]
 
 
 def test_tool_output_is_on_the_web_wire_as_its_dict() -> None:
-    output = ToolOutput(call_id="a", name="add", status="error", error="tool 'add' raised ValueError: x")
+    output = ToolOutput(call_id="a", name="add", status="error", output="tool 'add' raised ValueError: x")
     assert to_wire(output) == output.to_dict()
 
 

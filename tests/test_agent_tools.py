@@ -104,14 +104,13 @@ def test_bad_registrations_are_configuration_errors() -> None:
 
 def test_tool_output_serialises_as_tool_output() -> None:
     ok = ToolOutput(call_id="c1", name="add", output={"sum": 5})
-    failed = ToolOutput(call_id="c2", name="add", status="timeout", error="tool 'add' timed out after 1 s")
+    failed = ToolOutput(call_id="c2", name="add", status="timeout", output="tool 'add' timed out after 1 s")
     assert ok.to_dict() == {
         "type": "TOOL_OUTPUT",
         "call_id": "c1",
         "name": "add",
         "status": "ok",
         "output": {"sum": 5},
-        "error": None,
     }
     assert (ok.text, ok.is_error) == ('{"sum":5}', False)
     assert (failed.text, failed.is_error) == ("tool 'add' timed out after 1 s", True)

@@ -8,7 +8,9 @@
 
 The response's events pass through unchanged and in order; each client-side :class:`ToolInvocation` is
 followed, as soon as its tool returns, by one :class:`ToolOutput` (exactly one per invocation, whatever
-happens, unless the consumer leaves the block early). After the response's :class:`ResponseEnd` come the
+happens, unless the consumer leaves the block early). Its ``output`` is what goes back to the model: the
+tool's return value, or for a call that did not succeed a message saying what failed, with ``status``
+saying how it ended. After the response's :class:`ResponseEnd` come the
 outputs still running. So a hub, the web endpoints and the UI encoders show tool output like any other item
 (``to_dict()`` gives ``{"type": "TOOL_OUTPUT", ...}``).
 
@@ -260,7 +262,7 @@ async def _execute(invocation: ToolInvocation, tool: Tool, arguments: pydantic.B
 
 
 def _output(invocation: ToolInvocation, status: Any, error: str) -> ToolOutput:
-    return ToolOutput(call_id=invocation.id, name=invocation.name, status=status, error=error)
+    return ToolOutput(call_id=invocation.id, name=invocation.name, status=status, output=error)
 
 
 def _not_run(invocation: ToolInvocation) -> ToolOutput:
