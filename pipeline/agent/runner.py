@@ -153,7 +153,7 @@ def _sole_exception_unwrapped() -> Iterator[None]:
             raise
         context = sole.__context__
         try:
-            raise sole from sole.__cause__
+            raise sole
         finally:
             sole.__context__ = context
 
