@@ -1,9 +1,12 @@
-"""An agent loop that runs each tool the moment its call is folded, while the model is still streaming.
+"""An agent step whose tools run the moment each call is folded, while the model is still streaming.
 
 The model's response is replayed from the bundled demo stream (an Anthropic Messages stream with a
-``get_weather`` call and a ``write_file`` call), paced like a real response. Each invocation starts its
-tool in a task group as soon as ``fold_invocations`` yields it: ``get_weather`` runs while the model is
-still writing the file. ``write_file`` writes into a scratch directory.
+``get_weather`` call and a ``write_file`` call), paced like a real response. The tools are registered in a
+:class:`pipeline.agent.ToolRegistry` (arguments typed by the signatures); :func:`pipeline.agent.run_tools`
+starts each one as soon as its invocation is folded and puts a ``ToolOutput`` in the same stream when it
+returns: ``get_weather`` (read-only) runs while the model is still writing the file. ``write_file``
+writes into a scratch directory. For several turns, :func:`pipeline.agent.run_loop` drives the same runner
+with a ``call_model(messages)`` and a next-turn message builder.
 
 Run: ``python examples/agent_loop.py``
 """
@@ -12,17 +15,15 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import anyio
 
-from pipeline import SegmentEvent, SegmentEventType, ToolInvocation
+from pipeline import ResponseEnd, SegmentEvent, SegmentEventType, ToolInvocation
+from pipeline.agent import ToolOutput, ToolRegistry, run_tools
 from pipeline.compose import process
-
-Tool = Callable[[dict[str, Any]], Awaitable[str]]
 
 
 async def paced_response(speed: float = 400.0) -> AsyncIterator[bytes]:
@@ -34,59 +35,58 @@ async def paced_response(speed: float = 400.0) -> AsyncIterator[bytes]:
             yield event + b"\n\n"
 
 
-def make_tools(workdir: Path) -> dict[str, Tool]:
-    async def get_weather(arguments: dict[str, Any]) -> str:
+def make_tools(workdir: Path) -> ToolRegistry:
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True, timeout=10)
+    async def get_weather(location: str) -> str:
+        """The current weather in a city."""
         await anyio.sleep(0.05)  # a slow API call
-        return f"18°C and cloudy in {arguments['location']}"
+        return f"18°C and cloudy in {location}"
 
-    async def write_file(arguments: dict[str, Any]) -> str:
-        target = workdir / arguments["path"]
+    @tools.tool(timeout=10)
+    async def write_file(path: str, content: str) -> str:
+        """Write a file of the project."""
+        target = workdir / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        await anyio.Path(target).write_text(arguments["content"])
-        return f"wrote {len(arguments['content'])} characters to {arguments['path']}"
+        await anyio.Path(target).write_text(content)
+        return f"wrote {len(content)} characters to {path}"
 
-    return {"get_weather": get_weather, "write_file": write_file}
+    return tools
 
 
 async def run_agent(
-    source: AsyncIterator[bytes], tools: dict[str, Tool]
+    source: AsyncIterator[bytes], tools: ToolRegistry
 ) -> tuple[list[tuple[str, str, float]], float]:
-    """Stream the response; start every folded invocation at once.
+    """Stream the response; each tool starts when its call is folded.
 
-    Returns (call id, result, seconds from the start when the tool started) per call, and the seconds
-    from the start when the model's response ended.
+    Returns (call id, output text, seconds from the start when the tool started) per call, in the order
+    the outputs arrived, and the seconds from the start when the model's response ended.
     """
     started = time.perf_counter()
+    tool_started: dict[str, float] = {}
     results: list[tuple[str, str, float]] = []
-
-    async def execute(invocation: ToolInvocation) -> None:
-        at = time.perf_counter() - started
-        tool = tools.get(invocation.name)
-        if invocation.error is not None:
-            result = f"not run: {invocation.error.kind}: {invocation.error.message}"
-        elif tool is None:
-            result = f"not run: no tool named {invocation.name!r}"
-        else:
-            result = await tool(invocation.arguments)
-        results.append((invocation.id, result, at))
-
-    async with anyio.create_task_group() as tools_running:
-        async with process(source, provider="anthropic").stream() as events:
-            async for event in events:
-                if isinstance(event, ToolInvocation) and not event.provider_executed:
-                    tools_running.start_soon(execute, event)
-                elif isinstance(event, SegmentEvent) and event.event_type is SegmentEventType.START:
-                    print(f"{time.perf_counter() - started:6.3f}s  segment {event.segment_type} started")
-        streamed = time.perf_counter() - started
-        print(f"{streamed:6.3f}s  the model finished streaming")
+    streamed = 0.0
+    async with run_tools(process(source, provider="anthropic"), tools) as run:
+        async for item in run:
+            now = time.perf_counter() - started
+            if isinstance(item, ToolInvocation):
+                tool_started[item.id] = now  # its tool is already running
+                print(f"{now:6.3f}s  {item.name} started")
+            elif isinstance(item, ToolOutput):
+                results.append((item.call_id, item.text, tool_started[item.call_id]))
+                print(f"{now:6.3f}s  {item.name} -> {item.status}: {item.text}")
+            elif isinstance(item, SegmentEvent) and item.event_type is SegmentEventType.START:
+                print(f"{now:6.3f}s  segment {item.segment_type} started")
+            elif isinstance(item, ResponseEnd):
+                streamed = now
+                print(f"{streamed:6.3f}s  the model finished streaming")
     return results, streamed
 
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
-        results, _ = await run_agent(paced_response(), make_tools(Path(scratch)))
-        for call_id, result, at in results:
-            print(f"{at:6.3f}s  {call_id} started -> {result}")
+        await run_agent(paced_response(), make_tools(Path(scratch)))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ __all__ = [
     "ToolCallError",
     "ToolCallKind",
     "ToolInvocation",
+    "ToolOutput",
+    "ToolOutputStatus",
     "ToolResult",
 ]
 
@@ -305,3 +307,51 @@ class ResponseEnd(msgspec.Struct, frozen=True, gc=False, kw_only=True):
 PipelineEvent: TypeAlias = SegmentEvent | ToolInvocation | ResponseEnd
 """What the full pipeline yields: segment events, each invocation right after its segment's END, and one
 :class:`ResponseEnd` last."""
+
+
+ToolOutputStatus: TypeAlias = Literal[
+    "ok", "error", "timeout", "invalid_arguments", "unknown_tool", "not_run", "cancelled"
+]
+"""How a client-side tool call ended (see :class:`ToolOutput`)."""
+
+
+class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of running a client-side tool for a :class:`ToolInvocation` (the eager runner of
+    ``pipeline.agent`` puts one in the stream per invocation). Not :class:`ToolResult`, which is what the
+    provider sent for a call it executed itself.
+
+    ``output`` is what goes back to the model: the tool's return value when ``status`` is ``ok``, else a
+    message saying what failed and where. ``status``: ``ok``; ``error`` (the tool raised); ``timeout``;
+    ``invalid_arguments`` (malformed or failing validation; not run); ``unknown_tool``; ``not_run`` (cut
+    off, interrupted, or the response failed before its turn); ``cancelled`` (stopped while running,
+    because the response failed under ``on_failure="cancel"``).
+    """
+
+    call_id: str
+    """The invocation's id (the provider's call id)."""
+    output: Any = None
+    name: str = ""
+    status: ToolOutputStatus = "ok"
+
+    @property
+    def is_error(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def text(self) -> str:
+        """``output`` as text for the next turn: a string as it is, other values as compact JSON."""
+        if isinstance(self.output, str):
+            return self.output
+        try:
+            return msgspec.json.encode(self.output).decode()
+        except (TypeError, msgspec.EncodeError):
+            return str(self.output)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "TOOL_OUTPUT",
+            "call_id": self.call_id,
+            "name": self.name,
+            "status": self.status,
+            "output": self.output,
+        }

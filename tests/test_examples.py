@@ -36,6 +36,8 @@ async def test_agent_loop_starts_each_tool_before_the_response_ends(tmp_path: Pa
     ]
     weather = next(result for call_id, result, _ in results if call_id == "toolu_01WeatherDemo")
     assert weather == "18°C and cloudy in Paris, France"
+    written_message = next(result for call_id, result, _ in results if call_id == "toolu_01WriteFileDemo")
+    assert written_message == "wrote 521 characters to weather/watch.py"
     written = (tmp_path / "weather" / "watch.py").read_text()
     assert written.startswith('"""Print the weather for a city, every ten minutes."""')
 

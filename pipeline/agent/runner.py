@@ -1,0 +1,337 @@
+"""The eager tool runner: each tool starts the moment its call is folded, while the model keeps streaming.
+
+::
+
+    async with run_tools(process(response, provider="anthropic"), tools) as run:
+        async for item in run:          # the response's events, with a ToolOutput per call as it finishes
+            ...
+
+The response's events pass through unchanged and in order; each client-side :class:`ToolInvocation` is
+followed, as soon as its tool returns, by one :class:`ToolOutput` (exactly one per invocation, whatever
+happens, unless the consumer leaves the block early). Its ``output`` is what goes back to the model: the
+tool's return value, or for a call that did not succeed a message saying what failed, with ``status``
+saying how it ended. After the response's :class:`ResponseEnd` come the
+outputs still running. So a hub, the web endpoints and the UI encoders show tool output like any other item
+(``to_dict()`` gives ``{"type": "TOOL_OUTPUT", ...}``).
+
+Scheduling: a ``read_only`` tool starts at once and runs in parallel with everything else; other tools run
+one at a time in call order (a call waits for the side-effecting call before it), in parallel with the
+read-only ones. Provider-executed calls are not run. A call whose arguments are cut off (``truncated`` by
+the token limit, ``interrupted`` by a failed stream) is never run (``not_run``); malformed or invalid
+arguments give ``invalid_arguments``; an unknown name ``unknown_tool``; a tool that raises ``error``; one
+that outlives its ``timeout`` ``timeout``.
+
+When the response fails (the source raises): no further call starts (a side-effecting call still waiting
+for its turn gets ``not_run``). With ``on_failure="finish"`` (the default), calls already running finish
+(each within its timeout): a side effect half done is worse than a late result, and their outputs are
+what the caller needs to report or undo them. With ``on_failure="cancel"`` they are cancelled and give
+``cancelled``. Either way their outputs are delivered, then the response's exception is raised.
+
+Leaving the ``async with`` block (or cancelling it) cancels every tool still running and closes the
+source: no task is left behind. A sync tool's worker thread cannot be interrupted; the runner stops
+waiting for it. Cost: one memory-stream hand-off per item (a few microseconds), at most ``max_buffer``
+items waiting for the consumer, which paces the source through the pull.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+import anyio
+import pydantic
+from aiostream import streamcontext
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from pipeline._options import check_choice, check_count
+from pipeline.agent.tools import Tool, ToolRegistry
+from pipeline.errors import ConfigurationError
+from pipeline.models import PipelineEvent, ToolInvocation, ToolOutput
+
+__all__ = [
+    "DEFAULT_MAX_BUFFER",
+    "AgentRun",
+    "OnFailure",
+    "RunnerEvent",
+    "ToolRun",
+    "Turn",
+    "run_loop",
+    "run_tools",
+]
+
+DEFAULT_MAX_BUFFER = 64
+"""Items that may wait between the runner's pump and its consumer before the source is no longer read."""
+
+OnFailure: TypeAlias = Literal["finish", "cancel"]
+RunnerEvent: TypeAlias = PipelineEvent | ToolOutput
+"""What the runner yields: the response's events and one :class:`ToolOutput` per client-side call."""
+
+_NOT_RUN_KINDS = frozenset({"truncated", "interrupted"})
+
+
+class _Failure:
+    """The response's exception, carried to the consumer's task after the outputs before it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+_Item: TypeAlias = RunnerEvent | _Failure
+
+
+class ToolRun:
+    """The runner's stream (iterate it once), and what it has seen so far."""
+
+    def __init__(self, receive: MemoryObjectReceiveStream[_Item]) -> None:
+        self._receive = receive
+        self.invocations: list[ToolInvocation] = []
+        """The client-side invocations seen, in call order."""
+        self.outputs: list[ToolOutput] = []
+        """The outputs delivered so far, in the order they were yielded."""
+
+    def __aiter__(self) -> AsyncIterator[RunnerEvent]:
+        return self._read()
+
+    async def _read(self) -> AsyncIterator[RunnerEvent]:
+        async for item in self._receive:
+            if isinstance(item, _Failure):
+                raise item.error
+            if isinstance(item, ToolOutput):
+                self.outputs.append(item)
+            elif isinstance(item, ToolInvocation) and not item.provider_executed:
+                self.invocations.append(item)
+            yield item
+
+
+@asynccontextmanager
+async def run_tools(
+    events: AsyncIterable[PipelineEvent],
+    tools: ToolRegistry,
+    *,
+    on_failure: OnFailure = "finish",
+    max_buffer: int = DEFAULT_MAX_BUFFER,
+) -> AsyncIterator[ToolRun]:
+    """Run each invocation of ``events`` (a :func:`pipeline.process` stream) as soon as it is folded.
+
+    Yields a :class:`ToolRun`: iterate it for the events and the :class:`ToolOutput`\\ s. See the module
+    docstring for the ordering, scheduling and failure policy.
+
+    Raises:
+        ConfigurationError: on entering, for a bad option.
+    """
+    if not isinstance(tools, ToolRegistry):
+        raise ConfigurationError(f"tools must be a ToolRegistry, got {tools!r}")
+    check_choice("on_failure", on_failure, ("finish", "cancel"))
+    check_count("max_buffer", max_buffer, minimum=1)
+    send, receive = anyio.create_memory_object_stream[_Item](max_buffer)
+    runner = _Runner(tools, on_failure, send)
+    with receive, _sole_exception_unwrapped():
+        async with anyio.create_task_group() as group:
+            group.start_soon(runner.pump, events)
+            try:
+                yield ToolRun(receive)
+            finally:
+                group.cancel_scope.cancel()
+
+
+@contextmanager
+def _sole_exception_unwrapped() -> Iterator[None]:
+    """Re-raise a lone exception (the response's, or the block's own) out of the task group's wrapping."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        sole: BaseException = group
+        while isinstance(sole, BaseExceptionGroup) and len(sole.exceptions) == 1:
+            sole = sole.exceptions[0]
+        if isinstance(sole, BaseExceptionGroup):
+            raise
+        context = sole.__context__
+        try:
+            raise sole
+        finally:
+            sole.__context__ = context
+
+
+@dataclass(slots=True)
+class _Runner:
+    tools: ToolRegistry
+    on_failure: OnFailure
+    send: MemoryObjectSendStream[_Item]
+    failed: bool = False
+    running: dict[str, ToolInvocation] = field(default_factory=dict)
+    """Started, output not yet delivered."""
+    queued: dict[str, ToolInvocation] = field(default_factory=dict)
+    """Side-effecting calls waiting for their turn."""
+    serial_tail: anyio.Event | None = None
+    """Set when the last side-effecting call scheduled so far is over."""
+
+    async def pump(self, events: AsyncIterable[PipelineEvent]) -> None:
+        send = self.send
+        failure: Exception | None = None
+        async with send:
+            async with anyio.create_task_group() as group:
+                try:
+                    async with streamcontext(events) as items:
+                        async for event in items:
+                            early = None
+                            if isinstance(event, ToolInvocation) and not event.provider_executed:
+                                early = self._dispatch(event, group)  # starts before it is passed on
+                            await send.send(event)
+                            if early is not None:
+                                await send.send(early)
+                except Exception as exc:
+                    failure, self.failed = exc, True
+                    if self.on_failure == "cancel":
+                        group.cancel_scope.cancel()
+            for invocation in self.running.values():
+                await send.send(
+                    _output(invocation, "cancelled", "cancelled: the response failed while it ran")
+                )
+            for invocation in self.queued.values():
+                await send.send(_not_run(invocation))
+            if failure is not None:
+                await send.send(_Failure(failure))
+
+    def _dispatch(self, invocation: ToolInvocation, group: TaskGroup) -> ToolOutput | None:
+        """Start the call's tool (or queue it behind the side-effecting call before it); or return the
+        output of a call that cannot run."""
+        error = invocation.error
+        if error is not None:
+            if error.kind in _NOT_RUN_KINDS:
+                return _output(invocation, "not_run", f"not run: {error.kind}: {error.message}")
+            return _output(invocation, "invalid_arguments", f"{error.kind}: {error.message}")
+        tool = self.tools.get(invocation.name)
+        if tool is None:
+            return _output(invocation, "unknown_tool", f"no tool named {invocation.name!r}")
+        try:
+            arguments = tool.validate(invocation.arguments)
+        except pydantic.ValidationError as exc:
+            return _output(invocation, "invalid_arguments", f"invalid_arguments: {exc}")
+        if tool.read_only:
+            self.running[invocation.id] = invocation
+            group.start_soon(self._run, invocation, tool, arguments, None, None)
+        else:
+            after, done = self.serial_tail, anyio.Event()
+            self.serial_tail = done
+            self.queued[invocation.id] = invocation
+            group.start_soon(self._run, invocation, tool, arguments, after, done)
+        return None
+
+    async def _run(
+        self,
+        invocation: ToolInvocation,
+        tool: Tool,
+        arguments: pydantic.BaseModel,
+        after: anyio.Event | None,
+        done: anyio.Event | None,
+    ) -> None:
+        call_id = invocation.id
+        try:
+            if after is not None:
+                await after.wait()
+            if done is not None:
+                if self.failed:
+                    return  # the pump reports it as not run
+                del self.queued[call_id]
+                self.running[call_id] = invocation
+            output = await _execute(invocation, tool, arguments)
+            await self.send.send(output)
+            del self.running[call_id]
+        finally:
+            if done is not None:
+                done.set()
+
+
+async def _execute(invocation: ToolInvocation, tool: Tool, arguments: pydantic.BaseModel) -> ToolOutput:
+    with anyio.move_on_after(tool.timeout) as scope:
+        try:
+            value = await tool.call(arguments)
+        except Exception as exc:
+            return _output(invocation, "error", f"tool {tool.name!r} raised {type(exc).__name__}: {exc}")
+    if scope.cancelled_caught:
+        return _output(invocation, "timeout", f"tool {tool.name!r} timed out after {tool.timeout} s")
+    if isinstance(value, pydantic.BaseModel):
+        value = value.model_dump(mode="json")
+    return ToolOutput(call_id=invocation.id, name=invocation.name, output=value)
+
+
+def _output(invocation: ToolInvocation, status: Any, error: str) -> ToolOutput:
+    return ToolOutput(call_id=invocation.id, name=invocation.name, status=status, output=error)
+
+
+def _not_run(invocation: ToolInvocation) -> ToolOutput:
+    return _output(invocation, "not_run", "not run: the response failed before this call's turn")
+
+
+# --- the loop -----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Turn:
+    """One model response and the outputs of its calls."""
+
+    events: list[PipelineEvent]
+    outputs: list[ToolOutput]
+
+
+@dataclass(slots=True)
+class AgentRun:
+    """What :func:`run_loop` did: the conversation at the end, each turn, and why it stopped."""
+
+    messages: list[Any]
+    turns: list[Turn]
+    stop_reason: Literal["no_calls", "max_steps"]
+
+
+CallModel: TypeAlias = Callable[
+    [list[Any]], AsyncIterable[PipelineEvent] | Awaitable[AsyncIterable[PipelineEvent]]
+]
+NextMessages: TypeAlias = Callable[[Sequence[PipelineEvent], Sequence[ToolOutput]], Sequence[Any]]
+
+
+async def run_loop(
+    call_model: CallModel,
+    messages: Sequence[Any],
+    tools: ToolRegistry,
+    *,
+    next_messages: NextMessages,
+    max_steps: int = 10,
+    on_event: Callable[[RunnerEvent], Awaitable[None] | None] | None = None,
+    on_failure: OnFailure = "finish",
+) -> AgentRun:
+    """Drive turns until a response makes no client-side call, or ``max_steps`` responses.
+
+    Each turn: ``call_model(messages)`` gives the response's events (e.g. a :func:`pipeline.process`
+    stream; it may be a coroutine returning one), whose tools :func:`run_tools` runs eagerly; every item
+    goes to ``on_event`` (sync or async) as it comes; then ``next_messages(events, outputs)`` gives the
+    messages to append (the assistant message, then the tool results: a builder of
+    :mod:`pipeline.agent.messages` fits). A failed response raises, its outputs already delivered.
+    ``messages`` is not modified; the conversation is :attr:`AgentRun.messages`.
+    """
+    check_count("max_steps", max_steps, minimum=1)
+    conversation = list(messages)
+    turns: list[Turn] = []
+    for _ in range(max_steps):
+        source = call_model(list(conversation))
+        if not isinstance(source, AsyncIterable):  # a coroutine (an aiostream Stream is awaitable too)
+            source = await source
+        events: list[PipelineEvent] = []
+        async with run_tools(source, tools, on_failure=on_failure) as run:
+            async for item in run:
+                if not isinstance(item, ToolOutput):
+                    events.append(item)
+                if on_event is not None:
+                    reaction = on_event(item)
+                    if inspect.isawaitable(reaction):
+                        await reaction
+        turns.append(Turn(events, list(run.outputs)))
+        conversation.extend(next_messages(events, run.outputs))
+        if not run.invocations:
+            return AgentRun(conversation, turns, "no_calls")
+    return AgentRun(conversation, turns, "max_steps")
