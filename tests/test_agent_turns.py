@@ -500,3 +500,18 @@ def _tool() -> Any:
     from pipeline.models import SegmentType
 
     return SegmentType.TOOL_CALL
+
+
+def test_file_tool_calls_go_back_with_their_arguments_not_the_streamed_file_text() -> None:
+    from importlib import resources
+
+    demo = resources.files("pipeline.cli") / "demo" / "coding_agent.sse"
+    events = events_of(Path(str(demo)))
+    invocations = {e.id: e for e in events if isinstance(e, ToolInvocation)}
+    assert invocations["toolu_01WriteFileDemo"].name == "write_file"
+    (message,) = assistant_message(events, "openai_chat")
+    for call in message["tool_calls"]:
+        assert json.loads(call["function"]["arguments"]) == invocations[call["id"]].arguments
+    for item in assistant_message(events, "openai_responses"):
+        if item["type"] == "function_call":
+            assert json.loads(item["arguments"]) == invocations[item["call_id"]].arguments

@@ -21,8 +21,10 @@ The messages are plain dicts in the provider's request JSON (what the official S
 - An empty response gives no message at all (every provider rejects an empty assistant message).
 - Anthropic: a thinking block that never got its signature (a response cut off inside it) is dropped,
   since the API rejects an unsigned thinking block; empty text blocks are dropped.
-- OpenAI Chat and Responses: a call's arguments go back as the exact text the model wrote (cache-friendly);
-  Anthropic and Gemini take the parsed object (what was complete when the arguments were cut off).
+- OpenAI Chat and Responses: a call's arguments go back as the exact text the model wrote (cache-friendly;
+  a file tool's segment streams the file instead, so its folded arguments are encoded); Anthropic and
+  Gemini take the parsed object (what was complete when the arguments were cut off).
+- OpenAI Responses: reasoning segments with the same id are one item, where the id first appeared.
 - OpenAI Responses: text goes back as an assistant message with string content (the output message's
   ``msg_`` id is not part of the events); reasoning text as one ``summary_text``; a reasoning block without
   an id is dropped (the API requires one). Provider-executed calls go back whole where the events hold the
@@ -307,6 +309,7 @@ class TurnBuilder:
         refusal: list[str] = []
         reasoning: list[str] = []
         tool_calls: list[Message] = []
+        calls = self._calls()
         for segment in self._segments:
             if segment.kind is SegmentType.TEXT:
                 (refusal if segment.start.get("refusal") else text).append(segment.text)
@@ -323,7 +326,7 @@ class TurnBuilder:
                         {
                             "id": segment.id,
                             "type": "function",
-                            "function": {"name": name, "arguments": segment.text},
+                            "function": {"name": name, "arguments": _arguments_text(segment, calls)},
                         }
                     )
         content = "".join(text)
@@ -342,6 +345,7 @@ class TurnBuilder:
         items: list[Message] = []
         reasoning_items: dict[str, Message] = {}
         results = _results_by_call(self._segments)
+        calls = self._calls()
         for segment in self._segments:
             if segment.kind is SegmentType.REASONING:
                 meta = {**segment.start, **(segment.end or {})}
@@ -381,7 +385,7 @@ class TurnBuilder:
                             "type": "function_call",
                             "call_id": segment.id,
                             "name": _call_name(segment),
-                            "arguments": segment.text,
+                            "arguments": _arguments_text(segment, calls),
                         }
                     )
             elif segment.kind is SegmentType.TOOL_CALL:
@@ -474,6 +478,16 @@ def _is_client_call(segment: _Segment) -> bool:
     return (
         segment.kind is SegmentType.TOOL_CALL or segment.kind in _FILE_SEGMENTS
     ) and not segment.start.get("provider_executed")
+
+
+def _arguments_text(segment: _Segment, calls: Mapping[str, ToolInvocation]) -> str:
+    """The arguments text as the model wrote it; a file segment's CONTENT is the file, so its arguments
+    are the folded ones, encoded."""
+    if segment.kind in _FILE_SEGMENTS:
+        call = calls.get(segment.id)
+        arguments = call.arguments if call is not None else (segment.end or {}).get("arguments", {})
+        return encode_json(arguments).decode()
+    return segment.text
 
 
 def _call_name(segment: _Segment) -> str:
