@@ -515,3 +515,28 @@ def test_file_tool_calls_go_back_with_their_arguments_not_the_streamed_file_text
     for item in assistant_message(events, "openai_responses"):
         if item["type"] == "function_call":
             assert json.loads(item["arguments"]) == invocations[item["call_id"]].arguments
+
+
+def test_gemini_code_execution_parts_go_back_with_their_signatures() -> None:
+    from tests.test_gemini_hardening import CODE, CODE_EXECUTION, FAILED_OUTPUT
+
+    async def run() -> list[PipelineEvent]:
+        from pipeline.compose import process
+        from pipeline.testing import collect
+
+        return await collect(process(CODE_EXECUTION, provider="gemini", id_factory=call_id_for))
+
+    turn = assistant_turn(anyio.run(run), "gemini", is_generated_id=generated)
+    assert turn.invocations == ()
+    assert turn.messages == [
+        {
+            "role": "model",
+            "parts": [
+                {"executableCode": {"language": "PYTHON", "code": CODE}, "thoughtSignature": "EjQKMgFy"},
+                {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "ok\n"}},
+                {"codeExecutionResult": {"outcome": "OUTCOME_FAILED", "output": FAILED_OUTPUT}},
+                {"text": "The code printed ok, then failed.", "thoughtSignature": "EjQKMgFyyNp8"},
+            ],
+        }
+    ]
+    genai_types.Content.model_validate(turn.messages[0])

@@ -30,9 +30,11 @@ The messages are plain dicts in the provider's request JSON (what the official S
   an id is dropped (the API requires one). Provider-executed calls go back whole where the events hold the
   item (``web_search_call``, ``file_search_call``, ``code_interpreter_call``), else as an
   ``item_reference`` to their id (which needs ``store=true``).
-- Gemini: a call id goes back (``functionCall.id``, ``functionResponse.id``) only when the provider minted
-  it: models before Gemini 3 and Vertex reject an ``id`` they did not send. Ids made up by the converter's
-  ``id_factory`` are recognised by ``is_generated_id`` (default: the default factory's ``call_`` + 24 hex).
+- Gemini: code execution goes back as ``executableCode`` / ``codeExecutionResult`` parts; the parts of
+  other built-in tools (``toolCall``, ``toolResponse``) are left out. A call id goes back
+  (``functionCall.id``, ``functionResponse.id``) only when the provider minted it: models before Gemini 3
+  and Vertex reject an ``id`` they did not send. Ids made up by the converter's ``id_factory`` are
+  recognised by ``is_generated_id`` (default: the default factory's shape, ``call_`` + 24 hex).
 - Tool outputs that are not strings are sent as compact JSON; Gemini gets ``{"output": ...}`` or
   ``{"error": ...}``. Every client call of the turn must be answered, and only those:
   :meth:`AssistantTurn.tool_results` raises :class:`~pipeline.errors.TurnError` otherwise.
@@ -445,9 +447,20 @@ class TurnBuilder:
                 if not segment.text and not end.get("signature"):
                     continue
                 part = {"text": segment.text}
-            elif segment.kind is SegmentType.TOOL_CALL or segment.kind in _FILE_SEGMENTS:
-                if segment.start.get("provider_executed"):
+            elif segment.kind is SegmentType.TOOL_CALL and segment.start.get("provider_executed"):
+                arguments = end.get("arguments")
+                if _call_name(segment) != "code_execution" or not isinstance(arguments, dict):
+                    continue  # other built-in tools' parts are not in the events whole
+                code: Message = dict(arguments)
+                if not self._is_generated_id(segment.id):
+                    code["id"] = segment.id
+                part = {"executableCode": code}
+            elif segment.kind is SegmentType.TOOL_RESULT:
+                result = end.get("result")
+                if end.get("result_type") != "code_execution_result" or not isinstance(result, dict):
                     continue
+                part = {"codeExecutionResult": dict(result)}
+            elif segment.kind is SegmentType.TOOL_CALL or segment.kind in _FILE_SEGMENTS:
                 call = calls.get(segment.id)
                 function_call: Message = {
                     "name": _call_name(segment),
