@@ -1,6 +1,5 @@
 """The agent's side, above the stages: next-turn messages, the eager tool runner, the loop."""
 
-# The eager tool runner and the loop (issue 13, item 2).
 from pipeline.agent.runner import (
     DEFAULT_MAX_BUFFER,
     AgentRun,
@@ -12,11 +11,22 @@ from pipeline.agent.runner import (
     run_tools,
 )
 from pipeline.agent.tools import Tool, ToolRegistry
+from pipeline.agent.turns import (
+    WIRE_FORMATS,
+    AssistantTurn,
+    TurnBuilder,
+    TurnError,
+    WireFormat,
+    assistant_message,
+    assistant_turn,
+)
 from pipeline.models import ToolOutput, ToolOutputStatus
 
 __all__ = [
     "DEFAULT_MAX_BUFFER",
+    "WIRE_FORMATS",
     "AgentRun",
+    "AssistantTurn",
     "OnFailure",
     "RunnerEvent",
     "Tool",
@@ -25,6 +35,11 @@ __all__ = [
     "ToolRegistry",
     "ToolRun",
     "Turn",
+    "TurnBuilder",
+    "TurnError",
+    "WireFormat",
+    "assistant_message",
+    "assistant_turn",
     "run_loop",
     "run_tools",
 ]

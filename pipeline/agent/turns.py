@@ -1,0 +1,548 @@
+"""Next-turn builders: a response's events folded into the messages to send back, for each wire format.
+
+An agent loop sends the model's own answer back with the tool results. What must go back is strict and
+differs per provider: Anthropic thinking blocks with their signatures, in their original order, redacted
+thinking as opaque data, server tool calls followed by their result blocks; OpenAI Responses reasoning
+items with their ids and encrypted content; Gemini ``thoughtSignature`` on the part it came with. A
+:class:`TurnBuilder` folds the :data:`~pipeline.models.PipelineEvent`\\ s of ``process()`` (as they
+stream, or afterwards) into an :class:`AssistantTurn`, which also builds the tool-result messages::
+
+    builder = TurnBuilder("anthropic")
+    async with process(response).stream() as events:
+        async for event in events:
+            builder.feed(event)
+    turn = builder.finish()
+    outputs = [(call.id, run(call)) for call in turn.invocations]
+    messages += [*turn.messages, *turn.tool_results(outputs)]
+
+The messages are plain dicts in the provider's request JSON (what the official SDKs accept as their
+``...Param`` types). Policies where the provider leaves a choice:
+
+- An empty response gives no message at all (every provider rejects an empty assistant message).
+- Anthropic: a thinking block that never got its signature (a response cut off inside it) is dropped,
+  since the API rejects an unsigned thinking block; empty text blocks are dropped.
+- OpenAI Chat and Responses: a call's arguments go back as the exact text the model wrote (cache-friendly;
+  a file tool's segment streams the file instead, so its folded arguments are encoded); Anthropic and
+  Gemini take the parsed object (what was complete when the arguments were cut off).
+- OpenAI Responses: reasoning segments with the same id are one item, where the id first appeared.
+- OpenAI Responses: text goes back as an assistant message with string content (the output message's
+  ``msg_`` id is not part of the events); reasoning text as one ``summary_text``; a reasoning block without
+  an id is dropped (the API requires one). Provider-executed calls go back whole where the events hold the
+  item (``web_search_call``, ``file_search_call``, ``code_interpreter_call``), else as an
+  ``item_reference`` to their id (which needs ``store=true``).
+- Gemini: code execution goes back as ``executableCode`` / ``codeExecutionResult`` parts; the parts of
+  other built-in tools (``toolCall``, ``toolResponse``) are left out. A call id goes back
+  (``functionCall.id``, ``functionResponse.id``) only when the provider minted it: models before Gemini 3
+  and Vertex reject an ``id`` they did not send. Ids made up by the converter's ``id_factory`` are
+  recognised by ``is_generated_id`` (default: the default factory's shape, ``call_`` + 24 hex).
+- Tool outputs that are not strings are sent as compact JSON; Gemini gets ``{"output": ...}`` or
+  ``{"error": ...}``. Every client call of the turn must be answered, and only those:
+  :meth:`AssistantTurn.tool_results` raises :class:`~pipeline.errors.TurnError` otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, get_args
+
+from pipeline._jsonenc import encode_json
+from pipeline.errors import ConfigurationError, StreamfoldError
+from pipeline.models import (
+    ResponseEnd,
+    SegmentEvent,
+    SegmentEventType,
+    SegmentType,
+    ToolInvocation,
+    ToolOutput,
+)
+
+__all__ = [
+    "WIRE_FORMATS",
+    "AssistantTurn",
+    "TurnBuilder",
+    "TurnError",
+    "WireFormat",
+    "assistant_message",
+    "assistant_turn",
+    "is_default_generated_id",
+]
+
+WireFormat: TypeAlias = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
+WIRE_FORMATS: tuple[str, ...] = get_args(WireFormat)
+
+Message: TypeAlias = dict[str, Any]
+
+_DEFAULT_ID = re.compile(r"call_[0-9a-f]{24}")
+
+
+class TurnError(StreamfoldError):
+    """A turn cannot be built: an event that is not a pipeline event, or tool outputs that do not answer
+    exactly the turn's client calls."""
+
+
+def is_default_generated_id(call_id: str) -> bool:
+    """Whether ``call_id`` has the shape of the converters' default id factory (``call_`` + 24 hex)."""
+    return _DEFAULT_ID.fullmatch(call_id) is not None
+
+
+@dataclass(slots=True)
+class _Segment:
+    kind: SegmentType
+    id: str
+    start: dict[str, Any]
+    pieces: list[str] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantTurn:
+    """The assistant side of one response, in one wire format, and how to answer its tool calls."""
+
+    format: WireFormat
+    messages: list[Message]
+    """What to append to the conversation: one assistant message (Responses: the input items), or none
+    for an empty response."""
+    invocations: tuple[ToolInvocation, ...]
+    """The client calls to run, in call order (provider-executed calls are already in ``messages``)."""
+    end: ResponseEnd | None = None
+    """How the response ended; None when its events stopped before the end."""
+    custom_calls: frozenset[str] = frozenset()
+    call_names: Mapping[str, str] = field(default_factory=dict)
+    provider_ids: frozenset[str] = frozenset()
+
+    def tool_results(
+        self, outputs: Iterable[ToolOutput | tuple[str, Any]] | Mapping[str, Any]
+    ) -> list[Message]:
+        """The messages answering this turn's client calls, in call order.
+
+        ``outputs``: :class:`ToolOutput`\\ s, ``(call id, output)`` pairs or a mapping call id -> output.
+
+        Raises:
+            TurnError: an output for an id that is not a client call of this turn, two for one id, or a
+                client call left without one (every provider rejects the next request then).
+        """
+        by_id = self._outputs_by_id(outputs)
+        ordered = [by_id[call.id] for call in self.invocations]
+        if self.format == "openai_chat":
+            return [
+                {"role": "tool", "tool_call_id": out.call_id, "content": _as_text(out.output)}
+                for out in ordered
+            ]
+        if self.format == "openai_responses":
+            return [
+                {
+                    "type": "custom_tool_call_output"
+                    if out.call_id in self.custom_calls
+                    else "function_call_output",
+                    "call_id": out.call_id,
+                    "output": _as_text(out.output),
+                }
+                for out in ordered
+            ]
+        if self.format == "anthropic":
+            blocks: list[Message] = []
+            for out in ordered:
+                block: Message = {
+                    "type": "tool_result",
+                    "tool_use_id": out.call_id,
+                    "content": _as_text(out.output),
+                }
+                if out.is_error:
+                    block["is_error"] = True
+                blocks.append(block)
+            return [{"role": "user", "content": blocks}] if blocks else []
+        parts: list[Message] = []
+        for out in ordered:
+            response: Message = {"functionResponse": {"name": self.call_names[out.call_id]}}
+            if out.call_id in self.provider_ids:
+                response["functionResponse"]["id"] = out.call_id
+            response["functionResponse"]["response"] = {"error" if out.is_error else "output": out.output}
+            parts.append(response)
+        return [{"role": "user", "parts": parts}] if parts else []
+
+    def _outputs_by_id(
+        self, outputs: Iterable[ToolOutput | tuple[str, Any]] | Mapping[str, Any]
+    ) -> dict[str, ToolOutput]:
+        items: Iterable[Any] = outputs.items() if isinstance(outputs, Mapping) else outputs
+        expected = {call.id for call in self.invocations}
+        by_id: dict[str, ToolOutput] = {}
+        for number, item in enumerate(items):
+            if isinstance(item, ToolOutput):
+                out = item
+            elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+                out = ToolOutput(call_id=item[0], output=item[1])
+            else:
+                raise TurnError(
+                    f"tool output {number} is a {type(item).__name__}: "
+                    "give a ToolOutput or a (call id, output) pair"
+                )
+            if out.call_id not in expected:
+                raise TurnError(
+                    f"tool output {number} answers {out.call_id!r}, which is not a client call of this turn"
+                )
+            if out.call_id in by_id:
+                raise TurnError(f"tool output {number} answers {out.call_id!r} a second time")
+            by_id[out.call_id] = out
+        missing = [call.id for call in self.invocations if call.id not in by_id]
+        if missing:
+            raise TurnError(
+                f"no tool output for the calls {missing} (every call of the turn must be answered)"
+            )
+        return by_id
+
+
+class TurnBuilder:
+    """Sans-IO fold of one response's pipeline events into an :class:`AssistantTurn`.
+
+    ``feed`` each :data:`~pipeline.models.PipelineEvent` (segment events, invocations, the response end),
+    then ``finish``. Memory: the text of each segment is kept (as received pieces, joined once at the end).
+
+    Args:
+        format: the wire format of the next request.
+        reasoning_key: OpenAI Chat only: send the reasoning back under this key (``"reasoning_content"`` for
+            DeepSeek and other compatible servers that want it back); None (default) leaves it out.
+        is_generated_id: Gemini only: whether a call id was made up by the converter (then it is not sent).
+    """
+
+    __slots__ = (
+        "_end",
+        "_format",
+        "_invocations",
+        "_is_generated_id",
+        "_open",
+        "_reasoning_key",
+        "_segments",
+    )
+
+    def __init__(
+        self,
+        format: WireFormat | str,
+        *,
+        reasoning_key: str | None = None,
+        is_generated_id: Any = is_default_generated_id,
+    ) -> None:
+        if format not in WIRE_FORMATS:
+            raise ConfigurationError(f"format must be one of {', '.join(WIRE_FORMATS)}; got {format!r}")
+        if not callable(is_generated_id):
+            raise ConfigurationError(f"is_generated_id must be callable; got {is_generated_id!r}")
+        self._format: WireFormat = format  # type: ignore[assignment]
+        self._reasoning_key = reasoning_key
+        self._is_generated_id = is_generated_id
+        self._segments: list[_Segment] = []
+        self._open: dict[str, _Segment] = {}
+        self._invocations: list[ToolInvocation] = []
+        self._end: ResponseEnd | None = None
+
+    def feed(self, event: Any) -> None:
+        """Fold one pipeline event."""
+        if isinstance(event, SegmentEvent):
+            kind = event.event_type
+            if kind is SegmentEventType.START:
+                assert_type = event.segment_type
+                if assert_type is None:
+                    raise TurnError(f"segment {event.segment_id!r} starts without a segment type")
+                segment = _Segment(assert_type, event.segment_id, dict(event.metadata))
+                self._segments.append(segment)
+                self._open[event.segment_id] = segment
+            elif kind is SegmentEventType.CONTENT:
+                self._segment(event).pieces.append(event.payload["delta"])
+            elif kind is SegmentEventType.END:
+                self._segment(event).end = dict(event.metadata)
+                del self._open[event.segment_id]
+        elif isinstance(event, ToolInvocation):
+            self._invocations.append(event)
+        elif isinstance(event, ResponseEnd):
+            self._end = event
+        else:
+            raise TurnError(
+                f"a {type(event).__name__} is not a pipeline event "
+                "(SegmentEvent, ToolInvocation, ResponseEnd)"
+            )
+
+    def _segment(self, event: SegmentEvent) -> _Segment:
+        segment = self._open.get(event.segment_id)
+        if segment is None:
+            raise TurnError(f"{event.event_type.value} for segment {event.segment_id!r}, which is not open")
+        return segment
+
+    def finish(self) -> AssistantTurn:
+        """The turn. Segments still open (events cut short) count with what they received."""
+        client = tuple(call for call in self._invocations if not call.provider_executed)
+        custom = frozenset(
+            s.id for s in self._segments if s.kind is SegmentType.TOOL_CALL and s.start.get("custom")
+        )
+        names = {call.id: call.name for call in client}
+        provider_ids = frozenset(call.id for call in client if not self._is_generated_id(call.id))
+        build = _BUILDERS[self._format]
+        messages = build(self)
+        return AssistantTurn(
+            format=self._format,
+            messages=messages,
+            invocations=client,
+            end=self._end,
+            custom_calls=custom,
+            call_names=names,
+            provider_ids=provider_ids if self._format == "gemini" else frozenset(names),
+        )
+
+    # per format
+
+    def _calls(self) -> dict[str, ToolInvocation]:
+        return {call.id: call for call in self._invocations}
+
+    def _openai_chat(self) -> list[Message]:
+        text: list[str] = []
+        refusal: list[str] = []
+        reasoning: list[str] = []
+        tool_calls: list[Message] = []
+        calls = self._calls()
+        for segment in self._segments:
+            if segment.kind is SegmentType.TEXT:
+                (refusal if segment.start.get("refusal") else text).append(segment.text)
+            elif segment.kind is SegmentType.REASONING:
+                reasoning.append(segment.text)
+            elif _is_client_call(segment):
+                name = _call_name(segment)
+                if segment.start.get("custom"):
+                    tool_calls.append(
+                        {"id": segment.id, "type": "custom", "custom": {"name": name, "input": segment.text}}
+                    )
+                else:
+                    tool_calls.append(
+                        {
+                            "id": segment.id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": _arguments_text(segment, calls)},
+                        }
+                    )
+        content = "".join(text)
+        message: Message = {"role": "assistant", "content": content or None}
+        if refusal:
+            message["refusal"] = "".join(refusal)
+        if self._reasoning_key is not None and any(reasoning):
+            message[self._reasoning_key] = "".join(reasoning)
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        if not content and not refusal and not tool_calls:
+            return []
+        return [message]
+
+    def _openai_responses(self) -> list[Message]:
+        items: list[Message] = []
+        reasoning_items: dict[str, Message] = {}
+        results = _results_by_call(self._segments)
+        calls = self._calls()
+        for segment in self._segments:
+            if segment.kind is SegmentType.REASONING:
+                meta = {**segment.start, **(segment.end or {})}
+                reasoning_id = meta.get("reasoning_id")
+                if not reasoning_id:
+                    continue
+                text = segment.text
+                item = reasoning_items.get(reasoning_id)
+                if item is None:
+                    # One item per id, where it first appeared (its done event may come after later items).
+                    item = reasoning_items[reasoning_id] = {
+                        "type": "reasoning",
+                        "id": reasoning_id,
+                        "summary": [],
+                    }
+                    items.append(item)
+                if text:
+                    item["summary"].append({"type": "summary_text", "text": text})
+                if meta.get("encrypted_content"):
+                    item["encrypted_content"] = meta["encrypted_content"]
+            elif segment.kind is SegmentType.TEXT:
+                if segment.text:
+                    items.append({"type": "message", "role": "assistant", "content": segment.text})
+            elif _is_client_call(segment):
+                if segment.start.get("custom"):
+                    items.append(
+                        {
+                            "type": "custom_tool_call",
+                            "call_id": segment.id,
+                            "name": _call_name(segment),
+                            "input": segment.text,
+                        }
+                    )
+                else:
+                    items.append(
+                        {
+                            "type": "function_call",
+                            "call_id": segment.id,
+                            "name": _call_name(segment),
+                            "arguments": _arguments_text(segment, calls),
+                        }
+                    )
+            elif segment.kind is SegmentType.TOOL_CALL:
+                items.append(_responses_server_item(segment, results.get(segment.id)))
+        return items
+
+    def _anthropic(self) -> list[Message]:
+        calls = self._calls()
+        blocks: list[Message] = []
+        for segment in self._segments:
+            end = segment.end or {}
+            if segment.kind is SegmentType.REASONING:
+                if end.get("encrypted_content"):
+                    blocks.append({"type": "redacted_thinking", "data": end["encrypted_content"]})
+                elif end.get("signature"):
+                    blocks.append(
+                        {"type": "thinking", "thinking": segment.text, "signature": end["signature"]}
+                    )
+            elif segment.kind is SegmentType.TEXT:
+                if not segment.text:
+                    continue
+                block: Message = {"type": "text", "text": segment.text}
+                citations = end.get("citations")
+                if citations:
+                    block["citations"] = [entry["citation"] for entry in citations]
+                blocks.append(block)
+            elif segment.kind is SegmentType.TOOL_CALL or segment.kind in _FILE_SEGMENTS:
+                call = calls.get(segment.id)
+                arguments = call.arguments if call is not None else end.get("arguments", {})
+                name = _call_name(segment)
+                if segment.start.get("provider_executed"):
+                    block_type = "mcp_tool_use" if segment.id.startswith("mcptoolu_") else "server_tool_use"
+                    blocks.append({"type": block_type, "id": segment.id, "name": name, "input": arguments})
+                else:
+                    blocks.append({"type": "tool_use", "id": segment.id, "name": name, "input": arguments})
+            elif segment.kind is SegmentType.TOOL_RESULT:
+                meta = {**segment.start, **end}
+                result: Message = {
+                    "type": meta.get("result_type") or "tool_result",
+                    "tool_use_id": meta["call_id"],
+                    "content": meta.get("result"),
+                }
+                if meta.get("is_error") and result["type"] == "mcp_tool_result":
+                    result["is_error"] = True
+                blocks.append(result)
+        return [{"role": "assistant", "content": blocks}] if blocks else []
+
+    def _gemini(self) -> list[Message]:
+        calls = self._calls()
+        parts: list[Message] = []
+        for segment in self._segments:
+            end = segment.end or {}
+            part: Message
+            if segment.kind is SegmentType.REASONING:
+                part = {"text": segment.text, "thought": True}
+            elif segment.kind is SegmentType.TEXT:
+                if not segment.text and not end.get("signature"):
+                    continue
+                part = {"text": segment.text}
+            elif segment.kind is SegmentType.TOOL_CALL and segment.start.get("provider_executed"):
+                arguments = end.get("arguments")
+                if _call_name(segment) != "code_execution" or not isinstance(arguments, dict):
+                    continue  # other built-in tools' parts are not in the events whole
+                code: Message = dict(arguments)
+                if not self._is_generated_id(segment.id):
+                    code["id"] = segment.id
+                part = {"executableCode": code}
+            elif segment.kind is SegmentType.TOOL_RESULT:
+                result = end.get("result")
+                if end.get("result_type") != "code_execution_result" or not isinstance(result, dict):
+                    continue
+                part = {"codeExecutionResult": dict(result)}
+            elif segment.kind is SegmentType.TOOL_CALL or segment.kind in _FILE_SEGMENTS:
+                call = calls.get(segment.id)
+                function_call: Message = {
+                    "name": _call_name(segment),
+                    "args": call.arguments if call is not None else end.get("arguments", {}),
+                }
+                if not self._is_generated_id(segment.id):
+                    function_call["id"] = segment.id
+                part = {"functionCall": function_call}
+            else:
+                continue
+            if end.get("signature"):
+                part["thoughtSignature"] = end["signature"]
+            parts.append(part)
+        return [{"role": "model", "parts": parts}] if parts else []
+
+
+_FILE_SEGMENTS = frozenset({SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
+
+_BUILDERS = {
+    "openai_chat": TurnBuilder._openai_chat,
+    "openai_responses": TurnBuilder._openai_responses,
+    "anthropic": TurnBuilder._anthropic,
+    "gemini": TurnBuilder._gemini,
+}
+
+
+def _is_client_call(segment: _Segment) -> bool:
+    return (
+        segment.kind is SegmentType.TOOL_CALL or segment.kind in _FILE_SEGMENTS
+    ) and not segment.start.get("provider_executed")
+
+
+def _arguments_text(segment: _Segment, calls: Mapping[str, ToolInvocation]) -> str:
+    """The arguments text as the model wrote it; a file segment's CONTENT is the file, so its arguments
+    are the folded ones, encoded."""
+    if segment.kind in _FILE_SEGMENTS:
+        call = calls.get(segment.id)
+        arguments = call.arguments if call is not None else (segment.end or {}).get("arguments", {})
+        return encode_json(arguments).decode()
+    return segment.text
+
+
+def _call_name(segment: _Segment) -> str:
+    name = segment.start.get("tool_name") or (segment.end or {}).get("tool_name")
+    if not isinstance(name, str):
+        raise TurnError(f"tool call segment {segment.id!r} has no tool name")
+    return name
+
+
+def _results_by_call(segments: list[_Segment]) -> dict[str, _Segment]:
+    return {
+        str(segment.start.get("call_id")): segment
+        for segment in segments
+        if segment.kind is SegmentType.TOOL_RESULT
+    }
+
+
+def _responses_server_item(segment: _Segment, result: _Segment | None) -> Message:
+    """A provider-executed Responses item, whole where the events hold it, else a reference to its id."""
+    arguments: Any = (segment.end or {}).get("arguments") or {}
+    output = (result.end or {}).get("result") if result is not None else None
+    item_type = (result.start.get("result_type") if result is not None else None) or ""
+    base: Message = {"type": item_type, "id": segment.id, "status": "completed"}
+    if item_type == "web_search_call" and isinstance(arguments, dict) and "type" in arguments:
+        action = dict(arguments)
+        if output and action.get("type") == "search":
+            action["sources"] = output
+        return {**base, "action": action}
+    if item_type == "file_search_call" and isinstance(arguments, dict) and "queries" in arguments:
+        return {**base, "queries": arguments["queries"], "results": output}
+    if item_type == "code_interpreter_call" and isinstance(arguments, dict) and "container_id" in arguments:
+        return {
+            **base,
+            "code": arguments.get("code"),
+            "container_id": arguments["container_id"],
+            "outputs": output,
+        }
+    return {"type": "item_reference", "id": segment.id}
+
+
+def _as_text(output: Any) -> str:
+    return output if isinstance(output, str) else encode_json(output).decode()
+
+
+def assistant_turn(events: Iterable[Any], format: WireFormat | str, **options: Any) -> AssistantTurn:
+    """Fold a whole response's pipeline events (a list, say) into an :class:`AssistantTurn`."""
+    builder = TurnBuilder(format, **options)
+    for event in events:
+        builder.feed(event)
+    return builder.finish()
+
+
+def assistant_message(events: Iterable[Any], format: WireFormat | str, **options: Any) -> list[Message]:
+    """The assistant side of a response to append to the conversation (Responses: its input items)."""
+    return assistant_turn(events, format, **options).messages
