@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiostream import pipable_operator
 
@@ -25,8 +25,10 @@ from operators.delimiters._base import (
     get_format,
     register_format,
 )
-from pipeline.models import ChunkResponse
-from pipeline.stage import drive
+from pipeline.stage import drive as _drive
+
+if TYPE_CHECKING:
+    from pipeline.models import ChunkResponse
 
 __all__ = [
     "DEFAULT_MAX_BUFFERED_CHARS",
@@ -59,4 +61,4 @@ def rewrite_delimiters(
     core = DelimiterRewriter(
         format, id_factory=id_factory, tool_schemas=tool_schemas, max_buffered_chars=max_buffered_chars
     )
-    return drive(source, core)
+    return _drive(source, core)
