@@ -94,3 +94,36 @@ def test_all_is_the_public_names(name: str) -> None:
 def test_every_public_module_is_checked() -> None:
     expected = {"pipeline", "operators", "pipeline.models", "operators.adapter.sse", "pipeline.fanout.hub"}
     assert expected <= set(MODULES)
+
+
+FACADES = [name for name in MODULES if "lazy_exports" in vars(importlib.import_module(name))]
+
+
+def type_checking_names(module: types.ModuleType) -> set[str]:
+    """The ``X as X`` names a facade imports under ``if TYPE_CHECKING:``, what type checkers see."""
+    assert module.__file__ is not None
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    blocks = [
+        node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    ]
+    return {
+        alias.asname or alias.name
+        for block in blocks
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname == alias.name
+    }
+
+
+@pytest.mark.parametrize("name", FACADES)
+def test_a_lazy_facade_shows_type_checkers_what_it_gives(name: str) -> None:
+    module = importlib.import_module(name)
+    assert type_checking_names(module) == set(module.__all__)
+    assert set(module.__all__) <= set(dir(module))
+
+
+def test_the_facades_are_lazy() -> None:
+    assert {"pipeline", "operators", "operators.adapter", "operators.convert", "pipeline.fanout"} <= set(
+        FACADES
+    )
