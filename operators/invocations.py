@@ -81,7 +81,7 @@ class InvocationFolder:
         error_fields = end.get("error")
         error = (
             ToolCallError(
-                str(error_fields["kind"]),
+                error_fields["kind"],
                 str(error_fields["message"]),
                 str(error_fields.get("raw", "")),
                 error_fields.get("offset"),

@@ -34,6 +34,7 @@ from pipeline.errors import ConfigurationError
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
+    ArgumentErrorKind,
     ArgumentValue,
     ChunkResponse,
     ResponseEnd,
@@ -262,7 +263,9 @@ class SegmentEmitter:
     def _close_run(self, events: list[SegmentEvent | ResponseEnd]) -> None:
         if self._open_run is None:
             return
-        events.append(SegmentEvent.end(self._open_run_id, self._run_metadata or None))
+        events.append(
+            SegmentEvent.end(self._open_run_id, self._run_metadata or None, segment_type=self._open_run)
+        )
         self._open_run = None
         self._run_metadata = {}
 
@@ -315,7 +318,7 @@ class SegmentEmitter:
         end_metadata = {**metadata, "result": result.content}
         if result.is_error:
             end_metadata["is_error"] = True
-        events.append(SegmentEvent.end(segment_id, end_metadata))
+        events.append(SegmentEvent.end(segment_id, end_metadata, segment_type=SegmentType.TOOL_RESULT))
 
     def _unique_id(self, segment_id: str) -> str:
         """``segment_id``, or it + ``_2``, ``_3``... when a segment of this response has it already."""
@@ -442,7 +445,8 @@ class SegmentEmitter:
             path = arguments.get(call.file_tool.path_key, call.path)
             if isinstance(path, str):
                 metadata["path"] = path
-        events.append(SegmentEvent.end(segment_id, metadata))
+        segment_type = call.file_tool.segment_type if call.file_tool else SegmentType.TOOL_CALL
+        events.append(SegmentEvent.end(segment_id, metadata, segment_type=segment_type))
 
     @staticmethod
     def _parse_without_splitter(call: _Call) -> None:
@@ -458,7 +462,7 @@ class SegmentEmitter:
             call.arguments, call.complete = msgspec.json.decode(raw), True
         except msgspec.DecodeError as exc:
             truncated = "truncated" in str(exc)
-            kind = "truncated" if truncated else "invalid_json"
+            kind: ArgumentErrorKind = "truncated" if truncated else "invalid_json"
             call.error = ArgumentError(kind, f"the arguments are not valid JSON: {exc}", len(raw))
 
     @staticmethod

@@ -119,7 +119,7 @@ def _converter(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class TextDeltas:
+class _TextDeltas:
     """Plain model text (``provider="text"``): each piece of text, or of UTF-8 bytes, is one content delta.
 
     Bytes that are not UTF-8 raise :class:`StreamDecodeError` naming their byte offset in the stream, after a
@@ -271,7 +271,7 @@ class _AutoChunks:
 
     def _decoder_for(self, item: Any) -> Core[Any, Any] | None:
         if self._provider == "text":
-            return TextDeltas()
+            return _TextDeltas()
         if isinstance(item, bytes | bytearray):
             if self._framing == "auto":
                 return self._choose_framing(bytes(item))

@@ -20,6 +20,7 @@ import msgspec
 __all__ = [
     "ArgumentDelta",
     "ArgumentError",
+    "ArgumentErrorKind",
     "ArgumentEvent",
     "ArgumentValue",
     "ChunkResponse",
@@ -32,6 +33,7 @@ __all__ = [
     "TokenUsage",
     "ToolCallDelta",
     "ToolCallError",
+    "ToolCallErrorKind",
     "ToolCallKind",
     "ToolInvocation",
     "ToolOutput",
@@ -45,6 +47,22 @@ JSONPath: TypeAlias = tuple[str | int, ...]
 ToolCallKind: TypeAlias = Literal["function", "custom", "server"]
 """``function``: JSON arguments, executed by the client. ``custom``: free-text input (OpenAI custom tools),
 folded as ``{"input": text}``. ``server``: executed by the provider itself (Anthropic server tools, MCP)."""
+
+ArgumentErrorKind: TypeAlias = Literal["invalid_json", "truncated", "too_large"]
+"""Why the argument splitter stopped parsing a call: bad JSON, cut off, or past the size cap."""
+
+ToolCallErrorKind: TypeAlias = Literal[
+    "invalid_json",
+    "truncated",
+    "too_large",
+    "interrupted",
+    "not_an_object",
+    "invalid_arguments",
+    "missing_name",
+]
+"""Why a call could not be folded: the splitter's kinds, plus ``interrupted`` (the stream failed or ended
+mid-call), ``not_an_object`` (valid JSON that is not an object), ``invalid_arguments`` (the tool's schema
+rejected them) and ``missing_name`` (the call never got a function name)."""
 
 
 class TokenUsage(msgspec.Struct, frozen=True, gc=False, kw_only=True):
@@ -85,7 +103,7 @@ class ArgumentError(msgspec.Struct, frozen=True, gc=False):
     arguments text from its start.
     """
 
-    kind: str
+    kind: ArgumentErrorKind
     message: str
     offset: int
 
@@ -194,14 +212,29 @@ class SegmentEventType(enum.StrEnum):
 
 
 class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
-    """One event of a segment's life: START, CONTENT (``payload['delta']``), ARGUMENT, END.
+    """One event of a segment's life: START, CONTENT, ARGUMENT, END.
 
-    The payload is the wire format of DESIGN.md; see :meth:`to_dict`.
+    The payload is the wire format of DESIGN.md (see :meth:`to_dict`); the properties below read it typed,
+    so that code need not index ``payload``:
+
+    ==========  ==========================================================================================
+    START       :attr:`segment_type`, :attr:`tool_name`, :attr:`call_id` (tool segments)
+    CONTENT     :attr:`delta`
+    ARGUMENT    :attr:`path` with :attr:`delta` (text appended to the string there) or, when
+                :attr:`has_value`, :attr:`value` (the value there is complete)
+    END         :attr:`segment_type`, :attr:`tool_name`, :attr:`call_id`, :attr:`arguments`, :attr:`error`,
+                :attr:`file_path` (file segments)
+    ==========  ==========================================================================================
+
+    One struct with accessor properties rather than a class per event type: the emitter builds one of
+    these per delta, and properties cost nothing until read (no view object, no second allocation).
     """
 
     event_type: SegmentEventType
     segment_id: str
     segment_type: SegmentType | None = None
+    """The segment's type, on START and END (set by the emitter); ``None`` on CONTENT and ARGUMENT.
+    :meth:`to_dict` writes it for START only, as the wire format says."""
     payload: dict[str, Any] = {}
 
     @classmethod
@@ -224,14 +257,75 @@ class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
         return cls(SegmentEventType.ARGUMENT, segment_id, None, {"path": list(path), "value": value})
 
     @classmethod
-    def end(cls, segment_id: str, metadata: Mapping[str, Any] | None = None) -> SegmentEvent:
+    def end(
+        cls,
+        segment_id: str,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        segment_type: SegmentType | None = None,
+    ) -> SegmentEvent:
         payload = {"metadata": dict(metadata)} if metadata else {}
-        return cls(SegmentEventType.END, segment_id, None, payload)
+        return cls(SegmentEventType.END, segment_id, segment_type, payload)
 
     @property
     def metadata(self) -> dict[str, Any]:
+        """START's or END's ``payload['metadata']`` (``{}`` when there is none)."""
         metadata: dict[str, Any] = self.payload.get("metadata", {})
         return metadata
+
+    @property
+    def delta(self) -> str | None:
+        """CONTENT's text, or an ARGUMENT's decoded text appended to the string at :attr:`path`."""
+        delta: str | None = self.payload.get("delta")
+        return delta
+
+    @property
+    def path(self) -> JSONPath | None:
+        """An ARGUMENT's place in the arguments: keys and indexes from the root."""
+        path: list[str | int] | None = self.payload.get("path")
+        return None if path is None else tuple(path)
+
+    @property
+    def has_value(self) -> bool:
+        """This is an ARGUMENT whose :attr:`value` is complete (the value itself may be ``None``)."""
+        return "value" in self.payload
+
+    @property
+    def value(self) -> Any:
+        """An ARGUMENT's complete value at :attr:`path` (``None`` when :attr:`has_value` is false)."""
+        return self.payload.get("value")
+
+    @property
+    def tool_name(self) -> str | None:
+        """A tool segment's tool name (START and END)."""
+        name: str | None = self.metadata.get("tool_name")
+        return name
+
+    @property
+    def call_id(self) -> str | None:
+        """A tool segment's call id (START and END)."""
+        call_id: str | None = self.metadata.get("call_id")
+        return call_id
+
+    @property
+    def arguments(self) -> dict[str, Any] | None:
+        """A tool call's parsed arguments, on its END (what was complete, when :attr:`error` is set)."""
+        arguments: dict[str, Any] | None = self.metadata.get("arguments")
+        return arguments
+
+    @property
+    def error(self) -> ToolCallError | None:
+        """Why a tool call's arguments could not be folded, on its END."""
+        fields: dict[str, Any] | None = self.metadata.get("error")
+        if fields is None:
+            return None
+        return ToolCallError(fields["kind"], fields["message"], fields.get("raw", ""), fields.get("offset"))
+
+    @property
+    def file_path(self) -> str | None:
+        """A file segment's path, on its END (while it streams: the ARGUMENT at the file tool's path key)."""
+        path: str | None = self.metadata.get("path")
+        return path
 
     def to_dict(self) -> dict[str, Any]:
         result: dict[str, Any] = {"type": self.event_type.value, "segment_id": self.segment_id}
@@ -244,7 +338,7 @@ class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
 class ToolCallError(msgspec.Struct, frozen=True, gc=False):
     """Why a call's arguments could not be folded. ``raw`` is the arguments text as received."""
 
-    kind: str
+    kind: ToolCallErrorKind
     message: str
     raw: str = ""
     offset: int | None = None

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from operators.convert.gemini import (
     GeminiConverter,
-    PartialArgsWriter,
+    _parse_json_path,
+    _PartialArgsWriter,
     convert_gemini,
     normalize_gemini_finish_reason,
-    parse_json_path,
 )
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
@@ -485,7 +485,7 @@ def test_malformed_chunks_raise_converter_errors(event: Any, problem: str) -> No
     ],
 )
 def test_json_paths(text: str, path: tuple[str | int, ...]) -> None:
-    assert parse_json_path(text) == path
+    assert _parse_json_path(text) == path
 
 
 @pytest.mark.parametrize(
@@ -500,11 +500,11 @@ def test_json_paths(text: str, path: tuple[str | int, ...]) -> None:
 )
 def test_bad_json_paths(text: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
-        parse_json_path(text)
+        _parse_json_path(text)
 
 
 def test_writer_close_is_idempotent_and_nothing_can_be_written_after() -> None:
-    writer = PartialArgsWriter()
+    writer = _PartialArgsWriter()
     text = writer.start() + writer.write(("a", 0), "x", will_continue=True) + writer.close()
     assert text == '{"a":["x"]}'
     assert writer.close() == ""
@@ -752,7 +752,7 @@ def generate_content_reference(events: list[dict[str, Any]]) -> dict[str, Any]:
             assert open_call is not None
             for arg in function_call.get("partialArgs", []):
                 value = next(arg[key] for key in ("stringValue", "numberValue", "boolValue") if key in arg)
-                place(open_call["arguments"], parse_json_path(arg["jsonPath"]), value)
+                place(open_call["arguments"], _parse_json_path(arg["jsonPath"]), value)
             if not function_call.get("willContinue"):
                 open_call["finished"] = True
         finish = candidate.get("finishReason", finish)

@@ -17,9 +17,9 @@ from operators.adapter.sse import EventParser, SSEDecoder
 from operators.convert.openai_chat import OpenAIChatConverter
 from operators.encode.openai_chat import (
     OpenAIChunkEncoder,
+    _openai_usage,
     encode_openai_chat,
     fold_openai_completion,
-    openai_usage,
     sse_line,
 )
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
@@ -207,12 +207,12 @@ def test_missing_metadata_is_supplied_once_refusal_custom_calls_and_images() -> 
 
 
 def test_usage_shapes() -> None:
-    assert openai_usage(TokenUsage(prompt_tokens=1, completion_tokens=2, total_tokens=3)) == {
+    assert _openai_usage(TokenUsage(prompt_tokens=1, completion_tokens=2, total_tokens=3)) == {
         "prompt_tokens": 1,
         "completion_tokens": 2,
         "total_tokens": 3,
     }
-    assert openai_usage(TokenUsage(cache_creation_tokens=5))["prompt_tokens_details"] == {
+    assert _openai_usage(TokenUsage(cache_creation_tokens=5))["prompt_tokens_details"] == {
         "cache_write_tokens": 5
     }
 

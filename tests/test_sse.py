@@ -19,10 +19,10 @@ from operators.adapter.sse import (
     JSONLinesDecoder,
     ServerSentEvent,
     SSEDecoder,
+    _raise_for_provider_error,
     decode_jsonl,
     decode_sse,
     parse_events,
-    raise_for_provider_error,
     sse_events,
 )
 from pipeline.errors import ProviderError, StreamDecodeError
@@ -314,9 +314,9 @@ class TestEventParser:
         assert (caught.value.kind, caught.value.status) == ("RESOURCE_EXHAUSTED", 429)
 
     def test_error_key_that_is_not_an_error(self) -> None:
-        raise_for_provider_error({"choices": [], "error": {"message": "x"}})
-        raise_for_provider_error({"error": None, "id": "x"})
-        raise_for_provider_error({"type": "response.failed", "error": {"message": "handled by converter"}})
+        _raise_for_provider_error({"choices": [], "error": {"message": "x"}})
+        _raise_for_provider_error({"error": None, "id": "x"})
+        _raise_for_provider_error({"type": "response.failed", "error": {"message": "handled by converter"}})
 
 
 class TestGroqErrorFixtures:

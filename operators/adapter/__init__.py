@@ -1,0 +1,122 @@
+"""Stage 1, the provider adapter: from a source (SDK streams, dicts, SSE or JSON Lines bytes, AWS
+event-stream frames) to provider event dicts.
+
+Modules: :mod:`~operators.adapter.sse` (SSE / JSON Lines decoding), :mod:`~operators.adapter.sources` (files,
+bytes, httpx responses, SDK streams), :mod:`~operators.adapter.eventstream` (Bedrock's binary framing),
+:mod:`~operators.adapter.detect` (which framing and wire format a stream is).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pipeline._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from operators.adapter.detect import WireFormat as WireFormat
+    from operators.adapter.detect import detect_framing as detect_framing
+    from operators.adapter.detect import detect_wire_format as detect_wire_format
+    from operators.adapter.detect import sniff_framing as sniff_framing
+    from operators.adapter.eventstream import DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE
+    from operators.adapter.eventstream import EventStreamDecoder as EventStreamDecoder
+    from operators.adapter.eventstream import decode_eventstream as decode_eventstream
+    from operators.adapter.sources import Framing as Framing
+    from operators.adapter.sources import from_bytes as from_bytes
+    from operators.adapter.sources import from_dicts as from_dicts
+    from operators.adapter.sources import from_file as from_file
+    from operators.adapter.sources import from_httpx as from_httpx
+    from operators.adapter.sources import from_sdk as from_sdk
+    from operators.adapter.sources import is_sdk_stream as is_sdk_stream
+    from operators.adapter.sources import provider_events as provider_events
+    from operators.adapter.sources import sdk_error as sdk_error
+    from operators.adapter.sources import sdk_object_to_dict as sdk_object_to_dict
+    from operators.adapter.sse import DEFAULT_MAX_EVENT_SIZE as DEFAULT_MAX_EVENT_SIZE
+    from operators.adapter.sse import EventParser as EventParser
+    from operators.adapter.sse import JSONLinesDecoder as JSONLinesDecoder
+    from operators.adapter.sse import JSONSequenceDecoder as JSONSequenceDecoder
+    from operators.adapter.sse import ServerSentEvent as ServerSentEvent
+    from operators.adapter.sse import SSEDecoder as SSEDecoder
+    from operators.adapter.sse import SSEPayloadDecoder as SSEPayloadDecoder
+    from operators.adapter.sse import decode_json_sequence as decode_json_sequence
+    from operators.adapter.sse import decode_jsonl as decode_jsonl
+    from operators.adapter.sse import decode_sse as decode_sse
+    from operators.adapter.sse import parse_events as parse_events
+    from operators.adapter.sse import provider_error as provider_error
+    from operators.adapter.sse import sse_events as sse_events
+
+__all__ = [
+    "DEFAULT_MAX_EVENT_SIZE",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "EventParser",
+    "EventStreamDecoder",
+    "Framing",
+    "JSONLinesDecoder",
+    "JSONSequenceDecoder",
+    "SSEDecoder",
+    "SSEPayloadDecoder",
+    "ServerSentEvent",
+    "WireFormat",
+    "decode_eventstream",
+    "decode_json_sequence",
+    "decode_jsonl",
+    "decode_sse",
+    "detect_framing",
+    "detect_wire_format",
+    "from_bytes",
+    "from_dicts",
+    "from_file",
+    "from_httpx",
+    "from_sdk",
+    "is_sdk_stream",
+    "parse_events",
+    "provider_error",
+    "provider_events",
+    "sdk_error",
+    "sdk_object_to_dict",
+    "sniff_framing",
+    "sse_events",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "operators.adapter.detect": (
+            "WireFormat",
+            "detect_framing",
+            "detect_wire_format",
+            "sniff_framing",
+        ),
+        "operators.adapter.eventstream": (
+            "DEFAULT_MAX_FRAME_SIZE",
+            "EventStreamDecoder",
+            "decode_eventstream",
+        ),
+        "operators.adapter.sources": (
+            "Framing",
+            "from_bytes",
+            "from_dicts",
+            "from_file",
+            "from_httpx",
+            "from_sdk",
+            "is_sdk_stream",
+            "provider_events",
+            "sdk_error",
+            "sdk_object_to_dict",
+        ),
+        "operators.adapter.sse": (
+            "DEFAULT_MAX_EVENT_SIZE",
+            "EventParser",
+            "JSONLinesDecoder",
+            "JSONSequenceDecoder",
+            "SSEDecoder",
+            "SSEPayloadDecoder",
+            "ServerSentEvent",
+            "decode_json_sequence",
+            "decode_jsonl",
+            "decode_sse",
+            "parse_events",
+            "provider_error",
+            "sse_events",
+        ),
+    },
+)

@@ -41,7 +41,6 @@ __all__ = [
     "decode_sse",
     "parse_events",
     "provider_error",
-    "raise_for_provider_error",
     "sse_events",
 ]
 
@@ -404,7 +403,7 @@ class JSONLinesDecoder:
             ) from None
         if isinstance(value, dict):
             if self._check_errors and _may_be_error(value):
-                raise_for_provider_error(value, where=f"line {number}")
+                _raise_for_provider_error(value, where=f"line {number}")
         elif self._objects_only:
             raise StreamDecodeError(
                 f"line {number} (byte {offset}) holds a JSON {type(value).__name__}, not an object: "
@@ -462,7 +461,7 @@ class EventParser:
                 offset=number if start is None else start,
             )
         if _may_be_error(payload):
-            raise_for_provider_error(payload, where=f"event {number}")
+            _raise_for_provider_error(payload, where=f"event {number}")
         return [payload]
 
     def finish(self) -> list[dict[str, Any]]:
@@ -722,7 +721,7 @@ class JSONSequenceDecoder:
                 offset=start,
             ) from None
         if _may_be_error(value):
-            raise_for_provider_error(value, where=f"JSON object {number}")
+            _raise_for_provider_error(value, where=f"JSON object {number}")
         values.append(value)
 
 
@@ -770,7 +769,7 @@ def _may_be_error(payload: dict[str, Any]) -> bool:
     return payload.get("error") is not None or payload.get("type") == "error"
 
 
-def raise_for_provider_error(payload: Mapping[str, Any], *, where: str = "event") -> None:
+def _raise_for_provider_error(payload: Mapping[str, Any], *, where: str = "event") -> None:
     """Raise :class:`ProviderError` if ``payload`` is an in-band error object of any known wire format.
 
     Recognised: ``{"type": "error", "error": {...}}`` (Anthropic), ``{"type": "error", "code": ...,

@@ -1,0 +1,38 @@
+"""Stage 4, the argument-chunk splitter: one incremental JSON parser per tool call.
+
+Module: :mod:`~operators.arguments.splitter` (the core and its operator); the parser itself is private.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pipeline._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from operators.arguments.splitter import DEFAULT_MAX_ARGUMENT_SIZE as DEFAULT_MAX_ARGUMENT_SIZE
+    from operators.arguments.splitter import MAX_DEPTH as MAX_DEPTH
+    from operators.arguments.splitter import ArgumentSplitter as ArgumentSplitter
+    from operators.arguments.splitter import JSONStreamParser as JSONStreamParser
+    from operators.arguments.splitter import split_arguments as split_arguments
+
+__all__ = [
+    "DEFAULT_MAX_ARGUMENT_SIZE",
+    "MAX_DEPTH",
+    "ArgumentSplitter",
+    "JSONStreamParser",
+    "split_arguments",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "operators.arguments.splitter": (
+            "DEFAULT_MAX_ARGUMENT_SIZE",
+            "MAX_DEPTH",
+            "ArgumentSplitter",
+            "JSONStreamParser",
+            "split_arguments",
+        ),
+    },
+)

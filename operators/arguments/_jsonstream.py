@@ -16,7 +16,14 @@ from _json import scanstring as _scanstring
 from json import JSONDecodeError
 from typing import Any, Final, TypeAlias
 
-from pipeline.models import ArgumentDelta, ArgumentError, ArgumentEvent, ArgumentValue, JSONPath
+from pipeline.models import (
+    ArgumentDelta,
+    ArgumentError,
+    ArgumentErrorKind,
+    ArgumentEvent,
+    ArgumentValue,
+    JSONPath,
+)
 
 __all__ = ["DEFAULT_MAX_SIZE", "MAX_DEPTH", "JSONStreamParser"]
 
@@ -753,7 +760,7 @@ class JSONStreamParser:
         message = f"invalid JSON at offset {offset}: expected {expected}, found {found}"
         self._fail(events, "invalid_json", message, offset)
 
-    def _fail(self, events: list[ArgumentEvent], kind: str, message: str, offset: int) -> None:
+    def _fail(self, events: list[ArgumentEvent], kind: ArgumentErrorKind, message: str, offset: int) -> None:
         events.append(ArgumentError(kind, message, offset))
         self._state = _DEAD
         self._carry = ""

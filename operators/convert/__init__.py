@@ -1,17 +1,32 @@
 """Converters, one per wire format: provider event dicts to :class:`pipeline.ChunkResponse`."""
 
-from operators.adapter.detect import WireFormat, detect_framing, detect_wire_format
-from operators.adapter.eventstream import EventStreamDecoder, decode_eventstream
-from operators.convert._base import CallIndexer, IdFactory, new_call_id
-from operators.convert.anthropic import AnthropicConverter, convert_anthropic
-from operators.convert.cohere import CohereConverter, convert_cohere
-from operators.convert.gemini import GeminiConverter, convert_gemini
-from operators.convert.openai_chat import OpenAIChatConverter, convert_openai_chat
-from operators.convert.openai_responses import OpenAIResponsesConverter, convert_openai_responses
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pipeline._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from operators.adapter.detect import WireFormat as WireFormat
+    from operators.adapter.detect import detect_framing as detect_framing
+    from operators.adapter.detect import detect_wire_format as detect_wire_format
+    from operators.adapter.eventstream import EventStreamDecoder as EventStreamDecoder
+    from operators.adapter.eventstream import decode_eventstream as decode_eventstream
+    from operators.convert._base import IdFactory as IdFactory
+    from operators.convert._base import new_call_id as new_call_id
+    from operators.convert.anthropic import AnthropicConverter as AnthropicConverter
+    from operators.convert.anthropic import convert_anthropic as convert_anthropic
+    from operators.convert.cohere import CohereConverter as CohereConverter
+    from operators.convert.cohere import convert_cohere as convert_cohere
+    from operators.convert.gemini import GeminiConverter as GeminiConverter
+    from operators.convert.gemini import convert_gemini as convert_gemini
+    from operators.convert.openai_chat import OpenAIChatConverter as OpenAIChatConverter
+    from operators.convert.openai_chat import convert_openai_chat as convert_openai_chat
+    from operators.convert.openai_responses import OpenAIResponsesConverter as OpenAIResponsesConverter
+    from operators.convert.openai_responses import convert_openai_responses as convert_openai_responses
 
 __all__ = [
     "AnthropicConverter",
-    "CallIndexer",
     "CohereConverter",
     "EventStreamDecoder",
     "GeminiConverter",
@@ -29,3 +44,42 @@ __all__ = [
     "detect_wire_format",
     "new_call_id",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "operators.adapter.detect": (
+            "WireFormat",
+            "detect_framing",
+            "detect_wire_format",
+        ),
+        "operators.adapter.eventstream": (
+            "EventStreamDecoder",
+            "decode_eventstream",
+        ),
+        "operators.convert._base": (
+            "IdFactory",
+            "new_call_id",
+        ),
+        "operators.convert.anthropic": (
+            "AnthropicConverter",
+            "convert_anthropic",
+        ),
+        "operators.convert.cohere": (
+            "CohereConverter",
+            "convert_cohere",
+        ),
+        "operators.convert.gemini": (
+            "GeminiConverter",
+            "convert_gemini",
+        ),
+        "operators.convert.openai_chat": (
+            "OpenAIChatConverter",
+            "convert_openai_chat",
+        ),
+        "operators.convert.openai_responses": (
+            "OpenAIResponsesConverter",
+            "convert_openai_responses",
+        ),
+    },
+)

@@ -83,10 +83,8 @@ from pipeline.stage import drive
 
 __all__ = [
     "GeminiConverter",
-    "PartialArgsWriter",
     "convert_gemini",
     "normalize_gemini_finish_reason",
-    "parse_json_path",
 ]
 
 _CONTENT_FILTER_REASONS: Final = frozenset(
@@ -137,7 +135,7 @@ def _json_text(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"))
 
 
-def parse_json_path(path: str) -> JSONPath:
+def _parse_json_path(path: str) -> JSONPath:
     """``$.recipe.steps[0]`` -> ``("recipe", "steps", 0)``: the RFC 9535 subset Gemini sends.
 
     Accepts ``.name``, ``[index]`` and ``['name']`` / ``["name"]`` (with backslash escapes). Raises
@@ -206,7 +204,7 @@ class _Container:
         self.keys: set[str] = set()
 
 
-class PartialArgsWriter:
+class _PartialArgsWriter:
     """Writes a streamed call's arguments as JSON text, value by value, in the order they arrive.
 
     Values come with their JSON path. The writer keeps the chain of open containers from the root object
@@ -323,7 +321,7 @@ class _StreamedCall:
 
     __slots__ = ("position", "writer")
 
-    def __init__(self, position: int, writer: PartialArgsWriter) -> None:
+    def __init__(self, position: int, writer: _PartialArgsWriter) -> None:
         self.position = position
         self.writer = writer
 
@@ -679,7 +677,7 @@ class GeminiConverter:
         if name:
             if self._streamed is not None:
                 builder.tool_call(self._end_streamed([]))
-            writer = PartialArgsWriter()
+            writer = _PartialArgsWriter()
             pieces.append(writer.start())
             self._write_values(pieces, writer, args, partial_args, where)
             if not will_continue:
@@ -889,7 +887,7 @@ class GeminiConverter:
     def _write_values(
         self,
         pieces: list[str],
-        writer: PartialArgsWriter,
+        writer: _PartialArgsWriter,
         args: Mapping[str, Any] | None,
         partial_args: Sequence[Any] | None,
         where: str,
@@ -911,7 +909,7 @@ class GeminiConverter:
         if not isinstance(raw_path, str):
             raise self._error(f"{where}.jsonPath", "is missing or not a string")
         try:
-            path = parse_json_path(raw_path)
+            path = _parse_json_path(raw_path)
         except ValueError as error:
             raise self._error(f"{where}.jsonPath", str(error)) from error
         value: PartialValue

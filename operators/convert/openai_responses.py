@@ -70,7 +70,7 @@ from pipeline.stage import drive
 
 __all__ = ["OpenAIResponsesConverter", "convert_openai_responses"]
 
-REASONING_PART_SEPARATOR: Final = "\n\n"
+_REASONING_PART_SEPARATOR: Final = "\n\n"
 """Put between two separate parts of one reasoning item's text (summary parts, reasoning-text parts)."""
 
 _CLIENT_BUILTIN_CALLS: Final[Mapping[str, str]] = {
@@ -671,7 +671,7 @@ class OpenAIResponsesConverter(TypedEventConverter):
         item.last_reasoning_part = part
         if previous is None or previous == part:
             return text
-        return REASONING_PART_SEPARATOR + text
+        return _REASONING_PART_SEPARATOR + text
 
     def _collect(self, item: _OutputItem, part: _PartKey, text: object, into: list[str]) -> None:
         """Append the whole ``text`` of a part to ``into`` unless the part already gave text."""

@@ -11,7 +11,7 @@ XML-style arguments), ``formats/`` (one module per family of models, registered 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiostream import pipable_operator
 
@@ -21,8 +21,10 @@ from operators.delimiters._families import SectionLexer, TaggedCallLexer
 from operators.delimiters._lexer import DEFAULT_MAX_BUFFERED_CHARS, FormatLexer
 from operators.delimiters._registry import FORMATS, get_format, register_format
 from operators.delimiters.rewriter import DelimiterRewriter
-from pipeline.models import ChunkResponse
-from pipeline.stage import drive
+from pipeline.stage import drive as _drive
+
+if TYPE_CHECKING:
+    from pipeline.models import ChunkResponse
 
 __all__ = [
     "DEFAULT_MAX_BUFFERED_CHARS",
@@ -52,4 +54,4 @@ def rewrite_delimiters(
     core = DelimiterRewriter(
         format, id_factory=id_factory, tool_schemas=tool_schemas, max_buffered_chars=max_buffered_chars
     )
-    return drive(source, core)
+    return _drive(source, core)

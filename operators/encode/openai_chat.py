@@ -38,7 +38,6 @@ __all__ = [
     "OpenAIChunkEncoder",
     "encode_openai_chat",
     "fold_openai_completion",
-    "openai_usage",
     "sse_line",
 ]
 
@@ -50,7 +49,7 @@ def _completion_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex
 
 
-def openai_usage(usage: TokenUsage) -> dict[str, Any]:
+def _openai_usage(usage: TokenUsage) -> dict[str, Any]:
     """:class:`TokenUsage` in OpenAI's shape (with the ``*_details`` objects when their counts are known)."""
     result: dict[str, Any] = {
         "prompt_tokens": usage.prompt_tokens,
@@ -213,7 +212,7 @@ class OpenAIChunkEncoder:
             usage_chunk = dict(self._envelope())
             usage_chunk["choices"] = []
             usage = self.upstream_usage
-            usage_chunk["usage"] = dict(usage) if usage is not None else openai_usage(self._usage)
+            usage_chunk["usage"] = dict(usage) if usage is not None else _openai_usage(self._usage)
             outputs.append(usage_chunk)
         self.finish_reason = reason
         self.upstream_usage = None

@@ -34,23 +34,23 @@ from pipeline.compose import PROVIDERS
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 
-__all__ = ["main"]
+__all__ = ["TruncatedStreamError", "main"]
 
-DEMO_STREAMS = {
+_DEMO_STREAMS = {
     "coding-agent": ("coding_agent.sse", "anthropic"),
     "anthropic-parallel": ("fantasy_claude-sonnet-4_text_then_2_parallel_tool_use.sse", "anthropic"),
     "openai-parallel": ("openai-python_parallel_tool_calls_gpt4o.sse", "openai"),
     "gemini-thinking": ("fantasy_gemini-2.5-flash_thought_summary_then_function_call.sse", "gemini"),
 }
 
-DESCRIPTION = (
+_DESCRIPTION = (
     "Replay recorded LLM streams through the streamfold pipeline, watch a demo, run the rewriting proxy."
 )
-SPEED_HELP = (
+_SPEED_HELP = (
     "pieces per second: provider events (SSE events, JSON lines, .json list items), text deltas, or"
     " --chunk-size pieces; 0: as fast as possible (default: %(default)s)"
 )
-TEXT_DELTA_SIZE = 4
+_TEXT_DELTA_SIZE = 4
 """Characters per delta of a text file replayed without ``--chunk-size``."""
 
 
@@ -114,7 +114,7 @@ def _port(value: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="streamfold", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog="streamfold", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"streamfold {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,replay,proxy}")
 
@@ -125,11 +125,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--stream",
-        choices=sorted(DEMO_STREAMS),
+        choices=sorted(_DEMO_STREAMS),
         default="coding-agent",
         help="which recording (default: %(default)s)",
     )
-    demo.add_argument("--speed", type=_speed, default=120.0, metavar="RATE", help=SPEED_HELP)
+    demo.add_argument("--speed", type=_speed, default=120.0, metavar="RATE", help=_SPEED_HELP)
     demo.add_argument("--plain", action="store_true", help="plain lines, as on a dumb terminal")
 
     formats = _tool_format_names()
@@ -164,13 +164,13 @@ def _parser() -> argparse.ArgumentParser:
         help="pretty: a live view; jsonl: one event per line; openai-sse: as the proxy answers"
         " (default: pretty)",
     )
-    replay.add_argument("--speed", type=_speed, default=0.0, metavar="RATE", help=SPEED_HELP)
+    replay.add_argument("--speed", type=_speed, default=0.0, metavar="RATE", help=_SPEED_HELP)
     replay.add_argument(
         "--chunk-size",
         type=_positive,
         default=None,
         metavar="N",
-        help=f"re-chunk the bytes into N-byte pieces (text: N-character deltas; default {TEXT_DELTA_SIZE})",
+        help=f"re-chunk the bytes into N-byte pieces (text: N-character deltas; default {_TEXT_DELTA_SIZE})",
     )
     replay.add_argument("--plain", action="store_true", help="pretty output as plain lines, no live view")
 
@@ -332,7 +332,7 @@ def _source(
         items, provider = _json_items(data, provider)
         return _paced(items, speed), provider
     if provider == "text" or (path.suffix == ".txt" and provider == "auto"):
-        deltas, failure = _text_deltas(data, chunk_size or TEXT_DELTA_SIZE)
+        deltas, failure = _text_deltas(data, chunk_size or _TEXT_DELTA_SIZE)
         return _paced(deltas, speed, failure), "text"
     if chunk_size:
         pieces = [data[i : i + chunk_size] for i in range(0, len(data), chunk_size)]
@@ -443,7 +443,7 @@ async def _replay(arguments: argparse.Namespace) -> None:
 
 
 async def _demo(arguments: argparse.Namespace) -> None:
-    name, provider = DEMO_STREAMS[arguments.stream]
+    name, provider = _DEMO_STREAMS[arguments.stream]
     resource = resources.files("pipeline.cli") / "demo" / name
     pieces = _sse_event_pieces(resource.read_bytes())
     await _run(

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_BUFFER",
     "MAX_REPLAY",
+    "RETAINED_SUBSCRIBERS",
     "Hub",
     "HubClosedError",
     "HubStatistics",

@@ -34,7 +34,7 @@ from pipeline.fanout.hub import DEFAULT_MAX_BUFFER, Hub, HubClosedError, Policy,
 
 __all__ = ["as_observable", "observe", "to_observable"]
 
-logger = logging.getLogger("streamfold")
+_logger = logging.getLogger("streamfold")
 
 T = TypeVar("T")
 
@@ -117,7 +117,7 @@ class _ObserverFeed(Generic[T]):
     def _cut_off(self, error: Exception) -> None:
         name = self.subscription.name
         self.subscription.cut_off(error)
-        logger.error(
+        _logger.error(
             "observer %r raised in on_next and was cut off from the hub; the others go on",
             name,
             exc_info=error,
@@ -130,7 +130,7 @@ def _notify(callback: Callable[..., None], name: str, *args: Exception) -> None:
     try:
         callback(*args)
     except Exception as exc:
-        logger.error(
+        _logger.error(
             "observer %r raised in %s; ignored",
             name,
             getattr(callback, "__name__", "a callback"),
@@ -213,7 +213,7 @@ class _SourceFeed(Generic[T]):
                     try:
                         self.observer.on_next(item)
                     except Exception as exc:
-                        logger.error("observer raised in on_next and was cut off", exc_info=exc)
+                        _logger.error("observer raised in on_next and was cut off", exc_info=exc)
                         self.disposed = True
                         _notify(self.observer.on_error, name, exc)
                     if self.disposed:

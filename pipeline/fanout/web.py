@@ -74,7 +74,7 @@ __all__ = [
     "websocket_endpoint",
 ]
 
-logger = logging.getLogger("streamfold")
+_logger = logging.getLogger("streamfold")
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
@@ -221,7 +221,7 @@ class _Endpoint:
             f"subscriber {subscription.name!r} took nothing for {self.send_timeout} s (send_timeout) and"
             " was disconnected"
         )
-        logger.warning("%s", message)
+        _logger.warning("%s", message)
         subscription.disconnect(SubscriberError(message))
 
 
@@ -454,7 +454,7 @@ def _sse_event(name: bytes, data: bytes) -> bytes:
 
 
 def _encoding_failed(error: Exception) -> dict[str, str]:
-    logger.error("an item could not be encoded for the web", exc_info=error)
+    _logger.error("an item could not be encoded for the web", exc_info=error)
     return {"type": "ERROR", "error": "EncodeError", "message": f"an item could not be encoded: {error}"}
 
 

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 PARSER_ENVIRONMENT_VARIABLE = "STREAMFOLD_STREAM_PARSER"
-logger = logging.getLogger("streamfold")
+_logger = logging.getLogger("streamfold")
 
 SegmentCallback = Callable[[SegmentEvent], None]
 
@@ -114,7 +114,7 @@ class StreamingResponseHandler(ABC):
                 try:
                     self._on_segment_event(event)
                 except Exception:
-                    logger.exception("on_segment_event raised; the handler goes on")
+                    _logger.exception("on_segment_event raised; the handler goes on")
         return emitted
 
     def _segment_id(self, kind: SegmentType) -> str:

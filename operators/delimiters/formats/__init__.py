@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+__all__: list[str] = []
+
 for _module in pkgutil.iter_modules(__path__):
     if not _module.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_module.name}")

@@ -17,26 +17,26 @@ from operators.delimiters._scan import Markers, ValueType
 
 __all__ = ["DeepSeekV3Lexer", "DeepSeekV31Lexer", "DeepSeekV32Lexer"]
 
-CALLS_BEGIN: Final = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
-CALLS_END: Final = "<\uff5ctool\u2581calls\u2581end\uff5c>"
-CALL_BEGIN: Final = "<\uff5ctool\u2581call\u2581begin\uff5c>"
-SEP: Final = "<\uff5ctool\u2581sep\uff5c>"
-CALL_END: Final = "<\uff5ctool\u2581call\u2581end\uff5c>"
-FENCE: Final = "```"
-FENCE_JSON: Final = "```json"
+_CALLS_BEGIN: Final = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+_CALLS_END: Final = "<\uff5ctool\u2581calls\u2581end\uff5c>"
+_CALL_BEGIN: Final = "<\uff5ctool\u2581call\u2581begin\uff5c>"
+_SEP: Final = "<\uff5ctool\u2581sep\uff5c>"
+_CALL_END: Final = "<\uff5ctool\u2581call\u2581end\uff5c>"
+_FENCE: Final = "```"
+_FENCE_JSON: Final = "```json"
 
-_CLOSERS: Final = (CALL_END, CALL_BEGIN, CALLS_END)
+_CLOSERS: Final = (_CALL_END, _CALL_BEGIN, _CALLS_END)
 
 
 class _DeepSeekSection(SectionLexer):
     """What V3 and V3.1 share: the section ``<｜tool▁calls▁begin｜> CALL* <｜tool▁calls▁end｜>`` and the
     call's name, read up to one of ``name_ends`` (what opens the arguments, or a call closer)."""
 
-    text_markers: ClassVar[Markers] = Markers(CALLS_BEGIN, CALL_BEGIN)
-    section_begins: ClassVar[frozenset[str]] = frozenset({CALLS_BEGIN})
-    section_markers: ClassVar[Markers] = Markers(CALL_BEGIN, CALLS_END)
-    section_ends: ClassVar[frozenset[str]] = frozenset({CALLS_END})
-    call_end: ClassVar[str] = CALL_END
+    text_markers: ClassVar[Markers] = Markers(_CALLS_BEGIN, _CALL_BEGIN)
+    section_begins: ClassVar[frozenset[str]] = frozenset({_CALLS_BEGIN})
+    section_markers: ClassVar[Markers] = Markers(_CALL_BEGIN, _CALLS_END)
+    section_ends: ClassVar[frozenset[str]] = frozenset({_CALLS_END})
+    call_end: ClassVar[str] = _CALL_END
     name_ends: ClassVar[Markers]
     name_opening: ClassVar[str]
     """What came before the name, given back as text with a name too long to be one."""
@@ -78,9 +78,9 @@ class DeepSeekV31Lexer(_DeepSeekSection):
 
     name: ClassVar[str] = "deepseek_v31"
     aliases: ClassVar[tuple[str, ...]] = ("deepseekv31", "deepseek_v3.1")
-    markers: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, SEP, CALL_END)
-    name_ends: ClassVar[Markers] = Markers(SEP, *_CLOSERS)
-    name_opening: ClassVar[str] = CALL_BEGIN
+    markers: ClassVar[tuple[str, ...]] = (_CALLS_BEGIN, _CALLS_END, _CALL_BEGIN, _SEP, _CALL_END)
+    name_ends: ClassVar[Markers] = Markers(_SEP, *_CLOSERS)
+    name_opening: ClassVar[str] = _CALL_BEGIN
 
     def begin_call(self, marker: str) -> None:
         self.state = self._name
@@ -93,8 +93,8 @@ class DeepSeekV31Lexer(_DeepSeekSection):
 
 
 _V31_ARGUMENTS: Final = Markers(*_CLOSERS)
-_V3_TYPE: Final = Markers(SEP, *_CLOSERS)
-_V3_ARGUMENTS: Final = Markers(FENCE, *_CLOSERS)
+_V3_TYPE: Final = Markers(_SEP, *_CLOSERS)
+_V3_ARGUMENTS: Final = Markers(_FENCE, *_CLOSERS)
 _V3_AFTER_FENCE: Final = Markers(*_CLOSERS)
 
 
@@ -112,9 +112,9 @@ class DeepSeekV3Lexer(_DeepSeekSection):
 
     name: ClassVar[str] = "deepseek_v3"
     aliases: ClassVar[tuple[str, ...]] = ("deepseekv3", "deepseek_r1")
-    markers: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, SEP, CALL_END, FENCE_JSON)
-    name_ends: ClassVar[Markers] = Markers(FENCE_JSON, FENCE, *_CLOSERS)
-    name_opening: ClassVar[str] = CALL_BEGIN + "function" + SEP
+    markers: ClassVar[tuple[str, ...]] = (_CALLS_BEGIN, _CALLS_END, _CALL_BEGIN, _SEP, _CALL_END, _FENCE_JSON)
+    name_ends: ClassVar[Markers] = Markers(_FENCE_JSON, _FENCE, *_CLOSERS)
+    name_opening: ClassVar[str] = _CALL_BEGIN + "function" + _SEP
 
     def begin_call(self, marker: str) -> None:
         self.state = self._type
@@ -122,8 +122,8 @@ class DeepSeekV3Lexer(_DeepSeekSection):
     def _type(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.collect_header(buf, pos, final, _V3_TYPE)
         if marker == "":
-            self.not_a_call_header(CALL_BEGIN)
-        elif marker == SEP:
+            self.not_a_call_header(_CALL_BEGIN)
+        elif marker == _SEP:
             self.take_header()
             self.state = self._name
         elif marker is not None:
@@ -133,7 +133,7 @@ class DeepSeekV3Lexer(_DeepSeekSection):
 
     def _arguments(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_json_args(buf, pos, final, _V3_ARGUMENTS)
-        if marker == FENCE:
+        if marker == _FENCE:
             self.state = self._after_fence
         elif marker is not None:
             self.close_call(marker)
@@ -149,13 +149,13 @@ class DeepSeekV3Lexer(_DeepSeekSection):
 
 # --- DSML --------------------------------------------------------------------------------------------------
 
-DSML: Final = "\uff5cDSML\uff5c"
-DSML_BEGINS: Final = (f"<{DSML}function_calls>", f"<{DSML}tool_calls>")
-DSML_ENDS: Final = (f"</{DSML}function_calls>", f"</{DSML}tool_calls>")
-INVOKE: Final = f"<{DSML}invoke"
-INVOKE_END: Final = f"</{DSML}invoke>"
-PARAMETER: Final = f"<{DSML}parameter"
-PARAMETER_END: Final = f"</{DSML}parameter>"
+_DSML: Final = "\uff5cDSML\uff5c"
+_DSML_BEGINS: Final = (f"<{_DSML}function_calls>", f"<{_DSML}tool_calls>")
+_DSML_ENDS: Final = (f"</{_DSML}function_calls>", f"</{_DSML}tool_calls>")
+_INVOKE: Final = f"<{_DSML}invoke"
+_INVOKE_END: Final = f"</{_DSML}invoke>"
+_PARAMETER: Final = f"<{_DSML}parameter"
+_PARAMETER_END: Final = f"</{_DSML}parameter>"
 
 
 @register_format
@@ -176,22 +176,22 @@ class DeepSeekV32Lexer(InvokeSectionLexer):
     name: ClassVar[str] = "deepseek_v32"
     aliases: ClassVar[tuple[str, ...]] = ("deepseekv32", "deepseek_dsml", "deepseek_v4")
     markers: ClassVar[tuple[str, ...]] = (
-        *DSML_BEGINS,
-        *DSML_ENDS,
-        INVOKE,
-        INVOKE_END,
-        PARAMETER,
-        PARAMETER_END,
+        *_DSML_BEGINS,
+        *_DSML_ENDS,
+        _INVOKE,
+        _INVOKE_END,
+        _PARAMETER,
+        _PARAMETER_END,
     )
 
-    text_markers: ClassVar[Markers] = Markers(*DSML_BEGINS)
-    section_begins: ClassVar[frozenset[str]] = frozenset(DSML_BEGINS)
-    section_markers: ClassVar[Markers] = Markers(INVOKE, *DSML_ENDS)
-    section_ends: ClassVar[frozenset[str]] = frozenset(DSML_ENDS)
-    invoke: ClassVar[str] = INVOKE
-    invoke_end: ClassVar[str] = INVOKE_END
-    parameter: ClassVar[str] = PARAMETER
-    parameter_end: ClassVar[str] = PARAMETER_END
+    text_markers: ClassVar[Markers] = Markers(*_DSML_BEGINS)
+    section_begins: ClassVar[frozenset[str]] = frozenset(_DSML_BEGINS)
+    section_markers: ClassVar[Markers] = Markers(_INVOKE, *_DSML_ENDS)
+    section_ends: ClassVar[frozenset[str]] = frozenset(_DSML_ENDS)
+    invoke: ClassVar[str] = _INVOKE
+    invoke_end: ClassVar[str] = _INVOKE_END
+    parameter: ClassVar[str] = _PARAMETER
+    parameter_end: ClassVar[str] = _PARAMETER_END
     value_strip: ClassVar[str] = "none"
 
     def parameter_type(self, tag: str) -> ValueType | None:

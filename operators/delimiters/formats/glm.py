@@ -12,19 +12,19 @@ from operators.delimiters._scan import Markers
 
 __all__ = ["Glm45Lexer", "Glm47Lexer"]
 
-TOOL_CALL: Final = "<tool_call>"
-TOOL_CALL_END: Final = "</tool_call>"
-ARG_KEY: Final = "<arg_key>"
-ARG_KEY_END: Final = "</arg_key>"
-ARG_VALUE: Final = "<arg_value>"
-ARG_VALUE_END: Final = "</arg_value>"
+_TOOL_CALL: Final = "<tool_call>"
+_TOOL_CALL_END: Final = "</tool_call>"
+_ARG_KEY: Final = "<arg_key>"
+_ARG_KEY_END: Final = "</arg_key>"
+_ARG_VALUE: Final = "<arg_value>"
+_ARG_VALUE_END: Final = "</arg_value>"
 
 _NAME_END: Final = re.compile(r"[\s<>]")
-_IN_CALL: Final = Markers(ARG_KEY, TOOL_CALL_END)
-_KEY: Final = Markers(ARG_KEY_END)
-_BEFORE_VALUE: Final = Markers(ARG_VALUE, ARG_KEY, TOOL_CALL_END)
-_VALUE: Final = Markers(ARG_VALUE_END)
-_AFTER_NAME: Final = (ARG_KEY, TOOL_CALL_END)
+_IN_CALL: Final = Markers(_ARG_KEY, _TOOL_CALL_END)
+_KEY: Final = Markers(_ARG_KEY_END)
+_BEFORE_VALUE: Final = Markers(_ARG_VALUE, _ARG_KEY, _TOOL_CALL_END)
+_VALUE: Final = Markers(_ARG_VALUE_END)
+_AFTER_NAME: Final = (_ARG_KEY, _TOOL_CALL_END)
 
 
 @register_format
@@ -47,14 +47,14 @@ class Glm45Lexer(TaggedCallLexer):
 
     name: ClassVar[str] = "glm45"
     aliases: ClassVar[tuple[str, ...]] = ("glm4_moe", "glm46")
-    opener: ClassVar[str] = TOOL_CALL
+    opener: ClassVar[str] = _TOOL_CALL
     markers: ClassVar[tuple[str, ...]] = (
-        TOOL_CALL,
-        TOOL_CALL_END,
-        ARG_KEY,
-        ARG_KEY_END,
-        ARG_VALUE,
-        ARG_VALUE_END,
+        _TOOL_CALL,
+        _TOOL_CALL_END,
+        _ARG_KEY,
+        _ARG_KEY_END,
+        _ARG_VALUE,
+        _ARG_VALUE_END,
     )
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
@@ -74,7 +74,7 @@ class Glm45Lexer(TaggedCallLexer):
         if found:
             self.confirmed()
             self.start_xml_call(self.take_header(), strip="space")
-            if found == ARG_KEY:
+            if found == _ARG_KEY:
                 self.state = self._key
             else:
                 self._end()
@@ -87,7 +87,7 @@ class Glm45Lexer(TaggedCallLexer):
     def _in_call(self, buf: str, pos: int, final: bool) -> int:
         """Between arguments: whitespace (anything else is dropped)."""
         _stop, resume, marker = _IN_CALL.find(buf, pos, final)
-        if marker == ARG_KEY:
+        if marker == _ARG_KEY:
             self.state = self._key
         elif marker is not None:
             self._end()
@@ -102,10 +102,10 @@ class Glm45Lexer(TaggedCallLexer):
 
     def _before_value(self, buf: str, pos: int, final: bool) -> int:
         _stop, resume, marker = _BEFORE_VALUE.find(buf, pos, final)
-        if marker == ARG_VALUE:
+        if marker == _ARG_VALUE:
             self.begin_value(self._current_key)
             self.state = self._value
-        elif marker == ARG_KEY:  # a key without a value
+        elif marker == _ARG_KEY:  # a key without a value
             self.state = self._key
         elif marker is not None:
             self._end()

@@ -23,27 +23,27 @@ from pipeline.models import ToolCallDelta
 
 __all__ = ["HarmonyLexer"]
 
-START: Final = "<|start|>"
-CHANNEL: Final = "<|channel|>"
-CONSTRAIN: Final = "<|constrain|>"
-MESSAGE: Final = "<|message|>"
-END: Final = "<|end|>"
-RETURN: Final = "<|return|>"
-CALL: Final = "<|call|>"
+_START: Final = "<|start|>"
+_CHANNEL: Final = "<|channel|>"
+_CONSTRAIN: Final = "<|constrain|>"
+_MESSAGE: Final = "<|message|>"
+_END: Final = "<|end|>"
+_RETURN: Final = "<|return|>"
+_CALL: Final = "<|call|>"
 
-_TERMINATORS: Final = frozenset({END, RETURN, CALL})
-_OPENERS: Final = frozenset({START, CHANNEL})
+_TERMINATORS: Final = frozenset({_END, _RETURN, _CALL})
+_OPENERS: Final = frozenset({_START, _CHANNEL})
 
-_OUTSIDE: Final = Markers(START, CHANNEL, MESSAGE, END, RETURN, CALL, CONSTRAIN)
-_HEADER: Final = Markers(MESSAGE, CHANNEL, CONSTRAIN, START, END, RETURN, CALL)
-_BODY: Final = Markers(END, RETURN, CALL, START, CHANNEL)
+_OUTSIDE: Final = Markers(_START, _CHANNEL, _MESSAGE, _END, _RETURN, _CALL, _CONSTRAIN)
+_HEADER: Final = Markers(_MESSAGE, _CHANNEL, _CONSTRAIN, _START, _END, _RETURN, _CALL)
+_BODY: Final = Markers(_END, _RETURN, _CALL, _START, _CHANNEL)
 
 _HEADER_LIMIT: Final = 256
 """Longest message header; a longer one is not a header and passes through as text."""
 _SNIFF_LIMIT: Final = 4096
 """Longest run of whitespace held at the start of a built-in tool's input before it counts as text input."""
 _HEADER_WORDS: Final = re.compile(r"[\w.:/=\- ]*")
-_HEADER_PARTS: Final = re.compile("(" + re.escape(CHANNEL) + "|" + re.escape(CONSTRAIN) + ")")
+_HEADER_PARTS: Final = re.compile("(" + re.escape(_CHANNEL) + "|" + re.escape(_CONSTRAIN) + ")")
 _FUNCTIONS_PREFIX: Final = "functions."
 _CHANNEL_ROUTES: Final[dict[str, Channel]] = {
     "analysis": "reasoning",
@@ -58,7 +58,7 @@ class _Header:
     __slots__ = ("author", "channel", "content_type", "recipient")
 
     def __init__(self, raw: str) -> None:
-        body = raw[len(START) :] if raw.startswith(START) else raw
+        body = raw[len(_START) :] if raw.startswith(_START) else raw
         parts = _HEADER_PARTS.split(body)
         role_words = parts[0].split()
         channel_words: list[str] = []
@@ -66,7 +66,7 @@ class _Header:
         constraint = ""
         for marker, text in zip(parts[1::2], parts[2::2], strict=True):
             words = text.split()
-            if marker == CHANNEL:
+            if marker == _CHANNEL:
                 channel_words.extend(words)
             elif words:
                 constraint = words[0]
@@ -117,7 +117,7 @@ class HarmonyLexer(FormatLexer):
     name: ClassVar[str] = "harmony"
     aliases: ClassVar[tuple[str, ...]] = ("gpt_oss", "gpt-oss", "openai_harmony")
     end_marker_optional: ClassVar[bool] = True
-    markers: ClassVar[tuple[str, ...]] = (START, CHANNEL, CONSTRAIN, MESSAGE, END, RETURN, CALL)
+    markers: ClassVar[tuple[str, ...]] = (_START, _CHANNEL, _CONSTRAIN, _MESSAGE, _END, _RETURN, _CALL)
     text_markers: ClassVar[Markers] = _OUTSIDE
 
     # --- between messages -----------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ class HarmonyLexer(FormatLexer):
     def opened(self, marker: str) -> None:
         if marker in _OPENERS:
             self._open_header(marker)
-        elif marker == MESSAGE:
+        elif marker == _MESSAGE:
             self._route: Channel = self.channel  # a body without a header keeps the field's channel
             self.state = self._text_body
 
@@ -152,16 +152,16 @@ class HarmonyLexer(FormatLexer):
                 return stop
         if marker is None:
             return resume
-        if marker == CHANNEL and CHANNEL in self._head:
+        if marker == _CHANNEL and _CHANNEL in self._head:
             self._drop_header()  # a second channel: a new message began without <|message|>
             self._open_header(marker)
-        elif marker in (CHANNEL, CONSTRAIN):
+        elif marker in (_CHANNEL, _CONSTRAIN):
             self._head.append(marker)
-        elif marker == MESSAGE:
+        elif marker == _MESSAGE:
             self._begin_body(_Header("".join(self._head)))
         else:
             self._drop_header()
-            if marker == START:
+            if marker == _START:
                 self._open_header(marker)
         return resume
 
@@ -171,14 +171,14 @@ class HarmonyLexer(FormatLexer):
         self._head = []
         self.state = self.start
         words = raw
-        for marker in (START, CHANNEL, CONSTRAIN):
+        for marker in (_START, _CHANNEL, _CONSTRAIN):
             words = words.replace(marker, " ")
         if _HEADER_WORDS.fullmatch(words) is None:
             self.emit_text(raw)
 
     def _begin_body(self, header: _Header) -> None:
         if header.author not in ("", "assistant"):
-            self.emit_text("".join(self._head) + MESSAGE)
+            self.emit_text("".join(self._head) + _MESSAGE)
             self._head = []
             self.state = self._foreign_body
             return

@@ -12,10 +12,10 @@ from operators.delimiters._wrapped import WrappedJsonLexer
 
 __all__ = ["HermesLexer"]
 
-TOOL_CALL: Final = "<tool_call>"
-TOOL_CALL_END: Final = "</tool_call>"
+_TOOL_CALL: Final = "<tool_call>"
+_TOOL_CALL_END: Final = "</tool_call>"
 
-_END: Final = Markers(TOOL_CALL_END)
+_END: Final = Markers(_TOOL_CALL_END)
 
 
 @register_format
@@ -34,9 +34,9 @@ class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
 
     name: ClassVar[str] = "hermes"
     aliases: ClassVar[tuple[str, ...]] = ("qwen25", "hermes2_pro")
-    markers: ClassVar[tuple[str, ...]] = (TOOL_CALL, TOOL_CALL_END)
+    markers: ClassVar[tuple[str, ...]] = (_TOOL_CALL, _TOOL_CALL_END)
     wrapper_markers: ClassVar[Markers] = _END
-    opener: ClassVar[str] = TOOL_CALL
+    opener: ClassVar[str] = _TOOL_CALL
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: a call only if ``{`` comes next (after whitespace)."""
@@ -52,7 +52,7 @@ class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
 
     def _after_wrapper(self, buf: str, pos: int, final: bool) -> int:
         """After the JSON object: whitespace, then ``</tool_call>``."""
-        index, found = self.expect_after_space(buf, pos, final, (TOOL_CALL_END,))
+        index, found = self.expect_after_space(buf, pos, final, (_TOOL_CALL_END,))
         if found:
             self.take_tentative()
             self.end_call(finished=True)

@@ -12,14 +12,14 @@ from operators.delimiters._scan import Markers
 
 __all__ = ["KimiK2Lexer", "kimi_tool_name"]
 
-SECTION_BEGINS: Final = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
-SECTION_ENDS: Final = ("<|tool_calls_section_end|>", "<|tool_call_section_end|>")
-CALL_BEGIN: Final = "<|tool_call_begin|>"
-ARGUMENT_BEGIN: Final = "<|tool_call_argument_begin|>"
-CALL_END: Final = "<|tool_call_end|>"
+_SECTION_BEGINS: Final = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
+_SECTION_ENDS: Final = ("<|tool_calls_section_end|>", "<|tool_call_section_end|>")
+_CALL_BEGIN: Final = "<|tool_call_begin|>"
+_ARGUMENT_BEGIN: Final = "<|tool_call_argument_begin|>"
+_CALL_END: Final = "<|tool_call_end|>"
 
-_HEADER: Final = Markers(ARGUMENT_BEGIN, CALL_END, CALL_BEGIN, *SECTION_ENDS)
-_ARGUMENTS: Final = Markers(CALL_END, CALL_BEGIN, *SECTION_ENDS)
+_HEADER: Final = Markers(_ARGUMENT_BEGIN, _CALL_END, _CALL_BEGIN, *_SECTION_ENDS)
+_ARGUMENTS: Final = Markers(_CALL_END, _CALL_BEGIN, *_SECTION_ENDS)
 
 _PARENTHESISED: Final = re.compile(r"functions\((?P<name>[^()]+)\):\d+(?:\.\d+)?")
 _INDEX_SUFFIX: Final = re.compile(r"(?P<name>.+?)[:_]\d+")
@@ -83,18 +83,18 @@ class KimiK2Lexer(SectionLexer):
     aliases: ClassVar[tuple[str, ...]] = ("kimi_k25", "kimi")
     end_marker_optional: ClassVar[bool] = True
     markers: ClassVar[tuple[str, ...]] = (
-        *SECTION_BEGINS,
-        *SECTION_ENDS,
-        CALL_BEGIN,
-        ARGUMENT_BEGIN,
-        CALL_END,
+        *_SECTION_BEGINS,
+        *_SECTION_ENDS,
+        _CALL_BEGIN,
+        _ARGUMENT_BEGIN,
+        _CALL_END,
     )
 
-    text_markers: ClassVar[Markers] = Markers(*SECTION_BEGINS, CALL_BEGIN)
-    section_begins: ClassVar[frozenset[str]] = frozenset(SECTION_BEGINS)
-    section_markers: ClassVar[Markers] = Markers(CALL_BEGIN, *SECTION_ENDS)
-    section_ends: ClassVar[frozenset[str]] = frozenset(SECTION_ENDS)
-    call_end: ClassVar[str] = CALL_END
+    text_markers: ClassVar[Markers] = Markers(*_SECTION_BEGINS, _CALL_BEGIN)
+    section_begins: ClassVar[frozenset[str]] = frozenset(_SECTION_BEGINS)
+    section_markers: ClassVar[Markers] = Markers(_CALL_BEGIN, *_SECTION_ENDS)
+    section_ends: ClassVar[frozenset[str]] = frozenset(_SECTION_ENDS)
+    call_end: ClassVar[str] = _CALL_END
 
     def begin_call(self, marker: str) -> None:
         self.state = self._call_id
@@ -102,14 +102,14 @@ class KimiK2Lexer(SectionLexer):
     def _call_id(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.collect_header(buf, pos, final, _HEADER)
         if marker == "":
-            self.not_a_call_header(CALL_BEGIN)
+            self.not_a_call_header(_CALL_BEGIN)
             return resume
         if marker is None:
             return resume
         call_id = self.take_header().strip()
         known = frozenset(self.options.tool_schemas) or None
         self.start_call(kimi_tool_name(call_id, known) if call_id else "", call_id or None)
-        if marker == ARGUMENT_BEGIN:
+        if marker == _ARGUMENT_BEGIN:
             self.state = self._arguments
         else:
             self.close_call(marker)

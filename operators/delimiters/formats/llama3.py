@@ -16,15 +16,15 @@ from operators.delimiters._wrapped import WrappedJsonLexer
 
 __all__ = ["Llama3JsonLexer"]
 
-PYTHON_TAG: Final = "<|python_tag|>"
-EOM: Final = "<|eom_id|>"
-EOT: Final = "<|eot_id|>"
+_PYTHON_TAG: Final = "<|python_tag|>"
+_EOM: Final = "<|eom_id|>"
+_EOT: Final = "<|eot_id|>"
 
-_TEXT: Final = Markers(PYTHON_TAG)
-_SECTION: Final = Markers(PYTHON_TAG, EOM, EOT)
+_TEXT: Final = Markers(_PYTHON_TAG)
+_SECTION: Final = Markers(_PYTHON_TAG, _EOM, _EOT)
 _SEPARATORS: Final = re.compile(r"[\s;]*")
 
-CODE_TOOL: Final = "python"
+_CODE_TOOL: Final = "python"
 """Name of the call made of what follows ``<|python_tag|>`` when it is not JSON: Llama's code interpreter."""
 
 _OPENING_KEYS: Final = ("name", "type")
@@ -74,7 +74,7 @@ class Llama3JsonLexer(WrappedJsonLexer):
 
     name: ClassVar[str] = "llama3_json"
     aliases: ClassVar[tuple[str, ...]] = ("llama3", "llama")
-    markers: ClassVar[tuple[str, ...]] = (PYTHON_TAG, EOM, EOT)
+    markers: ClassVar[tuple[str, ...]] = (_PYTHON_TAG, _EOM, _EOT)
     wrapper_markers: ClassVar[Markers] = _SECTION
 
     text_markers: ClassVar[Markers] = _TEXT
@@ -125,7 +125,7 @@ class Llama3JsonLexer(WrappedJsonLexer):
         if stop == index and marker is None and resume == index:
             return index  # perhaps a stop token
         self.take_tentative()
-        self.start_call(CODE_TOOL, kind="custom")
+        self.start_call(_CODE_TOOL, kind="custom")
         self.state = self._code
         return index
 
@@ -151,7 +151,7 @@ class Llama3JsonLexer(WrappedJsonLexer):
 
     def _section_marker(self, marker: str) -> None:
         """A marker came between or inside calls: a new tagged section, or the end of the message."""
-        if marker == PYTHON_TAG:
+        if marker == _PYTHON_TAG:
             self.hold_tentative(marker)
             self.state = self._after_tag
         else:

@@ -11,12 +11,12 @@ from operators.delimiters._scan import Markers
 
 __all__ = ["MiniMaxM2Lexer"]
 
-SECTION_BEGIN: Final = "<minimax:tool_call>"
-SECTION_END: Final = "</minimax:tool_call>"
-INVOKE: Final = "<invoke"
-INVOKE_END: Final = "</invoke>"
-PARAMETER: Final = "<parameter"
-PARAMETER_END: Final = "</parameter>"
+_SECTION_BEGIN: Final = "<minimax:tool_call>"
+_SECTION_END: Final = "</minimax:tool_call>"
+_INVOKE: Final = "<invoke"
+_INVOKE_END: Final = "</invoke>"
+_PARAMETER: Final = "<parameter"
+_PARAMETER_END: Final = "</parameter>"
 
 
 @register_format
@@ -36,20 +36,20 @@ class MiniMaxM2Lexer(InvokeSectionLexer):
     name: ClassVar[str] = "minimax_m2"
     aliases: ClassVar[tuple[str, ...]] = ("minimax-m2",)
     markers: ClassVar[tuple[str, ...]] = (
-        SECTION_BEGIN,
-        SECTION_END,
-        INVOKE,
-        INVOKE_END,
-        PARAMETER,
-        PARAMETER_END,
+        _SECTION_BEGIN,
+        _SECTION_END,
+        _INVOKE,
+        _INVOKE_END,
+        _PARAMETER,
+        _PARAMETER_END,
     )
 
-    text_markers: ClassVar[Markers] = Markers(SECTION_BEGIN)
-    section_begins: ClassVar[frozenset[str]] = frozenset({SECTION_BEGIN})
-    section_markers: ClassVar[Markers] = Markers(INVOKE, SECTION_END)
-    section_ends: ClassVar[frozenset[str]] = frozenset({SECTION_END})
-    invoke: ClassVar[str] = INVOKE
-    invoke_end: ClassVar[str] = INVOKE_END
-    parameter: ClassVar[str] = PARAMETER
-    parameter_end: ClassVar[str] = PARAMETER_END
+    text_markers: ClassVar[Markers] = Markers(_SECTION_BEGIN)
+    section_begins: ClassVar[frozenset[str]] = frozenset({_SECTION_BEGIN})
+    section_markers: ClassVar[Markers] = Markers(_INVOKE, _SECTION_END)
+    section_ends: ClassVar[frozenset[str]] = frozenset({_SECTION_END})
+    invoke: ClassVar[str] = _INVOKE
+    invoke_end: ClassVar[str] = _INVOKE_END
+    parameter: ClassVar[str] = _PARAMETER
+    parameter_end: ClassVar[str] = _PARAMETER_END
     value_strip: ClassVar[str] = "newline"

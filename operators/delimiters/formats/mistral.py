@@ -21,13 +21,13 @@ from operators.delimiters._wrapped import WrappedJsonLexer
 
 __all__ = ["MistralLexer", "mistral_call_id"]
 
-TOOL_CALLS: Final = "[TOOL_CALLS]"
-ARGS: Final = "[ARGS]"
-CALL_ID: Final = "[CALL_ID]"
+_TOOL_CALLS: Final = "[TOOL_CALLS]"
+_ARGS: Final = "[ARGS]"
+_CALL_ID_MARKER: Final = "[CALL_ID]"
 
-_TEXT: Final = Markers(TOOL_CALLS)
-_NAME_END: Final = Markers(ARGS, CALL_ID)
-_ID_END: Final = Markers(ARGS)
+_TEXT: Final = Markers(_TOOL_CALLS)
+_NAME_END: Final = Markers(_ARGS, _CALL_ID_MARKER)
+_ID_END: Final = Markers(_ARGS)
 _NAME: Final = re.compile(r"[\w.:/-]*")
 _CALL_ID: Final = re.compile(r"[\w-]*")
 
@@ -60,7 +60,7 @@ class MistralLexer(WrappedJsonLexer):
 
     name: ClassVar[str] = "mistral"
     aliases: ClassVar[tuple[str, ...]] = ("mistral_v11",)
-    markers: ClassVar[tuple[str, ...]] = (TOOL_CALLS, ARGS, CALL_ID)
+    markers: ClassVar[tuple[str, ...]] = (_TOOL_CALLS, _ARGS, _CALL_ID_MARKER)
     text_markers: ClassVar[Markers] = _TEXT
     wrapper_markers: ClassVar[Markers] = _TEXT
 
@@ -135,7 +135,7 @@ class MistralLexer(WrappedJsonLexer):
             return index
         if marker is None:
             return index  # the start of a marker: wait for the rest
-        if marker == CALL_ID:
+        if marker == _CALL_ID_MARKER:
             self.hold_tentative(marker)
             self.state = self._v11_call_id
             return resume
@@ -164,7 +164,7 @@ class MistralLexer(WrappedJsonLexer):
 
     def _between_calls(self, buf: str, pos: int, final: bool) -> int:
         """After a call: whitespace is dropped if another ``[TOOL_CALLS]`` or the end follows."""
-        index, found = self.expect_after_space(buf, pos, final, (TOOL_CALLS,))
+        index, found = self.expect_after_space(buf, pos, final, (_TOOL_CALLS,))
         if found:
             self.take_tentative()
             self.opened(found)

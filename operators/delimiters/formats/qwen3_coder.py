@@ -12,20 +12,20 @@ from operators.delimiters._scan import Markers, space_end
 
 __all__ = ["Qwen3CoderLexer"]
 
-TOOL_CALL: Final = "<tool_call>"
-TOOL_CALL_END: Final = "</tool_call>"
-FUNCTION: Final = "<function="
-FUNCTION_END: Final = "</function>"
-PARAMETER: Final = "<parameter="
-PARAMETER_END: Final = "</parameter>"
+_TOOL_CALL: Final = "<tool_call>"
+_TOOL_CALL_END: Final = "</tool_call>"
+_FUNCTION: Final = "<function="
+_FUNCTION_END: Final = "</function>"
+_PARAMETER: Final = "<parameter="
+_PARAMETER_END: Final = "</parameter>"
 
 _NAME_END: Final = re.compile(r"[>\s<]")
 _KEY_END: Final = Markers(">")
-_IN_FUNCTION: Final = Markers(PARAMETER, FUNCTION_END, TOOL_CALL_END)
+_IN_FUNCTION: Final = Markers(_PARAMETER, _FUNCTION_END, _TOOL_CALL_END)
 # A structural "<parameter=" or "</function>" starts a line; inside a value the same text mid-line is content.
-_VALUE: Final = Markers(PARAMETER_END, "\n" + PARAMETER, "\n" + FUNCTION_END, "\n" + TOOL_CALL_END)
-_TEXT: Final = Markers(TOOL_CALL, FUNCTION)
-_ORPHAN_BODY: Final = Markers(FUNCTION_END, TOOL_CALL)
+_VALUE: Final = Markers(_PARAMETER_END, "\n" + _PARAMETER, "\n" + _FUNCTION_END, "\n" + _TOOL_CALL_END)
+_TEXT: Final = Markers(_TOOL_CALL, _FUNCTION)
+_ORPHAN_BODY: Final = Markers(_FUNCTION_END, _TOOL_CALL)
 
 
 @register_format
@@ -59,20 +59,20 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     name: ClassVar[str] = "qwen3_coder"
     aliases: ClassVar[tuple[str, ...]] = ("qwen3_xml", "qwen35")
-    opener: ClassVar[str] = TOOL_CALL
+    opener: ClassVar[str] = _TOOL_CALL
     text_markers: ClassVar[Markers] = _TEXT
     markers: ClassVar[tuple[str, ...]] = (
-        TOOL_CALL,
-        TOOL_CALL_END,
-        FUNCTION,
-        FUNCTION_END,
-        PARAMETER,
-        PARAMETER_END,
+        _TOOL_CALL,
+        _TOOL_CALL_END,
+        _FUNCTION,
+        _FUNCTION_END,
+        _PARAMETER,
+        _PARAMETER_END,
     )
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: whitespace, then ``<function=``."""
-        index, found = self.expect_after_space(buf, pos, final, (FUNCTION,))
+        index, found = self.expect_after_space(buf, pos, final, (_FUNCTION,))
         if found:
             self.hold_tentative(found)
             self.state = self._function_name
@@ -97,7 +97,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
     def _in_function(self, buf: str, pos: int, final: bool) -> int:
         """Between parameters: whitespace (anything else is dropped)."""
         _stop, resume, marker = _IN_FUNCTION.find(buf, pos, final)
-        if marker == PARAMETER:
+        if marker == _PARAMETER:
             self.state = self._parameter_key
         elif marker is not None:
             self._end_function(marker)
@@ -113,9 +113,9 @@ class Qwen3CoderLexer(TaggedCallLexer):
     def _value(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_value(buf, pos, final, _VALUE)
         if marker is not None:
-            if marker == PARAMETER_END:
+            if marker == _PARAMETER_END:
                 self.state = self._in_function
-            elif marker == "\n" + PARAMETER:
+            elif marker == "\n" + _PARAMETER:
                 self.state = self._parameter_key
             else:
                 self._end_function(marker.lstrip())
@@ -123,14 +123,14 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def _end_function(self, marker: str) -> None:
         self.end_xml_call(finished=True)
-        if marker == FUNCTION_END:
+        if marker == _FUNCTION_END:
             self.state = self._after_function
         else:
             self.call_done()
 
     def _after_function(self, buf: str, pos: int, final: bool) -> int:
         """After ``</function>``: whitespace, then ``</tool_call>`` (tolerated if missing)."""
-        index, found = self.expect_after_space(buf, pos, final, (TOOL_CALL_END,))
+        index, found = self.expect_after_space(buf, pos, final, (_TOOL_CALL_END,))
         if found:
             self.take_tentative()
             self.call_done()
@@ -142,7 +142,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
     # --- a call without its <tool_call>, confirmed by </tool_call> ----------------------------------------
 
     def opened(self, marker: str) -> None:
-        if marker == FUNCTION:
+        if marker == _FUNCTION:
             self.hold_tentative(marker)
             self.state = self._orphan_name
         else:
@@ -162,10 +162,10 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def _orphan_open(self, buf: str, pos: int, final: bool) -> int:
         """After ``<function=NAME>``: whitespace, then ``<parameter=`` or ``</function>``."""
-        index, found = self.expect_after_space(buf, pos, final, (PARAMETER, FUNCTION_END))
+        index, found = self.expect_after_space(buf, pos, final, (_PARAMETER, _FUNCTION_END))
         if found:
             self._hold_orphan(found)
-            self.state = self._orphan_body if found == PARAMETER else self._orphan_after_function
+            self.state = self._orphan_body if found == _PARAMETER else self._orphan_after_function
             return index + len(found)
         if found == "":
             self.not_a_call()
@@ -176,7 +176,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         stop, resume, marker = _ORPHAN_BODY.find(buf, pos, final)
         if stop > pos and not self._hold_orphan(buf[pos:stop]):
             return stop
-        if marker == TOOL_CALL:
+        if marker == _TOOL_CALL:
             self.release_tentative()
             super().opened(marker)
         elif marker is not None:
@@ -192,14 +192,14 @@ class Qwen3CoderLexer(TaggedCallLexer):
             return index
         if index == len(buf):
             return index
-        if buf.startswith(TOOL_CALL_END, index):
+        if buf.startswith(_TOOL_CALL_END, index):
             held = self.take_tentative()
             # Lex it as the call it is (bounded: at most the cap, once more).
-            self.hold_tentative(TOOL_CALL)
+            self.hold_tentative(_TOOL_CALL)
             self.state = self.confirm
-            self.feed(held + TOOL_CALL_END)
-            return index + len(TOOL_CALL_END)
-        if not final and TOOL_CALL_END.startswith(buf[index:]):
+            self.feed(held + _TOOL_CALL_END)
+            return index + len(_TOOL_CALL_END)
+        if not final and _TOOL_CALL_END.startswith(buf[index:]):
             return index  # perhaps the start of </tool_call>
         self.state = self._orphan_body
         return index

@@ -54,20 +54,20 @@ _TAG_LIMIT: Final = 256
 
 # --- xml ----------------------------------------------------------------------------------------------------
 
-TOOL: Final = "<tool"
-TOOL_END: Final = "</tool>"
-ARGUMENTS: Final = "<arguments>"
-ARGUMENTS_END: Final = "</arguments>"
-ARG: Final = "<arg"
-ARG_END: Final = "</arg>"
-START_CONTENT: Final = "__START_CONTENT__"
-END_CONTENT: Final = "__END_CONTENT__"
+_TOOL: Final = "<tool"
+_TOOL_END: Final = "</tool>"
+_ARGUMENTS: Final = "<arguments>"
+_ARGUMENTS_END: Final = "</arguments>"
+_ARG: Final = "<arg"
+_ARG_END: Final = "</arg>"
+_START_CONTENT: Final = "__START_CONTENT__"
+_END_CONTENT: Final = "__END_CONTENT__"
 
 _TAG_END: Final = Markers(">")
-_IN_TOOL: Final = Markers(ARGUMENTS, ARGUMENTS_END, ARG, TOOL_END)
-_VALUE_END: Final = Markers(ARG_END)
-_RAW_END: Final = Markers(END_CONTENT)
-_AFTER_RAW: Final = Markers(ARG_END, TOOL_END)
+_IN_TOOL: Final = Markers(_ARGUMENTS, _ARGUMENTS_END, _ARG, _TOOL_END)
+_VALUE_END: Final = Markers(_ARG_END)
+_RAW_END: Final = Markers(_END_CONTENT)
+_AFTER_RAW: Final = Markers(_ARG_END, _TOOL_END)
 _NAME_TAG: Final = re.compile(r"""\s+name\s*=\s*(?:"[^"<>]*"|'[^'<>]*')\s*""")
 
 
@@ -91,16 +91,16 @@ class XmlToolLexer(TaggedCallLexer):
 
     name: ClassVar[str] = "xml"
     markers: ClassVar[tuple[str, ...]] = (
-        TOOL,
-        TOOL_END,
-        ARGUMENTS,
-        ARGUMENTS_END,
-        ARG,
-        ARG_END,
-        START_CONTENT,
-        END_CONTENT,
+        _TOOL,
+        _TOOL_END,
+        _ARGUMENTS,
+        _ARGUMENTS_END,
+        _ARG,
+        _ARG_END,
+        _START_CONTENT,
+        _END_CONTENT,
     )
-    opener: ClassVar[str] = TOOL
+    opener: ClassVar[str] = _TOOL
 
     def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)
@@ -155,9 +155,9 @@ class XmlToolLexer(TaggedCallLexer):
             self._stray(buf[pos:stop], self.emit_text)
         if marker is not None:
             self._end_stray(self.emit_text)
-        if marker == ARG:
+        if marker == _ARG:
             self.state = self._arg_tag
-        elif marker == TOOL_END:
+        elif marker == _TOOL_END:
             self.end_xml_call(finished=True)
             self.call_done()
         return resume
@@ -166,14 +166,14 @@ class XmlToolLexer(TaggedCallLexer):
         tag, resume = self._read_tag(buf, pos, final, hold=False)
         if tag is None:
             if self._tag_size > _TAG_LIMIT:
-                self.emit_text(ARG + "".join(self._tag))  # not a tag: stray text inside the call
+                self.emit_text(_ARG + "".join(self._tag))  # not a tag: stray text inside the call
                 self._tag.clear()
                 self._tag_size = 0
                 self.state = self._in_tool
             return resume
         key = attribute(tag, "name") if _NAME_TAG.fullmatch(tag) else None
         if key is None:
-            self.emit_text(ARG + tag + ">")  # not an <arg name="..."> tag: stray text inside the call
+            self.emit_text(_ARG + tag + ">")  # not an <arg name="..."> tag: stray text inside the call
             self.state = self._in_tool
             return resume
         self._key = key
@@ -190,13 +190,13 @@ class XmlToolLexer(TaggedCallLexer):
             self._lead_size += index - pos
         if index == len(buf) and not final and self._lead_size <= HEADER_LIMIT:
             return index
-        rest = buf[index : index + len(START_CONTENT)]
-        if rest == START_CONTENT:
+        rest = buf[index : index + len(_START_CONTENT)]
+        if rest == _START_CONTENT:
             self.begin_value(self._key, "string")
             self.begin_raw_string()
             self.state = self._raw_value
-            return index + len(START_CONTENT)
-        if rest and START_CONTENT.startswith(rest) and not final:
+            return index + len(_START_CONTENT)
+        if rest and _START_CONTENT.startswith(rest) and not final:
             return index  # perhaps __START_CONTENT__: wait
         self.begin_value(self._key)
         xml_args = self.xml_args
@@ -226,7 +226,7 @@ class XmlToolLexer(TaggedCallLexer):
         if marker is not None:
             self._end_stray(self._emit_escaped)
             self._end_value()
-            if marker == TOOL_END:
+            if marker == _TOOL_END:
                 self.end_xml_call(finished=True)
                 self.call_done()
         return resume
@@ -274,7 +274,7 @@ class XmlToolLexer(TaggedCallLexer):
 
 # --- json ---------------------------------------------------------------------------------------------------
 
-FENCE: Final = "```"
+_FENCE: Final = "```"
 
 _BRACE: Final = Markers("{")
 _OPENING_LIMIT: Final = 256
@@ -323,11 +323,11 @@ class JsonToolLexer(WrappedJsonLexer):
     """
 
     name: ClassVar[str] = "json"
-    markers: ClassVar[tuple[str, ...]] = ("{", "}", "[", "]", FENCE)
+    markers: ClassVar[tuple[str, ...]] = ("{", "}", "[", "]", _FENCE)
     name_keys: ClassVar[frozenset[str]] = frozenset({"function", "name"})
     argument_keys: ClassVar[frozenset[str]] = frozenset({"parameters", "arguments"})
     text_markers: ClassVar[Markers] = _BRACE
-    wrapper_markers: ClassVar[Markers] = Markers(FENCE)
+    wrapper_markers: ClassVar[Markers] = Markers(_FENCE)
 
     def start(self, buf: str, pos: int, final: bool) -> int:
         stop, _resume, marker = _BRACE.find(buf, pos, final)
@@ -393,13 +393,13 @@ class JsonToolLexer(WrappedJsonLexer):
 
 # --- sentinel -----------------------------------------------------------------------------------------------
 
-SEG_START: Final = "[[SEG_START"
-SEG_END: Final = "[[SEG_END]]"
-HEADER_CLOSE: Final = "]]"
+_SEG_START: Final = "[[SEG_START"
+_SEG_END: Final = "[[SEG_END]]"
+_HEADER_CLOSE: Final = "]]"
 
-_SEGMENT: Final = Markers(SEG_START)
-_SEGMENT_BODY: Final = Markers(SEG_END, SEG_START)
-_FILE_BODY: Final = Markers(SEG_END)
+_SEGMENT: Final = Markers(_SEG_START)
+_SEGMENT_BODY: Final = Markers(_SEG_END, _SEG_START)
+_FILE_BODY: Final = Markers(_SEG_END)
 _FILE_KEYS: Final = {"write_file": "content", "patch_file": "patch"}
 _TEXT_ROUTES: Final[dict[str, Channel]] = {
     "text": "content",
@@ -430,11 +430,11 @@ class SentinelLexer(FormatLexer):
     """
 
     name: ClassVar[str] = "sentinel"
-    markers: ClassVar[tuple[str, ...]] = (SEG_START, SEG_END, HEADER_CLOSE)
+    markers: ClassVar[tuple[str, ...]] = (_SEG_START, _SEG_END, _HEADER_CLOSE)
     text_markers: ClassVar[Markers] = _SEGMENT
 
     def opened(self, marker: str) -> None:
-        self.hold_tentative(SEG_START)
+        self.hold_tentative(_SEG_START)
         self._header_scan = JsonArgs()
         self._header_text: list[str] = []
         self.state = self._header_open
@@ -464,7 +464,7 @@ class SentinelLexer(FormatLexer):
 
     def _header_close(self, buf: str, pos: int, final: bool) -> int:
         """After the header object: whitespace, then ``]]``."""
-        index, found = self.expect_after_space(buf, pos, final, (HEADER_CLOSE,))
+        index, found = self.expect_after_space(buf, pos, final, (_HEADER_CLOSE,))
         if found:
             self.hold_tentative(found)
             self._begin()
@@ -509,7 +509,7 @@ class SentinelLexer(FormatLexer):
 
     def _tool_body(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_json_args(buf, pos, final, _SEGMENT_BODY)
-        if marker == SEG_END:
+        if marker == _SEG_END:
             self.end_call(finished=True)
             self.state = self.start
         elif marker is not None:
@@ -528,7 +528,7 @@ class SentinelLexer(FormatLexer):
 
     def _text_body(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_text(buf, pos, final, _SEGMENT_BODY, self._route)
-        if marker == SEG_END:
+        if marker == _SEG_END:
             self.state = self.start
         elif marker is not None:
             self.opened(marker)
