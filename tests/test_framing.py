@@ -21,9 +21,8 @@ from operators.adapter.sources import from_bytes, provider_events
 from operators.adapter.sse import JSONLinesDecoder, JSONSequenceDecoder, SSEDecoder, SSEPayloadDecoder
 from pipeline.cli.main import main
 from pipeline.compose import chunk_core, process
-from pipeline.errors import ProviderError, StreamDecodeError
+from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse, PipelineEvent, ResponseEnd, SegmentEvent, SegmentEventType
-from pipeline.stage import partial_outputs
 from pipeline.testing import chunked, collect, counter_segment_ids, sequential_call_ids
 from tests.conftest import FIXTURES
 
@@ -78,8 +77,8 @@ def feed_all(core: Any, items: list[Any]) -> tuple[list[Any], BaseException | No
         for item in items:
             outputs.extend(core.feed(item))
         outputs.extend(core.finish())
-    except Exception as error:
-        return outputs + partial_outputs(error), error
+    except StreamfoldError as error:
+        return outputs + error.partial_outputs, error
     return outputs, None
 
 
