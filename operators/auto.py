@@ -190,6 +190,8 @@ class _AutoChunks:
         self._decoder: Core[Any, Any] | None = None
         self._lazy: _LazyConverter | None = None
         """The converter still to be chosen from the first event (``provider="auto"``)."""
+        self._feed: Callable[[Any], list[ChunkResponse]] = self._first_feed
+        """The feed of the moment: the first, the lazy converter's, then the chain's own."""
         self._head: list[bytes] = []
         self._head_size = 0
         self._seen_item = False
@@ -199,20 +201,27 @@ class _AutoChunks:
         """Up to :data:`_PROBE` bytes from the first that is neither a BOM nor whitespace."""
 
     def feed(self, item: Any) -> list[ChunkResponse]:
-        if self._chain is None:
-            self._seen_item = True
-            decoder = self._decoder_for(item)
-            if decoder is None:
-                return []  # the framing is not known yet: the bytes wait in the head
-            self._chain = self._chain_with(decoder)
-            if self._head:
-                head, self._head = b"".join(self._head), []
-                item = head
-        chunks = self._chain.feed(item)
+        return self._feed(item)
+
+    def _first_feed(self, item: Any) -> list[ChunkResponse]:
+        """Until the decoder is chosen: choose it from ``item`` (or from the head, once it tells)."""
+        self._seen_item = True
+        decoder = self._decoder_for(item)
+        if decoder is None:
+            return []  # the framing is not known yet: the bytes wait in the head
+        self._chain = self._chain_with(decoder)
+        self._feed = self._chain.feed if self._lazy is None else self._lazy_feed
+        if self._head:
+            item, self._head = b"".join(self._head), []
+        return self._feed(item)
+
+    def _lazy_feed(self, item: Any) -> list[ChunkResponse]:
+        """Until the converter is chosen from the first event; then it replaces the lazy one."""
+        chunks = self._chain.feed(item) if self._chain is not None else []
         lazy = self._lazy
         if lazy is not None and lazy.core is not None and self._decoder is not None:
-            # The wire format is known: the chosen converter replaces the lazy one (one call less per item).
             self._chain, self._lazy = chain(self._decoder, lazy.core), None
+            self._feed = self._chain.feed
         return chunks
 
     def finish(self) -> list[ChunkResponse]:

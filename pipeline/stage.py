@@ -108,28 +108,23 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncIterator
 class _Chain:
     """Cores in a row as one core: each one's outputs are the next one's inputs, in one flat loop."""
 
-    __slots__ = ("_aborts", "_cores", "_feeds")
+    __slots__ = ("_aborts", "_cores", "_feeds", "_first", "_rest")
 
     def __init__(self, cores: Sequence[Core[Any, Any]]) -> None:
         self._cores = tuple(cores)
         self._feeds = tuple(core.feed for core in self._cores)
+        self._first, self._rest = self._feeds[0], self._feeds[1:]
         self._aborts = tuple(_abort_of(core) for core in self._cores)
 
     def feed(self, item: Any) -> list[Any]:
-        items: list[Any] = [item]
         position = 0
         try:
-            for feed in self._feeds:
-                if len(items) == 1:
-                    items = feed(items[0])
-                else:
-                    outputs: list[Any] = []
-                    for each in items:
-                        outputs += feed(each)
-                    items = outputs
+            items = self._first(item)
+            for feed in self._rest:
                 if not items:
                     return items
                 position += 1
+                items = feed(items[0]) if len(items) == 1 else _feed_each(feed, items)
         except StreamfoldError as exc:
             self._salvage(exc, position)
             raise
@@ -140,11 +135,12 @@ class _Chain:
         position = 0
         try:
             for core in self._cores:
-                outputs: list[Any] = []
-                feed = core.feed
-                for each in items:
-                    outputs += feed(each)
-                outputs += core.finish()
+                outputs = _feed_each(core.feed, items)
+                try:
+                    outputs += core.finish()
+                except StreamfoldError as exc:
+                    exc.partial_outputs = outputs + exc.partial_outputs
+                    raise
                 items = outputs
                 position += 1
         except StreamfoldError as exc:
@@ -159,10 +155,7 @@ class _Chain:
     def _closing(self, exc: BaseException, first: int, items: list[Any]) -> list[Any]:
         """``items`` through the cores from ``first`` on, each closing what it has open after them."""
         for position in range(first, len(self._cores)):
-            outputs: list[Any] = []
-            feed = self._feeds[position]
-            for each in items:
-                outputs += feed(each)
+            outputs = _feed_each(self._feeds[position], items)
             abort = self._aborts[position]
             if abort is not None:
                 outputs += abort(exc)
@@ -176,6 +169,18 @@ class _Chain:
             exc.partial_outputs = self._closing(exc, failed + 1, _take(exc))
         except StreamfoldError:
             exc.partial_outputs = []  # the first failure is the one to report
+
+
+def _feed_each(feed: Callable[[Any], list[Any]], items: list[Any]) -> list[Any]:
+    """``items`` fed in turn; if one fails, the outputs of those before it go first in its error."""
+    outputs: list[Any] = []
+    try:
+        for each in items:
+            outputs += feed(each)
+    except StreamfoldError as exc:
+        exc.partial_outputs = outputs + exc.partial_outputs
+        raise
+    return outputs
 
 
 def chain(*cores: Core[Any, Any]) -> Core[Any, Any]:
