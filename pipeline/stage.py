@@ -15,11 +15,11 @@ partial outputs, then raises.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar, cast
 
-from pipeline.errors import StreamfoldError
+from pipeline.errors import ConfigurationError, StreamfoldError
 
 __all__ = ["Core", "chain", "drive"]
 
@@ -52,7 +52,7 @@ def _take(exc: StreamfoldError) -> list[Any]:
     return outputs
 
 
-async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncIterator[Out]:
+async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerator[Out, None]:
     """Run ``core`` over ``source`` in the caller's task, yielding its outputs.
 
     Backpressure is the pull: the source is read only as fast as the consumer asks. Closing the returned
@@ -78,7 +78,10 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncIterator
                 abort = _abort_of(core)
                 if abort is None:
                     raise
-                outputs, failure = abort(exc), exc
+                try:
+                    outputs, failure = abort(exc), exc
+                except StreamfoldError as inner:
+                    outputs, failure = _take(inner), inner
             else:
                 try:
                     outputs = feed(item)
@@ -153,22 +156,28 @@ class _Chain:
         return self._closing(exc, 0, [])
 
     def _closing(self, exc: BaseException, first: int, items: list[Any]) -> list[Any]:
-        """``items`` through the cores from ``first`` on, each closing what it has open after them."""
+        """``items`` through the cores from ``first`` on, each closing what it has open after them. A core
+        that fails on the way raises its own error (salvaged in turn), as it would driven on its own."""
         for position in range(first, len(self._cores)):
-            outputs = _feed_each(self._feeds[position], items)
-            abort = self._aborts[position]
-            if abort is not None:
-                outputs += abort(exc)
+            try:
+                outputs = _feed_each(self._feeds[position], items)
+                abort = self._aborts[position]
+                if abort is not None:
+                    try:
+                        outputs += abort(exc)
+                    except StreamfoldError as inner:
+                        inner.partial_outputs = outputs + inner.partial_outputs
+                        raise
+            except StreamfoldError as inner:
+                self._salvage(inner, position)
+                raise
             items = outputs
         return items
 
     def _salvage(self, exc: StreamfoldError, failed: int) -> None:
         """Core ``failed`` raised ``exc``: what it produced before flows on through the cores after it,
         which then close what they have open; the result replaces ``exc.partial_outputs``."""
-        try:
-            exc.partial_outputs = self._closing(exc, failed + 1, _take(exc))
-        except StreamfoldError:
-            exc.partial_outputs = []  # the first failure is the one to report
+        exc.partial_outputs = self._closing(exc, failed + 1, _take(exc))
 
 
 def _feed_each(feed: Callable[[Any], list[Any]], items: list[Any]) -> list[Any]:
@@ -188,11 +197,12 @@ def chain(*cores: Core[Any, Any]) -> Core[Any, Any]:
 
     When a core raises :class:`~pipeline.errors.StreamfoldError`, its ``partial_outputs`` flow on through
     the cores after it, each of which then closes what it has open (``abort``), and the result becomes the
-    error's ``partial_outputs``: the same events as the cores run by one :func:`drive` each, piped. When the
+    error's ``partial_outputs`` (if one of those cores fails in turn, its error is the one raised): the
+    same events and error as the cores run by one :func:`drive` each, piped. When the
     chain's input fails, its ``abort`` aborts the cores in order, each one's outputs fed to the next.
     """
     if not cores:
-        raise ValueError("chain() needs at least one core")
+        raise ConfigurationError("chain() needs at least one core")
     if len(cores) == 1:
         return cores[0]
     return cast(Core[Any, Any], _Chain(cores))
