@@ -21,9 +21,9 @@ from operators.adapter.sources import from_bytes, provider_events
 from operators.adapter.sse import JSONLinesDecoder, JSONSequenceDecoder, SSEDecoder, SSEPayloadDecoder
 from pipeline.cli.main import main
 from pipeline.compose import chunk_core, process
-from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
+from pipeline.errors import ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse, PipelineEvent, ResponseEnd, SegmentEvent, SegmentEventType
-from pipeline.testing import chunked, collect, counter_segment_ids, sequential_call_ids
+from pipeline.testing import chunked, collect, counter_segment_ids, feed_all, sequential_call_ids
 from tests.conftest import FIXTURES
 
 GEMINI_SSE = FIXTURES / "gemini" / "fantasy_gemini-2.5-pro_2_parallel_function_calls_two_chunks.sse"
@@ -69,17 +69,6 @@ def text_of(events: list[PipelineEvent]) -> str:
         for event in events
         if isinstance(event, SegmentEvent) and event.event_type is SegmentEventType.CONTENT
     )
-
-
-def feed_all(core: Any, items: list[Any]) -> tuple[list[Any], BaseException | None]:
-    outputs: list[Any] = []
-    try:
-        for item in items:
-            outputs.extend(core.feed(item))
-        outputs.extend(core.finish())
-    except StreamfoldError as error:
-        return outputs + error.partial_outputs, error
-    return outputs, None
 
 
 def sse_payloads(path: Path) -> list[bytes]:
