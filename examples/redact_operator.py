@@ -1,5 +1,8 @@
 """Writing your own stage: a sans-IO core plus a thin operator, like every stage of streamfold.
 
+The core follows :class:`pipeline.stage.Core` (``feed`` / ``finish``); :func:`pipeline.stage.drive` makes
+it an async operator, and :func:`pipeline.stage.chain` would fuse it with other cores into one.
+
 ``redact_secrets`` masks known secret strings (API keys, tokens) in the text and reasoning the model
 streams, even when a secret is split across deltas: the core holds back the end of a delta while it could
 still be the start of a secret, and releases it as soon as it cannot. Its tests are in

@@ -12,7 +12,9 @@
     ├── ReplayUnavailableError  a late subscriber asked for items the hub no longer keeps
     └── MissingExtraError    an optional dependency is missing (also an ImportError); names the extra
 
-Every message says what went wrong and where (event number, byte or character offset).
+Every message says what went wrong and where (event number, byte or character offset). A stage that fails
+part-way through its input puts what it had produced before the failure in ``partial_outputs``: the stage
+runtime (:mod:`pipeline.stage`) delivers those first, then raises, so nothing already received is lost.
 """
 
 from __future__ import annotations
@@ -35,6 +37,14 @@ __all__ = [
 
 class StreamfoldError(Exception):
     """Base class of every error streamfold raises."""
+
+    partial_outputs: list[Any]
+    """What the failing stage (or chain of stages) had produced before the failure, in order: delivered to
+    the consumer before the error by :func:`pipeline.stage.drive`. Empty when nothing was."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.partial_outputs = []
 
 
 class ProviderError(StreamfoldError):

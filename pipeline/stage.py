@@ -1,144 +1,208 @@
-"""The one loop every stage runs: pull an item, feed the synchronous core, yield what it returns."""
+"""The stage API: a sans-IO core, :func:`drive`, which makes it an async operator, and :func:`chain`, which
+fuses cores into one core.
+
+A core knows nothing of asyncio: ``feed(item)`` returns the outputs the item completes, ``finish()`` those
+the end of the input completes; it may also have ``abort(exc)``, called when its input fails, returning what
+it closes (the segment emitter closes open segments). Tests feed a core at every chunk boundary; ``drive``
+runs it in the consumer's task; ``chain`` runs several in one flat loop. ``process()``, the piped operators,
+the proxy and the seeds' handlers all run their cores this way, so they give the same events.
+
+The error contract (h11's): a core raises a :class:`~pipeline.errors.StreamfoldError` for bad input, with the
+outputs it produced before the failure in ``partial_outputs``. Any other exception is a bug and passes
+through untouched (nothing is salvaged from it). Nothing already received is lost: :func:`drive` yields the
+partial outputs, then raises.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, TypeVar, cast
 
-from aiostream import streamcontext
+from pipeline.errors import ConfigurationError, StreamfoldError
 
-__all__ = ["Chain", "Core", "drive", "feed_each", "partial_outputs"]
+__all__ = ["Core", "chain", "drive"]
 
+In_contra = TypeVar("In_contra", contravariant=True)
 In = TypeVar("In")
 Out = TypeVar("Out")
-In_contra = TypeVar("In_contra", contravariant=True)
-Out_co = TypeVar("Out_co", covariant=True)
 
 
-class Core(Protocol[In_contra, Out_co]):
-    """A sans-IO stage: knows nothing of asyncio, so tests can feed it at every chunk boundary.
+class Core(Protocol[In_contra, Out]):
+    """A sans-IO stage. It may also define ``abort(exc: BaseException) -> list[Out]``: its input failed,
+    return what that closes."""
 
-    A core may also have ``abort(exc) -> Iterable[Out]``, called by :func:`drive` when the source fails.
-    """
-
-    def feed(self, item: In_contra, /) -> Iterable[Out_co]:
+    def feed(self, item: In_contra, /) -> list[Out]:
         """Take the next input item; return the outputs it completes (often none, sometimes several)."""
         ...
 
-    def finish(self) -> Iterable[Out_co]:
+    def finish(self) -> list[Out]:
         """The input has ended: return what was held back, or the errors of what is left unfinished."""
         ...
 
 
-def partial_outputs(exc: BaseException) -> list[Any]:
-    """What the feed (or finish) that raised ``exc`` had produced before it failed."""
-    outputs: list[Any] = getattr(exc, "streamfold_partial_outputs", [])
+def _abort_of(core: object) -> Callable[[BaseException], list[Any]] | None:
+    abort: Callable[[BaseException], list[Any]] | None = getattr(core, "abort", None)
+    return abort
+
+
+def _take(exc: StreamfoldError) -> list[Any]:
+    """``exc.partial_outputs``, emptied on the exception so that they are delivered once."""
+    outputs, exc.partial_outputs = exc.partial_outputs, []
     return outputs
 
 
-def feed_each(core: Core[In, Out], items: Iterable[In]) -> list[Out]:
-    """Feed several items to ``core``. If one fails, the outputs of those before it are not lost: they
-    travel on the exception (see :func:`partial_outputs`), and :func:`drive` yields them before raising."""
-    outputs: list[Out] = []
-    feed = core.feed
-    try:
-        for item in items:
-            outputs.extend(feed(item))
-    except Exception as exc:
-        exc.streamfold_partial_outputs = outputs + partial_outputs(exc)  # type: ignore[attr-defined]
-        raise
-    return outputs
-
-
-def _salvage(exc: Exception) -> list[Any]:
-    """What the failed feed or finish produced before ``exc``, taken off the exception (to yield once)."""
-    salvaged = partial_outputs(exc)
-    exc.streamfold_partial_outputs = []  # type: ignore[attr-defined]
-    return salvaged
-
-
-async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncIterator[Out]:
-    """Run ``core`` over ``source`` in the caller's task.
+async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerator[Out, None]:
+    """Run ``core`` over ``source`` in the caller's task, yielding its outputs.
 
     Backpressure is the pull: the source is read only as fast as the consumer asks. Closing the returned
-    iterator closes the source at once (``streamcontext`` guarantees ``aclose``). When the core fails,
-    what it produced before the failure is yielded first: nothing already received is lost. When the
-    source fails, a core with an ``abort(exc)`` method (the segment emitter) closes what it has open, and
-    what that returns is yielded before the exception propagates; other cores are left as they are. An
-    exception thrown in at a yield is never caught here.
+    iterator closes the source at once. A failing core's ``partial_outputs`` are yielded before its error;
+    when the source fails, what the core's ``abort`` returns is yielded before the source's error (a core
+    without ``abort`` is left as it is). An exception thrown in at a ``yield`` is never caught here.
     """
     feed = core.feed
-    abort: Callable[[Exception], Iterable[Out]] | None = getattr(core, "abort", None)
-    failure: Exception | None = None
-    async with streamcontext(source) as items:
-        next_item = items.__anext__
+    iterator = aiter(source)
+    context = iterator if isinstance(iterator, AbstractAsyncContextManager) else None
+    if context is not None:
+        # An aiostream Streamer (an operator's output piped into this one) is iterated in its context.
+        await context.__aenter__()
+    next_item = iterator.__anext__
+    failure: BaseException | None = None
+    try:
         while True:
             try:
                 item = await next_item()
             except StopAsyncIteration:
                 break
             except Exception as exc:
+                abort = _abort_of(core)
                 if abort is None:
                     raise
-                outputs, failure = list(abort(exc)), exc
-            else:
-                # The per-item path: a plain call, no allocation but the core's own.
                 try:
-                    produced = feed(item)
-                    outputs = produced if isinstance(produced, list) else list(produced)
-                except Exception as exc:
-                    outputs, failure = _salvage(exc), exc
+                    outputs, failure = abort(exc), exc
+                except StreamfoldError as inner:
+                    outputs, failure = _take(inner), inner
+            else:
+                try:
+                    outputs = feed(item)
+                except StreamfoldError as exc:
+                    outputs, failure = _take(exc), exc
             for out in outputs:
                 yield out
             if failure is not None:
                 raise failure
-    try:
-        outputs = list(core.finish())
-    except Exception as exc:
-        outputs, failure = _salvage(exc), exc
-    for out in outputs:
-        yield out
-    if failure is not None:
-        raise failure
+        try:
+            outputs = core.finish()
+        except StreamfoldError as exc:
+            outputs, failure = _take(exc), exc
+        for out in outputs:
+            yield out
+        if failure is not None:
+            raise failure
+    finally:
+        if context is not None:
+            await context.__aexit__(None, None, None)
+        else:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
-class Chain:
-    """Cores in a row, as one core: what one returns is fed to the next (the seeds' synchronous handlers,
-    and pipelines that pick their stages from the first item, are built from it).
+class _Chain:
+    """Cores in a row as one core: each one's outputs are the next one's inputs, in one flat loop."""
 
-    If a core fails, what the cores before it produced still flows through the cores after it, and the
-    result travels on the exception (:func:`partial_outputs`).
-    """
+    __slots__ = ("_aborts", "_cores", "_feeds", "_first", "_rest")
 
-    def __init__(self, *cores: Core[Any, Any]) -> None:
-        if not cores:
-            raise ValueError("Chain needs at least one core")
-        self.cores = cores
+    def __init__(self, cores: Sequence[Core[Any, Any]]) -> None:
+        self._cores = tuple(cores)
+        self._feeds = tuple(core.feed for core in self._cores)
+        self._first, self._rest = self._feeds[0], self._feeds[1:]
+        self._aborts = tuple(_abort_of(core) for core in self._cores)
 
-    def feed(self, item: object) -> list[object]:
-        return self._through([item], 0, finish=False)
+    def feed(self, item: Any) -> list[Any]:
+        position = 0
+        try:
+            items = self._first(item)
+            for feed in self._rest:
+                if not items:
+                    return items
+                position += 1
+                items = feed(items[0]) if len(items) == 1 else _feed_each(feed, items)
+        except StreamfoldError as exc:
+            self._salvage(exc, position)
+            raise
+        return items
 
-    def finish(self) -> list[object]:
-        return self._through([], 0, finish=True)
-
-    def _through(self, items: list[object], first: int, *, finish: bool) -> list[object]:
-        """Feed ``items`` to cores ``first``.. in turn (finishing each after its input when ``finish``)."""
-        outputs: list[object] = []
-        for position in range(first, len(self.cores)):
-            core = self.cores[position]
-            try:
-                items = feed_each(core, items)
-                if finish:
-                    items.extend(core.finish())
-            except Exception as exc:
-                salvaged = partial_outputs(exc)
+    def finish(self) -> list[Any]:
+        items: list[Any] = []
+        position = 0
+        try:
+            for core in self._cores:
+                outputs = _feed_each(core.feed, items)
                 try:
-                    rest = self._through(salvaged, position + 1, finish=False) if salvaged else []
-                except Exception:
-                    rest = []  # the first failure is the one to report
-                exc.streamfold_partial_outputs = rest  # type: ignore[attr-defined]
+                    outputs += core.finish()
+                except StreamfoldError as exc:
+                    exc.partial_outputs = outputs + exc.partial_outputs
+                    raise
+                items = outputs
+                position += 1
+        except StreamfoldError as exc:
+            self._salvage(exc, position)
+            raise
+        return items
+
+    def abort(self, exc: BaseException) -> list[Any]:
+        """The input failed: each core with an ``abort`` closes what it has open, downstream of the rest."""
+        return self._closing(exc, 0, [])
+
+    def _closing(self, exc: BaseException, first: int, items: list[Any]) -> list[Any]:
+        """``items`` through the cores from ``first`` on, each closing what it has open after them. A core
+        that fails on the way raises its own error (salvaged in turn), as it would driven on its own."""
+        for position in range(first, len(self._cores)):
+            try:
+                outputs = _feed_each(self._feeds[position], items)
+                abort = self._aborts[position]
+                if abort is not None:
+                    try:
+                        outputs += abort(exc)
+                    except StreamfoldError as inner:
+                        inner.partial_outputs = outputs + inner.partial_outputs
+                        raise
+            except StreamfoldError as inner:
+                self._salvage(inner, position)
                 raise
-            if not items and not finish:
-                break
-        outputs.extend(items)
-        return outputs
+            items = outputs
+        return items
+
+    def _salvage(self, exc: StreamfoldError, failed: int) -> None:
+        """Core ``failed`` raised ``exc``: what it produced before flows on through the cores after it,
+        which then close what they have open; the result replaces ``exc.partial_outputs``."""
+        exc.partial_outputs = self._closing(exc, failed + 1, _take(exc))
+
+
+def _feed_each(feed: Callable[[Any], list[Any]], items: list[Any]) -> list[Any]:
+    """``items`` fed in turn; if one fails, the outputs of those before it go first in its error."""
+    outputs: list[Any] = []
+    try:
+        for each in items:
+            outputs += feed(each)
+    except StreamfoldError as exc:
+        exc.partial_outputs = outputs + exc.partial_outputs
+        raise
+    return outputs
+
+
+def chain(*cores: Core[Any, Any]) -> Core[Any, Any]:
+    """Fuse ``cores`` into one core that feeds each one's outputs to the next.
+
+    When a core raises :class:`~pipeline.errors.StreamfoldError`, its ``partial_outputs`` flow on through
+    the cores after it, each of which then closes what it has open (``abort``), and the result becomes the
+    error's ``partial_outputs`` (if one of those cores fails in turn, its error is the one raised): the
+    same events and error as the cores run by one :func:`drive` each, piped. When the
+    chain's input fails, its ``abort`` aborts the cores in order, each one's outputs fed to the next.
+    """
+    if not cores:
+        raise ConfigurationError("chain() needs at least one core")
+    if len(cores) == 1:
+        return cores[0]
+    return cast(Core[Any, Any], _Chain(cores))

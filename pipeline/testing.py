@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from aiostream import streamcontext
 
-from pipeline.errors import ConfigurationError
+from pipeline.errors import ConfigurationError, StreamfoldError
 from pipeline.models import (
     PipelineEvent,
     ResponseEnd,
@@ -29,18 +29,21 @@ from pipeline.models import (
     TokenUsage,
     ToolInvocation,
 )
+from pipeline.stage import Core
 
 __all__ = [
     "Summary",
     "chunked",
     "collect",
     "counter_segment_ids",
+    "feed_all",
     "replay",
     "sequential_call_ids",
     "summarize",
 ]
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 def sequential_call_ids(index: int) -> str:
@@ -72,6 +75,21 @@ def chunked(data: bytes, sizes: Sequence[int] | int | None = None) -> list[bytes
         pieces.append(data[position : position + size])
         position += size
     return pieces
+
+
+def feed_all(core: Core[T, U], items: Iterable[T]) -> tuple[list[U], StreamfoldError | None]:
+    """Feed ``items`` to a sans-IO ``core`` and finish it, synchronously: every output, in order, and the
+    error that stopped it (its ``partial_outputs`` included in the outputs, as :func:`pipeline.stage.drive`
+    delivers them). Any other exception is a bug and propagates."""
+    outputs: list[U] = []
+    try:
+        for item in items:
+            outputs += core.feed(item)
+        outputs += core.finish()
+    except StreamfoldError as error:
+        outputs += error.partial_outputs
+        return outputs, error
+    return outputs, None
 
 
 async def _pieces(items: Iterable[T]) -> AsyncIterator[T]:

@@ -244,7 +244,7 @@ def _openai_sse_of(capsys: pytest.CaptureFixture[str], path: Path, status: int) 
 def test_openai_sse_output_is_what_the_proxy_sends(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from pipeline.proxy.app import ChatStreamRewriter
+    from pipeline.proxy.rewriter import ChatStreamRewriter
 
     recording = FIXTURES / "openai_chat" / "openai-python_text_only_gpt4o.sse"
     data = recording.read_bytes()

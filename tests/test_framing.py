@@ -23,8 +23,7 @@ from pipeline.cli.main import main
 from pipeline.compose import chunk_core, process
 from pipeline.errors import ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse, PipelineEvent, ResponseEnd, SegmentEvent, SegmentEventType
-from pipeline.stage import partial_outputs
-from pipeline.testing import chunked, collect, counter_segment_ids, sequential_call_ids
+from pipeline.testing import chunked, collect, counter_segment_ids, feed_all, sequential_call_ids
 from tests.conftest import FIXTURES
 
 GEMINI_SSE = FIXTURES / "gemini" / "fantasy_gemini-2.5-pro_2_parallel_function_calls_two_chunks.sse"
@@ -70,17 +69,6 @@ def text_of(events: list[PipelineEvent]) -> str:
         for event in events
         if isinstance(event, SegmentEvent) and event.event_type is SegmentEventType.CONTENT
     )
-
-
-def feed_all(core: Any, items: list[Any]) -> tuple[list[Any], BaseException | None]:
-    outputs: list[Any] = []
-    try:
-        for item in items:
-            outputs.extend(core.feed(item))
-        outputs.extend(core.finish())
-    except Exception as error:
-        return outputs + partial_outputs(error), error
-    return outputs, None
 
 
 def sse_payloads(path: Path) -> list[bytes]:

@@ -21,7 +21,6 @@ from operators.convert.openai_chat import DEFAULT_MAX_HELD_ARGUMENTS, OpenAIChat
 from pipeline import PipelineEvent, ResponseEnd, SegmentEvent, SegmentEventType, ToolInvocation, process
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, SegmentType, ToolCallDelta, ToolCallError, ToolResult
-from pipeline.stage import partial_outputs
 from pipeline.testing import counter_segment_ids, sequential_call_ids
 from tests.conftest import FIXTURES
 from tests.converter_cases import collect, run_converter, sequential_ids
@@ -198,7 +197,7 @@ class TestChoiceIndex:
         }
         with pytest.raises(ConverterError, match=re.escape("event 0: field 'choices[].index'")) as caught:
             converter.feed(event)
-        assert partial_outputs(caught.value) == [
+        assert caught.value.partial_outputs == [
             ChunkResponse(content="x", tool_calls=[ToolCallDelta(0, "c", "f", "{}")])
         ]
 
@@ -206,7 +205,7 @@ class TestChoiceIndex:
         converter = OpenAIChatConverter()
         with pytest.raises(ConverterError, match=re.escape("delta.tool_calls")) as caught:
             converter.feed(chunk({"content": "kept", "tool_calls": "nope"}))
-        assert partial_outputs(caught.value) == [ChunkResponse(content="kept")]
+        assert caught.value.partial_outputs == [ChunkResponse(content="kept")]
 
     @pytest.mark.anyio
     async def test_through_process_the_text_before_comes_out_then_the_error(self) -> None:
@@ -229,7 +228,7 @@ class TestNamelessCalls:
             match="event 1: tool call 0 sent more than 10 characters of arguments before its function name",
         ) as caught:
             converter.feed(tools(call(0, None, None, "y" * 6)))
-        assert partial_outputs(caught.value) == [
+        assert caught.value.partial_outputs == [
             ChunkResponse(tool_calls=[ToolCallDelta(0, "gen_0", None, "x" * 6 + "y" * 6)])
         ]
 
@@ -252,7 +251,7 @@ class TestNamelessCalls:
             ConverterError, match="end of stream after event 0: tool call 0 never got a function name"
         ) as caught:
             converter.finish()
-        assert partial_outputs(caught.value) == [
+        assert caught.value.partial_outputs == [
             ChunkResponse(tool_calls=[ToolCallDelta(0, "c", None, '{"a": 1}')])
         ]
 

@@ -28,7 +28,8 @@ from operators.convert.openai_chat import OpenAIChatConverter
 from operators.delimiters import FORMATS
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse
-from pipeline.proxy.app import ChatStreamRewriter, _forwarded_headers, create_app
+from pipeline.proxy.app import _forwarded_headers, create_app
+from pipeline.proxy.rewriter import ChatStreamRewriter
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import collect, numbered_ids, pieces_at, run
 from tests.proxy_upstream import (

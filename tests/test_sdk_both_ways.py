@@ -29,7 +29,6 @@ from operators.adapter.sse import JSONLinesDecoder, SSEPayloadDecoder
 from pipeline.compose import process
 from pipeline.errors import ProviderError
 from pipeline.models import PipelineEvent
-from pipeline.stage import partial_outputs
 from pipeline.testing import collect, counter_segment_ids, sequential_call_ids
 from tests.conftest import FIXTURES
 
@@ -70,7 +69,7 @@ def _recorded_events(path: Path) -> list[dict[str, Any]]:
     try:
         events: list[dict[str, Any]] = decoder.feed(path.read_bytes()) + decoder.finish()
     except ProviderError as error:
-        return list(partial_outputs(error))
+        return list(error.partial_outputs)
     return events
 
 

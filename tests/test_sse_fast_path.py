@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from operators.adapter.sse import ServerSentEvent, SSEDecoder, _LineSplitter
 from pipeline.errors import StreamDecodeError
-from pipeline.stage import partial_outputs
 
 LINES = [
     b'data: {"a": 1}',
@@ -43,7 +42,7 @@ def decode(chunks: list[bytes], max_event_size: int) -> tuple[list[ServerSentEve
             events.extend(decoder.feed(chunk))
         events.extend(decoder.finish())
     except StreamDecodeError as error:
-        return events + partial_outputs(error), str(error)
+        return events + error.partial_outputs, str(error)
     return events, None
 
 
@@ -103,7 +102,7 @@ def test_an_error_in_a_chunk_of_whole_events_names_its_byte_after_the_events_bef
     decoder = SSEDecoder()
     with pytest.raises(StreamDecodeError, match=r"^invalid UTF-8 at byte 16 of the stream") as raised:
         decoder.feed(b"data: a\n\ndata: b\xff\n\ndata: c\n\n")
-    assert partial_outputs(raised.value) == [ServerSentEvent(data="a")]
+    assert raised.value.partial_outputs == [ServerSentEvent(data="a")]
 
 
 def test_offsets_run_on_across_chunks_of_whole_events() -> None:

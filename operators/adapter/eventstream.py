@@ -62,14 +62,14 @@ class EventStreamDecoder:
         """Take the next bytes; return the events of every frame they complete.
 
         If a frame is bad (a CRC mismatch, an exception frame), the events of the frames before it travel on
-        the exception (:func:`pipeline.stage.partial_outputs`): nothing decoded is lost."""
+        the exception (its ``partial_outputs``): nothing decoded is lost."""
         buffer = self._buffer
         buffer += data
         events: list[dict[str, Any]] = []
         try:
             self._frames(buffer, events)
         except StreamfoldError as error:
-            error.streamfold_partial_outputs = events  # type: ignore[attr-defined]
+            error.partial_outputs = events + error.partial_outputs
             raise
         return events
 

@@ -26,7 +26,7 @@ import msgspec
 from aiostream import pipable_operator
 
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
-from pipeline.stage import drive, partial_outputs
+from pipeline.stage import drive
 
 __all__ = [
     "DEFAULT_MAX_EVENT_SIZE",
@@ -180,9 +180,10 @@ class _LineSplitter:
         return head
 
 
-def _keep_partial(error: Exception, outputs: list[Any]) -> None:
-    """Attach what a feed produced before ``error`` to it, so that :func:`drive` yields it first."""
-    error.streamfold_partial_outputs = outputs + partial_outputs(error)  # type: ignore[attr-defined]
+def _keep_partial(error: StreamfoldError, outputs: list[Any]) -> None:
+    """Put what a feed produced before ``error`` first in its ``partial_outputs`` (:func:`drive` yields
+    them before raising)."""
+    error.partial_outputs = outputs + error.partial_outputs
 
 
 def _decode_line(line: bytes, offset: int) -> str:
@@ -495,7 +496,7 @@ class SSEPayloadDecoder:
         try:
             events = self._events.feed(chunk)
         except StreamDecodeError as error:
-            error.streamfold_partial_outputs = self._parse(partial_outputs(error))  # type: ignore[attr-defined]
+            error.partial_outputs = self._parse(error.partial_outputs)
             raise
         return self._parse(events) if events else []
 
@@ -504,7 +505,7 @@ class SSEPayloadDecoder:
         try:
             events = self._events.finish()
         except StreamDecodeError as error:
-            error.streamfold_partial_outputs = self._parse(partial_outputs(error))  # type: ignore[attr-defined]
+            error.partial_outputs = self._parse(error.partial_outputs)
             raise
         payloads = self._parse(events) if events else []
         if self._start is not None:

@@ -44,7 +44,7 @@ from operators.convert._base import IdFactory, new_call_id
 from pipeline._options import check_count
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
-from pipeline.stage import drive, partial_outputs
+from pipeline.stage import drive
 
 __all__ = ["DEFAULT_MAX_HELD_ARGUMENTS", "OpenAIChatConverter", "convert_openai_chat"]
 
@@ -239,7 +239,7 @@ class OpenAIChatConverter:
             # What this chunk carried before the wrong field goes out first (calls may have been announced).
             salvaged, self._salvage = self._salvage or pieces or _Pieces(), None
             chunks = self._chunks(salvaged, tool_deltas, usage, metadata)
-            exc.streamfold_partial_outputs = chunks + partial_outputs(exc)  # type: ignore[attr-defined]
+            exc.partial_outputs = chunks + exc.partial_outputs
             raise
         if pieces is not None:
             return self._chunks(pieces, tool_deltas, usage, metadata)
@@ -264,7 +264,7 @@ class OpenAIChatConverter:
                 f"end of stream after event {number - 1}: tool call {positions} never got a function name",
                 event_number=number - 1,
             )
-            exc.streamfold_partial_outputs = [ChunkResponse(tool_calls=deltas)]  # type: ignore[attr-defined]
+            exc.partial_outputs = [ChunkResponse(tool_calls=deltas)]
             raise exc
         return [ChunkResponse(is_complete=True, finish_reason=self._finish_reason)]
 

@@ -7,8 +7,9 @@ DeepSeek, Qwen3-Coder, ...) and stock OpenAI clients see standard ``tool_calls``
     serve(upstream="http://127.0.0.1:8001", tool_format="kimi_k2", port=8000)  # or run it with uvicorn
 
 ``POST /v1/chat/completions`` is forwarded as the client sent it (headers such as ``Authorization``
-included). A streamed answer runs through one sans-IO core per request, :class:`ChatStreamRewriter`
-(SSE decoder, OpenAI converter, delimiter rewriter, OpenAI encoder), and every upstream read is answered
+included). A streamed answer runs through one sans-IO core per request,
+:class:`~pipeline.proxy.rewriter.ChatStreamRewriter` (SSE decoder, OpenAI converter, delimiter rewriter,
+OpenAI encoder, chained), and every upstream read is answered
 at once with what it completed: arguments stream as the model writes them. A whole answer is rewritten by
 :func:`~operators.encode.openai_chat.fold_openai_completion`. Every other route passes through unchanged.
 
@@ -46,15 +47,15 @@ with needs_extra("server", "streamfold proxy"):
     from starlette.routing import Route
     from starlette.types import Receive, Scope, Send
 
-from operators.adapter.sse import EventParser, ServerSentEvent, SSEDecoder
-from operators.convert._base import IdFactory
-from operators.convert.openai_chat import OpenAIChatConverter
-from operators.encode.openai_chat import OpenAIChunkEncoder, fold_openai_completion, sse_line
+from operators.encode.openai_chat import fold_openai_completion
 from pipeline._jsonenc import encode_json
 from pipeline._options import rewrite_format
-from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
-from pipeline.models import ChunkResponse
-from pipeline.stage import Core, partial_outputs
+from pipeline.proxy.rewriter import (
+    DEFAULT_MAX_EVENT_SIZE,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    ChatStreamRewriter,
+    error_body,
+)
 
 __all__ = [
     "DEFAULT_KEEPALIVE_EXPIRY",
@@ -65,18 +66,12 @@ __all__ = [
     "DEFAULT_SERVER_KEEP_ALIVE",
     "DEFAULT_TIMEOUT",
     "DEFAULT_TOOL_FORMAT",
-    "ChatStreamRewriter",
     "create_app",
-    "error_body",
     "serve",
 ]
 
 DEFAULT_MAX_REQUEST_BYTES: Final = 32 * 1024 * 1024
 """Cap on a client's request body (413 beyond): long histories and inline images fit."""
-DEFAULT_MAX_RESPONSE_BYTES: Final = 64 * 1024 * 1024
-"""Cap on a whole (non-streamed) upstream answer that the proxy reads before answering (502 beyond)."""
-DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
-"""Cap on one upstream SSE event (the stream ends with an error beyond)."""
 DEFAULT_MAX_CONNECTIONS: Final = 512
 """Cap on the proxy's open connections to the upstream (requests beyond wait for a free one)."""
 DEFAULT_KEEPALIVE_EXPIRY: Final = 2.0
@@ -92,7 +87,6 @@ DEFAULT_TIMEOUT: Final = httpx.Timeout(600.0, connect=10.0, pool=60.0)
 non-streamed generation comes in one read), 60 s to get a pooled connection."""
 
 _log = logging.getLogger(__name__)
-_DONE: Final = b"data: [DONE]\n\n"
 # Headers that belong to one connection, or that the proxy recomputes, and are not forwarded.
 _HOP_BY_HOP: Final = frozenset(
     {
@@ -116,240 +110,12 @@ _REQUEST_DROPPED: Final = _HOP_BY_HOP | {"accept-encoding"}
 """Request headers not forwarded as they are (the accept-encoding is chosen per route)."""
 
 
-def error_body(message: str, *, type: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
-    """An OpenAI-style error object ``{"error": {"message", "type", "param", "code"}}``."""
-    return {"error": {"message": message, "type": type, "param": None, "code": code}}
-
-
 def _error_response(status: int, message: str, *, type: str = "upstream_error", code: str) -> Response:
     return Response(
         msgspec.json.encode(error_body(message, type=type, code=code)),
         status_code=status,
         media_type="application/json",
     )
-
-
-class ChatStreamRewriter:
-    """Sans-IO core of a streamed answer: the upstream's SSE bytes in, the client's SSE bytes out.
-
-    Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` (none for
-    ``None``, ``"none"`` or ``"api_tool_call"``) and
-    :class:`~operators.encode.openai_chat.OpenAIChunkEncoder`,
-    one event at a time, so an error at event *k* comes after everything events before it produced.
-    Nothing raises: a failure releases what the rewriter held, then ends the output with one
-    ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.
-    A clean end gives ``data: [DONE]``.
-
-    ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
-    request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
-    an id.
-
-    An upstream that answers the streamed request with a whole ``chat.completion`` JSON body instead of
-    SSE (the body's first non-blank byte is ``{``) is read whole, up to ``max_response_bytes``, and
-    answered as a stream: the message as one chunk (its calls rewritten the same way), the finish reason,
-    the usage, ``[DONE]``.
-    """
-
-    __slots__ = (
-        "_converter",
-        "_encoder",
-        "_events",
-        "_json",
-        "_json_size",
-        "_max_response_bytes",
-        "_rewriter",
-        "_sniffing",
-        "_sse",
-        "ended",
-        "error",
-    )
-
-    def __init__(
-        self,
-        tool_format: str | None,
-        *,
-        max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
-        id_factory: IdFactory | None = None,
-    ) -> None:
-        options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
-        self._sniffing = True
-        self._json: list[bytes] | None = None
-        self._json_size = 0
-        self._max_response_bytes = max_response_bytes
-        self._sse = SSEDecoder(max_event_size=max_event_size)
-        self._events = EventParser()
-        self._converter = OpenAIChatConverter(**options)
-        self._rewriter: Core[ChunkResponse, ChunkResponse] | None = None
-        tool_format = rewrite_format(tool_format)
-        if tool_format is not None:
-            from operators.delimiters import DelimiterRewriter
-
-            self._rewriter = DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **options)
-        self._encoder = OpenAIChunkEncoder()
-        self.ended = False
-        """The output is complete (``[DONE]`` or an error event was written)."""
-        self.error: dict[str, Any] | None = None
-        """The error object the output ended with, if it did."""
-
-    def feed(self, data: bytes) -> bytes:
-        """The next piece of the upstream body; returns the SSE bytes to send now (maybe ``b""``)."""
-        if self.ended:
-            return b""
-        if self._sniffing and data.lstrip():
-            self._sniffing = False
-            if data.lstrip()[:1] == b"{":
-                self._json = []
-        if self._json is not None:
-            return self._feed_json(self._json, data)
-        out: list[bytes] = []
-        try:
-            try:
-                events = self._sse.feed(data)
-            except StreamfoldError as exc:
-                self._events_through(partial_outputs(exc), out)
-                raise
-            self._events_through(events, out)
-        except StreamfoldError as exc:
-            self._fail(_stream_error(exc), out)
-        return b"".join(out)
-
-    def finish(self) -> bytes:
-        """The upstream body ended: the rest of the answer, then ``[DONE]`` or an error event."""
-        if self.ended:
-            return b""
-        out: list[bytes] = []
-        try:
-            if self._json is not None:
-                self._payload_through(_completion_as_chunk(b"".join(self._json)), out)
-            else:
-                self._events_through(self._sse.finish(), out)
-            self._chunks_through(self._converter.finish(), out)
-            if self._rewriter is not None:
-                self._encode(self._rewriter.finish(), out)
-        except StreamfoldError as exc:
-            self._fail(_stream_error(exc), out)
-            return b"".join(out)
-        out.extend(sse_line(chunk) for chunk in self._encoder.finish())
-        if self._encoder.finish_reason is None:
-            self._end_with_error(
-                error_body("the upstream stream ended without a finish_reason", code="upstream_truncated"),
-                out,
-            )
-        else:
-            self.ended = True
-            out.append(_DONE)
-        return b"".join(out)
-
-    def fail(self, error: Mapping[str, Any]) -> bytes:
-        """The upstream failed outside the bytes (a cut connection, a timeout): end with ``error``."""
-        if self.ended:
-            return b""
-        out: list[bytes] = []
-        self._fail(error, out)
-        return b"".join(out)
-
-    def _fail(self, error: Mapping[str, Any], out: list[bytes]) -> None:
-        if self._rewriter is not None:
-            with suppress(Exception):  # the first failure is the one to report
-                self._encode(self._rewriter.finish(), out)
-        self._end_with_error(error, out)
-
-    def _end_with_error(self, error: Mapping[str, Any], out: list[bytes]) -> None:
-        self.ended = True
-        self.error = dict(error["error"])
-        out.append(sse_line(error))
-
-    def _feed_json(self, parts: list[bytes], data: bytes) -> bytes:
-        """A piece of a whole JSON answer: kept in ``parts`` (capped) until :meth:`finish` decodes it."""
-        self._json_size += len(data)
-        if self._json_size > self._max_response_bytes:
-            self._json = []
-            out: list[bytes] = []
-            message = (
-                "the upstream answered the streamed request with a JSON body larger than "
-                f"max_response_bytes={self._max_response_bytes}"
-            )
-            self._end_with_error(error_body(message, code="upstream_response_too_large"), out)
-            return b"".join(out)
-        parts.append(data)
-        return b""
-
-    def _events_through(self, events: Iterable[ServerSentEvent], out: list[bytes]) -> None:
-        for event in events:
-            for payload in self._events.feed(event):
-                self._payload_through(payload, out)
-
-    def _payload_through(self, payload: Mapping[str, Any], out: list[bytes]) -> None:
-        usage = payload.get("usage")
-        if isinstance(usage, Mapping):
-            self._encoder.upstream_usage = usage  # the client gets the server's usage as it was sent
-        self._chunks_through(self._converter.feed(payload), out)
-
-    def _chunks_through(self, chunks: Iterable[ChunkResponse], out: list[bytes]) -> None:
-        rewriter = self._rewriter
-        for chunk in chunks:
-            self._encode(rewriter.feed(chunk) if rewriter is not None else (chunk,), out)
-
-    def _encode(self, chunks: Iterable[ChunkResponse], out: list[bytes]) -> None:
-        encoder = self._encoder
-        for chunk in chunks:
-            out.extend(sse_line(encoded) for encoded in encoder.feed(chunk))
-
-
-def _completion_as_chunk(body: bytes) -> dict[str, Any]:
-    """A whole ``chat.completion`` body as one ``chat.completion.chunk`` payload (each message as a
-    delta, its calls numbered); an error body as it is (the converter raises it).
-
-    Raises:
-        StreamDecodeError: the body is not JSON, or not a completion.
-    """
-    try:
-        completion = msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
-        raise StreamDecodeError(
-            f"the upstream answered with a JSON body that does not decode: {exc}"
-        ) from None
-    if isinstance(completion, dict) and "error" in completion and "choices" not in completion:
-        return completion
-    choices = completion.get("choices") if isinstance(completion, dict) else None
-    if not isinstance(choices, list):
-        raise StreamDecodeError(
-            "the upstream answered the streamed request with JSON that is not a chat completion "
-            f"(no choices list): {body[:200]!r}"
-        )
-    chunk = dict(completion)
-    chunk["object"] = "chat.completion.chunk"
-    chunk["choices"] = [_choice_as_delta(choice) for choice in choices]
-    return chunk
-
-
-def _choice_as_delta(choice: object) -> object:
-    if not isinstance(choice, Mapping) or not isinstance(choice.get("message"), Mapping):
-        return choice  # the converter names what is wrong with it
-    delta = dict(choice["message"])
-    calls = delta.get("tool_calls")
-    if isinstance(calls, list):
-        delta["tool_calls"] = [
-            {"index": index, **call} if isinstance(call, Mapping) else call
-            for index, call in enumerate(calls)
-        ]
-    result = {key: value for key, value in choice.items() if key != "message"}
-    result["delta"] = delta
-    return result
-
-
-def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
-    """The error event for a failure found in the upstream's stream."""
-    if isinstance(exc, ProviderError):
-        upstream_error = exc.payload.get("error")
-        if isinstance(upstream_error, Mapping) and upstream_error.get("message"):
-            details = dict(upstream_error)
-            details.setdefault("type", "upstream_error")
-            return {"error": details}
-        return error_body(exc.message, code=exc.kind or "upstream_error_event")
-    return error_body(f"the upstream stream could not be read: {exc}", code="invalid_upstream_response")
 
 
 def _transport_error(exc: httpx.HTTPError) -> tuple[int, dict[str, Any]]:

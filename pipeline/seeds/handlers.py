@@ -27,7 +27,7 @@ from typing import Any
 from pipeline._options import NO_REWRITE_ALIASES, check_count
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, ResponseEnd, SegmentEvent, SegmentType, ToolInvocation
-from pipeline.stage import Chain, Core
+from pipeline.stage import Core, chain
 
 __all__ = [
     "PARSER_ENVIRONMENT_VARIABLE",
@@ -63,14 +63,14 @@ class StreamingResponseHandler(ABC):
 
     @abstractmethod
     def _cores(self) -> list[Core[Any, Any]]:
-        """The cores from chunks to segment events (the folder is added by the base class)."""
+        """The cores from chunks to segment events; the base class chains the folder after them."""
 
     def reset(self) -> None:
         """Forget everything: the handler can take a new response."""
         from operators.invocations import InvocationFolder
 
         self._folder = InvocationFolder()
-        self._chain = Chain(*self._cores())
+        self._chain = chain(*self._cores(), self._folder)
         self._events: list[SegmentEvent] = []
         self._response_end: ResponseEnd | None = None
         self._finalized = False
@@ -99,15 +99,14 @@ class StreamingResponseHandler(ABC):
         """How the response ended (finish reason, usage), once :meth:`finalize` was called."""
         return self._response_end
 
-    def _emit(self, outputs: list[object]) -> list[SegmentEvent]:
+    def _emit(self, outputs: list[Any]) -> list[SegmentEvent]:
+        """Record and announce the segment events among ``outputs`` (the invocations are in the folder)."""
         emitted: list[SegmentEvent] = []
         for output in outputs:
-            if isinstance(output, ResponseEnd):
+            if isinstance(output, SegmentEvent):
+                emitted.append(output)
+            elif isinstance(output, ResponseEnd):
                 self._response_end = output
-                continue
-            for item in self._folder.feed(output):  # type: ignore[arg-type]
-                if isinstance(item, SegmentEvent):
-                    emitted.append(item)
         self._events.extend(emitted)
         if self._on_segment_event is not None:
             for event in emitted:

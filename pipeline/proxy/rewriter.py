@@ -1,0 +1,284 @@
+"""The proxy's sans-IO core: a streamed Chat Completions answer's SSE bytes in, the client's SSE bytes out.
+
+:class:`ChatStreamRewriter` is the stages chained with :func:`pipeline.stage.chain`: the upstream body
+(SSE, or a whole JSON completion), the OpenAI converter, the delimiter rewriter of ``tool_format``, the
+OpenAI encoder. It knows nothing of HTTP: :mod:`pipeline.proxy.app` feeds it each upstream read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import suppress
+from typing import Any, Final
+
+import msgspec
+
+from operators.adapter.sse import EventParser, SSEDecoder
+from operators.convert._base import IdFactory
+from operators.convert.openai_chat import OpenAIChatConverter
+from operators.encode.openai_chat import OpenAIChunkEncoder, sse_line
+from pipeline._options import rewrite_format
+from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
+from pipeline.models import ChunkResponse
+from pipeline.stage import Core, chain
+
+__all__ = [
+    "DEFAULT_MAX_EVENT_SIZE",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "ChatStreamRewriter",
+    "error_body",
+]
+
+DEFAULT_MAX_RESPONSE_BYTES: Final = 64 * 1024 * 1024
+"""Cap on a whole (non-streamed) upstream answer that the proxy reads before answering (502 beyond)."""
+DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
+"""Cap on one upstream SSE event (the stream ends with an error beyond)."""
+
+_DONE: Final = b"data: [DONE]\n\n"
+
+
+def error_body(message: str, *, type: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
+    """An OpenAI-style error object ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": type, "param": None, "code": code}}
+
+
+class ChatStreamRewriter:
+    """Sans-IO core of a streamed answer: the upstream's SSE bytes in, the client's SSE bytes out.
+
+    Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` (none for
+    ``None``, ``"none"`` or ``"api_tool_call"``) and
+    :class:`~operators.encode.openai_chat.OpenAIChunkEncoder`,
+    one event at a time, so an error at event *k* comes after everything events before it produced.
+    Nothing raises: a failure releases what the rewriter held, then ends the output with one
+    ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.
+    A clean end gives ``data: [DONE]``.
+
+    ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
+    request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
+    an id.
+
+    An upstream that answers the streamed request with a whole ``chat.completion`` JSON body instead of
+    SSE (the body's first non-blank byte is ``{``) is read whole, up to ``max_response_bytes``, and
+    answered as a stream: the message as one chunk (its calls rewritten the same way), the finish reason,
+    the usage, ``[DONE]``.
+    """
+
+    __slots__ = ("_core", "_encoder", "ended", "error")
+
+    def __init__(
+        self,
+        tool_format: str | None,
+        *,
+        max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+        id_factory: IdFactory | None = None,
+    ) -> None:
+        options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
+        self._encoder = OpenAIChunkEncoder()
+        cores: list[Core[Any, Any]] = [
+            _UpstreamBody(max_event_size, max_response_bytes),
+            _UsageTap(self._encoder),
+            OpenAIChatConverter(**options),
+        ]
+        tool_format = rewrite_format(tool_format)
+        if tool_format is not None:
+            from operators.delimiters import DelimiterRewriter
+
+            cores.append(_Releasing(DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **options)))
+        cores.append(self._encoder)
+        self._core = chain(*cores)
+        self.ended = False
+        """The output is complete (``[DONE]`` or an error event was written)."""
+        self.error: dict[str, Any] | None = None
+        """The error object the output ended with, if it did."""
+
+    def feed(self, data: bytes) -> bytes:
+        """The next piece of the upstream body; returns the SSE bytes to send now (maybe ``b""``)."""
+        if self.ended:
+            return b""
+        try:
+            return b"".join(map(sse_line, self._core.feed(data)))
+        except StreamfoldError as exc:
+            return self._failed(exc, _stream_error(exc))
+
+    def finish(self) -> bytes:
+        """The upstream body ended: the rest of the answer, then ``[DONE]`` or an error event."""
+        if self.ended:
+            return b""
+        try:
+            out = list(map(sse_line, self._core.finish()))
+        except StreamfoldError as exc:
+            return self._failed(exc, _stream_error(exc))
+        self.ended = True
+        if self._encoder.finish_reason is None:
+            error = error_body("the upstream stream ended without a finish_reason", code="upstream_truncated")
+            self.error = dict(error["error"])
+            out.append(sse_line(error))
+        else:
+            out.append(_DONE)
+        return b"".join(out)
+
+    def fail(self, error: Mapping[str, Any]) -> bytes:
+        """The upstream failed outside the bytes (a cut connection, a timeout): end with ``error``."""
+        if self.ended:
+            return b""
+        failure = StreamfoldError(str(error["error"].get("message", "the upstream failed")))
+        abort = getattr(self._core, "abort", None)
+        with suppress(StreamfoldError):  # the first failure is the one to report
+            failure.partial_outputs = abort(failure) if abort is not None else []
+        return self._failed(failure, error)
+
+    def _failed(self, exc: StreamfoldError, error: Mapping[str, Any]) -> bytes:
+        """What the chain produced before ``exc``, then the error event ``error``: the output is over."""
+        self.ended = True
+        self.error = dict(error["error"])
+        out = [sse_line(chunk) for chunk in exc.partial_outputs]
+        exc.partial_outputs = []
+        out.append(sse_line(error))
+        return b"".join(out)
+
+
+class _ResponseTooLarge(StreamDecodeError):
+    """A whole JSON answer larger than ``max_response_bytes``."""
+
+
+class _UpstreamBody:
+    """The upstream body's bytes to payload dicts: SSE events, or, when the body starts with ``{``, one
+    whole ``chat.completion`` read to its end (capped) and given as one chunk payload."""
+
+    __slots__ = ("_events", "_json", "_json_size", "_max_response_bytes", "_sniffing", "_sse")
+
+    def __init__(self, max_event_size: int, max_response_bytes: int) -> None:
+        self._sse = SSEDecoder(max_event_size=max_event_size)
+        self._events = EventParser()
+        self._sniffing = True
+        self._json: list[bytes] | None = None
+        self._json_size = 0
+        self._max_response_bytes = max_response_bytes
+
+    def feed(self, data: bytes) -> list[Any]:
+        if self._sniffing and data.lstrip():
+            self._sniffing = False
+            if data.lstrip()[:1] == b"{":
+                self._json = []
+        if self._json is not None:
+            self._json_size += len(data)
+            if self._json_size > self._max_response_bytes:
+                raise _ResponseTooLarge(
+                    "the upstream answered the streamed request with a JSON body larger than "
+                    f"max_response_bytes={self._max_response_bytes}",
+                    offset=self._json_size,
+                )
+            self._json.append(data)
+            return []
+        try:
+            events = self._sse.feed(data)
+        except StreamfoldError as exc:
+            exc.partial_outputs = self._payloads(exc.partial_outputs)
+            raise
+        return self._payloads(events) if events else []
+
+    def finish(self) -> list[Any]:
+        if self._json is not None:
+            return [_completion_as_chunk(b"".join(self._json))]
+        return self._payloads(self._sse.finish())
+
+    def _payloads(self, events: list[Any]) -> list[Any]:
+        payloads: list[Any] = []
+        parse = self._events.feed
+        try:
+            for event in events:
+                payloads += parse(event)
+        except StreamfoldError as exc:
+            exc.partial_outputs = payloads + exc.partial_outputs
+            raise
+        return payloads
+
+
+class _UsageTap:
+    """Passes payloads on; the client gets the server's usage as it was sent (the encoder writes it)."""
+
+    __slots__ = ("_encoder",)
+
+    def __init__(self, encoder: OpenAIChunkEncoder) -> None:
+        self._encoder = encoder
+
+    def feed(self, payload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        usage = payload.get("usage")
+        if isinstance(usage, Mapping):
+            self._encoder.upstream_usage = usage
+        return [payload]
+
+    def finish(self) -> list[Mapping[str, Any]]:
+        return []
+
+
+class _Releasing:
+    """The delimiter rewriter, which releases what it holds when the stream fails before it."""
+
+    __slots__ = ("_rewriter", "feed", "finish")
+
+    def __init__(self, rewriter: Core[ChunkResponse, ChunkResponse]) -> None:
+        self._rewriter = rewriter
+        self.feed = rewriter.feed
+        self.finish = rewriter.finish
+
+    def abort(self, exc: BaseException) -> list[ChunkResponse]:
+        return self._rewriter.finish()
+
+
+def _completion_as_chunk(body: bytes) -> dict[str, Any]:
+    """A whole ``chat.completion`` body as one ``chat.completion.chunk`` payload (each message as a
+    delta, its calls numbered); an error body as it is (the converter raises it).
+
+    Raises:
+        StreamDecodeError: the body is not JSON, or not a completion.
+    """
+    try:
+        completion = msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise StreamDecodeError(
+            f"the upstream answered with a JSON body that does not decode: {exc}"
+        ) from None
+    if isinstance(completion, dict) and "error" in completion and "choices" not in completion:
+        return completion
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    if not isinstance(choices, list):
+        raise StreamDecodeError(
+            "the upstream answered the streamed request with JSON that is not a chat completion "
+            f"(no choices list): {body[:200]!r}"
+        )
+    chunk = dict(completion)
+    chunk["object"] = "chat.completion.chunk"
+    chunk["choices"] = [_choice_as_delta(choice) for choice in choices]
+    return chunk
+
+
+def _choice_as_delta(choice: object) -> object:
+    if not isinstance(choice, Mapping) or not isinstance(choice.get("message"), Mapping):
+        return choice  # the converter names what is wrong with it
+    delta = dict(choice["message"])
+    calls = delta.get("tool_calls")
+    if isinstance(calls, list):
+        delta["tool_calls"] = [
+            {"index": index, **call} if isinstance(call, Mapping) else call
+            for index, call in enumerate(calls)
+        ]
+    result = {key: value for key, value in choice.items() if key != "message"}
+    result["delta"] = delta
+    return result
+
+
+def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
+    """The error event for a failure found in the upstream's stream."""
+    if isinstance(exc, _ResponseTooLarge):
+        return error_body(str(exc), code="upstream_response_too_large")
+    if isinstance(exc, ProviderError):
+        upstream_error = exc.payload.get("error")
+        if isinstance(upstream_error, Mapping) and upstream_error.get("message"):
+            details = dict(upstream_error)
+            details.setdefault("type", "upstream_error")
+            return {"error": details}
+        return error_body(exc.message, code=exc.kind or "upstream_error_event")
+    return error_body(f"the upstream stream could not be read: {exc}", code="invalid_upstream_response")
