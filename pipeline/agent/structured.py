@@ -33,9 +33,9 @@ Policies:
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
-from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, TypeVar
 
+import msgspec
 from aiostream import streamcontext
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -81,9 +81,8 @@ class StructuredOutputError(StreamfoldError):
         self.validation_error = validation_error
 
 
-@dataclass(frozen=True, slots=True)
-class StructuredUpdate(Generic[M]):
-    """What one piece of content changed."""
+class StructuredUpdate(msgspec.Struct, Generic[M], frozen=True, gc=False):
+    """What one piece of content changed (a msgspec Struct: one per delta, cheap to build)."""
 
     partial: M
     """The fields completed so far, validated, and the defaults; built without validation."""
@@ -97,7 +96,7 @@ class StructuredUpdate(Generic[M]):
     """Top-level fields that completed but failed their validation (left out of ``partial``)."""
     done: bool = False
     """The whole object is complete and valid: it is in ``value``."""
-    value: M | None = field(default=None)
+    value: M | None = None
 
 
 class StructuredOutput(Generic[M]):
@@ -130,7 +129,10 @@ class StructuredOutput(Generic[M]):
         if not text:
             return []
         self._seen = True
-        return self.feed_events(self._parser.feed_text(text))
+        events = self._parser.feed_text(text)
+        if len(events) == 1 and type(events[0]) is ArgumentDelta:  # the usual delta: string text
+            return [StructuredUpdate(self._partial, (), (), (events[0],))]
+        return self.feed_events(events)
 
     def finish(self) -> list[StructuredUpdate[M]]:
         """The content has ended: the final update, or :class:`StructuredOutputError`."""
