@@ -119,6 +119,8 @@ def process(
     provider: Provider | str = "auto",
     framing: Framing | str = "auto",
     tool_format: str | None = None,
+    reasoning_tags: str | tuple[str, str] | None = None,
+    start_in_reasoning: bool = False,
     file_tools: Mapping[str, Any] | None = None,
     tools: Mapping[str, Any] | None = None,
     max_argument_size: int | None = None,
@@ -141,6 +143,11 @@ def process(
         tool_format: a delimiter format (``kimi_k2``, ``hermes``, ...) whose tool calls are embedded in
             the text; ``"none"`` (or ``None``, the default) when the provider sends structured tool calls.
             ``"api_tool_call"`` is an alias of ``"none"``.
+        reasoning_tags: ``"think"`` (``<think>...</think>``: DeepSeek-R1, Qwen3, QwQ, GLM, MiniMax) or
+            ``"kimi"`` (``◁think▷...◁/think▷``), or an (opening, closing) pair: the text between the tags
+            becomes reasoning (before the delimiter rewriter). ``None`` (the default): text stays text.
+        start_in_reasoning: with ``reasoning_tags``, each response begins inside reasoning (the chat
+            template opened the tag); see :class:`operators.delimiters.reasoning_tags.ReasoningTagSplitter`.
         file_tools: tool name -> :class:`operators.segments.FileTool` (default: write_file, patch_file).
         tools: tool name -> pydantic model that each invocation's arguments are validated against.
         max_argument_size: cap, in characters, of one call's arguments (``too_large`` beyond it), >= 0.
@@ -164,6 +171,8 @@ def process(
             provider=provider,
             framing=framing,
             tool_format=tool_format,
+            reasoning_tags=reasoning_tags,
+            start_in_reasoning=start_in_reasoning,
             file_tools=file_tools,
             tools=tools,
             max_argument_size=max_argument_size,
@@ -206,6 +215,8 @@ def _pipeline(
     provider: str,
     framing: str,
     tool_format: str | None,
+    reasoning_tags: str | tuple[str, str] | None,
+    start_in_reasoning: bool,
     file_tools: Mapping[str, Any] | None,
     tools: Mapping[str, Any] | None,
     max_argument_size: int | None,
@@ -222,6 +233,10 @@ def _pipeline(
     stages: list[Core[Any, Any]] = [
         auto_adapter(provider=provider, framing=framing, id_factory=id_factory, choice=choice)
     ]
+    if reasoning_tags is not None:
+        from operators.delimiters.reasoning_tags import ReasoningTagSplitter
+
+        stages.append(ReasoningTagSplitter(reasoning_tags, start_in_reasoning=start_in_reasoning))
     delimiter_format = rewrite_format(tool_format)
     if delimiter_format is not None:
         from operators.delimiters import DelimiterRewriter

@@ -258,7 +258,9 @@ class JSONStreamParser:
     - ``ArgumentDelta(path, text)``: decoded text of every string value, at any depth, as it streams
       (at most one delta per string per ``feed``; never empty). Keys are not streamed.
     - ``ArgumentValue((key,), value)``: a member of a root object, as soon as its value is complete (a
-      number when the character after it arrives).
+      number when the character after it arrives). With ``report_depth=n``, also every value at most ``n``
+      levels deep (object members and array elements, ``(key, 0, "name")``) as it completes, inner ones
+      first (structured output uses this for its "field complete" signal).
     - ``ArgumentValue((), root)``: the root value, as soon as it is complete (a root number at the
       whitespace after it or at ``finish()``). Input that is empty or only whitespace gives ``{}`` at
       ``finish()``, as providers send ``""`` for a call without arguments.
@@ -289,14 +291,20 @@ class JSONStreamParser:
         "_number_state",
         "_parts",
         "_path",
+        "_report_depth",
         "_stack",
         "_state",
         "_string_path",
     )
 
-    def __init__(self, max_size: int = DEFAULT_MAX_SIZE, *, max_depth: int = MAX_DEPTH) -> None:
+    def __init__(
+        self, max_size: int = DEFAULT_MAX_SIZE, *, max_depth: int = MAX_DEPTH, report_depth: int | None = None
+    ) -> None:
         self._max_size = max_size
         self._max_depth = max_depth
+        self._report_depth = report_depth or 0
+        """Values completed at most this deep are reported as they complete (0: the root object's members
+        only)."""
         self._state = _VALUE
         self._consumed = 0
         """Characters fed so far."""
@@ -704,8 +712,12 @@ class JSONStreamParser:
             container[key] = value
             if len(stack) == 1:
                 events.append(ArgumentValue((key,), value))
+            elif len(stack) <= self._report_depth:
+                events.append(ArgumentValue(tuple(self._path), value))
         else:
             assert isinstance(container, list)
+            if len(stack) <= self._report_depth:
+                events.append(ArgumentValue(tuple(self._path), value))
             container.append(value)
             self._path[-1] = len(container)
         self._state = _COMMA_OR_CLOSE

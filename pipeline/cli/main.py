@@ -158,6 +158,18 @@ def _parser() -> argparse.ArgumentParser:
         f" or {formats}",
     )
     replay.add_argument(
+        "--reasoning-tags",
+        choices=("think", "kimi"),
+        default=None,
+        help="reasoning written in the text between tags becomes reasoning: think (<think>...</think>:"
+        " DeepSeek-R1, Qwen3, QwQ, GLM, MiniMax) or kimi (◁think▷...◁/think▷); default: none",
+    )
+    replay.add_argument(
+        "--start-in-reasoning",
+        action="store_true",
+        help="with --reasoning-tags: the response begins inside reasoning (the chat template opened the tag)",
+    )
+    replay.add_argument(
         "--output",
         choices=("pretty", "jsonl", "openai-sse"),
         default="pretty",
@@ -351,13 +363,28 @@ async def _run(
     tool_format: str,
     output: str,
     plain: bool = False,
+    reasoning_tags: str | None = None,
+    start_in_reasoning: bool = False,
 ) -> None:
     from pipeline.compose import process
 
     if output == "openai-sse":
-        await _openai_sse(source, out, provider=provider, tool_format=tool_format)
+        await _openai_sse(
+            source,
+            out,
+            provider=provider,
+            tool_format=tool_format,
+            reasoning_tags=reasoning_tags,
+            start_in_reasoning=start_in_reasoning,
+        )
         return
-    events = process(source, provider=provider, tool_format=tool_format)
+    events = process(
+        source,
+        provider=provider,
+        tool_format=tool_format,
+        reasoning_tags=reasoning_tags,
+        start_in_reasoning=start_in_reasoning,
+    )
     if output == "jsonl":
         async with events.stream() as items:
             async for event in items:
@@ -393,7 +420,15 @@ def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
     return _error_event(f"the upstream stream could not be read: {exc}", "invalid_upstream_response")
 
 
-async def _openai_sse(source: AsyncIterator[Any], out: IO[str], *, provider: str, tool_format: str) -> None:
+async def _openai_sse(
+    source: AsyncIterator[Any],
+    out: IO[str],
+    *,
+    provider: str,
+    tool_format: str,
+    reasoning_tags: str | None = None,
+    start_in_reasoning: bool = False,
+) -> None:
     """Re-encode the (rewritten) chunks as OpenAI Chat Completions SSE, as the proxy answers: ``[DONE]``
     after a complete response; an error event and no ``[DONE]`` after a failure or a stream that ended
     without a finish reason (then :class:`TruncatedStreamError`: the exit status is 1)."""
@@ -407,6 +442,12 @@ async def _openai_sse(source: AsyncIterator[Any], out: IO[str], *, provider: str
             out.write("data: " + encode_json(item).decode() + "\n\n")
 
     chunks: Stream[ChunkResponse] = to_chunks(source, provider=provider)
+    if reasoning_tags is not None:
+        from operators.delimiters.reasoning_tags import split_reasoning_tags
+
+        chunks = chunks | split_reasoning_tags.pipe(
+            style=reasoning_tags, start_in_reasoning=start_in_reasoning
+        )
     delimiter_format = rewrite_format(tool_format)
     if delimiter_format is not None:
         from operators.delimiters import rewrite_delimiters
@@ -439,6 +480,8 @@ async def _replay(arguments: argparse.Namespace) -> None:
         tool_format=arguments.tool_format,
         output=arguments.output,
         plain=arguments.plain,
+        reasoning_tags=arguments.reasoning_tags,
+        start_in_reasoning=arguments.start_in_reasoning,
     )
 
 
