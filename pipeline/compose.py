@@ -24,11 +24,22 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from aiostream import Stream, operator
 
-from pipeline._options import check_choice, check_count, rewrite_format
+from operators.registry import (
+    FRAMINGS,
+    PROVIDERS,
+    FramingOption,
+    ProviderOption,
+    RegisteredFormat,
+    ToolFormat,
+    check_choice,
+    converter_for,
+    resolve_tool_format,
+)
+from pipeline._options import check_count
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse, PipelineEvent
 from pipeline.stage import Chain, Core, drive, partial_outputs
@@ -48,17 +59,13 @@ __all__ = [
     "to_chunks",
 ]
 
-Provider: TypeAlias = Literal["auto", "openai", "openai-responses", "anthropic", "gemini", "cohere", "text"]
-Framing: TypeAlias = Literal["auto", "sse", "jsonl", "json", "eventstream"]
+Provider: TypeAlias = ProviderOption
+"""The ``provider=`` option (:data:`operators.registry.ProviderOption`)."""
+Framing: TypeAlias = FramingOption
+"""The ``framing=`` option (:data:`operators.registry.FramingOption`)."""
 ChunkSource: TypeAlias = (
     AsyncIterable[bytes] | AsyncIterable[Mapping[str, Any]] | AsyncIterable[Any] | Iterable[Any] | bytes
 )
-
-PROVIDERS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "gemini", "cohere", "text")
-"""The wire formats :func:`process` knows (``openai`` also covers OpenAI-compatible servers)."""
-
-FRAMINGS: tuple[str, ...] = ("auto", "sse", "jsonl", "json", "eventstream")
-"""The ``framing=`` values of byte sources."""
 
 
 def _check_adapter_options(provider: object, framing: object, id_factory: object, choice: object) -> None:
@@ -93,30 +100,7 @@ async def _items(items: Iterable[Any]) -> AsyncIterator[Any]:
 def _converter(
     provider: str, id_factory: Callable[[int], str] | None, choice: int = 0
 ) -> Core[Any, ChunkResponse]:
-    options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
-    match provider:
-        case "openai":
-            from operators.convert.openai_chat import OpenAIChatConverter
-
-            return OpenAIChatConverter(**options, choice=choice)
-        case "openai-responses":
-            from operators.convert.openai_responses import OpenAIResponsesConverter
-
-            return OpenAIResponsesConverter(**options)
-        case "anthropic":
-            from operators.convert.anthropic import AnthropicConverter
-
-            return AnthropicConverter(**options)
-        case "gemini":
-            from operators.convert.gemini import GeminiConverter
-
-            return GeminiConverter(**options)
-        case "cohere":
-            from operators.convert.cohere import CohereConverter
-
-            return CohereConverter(**options)
-    check_choice("provider", provider, ("auto", *PROVIDERS))  # raises, naming the choices
-    raise AssertionError("unreachable")  # pragma: no cover
+    return converter_for(provider, id_factory=id_factory, choice=choice)
 
 
 class TextDeltas:
@@ -397,8 +381,8 @@ def chunk_core(
 def to_chunks(
     source: ChunkSource,
     *,
-    provider: Provider | str = "auto",
-    framing: Framing | str = "auto",
+    provider: Provider = "auto",
+    framing: Framing = "auto",
     id_factory: Callable[[int], str] | None = None,
     choice: int = 0,
 ) -> Any:
@@ -413,9 +397,9 @@ def to_chunks(
 def process(
     source: ChunkSource,
     *,
-    provider: Provider | str = "auto",
-    framing: Framing | str = "auto",
-    tool_format: str | None = None,
+    provider: Provider = "auto",
+    framing: Framing = "auto",
+    tool_format: ToolFormat | RegisteredFormat | None = None,
     file_tools: Mapping[str, Any] | None = None,
     tools: Mapping[str, Any] | None = None,
     max_argument_size: int | None = None,
@@ -491,7 +475,7 @@ def _pipeline(
     stages: list[Core[Any, ChunkResponse]] = [
         chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice)
     ]
-    delimiter_format = rewrite_format(tool_format)
+    delimiter_format = resolve_tool_format(tool_format)
     if delimiter_format is not None:
         from operators.delimiters import DelimiterRewriter
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from operators.arguments.splitter import split_arguments
 from operators.delimiters import rewrite_delimiters
 from operators.invocations import fold_invocations
+from operators.registry import ProviderOption, ToolFormat
 from operators.segments import emit_segments
 from pipeline.compose import process, to_chunks
 from pipeline.errors import ConfigurationError
@@ -34,7 +35,7 @@ class SourceFailed(Exception):
     pass
 
 
-def piped(source: Any, *, provider: str = "auto", tool_format: str | None = None) -> Stream[Any]:
+def piped(source: Any, *, provider: ProviderOption = "auto", tool_format: str | None = None) -> Stream[Any]:
     """The reference: the pipeline as the operators piped one after another."""
     chunks = to_chunks(source, provider=provider, id_factory=sequential_call_ids)
     if tool_format is not None:
@@ -44,7 +45,9 @@ def piped(source: Any, *, provider: str = "auto", tool_format: str | None = None
     return events | fold_invocations.pipe()
 
 
-def fused(source: Any, *, provider: str = "auto", tool_format: str | None = None) -> Stream[PipelineEvent]:
+def fused(
+    source: Any, *, provider: ProviderOption = "auto", tool_format: ToolFormat | None = None
+) -> Stream[PipelineEvent]:
     return process(
         source,
         provider=provider,
@@ -154,5 +157,5 @@ async def test_a_delimiter_format_gives_the_same_events(size: int) -> None:
 
 def test_an_unknown_delimiter_format_is_refused_when_the_pipeline_is_made() -> None:
     for make in (piped, fused):
-        with pytest.raises(ConfigurationError, match="unknown delimiter format 'no_such_format'"):
-            make(pieces(["text"]), provider="text", tool_format="no_such_format")
+        with pytest.raises(ConfigurationError, match=r"unknown (tool|delimiter) format 'no_such_format'"):
+            make(pieces(["text"]), provider="text", tool_format="no_such_format")  # type: ignore[arg-type]

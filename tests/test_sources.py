@@ -13,7 +13,6 @@ import pytest
 from aiostream import streamcontext
 
 from operators.adapter.sources import (
-    Framing,
     from_bytes,
     from_dicts,
     from_file,
@@ -23,6 +22,7 @@ from operators.adapter.sources import (
     sdk_object_to_dict,
 )
 from operators.adapter.sse import EventParser, JSONLinesDecoder, SSEDecoder
+from operators.registry import Framing
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from tests.conftest import FIXTURES
 

@@ -13,7 +13,7 @@ import base64
 import inspect
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from aiostream import operator, pipable_operator
@@ -32,8 +32,9 @@ from pipeline.stage import drive
 if TYPE_CHECKING:
     import httpx
 
+    from operators.registry import Framing
+
 __all__ = [
-    "Framing",
     "from_bytes",
     "from_dicts",
     "from_file",
@@ -44,11 +45,6 @@ __all__ = [
     "sdk_error",
     "sdk_object_to_dict",
 ]
-
-Framing = Literal["sse", "jsonl", "json", "eventstream"]
-"""How provider events are framed in a byte stream: server-sent events, one JSON payload a line, a JSON
-array of payloads (Gemini without ``alt=sse``; also pretty-printed objects one after another), or AWS
-event-stream binary frames (Bedrock)."""
 
 _SDK_ONLY_FIELDS = frozenset({"sdk_http_response", "automatic_function_calling_history", "parsed"})
 """Fields google-genai adds to its response objects that are not part of the wire payload."""

@@ -1,6 +1,6 @@
 """Converters, one per wire format: provider event dicts to :class:`pipeline.ChunkResponse`."""
 
-from operators.adapter.detect import WireFormat, detect_framing, detect_wire_format
+from operators.adapter.detect import detect_framing, detect_wire_format
 from operators.adapter.eventstream import EventStreamDecoder, decode_eventstream
 from operators.convert._base import CallIndexer, IdFactory, new_call_id
 from operators.convert.anthropic import AnthropicConverter, convert_anthropic
@@ -18,7 +18,6 @@ __all__ = [
     "IdFactory",
     "OpenAIChatConverter",
     "OpenAIResponsesConverter",
-    "WireFormat",
     "convert_anthropic",
     "convert_cohere",
     "convert_gemini",

@@ -24,13 +24,19 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import anyio
 
+from operators.registry import (
+    NO_REWRITE,
+    PROVIDERS,
+    ProviderOption,
+    RegisteredFormat,
+    ToolFormat,
+    resolve_tool_format,
+)
 from pipeline._jsonenc import encode_json
-from pipeline._options import NO_REWRITE, rewrite_format
-from pipeline.compose import PROVIDERS
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 
@@ -73,14 +79,13 @@ def _tool_format_names() -> str:
     return ", ".join(sorted({lexer.name for lexer in FORMATS.values()}))
 
 
-def _tool_format(value: str) -> str:
-    """argparse type of ``--tool-format``: ``none`` or a delimiter format (aliases accepted)."""
+def _tool_format(value: str) -> RegisteredFormat:
+    """argparse type of ``--tool-format``: ``none`` or a delimiter format (aliases accepted, and formats
+    registered at run time), checked by :func:`operators.registry.resolve_tool_format`."""
     try:
-        return rewrite_format(value) or NO_REWRITE
-    except StreamfoldError:
-        raise argparse.ArgumentTypeError(
-            f"unknown tool format {value!r}; expected none or one of: {_tool_format_names()}"
-        ) from None
+        return RegisteredFormat(resolve_tool_format(value) or NO_REWRITE)
+    except StreamfoldError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _speed(value: str) -> float:
@@ -357,7 +362,10 @@ async def _run(
     if output == "openai-sse":
         await _openai_sse(source, out, provider=provider, tool_format=tool_format)
         return
-    events = process(source, provider=provider, tool_format=tool_format)
+    # argparse checked both names (--provider's choices, --tool-format's type)
+    events = process(
+        source, provider=cast(ProviderOption, provider), tool_format=cast(ToolFormat, tool_format)
+    )
     if output == "jsonl":
         async with events.stream() as items:
             async for event in items:
@@ -406,8 +414,8 @@ async def _openai_sse(source: AsyncIterator[Any], out: IO[str], *, provider: str
         for item in dicts:
             out.write("data: " + encode_json(item).decode() + "\n\n")
 
-    chunks: Stream[ChunkResponse] = to_chunks(source, provider=provider)
-    delimiter_format = rewrite_format(tool_format)
+    chunks: Stream[ChunkResponse] = to_chunks(source, provider=cast(ProviderOption, provider))
+    delimiter_format = resolve_tool_format(tool_format)
     if delimiter_format is not None:
         from operators.delimiters import rewrite_delimiters
 

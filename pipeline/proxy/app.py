@@ -50,8 +50,8 @@ from operators.adapter.sse import EventParser, ServerSentEvent, SSEDecoder
 from operators.convert._base import IdFactory
 from operators.convert.openai_chat import OpenAIChatConverter
 from operators.encode.openai_chat import OpenAIChunkEncoder, fold_openai_completion, sse_line
+from operators.registry import resolve_tool_format
 from pipeline._jsonenc import encode_json
-from pipeline._options import rewrite_format
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 from pipeline.stage import Core, partial_outputs
@@ -182,7 +182,7 @@ class ChatStreamRewriter:
         self._events = EventParser()
         self._converter = OpenAIChatConverter(**options)
         self._rewriter: Core[ChunkResponse, ChunkResponse] | None = None
-        tool_format = rewrite_format(tool_format)
+        tool_format = resolve_tool_format(tool_format)
         if tool_format is not None:
             from operators.delimiters import DelimiterRewriter
 
@@ -612,7 +612,7 @@ class _Proxy:
         max_event_size: int,
     ) -> None:
         self.base = httpx.URL(upstream)
-        self.tool_format = rewrite_format(tool_format)
+        self.tool_format = resolve_tool_format(tool_format)
         self.client = client
         self.max_request_bytes = max_request_bytes
         self.max_response_bytes = max_response_bytes
@@ -793,7 +793,7 @@ def create_app(
     Raises:
         ConfigurationError: ``tool_format`` is not a known delimiter format.
     """
-    rewrite_format(tool_format)  # a ConfigurationError listing the formats, before anything starts
+    resolve_tool_format(tool_format)  # a ConfigurationError listing the formats, before anything starts
     owned = client is None
     if client is None:
         client = httpx.AsyncClient(
@@ -867,7 +867,7 @@ def serve(
         timeout_keep_alive=timeout_keep_alive,
     )
     config.load()  # imports the protocol and lifespan modules now, so that they are frozen too
-    rewrites = rewrite_format(tool_format) is not None
+    rewrites = resolve_tool_format(tool_format) is not None
     logging.getLogger("uvicorn.error").info(
         "streamfold proxy in front of %s: %s",
         upstream,
