@@ -184,7 +184,7 @@ def _error_body(event: Any) -> ProviderError | None:
     message = event.get("message") or event.get("detail")
     if not message:
         return None
-    return ProviderError(f"event 0: provider error: {message}", payload=event)
+    return ProviderError.from_payload({"message": message}, event, "event 0")
 
 
 _MAX_HEAD = 64 * 1024

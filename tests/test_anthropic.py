@@ -408,7 +408,7 @@ def test_in_band_error_raises_after_what_came_before() -> None:
         converter.feed(error)
     assert caught.value.kind == "overloaded_error"
     assert caught.value.payload == error
-    assert str(caught.value) == "Anthropic stream error at event 1: overloaded_error: Overloaded"
+    assert str(caught.value) == "event 1: provider error (overloaded_error): Overloaded"
 
 
 @pytest.mark.parametrize(

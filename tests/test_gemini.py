@@ -250,7 +250,7 @@ def test_an_error_object_raises_a_provider_error() -> None:
     error = {"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}}
     with pytest.raises(ProviderError) as caught:
         converter.feed(error)
-    assert str(caught.value) == "Gemini stream error at chunk 1: RESOURCE_EXHAUSTED: Resource exhausted"
+    assert str(caught.value) == "event 1: provider error (RESOURCE_EXHAUSTED): Resource exhausted"
     assert (caught.value.kind, caught.value.status, caught.value.payload) == (
         "RESOURCE_EXHAUSTED",
         429,

@@ -139,7 +139,11 @@ class TestHttpx:
         stream = ClosingStream([json.dumps(body).encode()])
         response = await open_response(429, stream)
         with pytest.raises(
-            ProviderError, match=re.escape("HTTP 429 from http://127.0.0.1/v1/chat/completions: Rate limit")
+            ProviderError,
+            match=re.escape(
+                "HTTP 429 from http://127.0.0.1/v1/chat/completions:"
+                " provider error (rate_limit_exceeded): Rate limit"
+            ),
         ):
             await collect(from_httpx(response))
         assert stream.closed

@@ -23,7 +23,6 @@ from operators.adapter.sse import (
     DEFAULT_MAX_EVENT_SIZE,
     JSONLinesDecoder,
     JSONSequenceDecoder,
-    provider_error,
     sse_events,
 )
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
@@ -96,7 +95,7 @@ def _http_error(response: httpx.Response) -> ProviderError:
     status = response.status_code
     text = response.text
     payload: Mapping[str, Any] = {"body": text}
-    message, kind = text.strip() or response.reason_phrase, None
+    details: dict[str, Any] = {"message": text.strip() or response.reason_phrase}
     try:
         decoded = response.json()
     except ValueError:
@@ -105,14 +104,11 @@ def _http_error(response: httpx.Response) -> ProviderError:
         payload = decoded
         error = decoded.get("error", decoded)
         if isinstance(error, Mapping):
-            message = str(error.get("message") or message)
-            found = error.get("code") if isinstance(error.get("code"), str) else error.get("type")
-            kind = str(found) if found is not None else None
+            details = {**details, **{k: v for k, v in error.items() if v}}
         elif isinstance(error, str):
-            message = error
-    return ProviderError(
-        f"HTTP {status} from {response.url}: {message}", kind=kind, status=status, payload=payload
-    )
+            details["message"] = error
+    details["status_code"] = status
+    return ProviderError.from_payload(details, payload, f"HTTP {status} from {response.url}")
 
 
 @operator
@@ -171,7 +167,7 @@ def sdk_error(error: BaseException) -> ProviderError | None:
     payload: Mapping[str, Any] = body if "error" in body or body.get("type") == "error" else {"error": body}
     inner = payload.get("error")
     details = inner if isinstance(inner, Mapping) else payload
-    return provider_error(details, payload, "the SDK stream")
+    return ProviderError.from_payload(details, payload, "the SDK stream")
 
 
 async def _close(stream: object) -> None:

@@ -286,14 +286,7 @@ class AnthropicConverter(TypedEventConverter):
     def _provider_error(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
         error = event.get("error")
         details: Mapping[str, Any] = error if is_mapping(error) else {}
-        kind = details.get("type") if isinstance(details.get("type"), str) else None
-        message = details.get("message") if isinstance(details.get("message"), str) else None
-        reason = f"{kind or 'error'}: {message or repr(event)}"
-        raise ProviderError(
-            f"Anthropic stream error at event {self._event_number}: {reason}",
-            kind=kind,
-            payload=event,
-        )
+        raise ProviderError.from_payload(details, event, f"event {self._event_number}")
 
     # helpers
 

@@ -1164,16 +1164,7 @@ class GeminiConverter:
     def _raise_provider_error(self, event: Mapping[str, Any]) -> None:
         error = event["error"]
         details: Mapping[str, Any] = error if is_mapping(error) else {"message": str(error)}
-        status = details.get("status")
-        code = details.get("code")
-        message = details.get("message")
-        reason = f"{status or 'error'}: {message or repr(error)}"
-        raise ProviderError(
-            f"Gemini stream error at chunk {self._event_number}: {reason}",
-            kind=status if isinstance(status, str) else None,
-            status=code if isinstance(code, int) and not isinstance(code, bool) else None,
-            payload=event,
-        )
+        raise ProviderError.from_payload(details, event, f"event {self._event_number}")
 
     def _error(self, where: str, problem: str) -> ConverterError:
         return ConverterError(
