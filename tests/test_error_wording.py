@@ -11,7 +11,7 @@ from operators.convert.anthropic import AnthropicConverter
 from operators.convert.gemini import GeminiConverter
 from operators.convert.openai_chat import OpenAIChatConverter
 from operators.convert.openai_responses import OpenAIResponsesConverter
-from pipeline.errors import ProviderError
+from pipeline.errors import ConverterError, ProviderError
 from pipeline.stage import Core
 
 
@@ -60,3 +60,25 @@ def test_every_converter_words_an_in_band_error_the_same(
     assert str(caught.value) == "event 1: provider error (overloaded_error): busy"
     assert caught.value.kind == "overloaded_error"
     assert caught.value.payload == event
+
+
+def test_a_mistyped_field_has_one_wording_in_every_converter() -> None:
+    from operators.convert.cohere import CohereConverter
+
+    anthropic = AnthropicConverter()
+    anthropic.feed({"type": "ping"})
+    with pytest.raises(ConverterError) as from_anthropic:
+        anthropic.feed(
+            {"type": "content_block_delta", "index": "0", "delta": {"type": "text_delta", "text": "x"}}
+        )
+    assert str(from_anthropic.value) == (
+        "event 1 (content_block_delta): field 'index' should be an integer, got str: '0'"
+    )
+    chat = OpenAIChatConverter()
+    with pytest.raises(ConverterError) as from_chat:
+        chat.feed({"object": "chat.completion.chunk", "choices": "no"})
+    assert str(from_chat.value) == "event 0: field 'choices' should be a list, got str: 'no'"
+    cohere = CohereConverter()
+    with pytest.raises(ConverterError) as from_cohere:
+        cohere.feed({"type": "message-start", "id": 7})
+    assert str(from_cohere.value) == "event 0 (message-start): field 'id' should be a string, got int: 7"

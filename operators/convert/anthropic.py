@@ -33,7 +33,14 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.convert._base import IdFactory, TypedEventConverter, is_mapping, new_call_id
+from operators.convert._base import (
+    MISSING,
+    IdFactory,
+    TypedEventConverter,
+    field_error,
+    is_mapping,
+    new_call_id,
+)
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
 from pipeline.stage import drive
@@ -329,13 +336,13 @@ class AnthropicConverter(TypedEventConverter):
     def _mapping(self, owner: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
         value = owner.get(key)
         if not is_mapping(value):
-            raise self._error(where, f"has no mapping field {key!r}")
+            raise field_error(self._event_number, key, "an object", owner.get(key, MISSING), event_type=where)
         return value
 
     def _string(self, owner: Mapping[str, Any], key: str, where: str) -> str:
         value = owner.get(key)
         if not isinstance(value, str):
-            raise self._error(where, f"has no string field {key!r}")
+            raise field_error(self._event_number, key, "a string", owner.get(key, MISSING), event_type=where)
         return value
 
     def _optional_string(self, owner: Mapping[str, Any], key: str, where: str) -> str:
@@ -344,24 +351,20 @@ class AnthropicConverter(TypedEventConverter):
         if value is None:
             return ""
         if not isinstance(value, str):
-            raise self._error(where, f"has a field {key!r} that is not a string")
+            raise field_error(self._event_number, key, "a string", value, event_type=where)
         return value
 
     def _integer(self, owner: Mapping[str, Any], key: str, where: str) -> int:
         value = owner.get(key)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise self._error(where, f"has no integer field {key!r}")
+            raise field_error(
+                self._event_number, key, "an integer", owner.get(key, MISSING), event_type=where
+            )
         return value
-
-    def _not_an_object(self, event: object) -> ConverterError:
-        return self._error("an event", f"is a {type(event).__name__}, not a mapping")
-
-    def _untyped(self, event: Mapping[str, Any]) -> ConverterError:
-        return self._error("an event", "has no string 'type'")
 
     def _error(self, where: str, problem: str) -> ConverterError:
         return ConverterError(
-            f"Anthropic event {self._event_number} ({where}) {problem}", event_number=self._event_number
+            f"event {self._event_number} ({where}): {problem}", event_number=self._event_number
         )
 
 

@@ -39,7 +39,7 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.convert._base import IdFactory, new_call_id
+from operators.convert._base import IdFactory, field_error, new_call_id
 from pipeline._options import check_count
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
@@ -599,10 +599,7 @@ class OpenAIChatConverter:
 
 
 def _field_error(number: int, field: str, expected: str, value: object) -> ConverterError:
-    return ConverterError(
-        f"event {number}: field {field!r} should be {expected}, got {type(value).__name__}: {value!r:.60}",
-        event_number=number,
-    )
+    return field_error(number, field, expected, value)
 
 
 def _text(value: object, number: int, field: str) -> str:
