@@ -432,10 +432,13 @@ def test_in_band_error_raises_after_what_came_before() -> None:
         (block_start(0, {"type": "tool_use", "id": "t"}), "field 'name' should be a string, got nothing"),
         (
             block_delta(0, {"type": 7, "text": "x"}),
-            "content_block_delta\\): has no string field 'delta.type'",
+            "content_block_delta\\): field 'delta.type' should be a string",
         ),
-        (block_delta(0, {"text": "x"}), "content_block_delta\\): has no string field 'delta.type'"),
-        (block_start(0, {"type": None, "text": "x"}), "has no string field 'content_block.type'"),
+        (block_delta(0, {"text": "x"}), "content_block_delta\\): field 'delta.type' should be a string"),
+        (
+            block_start(0, {"type": None, "text": "x"}),
+            "field 'content_block.type' should be a string, got NoneType: None",
+        ),
         (
             block_delta(0, {"type": "citations_delta", "citation": "x"}),
             "field 'citation' should be an object, got str: 'x'",

@@ -166,7 +166,8 @@ class AnthropicConverter(TypedEventConverter):
         block = self._mapping(event, "content_block", where)
         block_type = block.get("type")
         if not isinstance(block_type, str):
-            raise self._error(where, "has no string field 'content_block.type'")
+            value = block.get("type", MISSING)
+            raise field_error(self._event_number, "content_block.type", "a string", value, event_type=where)
         if block_type == "text":
             text = self._optional_string(block, "text", where)
             citations = self._citations(block.get("citations"), where)
@@ -228,7 +229,8 @@ class AnthropicConverter(TypedEventConverter):
         delta = self._mapping(event, "delta", where)
         delta_type = delta.get("type")
         if not isinstance(delta_type, str):
-            raise self._error(where, "has no string field 'delta.type'")
+            value = delta.get("type", MISSING)
+            raise field_error(self._event_number, "delta.type", "a string", value, event_type=where)
         if delta_type == "text_delta":
             text = self._string(delta, "text", where)
             return [ChunkResponse(content=text)] if text else []
