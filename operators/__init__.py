@@ -23,6 +23,10 @@ from typing import TYPE_CHECKING
 from pipeline._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from operators.adapter.detect import detect_framing as detect_framing
+    from operators.adapter.detect import detect_wire_format as detect_wire_format
+    from operators.adapter.eventstream import EventStreamDecoder as EventStreamDecoder
+    from operators.adapter.eventstream import decode_eventstream as decode_eventstream
     from operators.adapter.sources import from_bytes as from_bytes
     from operators.adapter.sources import from_dicts as from_dicts
     from operators.adapter.sources import from_file as from_file
@@ -42,7 +46,6 @@ if TYPE_CHECKING:
     from operators.arguments.splitter import split_arguments as split_arguments
     from operators.convert import AnthropicConverter as AnthropicConverter
     from operators.convert import CohereConverter as CohereConverter
-    from operators.convert import EventStreamDecoder as EventStreamDecoder
     from operators.convert import GeminiConverter as GeminiConverter
     from operators.convert import OpenAIChatConverter as OpenAIChatConverter
     from operators.convert import OpenAIResponsesConverter as OpenAIResponsesConverter
@@ -51,9 +54,6 @@ if TYPE_CHECKING:
     from operators.convert import convert_gemini as convert_gemini
     from operators.convert import convert_openai_chat as convert_openai_chat
     from operators.convert import convert_openai_responses as convert_openai_responses
-    from operators.convert import decode_eventstream as decode_eventstream
-    from operators.convert import detect_framing as detect_framing
-    from operators.convert import detect_wire_format as detect_wire_format
     from operators.delimiters import FORMATS as FORMATS
     from operators.delimiters import DelimiterRewriter as DelimiterRewriter
     from operators.delimiters import get_format as get_format
@@ -145,10 +145,17 @@ __getattr__, __dir__ = lazy_exports(
             "JSONStreamParser",
             "split_arguments",
         ),
+        "operators.adapter.detect": (
+            "detect_framing",
+            "detect_wire_format",
+        ),
+        "operators.adapter.eventstream": (
+            "EventStreamDecoder",
+            "decode_eventstream",
+        ),
         "operators.convert": (
             "AnthropicConverter",
             "CohereConverter",
-            "EventStreamDecoder",
             "GeminiConverter",
             "OpenAIChatConverter",
             "OpenAIResponsesConverter",
@@ -157,9 +164,6 @@ __getattr__, __dir__ = lazy_exports(
             "convert_gemini",
             "convert_openai_chat",
             "convert_openai_responses",
-            "decode_eventstream",
-            "detect_framing",
-            "detect_wire_format",
         ),
         "operators.delimiters": (
             "FORMATS",

@@ -10,23 +10,15 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any
 
-from pipeline._options import check_choice, check_count
+from operators.registry import FRAMINGS, PROVIDERS, check_choice, converter_for
+from pipeline._options import check_count
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse
 from pipeline.stage import Core, chain
 
-__all__ = ["FRAMINGS", "PROVIDERS", "Framing", "Provider", "TextDeltas", "auto_adapter"]
-
-Provider: TypeAlias = Literal["auto", "openai", "openai-responses", "anthropic", "gemini", "cohere", "text"]
-Framing: TypeAlias = Literal["auto", "sse", "jsonl", "json", "eventstream"]
-
-PROVIDERS: Final[tuple[str, ...]] = ("openai", "openai-responses", "anthropic", "gemini", "cohere", "text")
-"""The wire formats the auto adapter knows (``openai`` also covers OpenAI-compatible servers)."""
-
-FRAMINGS: Final[tuple[str, ...]] = ("auto", "sse", "jsonl", "json", "eventstream")
-"""The ``framing=`` values of byte sources."""
+__all__ = ["TextDeltas", "auto_adapter"]
 
 
 def auto_adapter(
@@ -52,30 +44,7 @@ def auto_adapter(
 def _converter(
     provider: str, id_factory: Callable[[int], str] | None, choice: int = 0
 ) -> Core[Any, ChunkResponse]:
-    options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
-    match provider:
-        case "openai":
-            from operators.convert.openai_chat import OpenAIChatConverter
-
-            return OpenAIChatConverter(**options, choice=choice)
-        case "openai-responses":
-            from operators.convert.openai_responses import OpenAIResponsesConverter
-
-            return OpenAIResponsesConverter(**options)
-        case "anthropic":
-            from operators.convert.anthropic import AnthropicConverter
-
-            return AnthropicConverter(**options)
-        case "gemini":
-            from operators.convert.gemini import GeminiConverter
-
-            return GeminiConverter(**options)
-        case "cohere":
-            from operators.convert.cohere import CohereConverter
-
-            return CohereConverter(**options)
-    check_choice("provider", provider, ("auto", *PROVIDERS))  # raises, naming the choices
-    raise AssertionError("unreachable")  # pragma: no cover
+    return converter_for(provider, id_factory=id_factory, choice=choice)
 
 
 class TextDeltas:
@@ -159,7 +128,7 @@ def _error_body(event: Any) -> ProviderError | None:
     message = event.get("message") or event.get("detail")
     if not message:
         return None
-    return ProviderError(f"event 0: provider error: {message}", payload=event)
+    return ProviderError.from_payload({"message": message}, event, "event 0")
 
 
 _MAX_HEAD = 64 * 1024

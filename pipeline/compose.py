@@ -28,8 +28,17 @@ from typing import Any, TypeAlias, TypeVar, cast
 from aiostream import Stream, operator
 from aiostream.core import Streamer
 
-from operators.auto import FRAMINGS, PROVIDERS, Framing, Provider, auto_adapter
-from pipeline._options import check_count, rewrite_format
+from operators.auto import auto_adapter
+from operators.registry import (
+    FRAMINGS,
+    PROVIDERS,
+    FramingOption,
+    ProviderOption,
+    RegisteredFormat,
+    ToolFormat,
+    resolve_tool_format,
+)
+from pipeline._options import check_count
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, PipelineEvent
 from pipeline.stage import Core, chain, drive
@@ -46,6 +55,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+Provider: TypeAlias = ProviderOption
+"""The ``provider=`` option (:data:`operators.registry.ProviderOption`)."""
+Framing: TypeAlias = FramingOption
+"""The ``framing=`` option (:data:`operators.registry.FramingOption`)."""
 ChunkSource: TypeAlias = (
     AsyncIterable[bytes] | AsyncIterable[Mapping[str, Any]] | AsyncIterable[Any] | Iterable[Any] | bytes
 )
@@ -100,8 +114,8 @@ def chunk_core(
 def to_chunks(
     source: ChunkSource,
     *,
-    provider: Provider | str = "auto",
-    framing: Framing | str = "auto",
+    provider: Provider = "auto",
+    framing: Framing = "auto",
     id_factory: Callable[[int], str] | None = None,
     choice: int = 0,
 ) -> Any:
@@ -116,9 +130,9 @@ def to_chunks(
 def process(
     source: ChunkSource,
     *,
-    provider: Provider | str = "auto",
-    framing: Framing | str = "auto",
-    tool_format: str | None = None,
+    provider: Provider = "auto",
+    framing: Framing = "auto",
+    tool_format: ToolFormat | RegisteredFormat | None = None,
     reasoning_tags: str | tuple[str, str] | None = None,
     start_in_reasoning: bool = False,
     file_tools: Mapping[str, Any] | None = None,
@@ -237,7 +251,7 @@ def _pipeline(
         from operators.delimiters.reasoning_tags import ReasoningTagSplitter
 
         stages.append(ReasoningTagSplitter(reasoning_tags, start_in_reasoning=start_in_reasoning))
-    delimiter_format = rewrite_format(tool_format)
+    delimiter_format = resolve_tool_format(tool_format)
     if delimiter_format is not None:
         from operators.delimiters import DelimiterRewriter
 

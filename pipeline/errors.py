@@ -67,6 +67,34 @@ class ProviderError(StreamfoldError):
         self.status = status
         self.payload = dict(payload) if payload is not None else {}
 
+    @classmethod
+    def from_payload(
+        cls, details: Mapping[str, Any], payload: Mapping[str, Any], where: str
+    ) -> ProviderError:
+        """The error for the error object ``details`` found in ``payload`` at ``where`` (``event 3``,
+        ``frame 0``, ``HTTP 429 from URL``): the one wording of every in-band error,
+        ``{where}: provider error ({kind}): {message}``.
+
+        ``kind``: the most specific word the provider gave (a string ``code``, else ``type``, else
+        ``status``); ``status``: the HTTP-like number (``status_code``, or a numeric ``code``: Gemini)."""
+        message = details.get("message") or details.get("error") or "the provider reported an error"
+        code = details.get("code")
+        kind = next(
+            (
+                word
+                for word in (code, details.get("type"), details.get("status"))
+                if isinstance(word, str) and word
+            ),
+            None,
+        )
+        status = details.get("status_code", code)
+        return cls(
+            f"{where}: provider error{f' ({kind})' if kind else ''}: {message}",
+            kind=kind,
+            status=status if isinstance(status, int) and not isinstance(status, bool) else None,
+            payload=payload,
+        )
+
 
 class StreamDecodeError(StreamfoldError):
     """Bytes or events that cannot be decoded; ``offset`` is where, in bytes or events of the stream."""

@@ -15,11 +15,14 @@ import json
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiostream import streamcontext
 
 from pipeline.errors import ConfigurationError, StreamfoldError
+
+if TYPE_CHECKING:
+    from operators.registry import ProviderOption, RegisteredFormat, ToolFormat
 from pipeline.models import (
     PipelineEvent,
     ResponseEnd,
@@ -107,8 +110,8 @@ async def collect(source: AsyncIterable[T]) -> list[T]:
 async def replay(
     path: str | Path,
     *,
-    provider: str = "auto",
-    tool_format: str | None = None,
+    provider: ProviderOption = "auto",
+    tool_format: ToolFormat | RegisteredFormat | None = None,
     chunk_size: int | None = None,
     chunk_sizes: Sequence[int] | None = None,
     id_factory: Callable[[int], str] = sequential_call_ids,

@@ -516,7 +516,7 @@ def test_every_invocation_gets_exactly_one_output_after_it(
     calls: list[tuple[bool, str]], fail_at: int | None, on_failure: str
 ) -> None:
     """Whatever the mix of read-only and side-effecting tools, failures and cut-offs: one output per
-    invocation, after it; the side-effecting outputs in call order; a failure raised after all of them."""
+    invocation, after it; the side-effecting tools run in call order; a failure raised after all of them."""
     tools = ToolRegistry()
 
     @tools.tool(read_only=True)
@@ -561,5 +561,6 @@ def test_every_invocation_gets_exactly_one_output_after_it(
     assert sorted(output.call_id for output in outputs) == sorted(invocation.id for invocation in sent)
     for output in outputs:
         assert got.index(next(i for i in sent if i.id == output.call_id)) < got.index(output)
-    writers = [o.call_id for o in outputs if o.name == "writer" and o.status in ("ok", "error", "not_run")]
+    # The side-effecting tools that ran, in call order (a cut-off call's not_run comes at once, out of turn).
+    writers = [o.call_id for o in outputs if o.name == "writer" and o.status in ("ok", "error")]
     assert writers == sorted(writers, key=lambda call_id: int(call_id[1:]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -408,29 +409,50 @@ def test_in_band_error_raises_after_what_came_before() -> None:
         converter.feed(error)
     assert caught.value.kind == "overloaded_error"
     assert caught.value.payload == error
-    assert str(caught.value) == "Anthropic stream error at event 1: overloaded_error: Overloaded"
+    assert str(caught.value) == "event 1: provider error (overloaded_error): Overloaded"
 
 
 @pytest.mark.parametrize(
     ("event", "message"),
     [
-        (["not", "a", "mapping"], "Anthropic event 1 \\(an event\\) is a list, not a mapping"),
-        ({"index": 0}, "Anthropic event 1 \\(an event\\) has no string 'type'"),
+        (
+            ["not", "a", "mapping"],
+            re.escape("event 1: the event should be an object, got list: ['not', 'a', 'mapping']"),
+        ),
+        ({"index": 0}, re.escape("event 1: field 'type' should be a string, got nothing")),
         (
             {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x"}},
-            "no integer field 'index'",
+            re.escape("event 1 (content_block_delta): field 'index' should be an integer, got nothing"),
         ),
-        ({"type": "content_block_delta", "index": 0}, "no mapping field 'delta'"),
-        (block_delta(0, {"type": "text_delta", "text": 5}), "no string field 'text'"),
-        (block_start(0, {"type": "tool_use", "id": "t"}), "no string field 'name'"),
-        (block_delta(0, {"type": 7, "text": "x"}), "content_block_delta\\) has no string field 'delta.type'"),
-        (block_delta(0, {"text": "x"}), "content_block_delta\\) has no string field 'delta.type'"),
-        (block_start(0, {"type": None, "text": "x"}), "has no string field 'content_block.type'"),
-        (block_delta(0, {"type": "citations_delta", "citation": "x"}), "no mapping field 'citation'"),
-        (block_start(0, {"type": "web_search_tool_result", "content": []}), "no string field 'tool_use_id'"),
+        ({"type": "content_block_delta", "index": 0}, "field 'delta' should be an object, got nothing"),
+        (
+            block_delta(0, {"type": "text_delta", "text": 5}),
+            re.escape("event 1 (content_block_delta): field 'text' should be a string, got int: 5"),
+        ),
+        (block_start(0, {"type": "tool_use", "id": "t"}), "field 'name' should be a string, got nothing"),
+        (
+            block_delta(0, {"type": 7, "text": "x"}),
+            "content_block_delta\\): field 'delta.type' should be a string",
+        ),
+        (block_delta(0, {"text": "x"}), "content_block_delta\\): field 'delta.type' should be a string"),
+        (
+            block_start(0, {"type": None, "text": "x"}),
+            "field 'content_block.type' should be a string, got NoneType: None",
+        ),
+        (
+            block_delta(0, {"type": "citations_delta", "citation": "x"}),
+            "field 'citation' should be an object, got str: 'x'",
+        ),
+        (
+            block_start(0, {"type": "web_search_tool_result", "content": []}),
+            "field 'tool_use_id' should be a string, got nothing",
+        ),
         (block_start(0, {"type": "text", "citations": {}}), "'citations' that is not a list of objects"),
         (json_delta(7, "{}"), "input_json_delta for block 7, not an open tool block"),
-        ({"type": "message_start"}, "no mapping field 'message'"),
+        (
+            {"type": "message_start"},
+            re.escape("event 1 (message_start): field 'message' should be an object, got nothing"),
+        ),
         ({"type": "message_delta", "delta": {}, "usage": {"output_tokens": "9"}}, "usage.output_tokens"),
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -116,7 +117,9 @@ def test_an_exception_frame_raises_after_the_events_before_it() -> None:
     assert decoder.feed(body[:-5]) == [{"type": "ping"}]
     with pytest.raises(ProviderError) as caught:
         decoder.feed(body[-5:])
-    assert str(caught.value) == "Bedrock stream exception in frame 1: throttlingException: Too many requests"
+    assert (
+        str(caught.value) == "event-stream frame 1: provider error (throttlingException): Too many requests"
+    )
     assert caught.value.kind == "throttlingException"
     assert caught.value.payload == {"message": "Too many requests"}
 
@@ -128,7 +131,9 @@ def test_an_error_frame_raises() -> None:
         string_header(":error-message", "boom"),
         string_header(":message-type", "error"),
     )
-    with pytest.raises(ProviderError, match="Bedrock stream error in frame 0: InternalFailure: boom"):
+    with pytest.raises(
+        ProviderError, match=re.escape("event-stream frame 0: provider error (InternalFailure): boom")
+    ):
         decode([error])
 
 

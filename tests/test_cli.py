@@ -214,9 +214,9 @@ def test_a_json_list_of_provider_events_replays_as_the_recording(
         (
             "--tool-format",
             "kimi-k3",
-            "argument --tool-format: unknown tool format 'kimi-k3'; expected none or one of: deepseek_v3,",
+            "argument --tool-format: unknown tool format 'kimi-k3'; expected one of: none, deepseek_dsml,",
         ),
-        ("--tool-format", "", "argument --tool-format: unknown tool format ''; expected none or one of:"),
+        ("--tool-format", "", "argument --tool-format: unknown tool format ''; expected one of: none,"),
     ],
 )
 def test_bad_replay_options_are_usage_errors(

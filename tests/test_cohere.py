@@ -419,6 +419,6 @@ def test_any_split_of_the_deltas_folds_to_the_same_response(path: Path, cuts: li
 def test_wrong_typed_fields_raise_naming_them(event: Event, field: str) -> None:
     converter = CohereConverter()
     converter.feed(content_delta("kept"))
-    with pytest.raises(ConverterError, match=f"event 1 .*field '{field}' is missing or not") as raised:
+    with pytest.raises(ConverterError, match=f"event 1 .*field '{field}' should be ") as raised:
         converter.feed(event)
     assert raised.value.event_number == 1

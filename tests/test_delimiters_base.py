@@ -303,7 +303,7 @@ def test_registry() -> None:
     } <= set(FORMATS)
     assert get_format("kimi_k2") is FORMATS["kimi_k2"]
     with pytest.raises(
-        ConfigurationError, match=r"unknown delimiter format 'nope'; known formats: .*kimi_k2"
+        ConfigurationError, match=r"unknown tool format 'nope'; expected one of: none, .*kimi_k2"
     ):
         get_format("nope")
     with pytest.raises(ConfigurationError, match="max_buffered_chars"):

@@ -209,7 +209,7 @@ def test_bedrock_events_before_an_exception_frame_in_the_same_read_are_kept() ->
     values, error = feed_all(EventStreamDecoder(), [_event_frame(START) + _event_frame(PING) + exception])
     assert values == [START, PING]
     assert isinstance(error, ProviderError)
-    assert "throttlingException: Too many requests" in str(error)
+    assert "(throttlingException): Too many requests" in str(error)
 
 
 def test_bedrock_events_before_a_crc_mismatch_in_the_same_read_are_kept() -> None:

@@ -13,13 +13,8 @@ from aiostream import stream
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators.convert.gemini import (
-    GeminiConverter,
-    _parse_json_path,
-    _PartialArgsWriter,
-    convert_gemini,
-    normalize_gemini_finish_reason,
-)
+from operators.convert.gemini import GeminiConverter, convert_gemini, normalize_gemini_finish_reason
+from operators.convert.gemini._partial_args import PartialArgsWriter, parse_json_path
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 from tests.converter_cases import fold_calls, load_events, run_converter, sequential_ids
@@ -250,7 +245,7 @@ def test_an_error_object_raises_a_provider_error() -> None:
     error = {"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}}
     with pytest.raises(ProviderError) as caught:
         converter.feed(error)
-    assert str(caught.value) == "Gemini stream error at chunk 1: RESOURCE_EXHAUSTED: Resource exhausted"
+    assert str(caught.value) == "event 1: provider error (RESOURCE_EXHAUSTED): Resource exhausted"
     assert (caught.value.kind, caught.value.status, caught.value.payload) == (
         "RESOURCE_EXHAUSTED",
         429,
@@ -485,7 +480,7 @@ def test_malformed_chunks_raise_converter_errors(event: Any, problem: str) -> No
     ],
 )
 def test_json_paths(text: str, path: tuple[str | int, ...]) -> None:
-    assert _parse_json_path(text) == path
+    assert parse_json_path(text) == path
 
 
 @pytest.mark.parametrize(
@@ -500,11 +495,11 @@ def test_json_paths(text: str, path: tuple[str | int, ...]) -> None:
 )
 def test_bad_json_paths(text: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
-        _parse_json_path(text)
+        parse_json_path(text)
 
 
 def test_writer_close_is_idempotent_and_nothing_can_be_written_after() -> None:
-    writer = _PartialArgsWriter()
+    writer = PartialArgsWriter()
     text = writer.start() + writer.write(("a", 0), "x", will_continue=True) + writer.close()
     assert text == '{"a":["x"]}'
     assert writer.close() == ""
@@ -752,7 +747,7 @@ def generate_content_reference(events: list[dict[str, Any]]) -> dict[str, Any]:
             assert open_call is not None
             for arg in function_call.get("partialArgs", []):
                 value = next(arg[key] for key in ("stringValue", "numberValue", "boolValue") if key in arg)
-                place(open_call["arguments"], _parse_json_path(arg["jsonPath"]), value)
+                place(open_call["arguments"], parse_json_path(arg["jsonPath"]), value)
             if not function_call.get("willContinue"):
                 open_call["finished"] = True
         finish = candidate.get("finishReason", finish)

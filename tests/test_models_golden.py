@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -59,7 +60,7 @@ without errors, provider-executed calls, citations, signatures, and RESPONSE_END
 
 async def _lines(name: str) -> list[str]:
     path, tool_format = RECORDINGS[name]
-    events = await replay(FIXTURES / path, tool_format=tool_format, id_factory=call_id_for)
+    events = await replay(FIXTURES / path, tool_format=cast(Any, tool_format), id_factory=call_id_for)
     return [encode_json(event.to_dict()).decode() for event in events]
 
 

@@ -4,7 +4,7 @@ error kinds that are Literals (so mypy catches a misspelt kind)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import get_args
+from typing import Any, cast, get_args
 
 import pytest
 
@@ -86,7 +86,7 @@ def test_end_segment_type_is_not_on_the_wire() -> None:
     ids=lambda value: getattr(value, "stem", str(value)),
 )
 async def test_every_end_carries_its_start_segment_type(path: Path, tool_format: str | None) -> None:
-    events = segments(await replay(path, tool_format=tool_format, id_factory=call_id_for))
+    events = segments(await replay(path, tool_format=cast(Any, tool_format), id_factory=call_id_for))
     started = {
         event.segment_id: event.segment_type for event in events if event.event_type is SegmentEventType.START
     }

@@ -909,7 +909,7 @@ def test_malformed_events_raise_converter_error_naming_event_and_field(event: Ev
 
 
 def test_an_event_that_is_not_a_mapping_is_rejected() -> None:
-    with pytest.raises(ConverterError, match="event 0: expected a JSON object, got str"):
+    with pytest.raises(ConverterError, match="event 0: the event should be an object, got str"):
         OpenAIResponsesConverter().feed("data: {}")  # type: ignore[arg-type]
 
 

@@ -43,8 +43,8 @@ BAD_PROCESS_OPTIONS: list[tuple[dict[str, Any], str]] = [
     ({"provider": "OpenAI"}, "unknown provider 'OpenAI'; expected one of: auto, openai, openai-responses,"),
     ({"provider": None}, "unknown provider None; expected one of: auto, openai,"),
     ({"framing": "ssee"}, "unknown framing 'ssee'; expected one of: auto, sse, jsonl"),
-    ({"tool_format": "kimi-k3"}, f"unknown delimiter format 'kimi-k3'; {FORMATS_MESSAGE}"),
-    ({"tool_format": ""}, f"unknown delimiter format ''; {FORMATS_MESSAGE}"),
+    ({"tool_format": "kimi-k3"}, f"unknown tool format 'kimi-k3'; {FORMATS_MESSAGE}"),
+    ({"tool_format": ""}, f"unknown tool format ''; {FORMATS_MESSAGE}"),
     ({"choice": -1}, "choice must be an integer >= 0, got -1"),
     ({"choice": "1"}, "choice must be an integer >= 0, got '1'"),
     ({"max_argument_size": -1}, "max_argument_size must be an integer >= 0, got -1"),
@@ -143,7 +143,10 @@ def test_the_handler_factory_takes_none_as_api_tool_call(monkeypatch: pytest.Mon
     monkeypatch.setenv("STREAMFOLD_STREAM_PARSER", "none")
     assert type(create_streaming_handler()) is ApiToolCallStreamingResponseHandler
     with pytest.raises(
-        ConfigurationError, match=re.escape("expected one of api_tool_call, none, pass_through")
+        ConfigurationError,
+        match=re.escape(
+            "unknown stream parser 'nothing'; expected one of: api_tool_call, pass_through, none,"
+        ),
     ):
         create_streaming_handler("nothing")
 

@@ -178,7 +178,7 @@ async def test_a_provider_error_comes_after_everything_before_it() -> None:
 @pytest.mark.anyio
 async def test_an_unknown_provider_is_refused_before_reading() -> None:
     with pytest.raises(ConfigurationError, match="unknown provider 'nope'"):
-        await collect(process(items([b"data: {}\n\n"]), provider="nope"))
+        await collect(process(items([b"data: {}\n\n"]), provider="nope"))  # type: ignore[arg-type]  # the typo mypy catches
 
 
 @pytest.mark.anyio

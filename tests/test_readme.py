@@ -14,6 +14,7 @@ import pytest
 import operators
 import pipeline
 from operators.delimiters import FORMATS
+from operators.registry import ToolFormat
 from pipeline import ConfigurationError, SegmentType, ToolInvocation, process
 from pipeline.cli.main import main
 from pipeline.compose import PROVIDERS
@@ -167,7 +168,7 @@ def test_the_tool_format_table_names_every_format() -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("spelling", ["none", "api_tool_call"])
-async def test_none_means_no_rewriting_and_api_tool_call_is_its_alias(spelling: str) -> None:
+async def test_none_means_no_rewriting_and_api_tool_call_is_its_alias(spelling: ToolFormat) -> None:
     text = " ".join(section("Tool calls written in the text").split())
     assert "`none` means no rewriting" in text
     assert "`api_tool_call`, the seeds' name, is accepted as an alias of it" in text
@@ -179,7 +180,7 @@ async def test_none_means_no_rewriting_and_api_tool_call_is_its_alias(spelling: 
         e for e in default if isinstance(e, ToolInvocation)
     ]
     with pytest.raises(ConfigurationError, match="expected one of: none, "):
-        process(body, tool_format="kimi-k3")
+        process(body, tool_format="kimi-k3")  # type: ignore[arg-type]  # the typo mypy catches
 
 
 def test_the_seeds_factory_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

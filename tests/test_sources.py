@@ -13,7 +13,6 @@ import pytest
 from aiostream import streamcontext
 
 from operators.adapter.sources import (
-    Framing,
     from_bytes,
     from_dicts,
     from_file,
@@ -23,6 +22,7 @@ from operators.adapter.sources import (
     sdk_object_to_dict,
 )
 from operators.adapter.sse import EventParser, JSONLinesDecoder, SSEDecoder
+from operators.registry import Framing
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from tests.conftest import FIXTURES
 
@@ -139,7 +139,11 @@ class TestHttpx:
         stream = ClosingStream([json.dumps(body).encode()])
         response = await open_response(429, stream)
         with pytest.raises(
-            ProviderError, match=re.escape("HTTP 429 from http://127.0.0.1/v1/chat/completions: Rate limit")
+            ProviderError,
+            match=re.escape(
+                "HTTP 429 from http://127.0.0.1/v1/chat/completions:"
+                " provider error (rate_limit_exceeded): Rate limit"
+            ),
         ):
             await collect(from_httpx(response))
         assert stream.closed

@@ -208,7 +208,7 @@ async def test_drive_reads_an_aiostream_stream_in_its_context() -> None:
     assert (events, error) == ([("a", 1, 0), ("a", 2, 0), ("a", "end")], None)
 
 
-def piped(source: Any, *, provider: str = "auto", tool_format: str | None = None) -> Stream[Any]:
+def piped(source: Any, *, provider: Any = "auto", tool_format: Any = None) -> Stream[Any]:
     """The reference: the pipeline as the operators piped one after another."""
     chunks = to_chunks(source, provider=provider, id_factory=sequential_call_ids)
     if tool_format is not None:
@@ -218,7 +218,7 @@ def piped(source: Any, *, provider: str = "auto", tool_format: str | None = None
     return events | fold_invocations.pipe()
 
 
-def fused(source: Any, *, provider: str = "auto", tool_format: str | None = None) -> Stream[PipelineEvent]:
+def fused(source: Any, *, provider: Any = "auto", tool_format: Any = None) -> Stream[PipelineEvent]:
     return process(
         source,
         provider=provider,
@@ -306,7 +306,7 @@ async def test_a_delimiter_format_gives_the_same_events(size: int) -> None:
 
 def test_an_unknown_delimiter_format_is_refused_when_the_pipeline_is_made() -> None:
     for make in (piped, fused):
-        with pytest.raises(ConfigurationError, match="unknown delimiter format 'no_such_format'"):
+        with pytest.raises(ConfigurationError, match="unknown tool format 'no_such_format'"):
             make(items(["text"]), provider="text", tool_format="no_such_format")
 
 

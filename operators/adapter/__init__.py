@@ -13,14 +13,12 @@ from typing import TYPE_CHECKING
 from pipeline._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from operators.adapter.detect import WireFormat as WireFormat
     from operators.adapter.detect import detect_framing as detect_framing
     from operators.adapter.detect import detect_wire_format as detect_wire_format
     from operators.adapter.detect import sniff_framing as sniff_framing
     from operators.adapter.eventstream import DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE
     from operators.adapter.eventstream import EventStreamDecoder as EventStreamDecoder
     from operators.adapter.eventstream import decode_eventstream as decode_eventstream
-    from operators.adapter.sources import Framing as Framing
     from operators.adapter.sources import from_bytes as from_bytes
     from operators.adapter.sources import from_dicts as from_dicts
     from operators.adapter.sources import from_file as from_file
@@ -41,7 +39,6 @@ if TYPE_CHECKING:
     from operators.adapter.sse import decode_jsonl as decode_jsonl
     from operators.adapter.sse import decode_sse as decode_sse
     from operators.adapter.sse import parse_events as parse_events
-    from operators.adapter.sse import provider_error as provider_error
     from operators.adapter.sse import sse_events as sse_events
 
 __all__ = [
@@ -49,13 +46,11 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "EventParser",
     "EventStreamDecoder",
-    "Framing",
     "JSONLinesDecoder",
     "JSONSequenceDecoder",
     "SSEDecoder",
     "SSEPayloadDecoder",
     "ServerSentEvent",
-    "WireFormat",
     "decode_eventstream",
     "decode_json_sequence",
     "decode_jsonl",
@@ -69,7 +64,6 @@ __all__ = [
     "from_sdk",
     "is_sdk_stream",
     "parse_events",
-    "provider_error",
     "provider_events",
     "sdk_error",
     "sdk_object_to_dict",
@@ -81,7 +75,6 @@ __getattr__, __dir__ = lazy_exports(
     globals(),
     {
         "operators.adapter.detect": (
-            "WireFormat",
             "detect_framing",
             "detect_wire_format",
             "sniff_framing",
@@ -92,7 +85,6 @@ __getattr__, __dir__ = lazy_exports(
             "decode_eventstream",
         ),
         "operators.adapter.sources": (
-            "Framing",
             "from_bytes",
             "from_dicts",
             "from_file",
@@ -115,7 +107,6 @@ __getattr__, __dir__ = lazy_exports(
             "decode_jsonl",
             "decode_sse",
             "parse_events",
-            "provider_error",
             "sse_events",
         ),
     },

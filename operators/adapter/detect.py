@@ -5,17 +5,14 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from operators.adapter.sources import Framing
 from pipeline.errors import ConfigurationError
 
-__all__ = ["WireFormat", "detect_framing", "detect_wire_format", "sniff_framing"]
+if TYPE_CHECKING:
+    from operators.registry import Framing, WireFormat
 
-WireFormat = Literal["openai", "openai-responses", "anthropic", "gemini", "cohere"]
-"""``openai``: Chat Completions (OpenAI and compatible servers); ``openai-responses``: the Responses API;
-``anthropic``: Messages; ``gemini``: ``generateContent`` (Gemini API and Vertex AI) and the Gemini
-Interactions API (a different API, which the Gemini converter reads too); ``cohere``: Chat v2."""
+__all__ = ["detect_framing", "detect_wire_format", "sniff_framing"]
 
 _ANTHROPIC_TYPES = frozenset(
     {

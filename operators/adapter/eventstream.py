@@ -133,19 +133,18 @@ class EventStreamDecoder:
             message = None
             if isinstance(details, Mapping):
                 message = details.get("message") or details.get("Message")
-            reason = f"{kind or 'exception'}: {message or payload.decode(errors='replace')}"
-            raise ProviderError(
-                f"Bedrock stream exception in frame {self._frame_number}: {reason}",
-                kind=kind,
-                payload=details if isinstance(details, Mapping) else {"payload": details},
+            raise ProviderError.from_payload(
+                {"type": kind, "message": message or payload.decode(errors="replace")},
+                details if isinstance(details, Mapping) else {"payload": details},
+                f"event-stream frame {self._frame_number}",
             )
         if message_type == "error":
             code = _text(headers.get(":error-code"))
             message = _text(headers.get(":error-message"))
-            raise ProviderError(
-                f"Bedrock stream error in frame {self._frame_number}: {code or 'error'}: {message}",
-                kind=code,
-                payload={"error_code": code, "error_message": message},
+            raise ProviderError.from_payload(
+                {"code": code, "message": message},
+                {"error_code": code, "error_message": message},
+                f"event-stream frame {self._frame_number}",
             )
         return None  # message types this version does not know
 

@@ -13,7 +13,7 @@ import base64
 import inspect
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from aiostream import operator, pipable_operator
@@ -23,7 +23,6 @@ from operators.adapter.sse import (
     DEFAULT_MAX_EVENT_SIZE,
     JSONLinesDecoder,
     JSONSequenceDecoder,
-    provider_error,
     sse_events,
 )
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
@@ -32,8 +31,9 @@ from pipeline.stage import drive
 if TYPE_CHECKING:
     import httpx
 
+    from operators.registry import Framing
+
 __all__ = [
-    "Framing",
     "from_bytes",
     "from_dicts",
     "from_file",
@@ -44,11 +44,6 @@ __all__ = [
     "sdk_error",
     "sdk_object_to_dict",
 ]
-
-Framing = Literal["sse", "jsonl", "json", "eventstream"]
-"""How provider events are framed in a byte stream: server-sent events, one JSON payload a line, a JSON
-array of payloads (Gemini without ``alt=sse``; also pretty-printed objects one after another), or AWS
-event-stream binary frames (Bedrock)."""
 
 _SDK_ONLY_FIELDS = frozenset({"sdk_http_response", "automatic_function_calling_history", "parsed"})
 """Fields google-genai adds to its response objects that are not part of the wire payload."""
@@ -100,7 +95,7 @@ def _http_error(response: httpx.Response) -> ProviderError:
     status = response.status_code
     text = response.text
     payload: Mapping[str, Any] = {"body": text}
-    message, kind = text.strip() or response.reason_phrase, None
+    details: dict[str, Any] = {"message": text.strip() or response.reason_phrase}
     try:
         decoded = response.json()
     except ValueError:
@@ -109,14 +104,11 @@ def _http_error(response: httpx.Response) -> ProviderError:
         payload = decoded
         error = decoded.get("error", decoded)
         if isinstance(error, Mapping):
-            message = str(error.get("message") or message)
-            found = error.get("code") if isinstance(error.get("code"), str) else error.get("type")
-            kind = str(found) if found is not None else None
+            details = {**details, **{k: v for k, v in error.items() if v}}
         elif isinstance(error, str):
-            message = error
-    return ProviderError(
-        f"HTTP {status} from {response.url}: {message}", kind=kind, status=status, payload=payload
-    )
+            details["message"] = error
+    details["status_code"] = status
+    return ProviderError.from_payload(details, payload, f"HTTP {status} from {response.url}")
 
 
 @operator
@@ -175,7 +167,7 @@ def sdk_error(error: BaseException) -> ProviderError | None:
     payload: Mapping[str, Any] = body if "error" in body or body.get("type") == "error" else {"error": body}
     inner = payload.get("error")
     details = inner if isinstance(inner, Mapping) else payload
-    return provider_error(details, payload, "the SDK stream")
+    return ProviderError.from_payload(details, payload, "the SDK stream")
 
 
 async def _close(stream: object) -> None:

@@ -40,7 +40,6 @@ __all__ = [
     "decode_jsonl",
     "decode_sse",
     "parse_events",
-    "provider_error",
     "sse_events",
 ]
 
@@ -785,31 +784,7 @@ def _raise_for_provider_error(payload: Mapping[str, Any], *, where: str = "event
         details = error if isinstance(error, Mapping) else {"message": str(error)}
     else:
         return
-    raise provider_error(details, payload, where)
-
-
-def provider_error(details: Mapping[str, Any], payload: Mapping[str, Any], where: str) -> ProviderError:
-    """The :class:`ProviderError` for an error object ``details`` found in ``payload`` at ``where``.
-
-    ``kind``: the most specific word the provider gave (a string ``code``, else ``type``, else ``status``);
-    ``status``: the HTTP-like number (``status_code``, or Gemini's numeric ``code``)."""
-    message = details.get("message") or details.get("error") or "the provider reported an error"
-    code = details.get("code")
-    kind = next(
-        (
-            word
-            for word in (code, details.get("type"), details.get("status"))
-            if isinstance(word, str) and word
-        ),
-        None,
-    )
-    status = details.get("status_code", code)
-    return ProviderError(
-        f"{where}: provider error{f' ({kind})' if kind else ''}: {message}",
-        kind=kind,
-        status=status if isinstance(status, int) and not isinstance(status, bool) else None,
-        payload=payload,
-    )
+    raise ProviderError.from_payload(details, payload, where)
 
 
 def _error_event(event: ServerSentEvent, number: int, decoder: msgspec.json.Decoder[Any]) -> ProviderError:
@@ -818,12 +793,12 @@ def _error_event(event: ServerSentEvent, number: int, decoder: msgspec.json.Deco
     try:
         payload = decoder.decode(event.data)
     except msgspec.DecodeError:
-        return ProviderError(f"{where}: provider error: {event.data}", payload={"data": event.data})
+        return ProviderError.from_payload({"message": event.data}, {"data": event.data}, where)
     if not isinstance(payload, Mapping):
-        return ProviderError(f"{where}: provider error: {event.data}", payload={"data": payload})
+        return ProviderError.from_payload({"message": event.data}, {"data": payload}, where)
     error = payload.get("error")
     details = error if isinstance(error, Mapping) else payload
-    return provider_error(details, payload, where)
+    return ProviderError.from_payload(details, payload, where)
 
 
 def _excerpt(text: str) -> str:

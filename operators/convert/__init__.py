@@ -7,11 +7,6 @@ from typing import TYPE_CHECKING
 from pipeline._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from operators.adapter.detect import WireFormat as WireFormat
-    from operators.adapter.detect import detect_framing as detect_framing
-    from operators.adapter.detect import detect_wire_format as detect_wire_format
-    from operators.adapter.eventstream import EventStreamDecoder as EventStreamDecoder
-    from operators.adapter.eventstream import decode_eventstream as decode_eventstream
     from operators.convert._base import IdFactory as IdFactory
     from operators.convert._base import new_call_id as new_call_id
     from operators.convert.anthropic import AnthropicConverter as AnthropicConverter
@@ -28,35 +23,21 @@ if TYPE_CHECKING:
 __all__ = [
     "AnthropicConverter",
     "CohereConverter",
-    "EventStreamDecoder",
     "GeminiConverter",
     "IdFactory",
     "OpenAIChatConverter",
     "OpenAIResponsesConverter",
-    "WireFormat",
     "convert_anthropic",
     "convert_cohere",
     "convert_gemini",
     "convert_openai_chat",
     "convert_openai_responses",
-    "decode_eventstream",
-    "detect_framing",
-    "detect_wire_format",
     "new_call_id",
 ]
 
 __getattr__, __dir__ = lazy_exports(
     globals(),
     {
-        "operators.adapter.detect": (
-            "WireFormat",
-            "detect_framing",
-            "detect_wire_format",
-        ),
-        "operators.adapter.eventstream": (
-            "EventStreamDecoder",
-            "decode_eventstream",
-        ),
         "operators.convert._base": (
             "IdFactory",
             "new_call_id",

@@ -10,7 +10,53 @@ from typing import Any, TypeAlias, TypeGuard
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse
 
-__all__ = ["CallIndexer", "EventHandler", "IdFactory", "TypedEventConverter", "is_mapping", "new_call_id"]
+__all__ = [
+    "MISSING",
+    "CallIndexer",
+    "EventHandler",
+    "IdFactory",
+    "TypedEventConverter",
+    "field_error",
+    "is_mapping",
+    "new_call_id",
+]
+
+MISSING: Any = object()
+"""The value of a field an event does not have (``owner.get(key, MISSING)``), for :func:`field_error`."""
+
+
+def field_error(
+    number: int, field: str, expected: str, value: object = MISSING, *, event_type: object = None
+) -> ConverterError:
+    """The one wording of a converter's "this field is not what the wire format promises":
+    ``event 3 (content_block_start): field 'index' should be an integer, got str: '0'``.
+
+    ``field`` is the field's path in the event (``""``: the event itself), ``expected`` what it should
+    be, ``value`` what it is (:data:`MISSING` when absent), ``event_type`` the event's type if known."""
+    where = f"event {number}" + (f" ({event_type})" if isinstance(event_type, str) else "")
+    subject = f"field {field!r}" if field else "the event"
+    if value is _UNKNOWN:
+        return ConverterError(f"{where}: {subject} should be {expected}", event_number=number)
+    got = "nothing" if value is MISSING else f"{type(value).__name__}: {value!r:.60}"
+    return ConverterError(f"{where}: {subject} should be {expected}, got {got}", event_number=number)
+
+
+_UNKNOWN: Any = object()
+"""A field whose value :func:`_lookup` cannot tell (its path runs through a list)."""
+
+
+def _lookup(event: Mapping[str, Any], path: str) -> object:
+    """The value at the dotted ``path`` of ``event``: :data:`MISSING` if absent, :data:`_UNKNOWN` if the
+    path runs through something that is not an object."""
+    value: object = event
+    for key in path.split("."):
+        if not is_mapping(value):
+            return _UNKNOWN
+        value = value.get(key, MISSING)
+        if value is MISSING:
+            return MISSING
+    return value
+
 
 IdFactory: TypeAlias = Callable[[int], str]
 """Makes the id of a tool call the provider sent without one, from the call's position (0, 1, ...)."""
@@ -90,19 +136,13 @@ class TypedEventConverter:
 
     def _not_an_object(self, event: object) -> ConverterError:
         """The error for an event that is not an object."""
-        return ConverterError(
-            f"event {self._event_number}: expected a JSON object, got {type(event).__name__}",
-            event_number=self._event_number,
-        )
+        return field_error(self._event_number, "", "an object", event)
 
     def _untyped(self, event: Mapping[str, Any]) -> ConverterError:
         """The error for an event without a string ``type``."""
-        return self._field_error(event, "type", "a string")
+        return field_error(self._event_number, "type", "a string", event.get("type", MISSING))
 
     def _field_error(self, event: Mapping[str, Any], field: str, expected: str) -> ConverterError:
         """The error for a ``field`` of ``event`` that is missing or not what it should be."""
-        event_type = event.get("type")
-        where = f"event {self._event_number}" + (f" ({event_type})" if isinstance(event_type, str) else "")
-        return ConverterError(
-            f"{where}: field {field!r} is missing or not {expected}", event_number=self._event_number
-        )
+        value = _lookup(event, field)
+        return field_error(self._event_number, field, expected, value, event_type=event.get("type"))

@@ -33,7 +33,14 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.convert._base import IdFactory, TypedEventConverter, is_mapping, new_call_id
+from operators.convert._base import (
+    MISSING,
+    IdFactory,
+    TypedEventConverter,
+    field_error,
+    is_mapping,
+    new_call_id,
+)
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
 from pipeline.stage import drive
@@ -159,7 +166,8 @@ class AnthropicConverter(TypedEventConverter):
         block = self._mapping(event, "content_block", where)
         block_type = block.get("type")
         if not isinstance(block_type, str):
-            raise self._error(where, "has no string field 'content_block.type'")
+            value = block.get("type", MISSING)
+            raise field_error(self._event_number, "content_block.type", "a string", value, event_type=where)
         if block_type == "text":
             text = self._optional_string(block, "text", where)
             citations = self._citations(block.get("citations"), where)
@@ -221,7 +229,8 @@ class AnthropicConverter(TypedEventConverter):
         delta = self._mapping(event, "delta", where)
         delta_type = delta.get("type")
         if not isinstance(delta_type, str):
-            raise self._error(where, "has no string field 'delta.type'")
+            value = delta.get("type", MISSING)
+            raise field_error(self._event_number, "delta.type", "a string", value, event_type=where)
         if delta_type == "text_delta":
             text = self._string(delta, "text", where)
             return [ChunkResponse(content=text)] if text else []
@@ -286,14 +295,7 @@ class AnthropicConverter(TypedEventConverter):
     def _provider_error(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
         error = event.get("error")
         details: Mapping[str, Any] = error if is_mapping(error) else {}
-        kind = details.get("type") if isinstance(details.get("type"), str) else None
-        message = details.get("message") if isinstance(details.get("message"), str) else None
-        reason = f"{kind or 'error'}: {message or repr(event)}"
-        raise ProviderError(
-            f"Anthropic stream error at event {self._event_number}: {reason}",
-            kind=kind,
-            payload=event,
-        )
+        raise ProviderError.from_payload(details, event, f"event {self._event_number}")
 
     # helpers
 
@@ -336,13 +338,13 @@ class AnthropicConverter(TypedEventConverter):
     def _mapping(self, owner: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
         value = owner.get(key)
         if not is_mapping(value):
-            raise self._error(where, f"has no mapping field {key!r}")
+            raise field_error(self._event_number, key, "an object", owner.get(key, MISSING), event_type=where)
         return value
 
     def _string(self, owner: Mapping[str, Any], key: str, where: str) -> str:
         value = owner.get(key)
         if not isinstance(value, str):
-            raise self._error(where, f"has no string field {key!r}")
+            raise field_error(self._event_number, key, "a string", owner.get(key, MISSING), event_type=where)
         return value
 
     def _optional_string(self, owner: Mapping[str, Any], key: str, where: str) -> str:
@@ -351,24 +353,20 @@ class AnthropicConverter(TypedEventConverter):
         if value is None:
             return ""
         if not isinstance(value, str):
-            raise self._error(where, f"has a field {key!r} that is not a string")
+            raise field_error(self._event_number, key, "a string", value, event_type=where)
         return value
 
     def _integer(self, owner: Mapping[str, Any], key: str, where: str) -> int:
         value = owner.get(key)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise self._error(where, f"has no integer field {key!r}")
+            raise field_error(
+                self._event_number, key, "an integer", owner.get(key, MISSING), event_type=where
+            )
         return value
-
-    def _not_an_object(self, event: object) -> ConverterError:
-        return self._error("an event", f"is a {type(event).__name__}, not a mapping")
-
-    def _untyped(self, event: Mapping[str, Any]) -> ConverterError:
-        return self._error("an event", "has no string 'type'")
 
     def _error(self, where: str, problem: str) -> ConverterError:
         return ConverterError(
-            f"Anthropic event {self._event_number} ({where}) {problem}", event_number=self._event_number
+            f"event {self._event_number} ({where}): {problem}", event_number=self._event_number
         )
 
 

@@ -39,10 +39,9 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.adapter.sse import provider_error
-from operators.convert._base import IdFactory, new_call_id
+from operators.convert._base import IdFactory, field_error, new_call_id
 from pipeline._options import check_count
-from pipeline.errors import ConverterError
+from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
 from pipeline.stage import drive
 
@@ -216,7 +215,7 @@ class OpenAIChatConverter:
         error = event.get("error")
         if error is not None:
             details = error if isinstance(error, Mapping) else {"message": str(error)}
-            raise provider_error(details, event, f"event {number}")
+            raise ProviderError.from_payload(details, event, f"event {number}")
 
         metadata = self._metadata_changes(event)
         usage = self._usage_change(event, number) if "usage" in event or "x_groq" in event else None
@@ -600,10 +599,7 @@ class OpenAIChatConverter:
 
 
 def _field_error(number: int, field: str, expected: str, value: object) -> ConverterError:
-    return ConverterError(
-        f"event {number}: field {field!r} should be {expected}, got {type(value).__name__}: {value!r:.60}",
-        event_number=number,
-    )
+    return field_error(number, field, expected, value)
 
 
 def _text(value: object, number: int, field: str) -> str:

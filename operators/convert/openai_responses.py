@@ -252,28 +252,14 @@ class OpenAIResponsesConverter(TypedEventConverter):
     def _on_response_failed(self, event: Mapping[str, Any]) -> Chunks:
         response = self._mapping(event, "response")
         error = response.get("error")
-        error = error if is_mapping(error) else {}
-        message = error.get("message") or "the response failed"
-        code = error.get("code") or error.get("type")
+        details: Mapping[str, Any] = error if is_mapping(error) else {"message": "the response failed"}
         self._complete = True
-        raise ProviderError(
-            f"OpenAI Responses: {message} (event {self._event_number}, response.failed)",
-            kind=str(code) if code else None,
-            payload=event,
-        )
+        raise ProviderError.from_payload(details, event, f"event {self._event_number} (response.failed)")
 
     def _on_error(self, event: Mapping[str, Any]) -> Chunks:
         nested = event.get("error")
-        error = nested if is_mapping(nested) else event
-        message = error.get("message") or "error event without a message"
-        code = error.get("code") or error.get("type")
-        if code == "error":
-            code = None
-        raise ProviderError(
-            f"OpenAI Responses: {message} (event {self._event_number}, error)",
-            kind=str(code) if code else None,
-            payload=event,
-        )
+        details = nested if is_mapping(nested) else {k: v for k, v in event.items() if k != "type"}
+        raise ProviderError.from_payload(details, event, f"event {self._event_number}")
 
     def _new_facts(self, response: Mapping[str, Any]) -> dict[str, Any]:
         """The response-level facts that are new or changed since the last report."""

@@ -31,5 +31,6 @@ def get_format(name: str) -> type[FormatLexer]:
     try:
         return FORMATS[name]
     except KeyError:
-        known = ", ".join(sorted(FORMATS))
-        raise ConfigurationError(f"unknown delimiter format {name!r}; known formats: {known}") from None
+        # Worded as operators.registry.resolve_tool_format words it: one message for one condition.
+        known = ", ".join(["none", *sorted(FORMATS)])
+        raise ConfigurationError(f"unknown tool format {name!r}; expected one of: {known}") from None

@@ -47,7 +47,8 @@ from aiostream import streamcontext
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from pipeline._options import check_choice, check_count
+from operators.registry import check_choice
+from pipeline._options import check_count
 from pipeline.agent.tools import Tool, ToolRegistry
 from pipeline.errors import ConfigurationError
 from pipeline.models import PipelineEvent, ToolInvocation, ToolOutput

@@ -24,13 +24,19 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import anyio
 
+from operators.registry import (
+    NO_REWRITE,
+    PROVIDERS,
+    ProviderOption,
+    RegisteredFormat,
+    ToolFormat,
+    resolve_tool_format,
+)
 from pipeline._jsonenc import encode_json
-from pipeline._options import NO_REWRITE, rewrite_format
-from pipeline.compose import PROVIDERS
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 
@@ -73,14 +79,13 @@ def _tool_format_names() -> str:
     return ", ".join(sorted({lexer.name for lexer in FORMATS.values()}))
 
 
-def _tool_format(value: str) -> str:
-    """argparse type of ``--tool-format``: ``none`` or a delimiter format (aliases accepted)."""
+def _tool_format(value: str) -> RegisteredFormat:
+    """argparse type of ``--tool-format``: ``none`` or a delimiter format (aliases accepted, and formats
+    registered at run time), checked by :func:`operators.registry.resolve_tool_format`."""
     try:
-        return rewrite_format(value) or NO_REWRITE
-    except StreamfoldError:
-        raise argparse.ArgumentTypeError(
-            f"unknown tool format {value!r}; expected none or one of: {_tool_format_names()}"
-        ) from None
+        return RegisteredFormat(resolve_tool_format(value) or NO_REWRITE)
+    except StreamfoldError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _speed(value: str) -> float:
@@ -378,10 +383,11 @@ async def _run(
             start_in_reasoning=start_in_reasoning,
         )
         return
+    # argparse checked both names (--provider's choices, --tool-format's type)
     events = process(
         source,
-        provider=provider,
-        tool_format=tool_format,
+        provider=cast(ProviderOption, provider),
+        tool_format=cast(ToolFormat, tool_format),
         reasoning_tags=reasoning_tags,
         start_in_reasoning=start_in_reasoning,
     )
@@ -441,14 +447,14 @@ async def _openai_sse(
         for item in dicts:
             out.write("data: " + encode_json(item).decode() + "\n\n")
 
-    chunks: Stream[ChunkResponse] = to_chunks(source, provider=provider)
+    chunks: Stream[ChunkResponse] = to_chunks(source, provider=cast(ProviderOption, provider))
     if reasoning_tags is not None:
         from operators.delimiters.reasoning_tags import split_reasoning_tags
 
         chunks = chunks | split_reasoning_tags.pipe(
             style=reasoning_tags, start_in_reasoning=start_in_reasoning
         )
-    delimiter_format = rewrite_format(tool_format)
+    delimiter_format = resolve_tool_format(tool_format)
     if delimiter_format is not None:
         from operators.delimiters import rewrite_delimiters
 

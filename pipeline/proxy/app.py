@@ -48,8 +48,8 @@ with needs_extra("server", "streamfold proxy"):
     from starlette.types import Receive, Scope, Send
 
 from operators.encode.openai_chat import fold_openai_completion
+from operators.registry import resolve_tool_format
 from pipeline._jsonenc import encode_json
-from pipeline._options import rewrite_format
 from pipeline.proxy.rewriter import (
     DEFAULT_MAX_EVENT_SIZE,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -378,7 +378,7 @@ class _Proxy:
         max_event_size: int,
     ) -> None:
         self.base = httpx.URL(upstream)
-        self.tool_format = rewrite_format(tool_format)
+        self.tool_format = resolve_tool_format(tool_format)
         self.client = client
         self.max_request_bytes = max_request_bytes
         self.max_response_bytes = max_response_bytes
@@ -559,7 +559,7 @@ def create_app(
     Raises:
         ConfigurationError: ``tool_format`` is not a known delimiter format.
     """
-    rewrite_format(tool_format)  # a ConfigurationError listing the formats, before anything starts
+    resolve_tool_format(tool_format)  # a ConfigurationError listing the formats, before anything starts
     owned = client is None
     if client is None:
         client = httpx.AsyncClient(
@@ -633,7 +633,7 @@ def serve(
         timeout_keep_alive=timeout_keep_alive,
     )
     config.load()  # imports the protocol and lifespan modules now, so that they are frozen too
-    rewrites = rewrite_format(tool_format) is not None
+    rewrites = resolve_tool_format(tool_format) is not None
     logging.getLogger("uvicorn.error").info(
         "streamfold proxy in front of %s: %s",
         upstream,

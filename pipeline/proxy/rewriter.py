@@ -17,7 +17,7 @@ from operators.adapter.sse import EventParser, SSEDecoder
 from operators.convert._base import IdFactory
 from operators.convert.openai_chat import OpenAIChatConverter
 from operators.encode.openai_chat import OpenAIChunkEncoder, sse_line
-from pipeline._options import rewrite_format
+from operators.registry import resolve_tool_format
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 from pipeline.stage import Core, chain
@@ -81,7 +81,7 @@ class ChatStreamRewriter:
             _UsageTap(self._encoder),
             OpenAIChatConverter(**options),
         ]
-        tool_format = rewrite_format(tool_format)
+        tool_format = resolve_tool_format(tool_format)
         if tool_format is not None:
             from operators.delimiters import DelimiterRewriter
 

@@ -24,7 +24,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline._options import NO_REWRITE_ALIASES, check_count
+from operators.registry import check_choice, resolve_tool_format, tool_format_choices
+from pipeline._options import check_count
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, ResponseEnd, SegmentEvent, SegmentType, ToolInvocation
 from pipeline.stage import Core, chain
@@ -216,20 +217,17 @@ def resolve_parser_name(parser_name: str | None = None) -> str:
     if parser_name is not None and not isinstance(parser_name, str):
         raise ConfigurationError(f"parser_name must be a string, got {parser_name!r}")
     name = (parser_name or os.environ.get(PARSER_ENVIRONMENT_VARIABLE) or "api_tool_call").strip().lower()
-    if name in NO_REWRITE_ALIASES:
-        return "api_tool_call"
     if name == "native":
         raise ConfigurationError(
             f"the stream parser 'native' was renamed: set {PARSER_ENVIRONMENT_VARIABLE}=api_tool_call"
         )
     if name == "pass_through":
         return name
-    from operators.delimiters import FORMATS
-
-    if name not in FORMATS:
-        known = ", ".join(["api_tool_call", "none", "pass_through", *sorted(FORMATS)])
-        raise ConfigurationError(f"unknown stream parser {name!r}; expected one of {known}")
-    return name
+    try:
+        return resolve_tool_format(name) or "api_tool_call"
+    except ConfigurationError:
+        check_choice("stream parser", name, ["api_tool_call", "pass_through", *tool_format_choices()])
+        raise
 
 
 def create_streaming_handler(

@@ -1,4 +1,5 @@
-"""The Gemini converter: ``streamGenerateContent`` chunks (``GenerateContentResponse`` dicts) -> chunks.
+"""The Gemini ``generateContent`` converter: ``streamGenerateContent`` chunks (``GenerateContentResponse``
+dicts) -> chunks.
 
 Every chunk carries ``candidates[0].content.parts``; a part is text (``thought: true`` for reasoning), a
 ``functionCall``, inline or file media, or a call the provider runs itself. A ``thoughtSignature`` on a
@@ -54,49 +55,33 @@ Only candidate 0 (``index`` 0, or no index) is converted.
 Memory kept per response: the fingerprint (kind, name, arguments text) of each call with an id, the JSON
 text of each citation given, and the latest ``groundingChunks``: all proportional to the calls and
 citations the response has, never to its text.
-
-The same converter reads the Interactions API stream, told apart by its ``event_type`` field::
-
-    interaction.created {interaction: {id, model}}
-    step.start {index, step: {type: thought | text | function_call {id, name, arguments}}}
-    step.delta {index, delta: {type: text | thought_summary | thought_signature | arguments_delta}}
-    step.stop {index}                                     a function_call step is complete
-    interaction.completed {interaction: {status, usage}}  requires_action / completed -> the finish
-
-(``content.start`` / ``content.delta`` / ``content.stop`` are taken as the older names of the step events.)
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
-from typing import Any, Final, TypeAlias
-
-import msgspec
-from aiostream import pipable_operator
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from operators.convert._base import IdFactory, is_mapping, new_call_id
-from pipeline.errors import ConverterError, ProviderError
+from operators.convert.gemini._common import converter_error, plain, provider_error
+from operators.convert.gemini._partial_args import (
+    PartialArgsWriter,
+    PartialValue,
+    json_text,
+    parse_json_path,
+    plain_number,
+)
+from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, JSONPath, TokenUsage, ToolCallDelta, ToolResult
-from pipeline.stage import drive
 
-__all__ = [
-    "GeminiConverter",
-    "convert_gemini",
-    "normalize_gemini_finish_reason",
-]
+__all__ = ["GenerateContentConverter", "normalize_gemini_finish_reason"]
 
 _CONTENT_FILTER_REASONS: Final = frozenset(
     {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 )
 
 _MEDIA_KINDS: Final = ("image", "audio", "video")
-
-PartialValue: TypeAlias = str | int | float | bool | None
-
-_EXACT_INTEGERS: Final = 2**53
-"""Integers a double holds exactly."""
 
 
 def normalize_gemini_finish_reason(finish_reason: str, *, made_function_call: bool) -> str:
@@ -110,232 +95,14 @@ def normalize_gemini_finish_reason(finish_reason: str, *, made_function_call: bo
     return finish_reason.lower()
 
 
-def _plain(text: str) -> str:
-    """``text`` as a plain ``str``: google-genai objects carry their enums (``FinishReason.STOP``), which
-    are ``str`` subclasses; the wire has the bare word."""
-    if type(text) is str:
-        return text
-    value = getattr(text, "value", text)
-    return str.__str__(value if isinstance(value, str) else text)
-
-
-def _plain_number(value: int | float) -> int | float:
-    """A ``numberValue`` as the wire writes it: an integral double is an integer (``2``, not ``2.0``), so a
-    value that went through google-genai (which types it ``float``) gives the same JSON text."""
-    if type(value) is float and value.is_integer() and abs(value) <= _EXACT_INTEGERS:
-        return int(value)
-    return value
-
-
-def _json_text(value: Any) -> str:
-    """Compact JSON text of ``value``; lone surrogates (from a ``\\ud83d`` escape) stay escaped."""
-    try:
-        return msgspec.json.encode(value).decode()
-    except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":"))
-
-
-def _parse_json_path(path: str) -> JSONPath:
-    """``$.recipe.steps[0]`` -> ``("recipe", "steps", 0)``: the RFC 9535 subset Gemini sends.
-
-    Accepts ``.name``, ``[index]`` and ``['name']`` / ``["name"]`` (with backslash escapes). Raises
-    :class:`ValueError` naming the offset of anything else.
-    """
-    if not path.startswith("$"):
-        raise ValueError(f"JSON path {path!r} does not start with '$'")
-    components: list[str | int] = []
-    position, length = 1, len(path)
-    while position < length:
-        char = path[position]
-        if char == ".":
-            end = position + 1
-            while end < length and path[end] not in ".[":
-                end += 1
-            if end == position + 1:
-                raise ValueError(f"JSON path {path!r} has an empty name at offset {position}")
-            components.append(path[position + 1 : end])
-            position = end
-        elif char == "[":
-            end = path.find("]", position)
-            if end < 0:
-                raise ValueError(f"JSON path {path!r} has an unclosed '[' at offset {position}")
-            quote = path[position + 1 : position + 2]
-            if quote in ("'", '"'):
-                name, end = _quoted_name(path, position + 1)
-                components.append(name)
-            elif path[position + 1 : end].isdigit():
-                components.append(int(path[position + 1 : end]))
-            else:
-                raise ValueError(f"JSON path {path!r} has a bad selector at offset {position}")
-            position = end + 1
-        else:
-            raise ValueError(f"JSON path {path!r} has an unexpected {char!r} at offset {position}")
-    return tuple(components)
-
-
-def _quoted_name(path: str, start: int) -> tuple[str, int]:
-    """The name quoted at ``path[start]`` and the offset of the ``]`` after it."""
-    quote = path[start]
-    pieces: list[str] = []
-    position = start + 1
-    while position < len(path):
-        char = path[position]
-        if char == "\\" and position + 1 < len(path):
-            pieces.append(path[position + 1])
-            position += 2
-            continue
-        if char == quote:
-            if path[position + 1 : position + 2] != "]":
-                break
-            return "".join(pieces), position + 1
-        pieces.append(char)
-        position += 1
-    raise ValueError(f"JSON path {path!r} has a bad quoted name at offset {start}")
-
-
-class _Container:
-    """An object or array whose closing bracket is not written yet."""
-
-    __slots__ = ("count", "is_array", "keys")
-
-    def __init__(self, is_array: bool) -> None:
-        self.is_array = is_array
-        self.count = 0
-        self.keys: set[str] = set()
-
-
-class _PartialArgsWriter:
-    """Writes a streamed call's arguments as JSON text, value by value, in the order they arrive.
-
-    Values come with their JSON path. The writer keeps the chain of open containers from the root object
-    to the last value: a path that leaves it closes containers, one that goes deeper opens them, and a
-    string value can stay open for more pieces. Work is proportional to the text written (plus the path
-    length per value); nothing is re-read.
-
-    Gemini sends values in document order. A path that goes back into a container already closed, repeats
-    a key, skips an array index or mixes object and array cannot be written as JSON text without taking
-    text back, so it raises :class:`ValueError`.
-    """
-
-    __slots__ = ("_closed", "_open_string", "_path", "_stack")
-
-    def __init__(self) -> None:
-        self._stack: list[_Container] = [_Container(is_array=False)]
-        self._path: list[str | int] = []
-        """The keys leading from the root to ``_stack[-1]``."""
-        self._open_string: JSONPath | None = None
-        self._closed = False
-
-    def start(self) -> str:
-        """The text before any value: the root object's ``{``."""
-        return "{"
-
-    def write(self, path: JSONPath, value: Any, *, will_continue: bool = False) -> str:
-        """The text that puts ``value`` at ``path``; ``will_continue`` leaves a string value open."""
-        if self._closed:
-            raise ValueError("the arguments object is already closed")
-        pieces: list[str] = []
-        if self._open_string is not None:
-            if path == self._open_string and isinstance(value, str):
-                pieces.append(_string_body(value))
-                if not will_continue:
-                    pieces.append('"')
-                    self._open_string = None
-                return "".join(pieces)
-            pieces.append('"')
-            self._open_string = None
-        if not path:
-            raise ValueError("a value for the root '$': the arguments must be an object")
-        parent, leaf = path[:-1], path[-1]
-        open_path = self._path
-        common = 0
-        while common < len(open_path) and common < len(parent) and open_path[common] == parent[common]:
-            common += 1
-        while len(open_path) > common:
-            pieces.append("]" if self._stack.pop().is_array else "}")
-            open_path.pop()
-        for depth in range(common, len(parent)):
-            key = parent[depth]
-            next_key = path[depth + 1]
-            self._member(pieces, key, path)
-            is_array = isinstance(next_key, int)
-            pieces.append("[" if is_array else "{")
-            self._stack.append(_Container(is_array))
-            open_path.append(key)
-        self._member(pieces, leaf, path)
-        if isinstance(value, str) and will_continue:
-            pieces.append('"')
-            pieces.append(_string_body(value))
-            self._open_string = path
-        else:
-            pieces.append(_json_text(value))
-        return "".join(pieces)
-
-    def close(self) -> str:
-        """The text that ends the arguments: an open string's quote and every open bracket."""
-        if self._closed:
-            return ""
-        pieces = ['"'] if self._open_string is not None else []
-        self._open_string = None
-        pieces.extend("]" if container.is_array else "}" for container in reversed(self._stack))
-        self._stack.clear()
-        self._path.clear()
-        self._closed = True
-        return "".join(pieces)
-
-    def _member(self, pieces: list[str], key: str | int, path: JSONPath) -> None:
-        """Start a new member ``key`` of the innermost open container."""
-        container = self._stack[-1]
-        if container.is_array:
-            if not isinstance(key, int):
-                raise ValueError(f"path {_format_path(path)} names key {key!r} inside an array")
-            if key != container.count:
-                raise ValueError(
-                    f"path {_format_path(path)} has index {key} where index {container.count} comes next"
-                )
-        else:
-            if not isinstance(key, str):
-                raise ValueError(f"path {_format_path(path)} has index {key} inside an object")
-            if key in container.keys:
-                raise ValueError(f"path {_format_path(path)} goes back to key {key!r}, already written")
-            container.keys.add(key)
-        if container.count:
-            pieces.append(",")
-        container.count += 1
-        if isinstance(key, str):
-            pieces.append(_json_text(key))
-            pieces.append(":")
-
-
-def _string_body(text: str) -> str:
-    """``text`` escaped for the inside of a JSON string (without the quotes)."""
-    return _json_text(text)[1:-1]
-
-
-def _format_path(path: JSONPath) -> str:
-    return "$" + "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)
-
-
 class _StreamedCall:
     """A streamed function call whose closing part has not arrived."""
 
     __slots__ = ("position", "writer")
 
-    def __init__(self, position: int, writer: _PartialArgsWriter) -> None:
+    def __init__(self, position: int, writer: PartialArgsWriter) -> None:
         self.position = position
         self.writer = writer
-
-
-class _StepCall:
-    """An Interactions API ``function_call`` step whose ``step.stop`` has not arrived."""
-
-    __slots__ = ("arguments", "position", "streamed")
-
-    def __init__(self, position: int, arguments: Mapping[str, Any] | None) -> None:
-        self.position = position
-        self.arguments = arguments
-        """The step's ``arguments`` object: the arguments if no ``arguments_delta`` follows."""
-        self.streamed = False
 
 
 _REASONING, _SIGNATURE, _CONTENT, _TOOL_CALLS, _TOOL_RESULTS, _CITATIONS = range(6)
@@ -474,7 +241,7 @@ class _ChunkBuilder:
         )
 
 
-class GeminiConverter:
+class GenerateContentConverter:
     """Sans-IO core: one ``GenerateContentResponse`` chunk (a dict) in, the chunks it carries out.
 
     ``id_factory`` names the calls Gemini sends without an ``id`` (most models before Gemini 3).
@@ -492,7 +259,6 @@ class GeminiConverter:
         "_last_usage",
         "_made_function_call",
         "_seen_calls",
-        "_step_calls",
         "_streamed",
     )
 
@@ -504,7 +270,6 @@ class GeminiConverter:
         self._made_function_call = False
         self._last_usage: TokenUsage | None = None
         self._known_metadata: dict[str, Any] = {}
-        self._step_calls: dict[int, _StepCall] = {}
         self._seen_calls: dict[str, str] = {}
         """Provider call id -> kind, name and arguments text of the whole call that had it first."""
         self._last_server_call: str | None = None
@@ -520,10 +285,7 @@ class GeminiConverter:
         if not is_mapping(event):
             raise self._error("the chunk", f"is a {type(event).__name__}, not a mapping")
         if event.get("error") is not None:
-            self._raise_provider_error(event)
-        event_type = event.get("event_type")
-        if event_type is not None:
-            return self._interaction_event(event, event_type)
+            raise provider_error(event, self._event_number)
         builder = _ChunkBuilder()
         metadata = self._new_metadata(event)
         finish_reason: str | None = None
@@ -534,7 +296,7 @@ class GeminiConverter:
             if raw_reason is not None:
                 if not isinstance(raw_reason, str):
                     raise self._error("candidates[0].finishReason", "is not a string")
-                raw_reason = _plain(raw_reason)
+                raw_reason = plain(raw_reason)
                 finish_reason = normalize_gemini_finish_reason(
                     raw_reason, made_function_call=self._made_function_call
                 )
@@ -543,7 +305,7 @@ class GeminiConverter:
                 if message is not None:
                     if not isinstance(message, str):
                         raise self._error("candidates[0].finishMessage", "is not a string")
-                    metadata["finish_message"] = _plain(message)
+                    metadata["finish_message"] = plain(message)
             citations = self._citations(candidate)
             if citations:
                 builder.citations(citations)
@@ -556,10 +318,10 @@ class GeminiConverter:
                 if not isinstance(block_reason, str):
                     raise self._error("promptFeedback.blockReason", "is not a string")
                 finish_reason = "content_filter"
-                metadata["stop_reason"] = _plain(block_reason)
+                metadata["stop_reason"] = plain(block_reason)
                 block_message = feedback.get("blockReasonMessage")
                 if isinstance(block_message, str):
-                    metadata["block_reason_message"] = _plain(block_message)
+                    metadata["block_reason_message"] = plain(block_message)
         return builder.build(
             usage=self._new_usage(event),
             finish_reason=finish_reason,
@@ -677,7 +439,7 @@ class GeminiConverter:
         if name:
             if self._streamed is not None:
                 builder.tool_call(self._end_streamed([]))
-            writer = _PartialArgsWriter()
+            writer = PartialArgsWriter()
             pieces.append(writer.start())
             self._write_values(pieces, writer, args, partial_args, where)
             if not will_continue:
@@ -734,7 +496,7 @@ class GeminiConverter:
         signature: str | None,
     ) -> None:
         """A call the provider runs itself: one finished ``server`` call (nothing for the client to run)."""
-        text = _json_text(arguments)
+        text = json_text(arguments)
         if call_id and self._repeats(call_id, "server", name, text):
             return
         position = self._call_count
@@ -832,7 +594,7 @@ class GeminiConverter:
             return None
         if not isinstance(value, str):
             raise self._error(f"{where}.{key}", f"is not a string: {value!r}")
-        return _plain(value)
+        return plain(value)
 
     # citations
 
@@ -871,7 +633,7 @@ class GeminiConverter:
         return found
 
     def _add_citation(self, found: list[Mapping[str, Any]], citation: Mapping[str, Any]) -> None:
-        key = _json_text(citation)
+        key = json_text(citation)
         if key not in self._cited:
             self._cited.add(key)
             found.append(citation)
@@ -887,7 +649,7 @@ class GeminiConverter:
     def _write_values(
         self,
         pieces: list[str],
-        writer: _PartialArgsWriter,
+        writer: PartialArgsWriter,
         args: Mapping[str, Any] | None,
         partial_args: Sequence[Any] | None,
         where: str,
@@ -909,7 +671,7 @@ class GeminiConverter:
         if not isinstance(raw_path, str):
             raise self._error(f"{where}.jsonPath", "is missing or not a string")
         try:
-            path = _parse_json_path(raw_path)
+            path = parse_json_path(raw_path)
         except ValueError as error:
             raise self._error(f"{where}.jsonPath", str(error)) from error
         value: PartialValue
@@ -919,7 +681,7 @@ class GeminiConverter:
         elif "numberValue" in partial:
             number: Any = partial["numberValue"]
             valid = isinstance(number, int | float) and not isinstance(number, bool) and math.isfinite(number)
-            value = _plain_number(number) if valid else number
+            value = plain_number(number) if valid else number
         elif "boolValue" in partial:
             value = partial["boolValue"]
             valid = isinstance(value, bool)
@@ -933,7 +695,7 @@ class GeminiConverter:
         if not isinstance(will_continue, bool):
             raise self._error(f"{where}.willContinue", f"is not a boolean: {will_continue!r}")
         if isinstance(value, str):
-            value = _plain(value)
+            value = plain(value)
         return path, value, will_continue
 
     def _end_streamed(self, pieces: list[str], signature: str | None = None) -> ToolCallDelta:
@@ -944,173 +706,6 @@ class GeminiConverter:
         return ToolCallDelta(
             streamed.position, arguments_delta="".join(pieces), finished=True, signature=signature
         )
-
-    # the Interactions API
-
-    def _interaction_event(self, event: Mapping[str, Any], event_type: Any) -> list[ChunkResponse]:
-        if event_type in ("step.start", "content.start"):
-            return self._step_start(event)
-        if event_type in ("step.delta", "content.delta"):
-            return self._step_delta(event)
-        if event_type in ("step.stop", "content.stop"):
-            return self._step_stop(event)
-        if event_type in (
-            "interaction.created",
-            "interaction.start",
-            "interaction.completed",
-            "interaction.complete",
-        ):
-            return self._interaction(event, completed=event_type.startswith("interaction.complete"))
-        if event_type == "error":
-            self._raise_provider_error(event)
-        return []  # interaction.status_update and event types this version does not know
-
-    def _interaction(self, event: Mapping[str, Any], *, completed: bool) -> list[ChunkResponse]:
-        interaction = self._mapping(event, "interaction")
-        metadata: dict[str, Any] = {}
-        for key in ("id", "model", "service_tier"):
-            value = interaction.get(key)
-            if isinstance(value, str) and self._known_metadata.get(key) != value:
-                metadata[key] = self._known_metadata[key] = value
-        usage = self._interaction_usage(interaction.get("usage"))
-        finish_reason = None
-        if completed:
-            status = interaction.get("status")
-            if not isinstance(status, str):
-                raise self._error("interaction.status", "is missing or not a string")
-            metadata["stop_reason"] = status
-            if status in ("completed", "requires_action"):
-                finish_reason = "tool_calls" if self._made_function_call else "stop"
-            else:
-                finish_reason = status.lower()
-        if not metadata and usage is None and not completed:
-            return []
-        return [
-            ChunkResponse(
-                usage=usage, finish_reason=finish_reason, metadata=metadata or None, is_complete=completed
-            )
-        ]
-
-    def _step_start(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        step_index = self._index(event)
-        step = event.get("step", event.get("content"))
-        if not is_mapping(step):
-            raise self._error("step", "is missing or not a mapping")
-        step_type = step.get("type")
-        if step_type == "text":
-            text = step.get("text")
-            return [ChunkResponse(content=text)] if isinstance(text, str) and text else []
-        if step_type != "function_call":
-            return []  # thought steps stream their text and signature as deltas
-        name = step.get("name")
-        if not isinstance(name, str) or not name:
-            raise self._error("step.name", "is missing or not a string")
-        arguments = step.get("arguments")
-        if arguments is not None and not is_mapping(arguments):
-            raise self._error("step.arguments", "is not a mapping")
-        if step_index in self._step_calls:
-            raise self._error("step.start", f"starts step {step_index} again before its stop")
-        position = self._call_count
-        self._call_count += 1
-        self._made_function_call = True
-        call_id = step.get("id")
-        if not isinstance(call_id, str) or not call_id:
-            call_id = self._id_factory(position)
-        signature = step.get("signature")
-        self._step_calls[step_index] = _StepCall(position, arguments or None)
-        delta = ToolCallDelta(
-            position, call_id, name, signature=signature if isinstance(signature, str) and signature else None
-        )
-        return [ChunkResponse(tool_calls=[delta])]
-
-    def _step_delta(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        step_index = self._index(event)
-        delta = self._mapping(event, "delta")
-        delta_type = delta.get("type")
-        if delta_type == "text":
-            text = self._delta_string(delta, "text")
-            return [ChunkResponse(content=text)] if text else []
-        if delta_type in ("thought_summary", "thought"):
-            content = delta.get("content")
-            text = self._delta_string(content if is_mapping(content) else delta, "text")
-            return [ChunkResponse(reasoning=text)] if text else []
-        if delta_type == "thought_signature":
-            signature = self._delta_string(delta, "signature")
-            return [ChunkResponse(reasoning_signature=signature)] if signature else []
-        if delta_type == "arguments_delta":
-            call = self._step_calls.get(step_index)
-            if call is None:
-                raise self._error(
-                    "step.delta", f"has arguments for step {step_index}, not an open function call"
-                )
-            arguments = self._delta_string(delta, "arguments")
-            if not arguments:
-                return []
-            call.streamed = True
-            return [ChunkResponse(tool_calls=[ToolCallDelta(call.position, arguments_delta=arguments)])]
-        return []  # delta types this version does not know
-
-    def _step_stop(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        call = self._step_calls.pop(self._index(event), None)
-        if call is None:
-            return []
-        arguments = None if call.streamed or not call.arguments else _json_text(call.arguments)
-        return [
-            ChunkResponse(tool_calls=[ToolCallDelta(call.position, arguments_delta=arguments, finished=True)])
-        ]
-
-    def _interaction_usage(self, raw: Any) -> TokenUsage | None:
-        if raw is None:
-            return None
-        if not is_mapping(raw):
-            raise self._error("interaction.usage", "is not a mapping")
-        counts: dict[str, int] = {}
-        for field in (
-            "total_input_tokens",
-            "total_output_tokens",
-            "total_thought_tokens",
-            "total_cached_tokens",
-            "total_tokens",
-        ):
-            value = raw.get(field)
-            if value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise self._error(f"interaction.usage.{field}", "is not an integer")
-            counts[field] = value
-        if not counts:
-            return None
-        prompt = counts.get("total_input_tokens", 0)
-        thoughts = counts.get("total_thought_tokens")
-        completion = counts.get("total_output_tokens", 0) + (thoughts or 0)
-        return TokenUsage(
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            total_tokens=counts.get("total_tokens", prompt + completion),
-            cached_tokens=counts.get("total_cached_tokens"),
-            reasoning_tokens=thoughts,
-        )
-
-    def _index(self, event: Mapping[str, Any]) -> int:
-        value = event.get("index")
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self._error("index", "is missing or not an integer")
-        return value
-
-    def _mapping(self, owner: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-        value = owner.get(key)
-        if not is_mapping(value):
-            raise self._error(key, "is missing or not a mapping")
-        return value
-
-    def _delta_string(self, owner: Mapping[str, Any], key: str) -> str:
-        """The string at ``key`` (``""`` when absent)."""
-        value = owner.get(key)
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            raise self._error(f"delta.{key}", "is not a string")
-        return value
 
     # response-level fields
 
@@ -1159,24 +754,8 @@ class GeminiConverter:
                 metadata[key] = self._known_metadata[key] = value
         return metadata
 
-    def _raise_provider_error(self, event: Mapping[str, Any]) -> None:
-        error = event["error"]
-        details: Mapping[str, Any] = error if is_mapping(error) else {"message": str(error)}
-        status = details.get("status")
-        code = details.get("code")
-        message = details.get("message")
-        reason = f"{status or 'error'}: {message or repr(error)}"
-        raise ProviderError(
-            f"Gemini stream error at chunk {self._event_number}: {reason}",
-            kind=status if isinstance(status, str) else None,
-            status=code if isinstance(code, int) and not isinstance(code, bool) else None,
-            payload=event,
-        )
-
     def _error(self, where: str, problem: str) -> ConverterError:
-        return ConverterError(
-            f"Gemini chunk {self._event_number}: {where} {problem}", event_number=self._event_number
-        )
+        return converter_error(self._event_number, where, problem)
 
 
 def _data_url(inline_data: Mapping[str, Any]) -> tuple[str, str]:
@@ -1193,11 +772,3 @@ def _file_url(file_data: Mapping[str, Any]) -> tuple[str, str]:
     if not isinstance(mime_type, str) or not isinstance(uri, str):
         return "", ""
     return mime_type.partition("/")[0], uri
-
-
-@pipable_operator
-def convert_gemini(
-    source: AsyncIterable[Mapping[str, Any]], *, id_factory: IdFactory | None = None
-) -> AsyncIterator[ChunkResponse]:
-    """Gemini ``streamGenerateContent`` chunks (dicts) -> normalised :class:`ChunkResponse`\\ s."""
-    return drive(source, GeminiConverter(id_factory=id_factory))
