@@ -11,6 +11,9 @@ event (best of ``--repeat``):
 - floor, async: the same, pulling each read from an async generator (the cost of the async source);
 - streamfold ``process()``: SSE bytes in, segment events, invocations and the response end out;
 - streamfold operators piped with ``|``: the same stages as separate async operators.
+
+Then each sync core of ``process()`` alone on the same traffic (its inputs captured once by running the
+cores in a row, then fed by a plain loop), so that a change in one core shows in its own row.
 """
 
 from __future__ import annotations
@@ -127,6 +130,50 @@ def streamfold_piped(events: list[bytes]) -> float:
     return anyio.run(run)
 
 
+def live_cores() -> list[tuple[str, Callable[[], Any]]]:
+    """The sync cores of ``process(source, provider="openai")`` in order, as factories of fresh instances."""
+    from operators.adapter.sse import SSEPayloadDecoder
+    from operators.arguments.splitter import ArgumentSplitter
+    from operators.convert.openai_chat import OpenAIChatConverter
+    from operators.invocations import InvocationFolder
+    from operators.segments import SegmentEmitter
+
+    return [
+        ("SSE framing + JSON decode", SSEPayloadDecoder),
+        ("OpenAI chat converter", OpenAIChatConverter),
+        ("argument splitter", ArgumentSplitter),
+        ("segment emitter", SegmentEmitter),
+        ("invocation folder", InvocationFolder),
+    ]
+
+
+def _run_core(core: Any, items: list[Any]) -> list[Any]:
+    outputs: list[Any] = []
+    feed = core.feed
+    for item in items:
+        outputs.extend(feed(item))
+    outputs.extend(core.finish())
+    return outputs
+
+
+def core_rows(events: list[bytes], repeat: int) -> list[tuple[str, float]]:
+    """Seconds of CPU time of each core alone on its captured inputs (best of ``repeat``)."""
+    inputs: list[list[Any]] = [list(events)]
+    for _, factory in live_cores():
+        inputs.append(_run_core(factory(), inputs[-1]))
+    rows = []
+    for position, (name, factory) in enumerate(live_cores()):
+        times = []
+        for _ in range(repeat):
+            core = factory()
+            gc.collect()
+            start = time.process_time()
+            _run_core(core, inputs[position])
+            times.append(time.process_time() - start)
+        rows.append((f"  core: {name}", min(times)))
+    return rows
+
+
 def best(function: Callable[[list[bytes]], float], events: list[bytes], repeat: int) -> float:
     function(events[:50])  # warm-up: imports and first-call costs are not the steady state
     times = []
@@ -157,6 +204,13 @@ def main() -> None:
         per_event = best(function, events, args.repeat) / len(events) * 1e6
         floor = floor or per_event
         print(f"{name:<34} {per_event:>9.2f} {per_event / floor:>8.2f}")
+    assert floor is not None
+    total = 0.0
+    for name, seconds in core_rows(events, args.repeat):
+        per_event = seconds / len(events) * 1e6
+        total += per_event
+        print(f"{name:<34} {per_event:>9.2f} {per_event / floor:>8.2f}")
+    print(f"{'  sum of the sync cores':<34} {total:>9.2f} {total / floor:>8.2f}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Run: ``python -m benchmarks.bench_stages`` (``--sizes 200000 2000000``, ``--repeat 3``).
 
-The stages' inputs are captured once by running the cores in a row (SSE decoder, event parser, OpenAI chat
+The stages' inputs are captured once by running the cores in a row (SSE payload decoder, OpenAI chat
 converter, argument splitter, segment emitter, invocation folder); then each core is timed alone, fed its
 captured inputs by a plain loop. Also timed: the async ``drive`` loop around a core that does nothing, which
 is the cost of one stage's async generator hop per item, and the whole pipeline as
@@ -27,15 +27,14 @@ from pipeline.stage import drive
 
 def stage_factories() -> list[tuple[str, Callable[[], Any]]]:
     """The cores of ``process(source, provider="openai")`` in order, as factories of fresh instances."""
-    from operators.adapter.sse import EventParser, SSEDecoder
+    from operators.adapter.sse import SSEPayloadDecoder
     from operators.arguments.splitter import ArgumentSplitter
     from operators.convert.openai_chat import OpenAIChatConverter
     from operators.invocations import InvocationFolder
     from operators.segments import SegmentEmitter
 
     return [
-        ("SSE decoder", SSEDecoder),
-        ("event parser (JSON)", EventParser),
+        ("SSE framing + JSON decode", SSEPayloadDecoder),
         ("OpenAI chat converter", OpenAIChatConverter),
         ("argument splitter", ArgumentSplitter),
         ("segment emitter", SegmentEmitter),
@@ -122,7 +121,7 @@ def report(size: int, repeat: int) -> None:
         outputs = len(inputs[position + 1])
         print(f"{name:<28}{len(stage_inputs):>12,}{outputs:>12,}{seconds / delta_count * 1e9:>10.0f}")
     print(f"{'sum of the sync cores':<52}{total / delta_count * 1e9:>10.0f}")
-    chunks = inputs[3]  # about one item per delta, as between most stages
+    chunks = inputs[2]  # about one item per delta, as between most stages
     hop = best_of(repeat, lambda: drive_hop(chunks))
     print(f"{'one drive() hop':<28}{len(chunks):>12,}{'':>12}{hop / delta_count * 1e9:>10.0f}")
     gc.unfreeze()

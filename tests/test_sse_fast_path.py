@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.adapter.sse import ServerSentEvent, SSEDecoder, _LineSplitter
-from pipeline.errors import StreamDecodeError
+from operators.adapter.sse import ServerSentEvent, SSEDecoder, SSEPayloadDecoder, _LineSplitter
+from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 
 LINES = [
     b'data: {"a": 1}',
@@ -114,3 +114,90 @@ def test_offsets_run_on_across_chunks_of_whole_events() -> None:
     assert decoder.feed(b"\n\n: x\n\n") == [ServerSentEvent(data="c")]
     with pytest.raises(StreamDecodeError, match=r"^invalid UTF-8 at byte 47 of the stream"):
         decoder.feed(b"data: d\n\ndata: \xff\n\n")
+
+
+PAYLOAD_LINES = [
+    b'data: {"choices": [{"delta": {"content": "hi"}}]}',
+    b'data:{"a":"caf\xc3\xa9 \xe2\x98\x95"}',
+    b'data: {"a": "\xed\xa0\x80"}',
+    b'data: {"a": "\xff"}',
+    b'data: {"a": "\\ud800"}',
+    b'data: {"n": 1e999, "pad": 0}',
+    b'data: {"error": {"message": "overloaded", "code": 529}}',
+    b'data: {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}',
+    b'data: {"error": null, "ok": true}',
+    b"data: [DONE]",
+    b"data:   [DONE]  ",
+    b"data: [1, 2, 3, 4, 5, 6]",
+    b"data: not json at all",
+    b'data: {"cut": ',
+    b"event: error",
+    b"event: ping",
+    b"id: 7",
+    b": comment",
+    b"",
+    b"",
+    b"",
+]
+PAYLOAD_STREAMS = st.lists(
+    st.tuples(st.sampled_from(PAYLOAD_LINES), st.sampled_from(ENDINGS)), max_size=30
+).map(lambda lines: b"".join(line + ending for line, ending in lines))
+
+
+def payloads(chunks: list[bytes], max_event_size: int) -> tuple[list[object], str | None]:
+    """Every payload of :class:`SSEPayloadDecoder`, those before an error included, and the error."""
+    decoder = SSEPayloadDecoder(max_event_size=max_event_size)
+    values: list[object] = []
+    try:
+        for chunk in chunks:
+            values.extend(decoder.feed(chunk))
+        values.extend(decoder.finish())
+    except StreamfoldError as error:
+        return values + error.partial_outputs, f"{type(error).__name__}: {error}"
+    return values, None
+
+
+def payloads_line_by_line(chunks: list[bytes], max_event_size: int) -> tuple[list[object], str | None]:
+    """:func:`payloads` with both fast paths turned off: SSEDecoder's lines, then EventParser."""
+
+    def no_blocks(self: object, data: bytes) -> tuple[list[bytes], int, bytes]:
+        return [], 0, data
+
+    with mock.patch.object(_LineSplitter, "split_events", no_blocks):
+        return payloads(chunks, max_event_size)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    data=PAYLOAD_STREAMS,
+    positions=st.lists(st.integers(min_value=0, max_value=2000), max_size=6),
+    max_event_size=st.sampled_from([40, 100, 1 << 20]),
+)
+def test_payloads_decoded_from_bytes_are_those_of_the_line_by_line_path(
+    data: bytes, positions: list[int], max_event_size: int
+) -> None:
+    chunks = cut(data, positions)
+    assert payloads(chunks, max_event_size) == payloads_line_by_line(chunks, max_event_size)
+
+
+def test_an_error_payload_after_fast_events_names_its_event_and_keeps_those_before() -> None:
+    decoder = SSEPayloadDecoder()
+    with pytest.raises(
+        ProviderError, match=r"^event 2: provider error \(overloaded_error\): busy$"
+    ) as raised:
+        decoder.feed(
+            b'data: {"a": 1}\n\ndata: [DONE]\n\n'
+            b'data: {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}\n\n'
+            b'data: {"b": 2}\n\n'
+        )
+    assert raised.value.partial_outputs == [{"a": 1}]
+
+
+def test_bad_json_after_fast_events_names_its_byte() -> None:
+    decoder = SSEPayloadDecoder()
+    assert decoder.feed(b'data: {"a": 1}\n\n') == [{"a": 1}]
+    with pytest.raises(
+        StreamDecodeError, match=r"^event 2 \(byte 32\) has data that is not valid JSON"
+    ) as raised:
+        decoder.feed(b'data: {"b": 2}\n\ndata: {"c": \n\ndata: {"d": 4}\n\n')
+    assert raised.value.partial_outputs == [{"b": 2}]

@@ -52,6 +52,7 @@ DEFAULT_MAX_ARGUMENT_SIZE: Final = DEFAULT_MAX_SIZE
 """Characters of arguments text accepted per call (32 Mi) before the call reports ``too_large``."""
 
 _INPUT_PATH: Final = ("input",)
+_replace = msgspec.structs.replace
 _COMPACT_EVERY: Final = 1024
 
 
@@ -129,9 +130,15 @@ class ArgumentSplitter:
         deltas = chunk.tool_calls
         if deltas:
             if len(deltas) == 1:  # the usual chunk of a streaming call, without the general loop
-                events = self._events(deltas[0])
+                delta = deltas[0]
+                events = self._events(delta)
                 if events:
-                    chunk = msgspec.structs.replace(chunk, tool_calls=[_with_events(deltas[0], events)])
+                    # The two rebuilds a frozen chunk needs, inline: this runs once per delta.
+                    carried = delta.argument_events
+                    delta = _replace(
+                        delta, argument_events=carried + tuple(events) if carried else tuple(events)
+                    )
+                    chunk = _replace(chunk, tool_calls=[delta])
             else:
                 replaced: list[ToolCallDelta] | None = None
                 for position, delta in enumerate(deltas):

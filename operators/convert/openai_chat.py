@@ -197,6 +197,10 @@ class OpenAIChatConverter:
     def feed(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
         number = self._event_number
         self._event_number = number + 1
+        if type(event) is dict:
+            fast = self._fast(event)
+            if fast is not None:
+                return fast
         # Events are usually dicts from a JSON decoder: checking the exact type first skips the slow
         # Mapping ABC check (here and below).
         if type(event) is not dict and not isinstance(event, Mapping):
@@ -245,6 +249,55 @@ class OpenAIChatConverter:
         if not (tool_deltas or usage or metadata):
             return []
         return [ChunkResponse(tool_calls=tool_deltas or None, usage=usage, metadata=metadata)]
+
+    def _fast(self, event: dict[str, Any]) -> list[ChunkResponse] | None:
+        """The fast path for the two chunks of nearly every stream, or ``None`` for the general path.
+
+        A chunk of one choice (the selected one, no ``finish_reason``, no usage, no error) whose delta is
+        only text ``content``, or only the next ``arguments`` of one announced call, gives exactly the
+        chunk the general path gives (a property test compares the two), without gathering ``_Pieces``.
+        """
+        choices = event.get("choices")
+        if type(choices) is not list or len(choices) != 1:
+            return None
+        choice = choices[0]
+        if (
+            type(choice) is not dict
+            or choice.get("finish_reason")
+            or event.get("error") is not None
+            or event.get("usage") is not None
+            or "x_groq" in event
+        ):
+            return None
+        index = choice.get("index", 0)
+        delta = choice.get("delta")
+        if type(index) is not int or index != self._choice or type(delta) is not dict:
+            return None
+        content = delta.get("content")
+        if type(content) is str:
+            if not content or not (len(delta) == 1 or _only_content(delta)):
+                return None
+            return [ChunkResponse(content=content, metadata=self._metadata_changes(event))]
+        tool_calls = delta.get("tool_calls")
+        if type(tool_calls) is not list or len(tool_calls) != 1 or len(delta) != 1:
+            return None
+        raw = tool_calls[0]
+        if type(raw) is not dict or raw.get("id"):
+            return None
+        index = raw.get("index")
+        function = raw.get("function")
+        if type(index) is not int or type(function) is not dict:
+            return None
+        call = self._by_index.get(index)
+        if call is None or not call.announced or call.finished:
+            return None
+        arguments = function.get("arguments")
+        if type(arguments) is not str or not arguments or function.get("name"):
+            return None
+        self._last_call = call
+        metadata = self._metadata_changes(event)
+        delta_ = ToolCallDelta(call.position, None, None, arguments, False, call.kind)
+        return [ChunkResponse(tool_calls=[delta_], metadata=metadata)]
 
     def finish(self) -> list[ChunkResponse]:
         """The last chunk, ``is_complete=True`` with the finish reason (none if the stream was empty).
@@ -596,6 +649,27 @@ class OpenAIChatConverter:
             return None
         self._usage = usage
         return usage
+
+
+_TEXT_FIELDS = frozenset(
+    {
+        "content",
+        "refusal",
+        "reasoning_content",
+        "reasoning",
+        "reasoning_details",
+        "images",
+        "tool_calls",
+        "function_call",
+        "executed_tools",
+    }
+)
+"""The delta fields the converter reads (any other, such as ``role``, is ignored)."""
+
+
+def _only_content(delta: dict[str, Any]) -> bool:
+    """Whether ``content`` is the only field of ``delta`` the converter reads that is set (not empty)."""
+    return not any(value for key, value in delta.items() if key != "content" and key in _TEXT_FIELDS)
 
 
 def _field_error(number: int, field: str, expected: str, value: object) -> ConverterError:
