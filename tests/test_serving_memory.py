@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.errors import ResponseExists, ResponseGone, ServingError
 from pipeline.fanout.serving._log import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_RETENTION, EventLog, Retention
@@ -109,8 +112,6 @@ async def test_closing_the_log_ends_waiting_readers_with_an_error() -> None:
     rid = new_id()
     await log.create(rid)
     reader = log.read(rid)
-    import anyio
-
     async with anyio.create_task_group() as tasks:
 
         async def read() -> None:
@@ -120,3 +121,38 @@ async def test_closing_the_log_ends_waiting_readers_with_an_error() -> None:
         tasks.start_soon(read)
         await anyio.wait_all_tasks_blocked()
         await log.aclose()
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=7), min_size=1, max_size=12),
+    cursor=st.integers(min_value=0, max_value=60),
+)
+@settings(max_examples=60, deadline=None)
+def test_any_batching_of_appends_gives_the_same_log_and_exact_resume(sizes: list[int], cursor: int) -> None:
+    """However the producer batches its appends, ids are 1..n in order and a cursor resumes exactly."""
+
+    async def scenario() -> None:
+        log = MemoryEventLog()
+        rid = new_id()
+        await log.create(rid)
+        payloads = items(*(str(n) for n in range(sum(sizes))))
+        position = 0
+        for size in sizes:
+            await log.append(rid, payloads[position : position + size])
+            position += size
+        await log.end(rid)
+        total = len(payloads) + 1
+        after = min(cursor, total)
+        entries = await collect(log, rid, after)
+        assert [entry.id for entry in entries] == list(range(after + 1, total + 1))
+        assert [entry.data for entry in entries if not entry.end] == payloads[after:]
+
+    anyio.run(scenario)
+
+
+def test_the_public_surface() -> None:
+    import pipeline.fanout.serving as serving
+
+    for name in serving.__all__:
+        assert getattr(serving, name) is not None
+    assert serving.MemoryEventLog is MemoryEventLog

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, NamedTuple
 
 import anyio
+import anyio.lowlevel
 import httpx
 import msgspec
 import pytest
@@ -15,6 +16,7 @@ from starlette.applications import Starlette
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from pipeline.errors import ResponseGone
 from pipeline.fanout.serving._edge import Edge
 from pipeline.fanout.serving._log import Entry, Retention
 from pipeline.fanout.serving.manager import ResponseManager
@@ -296,3 +298,66 @@ async def test_the_edge_is_bounded_in_bytes() -> None:
     taken = await edge.take()
     assert taken is not None
     assert [entry.id for entry in taken] == [47, 48, 49]  # 40 bytes each: three reach the cap
+
+
+async def test_a_reader_far_behind_holds_a_bounded_edge_then_gets_gone() -> None:
+    log = MemoryEventLog(retention=Retention(max_items=5, max_bytes=1 << 20))
+    await log.create("far")
+    edge = Edge(policy="block", max_buffer=2)
+    await log.append("far", [b"{}"] * 4)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(edge.fill, log.read("far"))
+        await anyio.wait_all_tasks_blocked()
+        assert [item.entry.id for item in edge.items] == [1, 2]  # the reader waits, not the log
+        await log.append("far", [b"{}"] * 20)
+        taken = [entry.id for batch in [await edge.take(), await edge.take()] for entry in batch or []]
+        assert taken == [1, 2, 3, 4]  # a slice it already held, then the log had trimmed past it
+        assert await edge.take() is None
+    assert isinstance(edge.error, ResponseGone)
+    assert edge.error.first_id == 20
+
+
+async def test_a_thousand_readers_through_their_edges() -> None:
+    log = MemoryEventLog()
+    await log.create("many")
+    got: list[list[int]] = []
+
+    async def reader() -> None:
+        edge = Edge(policy="coalesce_or_disconnect", max_buffer=8)
+        ids: list[int] = []
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(edge.fill, log.read("many"))
+            while (batch := await edge.take()) is not None:
+                ids += [entry.id for entry in batch]
+        got.append(ids)
+
+    with anyio.fail_after(GUARD * 3):
+        async with anyio.create_task_group() as tasks:
+            for _ in range(1000):
+                tasks.start_soon(reader)
+            await anyio.wait_all_tasks_blocked()
+            for n in range(20):
+                await log.append("many", [msgspec.json.encode({"n": n})])
+                await anyio.lowlevel.checkpoint()
+            await log.end("many")
+    assert got == [list(range(1, 22))] * 1000
+
+
+async def test_a_dead_producer_ends_sse_with_producer_lost() -> None:
+    """Routes over a bare log (a web replica that produces nothing); the producer never heartbeats."""
+    log = MemoryEventLog(heartbeat_timeout=0.3)
+    await log.create("orphan")
+    await log.append("orphan", [b'{"n":0}'])
+    async with (
+        serving(Starlette(routes=serving_routes(log))) as address,
+        httpx.AsyncClient(base_url=f"http://{address}") as client,
+    ):
+        status = await client.get("/responses/orphan")
+        assert (status.json()["state"], status.json()["last_id"]) == ("running", 1)
+        with anyio.fail_after(GUARD):
+            async with client.stream("GET", "/responses/orphan/events") as response:
+                frames = await read_frames(response)
+        assert (await client.post("/responses", json={})).status_code == 405  # no manager here
+    assert frames[0] == Frame(1, "message", {"n": 0})
+    assert frames[1].id is None  # not an entry of the response: a reconnect resumes after 1
+    assert (frames[1].event, frames[1].data["error"]) == ("error", "ProducerLost")
