@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from pipeline.errors import ResponseGone
+from pipeline.errors import ProviderError, ResponseGone
 from pipeline.fanout.serving._edge import Edge
 from pipeline.fanout.serving._log import Entry, Retention
 from pipeline.fanout.serving.manager import ResponseManager
@@ -96,6 +96,8 @@ async def app() -> AsyncIterator[App]:
     starts: dict[str, Any] = {}
 
     async def start(body: Any) -> Any:
+        if body["source"] not in starts:
+            raise ProviderError("the model is overloaded", kind="overloaded_error", status=529)
         return starts.pop(body["source"])
 
     async with ResponseManager(log) as manager:
@@ -198,6 +200,9 @@ async def test_post_starts_a_detached_response_and_stop_closes_its_upstream(app:
         assert upstream.closed
         assert (await client.post("/responses/nope/stop")).status_code == 404
         assert (await client.post("/responses", content=b"{not json")).status_code == 400
+        refused = await client.post("/responses", json={"source": "missing"})
+        assert refused.status_code == 502
+        assert refused.json()["error"] == "ProviderError"
     assert (await sse(app, rid, query="?after=2"))[-1] == Frame(
         3,
         "error",
@@ -361,3 +366,48 @@ async def test_a_dead_producer_ends_sse_with_producer_lost() -> None:
     assert frames[0] == Frame(1, "message", {"n": 0})
     assert frames[1].id is None  # not an entry of the response: a reconnect resumes after 1
     assert (frames[1].event, frames[1].data["error"]) == ("error", "ProducerLost")
+
+
+async def test_the_serving_example_resumes_a_reconnecting_tab_without_a_gap() -> None:
+    example = load_example("serving")
+    async with (
+        example.manager,
+        serving(example.app) as address,
+        httpx.AsyncClient(base_url=f"http://{address}") as client,
+    ):
+        created = await client.post("/responses", json={})
+        events = created.json()["events"]
+        with anyio.fail_after(GUARD):
+            async with client.stream("GET", events) as response:
+                first = await read_frames(response, stop_after=3)  # the tab's connection blips
+            async with client.stream("GET", events, headers={"Last-Event-ID": str(first[-1].id)}) as r:
+                rest = await read_frames(r)
+        whole = await client.get(events, headers={"Last-Event-ID": "0"})
+    ids = [frame.id for frame in first + rest if frame.id is not None]
+    assert ids == sorted(set(ids))
+    assert rest[-1].event == "end"
+    assert text_of(first + rest) == text_of(parse_frames(whole.text))
+
+
+def load_example(name: str) -> Any:
+    from tests.test_examples import load
+
+    return load(name)
+
+
+def text_of(frames: Sequence[Frame]) -> str:
+    return "".join(
+        frame.data["payload"]["delta"]
+        for frame in frames
+        if frame.event == "message" and frame.data.get("type") == "SEGMENT_CONTENT"
+    )
+
+
+def parse_frames(body: str) -> list[Frame]:
+    frames: list[Frame] = []
+    for block in body.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "data" in fields:
+            event_id = int(fields["id"]) if "id" in fields else None
+            frames.append(Frame(event_id, fields.get("event", "message"), json.loads(fields["data"])))
+    return frames

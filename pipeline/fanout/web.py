@@ -799,6 +799,8 @@ def serving_routes(
     - ``GET {path}``: ``{"responses": [status, ...]}`` (running and retained).
     - ``POST {path}``: start a response: ``await start(request_json)`` gives its source, the manager
       runs it detached; ``201 {"response_id", "events", "ws"}``. Only with a manager and ``start``.
+      A body that is not JSON or a ``ConfigurationError`` from ``start``: 400; another streamfold
+      error (the provider refused): 502 with the error's JSON.
     - ``GET {path}/{response_id}``: its status.
     - ``GET {path}/{response_id}/events``: SSE, ``id:`` on every frame, from ``Last-Event-ID`` or
       ``?after=``; ``event: end`` / ``event: error`` (with ``id:``) at the end.
@@ -851,7 +853,12 @@ def serving_routes(
                 {"type": "ERROR", "error": "StreamDecodeError", "message": f"the body is not JSON: {exc}"},
                 status_code=400,
             )
-        response_id = await manager.start(lambda: start(body))
+        try:
+            response_id = await manager.start(lambda: start(body))
+        except ConfigurationError as exc:  # the request asked for something unknown
+            return JSONResponse(_problem(exc), status_code=400)
+        except StreamfoldError as exc:  # the upstream refused (a ProviderError from the SDK, ...)
+            return JSONResponse(_problem(exc), status_code=502)
         base = f"{path}/{response_id}"
         return JSONResponse(
             {"response_id": response_id, "events": f"{base}/events", "ws": f"{base}/ws"}, status_code=201
