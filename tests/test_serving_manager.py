@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from pipeline.errors import ConfigurationError, EventLogUnavailable, ProviderError, ResponseExists
-from pipeline.fanout.serving._log import Entry
+from pipeline.fanout.serving._log import MAX_ITEM_BYTES, Entry
 from pipeline.fanout.serving.manager import STOPPED_ERROR, ResponseManager
 from pipeline.fanout.serving.memory import MemoryEventLog
 from pipeline.models import SegmentEvent
@@ -187,3 +187,27 @@ async def test_a_duplicate_id_closes_the_new_source() -> None:
 async def test_start_outside_the_block_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="async with"):
         await ResponseManager(MemoryEventLog()).start(Upstream([]))
+
+
+async def test_an_item_that_cannot_be_encoded_fails_after_the_items_before_it() -> None:
+    log = MemoryEventLog()
+    async with ResponseManager(log, max_pending=100) as manager:
+        rid = await manager.start(Upstream([{"n": 1}, {"n": 2}, object(), {"n": 4}]))
+        await manager.wait(rid)
+    entries = json_of(await collect(log, rid))
+    assert entries[:2] == [{"n": 1}, {"n": 2}]
+    end, error = entries[2]
+    assert end == "END"
+    assert error["type"] == "ServingError"
+    assert error["message"].startswith(f"item 3 of response {rid!r} cannot be encoded as JSON: TypeError")
+
+
+async def test_an_item_over_the_cap_fails_after_the_items_before_it() -> None:
+    log = MemoryEventLog()
+    huge = "x" * MAX_ITEM_BYTES
+    async with ResponseManager(log, max_pending=100) as manager:
+        rid = await manager.start(Upstream([{"n": 1}, huge]))
+        await manager.wait(rid)
+    entries = json_of(await collect(log, rid))
+    assert entries[0] == {"n": 1}
+    assert "over the 8388608-byte cap (MAX_ITEM_BYTES)" in entries[1][1]["message"]

@@ -33,9 +33,10 @@ import msgspec
 from anyio.abc import TaskGroup
 
 from pipeline._jsonenc import encode_json
-from pipeline.errors import ConfigurationError, ResponseNotFound, StreamfoldError
+from pipeline.errors import ConfigurationError, ResponseNotFound, ServingError, StreamfoldError
 from pipeline.fanout.serving._log import (
     DEFAULT_HEARTBEAT_TIMEOUT,
+    MAX_ITEM_BYTES,
     EventLog,
     ResponseStatus,
     check_response_id,
@@ -271,10 +272,25 @@ class _Writer:
         """Pull the source; queue each item; wait only when the queue is over its caps."""
         encode = self.manager.encode
         max_pending, max_bytes = self.manager.max_pending, self.manager.max_pending_bytes
+        position = 0
         async for item in source:
             if self.error is not None:
                 return
-            data = encode(item)
+            position += 1
+            try:
+                data = encode(item)
+            except Exception as exc:
+                raise ServingError(
+                    f"item {position} of response {self.response_id!r} cannot be encoded as JSON:"
+                    f" {type(exc).__name__}: {exc}",
+                    response_id=self.response_id,
+                ) from exc
+            if len(data) > MAX_ITEM_BYTES:
+                raise ServingError(
+                    f"item {position} of response {self.response_id!r} is {len(data)} bytes, over the"
+                    f" {MAX_ITEM_BYTES}-byte cap (MAX_ITEM_BYTES)",
+                    response_id=self.response_id,
+                )
             self.pending.append(data)
             self.nbytes += len(data)
             if len(self.pending) == 1:
