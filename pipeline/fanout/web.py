@@ -38,6 +38,16 @@ any other exception is reported by class name only, so internals do not leak to 
 
 Starlette is needed only for :func:`stream_routes` and for resolvers that take a connection; the
 endpoints themselves are dependency-free ASGI apps.
+
+**Served responses** (:func:`serving_routes`): responses kept in an event log
+(:mod:`pipeline.fanout.serving`) rather than a live hub. They outlive their producer's block, can be
+started by ``POST`` and stopped, and every frame carries the entry's id: SSE ``id: N`` (the end and error
+frames too), WebSocket ``{"id": N, "item": ...}``. A client resumes with ``Last-Event-ID`` (SSE; wins
+over the query) or ``?after=N`` and gets exactly the entries after ``N``. A cursor older than what is
+retained gets 410 Gone with ``first_id`` in the JSON body (WebSocket: an ``ERROR`` message, close 4410),
+never a partial replay; an unknown response 404 (4404), a malformed cursor 400 (4400). An error that
+ends one connection but not the response (the producer lost, the log trimmed past a slow client) is an
+``event: error`` without ``id:``, so a reconnect resumes after the last entry received.
 """
 
 from __future__ import annotations
