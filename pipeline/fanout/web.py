@@ -626,7 +626,7 @@ class _ServedEndpoint:
 
     def _stalled(self, scope: Scope) -> None:
         client = scope.get("client")
-        logger.warning(
+        _logger.warning(
             "client %s of %s took nothing for %s s (send_timeout) and was disconnected",
             f"{client[0]}:{client[1]}" if client else "?",
             scope.get("path", ""),

@@ -52,7 +52,7 @@ __all__ = [
     "encode_item",
 ]
 
-logger = logging.getLogger("streamfold")
+_logger = logging.getLogger("streamfold")
 
 SourceFactory: TypeAlias = Callable[[], Awaitable[AsyncIterable[Any]] | AsyncIterable[Any]]
 """Makes a response's source: an SDK stream, ``process(...)``, any async iterable of items."""
@@ -224,14 +224,14 @@ class ResponseManager:
         try:
             if outcome is not None:
                 if not isinstance(outcome, StreamfoldError):
-                    logger.error("the source of response %s failed", response_id, exc_info=outcome)
+                    _logger.error("the source of response %s failed", response_id, exc_info=outcome)
                 await self.log.end(response_id, error=error_to_entry(outcome), state="failed")
             elif running.stopping or running.scope.cancel_called:
                 await self.log.end(response_id, error=STOPPED_ERROR, state="stopped")
             else:
                 await self.log.end(response_id)
         except Exception:
-            logger.exception("response %s could not be ended in the log", response_id)
+            _logger.exception("response %s could not be ended in the log", response_id)
 
     async def _watch_stop(self, response_id: str, running: _Running) -> None:
         async for _ in self.log.stop_requested(response_id):
@@ -245,7 +245,7 @@ class ResponseManager:
             try:
                 await self.log.heartbeat(response_id)
             except Exception:
-                logger.warning("heartbeat of response %s failed", response_id, exc_info=True)
+                _logger.warning("heartbeat of response %s failed", response_id, exc_info=True)
 
 
 class _Writer:
@@ -334,4 +334,4 @@ async def _close(source: AsyncIterable[Any]) -> None:
         if inspect.isawaitable(result):
             await result
     except Exception:
-        logger.warning("closing a response's source failed", exc_info=True)
+        _logger.warning("closing a response's source failed", exc_info=True)
