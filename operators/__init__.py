@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from operators.delimiters import rewrite_delimiters as rewrite_delimiters
     from operators.encode.openai_chat import OpenAIChunkEncoder as OpenAIChunkEncoder
     from operators.encode.openai_chat import encode_openai_chat as encode_openai_chat
-    from operators.encode.openai_chat import fold_openai_completion as fold_openai_completion
     from operators.invocations import InvocationFolder as InvocationFolder
     from operators.invocations import ToolSchemas as ToolSchemas
     from operators.invocations import fold_invocations as fold_invocations
@@ -104,7 +103,6 @@ __all__ = [
     "emit_segments",
     "encode_openai_chat",
     "fold_invocations",
-    "fold_openai_completion",
     "from_bytes",
     "from_dicts",
     "from_file",
@@ -175,7 +173,6 @@ __getattr__, __dir__ = lazy_exports(
         "operators.encode.openai_chat": (
             "OpenAIChunkEncoder",
             "encode_openai_chat",
-            "fold_openai_completion",
         ),
         "operators.invocations": (
             "InvocationFolder",

@@ -12,7 +12,8 @@ The flow::
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeAlias
 
 import msgspec
@@ -24,6 +25,7 @@ __all__ = [
     "ArgumentEvent",
     "ArgumentValue",
     "ChunkResponse",
+    "IdFactory",
     "JSONPath",
     "PipelineEvent",
     "ResponseEnd",
@@ -39,7 +41,18 @@ __all__ = [
     "ToolOutput",
     "ToolOutputStatus",
     "ToolResult",
+    "new_call_id",
 ]
+
+IdFactory: TypeAlias = Callable[[int], str]
+"""Makes the id of a tool call the provider sent without one, from the call's position (0, 1, ...)."""
+
+
+def new_call_id(index: int) -> str:
+    """The default :data:`IdFactory`: ``call_`` + 24 hex characters of a uuid4 (``index`` is unused)."""
+    del index
+    return "call_" + uuid.uuid4().hex[:24]
+
 
 JSONPath: TypeAlias = tuple[str | int, ...]
 """Keys and array indexes from the root of a tool call's arguments to a value; ``()`` is the root."""

@@ -19,10 +19,10 @@ from operators.encode.openai_chat import (
     OpenAIChunkEncoder,
     _openai_usage,
     encode_openai_chat,
-    fold_openai_completion,
     sse_line,
 )
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from pipeline.proxy.rewriter import fold_openai_completion
 from tests.delimiter_cases import Call, collect, numbered_ids, run
 
 META = {"id": "chatcmpl-1", "model": "m", "created": 7, "system_fingerprint": "fp_1"}

@@ -3,12 +3,11 @@ converters whose events name their kind in a ``type`` field."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeAlias, TypeGuard
 
 from pipeline.errors import ConverterError
-from pipeline.models import ChunkResponse
+from pipeline.models import ChunkResponse, IdFactory, new_call_id
 
 __all__ = [
     "MISSING",
@@ -58,20 +57,10 @@ def _lookup(event: Mapping[str, Any], path: str) -> object:
     return value
 
 
-IdFactory: TypeAlias = Callable[[int], str]
-"""Makes the id of a tool call the provider sent without one, from the call's position (0, 1, ...)."""
-
-
 def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     """``isinstance(value, Mapping)``, fast for the dicts a JSON decoder makes: checking a dict against the
     ``Mapping`` ABC costs several times a plain type check, on every field of every event."""
     return type(value) is dict or isinstance(value, Mapping)
-
-
-def new_call_id(index: int) -> str:
-    """The default :data:`IdFactory`: ``call_`` + 24 hex characters of a uuid4 (``index`` is unused)."""
-    del index
-    return "call_" + uuid.uuid4().hex[:24]
 
 
 class CallIndexer:

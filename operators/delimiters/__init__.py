@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiostream import pipable_operator
 
-from operators.convert._base import IdFactory
 from operators.delimiters import formats as _formats  # registers every format
 from operators.delimiters._families import SectionLexer, TaggedCallLexer
 from operators.delimiters._lexer import DEFAULT_MAX_BUFFERED_CHARS, FormatLexer
 from operators.delimiters._registry import FORMATS, get_format, register_format
 from operators.delimiters.rewriter import DelimiterRewriter
+from pipeline.models import IdFactory
 from pipeline.stage import drive as _drive
 
 if TYPE_CHECKING:

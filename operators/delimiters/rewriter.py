@@ -8,11 +8,10 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
-from operators.convert._base import IdFactory, new_call_id
 from operators.delimiters._lexer import DEFAULT_MAX_BUFFERED_CHARS, Channel, FormatLexer, LexerOptions
 from operators.delimiters._registry import get_format
 from pipeline.errors import ConfigurationError
-from pipeline.models import ChunkResponse, ToolCallDelta, ToolCallKind
+from pipeline.models import ChunkResponse, IdFactory, ToolCallDelta, ToolCallKind, new_call_id
 
 __all__ = ["DelimiterRewriter"]
 

@@ -13,10 +13,9 @@ from pipeline._lazy import lazy_exports
 if TYPE_CHECKING:
     from operators.encode.openai_chat import OpenAIChunkEncoder as OpenAIChunkEncoder
     from operators.encode.openai_chat import encode_openai_chat as encode_openai_chat
-    from operators.encode.openai_chat import fold_openai_completion as fold_openai_completion
     from operators.encode.openai_chat import sse_line as sse_line
 
-__all__ = ["OpenAIChunkEncoder", "encode_openai_chat", "fold_openai_completion", "sse_line"]
+__all__ = ["OpenAIChunkEncoder", "encode_openai_chat", "sse_line"]
 
 __getattr__, __dir__ = lazy_exports(
     globals(),
@@ -24,7 +23,6 @@ __getattr__, __dir__ = lazy_exports(
         "operators.encode.openai_chat": (
             "OpenAIChunkEncoder",
             "encode_openai_chat",
-            "fold_openai_completion",
             "sse_line",
         ),
     },

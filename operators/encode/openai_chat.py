@@ -1,8 +1,8 @@
 """Chunks back to the OpenAI Chat Completions wire format: what ``streamfold proxy`` answers with.
 
 :class:`OpenAIChunkEncoder` turns :class:`~pipeline.models.ChunkResponse`\\ s into ``chat.completion.chunk``
-dicts, :func:`encode_openai_chat` is its operator (SSE text lines), and :func:`fold_openai_completion`
-rewrites a whole (non-streaming) ``chat.completion`` whose message text carries delimiter tool calls.
+dicts and :func:`encode_openai_chat` is its operator (SSE text lines). (Rewriting a whole, non-streamed
+``chat.completion`` is the proxy's: :func:`pipeline.proxy.rewriter.fold_openai_completion`.)
 
 What a stock OpenAI client expects, and gets:
 
@@ -29,20 +29,17 @@ from typing import Any, Final
 
 from aiostream import pipable_operator
 
-from operators.convert._base import IdFactory, new_call_id
 from pipeline._jsonenc import encode_json
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from pipeline.models import ChunkResponse, IdFactory, TokenUsage, ToolCallDelta, new_call_id
 from pipeline.stage import drive
 
 __all__ = [
     "OpenAIChunkEncoder",
     "encode_openai_chat",
-    "fold_openai_completion",
     "sse_line",
 ]
 
 _METADATA_KEYS: Final = ("id", "model", "created", "system_fingerprint", "service_tier")
-_REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
 
 
 def _completion_id() -> str:
@@ -272,79 +269,3 @@ class _SSEText:
 def encode_openai_chat(source: AsyncIterable[ChunkResponse], *, choice_index: int = 0) -> AsyncIterator[str]:
     """Chunks to OpenAI Chat Completions SSE text, one ``data: {...}\\n\\n`` per chunk (no ``[DONE]``)."""
     return drive(source, _SSEText(OpenAIChunkEncoder(choice_index=choice_index)))
-
-
-def fold_openai_completion(
-    completion: Mapping[str, Any],
-    tool_format: str,
-    *,
-    id_factory: IdFactory | None = None,
-    tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """A whole ``chat.completion`` with the delimiter tool calls of each choice's message moved out.
-
-    ``message.content`` and ``message.reasoning_content`` (or ``reasoning``) lose the calls written in
-    them (content becomes ``None`` when nothing else is left), the calls are appended to
-    ``message.tool_calls`` after any the server already parsed, and a ``finish_reason`` of ``stop`` becomes
-    ``tool_calls`` when calls were found. Everything else (``id``, ``model``, ``usage``, ...) is kept.
-    A choice whose content is not a string (a list of parts) is left as it is.
-    """
-    from operators.delimiters import DelimiterRewriter
-
-    result = dict(completion)
-    choices = completion.get("choices")
-    if not isinstance(choices, list):
-        return result
-    rewritten: list[Any] = []
-    for choice in choices:
-        message = choice.get("message") if isinstance(choice, Mapping) else None
-        if not isinstance(message, Mapping):
-            rewritten.append(choice)
-            continue
-        content = message.get("content")
-        reasoning_field = next((key for key in _REASONING_FIELDS if message.get(key)), None)
-        reasoning = message[reasoning_field] if reasoning_field else None
-        if not isinstance(content, str | None) or not isinstance(reasoning, str | None):
-            rewritten.append(choice)
-            continue
-        rewriter = DelimiterRewriter(tool_format, id_factory=id_factory, tool_schemas=tool_schemas)
-        chunks = rewriter.feed(ChunkResponse(content=content or "", reasoning=reasoning, is_complete=True))
-        texts: list[str] = []
-        reasonings: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        for chunk in chunks:
-            texts.append(chunk.content)
-            if chunk.reasoning:
-                reasonings.append(chunk.reasoning)
-            for delta in chunk.tool_calls or ():
-                call = calls.get(delta.index)
-                if call is None:
-                    call = calls[delta.index] = {"id": delta.call_id, "name": delta.name, "arguments": []}
-                if delta.arguments_delta:
-                    call["arguments"].append(delta.arguments_delta)
-        if not calls:
-            rewritten.append(choice)
-            continue
-        new_message = dict(message)
-        text = "".join(texts)
-        new_message["content"] = text or None
-        if reasoning_field:
-            new_message[reasoning_field] = "".join(reasonings) or None
-        existing = message.get("tool_calls")
-        tool_calls = list(existing) if isinstance(existing, list) else []
-        tool_calls.extend(
-            {
-                "id": call["id"],
-                "type": "function",
-                "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
-            }
-            for _, call in sorted(calls.items())
-        )
-        new_message["tool_calls"] = tool_calls
-        new_choice = dict(choice)
-        new_choice["message"] = new_message
-        if new_choice.get("finish_reason") == "stop":
-            new_choice["finish_reason"] = "tool_calls"
-        rewritten.append(new_choice)
-    result["choices"] = rewritten
-    return result

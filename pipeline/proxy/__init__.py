@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pipeline.proxy.rewriter import DEFAULT_MAX_RESPONSE_BYTES as DEFAULT_MAX_RESPONSE_BYTES
     from pipeline.proxy.rewriter import ChatStreamRewriter as ChatStreamRewriter
     from pipeline.proxy.rewriter import error_body as error_body
+    from pipeline.proxy.rewriter import fold_openai_completion as fold_openai_completion
 
 __all__ = [
     "DEFAULT_KEEPALIVE_EXPIRY",
@@ -36,6 +37,7 @@ __all__ = [
     "ChatStreamRewriter",
     "create_app",
     "error_body",
+    "fold_openai_completion",
     "serve",
 ]
 
@@ -57,6 +59,7 @@ __getattr__, __dir__ = lazy_exports(
             "DEFAULT_MAX_RESPONSE_BYTES",
             "ChatStreamRewriter",
             "error_body",
+            "fold_openai_completion",
         ),
     },
 )

@@ -11,7 +11,7 @@ included). A streamed answer runs through one sans-IO core per request,
 :class:`~pipeline.proxy.rewriter.ChatStreamRewriter` (SSE decoder, OpenAI converter, delimiter rewriter,
 OpenAI encoder, chained), and every upstream read is answered
 at once with what it completed: arguments stream as the model writes them. A whole answer is rewritten by
-:func:`~operators.encode.openai_chat.fold_openai_completion`. Every other route passes through unchanged.
+:func:`~pipeline.proxy.rewriter.fold_openai_completion`. Every other route passes through unchanged.
 
 As a model server runs its tool parser, the text is rewritten only when the request has ``tools`` and its
 ``tool_choice`` is not ``"none"``; otherwise it passes through unchanged. With ``stream: true``, ``n`` must
@@ -47,7 +47,6 @@ with needs_extra("server", "streamfold proxy"):
     from starlette.routing import Route
     from starlette.types import Receive, Scope, Send
 
-from operators.encode.openai_chat import fold_openai_completion
 from operators.registry import resolve_tool_format
 from pipeline._jsonenc import encode_json
 from pipeline.proxy.rewriter import (
@@ -55,6 +54,7 @@ from pipeline.proxy.rewriter import (
     DEFAULT_MAX_RESPONSE_BYTES,
     ChatStreamRewriter,
     error_body,
+    fold_openai_completion,
 )
 
 __all__ = [

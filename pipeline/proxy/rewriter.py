@@ -14,12 +14,12 @@ from typing import Any, Final
 import msgspec
 
 from operators.adapter.sse import EventParser, SSEDecoder
-from operators.convert._base import IdFactory
 from operators.convert.openai_chat import OpenAIChatConverter
+from operators.delimiters import DelimiterRewriter
 from operators.encode.openai_chat import OpenAIChunkEncoder, sse_line
 from operators.registry import resolve_tool_format
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
-from pipeline.models import ChunkResponse
+from pipeline.models import ChunkResponse, IdFactory
 from pipeline.stage import Core, chain
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "ChatStreamRewriter",
     "error_body",
+    "fold_openai_completion",
 ]
 
 DEFAULT_MAX_RESPONSE_BYTES: Final = 64 * 1024 * 1024
@@ -282,3 +283,80 @@ def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
             return {"error": details}
         return error_body(exc.message, code=exc.kind or "upstream_error_event")
     return error_body(f"the upstream stream could not be read: {exc}", code="invalid_upstream_response")
+
+
+_REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
+
+
+def fold_openai_completion(
+    completion: Mapping[str, Any],
+    tool_format: str,
+    *,
+    id_factory: IdFactory | None = None,
+    tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A whole ``chat.completion`` with the delimiter tool calls of each choice's message moved out.
+
+    ``message.content`` and ``message.reasoning_content`` (or ``reasoning``) lose the calls written in
+    them (content becomes ``None`` when nothing else is left), the calls are appended to
+    ``message.tool_calls`` after any the server already parsed, and a ``finish_reason`` of ``stop`` becomes
+    ``tool_calls`` when calls were found. Everything else (``id``, ``model``, ``usage``, ...) is kept.
+    A choice whose content is not a string (a list of parts) is left as it is.
+    """
+    result = dict(completion)
+    choices = completion.get("choices")
+    if not isinstance(choices, list):
+        return result
+    rewritten: list[Any] = []
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, Mapping) else None
+        if not isinstance(message, Mapping):
+            rewritten.append(choice)
+            continue
+        content = message.get("content")
+        reasoning_field = next((key for key in _REASONING_FIELDS if message.get(key)), None)
+        reasoning = message[reasoning_field] if reasoning_field else None
+        if not isinstance(content, str | None) or not isinstance(reasoning, str | None):
+            rewritten.append(choice)
+            continue
+        rewriter = DelimiterRewriter(tool_format, id_factory=id_factory, tool_schemas=tool_schemas)
+        chunks = rewriter.feed(ChunkResponse(content=content or "", reasoning=reasoning, is_complete=True))
+        texts: list[str] = []
+        reasonings: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        for chunk in chunks:
+            texts.append(chunk.content)
+            if chunk.reasoning:
+                reasonings.append(chunk.reasoning)
+            for delta in chunk.tool_calls or ():
+                call = calls.get(delta.index)
+                if call is None:
+                    call = calls[delta.index] = {"id": delta.call_id, "name": delta.name, "arguments": []}
+                if delta.arguments_delta:
+                    call["arguments"].append(delta.arguments_delta)
+        if not calls:
+            rewritten.append(choice)
+            continue
+        new_message = dict(message)
+        text = "".join(texts)
+        new_message["content"] = text or None
+        if reasoning_field:
+            new_message[reasoning_field] = "".join(reasonings) or None
+        existing = message.get("tool_calls")
+        tool_calls = list(existing) if isinstance(existing, list) else []
+        tool_calls.extend(
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
+            }
+            for _, call in sorted(calls.items())
+        )
+        new_message["tool_calls"] = tool_calls
+        new_choice = dict(choice)
+        new_choice["message"] = new_message
+        if new_choice.get("finish_reason") == "stop":
+            new_choice["finish_reason"] = "tool_calls"
+        rewritten.append(new_choice)
+    result["choices"] = rewritten
+    return result
