@@ -10,6 +10,12 @@
     ├── SubscriberError      a hub subscriber was cut off (overflow under ``disconnect``, hub closed)
     │   └── HubClosedError   the hub closed before its source ended
     ├── ReplayUnavailableError  a late subscriber asked for items the hub no longer keeps
+    ├── ServingError         a served response (pipeline.fanout.serving) cannot be read or written
+    │   ├── ResponseNotFound     no response has this id (HTTP 404)
+    │   ├── ResponseExists       a response with this id was already created
+    │   ├── ResponseGone         expired, or the cursor is older than what is retained (HTTP 410)
+    │   ├── ProducerLost         a running response's producer stopped sending heartbeats
+    │   └── EventLogUnavailable  the log's server could not be reached within the retry bound
     └── MissingExtraError    an optional dependency is missing (also an ImportError); names the extra
 
 Every message says what went wrong and where (event number, byte or character offset).
@@ -23,10 +29,16 @@ from typing import Any
 __all__ = [
     "ConfigurationError",
     "ConverterError",
+    "EventLogUnavailable",
     "HubClosedError",
     "MissingExtraError",
+    "ProducerLost",
     "ProviderError",
     "ReplayUnavailableError",
+    "ResponseExists",
+    "ResponseGone",
+    "ResponseNotFound",
+    "ServingError",
     "StreamDecodeError",
     "StreamfoldError",
     "SubscriberError",
@@ -88,6 +100,44 @@ class HubClosedError(SubscriberError):
 
 class ReplayUnavailableError(StreamfoldError):
     """A subscriber asked for replay, but the hub no longer has every item since the start."""
+
+
+class ServingError(StreamfoldError):
+    """A served response cannot be read or written; ``response_id`` names it."""
+
+    def __init__(self, message: str, *, response_id: str) -> None:
+        super().__init__(message)
+        self.response_id = response_id
+
+
+class ResponseNotFound(ServingError):
+    """No response has this id (never created, or forgotten long ago): HTTP 404."""
+
+
+class ResponseExists(ServingError):
+    """A response with this id was already created: ids are never reused."""
+
+
+class ResponseGone(ServingError):
+    """The response expired, or the reader's cursor is older than what is retained: HTTP 410.
+
+    ``first_id`` is the oldest id still retained (None when the whole response expired): a client can
+    restart from ``first_id - 1`` knowingly; nothing is replayed partially behind its back.
+    """
+
+    def __init__(self, message: str, *, response_id: str, first_id: int | None = None) -> None:
+        super().__init__(message, response_id=response_id)
+        self.first_id = first_id
+
+
+class ProducerLost(ServingError):
+    """A running response's producer sent no heartbeat for the log's ``heartbeat_timeout``: its process
+    died or hangs. Readers get this as a terminal error instead of waiting for ever."""
+
+
+class EventLogUnavailable(ServingError):
+    """The log's server (Redis, NATS) could not be reached within the retry bound; the message says
+    which operation failed and how often it was tried."""
 
 
 class MissingExtraError(StreamfoldError, ImportError):

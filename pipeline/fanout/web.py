@@ -38,12 +38,22 @@ any other exception is reported by class name only, so internals do not leak to 
 
 Starlette is needed only for :func:`stream_routes` and for resolvers that take a connection; the
 endpoints themselves are dependency-free ASGI apps.
+
+**Served responses** (:func:`serving_routes`): responses kept in an event log
+(:mod:`pipeline.fanout.serving`) rather than a live hub. They outlive their producer's block, can be
+started by ``POST`` and stopped, and every frame carries the entry's id: SSE ``id: N`` (the end and error
+frames too), WebSocket ``{"id": N, "item": ...}``. A client resumes with ``Last-Event-ID`` (SSE; wins
+over the query) or ``?after=N`` and gets exactly the entries after ``N``. A cursor older than what is
+retained gets 410 Gone with ``first_id`` in the JSON body (WebSocket: an ``ERROR`` message, close 4410),
+never a partial replay; an unknown response 404 (4404), a malformed cursor 400 (4400). An error that
+ends one connection but not the response (the producer lost, the log trimmed past a slow client) is an
+``event: error`` without ``id:``, so a reconnect resumes after the last entry received.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -51,8 +61,18 @@ import anyio
 import msgspec
 
 from pipeline._jsonenc import encode_json
-from pipeline.errors import ConfigurationError, StreamfoldError, SubscriberError
+from pipeline.errors import (
+    ConfigurationError,
+    ResponseGone,
+    ResponseNotFound,
+    StreamfoldError,
+    SubscriberError,
+)
+from pipeline.fanout._buffer import POLICIES
 from pipeline.fanout.hub import Hub, Policy, ReplayUnavailableError, Subscription
+from pipeline.fanout.serving._edge import DEFAULT_EDGE_MAX_BYTES, Edge
+from pipeline.fanout.serving._log import RESPONSE_ID_PATTERN, Entry, EventLog
+from pipeline.fanout.serving.manager import ResponseManager
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
@@ -65,9 +85,15 @@ __all__ = [
     "MAX_SEND_BYTES",
     "HubResolver",
     "ResponseRegistry",
+    "ResponseStarter",
     "SSEEndpoint",
+    "ServedSSEEndpoint",
+    "ServedWebSocketEndpoint",
     "WebSocketEndpoint",
+    "check_readable",
     "error_to_wire",
+    "read_cursor",
+    "serving_routes",
     "sse_endpoint",
     "stream_routes",
     "to_wire",
@@ -479,3 +505,398 @@ async def _cancel_on_disconnect(receive: Receive, disconnect: str, scope: anyio.
     while (await receive())["type"] != disconnect:
         pass
     scope.cancel()
+
+
+# -- serving: responses kept in an event log, resumable from any id -------------------------------------
+
+ResponseStarter: TypeAlias = Callable[[Any], Awaitable[AsyncIterable[Any]]]
+"""``async (request_json) -> source``: what ``POST /responses`` runs to make a response's source."""
+
+_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+_WS_BAD_REQUEST: Final = 4400
+
+
+def _problem(error: StreamfoldError) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": "ERROR", "error": type(error).__name__, "message": str(error)}
+    if isinstance(error, ResponseGone):
+        body["first_id"] = error.first_id
+    return body
+
+
+def _status_code(error: StreamfoldError) -> int:
+    if isinstance(error, ResponseNotFound):
+        return 404
+    if isinstance(error, ResponseGone):
+        return 410
+    return 400
+
+
+def read_cursor(scope: Scope) -> int:
+    """The id a reader has seen up to: the ``Last-Event-ID`` header (an ``EventSource`` reconnecting),
+    else the ``after`` query parameter, else 0. Raises ``ConfigurationError`` when it is not an integer."""
+    raw: str | None = None
+    for name, value in scope.get("headers", ()):
+        if name == b"last-event-id":
+            raw = value.decode("latin-1").strip()
+    if raw is None:
+        from urllib.parse import parse_qs
+
+        values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("after")
+        raw = values[-1] if values else None
+    if raw is None or raw == "":
+        return 0
+    if not raw.isdigit() or len(raw) > 18:
+        raise ConfigurationError(f"a cursor (Last-Event-ID or ?after=) is an entry id >= 0, got {raw!r}")
+    return int(raw)
+
+
+async def check_readable(log: EventLog, response_id: str, after: int) -> None:
+    """Raise what a reader of ``response_id`` from ``after`` would get at once: ``ResponseNotFound``,
+    ``ResponseGone`` (expired, or ``after`` older than retained), ``ConfigurationError`` (a cursor past
+    the last id). Lets the endpoints answer 404 / 410 / 400 before the stream starts."""
+    if RESPONSE_ID_PATTERN.fullmatch(response_id) is None:
+        raise ResponseNotFound(f"no response {response_id!r}", response_id=response_id)
+    status = await log.status(response_id)
+    if status is None:
+        entries = log.read(response_id)
+        try:
+            with anyio.move_on_after(1.0):  # raises at once unless the response was created meanwhile
+                await entries.__anext__()
+        except StopAsyncIteration:
+            pass
+        finally:
+            aclose = getattr(entries, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        status = await log.status(response_id)
+        if status is None:
+            raise ResponseNotFound(f"no response {response_id!r}", response_id=response_id)
+    if after > status.last_id:
+        raise ConfigurationError(
+            f"cursor {after} is past the last entry ({status.last_id}) of response {response_id!r}"
+        )
+    if after < status.first_id - 1:
+        raise ResponseGone(
+            f"entries {after + 1} to {status.first_id - 1} of response {response_id!r} are no longer"
+            f" retained; the oldest retained is {status.first_id}",
+            response_id=response_id,
+            first_id=status.first_id,
+        )
+
+
+class _ServedEndpoint:
+    """What both served endpoints share: the log, the edge's policy, the send bound."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        policy: Policy,
+        max_buffer: int,
+        max_buffer_bytes: int,
+        send_timeout: float | None,
+        path_param: str = "response_id",
+    ) -> None:
+        if send_timeout is not None and not send_timeout > 0:
+            raise ConfigurationError(
+                f"send_timeout must be a positive number of seconds or None, got {send_timeout}"
+            )
+        if policy not in POLICIES:
+            raise ConfigurationError(f"unknown policy {policy!r}; one of {sorted(POLICIES)}")
+        self.log = log
+        self.policy = policy
+        self.max_buffer = max_buffer
+        self.max_buffer_bytes = max_buffer_bytes
+        self.send_timeout = send_timeout
+        self.path_param = path_param
+
+    def _bounded(self, send: Send) -> Send:
+        timeout = self.send_timeout
+        if timeout is None:
+            return send
+
+        async def bounded_send(message: Message) -> None:
+            with anyio.fail_after(timeout):
+                await send(message)
+
+        return bounded_send
+
+    def _edge(self) -> Edge:
+        return Edge(policy=self.policy, max_buffer=self.max_buffer, max_bytes=self.max_buffer_bytes)
+
+    def _stalled(self, scope: Scope) -> None:
+        client = scope.get("client")
+        logger.warning(
+            "client %s of %s took nothing for %s s (send_timeout) and was disconnected",
+            f"{client[0]}:{client[1]}" if client else "?",
+            scope.get("path", ""),
+            self.send_timeout,
+        )
+
+
+class ServedSSEEndpoint(_ServedEndpoint):
+    """SSE over an event log: ``id:`` on every frame, resume by ``Last-Event-ID`` or ``?after=``."""
+
+    def __init__(self, log: EventLog, *, heartbeat: float | None, **options: Any) -> None:
+        super().__init__(log, **options)
+        self.heartbeat = heartbeat
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            raise ConfigurationError(f"an SSE endpoint serves HTTP requests, not {scope['type']!r}")
+        response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
+        try:
+            after = read_cursor(scope)
+            await check_readable(self.log, response_id, after)
+        except (ConfigurationError, ResponseNotFound, ResponseGone) as exc:
+            await _send_json_response(send, _status_code(exc), _problem(exc))
+            return
+        edge = self._edge()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_cancel_on_disconnect, receive, "http.disconnect", tasks.cancel_scope)
+            tasks.start_soon(edge.fill, self.log.read(response_id, after=after))
+            send = self._bounded(send)
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+                await self._stream(edge, send)
+            except TimeoutError:
+                self._stalled(scope)
+            except OSError:
+                pass  # the client went away while we were sending
+            tasks.cancel_scope.cancel()
+
+    async def _stream(self, edge: Edge, send: Send) -> None:
+        while True:
+            if self.heartbeat is None:
+                batch = await edge.take()
+            else:
+                batch = []
+                with anyio.move_on_after(self.heartbeat):
+                    batch = await edge.take()
+                if batch == []:
+                    await _send_body(send, _SSE_KEEP_ALIVE)
+                    continue
+            if batch is None:  # ended without a terminal entry: the cursor was past it, or an error
+                if edge.error is None:
+                    await _send_body(send, _SSE_END, last=True)
+                else:
+                    error = _edge_error(edge.error)
+                    await _send_body(send, _sse_event(b"error", encode_json(error)), last=True)
+                return
+            frames: list[bytes] = []
+            size = 0
+            for entry in batch:
+                frame = _sse_frame(entry)
+                frames.append(frame)
+                size += len(frame)
+                if entry.end:
+                    await _send_body(send, b"".join(frames), last=True)
+                    return
+                if size >= MAX_SEND_BYTES:
+                    await _send_body(send, b"".join(frames))
+                    frames.clear()
+                    size = 0
+            if frames:
+                await _send_body(send, b"".join(frames))
+
+
+class ServedWebSocketEndpoint(_ServedEndpoint):
+    """WebSocket over an event log: messages ``{"id": N, "item": ...}``, resume by ``?after=``."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            raise ConfigurationError(
+                f"a WebSocket endpoint serves WebSocket connections, not {scope['type']!r}"
+            )
+        if (await receive())["type"] != "websocket.connect":
+            return
+        response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
+        await send({"type": "websocket.accept"})
+        try:
+            after = read_cursor(scope)
+            await check_readable(self.log, response_id, after)
+        except (ConfigurationError, ResponseNotFound, ResponseGone) as exc:
+            code = {404: _WS_NOT_FOUND, 410: _WS_GONE}.get(_status_code(exc), _WS_BAD_REQUEST)
+            await send({"type": "websocket.send", "text": encode_json(_problem(exc)).decode()})
+            await _send_close(send, code, str(exc))
+            return
+        edge = self._edge()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_cancel_on_disconnect, receive, "websocket.disconnect", tasks.cancel_scope)
+            tasks.start_soon(edge.fill, self.log.read(response_id, after=after))
+            send = self._bounded(send)
+            try:
+                code, reason = await self._stream(edge, send)
+                await _send_close(send, code, reason)
+            except TimeoutError:
+                self._stalled(scope)
+            except OSError:
+                pass
+            tasks.cancel_scope.cancel()
+
+    async def _stream(self, edge: Edge, send: Send) -> tuple[int, str]:
+        while True:
+            batch = await edge.take()
+            if batch is None:  # ended without a terminal entry: the cursor was past it, or an error
+                if edge.error is None:
+                    await send({"type": "websocket.send", "text": '{"type":"END"}'})
+                    return _WS_NORMAL_CLOSURE, ""
+                error = _edge_error(edge.error)
+                await send({"type": "websocket.send", "text": encode_json(error).decode()})
+                return _WS_INTERNAL_ERROR, error["message"]
+            for entry in batch:
+                if entry.end:
+                    message = _terminal(entry)
+                    await send({"type": "websocket.send", "text": encode_json(message).decode()})
+                    if entry.error is None:
+                        return _WS_NORMAL_CLOSURE, ""
+                    return _WS_INTERNAL_ERROR, str(message.get("message", ""))
+                text = b'{"id":%d,"item":%s}' % (entry.id, entry.data or b"null")
+                await send({"type": "websocket.send", "text": text.decode()})
+
+
+def _terminal(entry: Entry) -> dict[str, Any]:
+    """The last message of a response: ``END``, or ``ERROR`` with the entry's error."""
+    if entry.error is None:
+        return {"id": entry.id, "type": "END"}
+    message: dict[str, Any] = {
+        "id": entry.id,
+        "type": "ERROR",
+        "error": entry.error.get("type"),
+        "message": entry.error.get("message"),
+    }
+    if entry.error.get("kind") is not None:
+        message["kind"] = entry.error["kind"]
+    return message
+
+
+def _sse_frame(entry: Entry) -> bytes:
+    if not entry.end:
+        return b"id: %d\ndata: %s\n\n" % (entry.id, entry.data or b"null")
+    message = _terminal(entry)
+    name = b"end" if entry.error is None else b"error"
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (entry.id, name, encode_json(message))
+
+
+def _edge_error(error: BaseException) -> dict[str, Any]:
+    """An error that ends a connection (not the response): overflow, producer lost, gone."""
+    body: dict[str, Any] = dict(error_to_wire(error))
+    if isinstance(error, ResponseGone):
+        body["first_id"] = error.first_id
+    return body
+
+
+async def _send_json_response(send: Send, status: int, value: Any) -> None:
+    body = encode_json(value)
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def serving_routes(
+    source: EventLog | ResponseManager,
+    *,
+    start: ResponseStarter | None = None,
+    path: str = "/responses",
+    policy: Policy = DEFAULT_WEB_POLICY,
+    max_buffer: int = DEFAULT_WEB_MAX_BUFFER,
+    max_buffer_bytes: int = DEFAULT_EDGE_MAX_BYTES,
+    send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
+    heartbeat: float | None = None,
+) -> list[BaseRoute]:
+    """Starlette routes serving responses kept in an event log, resumable from any id.
+
+    - ``GET {path}``: ``{"responses": [status, ...]}`` (running and retained).
+    - ``POST {path}``: start a response: ``await start(request_json)`` gives its source, the manager
+      runs it detached; ``201 {"response_id", "events", "ws"}``. Only with a manager and ``start``.
+      A body that is not JSON or a ``ConfigurationError`` from ``start``: 400; another streamfold
+      error (the provider refused): 502 with the error's JSON.
+    - ``GET {path}/{response_id}``: its status.
+    - ``GET {path}/{response_id}/events``: SSE, ``id:`` on every frame, from ``Last-Event-ID`` or
+      ``?after=``; ``event: end`` / ``event: error`` (with ``id:``) at the end.
+    - ``GET {path}/{response_id}/ws``: WebSocket, messages ``{"id", "item"}``, from ``?after=``.
+    - ``POST {path}/{response_id}/stop``: stop it (here, or in the producer's process via the log).
+
+    Unknown: 404 (WebSocket close 4404); expired or a cursor older than retained: 410 (4410) with
+    ``first_id``, the oldest retained id, in the body, never a partial replay; a bad cursor: 400 (4400).
+    ``policy``, ``max_buffer``, ``max_buffer_bytes``: each connection's edge (see
+    :mod:`pipeline.fanout.serving._edge`); ``send_timeout`` and ``heartbeat`` as in :func:`sse_endpoint`.
+    """
+    from pipeline._extras import needs_extra
+
+    with needs_extra("server", "pipeline.fanout.web.serving_routes"):
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, Response
+        from starlette.routing import Route, WebSocketRoute
+
+    manager = source if isinstance(source, ResponseManager) else None
+    log = source.log if isinstance(source, ResponseManager) else source
+    if start is not None and manager is None:
+        raise ConfigurationError("serving_routes(start=...) needs a ResponseManager, not a bare log")
+    options: dict[str, Any] = {
+        "policy": policy,
+        "max_buffer": max_buffer,
+        "max_buffer_bytes": max_buffer_bytes,
+        "send_timeout": send_timeout,
+    }
+
+    def problem(error: StreamfoldError) -> Response:
+        return JSONResponse(_problem(error), status_code=_status_code(error))
+
+    async def list_responses(request: Request) -> Response:
+        return JSONResponse({"responses": msgspec.to_builtins(await log.active())})
+
+    async def response_status(request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        status = await log.status(response_id)
+        if status is None:
+            return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
+        return JSONResponse(msgspec.to_builtins(status))
+
+    async def start_response(request: Request) -> Response:
+        assert manager is not None
+        assert start is not None
+        try:
+            body = msgspec.json.decode(await request.body())
+        except msgspec.DecodeError as exc:
+            return JSONResponse(
+                {"type": "ERROR", "error": "StreamDecodeError", "message": f"the body is not JSON: {exc}"},
+                status_code=400,
+            )
+        try:
+            response_id = await manager.start(lambda: start(body))
+        except ConfigurationError as exc:  # the request asked for something unknown
+            return JSONResponse(_problem(exc), status_code=400)
+        except StreamfoldError as exc:  # the upstream refused (a ProviderError from the SDK, ...)
+            return JSONResponse(_problem(exc), status_code=502)
+        base = f"{path}/{response_id}"
+        return JSONResponse(
+            {"response_id": response_id, "events": f"{base}/events", "ws": f"{base}/ws"}, status_code=201
+        )
+
+    async def stop_response(request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        try:
+            if manager is not None:
+                await manager.stop(response_id)
+            else:
+                await log.request_stop(response_id)
+        except ResponseNotFound as exc:
+            return problem(exc)
+        status = await log.status(response_id)
+        return JSONResponse(msgspec.to_builtins(status) if status else {"response_id": response_id})
+
+    routes: list[BaseRoute] = [Route(path, list_responses, methods=["GET"])]
+    if start is not None:
+        routes.append(Route(path, start_response, methods=["POST"]))
+    routes += [
+        Route(f"{path}/{{response_id}}", response_status, methods=["GET"]),
+        Route(
+            f"{path}/{{response_id}}/events",
+            ServedSSEEndpoint(log, heartbeat=heartbeat, **options),
+            methods=["GET"],
+        ),
+        WebSocketRoute(f"{path}/{{response_id}}/ws", ServedWebSocketEndpoint(log, **options)),
+        Route(f"{path}/{{response_id}}/stop", stop_response, methods=["POST"]),
+    ]
+    return routes
