@@ -182,30 +182,43 @@ class RemoteLogBase:
             )
         cursor = after
         tail: _Tail | None = None
+        if snapshot.state == "running":
+            # Join (or start) this process's tail of the response at once, at the live edge: readers
+            # starting together share its polls instead of each catching up from the server.
+            tail = self._tails.get(response_id)
+            if tail is None:
+                tail = self._tails[response_id] = _Tail(snapshot.last, anyio.current_time())
+            tail.readers += 1
         try:
             while True:
                 if snapshot is None:
-                    snapshot = await self._retry(
-                        "a read", response_id, partial(self._snapshot, response_id, cursor, READ_BATCH)
-                    )
-                if cursor < snapshot.first - 1:
-                    raise ResponseGone(
-                        f"entries {cursor + 1} to {snapshot.first - 1} of response {response_id!r} are no"
-                        f" longer retained; the oldest retained is {snapshot.first}",
-                        response_id=response_id,
-                        first_id=snapshot.first,
-                    )
-                batch, state = snapshot.entries, snapshot.state
-                snapshot = None
-                if batch:
-                    for entry in batch:
-                        yield entry
-                    cursor = batch[-1].id
-                    if batch[-1].end:
+                    shared = tail or self._tails.get(response_id)
+                    if shared is None or shared.base > cursor + 1 or shared.error is not None:
+                        snapshot = await self._retry(
+                            "a read",
+                            response_id,
+                            partial(self._snapshot, response_id, cursor, READ_BATCH),
+                        )
+                # else: the tail's cache covers the cursor, no need to ask the server
+                if snapshot is not None:
+                    if cursor < snapshot.first - 1:
+                        raise ResponseGone(
+                            f"entries {cursor + 1} to {snapshot.first - 1} of response {response_id!r}"
+                            f" are no longer retained; the oldest retained is {snapshot.first}",
+                            response_id=response_id,
+                            first_id=snapshot.first,
+                        )
+                    batch, state = snapshot.entries, snapshot.state
+                    snapshot = None
+                    if batch:
+                        for entry in batch:
+                            yield entry
+                        cursor = batch[-1].id
+                        if batch[-1].end:
+                            return
+                        continue
+                    if state != "running":
                         return
-                    continue
-                if state != "running":
-                    return
                 if tail is None:
                     tail = self._tails.get(response_id)
                     if tail is None:

@@ -4,8 +4,10 @@ Each response is a stream of its own, ``PREFIX_ID`` on subject ``PREFIX.r.ID``, 
 the stream's sequence numbers (1, 2, 3, ... contiguous; a stream of one response has no other messages):
 resuming after id ``n`` is a batched direct get from sequence ``n + 1``. The terminal entry is a message
 with the header ``Sf-End`` (its body the error's JSON, or empty). Every message carries ``Nats-Msg-Id``
-(its id), so an append retried after a lost acknowledgement is deduplicated by the server, never
-appended twice.
+(its id; ``ID:end`` on the terminal entry), so an append retried after a lost acknowledgement is
+deduplicated by the server, never appended twice. After an append that failed, the producer reads the
+stream's last id again: items the client had buffered while disconnected may have landed (nothing
+received is lost; the terminal entry follows them).
 
 The registry is a key-value bucket ``PREFIX_responses``: per response, its state, timestamps, the user's
 meta, a heartbeat counter and whether a stop was requested (updated with compare-and-set). Its history
@@ -286,7 +288,7 @@ class NatsEventLog(RemoteLogBase):
             for offset, (data, end) in enumerate(items):
                 headers = {"Nats-Msg-Id": str(first_id + offset)}
                 if end:
-                    headers[_END_HEADER] = "1"
+                    headers = {"Nats-Msg-Id": f"{first_id + offset}:end", _END_HEADER: "1"}
                 futures.append(await js.publish_async(subject, data, headers=headers))
             with anyio.fail_after(max(2.0, self.retry_for / 4)):
                 acks = await asyncio.gather(*futures)
@@ -298,7 +300,13 @@ class NatsEventLog(RemoteLogBase):
                         response_id=response_id,
                     )
 
-        await self._retry("an append", response_id, once)
+        try:
+            await self._retry("an append", response_id, once)
+        except BaseException:
+            # What the server stored is unknown (the client also delivers what it buffered while
+            # disconnected once it reconnects): the next append or end reads the stream's last id.
+            self._producing.pop(response_id, None)
+            raise
 
     def _trim_bytes(self, producing: _Producing, sizes: Sequence[int]) -> int:
         """Record ``sizes``; return the first id to keep under the caps (the server trims by items)."""

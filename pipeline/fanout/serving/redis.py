@@ -371,18 +371,23 @@ class RedisEventLog(RemoteLogBase):
         if state != b"running":
             return
         block = max(1, int(min(1.0, self.heartbeat_timeout / 4) * 1000))
+        delay = 0.02
         while not self._closed:
-            got: Any = await self._retry(
-                "a stop watch",
-                response_id,
-                lambda: self.client.xread({ctl: "0-0"}, count=1, block=block),
-            )
+            # Unbounded retries: a watch is only a signal; while Redis is down the producer's appends
+            # fail within their bound and end the response, which ends this watch.
+            try:
+                got: Any = await self.client.xread({ctl: "0-0"}, count=1, block=block)
+                if not got and not await self.client.exists(meta):
+                    return
+            except self.transient:
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+                continue
+            delay = 0.02
             if got:
                 fields = got[0][1][0][1]
                 if fields.get(b"k") == b"stop":
                     yield None
-                return
-            if not await self._retry("a stop watch", response_id, lambda: self.client.exists(meta)):
                 return
 
     # -- the readers' side ----------------------------------------------------------------------
