@@ -1,6 +1,8 @@
 """Serving live responses: an event log with ids, resumable reads, a detached lifecycle, backends.
 
-- :class:`MemoryEventLog`: the default backend (embedded, no server).
+- :class:`MemoryEventLog`: the default backend (embedded, no server); :class:`RedisEventLog` (Redis
+  Streams, the ``redis`` extra) and :class:`NatsEventLog` (NATS JetStream, the ``nats`` extra) for a
+  producer and readers in several processes.
 - :class:`ResponseManager`: starts, stops and lists responses over any :class:`EventLog`.
 - :func:`pipeline.fanout.web.serving_routes`: the HTTP routes (SSE and WebSocket, resumable).
 """
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     )
     from pipeline.fanout.serving.manager import ResponseManager
     from pipeline.fanout.serving.memory import MemoryEventLog
+    from pipeline.fanout.serving.nats import NatsEventLog
+    from pipeline.fanout.serving.redis import RedisEventLog
 
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT",
@@ -29,6 +33,8 @@ __all__ = [
     "Entry",
     "EventLog",
     "MemoryEventLog",
+    "NatsEventLog",
+    "RedisEventLog",
     "ResponseManager",
     "ResponseState",
     "ResponseStatus",
@@ -37,6 +43,8 @@ __all__ = [
 
 _WHERE = {
     "MemoryEventLog": "pipeline.fanout.serving.memory",
+    "NatsEventLog": "pipeline.fanout.serving.nats",
+    "RedisEventLog": "pipeline.fanout.serving.redis",
     "ResponseManager": "pipeline.fanout.serving.manager",
 }
 

@@ -234,10 +234,15 @@ class ResponseManager:
             _logger.exception("response %s could not be ended in the log", response_id)
 
     async def _watch_stop(self, response_id: str, running: _Running) -> None:
-        async for _ in self.log.stop_requested(response_id):
-            running.stopping = True
-            running.scope.cancel()
-            return
+        """Cancel the response when a stop is requested (from any process). A watch that fails (the log's
+        server gone past its retries) is logged and ends: the response runs on, stoppable from here."""
+        try:
+            async for _ in self.log.stop_requested(response_id):
+                running.stopping = True
+                running.scope.cancel()
+                return
+        except Exception:
+            _logger.warning("watching response %s for a stop request failed", response_id, exc_info=True)
 
     async def _heartbeats(self, response_id: str) -> None:
         while True:
