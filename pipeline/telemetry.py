@@ -64,8 +64,8 @@ PROVIDER_NAMES: Final[Mapping[str, str]] = {
 
 MAX_PENDING_CHUNK_TIMES: Final = 4096
 """Chunk intervals held before they are recorded with the response's attributes (so that
-``gen_ai.response.model``, known only from the stream, is on them); past the cap they are recorded with the
-attributes known so far."""
+``gen_ai.response.model`` and ``error.type``, known only later, are on them); past the cap they are recorded
+with the attributes known so far (the response model, no error)."""
 
 _TOOL_SEGMENTS: Final = frozenset({SegmentType.TOOL_CALL, SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
 _FIRST_CHUNK_BUCKETS: Final = (
@@ -93,6 +93,9 @@ class Telemetry:
         started_at: a ``clock()`` reading taken when the request was sent: time to first chunk is
             measured from it (default: from when the pipeline is first read).
         attributes: more span attributes.
+        chunk_intervals: record ``gen_ai.client.operation.time_per_output_chunk`` (one histogram record per
+            chunk: about 5 us each with the OpenTelemetry SDK, as much as the rest of the pipeline);
+            ``False`` leaves that one histogram out.
         clock: seconds, monotonic (default ``time.perf_counter``); tests pass a fake one.
 
     Raises:
@@ -109,6 +112,7 @@ class Telemetry:
         request_model: str | None = None,
         started_at: float | None = None,
         attributes: Mapping[str, Any] | None = None,
+        chunk_intervals: bool = True,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.operation = operation
@@ -116,6 +120,7 @@ class Telemetry:
         self.request_model = request_model
         self.started_at = started_at
         self.attributes: Mapping[str, Any] = dict(attributes or {})
+        self.chunk_intervals = chunk_intervals
         self.clock = clock
         self._instruments = _Instruments(tracer_provider, meter_provider)
 
@@ -245,6 +250,7 @@ class _Response:
         "_span_args",
         "attributes",
         "calls",
+        "chunk_intervals",
         "clock",
         "finish_reason",
         "first_chunk",
@@ -260,6 +266,7 @@ class _Response:
     def __init__(self, telemetry: Telemetry, provider: str) -> None:
         self.instruments = telemetry._instruments
         self.clock = telemetry.clock
+        self.chunk_intervals = telemetry.chunk_intervals
         provider_name = telemetry.provider_name or PROVIDER_NAMES.get(provider, "_OTHER")
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": telemetry.operation,
@@ -310,13 +317,14 @@ class _Response:
             intervals = self.intervals
             if self.first_chunk is None:
                 self.first_chunk = now
-            else:
+            elif self.chunk_intervals:
                 intervals.append(now - self.last_chunk)
             self.last_chunk = now
-            if len(chunks) > 1:  # made from the same item: received at the same time
-                intervals.extend([0.0] * (len(chunks) - 1))
-            if len(intervals) >= MAX_PENDING_CHUNK_TIMES:
-                self._record_intervals(self.attributes)
+            if self.chunk_intervals:
+                if len(chunks) > 1:  # made from the same item: received at the same time
+                    intervals.extend([0.0] * (len(chunks) - 1))
+                if len(intervals) >= MAX_PENDING_CHUNK_TIMES:
+                    self._record_intervals(self._metric_attributes(None))
         for chunk in chunks:
             if chunk.metadata:
                 self.metadata.update(chunk.metadata)
@@ -324,6 +332,15 @@ class _Response:
                 self.usage = chunk.usage
             if chunk.finish_reason is not None:
                 self.finish_reason = chunk.finish_reason
+
+    def _metric_attributes(self, error: BaseException | None) -> dict[str, Any]:
+        attributes = dict(self.attributes)
+        model = self.metadata.get("model")
+        if isinstance(model, str):
+            attributes["gen_ai.response.model"] = model
+        if error is not None:
+            attributes["error.type"] = type(error).__qualname__
+        return attributes
 
     def _record_intervals(self, attributes: Mapping[str, Any]) -> None:
         record = self.instruments.per_chunk.record
@@ -366,12 +383,8 @@ class _Response:
     def end(self, outcome: str, error: BaseException | None) -> None:
         now = self.clock()
         span = self.span
-        attributes = dict(self.attributes)
+        attributes = self._metric_attributes(error)
         metadata = self.metadata
-        if isinstance(metadata.get("model"), str):
-            attributes["gen_ai.response.model"] = metadata["model"]
-        if error is not None:
-            attributes["error.type"] = type(error).__qualname__
         response: dict[str, Any] = {"streamfold.response.outcome": outcome}
         if isinstance(metadata.get("id"), str):
             response["gen_ai.response.id"] = metadata["id"]

@@ -11,6 +11,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -23,7 +25,7 @@ from pipeline.compose import chunk_core
 from pipeline.errors import MissingExtraError, ProviderError
 from pipeline.fanout.hub import fan_out
 from pipeline.models import PipelineEvent, SegmentEvent, SegmentEventType, ToolInvocation
-from pipeline.telemetry import Telemetry
+from pipeline.telemetry import MAX_PENDING_CHUNK_TIMES, Telemetry
 from tests.conftest import FIXTURES
 
 ANTHROPIC = FIXTURES / "anthropic" / "anthropic-sdk-python_claude-sonnet-4_text_then_tool_use.sse"
@@ -172,6 +174,24 @@ async def test_chunk_timing_histograms(otel: Otel) -> None:
 
 
 @pytest.mark.anyio
+async def test_chunk_intervals_can_be_left_out(otel: Otel) -> None:
+    telemetry = otel.telemetry(chunk_intervals=False)
+    await collect(process(CHAT_WITH_CALL, provider="openai", telemetry=telemetry))
+
+    assert otel.points("gen_ai.client.operation.time_per_output_chunk") == []
+    assert otel.histogram("gen_ai.client.operation.time_to_first_chunk").sum == 1.0
+
+
+@pytest.mark.anyio
+async def test_many_chunks_are_recorded_past_the_pending_cap(otel: Otel) -> None:
+    chunks = [chat({"content": "x"}) for _ in range(MAX_PENDING_CHUNK_TIMES + 10)]
+    await collect(process(chunks, provider="openai", telemetry=otel.telemetry()))
+
+    per_chunk = otel.histogram("gen_ai.client.operation.time_per_output_chunk")
+    assert (per_chunk.count, per_chunk.sum) == (MAX_PENDING_CHUNK_TIMES + 9, MAX_PENDING_CHUNK_TIMES + 9)
+
+
+@pytest.mark.anyio
 async def test_tool_call_argument_time_and_invocation_delay(otel: Otel) -> None:
     await collect(process(CHAT_WITH_CALL, provider="openai", telemetry=otel.telemetry()))
 
@@ -220,6 +240,44 @@ async def test_recorded_anthropic_stream(otel: Otel) -> None:
     reads_with_chunks = sum(1 for count in received if count)
     # one clock reading per read: each read after the first with chunks is one second later
     assert (per_chunk.count, per_chunk.sum) == (sum(received) - 1, reads_with_chunks - 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=len(ANTHROPIC.read_bytes()) - 1), max_size=30))
+def test_rechunked_bytes_give_the_same_span_and_chunk_count(cuts: list[int]) -> None:
+    body = ANTHROPIC.read_bytes()
+    bounds = [0, *sorted(set(cuts)), len(body)]
+    reads = [body[start:end] for start, end in itertools.pairwise(bounds)]
+    otel = Otel()
+
+    async def run() -> None:
+        await collect(process(reads, provider="anthropic", telemetry=otel.telemetry()))
+
+    try:
+        anyio.run(run)
+    finally:
+        otel.tracer_provider.shutdown()
+        otel.meter_provider.shutdown()
+    attributes = dict(otel.span().attributes or {})
+    del attributes["gen_ai.response.time_to_first_chunk"]
+    assert attributes == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.system": "anthropic",
+        "gen_ai.request.stream": True,
+        "gen_ai.response.model": "claude-sonnet-4-20250514",
+        "gen_ai.response.id": "msg_019Q1hrJbZG26Fb9BQhrkHEr",
+        "gen_ai.response.finish_reasons": ("tool_calls",),
+        "gen_ai.usage.input_tokens": 377,
+        "gen_ai.usage.output_tokens": 65,
+        "gen_ai.usage.cache_read.input_tokens": 0,
+        "gen_ai.usage.cache_creation.input_tokens": 0,
+        "streamfold.response.outcome": "completed",
+    }
+    adapter = chunk_core(provider="anthropic")
+    received = len(adapter.feed(body))  # chunks made while reading, not at the end
+    assert otel.histogram("gen_ai.client.operation.time_per_output_chunk").count == received - 1
+    assert [event.name for event in otel.span().events] == ["streamfold.tool_call"]
 
 
 @pytest.mark.anyio
