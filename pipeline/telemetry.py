@@ -48,7 +48,7 @@ with needs_extra("telemetry", "streamfold telemetry"):
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
 if TYPE_CHECKING:
-    from pipeline.fanout.hub import Hub
+    from pipeline.fanout.hub import Hub, SubscriberStatistics
 
 __all__ = ["MAX_PENDING_CHUNK_TIMES", "PROVIDER_NAMES", "Telemetry"]
 
@@ -151,7 +151,8 @@ class Telemetry:
     def watch_hub(self, hub: Hub[Any], name: str = "hub") -> None:
         """Report ``hub``'s subscribers (lag, delivered, coalesced, dropped) at each metric collection,
         until the hub is garbage or :meth:`unwatch_hub`. Reading the statistics costs the hub nothing
-        between collections."""
+        between collections. Make one :class:`Telemetry` per meter provider (and :meth:`options` per
+        request): each one registers its own observable instruments."""
         self._instruments.hubs[hub] = name
 
     def unwatch_hub(self, hub: Hub[Any]) -> None:
@@ -230,7 +231,7 @@ class _Instruments:
         def callback(options: CallbackOptions) -> Iterable[Observation]:
             observations = []
             for hub, hub_name in list(self.hubs.items()):
-                for stats in hub.statistics().subscribers:
+                for stats in _subscribers(hub):
                     value = stats.buffered + stats.replay_pending if field == "lag" else getattr(stats, field)
                     attributes = {
                         "streamfold.hub.name": hub_name,
@@ -241,6 +242,18 @@ class _Instruments:
             return observations
 
         return callback
+
+
+def _subscribers(hub: Hub[Any]) -> tuple[SubscriberStatistics, ...]:
+    """The hub's subscribers' statistics. A periodic metric reader calls from its own thread while the
+    event loop may be adding a subscriber: a read that races with it is tried again, then left out of
+    this collection (the counters are cumulative, the next collection has them)."""
+    for _ in range(3):
+        try:
+            return hub.statistics().subscribers
+        except RuntimeError:  # the subscriber dict changed size while it was read
+            continue
+    return ()
 
 
 class _Response:

@@ -391,3 +391,28 @@ def test_missing_extra_raises_missing_extra_error(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delitem(sys.modules, "pipeline.telemetry")
     with pytest.raises(MissingExtraError, match=r"pip install 'streamfold\[telemetry\]'"):
         importlib.import_module("pipeline.telemetry")
+
+
+@pytest.mark.anyio
+async def test_hub_statistics_read_racing_the_loop_is_tried_again(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    telemetry = otel.telemetry()
+
+    async def source() -> AsyncIterator[SegmentEvent]:
+        yield SegmentEvent.content("text-0", "a")
+
+    async with fan_out(source()) as hub:
+        hub.subscribe(name="agent")
+        telemetry.watch_hub(hub, name="ui")
+        real = hub.statistics
+        failures = iter([RuntimeError("dictionary changed size during iteration")])
+
+        def racing() -> Any:
+            for failure in failures:
+                raise failure
+            return real()
+
+        monkeypatch.setattr(hub, "statistics", racing)
+        points = otel.points("streamfold.hub.subscriber.lag")
+        assert [dict(point.attributes)["streamfold.subscriber.name"] for point in points] == ["agent"]
