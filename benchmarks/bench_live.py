@@ -9,7 +9,8 @@ event (best of ``--repeat``):
 - floor: split each read into its SSE ``data:`` payload and ``msgspec``-decode it, in a bare loop; no
   library could read the stream for less;
 - floor, async: the same, pulling each read from an async generator (the cost of the async source);
-- streamfold ``process()``: SSE bytes in, segment events, invocations and the response end out;
+- streamfold ``process()``: SSE bytes in, segment events, invocations and the response end out; then
+  with ``telemetry=`` (OpenTelemetry API alone: no-op; and the SDK recording into memory), where installed;
 - streamfold operators piped with ``|``: the same stages as separate async operators.
 
 Then each sync core of ``process()`` alone on the same traffic (its inputs captured once by running the
@@ -19,6 +20,7 @@ cores in a row, then fed by a plain loop), so that a change in one core shows in
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import time
@@ -88,13 +90,13 @@ def floor_async(events: list[bytes]) -> float:
     return anyio.run(run)
 
 
-def streamfold_process(events: list[bytes]) -> float:
+def streamfold_process(events: list[bytes], telemetry: Any = None) -> float:
     from pipeline import process
 
     async def run() -> float:
         count = 0
         start = time.process_time()
-        async with process(_source(events), provider="openai").stream() as items:
+        async with process(_source(events), provider="openai", telemetry=telemetry).stream() as items:
             async for _ in items:
                 count += 1
         elapsed = time.process_time() - start
@@ -102,6 +104,30 @@ def streamfold_process(events: list[bytes]) -> float:
         return elapsed
 
     return anyio.run(run)
+
+
+def telemetry_rows() -> list[tuple[str, Callable[[list[bytes]], float]]]:
+    """``process(telemetry=...)`` with the OpenTelemetry API alone (no-op spans and instruments) and with
+    the SDK recording into memory, where installed (the ``telemetry`` extra; the SDK is a test dependency)."""
+    try:
+        from pipeline.telemetry import Telemetry
+    except ImportError:
+        return []
+    rows: list[tuple[str, Callable[[list[bytes]], float]]] = [
+        ("  telemetry=, OTel API no-op", functools.partial(streamfold_process, telemetry=Telemetry()))
+    ]
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+    except ImportError:
+        return rows
+    sdk = Telemetry(
+        tracer_provider=TracerProvider(),
+        meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]),
+    )
+    rows.append(("  telemetry=, OTel SDK in memory", functools.partial(streamfold_process, telemetry=sdk)))
+    return rows
 
 
 def streamfold_piped(events: list[bytes]) -> float:
@@ -193,6 +219,7 @@ def main() -> None:
         ("floor: split + msgspec decode", floor_sync),
         ("floor, async source", floor_async),
         ("streamfold process()", streamfold_process),
+        *telemetry_rows(),
         ("streamfold operators piped", streamfold_piped),
     ]
     print(

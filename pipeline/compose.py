@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from aiostream import Stream, operator
 from aiostream.core import Streamer
@@ -42,6 +42,9 @@ from pipeline._options import check_count
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, PipelineEvent
 from pipeline.stage import Core, chain, drive
+
+if TYPE_CHECKING:
+    from pipeline.telemetry import Telemetry
 
 __all__ = [
     "FRAMINGS",
@@ -141,6 +144,7 @@ def process(
     id_factory: Callable[[int], str] | None = None,
     segment_ids: Callable[[Any], str] | None = None,
     choice: int = 0,
+    telemetry: Telemetry | None = None,
 ) -> Stream[PipelineEvent]:
     """The whole pipeline: adapter, converter, [delimiter rewriter], splitter, emitter, folder.
 
@@ -169,6 +173,8 @@ def process(
         segment_ids: makes ids of text and reasoning segments.
         choice: which of an OpenAI Chat Completions response's ``n`` choices to follow (default 0; the
             others are ignored: run one pipeline per choice to follow several).
+        telemetry: a :class:`pipeline.telemetry.Telemetry` (the ``telemetry`` extra): the response gets an
+            OpenTelemetry GenAI span and metrics. ``None`` (the default): nothing is measured.
 
     Returns:
         An aiostream ``Stream`` of :data:`PipelineEvent`: iterate it with ``async with ....stream()``, or
@@ -193,6 +199,7 @@ def process(
             id_factory=id_factory,
             segment_ids=segment_ids,
             choice=choice,
+            telemetry=telemetry,
         )
     )
 
@@ -237,6 +244,7 @@ def _pipeline(
     id_factory: Callable[[int], str] | None,
     segment_ids: Callable[[Any], str] | None,
     choice: int,
+    telemetry: Telemetry | None = None,
 ) -> AsyncIterator[PipelineEvent]:
     """:func:`process`'s stream. Its cores are made with it (so bad options raise at once) and anew for
     each later iteration, as the operators' are."""
@@ -262,4 +270,6 @@ def _pipeline(
     stages.append(ArgumentSplitter(**split_options))
     stages.append(SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory))
     stages.append(InvocationFolder(tools=tools))
+    if telemetry is not None:
+        return telemetry.instrument(_adapted(_async_source(source)), stages, provider=provider)
     return drive(_adapted(_async_source(source)), chain(*stages))
