@@ -48,8 +48,9 @@ with needs_extra("server", "streamfold proxy"):
     from starlette.types import Receive, Scope, Send
 
 from operators.encode.openai_chat import fold_openai_completion
-from operators.registry import resolve_tool_format
+from operators.registry import check_choice, resolve_tool_format
 from pipeline._jsonenc import encode_json
+from pipeline.proxy.policy import UNKNOWN_TOOLS, ToolChoiceError, ToolPolicy, UnknownTools
 from pipeline.proxy.rewriter import (
     DEFAULT_MAX_EVENT_SIZE,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -167,6 +168,14 @@ class _ResponseTooLarge(Exception):
     pass
 
 
+class _PolicyFailure(Exception):
+    """A whole answer that breaks the request's tool rules; ``error`` is the body to answer with."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error["error"]["message"])
+        self.error = error
+
+
 async def _read_capped(response: httpx.Response, limit: int) -> bytes:
     parts: list[bytes] = []
     size = 0
@@ -197,12 +206,14 @@ class _Exchange(Response):
         *,
         tool_format: str | None = None,
         tool_schemas: Mapping[str, Any] | None = None,
+        policy: ToolPolicy | None = None,
     ) -> None:
         self._proxy = proxy
         self._request = request
         self._mode = mode
         self._tool_format = tool_format
         self._tool_schemas = tool_schemas
+        self._policy = policy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as tasks:
@@ -280,7 +291,14 @@ class _Exchange(Response):
         headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
         content_type = upstream.headers.get("content-type", "application/json")
         if upstream.status_code == 200 and self._mode == "complete":
-            body = self._rewrite_completion(body)
+            try:
+                body = self._rewrite_completion(body)
+            except _PolicyFailure as failure:
+                _log.warning("answer of %s breaks the tool rules: %s", self._request.url, failure.error)
+                await _send_whole(
+                    send, 502, [("content-type", "application/json")], msgspec.json.encode(failure.error)
+                )
+                return
             content_type = "application/json"
         headers.append(("content-type", content_type))
         await _send_whole(send, upstream.status_code, headers, body)
@@ -296,6 +314,13 @@ class _Exchange(Response):
         if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
             return body
         folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
+        if self._policy is not None and not self._policy.is_trivial:
+            try:
+                folded = self._policy.apply_to_completion(folded)
+            except ToolChoiceError as exc:
+                error = error_body(str(exc), type="invalid_response_error", code=exc.code)
+                error["error"]["completion"] = folded  # what the model answered is not lost
+                raise _PolicyFailure(error) from None
         return encode_json(folded)
 
     async def _stream(self, upstream: httpx.Response, send: Send) -> None:
@@ -305,6 +330,7 @@ class _Exchange(Response):
             max_event_size=self._proxy.max_event_size,
             max_response_bytes=self._proxy.max_response_bytes,
             tool_schemas=self._tool_schemas,
+            policy=self._policy,
         )
         headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
         headers += [
@@ -376,8 +402,10 @@ class _Proxy:
         max_request_bytes: int,
         max_response_bytes: int,
         max_event_size: int,
+        unknown_tools: UnknownTools = "drop",
     ) -> None:
         self.base = httpx.URL(upstream)
+        self.unknown_tools: UnknownTools = unknown_tools
         self.tool_format = resolve_tool_format(tool_format)
         self.client = client
         self.max_request_bytes = max_request_bytes
@@ -464,6 +492,9 @@ class _Proxy:
             mode,
             tool_format=self.tool_format if rewrites else None,
             tool_schemas=_tool_schemas(tools),
+            policy=ToolPolicy.from_request(payload, self.unknown_tools)
+            if rewrites and self.tool_format is not None
+            else None,
         )
 
     async def relay(self, request: Request) -> Response:
@@ -537,6 +568,7 @@ def create_app(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     keepalive_expiry: float = DEFAULT_KEEPALIVE_EXPIRY,
     timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+    unknown_tools: UnknownTools = "drop",
 ) -> Starlette:
     """The proxy as a Starlette app (see the module doc).
 
@@ -555,11 +587,15 @@ def create_app(
             idle timeout (uvicorn's is 5 s).
         timeout: seconds, or an ``httpx.Timeout``; the read timeout bounds the gap between two upstream
             reads, not the whole stream.
+        unknown_tools: a rewritten call to a tool the request does not offer is dropped (``drop``), ends
+            the answer with an ``unknown_tool`` error (``refuse``) or passes (``allow``); see
+            :mod:`pipeline.proxy.policy` for ``tool_choice`` and ``parallel_tool_calls``.
 
     Raises:
         ConfigurationError: ``tool_format`` is not a known delimiter format.
     """
     resolve_tool_format(tool_format)  # a ConfigurationError listing the formats, before anything starts
+    check_choice("unknown_tools", unknown_tools, UNKNOWN_TOOLS)
     owned = client is None
     if client is None:
         client = httpx.AsyncClient(
@@ -578,6 +614,7 @@ def create_app(
         max_request_bytes=max_request_bytes,
         max_response_bytes=max_response_bytes,
         max_event_size=max_event_size,
+        unknown_tools=unknown_tools,
     )
 
     @asynccontextmanager

@@ -20,6 +20,7 @@ from operators.encode.openai_chat import OpenAIChunkEncoder, sse_line
 from operators.registry import resolve_tool_format
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
+from pipeline.proxy.policy import ToolChoiceError, ToolPolicy, ToolPolicyFilter
 from pipeline.stage import Core, chain
 
 __all__ = [
@@ -55,7 +56,8 @@ class ChatStreamRewriter:
 
     ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
     request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
-    an id.
+    an id; ``policy`` applies the request's tool rules (:mod:`pipeline.proxy.policy`) to the calls,
+    and :attr:`policy_filter` tells how many it dropped.
 
     An upstream that answers the streamed request with a whole ``chat.completion`` JSON body instead of
     SSE (the body's first non-blank byte is ``{``) is read whole, up to ``max_response_bytes``, and
@@ -63,7 +65,7 @@ class ChatStreamRewriter:
     the usage, ``[DONE]``.
     """
 
-    __slots__ = ("_core", "_encoder", "ended", "error")
+    __slots__ = ("_core", "_encoder", "ended", "error", "policy_filter")
 
     def __init__(
         self,
@@ -73,6 +75,7 @@ class ChatStreamRewriter:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         id_factory: IdFactory | None = None,
+        policy: ToolPolicy | None = None,
     ) -> None:
         options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
         self._encoder = OpenAIChunkEncoder()
@@ -86,6 +89,11 @@ class ChatStreamRewriter:
             from operators.delimiters import DelimiterRewriter
 
             cores.append(_Releasing(DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **options)))
+        self.policy_filter: ToolPolicyFilter | None = None
+        """The stage applying ``policy``, if one was given and it changes anything."""
+        if policy is not None and not policy.is_trivial:
+            self.policy_filter = ToolPolicyFilter(policy)
+            cores.append(self.policy_filter)
         cores.append(self._encoder)
         self._core = chain(*cores)
         self.ended = False
@@ -272,6 +280,8 @@ def _choice_as_delta(choice: object) -> object:
 
 def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
     """The error event for a failure found in the upstream's stream."""
+    if isinstance(exc, ToolChoiceError):
+        return error_body(str(exc), type="invalid_response_error", code=exc.code)
     if isinstance(exc, _ResponseTooLarge):
         return error_body(str(exc), code="upstream_response_too_large")
     if isinstance(exc, ProviderError):
