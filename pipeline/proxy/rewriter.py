@@ -24,10 +24,12 @@ from pipeline.proxy.policy import ToolChoiceError, ToolPolicy, ToolPolicyFilter
 from pipeline.stage import Core, chain
 
 __all__ = [
+    "AUTO",
     "DEFAULT_MAX_EVENT_SIZE",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "ChatStreamRewriter",
     "error_body",
+    "proxy_tool_format",
 ]
 
 DEFAULT_MAX_RESPONSE_BYTES: Final = 64 * 1024 * 1024
@@ -36,6 +38,13 @@ DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
 """Cap on one upstream SSE event (the stream ends with an error beyond)."""
 
 _DONE: Final = b"data: [DONE]\n\n"
+AUTO: Final = "auto"
+"""The tool format told from the model's markers (:mod:`pipeline.proxy.autodetect`)."""
+
+
+def proxy_tool_format(name: object) -> str | None:
+    """:func:`~operators.registry.resolve_tool_format`, with ``auto`` accepted too."""
+    return AUTO if name == AUTO else resolve_tool_format(name)
 
 
 def error_body(message: str, *, type: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
@@ -47,7 +56,7 @@ class ChatStreamRewriter:
     """Sans-IO core of a streamed answer: the upstream's SSE bytes in, the client's SSE bytes out.
 
     Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` (none for
-    ``None``, ``"none"`` or ``"api_tool_call"``) and
+    ``None``, ``"none"`` or ``"api_tool_call"``; ``"auto"``: the format told from the model's markers) and
     :class:`~operators.encode.openai_chat.OpenAIChunkEncoder`,
     one event at a time, so an error at event *k* comes after everything events before it produced.
     Nothing raises: a failure releases what the rewriter held, then ends the output with one
@@ -65,7 +74,7 @@ class ChatStreamRewriter:
     the usage, ``[DONE]``.
     """
 
-    __slots__ = ("_core", "_encoder", "ended", "error", "policy_filter")
+    __slots__ = ("_core", "_encoder", "chunks", "ended", "error", "policy_filter")
 
     def __init__(
         self,
@@ -84,8 +93,12 @@ class ChatStreamRewriter:
             _UsageTap(self._encoder),
             OpenAIChatConverter(**options),
         ]
-        tool_format = resolve_tool_format(tool_format)
-        if tool_format is not None:
+        tool_format = proxy_tool_format(tool_format)
+        if tool_format == AUTO:
+            from pipeline.proxy.autodetect import AutoToolRewriter
+
+            cores.append(AutoToolRewriter(tool_schemas=tool_schemas, **options))
+        elif tool_format is not None:
             from operators.delimiters import DelimiterRewriter
 
             cores.append(_Releasing(DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **options)))
@@ -96,6 +109,8 @@ class ChatStreamRewriter:
             cores.append(self.policy_filter)
         cores.append(self._encoder)
         self._core = chain(*cores)
+        self.chunks = 0
+        """SSE events written so far (the proxy's metrics)."""
         self.ended = False
         """The output is complete (``[DONE]`` or an error event was written)."""
         self.error: dict[str, Any] | None = None
@@ -106,18 +121,29 @@ class ChatStreamRewriter:
         if self.ended:
             return b""
         try:
-            return b"".join(map(sse_line, self._core.feed(data)))
+            events = self._core.feed(data)
         except StreamfoldError as exc:
             return self._failed(exc, _stream_error(exc))
+        if not events:
+            return b""
+        self.chunks += len(events)
+        return b"".join(map(sse_line, events))
+
+    @property
+    def calls(self) -> int:
+        """Tool calls written so far."""
+        return self._encoder.calls_written
 
     def finish(self) -> bytes:
         """The upstream body ended: the rest of the answer, then ``[DONE]`` or an error event."""
         if self.ended:
             return b""
         try:
-            out = list(map(sse_line, self._core.finish()))
+            events = self._core.finish()
         except StreamfoldError as exc:
             return self._failed(exc, _stream_error(exc))
+        self.chunks += len(events) + 1
+        out = list(map(sse_line, events))
         self.ended = True
         if self._encoder.finish_reason is None:
             error = error_body("the upstream stream ended without a finish_reason", code="upstream_truncated")
@@ -141,6 +167,7 @@ class ChatStreamRewriter:
         """What the chain produced before ``exc``, then the error event ``error``: the output is over."""
         self.ended = True
         self.error = dict(error["error"])
+        self.chunks += len(exc.partial_outputs) + 1
         out = [sse_line(chunk) for chunk in exc.partial_outputs]
         exc.partial_outputs = []
         out.append(sse_line(error))
