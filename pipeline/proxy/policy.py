@@ -185,8 +185,11 @@ class ToolPolicyFilter:
     def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
         calls = item.tool_calls
         finish = item.finish_reason
-        if not calls and finish != "tool_calls":
-            return [item]
+        if not calls:
+            if finish != "tool_calls":
+                return [item]
+        elif len(calls) == 1 and finish is None and self._positions.get(calls[0].index) == calls[0].index:
+            return [item]  # the next piece of a kept call that kept its position: the common case
         changes: dict[str, Any] = {}
         if calls:
             kept: list[ToolCallDelta] = []
