@@ -189,3 +189,22 @@ async def test_xml_parameters_of_a_tool_without_a_schema_stay_strings() -> None:
         _, typed_calls, _ = await streamed(client, tools=typed)
     assert [json.loads(call[2]) for call in calls] == [{"n": "5", "o": "[1]"}]
     assert [json.loads(call[2]) for call in typed_calls] == [{"n": 5, "o": "[1]"}]
+
+
+def test_custom_tools_are_offered_tools_too() -> None:
+    custom = [{"type": "custom", "custom": {"name": "get_weather"}}]
+    assert policy(tools=custom).names == frozenset({"get_weather"})
+    assert core_output(THREE_CALLS, [9], policy(tools=custom))[1] == [WEATHER]
+
+
+@pytest.mark.anyio
+async def test_required_is_checked_on_a_whole_answer_with_auto_and_no_marker() -> None:
+    upstream = FakeUpstream()
+    upstream.add("whole", Scenario([chat_completion("no call here")], media_type="application/json"))
+    async with proxied(upstream, tool_format="auto", unknown_tools="drop") as client:
+        with pytest.raises(openai.InternalServerError, match="tool_choice requires a tool"):
+            await client.chat.completions.create(
+                model="whole", messages=MESSAGES, tools=tools("search"), tool_choice="required", stream=False
+            )
+        whole = await client.chat.completions.create(model="whole", messages=MESSAGES, tools=tools("search"))
+    assert (whole.choices[0].message.content, whole.choices[0].finish_reason) == ("no call here", "stop")

@@ -370,11 +370,13 @@ class _Exchange(Response):
         if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
             return body
         if tool_format == AUTO:
-            detected = detect_tool_format(_message_text(completion))
-            if detected is None:
-                return body
-            tool_format = detected
-        folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
+            tool_format = detect_tool_format(_message_text(completion)) or ""
+        if tool_format:
+            folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
+        elif self._policy is None or self._policy.is_trivial:
+            return body  # auto found no marker: the answer as the upstream gave it
+        else:
+            folded = completion
         if self._policy is not None and not self._policy.is_trivial:
             try:
                 folded = self._policy.apply_to_completion(folded)

@@ -74,10 +74,12 @@ class ToolPolicy(msgspec.Struct, frozen=True):
         names: set[str] = set()
         tools = payload.get("tools")
         for tool in tools if isinstance(tools, list) else ():
-            function = tool.get("function") if isinstance(tool, Mapping) else None
-            name = function.get("name") if isinstance(function, Mapping) else None
-            if isinstance(name, str):
-                names.add(name)
+            if isinstance(tool, Mapping):  # {"type": "function", "function": {...}} or "custom"
+                for kind in ("function", "custom"):
+                    spec = tool.get(kind)
+                    name = spec.get("name") if isinstance(spec, Mapping) else None
+                    if isinstance(name, str):
+                        names.add(name)
         choice = payload.get("tool_choice")
         required: bool | str = choice == "required"
         if isinstance(choice, Mapping):
