@@ -169,7 +169,7 @@ async def _one_stream(client: Any, url: str, chunks: int, interval_ms: float, de
         "model": "kimi-k2-bench",
         "messages": [{"role": "user", "content": "go"}],
         # with tools (tool_choice auto) the proxy rewrites, as a model server parses calls only then
-        "tools": [{"type": "function", "function": {"name": "write_file", "parameters": {"type": "object"}}}],
+        "tools": [{"type": "function", "function": {"name": "log", "parameters": {"type": "object"}}}],
         "stream": True,
         "bench_chunks": chunks,
         "bench_interval_ms": interval_ms,

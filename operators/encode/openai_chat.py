@@ -91,6 +91,7 @@ class OpenAIChunkEncoder:
         "_metadata",
         "_role_sent",
         "_usage",
+        "calls_written",
         "finish_reason",
         "upstream_usage",
     )
@@ -111,6 +112,8 @@ class OpenAIChunkEncoder:
         self._header: dict[str, Any] | None = None
         self._role_sent = False
         self._announced: set[int] = set()
+        self.calls_written = 0
+        """Tool calls written so far, over every response (a proxy's metrics count them)."""
         self._finish_reason: str | None = None
         self._usage: TokenUsage | None = None
         self.finish_reason: str | None = None
@@ -184,6 +187,7 @@ class OpenAIChunkEncoder:
             field = "input" if kind == "custom" else "arguments"
             if delta.index not in announced:
                 announced.add(delta.index)
+                self.calls_written += 1
                 call_id = delta.call_id or self._call_ids(delta.index)
                 calls.append(
                     {

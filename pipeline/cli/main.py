@@ -6,7 +6,9 @@
     streamfold replay FILE [--provider auto|openai|openai-responses|anthropic|gemini|cohere|text]
                            [--tool-format none|kimi_k2|...] [--output pretty|jsonl|openai-sse]
                            [--speed PIECES_PER_SECOND] [--chunk-size N] [--plain]
-    streamfold proxy --upstream URL [--host 127.0.0.1] [--port 8000] [--tool-format kimi_k2|none|...]
+    streamfold proxy --upstream URL [--host 127.0.0.1] [--port 8000] [--tool-format kimi_k2|auto|none|...]
+                     [--unknown-tools drop|refuse|allow] [--workers N] [--graceful-shutdown SECONDS]
+                     [--access-log json|plain|off] [--connect-timeout S] [--read-timeout S] [--max-...]
     streamfold --version
 
 Errors are one line on stderr: exit status 2 for a usage error (a bad option, a file that cannot be
@@ -86,6 +88,37 @@ def _tool_format(value: str) -> RegisteredFormat:
         return RegisteredFormat(resolve_tool_format(value) or NO_REWRITE)
     except StreamfoldError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _proxy_tool_format(value: str) -> str:
+    """argparse type of the proxy's ``--tool-format``: as ``--tool-format``, or ``auto``."""
+    return value if value == "auto" else _tool_format(value)
+
+
+def _auto_formats() -> str:
+    from pipeline.proxy.autodetect import DETECTED_FORMATS
+
+    return ", ".join(DETECTED_FORMATS)
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value!r}")
+    return number
+
+
+def _seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not (number >= 0 and math.isfinite(number)):
+        raise argparse.ArgumentTypeError(f"expected seconds (a number >= 0), got {value!r}")
+    return number
 
 
 def _speed(value: str) -> float:
@@ -206,11 +239,89 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument("--port", type=_port, default=8000, help="port to listen on (default: %(default)s)")
     proxy.add_argument(
         "--tool-format",
-        type=_tool_format,
+        type=_proxy_tool_format,
         default="kimi_k2",
         metavar="NAME",
-        help=f"how the model writes tool calls in the text (default: kimi_k2): {formats}, or none"
-        " (no rewriting)",
+        help=f"how the model writes tool calls in the text (default: %(default)s): {formats}; auto"
+        " (detected per answer from the model's markers: " + _auto_formats() + "); or none (no rewriting)",
+    )
+    proxy.add_argument(
+        "--unknown-tools",
+        choices=("drop", "refuse", "allow"),
+        default="drop",
+        help="a call to a tool the request does not offer: dropped, refused with an error, or allowed"
+        " (default: %(default)s)",
+    )
+    proxy.add_argument(
+        "--workers", type=_positive_int, default=1, metavar="N", help="processes (default: %(default)s)"
+    )
+    proxy.add_argument(
+        "--graceful-shutdown",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, how long open streams may take to finish (default: %(default)s)",
+    )
+    proxy.add_argument(
+        "--access-log",
+        choices=("json", "plain", "off"),
+        default="json",
+        help="json: one JSON object per request on stderr; plain: uvicorn's lines (default: %(default)s)",
+    )
+    proxy.add_argument(
+        "--log-level",
+        choices=("critical", "error", "warning", "info", "debug"),
+        default="info",
+        help="server log level (default: %(default)s)",
+    )
+    proxy.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="to connect to the upstream (default: %(default)s)",
+    )
+    proxy.add_argument(
+        "--read-timeout",
+        type=_seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="between two upstream reads, not the whole stream (default: %(default)s)",
+    )
+    proxy.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=512,
+        metavar="N",
+        help="open connections to the upstream (default: %(default)s)",
+    )
+    proxy.add_argument(
+        "--max-request-bytes",
+        type=_positive_int,
+        default=32 * 1024 * 1024,
+        metavar="N",
+        help="a client's request body, 413 beyond (default: %(default)s)",
+    )
+    proxy.add_argument(
+        "--max-response-bytes",
+        type=_positive_int,
+        default=64 * 1024 * 1024,
+        metavar="N",
+        help="a whole upstream answer, 502 beyond (default: %(default)s)",
+    )
+    proxy.add_argument(
+        "--max-event-size",
+        type=_positive_int,
+        default=8 * 1024 * 1024,
+        metavar="N",
+        help="one upstream SSE event, the stream ends with an error beyond (default: %(default)s)",
+    )
+    proxy.add_argument(
+        "--keep-alive",
+        type=_positive_int,
+        default=75,
+        metavar="SECONDS",
+        help="an idle client connection stays open (default: %(default)s)",
     )
     return parser
 
@@ -233,6 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from pipeline._extras import needs_extra
 
                 with needs_extra("server", "streamfold proxy"):
+                    import httpx
+
                     from pipeline.proxy.app import serve
 
                     serve(
@@ -240,6 +353,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                         host=arguments.host,
                         port=arguments.port,
                         tool_format=arguments.tool_format,
+                        unknown_tools=arguments.unknown_tools,
+                        workers=arguments.workers,
+                        graceful_shutdown=arguments.graceful_shutdown,
+                        access_log=arguments.access_log,
+                        log_level=arguments.log_level,
+                        timeout_keep_alive=arguments.keep_alive,
+                        timeout=httpx.Timeout(
+                            arguments.read_timeout, connect=arguments.connect_timeout, pool=60.0
+                        ),
+                        max_connections=arguments.max_connections,
+                        max_request_bytes=arguments.max_request_bytes,
+                        max_response_bytes=arguments.max_response_bytes,
+                        max_event_size=arguments.max_event_size,
                     )
     except StreamfoldError as exc:
         print(f"streamfold: {where}{type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)

@@ -30,6 +30,7 @@ client that disconnects closes the upstream request at once.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Final, Literal
@@ -45,19 +46,27 @@ with needs_extra("server", "streamfold proxy"):
     from starlette.requests import ClientDisconnect, Request
     from starlette.responses import Response
     from starlette.routing import Route
-    from starlette.types import Receive, Scope, Send
+    from starlette.types import Message, Receive, Scope, Send
 
-from operators.registry import resolve_tool_format
+from operators.registry import check_choice
 from pipeline._jsonenc import encode_json
+from pipeline.errors import ConfigurationError
+from pipeline.proxy.autodetect import detect_tool_format
+from pipeline.proxy.ops import ACCESS_LOG, Metrics, access_record
+from pipeline.proxy.policy import UNKNOWN_TOOLS, ToolChoiceError, ToolPolicy, UnknownTools
 from pipeline.proxy.rewriter import (
+    AUTO,
     DEFAULT_MAX_EVENT_SIZE,
     DEFAULT_MAX_RESPONSE_BYTES,
     ChatStreamRewriter,
     error_body,
     fold_openai_completion,
 )
+from pipeline.proxy.rewriter import proxy_tool_format as resolve_tool_format
 
 __all__ = [
+    "ACCESS_LOGS",
+    "DEFAULT_GRACEFUL_SHUTDOWN",
     "DEFAULT_KEEPALIVE_EXPIRY",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_EVENT_SIZE",
@@ -66,6 +75,7 @@ __all__ = [
     "DEFAULT_SERVER_KEEP_ALIVE",
     "DEFAULT_TIMEOUT",
     "DEFAULT_TOOL_FORMAT",
+    "app_from_environment",
     "create_app",
     "serve",
 ]
@@ -167,6 +177,14 @@ class _ResponseTooLarge(Exception):
     pass
 
 
+class _PolicyFailure(Exception):
+    """A whole answer that breaks the request's tool rules; ``error`` is the body to answer with."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error["error"]["message"])
+        self.error = error
+
+
 async def _read_capped(response: httpx.Response, limit: int) -> bytes:
     parts: list[bytes] = []
     size = 0
@@ -197,18 +215,63 @@ class _Exchange(Response):
         *,
         tool_format: str | None = None,
         tool_schemas: Mapping[str, Any] | None = None,
+        policy: ToolPolicy | None = None,
+        route: str = "other",
+        model: str | None = None,
     ) -> None:
         self._proxy = proxy
         self._request = request
         self._mode = mode
+        self._route = route
+        self._model = model
+        self._status = 0
+        self._error: str | None = None
+        """The error code the answer carried, if any (access log, metrics)."""
+        self._calls = 0
         self._tool_format = tool_format
         self._tool_schemas = tool_schemas
+        self._policy = policy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_cancel_on_disconnect, receive, tasks.cancel_scope)
-            await self._exchange(send)
-            tasks.cancel_scope.cancel()
+        started = time.perf_counter()
+
+        async def tracked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self._status = message["status"]
+            await send(message)
+
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_cancel_on_disconnect, receive, tasks.cancel_scope)
+                await self._exchange(tracked)
+                tasks.cancel_scope.cancel()
+        finally:
+            self._done(scope, time.perf_counter() - started)
+
+    def _done(self, scope: Scope, seconds: float) -> None:
+        """Metrics and the access record of the request (also when the client went away: status 499)."""
+        status = self._status or 499
+        metrics = self._proxy.metrics
+        metrics.request_done(self._route, status)
+        if self._error is not None and self._error.startswith("upstream"):
+            metrics.upstream_error(self._error)
+        if ACCESS_LOG.isEnabledFor(logging.INFO):
+            client = scope.get("client")
+            ACCESS_LOG.info(
+                access_record(
+                    time=round(time.time(), 3),
+                    client=f"{client[0]}:{client[1]}" if client else None,
+                    method=self._request.method,
+                    path=scope.get("path"),
+                    route=self._route,
+                    model=self._model,
+                    stream=self._mode == "stream" or None,
+                    status=status,
+                    duration_ms=round(seconds * 1000, 3),
+                    tool_calls=self._calls or None,
+                    error=self._error,
+                )
+            )
 
     async def _send_upstream(self) -> httpx.Response:
         """The upstream's response; sent again once if the connection closed before any answer.
@@ -231,6 +294,7 @@ class _Exchange(Response):
         except httpx.HTTPError as exc:
             _log.warning("upstream request %s failed: %r", self._request.url, exc)
             status, body = _transport_error(exc)
+            self._error = body["error"]["code"]
             await _send_whole(send, status, [("content-type", "application/json")], msgspec.json.encode(body))
             return
         try:
@@ -277,10 +341,20 @@ class _Exchange(Response):
                 send, status, [("content-type", "application/json")], msgspec.json.encode(error)
             )
             return
+        if upstream.status_code != 200:
+            self._error = f"upstream_status_{upstream.status_code}"
         headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
         content_type = upstream.headers.get("content-type", "application/json")
         if upstream.status_code == 200 and self._mode == "complete":
-            body = self._rewrite_completion(body)
+            try:
+                body = self._rewrite_completion(body)
+            except _PolicyFailure as failure:
+                _log.warning("answer of %s breaks the tool rules: %s", self._request.url, failure.error)
+                self._error = failure.error["error"]["code"]
+                await _send_whole(
+                    send, 502, [("content-type", "application/json")], msgspec.json.encode(failure.error)
+                )
+                return
             content_type = "application/json"
         headers.append(("content-type", content_type))
         await _send_whole(send, upstream.status_code, headers, body)
@@ -295,7 +369,21 @@ class _Exchange(Response):
             return body  # not JSON: the client gets what the upstream said
         if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
             return body
-        folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
+        if tool_format == AUTO:
+            tool_format = detect_tool_format(_message_text(completion)) or ""
+        if tool_format:
+            folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
+        elif self._policy is None or self._policy.is_trivial:
+            return body  # auto found no marker: the answer as the upstream gave it
+        else:
+            folded = completion
+        if self._policy is not None and not self._policy.is_trivial:
+            try:
+                folded = self._policy.apply_to_completion(folded)
+            except ToolChoiceError as exc:
+                error = error_body(str(exc), type="invalid_response_error", code=exc.code)
+                error["error"]["completion"] = folded  # what the model answered is not lost
+                raise _PolicyFailure(error) from None
         return encode_json(folded)
 
     async def _stream(self, upstream: httpx.Response, send: Send) -> None:
@@ -305,6 +393,7 @@ class _Exchange(Response):
             max_event_size=self._proxy.max_event_size,
             max_response_bytes=self._proxy.max_response_bytes,
             tool_schemas=self._tool_schemas,
+            policy=self._policy,
         )
         headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
         headers += [
@@ -315,26 +404,53 @@ class _Exchange(Response):
         await send({"type": "http.response.start", "status": 200, "headers": _raw(headers)})
         encoding = upstream.headers.get("content-encoding", "identity").lower()
         body = upstream.aiter_raw() if encoding in ("", "identity") else upstream.aiter_bytes()
+        metrics = self._proxy.metrics
+        clock = time.perf_counter
+        metrics.streams_open += 1
         try:
-            async for data in body:
-                piece = core.feed(data)
-                if core.ended:
-                    break  # an error event ended the answer: piece is its last part
-                if piece:
-                    await send({"type": "http.response.body", "body": piece, "more_body": True})
-            else:
-                piece = core.finish()
-        except httpx.HTTPError as exc:
-            piece = core.fail(_cut_stream_error(exc))
-        except Exception:  # a defect of the proxy: the client still gets a proper end, not a cut connection
-            _log.exception("rewriting the upstream stream of %s failed", self._request.url)
-            error = error_body(
-                "the proxy failed while rewriting the stream", type="server_error", code="proxy_error"
-            )
-            piece = core.fail(error)
-        if core.error is not None:
-            _log.warning("stream of %s ended with an error: %s", self._request.url, core.error)
-        await send({"type": "http.response.body", "body": piece, "more_body": False})
+            try:
+                async for data in body:
+                    received = clock()
+                    piece = core.feed(data)
+                    if core.ended:
+                        break  # an error event ended the answer: piece is its last part
+                    if piece:
+                        await send({"type": "http.response.body", "body": piece, "more_body": True})
+                    metrics.added_latency(clock() - received)
+                else:
+                    piece = core.finish()
+            except httpx.HTTPError as exc:
+                piece = core.fail(_cut_stream_error(exc))
+            except Exception:  # a defect of the proxy: the client still gets a proper end, not a cut one
+                _log.exception("rewriting the upstream stream of %s failed", self._request.url)
+                error = error_body(
+                    "the proxy failed while rewriting the stream", type="server_error", code="proxy_error"
+                )
+                piece = core.fail(error)
+            if core.error is not None:
+                _log.warning("stream of %s ended with an error: %s", self._request.url, core.error)
+                self._error = str(core.error.get("code") or "upstream_error")
+            await send({"type": "http.response.body", "body": piece, "more_body": False})
+        finally:
+            metrics.streams_open -= 1
+            metrics.chunks += core.chunks
+            self._calls = core.calls
+            metrics.calls_rewritten += core.calls
+            if core.policy_filter is not None:
+                metrics.calls_dropped += core.policy_filter.dropped
+
+
+def _message_text(completion: Mapping[str, Any]) -> str:
+    """The reasoning and content text of a completion's messages (what ``auto`` detects from)."""
+    parts: list[str] = []
+    for choice in completion.get("choices") or ():
+        message = choice.get("message") if isinstance(choice, Mapping) else None
+        if isinstance(message, Mapping):
+            for key in ("reasoning_content", "reasoning", "content"):
+                value = message.get(key)
+                if isinstance(value, str):
+                    parts.append(value)
+    return "".join(parts)
 
 
 def _is_event_stream(response: httpx.Response) -> bool:
@@ -376,8 +492,11 @@ class _Proxy:
         max_request_bytes: int,
         max_response_bytes: int,
         max_event_size: int,
+        unknown_tools: UnknownTools = "drop",
     ) -> None:
         self.base = httpx.URL(upstream)
+        self.metrics = Metrics()
+        self.unknown_tools: UnknownTools = unknown_tools
         self.tool_format = resolve_tool_format(tool_format)
         self.client = client
         self.max_request_bytes = max_request_bytes
@@ -464,14 +583,27 @@ class _Proxy:
             mode,
             tool_format=self.tool_format if rewrites else None,
             tool_schemas=_tool_schemas(tools),
+            policy=ToolPolicy.from_request(payload, self.unknown_tools)
+            if rewrites and self.tool_format is not None
+            else None,
+            route="chat",
+            model=model if isinstance(model := payload.get("model"), str) else None,
         )
+
+    async def health(self, request: Request) -> Response:
+        """``GET /health``: the proxy itself is serving (the upstream is not asked)."""
+        return Response(encode_json(self.metrics.health()), media_type="application/json")
+
+    async def metrics_text(self, request: Request) -> Response:
+        """``GET /metrics``: the counters in Prometheus text."""
+        return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def relay(self, request: Request) -> Response:
         """Any other route: forwarded and answered as it is."""
         body = await self.read_body(request)
         if isinstance(body, Response):
             return body
-        return _Exchange(self, self.upstream_request(request, body, identity=False), "relay")
+        return _Exchange(self, self.upstream_request(request, body, identity=False), "relay", route="relay")
 
 
 _TRUE_WORDS: Final = frozenset({"true", "1", "yes", "on", "t", "y"})
@@ -537,12 +669,14 @@ def create_app(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     keepalive_expiry: float = DEFAULT_KEEPALIVE_EXPIRY,
     timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+    unknown_tools: UnknownTools = "drop",
 ) -> Starlette:
     """The proxy as a Starlette app (see the module doc).
 
     Args:
         upstream: base URL of the model server (``http://host:8000``; a trailing ``/v1`` is fine).
-        tool_format: the delimiter format of the model's tool calls (``kimi_k2``, ...); ``None`` or
+        tool_format: the delimiter format of the model's tool calls (``kimi_k2``, ...), or ``auto``
+            (told per answer from the model's markers, see :mod:`pipeline.proxy.autodetect`); ``None`` or
             ``"none"`` (alias ``"api_tool_call"``) re-encodes without rewriting. A request is rewritten
             only when it has ``tools`` and its ``tool_choice`` is not ``"none"``.
         client: the upstream client (its timeouts and limits then apply, and it is not closed by the app);
@@ -555,11 +689,15 @@ def create_app(
             idle timeout (uvicorn's is 5 s).
         timeout: seconds, or an ``httpx.Timeout``; the read timeout bounds the gap between two upstream
             reads, not the whole stream.
+        unknown_tools: a rewritten call to a tool the request does not offer is dropped (``drop``), ends
+            the answer with an ``unknown_tool`` error (``refuse``) or passes (``allow``); see
+            :mod:`pipeline.proxy.policy` for ``tool_choice`` and ``parallel_tool_calls``.
 
     Raises:
         ConfigurationError: ``tool_format`` is not a known delimiter format.
     """
     resolve_tool_format(tool_format)  # a ConfigurationError listing the formats, before anything starts
+    check_choice("unknown_tools", unknown_tools, UNKNOWN_TOOLS)
     owned = client is None
     if client is None:
         client = httpx.AsyncClient(
@@ -578,6 +716,7 @@ def create_app(
         max_request_bytes=max_request_bytes,
         max_response_bytes=max_response_bytes,
         max_event_size=max_event_size,
+        unknown_tools=unknown_tools,
     )
 
     @asynccontextmanager
@@ -591,10 +730,38 @@ def create_app(
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
     handlers: list[tuple[str, Callable[[Request], Awaitable[Response]], list[str]]] = [
         ("/v1/chat/completions", proxy.chat_completions, ["POST"]),
+        ("/health", proxy.health, ["GET", "HEAD"]),
+        ("/metrics", proxy.metrics_text, ["GET"]),
         ("/{path:path}", proxy.relay, methods),
     ]
     routes = [Route(path, endpoint, methods=allowed) for path, endpoint, allowed in handlers]
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+AccessLog = Literal["json", "plain", "off"]
+ACCESS_LOGS: Final[tuple[AccessLog, ...]] = ("json", "plain", "off")
+"""``json``: one JSON object a request (logger ``streamfold.proxy.access``, on stderr); ``plain``:
+uvicorn's own access lines; ``off``: none."""
+DEFAULT_GRACEFUL_SHUTDOWN: Final = 30.0
+"""Seconds open streams may take to finish after a shutdown signal before they are cut."""
+_OPTIONS_VARIABLE: Final = "STREAMFOLD_PROXY_OPTIONS"
+"""Environment variable carrying :func:`create_app`'s arguments (JSON) to the workers of ``--workers``."""
+
+
+def app_from_environment() -> Starlette:
+    """The app of one ``--workers`` process: :func:`create_app` with the arguments :func:`serve` left in
+    the environment (uvicorn imports this factory in each worker)."""
+    import json
+    import os
+
+    options = json.loads(os.environ[_OPTIONS_VARIABLE])
+    _configure_access_log(options.pop("access_log"))
+    timeout = options.pop("timeout", None)
+    if isinstance(timeout, dict):
+        options["timeout"] = httpx.Timeout(**timeout)
+    elif timeout is not None:
+        options["timeout"] = timeout
+    return create_app(**options)
 
 
 def serve(
@@ -604,8 +771,10 @@ def serve(
     port: int = 8000,
     tool_format: str | None = DEFAULT_TOOL_FORMAT,
     log_level: str = "info",
-    access_log: bool = True,
+    access_log: bool | AccessLog = "json",
     timeout_keep_alive: int = DEFAULT_SERVER_KEEP_ALIVE,
+    graceful_shutdown: float = DEFAULT_GRACEFUL_SHUTDOWN,
+    workers: int = 1,
     **options: Any,
 ) -> None:
     """Run the proxy with uvicorn until interrupted; ``options`` go to :func:`create_app`.
@@ -614,34 +783,72 @@ def serve(
     equals the keep-alive expiry of httpx and the openai SDK, and then a pooled client now and then sends
     its request on a connection the server is closing, which fails with no response.
 
+    On SIGINT or SIGTERM the server stops accepting, lets open streams finish for up to
+    ``graceful_shutdown`` seconds, then cuts what is left. ``workers`` above 1 runs that many processes
+    sharing the listening socket (uvicorn's supervisor; ``options`` must then be JSON-able, or an
+    ``httpx.Timeout``); each has its own metrics. ``access_log``: see :data:`ACCESS_LOGS` (``True`` is
+    ``plain``, ``False`` ``off``).
+
     The server owns its process, so once everything is loaded, every object alive is moved out of the
     garbage collector's sight (``gc.freeze``): an occasional full collection then walks only what requests
     allocate, not the some 50 000 objects of the loaded modules (about 35 ms of pause otherwise).
     """
     import gc
+    import json
+    import os
 
     import uvicorn
 
-    app = create_app(upstream, tool_format=tool_format, **options)
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
-        access_log=access_log,
-        lifespan="on",
-        timeout_keep_alive=timeout_keep_alive,
-    )
-    config.load()  # imports the protocol and lifespan modules now, so that they are frozen too
+    mode: AccessLog = "plain" if access_log is True else "off" if access_log is False else access_log
+    check_choice("access_log", mode, ACCESS_LOGS)
+    if workers < 1:
+        raise ConfigurationError(f"workers must be at least 1, not {workers}")
+    _configure_access_log(mode)
+    common: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "access_log": mode == "plain",
+        "lifespan": "on",
+        "timeout_keep_alive": timeout_keep_alive,
+        "timeout_graceful_shutdown": graceful_shutdown,
+    }
     rewrites = resolve_tool_format(tool_format) is not None
-    logging.getLogger("uvicorn.error").info(
-        "streamfold proxy in front of %s: %s",
-        upstream,
+    announce = f"streamfold proxy in front of {upstream}: " + (
         f"rewriting {tool_format} tool calls (--tool-format)"
         if rewrites
-        else "tool-format none: no rewriting",
+        else "tool-format none: no rewriting"
     )
+    if workers > 1:
+        create_app(upstream, tool_format=tool_format, **options)  # the arguments are checked once, here
+        timeout = options.get("timeout")
+        if isinstance(timeout, httpx.Timeout):
+            options["timeout"] = timeout.as_dict()
+        os.environ[_OPTIONS_VARIABLE] = json.dumps(
+            {"upstream": upstream, "tool_format": tool_format, "access_log": mode, **options}
+        )
+        logging.getLogger("uvicorn.error").info("%s, %d workers", announce, workers)
+        with suppress(KeyboardInterrupt):
+            uvicorn.run("pipeline.proxy.app:app_from_environment", factory=True, workers=workers, **common)
+        return
+    app = create_app(upstream, tool_format=tool_format, **options)
+    config = uvicorn.Config(app, **common)
+    config.load()  # imports the protocol and lifespan modules now, so that they are frozen too
+    logging.getLogger("uvicorn.error").info("%s", announce)
     gc.collect()
     gc.freeze()
     with suppress(KeyboardInterrupt):  # Ctrl+C: uvicorn has shut down gracefully, as uvicorn.run does
         uvicorn.Server(config).run()
+
+
+def _configure_access_log(mode: AccessLog) -> None:
+    """JSON access records to stderr as bare lines (``json``), or none."""
+    ACCESS_LOG.propagate = False
+    ACCESS_LOG.handlers.clear()
+    if mode == "json":
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        ACCESS_LOG.addHandler(handler)
+        ACCESS_LOG.setLevel(logging.INFO)
+    else:
+        ACCESS_LOG.setLevel(logging.CRITICAL + 1)

@@ -20,14 +20,17 @@ from operators.encode.openai_chat import OpenAIChunkEncoder, sse_line
 from operators.registry import resolve_tool_format
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse, IdFactory
+from pipeline.proxy.policy import ToolChoiceError, ToolPolicy, ToolPolicyFilter
 from pipeline.stage import Core, chain
 
 __all__ = [
+    "AUTO",
     "DEFAULT_MAX_EVENT_SIZE",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "ChatStreamRewriter",
     "error_body",
     "fold_openai_completion",
+    "proxy_tool_format",
 ]
 
 DEFAULT_MAX_RESPONSE_BYTES: Final = 64 * 1024 * 1024
@@ -36,6 +39,13 @@ DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
 """Cap on one upstream SSE event (the stream ends with an error beyond)."""
 
 _DONE: Final = b"data: [DONE]\n\n"
+AUTO: Final = "auto"
+"""The tool format told from the model's markers (:mod:`pipeline.proxy.autodetect`)."""
+
+
+def proxy_tool_format(name: object) -> str | None:
+    """:func:`~operators.registry.resolve_tool_format`, with ``auto`` accepted too."""
+    return AUTO if name == AUTO else resolve_tool_format(name)
 
 
 def error_body(message: str, *, type: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
@@ -47,7 +57,7 @@ class ChatStreamRewriter:
     """Sans-IO core of a streamed answer: the upstream's SSE bytes in, the client's SSE bytes out.
 
     Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` (none for
-    ``None``, ``"none"`` or ``"api_tool_call"``) and
+    ``None``, ``"none"`` or ``"api_tool_call"``; ``"auto"``: the format told from the model's markers) and
     :class:`~operators.encode.openai_chat.OpenAIChunkEncoder`,
     one event at a time, so an error at event *k* comes after everything events before it produced.
     Nothing raises: a failure releases what the rewriter held, then ends the output with one
@@ -56,7 +66,8 @@ class ChatStreamRewriter:
 
     ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
     request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
-    an id.
+    an id; ``policy`` applies the request's tool rules (:mod:`pipeline.proxy.policy`) to the calls,
+    and :attr:`policy_filter` tells how many it dropped.
 
     An upstream that answers the streamed request with a whole ``chat.completion`` JSON body instead of
     SSE (the body's first non-blank byte is ``{``) is read whole, up to ``max_response_bytes``, and
@@ -64,7 +75,7 @@ class ChatStreamRewriter:
     the usage, ``[DONE]``.
     """
 
-    __slots__ = ("_core", "_encoder", "ended", "error")
+    __slots__ = ("_core", "_encoder", "chunks", "ended", "error", "policy_filter")
 
     def __init__(
         self,
@@ -74,6 +85,7 @@ class ChatStreamRewriter:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         id_factory: IdFactory | None = None,
+        policy: ToolPolicy | None = None,
     ) -> None:
         options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
         self._encoder = OpenAIChunkEncoder()
@@ -82,13 +94,24 @@ class ChatStreamRewriter:
             _UsageTap(self._encoder),
             OpenAIChatConverter(**options),
         ]
-        tool_format = resolve_tool_format(tool_format)
-        if tool_format is not None:
+        tool_format = proxy_tool_format(tool_format)
+        if tool_format == AUTO:
+            from pipeline.proxy.autodetect import AutoToolRewriter
+
+            cores.append(AutoToolRewriter(tool_schemas=tool_schemas, **options))
+        elif tool_format is not None:
             from operators.delimiters import DelimiterRewriter
 
             cores.append(_Releasing(DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **options)))
+        self.policy_filter: ToolPolicyFilter | None = None
+        """The stage applying ``policy``, if one was given and it changes anything."""
+        if policy is not None and not policy.is_trivial:
+            self.policy_filter = ToolPolicyFilter(policy)
+            cores.append(self.policy_filter)
         cores.append(self._encoder)
         self._core = chain(*cores)
+        self.chunks = 0
+        """SSE events written so far (the proxy's metrics)."""
         self.ended = False
         """The output is complete (``[DONE]`` or an error event was written)."""
         self.error: dict[str, Any] | None = None
@@ -99,18 +122,29 @@ class ChatStreamRewriter:
         if self.ended:
             return b""
         try:
-            return b"".join(map(sse_line, self._core.feed(data)))
+            events = self._core.feed(data)
         except StreamfoldError as exc:
             return self._failed(exc, _stream_error(exc))
+        if not events:
+            return b""
+        self.chunks += len(events)
+        return b"".join(map(sse_line, events))
+
+    @property
+    def calls(self) -> int:
+        """Tool calls written so far."""
+        return self._encoder.calls_written
 
     def finish(self) -> bytes:
         """The upstream body ended: the rest of the answer, then ``[DONE]`` or an error event."""
         if self.ended:
             return b""
         try:
-            out = list(map(sse_line, self._core.finish()))
+            events = self._core.finish()
         except StreamfoldError as exc:
             return self._failed(exc, _stream_error(exc))
+        self.chunks += len(events) + 1
+        out = list(map(sse_line, events))
         self.ended = True
         if self._encoder.finish_reason is None:
             error = error_body("the upstream stream ended without a finish_reason", code="upstream_truncated")
@@ -134,6 +168,7 @@ class ChatStreamRewriter:
         """What the chain produced before ``exc``, then the error event ``error``: the output is over."""
         self.ended = True
         self.error = dict(error["error"])
+        self.chunks += len(exc.partial_outputs) + 1
         out = [sse_line(chunk) for chunk in exc.partial_outputs]
         exc.partial_outputs = []
         out.append(sse_line(error))
@@ -273,6 +308,8 @@ def _choice_as_delta(choice: object) -> object:
 
 def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
     """The error event for a failure found in the upstream's stream."""
+    if isinstance(exc, ToolChoiceError):
+        return error_body(str(exc), type="invalid_response_error", code=exc.code)
     if isinstance(exc, _ResponseTooLarge):
         return error_body(str(exc), code="upstream_response_too_large")
     if isinstance(exc, ProviderError):

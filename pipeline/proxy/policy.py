@@ -1,0 +1,249 @@
+"""Request semantics the proxy applies to the calls it rewrites, as a model server applies them.
+
+:class:`ToolPolicy` is read from a Chat Completions request (``tools``, ``tool_choice``,
+``parallel_tool_calls``); :class:`ToolPolicyFilter` is its sans-IO stage (chunks in, chunks out, placed
+after the delimiter rewriter) and :meth:`ToolPolicy.apply_to_completion` its form for a whole answer.
+
+The policy choices, documented in docs/proxy.md:
+
+- A call whose name is not among the request's ``tools`` (or, with a named ``tool_choice``, is not that
+  function) is dropped by default, as SGLang's tool parsers drop a call to an undefined function; with
+  ``unknown_tools="refuse"`` it ends the answer with an error (``unknown_tool``), with ``"allow"`` it
+  passes. The proxy cannot give it back as the model's raw text: the rewriter has consumed its markers.
+- ``parallel_tool_calls: false`` keeps the first call; later ones are dropped.
+- Dropped calls are renumbered away (the client sees indices 0, 1, ...), and a ``finish_reason`` of
+  ``tool_calls`` becomes ``stop`` again when no call is left.
+- ``tool_choice: "required"`` (or a named function) that the model did not honour (no call kept) ends
+  the answer with an error, code ``tool_choice_not_satisfied``, after everything the model wrote: a
+  stream's last event is that error instead of ``[DONE]``; a whole answer is a 502 whose error object
+  carries the rewritten completion under ``completion``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from pipeline.errors import ConfigurationError, StreamfoldError
+from pipeline.models import ChunkResponse, ToolCallDelta
+
+__all__ = [
+    "UNKNOWN_TOOLS",
+    "ToolChoiceError",
+    "ToolPolicy",
+    "ToolPolicyFilter",
+    "UnknownTools",
+]
+
+UnknownTools: TypeAlias = Literal["drop", "refuse", "allow"]
+UNKNOWN_TOOLS: Final[tuple[UnknownTools, ...]] = ("drop", "refuse", "allow")
+"""What to do with a call to a tool the request does not offer (the first is the default)."""
+
+
+class ToolChoiceError(StreamfoldError):
+    """The model's calls break the request's tool rules: ``code`` says which (``unknown_tool``,
+    ``tool_choice_not_satisfied``)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ToolPolicy(msgspec.Struct, frozen=True):
+    """The tool rules of one request.
+
+    ``names``: the names a call may have (``None``: any); ``required``: a call must be made (a name:
+    that function must be called); ``parallel``: more than one call is allowed; ``unknown_tools``: what
+    happens to a call whose name is not in ``names``.
+    """
+
+    names: frozenset[str] | None = None
+    required: bool | str = False
+    parallel: bool = True
+    unknown_tools: UnknownTools = "drop"
+
+    @classmethod
+    def from_request(cls, payload: Mapping[str, Any], unknown_tools: UnknownTools = "drop") -> ToolPolicy:
+        """The rules of a Chat Completions request body (malformed fields are read as absent)."""
+        if unknown_tools not in UNKNOWN_TOOLS:
+            raise ConfigurationError(
+                f"unknown unknown_tools {unknown_tools!r}; expected one of: {', '.join(UNKNOWN_TOOLS)}"
+            )
+        names: set[str] = set()
+        tools = payload.get("tools")
+        for tool in tools if isinstance(tools, list) else ():
+            if isinstance(tool, Mapping):  # {"type": "function", "function": {...}} or "custom"
+                for kind in ("function", "custom"):
+                    spec = tool.get(kind)
+                    name = spec.get("name") if isinstance(spec, Mapping) else None
+                    if isinstance(name, str):
+                        names.add(name)
+        choice = payload.get("tool_choice")
+        required: bool | str = choice == "required"
+        if isinstance(choice, Mapping):
+            function = choice.get("function")
+            name = function.get("name") if isinstance(function, Mapping) else None
+            if isinstance(name, str):
+                required = name
+                names = {name}
+        return cls(
+            names=frozenset(names),
+            required=required,
+            parallel=payload.get("parallel_tool_calls") is not False,
+            unknown_tools=unknown_tools,
+        )
+
+    @property
+    def is_trivial(self) -> bool:
+        """Whether the rules change nothing (so no stage is needed)."""
+        return (self.names is None or self.unknown_tools == "allow") and not self.required and self.parallel
+
+    def apply_to_completion(self, completion: dict[str, Any]) -> dict[str, Any]:
+        """A whole (rewritten) ``chat.completion`` with the rules applied to each choice's calls.
+
+        Raises:
+            ToolChoiceError: a call to an unknown tool with ``unknown_tools="refuse"``, or a required
+                call not made.
+        """
+        choices = completion.get("choices")
+        if not isinstance(choices, list):
+            return completion
+        result = dict(completion)
+        result["choices"] = [self._apply_to_choice(choice) for choice in choices]
+        return result
+
+    def _apply_to_choice(self, choice: object) -> object:
+        message = choice.get("message") if isinstance(choice, Mapping) else None
+        if not isinstance(choice, Mapping) or not isinstance(message, Mapping):
+            return choice
+        calls = message.get("tool_calls")
+        kept: list[Any] = []
+        for call in calls if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            name = function.get("name") if isinstance(function, Mapping) else None
+            if self.admits(name if isinstance(name, str) else None, len(kept)):
+                kept.append(call)
+        self.check_made(len(kept))
+        if not isinstance(calls, list) or len(kept) == len(calls):
+            return choice
+        new_message = dict(message)
+        new_message["tool_calls"] = kept or None
+        if not kept:
+            new_message.pop("tool_calls")
+        new_choice = dict(choice)
+        new_choice["message"] = new_message
+        if not kept and new_choice.get("finish_reason") == "tool_calls":
+            new_choice["finish_reason"] = "stop"
+        return new_choice
+
+    def admits(self, name: str | None, kept: int) -> bool:
+        """Whether a call named ``name`` is kept when ``kept`` calls were kept before it.
+
+        Raises:
+            ToolChoiceError: an unknown name with ``unknown_tools="refuse"``.
+        """
+        names = self.names
+        if names is not None and name not in names and self.unknown_tools != "allow":
+            if self.unknown_tools == "refuse":
+                offered = ", ".join(sorted(names)) or "none"
+                raise ToolChoiceError(
+                    f"the model called the tool {name!r}, which the request does not offer "
+                    f"(tools: {offered})",
+                    "unknown_tool",
+                )
+            return False
+        return self.parallel or kept == 0
+
+    def check_made(self, kept: int) -> None:
+        """Raises :class:`ToolChoiceError` when a required call was not made (``kept`` calls kept)."""
+        if self.required and kept == 0:
+            wanted = f"the function {self.required!r}" if isinstance(self.required, str) else "a tool"
+            raise ToolChoiceError(
+                f"tool_choice requires {wanted} to be called, but the model answered without a call",
+                "tool_choice_not_satisfied",
+            )
+
+
+_DROPPED: Final = -1
+
+
+class ToolPolicyFilter:
+    """Sans-IO stage: chunks in, chunks with the calls that break ``policy`` removed (see the module doc).
+
+    It holds nothing: each chunk is answered at once. :attr:`dropped` counts the calls removed.
+    """
+
+    __slots__ = ("_policy", "_positions", "dropped", "kept")
+
+    def __init__(self, policy: ToolPolicy) -> None:
+        self._policy = policy
+        self._positions: dict[int, int] = {}
+        """A call's incoming index -> its outgoing index, or ``_DROPPED``."""
+        self.kept = 0
+        self.dropped = 0
+
+    def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
+        calls = item.tool_calls
+        finish = item.finish_reason
+        if not calls:
+            if finish != "tool_calls":
+                return [item]
+        elif len(calls) == 1 and finish is None and self._positions.get(calls[0].index) == calls[0].index:
+            return [item]  # the next piece of a kept call that kept its position: the common case
+        changes: dict[str, Any] = {}
+        if calls:
+            kept: list[ToolCallDelta] = []
+            try:
+                for call in calls:
+                    admitted = self._call(call)
+                    if admitted is not None:
+                        kept.append(admitted)
+            except ToolChoiceError as exc:  # what the chunk carried before the refused call goes first
+                partial = ChunkResponse(
+                    content=item.content, reasoning=item.reasoning, tool_calls=kept or None
+                )
+                exc.partial_outputs = [partial] if kept or item.content or item.reasoning else []
+                raise
+            if len(kept) != len(calls) or any(a is not b for a, b in zip(kept, calls, strict=False)):
+                changes["tool_calls"] = kept or None
+        if finish == "tool_calls" and not self.kept:
+            changes["finish_reason"] = "stop"
+        if not changes:
+            return [item]
+        item = msgspec.structs.replace(item, **changes)
+        if not item.tool_calls and not _carries(item):
+            return []
+        return [item]
+
+    def finish(self) -> list[ChunkResponse]:
+        self._policy.check_made(self.kept)
+        return []
+
+    def _call(self, call: ToolCallDelta) -> ToolCallDelta | None:
+        position = self._positions.get(call.index)
+        if position is None:
+            if self._policy.admits(call.name, self.kept):
+                position = self.kept
+                self.kept += 1
+            else:
+                position = _DROPPED
+                self.dropped += 1
+            self._positions[call.index] = position
+        if position == _DROPPED:
+            return None
+        return call if position == call.index else msgspec.structs.replace(call, index=position)
+
+
+def _carries(item: ChunkResponse) -> bool:
+    """Whether a chunk whose calls were all dropped still says something."""
+    return bool(
+        item.content
+        or item.reasoning
+        or item.finish_reason
+        or item.usage
+        or item.is_complete
+        or item.refusal
+        or item.metadata
+    )
