@@ -245,11 +245,14 @@ class _AutoChunks:
                     return None  # maybe a BOM, split
                 content = _SPACE.match(head, 3 if head.startswith(b"\xef\xbb\xbf") else 0).end()  # type: ignore[union-attr]
                 self._probe = head[content : content + _PROBE]
-            elif not self._probe:
-                content = _SPACE.match(data).end()  # type: ignore[union-attr]
-                self._probe = data[content : content + _PROBE]
-            elif len(self._probe) < _PROBE:
-                self._probe += data[: _PROBE - len(self._probe)]
+            else:
+                if len(self._start) < 12:  # a first read of fewer than 12 bytes, then a large one
+                    self._start = (self._start + data)[:12]
+                if not self._probe:
+                    content = _SPACE.match(data).end()  # type: ignore[union-attr]
+                    self._probe = data[content : content + _PROBE]
+                elif len(self._probe) < _PROBE:
+                    self._probe += data[: _PROBE - len(self._probe)]
         framing = sniff_framing(self._start, self._probe, complete=complete)
         too_long = self._head_size > _MAX_HEAD
         if framing == "unknown":

@@ -503,3 +503,14 @@ async def test_auto_framing_at_any_chunking(framing: str, sizes: list[int], lead
     assert error is None
     assert reference
     assert await run(chunked(body, sizes)) == (reference, None)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("framing", sorted(RECHUNKED))
+async def test_a_tiny_first_read_then_a_large_one_still_tells_the_framing(framing: str) -> None:
+    """The first read of 1 byte, the next of 256 (past the small head): the event-stream prelude's 12 bytes
+    span both reads (found by the property test above: the framing was judged on 1 byte)."""
+    body = RECHUNKED[framing]
+    reference, error = await run([body])
+    assert error is None
+    assert await run(chunked(body, [1, 256])) == (reference, None)
