@@ -1,7 +1,9 @@
 """Wire encoders: sans-IO cores from pipeline items to a wire format.
 
-Module: :mod:`~operators.encode.openai_chat` (OpenAI Chat Completions chunks and SSE, for the proxy and
-``replay --output openai-sse``).
+Modules: :mod:`~operators.encode.openai_chat` (OpenAI Chat Completions chunks and SSE, for the proxy and
+``replay --output openai-sse``); :mod:`~operators.encode.vercel` (the Vercel AI SDK UI message stream, for
+``useChat``); :mod:`~operators.encode.agui` (AG-UI events); :mod:`~operators.encode.protocols`
+(streamfold's own SSE, and :func:`encoder_for`, which picks a protocol's core, media type and headers).
 """
 
 from __future__ import annotations
@@ -11,12 +13,33 @@ from typing import TYPE_CHECKING
 from pipeline._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from operators.encode.agui import AGUIEncoder as AGUIEncoder
+    from operators.encode.agui import encode_agui as encode_agui
     from operators.encode.openai_chat import OpenAIChunkEncoder as OpenAIChunkEncoder
     from operators.encode.openai_chat import encode_openai_chat as encode_openai_chat
     from operators.encode.openai_chat import fold_openai_completion as fold_openai_completion
     from operators.encode.openai_chat import sse_line as sse_line
+    from operators.encode.protocols import StreamfoldSSEEncoder as StreamfoldSSEEncoder
+    from operators.encode.protocols import WireEncoding as WireEncoding
+    from operators.encode.protocols import encode_streamfold as encode_streamfold
+    from operators.encode.protocols import encoder_for as encoder_for
+    from operators.encode.vercel import VercelUIEncoder as VercelUIEncoder
+    from operators.encode.vercel import encode_vercel as encode_vercel
 
-__all__ = ["OpenAIChunkEncoder", "encode_openai_chat", "fold_openai_completion", "sse_line"]
+__all__ = [
+    "AGUIEncoder",
+    "OpenAIChunkEncoder",
+    "StreamfoldSSEEncoder",
+    "VercelUIEncoder",
+    "WireEncoding",
+    "encode_agui",
+    "encode_openai_chat",
+    "encode_streamfold",
+    "encode_vercel",
+    "encoder_for",
+    "fold_openai_completion",
+    "sse_line",
+]
 
 __getattr__, __dir__ = lazy_exports(
     globals(),
@@ -27,5 +50,13 @@ __getattr__, __dir__ = lazy_exports(
             "fold_openai_completion",
             "sse_line",
         ),
+        "operators.encode.agui": ("AGUIEncoder", "encode_agui"),
+        "operators.encode.protocols": (
+            "StreamfoldSSEEncoder",
+            "WireEncoding",
+            "encode_streamfold",
+            "encoder_for",
+        ),
+        "operators.encode.vercel": ("VercelUIEncoder", "encode_vercel"),
     },
 )

@@ -1,0 +1,398 @@
+"""streamfold events to AG-UI events: what CopilotKit, LangGraph's and pydantic-ai's AG-UI clients read.
+
+:class:`AGUIEncoder` is a sans-IO core from pipeline items (or their ``to_dict()`` wire form) to SSE
+frames (``data: <event JSON>``, camelCase, optional fields omitted), :func:`encode_agui` its operator.
+
+One stream is one run: ``RUN_STARTED``, the events, then ``RUN_FINISHED`` (with ``result:
+{"finishReason": ...}`` and ``usage``) or ``RUN_ERROR``. Inside it:
+
+- a text segment: ``TEXT_MESSAGE_START`` (role ``assistant``) / ``TEXT_MESSAGE_CONTENT`` /
+  ``TEXT_MESSAGE_END``, with the segment id as ``messageId``; empty deltas are never sent;
+- a reasoning segment: ``REASONING_START``, ``REASONING_MESSAGE_START`` / ``_CONTENT`` / ``_END``, a
+  signature or encrypted content as ``REASONING_ENCRYPTED_VALUE`` (subtype ``message``), ``REASONING_END``;
+- a tool segment: ``TOOL_CALL_START``, its raw argument text as ``TOOL_CALL_ARGS`` (arguments that arrive
+  whole, a file tool's or a custom tool's input: one ARGS with the whole JSON when the call ends), and
+  ``TOOL_CALL_END`` as soon as the call is folded; a call that could not be folded also gets a
+  ``CUSTOM`` ``streamfold.tool_call_error``;
+- a :class:`~pipeline.models.ToolOutput` or a provider-executed tool's result: ``TOOL_CALL_RESULT``;
+- streamfold's extras, unless ``extras=False``, as ``CUSTOM`` events: ``streamfold.argument``
+  ``{toolCallId, path, delta | value}``, ``streamfold.file_delta`` ``{toolCallId, toolName, delta}``.
+
+Messages of non-streamfold exceptions are withheld from ``RUN_ERROR``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import Any, Final
+
+from aiostream import pipable_operator
+
+from operators.encode._ui import (
+    FILE_SEGMENTS,
+    TOOL_SEGMENTS,
+    ToolCallState,
+    as_item,
+    error_text,
+    invocation_from_end,
+    sse_data,
+)
+from pipeline._jsonenc import encode_json
+from pipeline.models import (
+    ResponseEnd,
+    SegmentEvent,
+    SegmentEventType,
+    SegmentType,
+    TokenUsage,
+    ToolInvocation,
+    ToolOutput,
+)
+from pipeline.stage import drive
+
+__all__ = ["AGUI_HEADERS", "AGUIEncoder", "encode_agui"]
+
+AGUI_HEADERS: Final = (
+    ("content-type", "text/event-stream"),
+    ("cache-control", "no-cache"),
+    ("x-accel-buffering", "no"),
+)
+_START, _CONTENT, _ARGUMENT, _END = (
+    SegmentEventType.START,
+    SegmentEventType.CONTENT,
+    SegmentEventType.ARGUMENT,
+    SegmentEventType.END,
+)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def agui_usage(usage: TokenUsage, model: Any = None) -> dict[str, Any]:
+    """:class:`TokenUsage` as an AG-UI ``TokenUsage`` entry (input/output totals with their parts)."""
+    entry: dict[str, Any] = {
+        "inputTokens": usage.prompt_tokens,
+        "outputTokens": usage.completion_tokens,
+        "totalTokens": usage.total_tokens,
+    }
+    if usage.reasoning_tokens is not None:
+        entry["reasoningTokens"] = usage.reasoning_tokens
+    if usage.cached_tokens is not None:
+        entry["cachedInputTokens"] = usage.cached_tokens
+    if usage.cache_creation_tokens is not None:
+        entry["cacheWriteInputTokens"] = usage.cache_creation_tokens
+    if isinstance(model, str):
+        entry["model"] = model
+    return entry
+
+
+class AGUIEncoder:
+    """Sans-IO core: pipeline items -> AG-UI SSE frames (see the module doc).
+
+    ``run_id`` and ``thread_id`` name the run (``thread_id`` defaults to the run id, the run id to a new
+    uuid); ``extras`` turns the ``CUSTOM`` events on or off. Each frame is one whole SSE event.
+    """
+
+    __slots__ = (
+        "_calls",
+        "_done",
+        "_extras",
+        "_finish_reason",
+        "_model",
+        "_reasoning",
+        "_results",
+        "_run",
+        "_started",
+        "_usage",
+    )
+
+    def __init__(
+        self, *, run_id: str | None = None, thread_id: str | None = None, extras: bool = True
+    ) -> None:
+        run = run_id or _new_id()
+        self._run = {"threadId": thread_id or run, "runId": run}
+        self._extras = extras
+        self._started = False
+        self._done = False
+        self._calls: dict[str, ToolCallState] = {}
+        self._reasoning: set[str] = set()
+        self._results: set[str] = set()
+        self._finish_reason: str | None = None
+        self._usage: TokenUsage | None = None
+        self._model: Any = None
+
+    def feed(self, item: Any) -> list[bytes]:
+        """Encode one item; see the module doc."""
+        if self._done:
+            return []
+        item = as_item(item)
+        frames: list[bytes] = []
+        if not self._started:
+            self._start(frames)
+        if isinstance(item, SegmentEvent):
+            self._segment(frames, item)
+        elif isinstance(item, ToolInvocation):
+            self._invocation(frames, item)
+        elif isinstance(item, ToolOutput):
+            self._output(frames, item)
+        elif isinstance(item, ResponseEnd):
+            self._response_end(frames, item)
+        elif self._extras:
+            frames.append(self._custom("streamfold.item", item))
+        return frames
+
+    def finish(self) -> list[bytes]:
+        """The input ended: ``RUN_FINISHED``."""
+        if self._done:
+            return []
+        frames: list[bytes] = []
+        if not self._started:
+            self._start(frames)
+        self._flush_calls(frames)
+        event: dict[str, Any] = {"type": "RUN_FINISHED", **self._run}
+        if self._finish_reason is not None:
+            event["result"] = {"finishReason": self._finish_reason}
+        if self._usage is not None:
+            event["usage"] = [agui_usage(self._usage, self._model)]
+        frames.append(sse_data(event))
+        self._done = True
+        return frames
+
+    def abort(self, exc: BaseException) -> list[bytes]:
+        """The input failed: ``RUN_ERROR`` with the error's class as ``code``."""
+        return self.error(error_text(exc), code=type(exc).__name__)
+
+    def error(self, message: str, *, code: str | None = None) -> list[bytes]:
+        """End the run with ``RUN_ERROR`` (for a server that learns of an error itself)."""
+        if self._done:
+            return []
+        frames: list[bytes] = []
+        if not self._started:
+            self._start(frames)
+        event: dict[str, Any] = {"type": "RUN_ERROR", "message": message}
+        if code is not None:
+            event["code"] = code
+        frames.append(sse_data(event))
+        self._done = True
+        return frames
+
+    def _start(self, frames: list[bytes]) -> None:
+        self._started = True
+        frames.append(sse_data({"type": "RUN_STARTED", **self._run}))
+
+    def _custom(self, name: str, value: Any) -> bytes:
+        return sse_data({"type": "CUSTOM", "name": name, "value": value})
+
+    def _segment(self, frames: list[bytes], event: SegmentEvent) -> None:
+        kind = event.event_type
+        segment_id = event.segment_id
+        if kind is _CONTENT:
+            delta = event.payload.get("delta")
+            if not delta:
+                return
+            call = self._calls.get(segment_id)
+            if call is None:
+                if segment_id in self._results:
+                    return
+                part = (
+                    "REASONING_MESSAGE_CONTENT" if segment_id in self._reasoning else "TEXT_MESSAGE_CONTENT"
+                )
+                frames.append(sse_data({"type": part, "messageId": segment_id, "delta": delta}))
+            elif call.raw:
+                call.args_sent = True
+                frames.append(sse_data({"type": "TOOL_CALL_ARGS", "toolCallId": segment_id, "delta": delta}))
+            elif call.kind in FILE_SEGMENTS and self._extras:
+                value = {"toolCallId": segment_id, "toolName": call.name, "delta": delta}
+                frames.append(self._custom("streamfold.file_delta", value))
+            return
+        if kind is _ARGUMENT:
+            if self._extras:
+                data: dict[str, Any] = {"toolCallId": segment_id, "path": event.payload.get("path", [])}
+                if "value" in event.payload:
+                    data["value"] = event.payload["value"]
+                else:
+                    data["delta"] = event.payload.get("delta", "")
+                frames.append(self._custom("streamfold.argument", data))
+            return
+        if kind is _START:
+            self._segment_start(frames, event)
+        elif kind is _END:
+            self._segment_end(frames, event)
+
+    def _segment_start(self, frames: list[bytes], event: SegmentEvent) -> None:
+        segment_id = event.segment_id
+        segment_type = event.segment_type
+        if segment_type is SegmentType.TEXT:
+            frames.append(
+                sse_data({"type": "TEXT_MESSAGE_START", "messageId": segment_id, "role": "assistant"})
+            )
+        elif segment_type is SegmentType.REASONING:
+            self._reasoning.add(segment_id)
+            frames.append(sse_data({"type": "REASONING_START", "messageId": segment_id}))
+            frames.append(
+                sse_data({"type": "REASONING_MESSAGE_START", "messageId": segment_id, "role": "reasoning"})
+            )
+        elif segment_type is SegmentType.TOOL_RESULT:
+            self._results.add(segment_id)
+        elif segment_type in TOOL_SEGMENTS:
+            metadata = event.metadata
+            raw = segment_type is SegmentType.TOOL_CALL and not metadata.get("custom")
+            call = ToolCallState(
+                event.tool_name or "",
+                segment_type,
+                provider_executed=bool(metadata.get("provider_executed")),
+                raw=raw,
+            )
+            self._calls[segment_id] = call
+            frames.append(
+                sse_data({"type": "TOOL_CALL_START", "toolCallId": segment_id, "toolCallName": call.name})
+            )
+
+    def _segment_end(self, frames: list[bytes], event: SegmentEvent) -> None:
+        segment_id = event.segment_id
+        call = self._calls.get(segment_id)
+        metadata = event.metadata
+        if call is not None:
+            call.end = event
+            if not call.args_sent:
+                self._whole_arguments(frames, segment_id, call, event.arguments, event.error)
+        elif segment_id in self._results:
+            self._results.discard(segment_id)
+            result = metadata.get("result")
+            content = result if isinstance(result, str) else encode_json(result).decode()
+            frames.append(
+                sse_data(
+                    {
+                        "type": "TOOL_CALL_RESULT",
+                        "messageId": segment_id,
+                        "toolCallId": metadata.get("call_id", segment_id),
+                        "content": content,
+                        "role": "tool",
+                    }
+                )
+            )
+        elif segment_id in self._reasoning:
+            self._reasoning.discard(segment_id)
+            frames.append(sse_data({"type": "REASONING_MESSAGE_END", "messageId": segment_id}))
+            for key in ("signature", "encrypted_content"):
+                value = metadata.get(key)
+                if isinstance(value, str) and value:
+                    frames.append(self._encrypted("message", segment_id, value))
+            frames.append(sse_data({"type": "REASONING_END", "messageId": segment_id}))
+        else:
+            frames.append(sse_data({"type": "TEXT_MESSAGE_END", "messageId": segment_id}))
+
+    @staticmethod
+    def _encrypted(subtype: str, entity_id: str, value: str) -> bytes:
+        return sse_data(
+            {
+                "type": "REASONING_ENCRYPTED_VALUE",
+                "subtype": subtype,
+                "entityId": entity_id,
+                "encryptedValue": value,
+            }
+        )
+
+    def _whole_arguments(
+        self, frames: list[bytes], call_id: str, call: ToolCallState, arguments: Any, error: Any
+    ) -> None:
+        """One ``TOOL_CALL_ARGS`` with the whole input, for a call whose raw JSON did not stream."""
+        call.args_sent = True
+        raw = error.raw if error is not None and error.raw else None
+        text = raw if raw is not None else encode_json(arguments if arguments is not None else {}).decode()
+        if text:
+            frames.append(sse_data({"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": text}))
+
+    def _invocation(self, frames: list[bytes], invocation: ToolInvocation) -> None:
+        call = self._calls.get(invocation.id)
+        if call is None:
+            call = ToolCallState(
+                invocation.name,
+                SegmentType.TOOL_CALL,
+                provider_executed=invocation.provider_executed,
+                raw=False,
+            )
+            self._calls[invocation.id] = call
+            frames.append(
+                sse_data(
+                    {"type": "TOOL_CALL_START", "toolCallId": invocation.id, "toolCallName": invocation.name}
+                )
+            )
+        if call.announced:
+            return
+        if not call.args_sent:
+            self._whole_arguments(frames, invocation.id, call, invocation.arguments, invocation.error)
+        self._announce(frames, invocation.id, invocation)
+        call.announced = True
+
+    def _announce(self, frames: list[bytes], call_id: str, invocation: ToolInvocation) -> None:
+        if invocation.signature is not None:
+            frames.append(self._encrypted("tool-call", call_id, invocation.signature))
+        frames.append(sse_data({"type": "TOOL_CALL_END", "toolCallId": call_id}))
+        if invocation.error is not None and self._extras:
+            value = {"toolCallId": call_id, "error": invocation.error.to_dict()}
+            frames.append(self._custom("streamfold.tool_call_error", value))
+
+    def _flush_calls(self, frames: list[bytes]) -> None:
+        """Calls whose END came but no invocation (a stream without the folder): ``TOOL_CALL_END`` now."""
+        for call_id, call in self._calls.items():
+            if not call.announced and call.end is not None:
+                call.announced = True
+                invocation = invocation_from_end(call.end, call)
+                signature = call.end.metadata.get("signature")
+                if isinstance(signature, str):
+                    invocation = ToolInvocation(
+                        invocation.id,
+                        invocation.name,
+                        invocation.arguments,
+                        invocation.error,
+                        invocation.provider_executed,
+                        signature,
+                    )
+                self._announce(frames, call_id, invocation)
+
+    def _output(self, frames: list[bytes], output: ToolOutput) -> None:
+        frames.append(
+            sse_data(
+                {
+                    "type": "TOOL_CALL_RESULT",
+                    "messageId": f"{output.call_id}:output",
+                    "toolCallId": output.call_id,
+                    "content": output.text,
+                    "role": "tool",
+                }
+            )
+        )
+        if output.status != "ok" and self._extras:
+            frames.append(
+                self._custom(
+                    "streamfold.tool_output", {"toolCallId": output.call_id, "status": output.status}
+                )
+            )
+
+    def _response_end(self, frames: list[bytes], end: ResponseEnd) -> None:
+        self._flush_calls(frames)
+        if end.finish_reason is not None:
+            self._finish_reason = end.finish_reason
+        if end.usage is not None:
+            self._usage = end.usage
+        if "model" in end.metadata:
+            self._model = end.metadata["model"]
+        if self._extras:
+            value: dict[str, Any] = {"finishReason": end.finish_reason}
+            if end.usage is not None:
+                value["usage"] = end.usage.to_dict()
+            frames.append(self._custom("streamfold.response_end", value))
+
+
+@pipable_operator
+def encode_agui(
+    source: AsyncIterable[Any],
+    *,
+    run_id: str | None = None,
+    thread_id: str | None = None,
+    extras: bool = True,
+) -> AsyncIterator[bytes]:
+    """Pipeline items -> AG-UI SSE frames (see :class:`AGUIEncoder`)."""
+    return drive(source, AGUIEncoder(run_id=run_id, thread_id=thread_id, extras=extras))
