@@ -101,7 +101,9 @@ class ProtocolStream:
                 response_id=response_id,
                 first_id=status.first_id,
             )
-        core = encoding.core(response_id=response_id, **core_options)
+        # the response's own facts (the AG-UI thread a chat POST started it in) unless given
+        options = {**_core_options(protocol, status.meta if status is not None else {}), **core_options}
+        core = encoding.core(response_id=response_id, **options)
         if after > 0:
             entries = self.log.read(response_id, after=0)
             try:
