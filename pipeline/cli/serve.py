@@ -26,7 +26,7 @@ from pipeline.errors import ConfigurationError, ProviderError
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from pipeline.fanout.serving._log import Retention
+    from pipeline.fanout.serving._log import EventLog, Retention
 
 __all__ = [
     "DEFAULT_SERVE_SPEED",
@@ -59,17 +59,21 @@ def _static(name: str) -> bytes:
 
 
 def create_serve_app(
-    make_source: SourceMaker,
+    make_source: SourceMaker | None,
     *,
     mode: str,
     label: str,
     retention: Retention | None = None,
     heartbeat: float | None = 15.0,
+    log: EventLog | None = None,
 ) -> Starlette:
     """The page plus the serving routes; each ``POST /responses`` runs ``make_source(body)`` detached.
 
-    ``mode`` (``demo``, ``file``, ``upstream``) and ``label`` are what ``/config`` tells the page: with
-    ``upstream`` it asks for a prompt before it starts a response.
+    ``mode`` (``demo``, ``file``, ``upstream``, or ``viewer``) and ``label`` are what ``/config`` tells
+    the page: with ``upstream`` it asks for a prompt before it starts a response; a viewer only shows
+    the response named in its URL (``/?response=ID``). ``log``: the event log (default: a new in-memory
+    one with ``retention``); with ``make_source=None`` nothing is started here (a web replica reading a
+    log another process writes).
     """
     from pipeline._extras import needs_extra
 
@@ -83,12 +87,14 @@ def create_serve_app(
     from pipeline.fanout.serving.memory import MemoryEventLog
     from pipeline.fanout.web import serving_routes
 
-    log = MemoryEventLog(retention=retention) if retention is not None else MemoryEventLog()
+    if log is None:
+        log = MemoryEventLog(retention=retention) if retention is not None else MemoryEventLog()
     manager = ResponseManager(log)
 
     async def start(body: Any) -> AsyncIterator[Any]:
         if not isinstance(body, dict):
             raise ConfigurationError(f"the request body is a JSON object, got {type(body).__name__}")
+        assert make_source is not None
         return make_source(body)
 
     async def page(request: Request) -> Response:
@@ -112,7 +118,7 @@ def create_serve_app(
         Route("/", page, methods=["GET"]),
         Route("/config", config, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
-        *serving_routes(manager, start=start, heartbeat=heartbeat),
+        *serving_routes(manager, start=start if make_source is not None else None, heartbeat=heartbeat),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

@@ -11,6 +11,10 @@ let lastId = null;
 let reconnects = 0;
 let settle;
 window.streamfoldDone = new Promise((resolve) => { settle = resolve; });
+const waiting = []; // [id, resolve]: window.streamfoldSeen(n) resolves once event n arrived
+window.streamfoldSeen = (n) => new Promise((resolve) => {
+  if (Number(lastId) >= n) resolve(Number(lastId)); else waiting.push([n, resolve]);
+});
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -194,6 +198,9 @@ function watch(responseId) {
   source.onmessage = (message) => {
     lastId = message.lastEventId;
     handle(JSON.parse(message.data));
+    for (let i = waiting.length - 1; i >= 0; i--) {
+      if (Number(lastId) >= waiting[i][0]) { waiting[i][1](Number(lastId)); waiting.splice(i, 1); }
+    }
   };
   source.addEventListener("end", () => {
     source.close();
@@ -234,6 +241,7 @@ async function init() {
   $("source").textContent = config.label;
   const wanted = new URLSearchParams(location.search).get("response");
   if (wanted) { watch(wanted); return; }
+  if (config.mode === "viewer") { finish("failed", "no ?response= in the address"); return; }
   if (config.mode !== "upstream") { begin({}); return; }
   setState("idle", "waiting for a prompt");
   const form = $("prompt");
