@@ -4,6 +4,7 @@ through a reconnect (the first connection is cut mid-stream; EventSource resumes
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -214,3 +215,46 @@ def test_serve_takes_one_source(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     )
     assert main(["serve", str(tmp_path / "missing.sse")]) == 2
     assert "missing.sse" in capsys.readouterr().err
+
+
+async def test_serve_upstream_asks_the_model_for_each_prompt_and_rewrites_its_calls() -> None:
+    from tests.proxy_upstream import FakeUpstream, Scenario, chat_sse, split_bytes
+    from tests.test_proxy import KIMI_FILES, kimi_reference, kimi_text
+
+    text = kimi_text(KIMI_FILES[0])
+    content, calls = kimi_reference(text)
+    upstream = FakeUpstream()
+    upstream.add("kimi", Scenario(split_bytes(chat_sse([text]), [17] * (len(text) // 17 + 40))))
+    upstream.add("down", Scenario([b'{"error": {"message": "overloaded"}}'], status=503))
+    async with serving(upstream.app) as model_url:
+        apps = {
+            model: serve_app(
+                serve_arguments("--upstream", model_url, "--model", model, "--tool-format", "kimi_k2")
+            )
+            for model in ("kimi", "down")
+        }
+        async with serving(apps["kimi"]) as url, httpx.AsyncClient(base_url=url) as client:
+            assert (await client.get("/config")).json() == {
+                "mode": "upstream",
+                "label": f"kimi at {model_url}",
+            }
+            assert (await client.post("/responses", json={"prompt": " "})).status_code == 400
+            started = await client.post("/responses", json={"prompt": "What is the weather?"})
+            assert started.status_code == 201
+            body = (await client.get(started.json()["events"])).text
+        async with serving(apps["down"]) as url, httpx.AsyncClient(base_url=url) as client:
+            failed = (
+                await client.get((await client.post("/responses", json={"prompt": "hi"})).json()["events"])
+            ).text
+    asked = [received.body for received in upstream.received if received.path == "/v1/chat/completions"]
+    assert asked[0]["messages"] == [{"role": "user", "content": "What is the weather?"}]
+    assert asked[0]["model"] == "kimi"
+    items = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: ")]
+    invocations = [
+        (item["id"], item["name"], item["arguments"]) for item in items if item["type"] == "TOOL_INVOCATION"
+    ]
+    assert invocations == calls
+    texts = [item["payload"]["delta"] for item in items if item["type"] == "SEGMENT_CONTENT"]
+    assert content.strip() in "".join(texts)
+    assert "event: error" in failed
+    assert "HTTP 503" in failed

@@ -4,7 +4,7 @@
 
     streamfold serve --demo [--stream NAME]          # a bundled recorded stream, no network
     streamfold serve FILE [--provider ...]           # a recorded file, replayed afresh per response
-    streamfold serve --upstream URL --model NAME     # a live OpenAI-compatible server (or streamfold proxy)
+    streamfold serve --upstream URL --model NAME     # a live OpenAI-compatible server or streamfold proxy
 
 The app (:func:`create_serve_app`) is the page (``/``, ``/static/...``: plain HTML, CSS and JS in
 ``pipeline/cli/web``, no build step), ``/config`` (what it serves) and
@@ -134,23 +134,13 @@ def upstream_source(
     for a streamed chat completion of the body's ``prompt``; delimiter tool calls in the text are
     rewritten as the proxy does when ``tool_format`` is given."""
 
-    async def events(body: Mapping[str, Any]) -> AsyncIterator[Any]:
+    url = upstream.rstrip("/") + "/v1/chat/completions"
+
+    async def events(request: Mapping[str, Any]) -> AsyncIterator[Any]:
         import httpx
 
         from pipeline.compose import process
 
-        prompt = body.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise ConfigurationError("the request body needs a non-empty string 'prompt'")
-        if len(prompt) > _MAX_PROMPT_CHARS:
-            raise ConfigurationError(f"a prompt is at most {_MAX_PROMPT_CHARS} characters")
-        request = {
-            "model": model,
-            "messages": [{"role": "user", "content": prompt}],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        url = upstream.rstrip("/") + "/v1/chat/completions"
         async with (
             httpx.AsyncClient(timeout=timeout) as client,
             client.stream("POST", url, json=request) as response,
@@ -166,7 +156,19 @@ def upstream_source(
                     yield item
 
     def make(body: Mapping[str, Any]) -> AsyncIterator[Any]:
-        return events(body)
+        """Checks the prompt at once (a bad one is a 400, not a failed response), then streams."""
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ConfigurationError("the request body needs a non-empty string 'prompt'")
+        if len(prompt) > _MAX_PROMPT_CHARS:
+            raise ConfigurationError(f"a prompt is at most {_MAX_PROMPT_CHARS} characters")
+        request = {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        return events(request)
 
     return make
 
