@@ -50,12 +50,12 @@ ChatStarter = Callable[[Any], Awaitable[Any]]
 """``async (request_json) -> source``: the user's function a chat ``POST`` calls (an SDK stream,
 ``process(...)``, any async iterable of pipeline items)."""
 
-Scope = Any
-Receive = Callable[[], Awaitable[Any]]
-Send = Callable[[Any], Awaitable[None]]
+_Scope = Any
+_Receive = Callable[[], Awaitable[Any]]
+_Send = Callable[[Any], Awaitable[None]]
 
 
-def query_protocol(scope: Scope) -> str | None:
+def query_protocol(scope: _Scope) -> str | None:
     """The ``protocol`` query parameter, or None."""
     from urllib.parse import parse_qs
 
@@ -119,9 +119,9 @@ class ProtocolStream:
 
     async def serve(
         self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
+        scope: _Scope,
+        receive: _Receive,
+        send: _Send,
         *,
         response_id: str,
         protocol: str,
@@ -159,7 +159,7 @@ class ProtocolStream:
                 pass  # the client went away while we were sending
             tasks.cancel_scope.cancel()
 
-    async def _stream(self, edge: Edge, core: UICore, send: Send, send_body: Any) -> None:
+    async def _stream(self, edge: Edge, core: UICore, send: _Send, send_body: Any) -> None:
         keep_alive = b": keep-alive\n\n"
         while True:
             if self.heartbeat is None:
@@ -254,7 +254,7 @@ def chat_routes(
     )
 
     class PostChat:
-        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
             request = Request(scope, receive)
             try:
                 body = msgspec.json.decode(await request.body())
@@ -301,7 +301,7 @@ def chat_routes(
             )
 
     class ResumeChat:
-        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
             chat_id = scope["path_params"]["chat_id"]
             running = [
                 status
@@ -339,7 +339,7 @@ def _core_options(protocol: str, meta: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _with_header(send: Send, response_id: str) -> Send:
+def _with_header(send: _Send, response_id: str) -> _Send:
     """``send`` adding ``x-streamfold-response-id`` to a 200 response's headers."""
 
     async def sending(message: Any) -> None:
