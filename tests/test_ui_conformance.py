@@ -30,19 +30,50 @@ from pipeline.models import (
     SegmentEventType,
     SegmentType,
     ToolInvocation,
+    ToolOutput,
 )
 from pipeline.testing import counter_segment_ids
-from tests.reference import call_id_for, fixture_paths
+from tests.reference import FIXTURES, call_id_for, fixture_paths
 
 CLIENTS = Path(__file__).parent / "ui_clients"
-PATHS = fixture_paths()
+RAW_FORMATS = {
+    "harmony_": "harmony",
+    "vllm-test_deepseek-v3.1_": "deepseek_v31",
+    "vllm-test_deepseek-v3_": "deepseek_v3",
+    "vllm-test_glm-4.5_": "glm45",
+    "vllm-test_hermes_": "hermes",
+    "vllm-test_kimi-k2_": "kimi_k2",
+    "vllm-test_qwen3-coder_": "qwen3_coder",
+}
+"""The delimiter format of each recording of raw model text, by its name's prefix."""
+
+
+def raw_format(path: Path) -> str:
+    return next(fmt for prefix, fmt in RAW_FORMATS.items() if path.name.startswith(prefix))
+
+
+PATHS = fixture_paths() + sorted((FIXTURES / "raw_model_output").iterdir())
 TOOL_SEGMENTS = {SegmentType.TOOL_CALL, SegmentType.WRITE_FILE, SegmentType.PATCH_FILE}
 
 
-async def _pipeline_events(data: bytes) -> tuple[list[PipelineEvent], BaseException | None]:
-    """The events of a recording, and the error that ended it (kept: an error stream is encoded too)."""
+async def _pipeline_events(path: Path, data: bytes) -> tuple[list[PipelineEvent], BaseException | None]:
+    """The events of a recording, and the error that ended it (kept: an error stream is encoded too).
+    Raw model text is replayed in deltas of 4 characters (a ``.json`` list: delta by delta)."""
     events: list[PipelineEvent] = []
-    stream = process(data, id_factory=call_id_for, segment_ids=counter_segment_ids())
+    if path.parent.name == "raw_model_output":
+        text = data.decode()
+        deltas = (
+            json.loads(text) if path.suffix == ".json" else [text[i : i + 4] for i in range(0, len(text), 4)]
+        )
+        stream = process(
+            deltas,
+            provider="text",
+            tool_format=raw_format(path),  # type: ignore[arg-type]
+            id_factory=call_id_for,
+            segment_ids=counter_segment_ids(),
+        )
+    else:
+        stream = process(data, id_factory=call_id_for, segment_ids=counter_segment_ids())
     try:
         async with stream.stream() as items:
             async for event in items:
@@ -54,7 +85,40 @@ async def _pipeline_events(data: bytes) -> tuple[list[PipelineEvent], BaseExcept
 
 @cache
 def recorded(path: Path) -> tuple[list[PipelineEvent], BaseException | None]:
-    return asyncio.run(_pipeline_events(path.read_bytes()))
+    return asyncio.run(_pipeline_events(path, path.read_bytes()))
+
+
+PARALLEL = FIXTURES / "anthropic/fantasy_claude-sonnet-4_text_then_2_parallel_tool_use.sse"
+
+
+def agent_events(after_end: bool) -> list[PipelineEvent | ToolOutput]:
+    """The parallel-calls recording with the eager runner's outputs: the first call's ok, the second's an
+    error; each right after its invocation, or all after the response's end."""
+    events, _ = recorded(PARALLEL)
+    invocations = [event for event in events if isinstance(event, ToolInvocation)]
+    outputs = {
+        invocations[0].id: ToolOutput(call_id=invocations[0].id, name=invocations[0].name, output={"sum": 5}),
+        invocations[1].id: ToolOutput(
+            call_id=invocations[1].id, name=invocations[1].name, output="boom", status="error"
+        ),
+    }
+    items: list[PipelineEvent | ToolOutput] = []
+    for event in events:
+        items.append(event)
+        if not after_end and isinstance(event, ToolInvocation):
+            items.append(outputs[event.id])
+    if after_end:
+        items += outputs.values()
+    return items
+
+
+def encode_items(items: list[Any], error: BaseException | None, protocol: str) -> str:
+    core = encoder_for(protocol).core(response_id="resp_1")
+    frames: list[bytes] = []
+    for item in items:
+        frames += core.feed(item)
+    frames += core.abort(error) if error is not None else core.finish()
+    return b"".join(frames).decode()
 
 
 def encode(path: Path, protocol: str) -> str:
@@ -155,8 +219,16 @@ def node_results() -> dict[str, Any]:
             pytest.fail("tests/ui_clients/node_modules is missing: .ci/run must run `npm ci` there")
         pytest.skip("the UI clients are not installed: run `npm ci` in tests/ui_clients")
     request = {
-        "vercel": [{"name": path.name, "body": encode(path, "vercel")} for path in PATHS],
-        "agui": [{"name": path.name, "body": encode(path, "agui")} for path in PATHS],
+        "vercel": [{"name": path.name, "body": encode(path, "vercel")} for path in PATHS]
+        + [
+            {"name": f"agent:{after_end}", "body": encode_items(agent_events(after_end), None, "vercel")}
+            for after_end in (False, True)
+        ],
+        "agui": [{"name": path.name, "body": encode(path, "agui")} for path in PATHS]
+        + [
+            {"name": f"agent:{after_end}", "body": encode_items(agent_events(after_end), None, "agui")}
+            for after_end in (False, True)
+        ],
     }
     done = subprocess.run(
         [node, "consume.mjs"],
@@ -279,3 +351,23 @@ def test_agui_events_validate_and_rebuild_streamfolds_view(path: Path) -> None:
     assert frames[0]["type"] == "RUN_STARTED"
     assert frames[-1]["type"] == ("RUN_FINISHED" if error is None else "RUN_ERROR")
     assert agui_view(frames) == agui_expected(events)
+
+
+@pytest.mark.parametrize("after_end", [False, True], ids=["inline", "after-end"])
+def test_useChat_shows_the_eager_runners_outputs(after_end: bool) -> None:
+    result = node_results()["vercel"][f"agent:{after_end}"]
+    assert result["errors"] == []
+    assert result["extraKeys"] == []
+    tools = [part for part in result["message"]["parts"] if part["type"].startswith("tool-")]
+    assert [(part["type"], part["state"], part.get("output"), part.get("errorText")) for part in tools] == [
+        ("tool-add", "output-available", {"sum": 5}, None),
+        ("tool-multiply", "output-error", None, "error: boom"),
+    ]
+    assert [part["input"] for part in tools] == [{"a": 2, "b": 3}, {"a": 2, "b": 3}]
+    agui = node_results()["agui"][f"agent:{after_end}"]
+    assert agui["errors"] == []
+    results = [event for event in agui["events"] if event["type"] == "TOOL_CALL_RESULT"]
+    assert [(event["toolCallId"], event["content"]) for event in results] == [
+        (tools[0]["toolCallId"], '{"sum":5}'),
+        (tools[1]["toolCallId"], "boom"),
+    ]

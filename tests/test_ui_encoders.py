@@ -111,7 +111,7 @@ def test_vercel_maps_each_segment_kind_and_closes_the_message() -> None:
         {
             "type": "finish",
             "finishReason": "tool-calls",
-            "messageMetadata": {"usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}},
+            "messageMetadata": {"usage": {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}},
         },
         "[DONE]",
     ]
@@ -428,3 +428,34 @@ async def test_agui_operator_runs_the_core() -> None:
     async with streamcontext(encode_agui(items(), run_id="r")) as frames:
         received = [frame async for frame in frames]
     assert parse(received) == run(AGUIEncoder(run_id="r"), text_reasoning_call())
+
+
+@given(st.lists(st.integers(min_value=0, max_value=6), max_size=10))
+def test_vercel_any_split_of_the_arguments_gives_the_same_input(cuts: list[int]) -> None:
+    raw = '{"city": "Paris", "days": 3}'
+    pieces, position = [], 0
+    for cut in cuts:
+        pieces.append(raw[position : position + cut])
+        position += cut
+    pieces.append(raw[position:])
+    items: list[Any] = [SegmentEvent.start("c", SegmentType.TOOL_CALL, {"tool_name": "f", "call_id": "c"})]
+    items += [SegmentEvent.content("c", piece) for piece in pieces]
+    arguments = {"city": "Paris", "days": 3}
+    items += [
+        SegmentEvent.end(
+            "c",
+            {"tool_name": "f", "call_id": "c", "arguments": arguments},
+            segment_type=SegmentType.TOOL_CALL,
+        ),
+        ToolInvocation("c", "f", arguments),
+    ]
+    frames = run(VercelUIEncoder(), items)
+    deltas = [
+        frame["inputTextDelta"]
+        for frame in frames
+        if isinstance(frame, dict) and frame["type"] == "tool-input-delta"
+    ]
+    assert all(deltas)
+    assert "".join(deltas) == raw
+    ready = [frame for frame in frames if isinstance(frame, dict) and frame["type"] == "tool-input-available"]
+    assert ready == [{"type": "tool-input-available", "toolCallId": "c", "toolName": "f", "input": arguments}]

@@ -50,7 +50,7 @@ from pipeline.models import (
 )
 from pipeline.stage import drive
 
-__all__ = ["AGUI_HEADERS", "AGUIEncoder", "encode_agui"]
+__all__ = ["AGUI_HEADERS", "AGUIEncoder", "agui_usage", "encode_agui"]
 
 AGUI_HEADERS: Final = (
     ("content-type", "text/event-stream"),

@@ -5,7 +5,10 @@ frames (``data: <chunk JSON>``), :func:`encode_vercel` its operator. Serve the f
 :data:`VERCEL_HEADERS` (``x-vercel-ai-ui-message-stream: v1``).
 
 The stream is one UI message: ``start``, then per response a step (``start-step`` ... ``finish-step``),
-then ``finish`` with the mapped finish reason and ``data: [DONE]``. Inside a step:
+then ``finish`` with the mapped finish reason (``messageMetadata``: the last ``usage``, in the AI SDK's
+``LanguageModelUsage`` words, and the ``model``) and ``data: [DONE]``. A core must see a stream from its
+first item (a reader rejects a delta of a part it never saw start): to resume, replay from the start.
+Inside a step:
 
 - text and reasoning segments: ``text-*`` / ``reasoning-*`` with the segment id; a reasoning signature or
   encrypted content goes in ``providerMetadata`` on ``reasoning-end`` (under the ``provider`` key);
@@ -19,7 +22,8 @@ then ``finish`` with the mapped finish reason and ``data: [DONE]``. Inside a ste
   enter the message): ``data-tool-argument`` ``{toolCallId, path, delta | value}`` for each decoded
   argument, ``data-file-delta`` ``{toolCallId, toolName, delta}`` for a file being written or patched.
 
-Keys are camelCase and only those the strict schemas of ai 5.0 accept. An error becomes ``error
+Keys are camelCase and only the fields the chunk schemas declare (older clients' strict schemas reject
+any other key). An error becomes ``error
 {errorText}``, then ``finish {finishReason: "error"}`` and ``[DONE]``; messages of non-streamfold
 exceptions are withheld.
 """
@@ -52,7 +56,14 @@ from pipeline.models import (
 )
 from pipeline.stage import drive
 
-__all__ = ["VERCEL_DONE", "VERCEL_HEADERS", "VercelUIEncoder", "encode_vercel", "vercel_finish_reason"]
+__all__ = [
+    "VERCEL_DONE",
+    "VERCEL_HEADERS",
+    "VercelUIEncoder",
+    "encode_vercel",
+    "vercel_finish_reason",
+    "vercel_usage",
+]
 
 VERCEL_HEADERS: Final = (
     ("content-type", "text/event-stream"),
@@ -84,6 +95,20 @@ def vercel_finish_reason(reason: str | None) -> str | None:
     if reason is None:
         return None
     return _FINISH_REASONS.get(reason, "other")
+
+
+def vercel_usage(usage: TokenUsage) -> dict[str, int]:
+    """:class:`TokenUsage` in the AI SDK's ``LanguageModelUsage`` words (what ``streamText`` reports)."""
+    result = {
+        "inputTokens": usage.prompt_tokens,
+        "outputTokens": usage.completion_tokens,
+        "totalTokens": usage.total_tokens,
+    }
+    if usage.reasoning_tokens is not None:
+        result["reasoningTokens"] = usage.reasoning_tokens
+    if usage.cached_tokens is not None:
+        result["cachedInputTokens"] = usage.cached_tokens
+    return result
 
 
 class VercelUIEncoder:
@@ -397,7 +422,7 @@ class VercelUIEncoder:
     def _message_metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = {}
         if self._usage is not None:
-            metadata["usage"] = self._usage.to_dict()
+            metadata["usage"] = vercel_usage(self._usage)
         if "model" in self._metadata:
             metadata["model"] = self._metadata["model"]
         return metadata
