@@ -217,9 +217,18 @@ class _EventStream(Stream[T]):
         self._factory = factory
         self._first: AsyncIterator[T] | None = factory()
 
-    def __aiter__(self) -> Streamer[T]:
+    def stream(self) -> Streamer[T]:
+        """A streamer context that closes the pipeline (and so the source) on leaving ``async with``."""
+        return _Streamer(self._iterator())
+
+    def __aiter__(self) -> AsyncIterator[T]:  # type: ignore[override]  # the generator itself
+        """``async for event in process(...)`` iterates the pipeline's generator directly (no context, so no
+        aiostream warning; the generator closes the source when it is closed or collected)."""
+        return self._iterator()
+
+    def _iterator(self) -> AsyncIterator[T]:
         iterator, self._first = self._first or self._factory(), None
-        return _Streamer(iterator)
+        return iterator
 
 
 class _Streamer(Streamer[T]):

@@ -9,6 +9,7 @@
     streamfold proxy --upstream URL [--host 127.0.0.1] [--port 8000] [--tool-format kimi_k2|auto|none|...]
                      [--unknown-tools drop|refuse|allow] [--workers N] [--graceful-shutdown SECONDS]
                      [--access-log json|plain|off] [--connect-timeout S] [--read-timeout S] [--max-...]
+    streamfold serve [FILE | --demo [--stream NAME] | --upstream URL --model NAME] [--host] [--port]
     streamfold --version
 
 Errors are one line on stderr: exit status 2 for a usage error (a bad option, a file that cannot be
@@ -42,7 +43,7 @@ from pipeline._jsonenc import encode_json
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 
-__all__ = ["TruncatedStreamError", "main"]
+__all__ = ["TruncatedStreamError", "main", "serve_app"]
 
 _DEMO_STREAMS = {
     "coding-agent": ("coding_agent.sse", "anthropic"),
@@ -154,7 +155,7 @@ def _port(value: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamfold", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"streamfold {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,replay,proxy}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,replay,proxy,serve}")
 
     demo = commands.add_parser(
         "demo",
@@ -323,6 +324,41 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="an idle client connection stays open (default: %(default)s)",
     )
+    serve = commands.add_parser(
+        "serve",
+        help="a web page showing a response live (a demo, a file, or a live upstream)",
+        description=(
+            "Serve a web page that shows a response live in the browser, over the serving routes, with"
+            " reconnect: a bundled recorded stream (--demo, no network), a recorded FILE, or a live"
+            " OpenAI-compatible --upstream (needs the server extra)."
+        ),
+    )
+    serve.add_argument("file", type=Path, nargs="?", metavar="FILE", help="a recorded stream to replay")
+    serve.add_argument("--demo", action="store_true", help="replay a bundled recorded stream (no network)")
+    serve.add_argument(
+        "--stream",
+        choices=sorted(_DEMO_STREAMS),
+        default="coding-agent",
+        help="which bundled recording, with --demo (default: %(default)s)",
+    )
+    serve.add_argument("--upstream", metavar="URL", help="an OpenAI-compatible server (or streamfold proxy)")
+    serve.add_argument("--model", default="default", help="the model to ask, with --upstream")
+    serve.add_argument(
+        "--provider",
+        choices=("auto", *PROVIDERS),
+        default="auto",
+        help="the recorded file's wire format (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--tool-format",
+        type=_tool_format,
+        default=NO_REWRITE,
+        metavar="NAME",
+        help=f"how the model writes tool calls in the text: {formats}, or none (the default)",
+    )
+    serve.add_argument("--speed", type=_speed, default=60.0, metavar="RATE", help=_SPEED_HELP)
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
+    serve.add_argument("--port", type=_port, default=8765, help="port to listen on (default: %(default)s)")
     return parser
 
 
@@ -367,6 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         max_response_bytes=arguments.max_response_bytes,
                         max_event_size=arguments.max_event_size,
                     )
+            case "serve":
+                _serve(arguments)
     except StreamfoldError as exc:
         print(f"streamfold: {where}{type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
         return 1
@@ -629,6 +667,50 @@ async def _demo(arguments: argparse.Namespace) -> None:
         output="pretty",
         plain=arguments.plain,
     )
+
+
+def serve_app(arguments: argparse.Namespace) -> Any:
+    """The ``serve`` command's app for its parsed arguments (a usage error raises ``_InputError``)."""
+    from pipeline.cli.serve import create_serve_app, recorded_source, upstream_source
+
+    chosen = [name for name, given in (("FILE", arguments.file), ("--demo", arguments.demo)) if given]
+    if arguments.upstream:
+        chosen.append("--upstream")
+    if len(chosen) > 1:
+        raise _InputError(f"serve: give one of FILE, --demo, --upstream, not {' and '.join(chosen)}")
+    if arguments.upstream:
+        return create_serve_app(
+            upstream_source(arguments.upstream, model=arguments.model, tool_format=arguments.tool_format),
+            mode="upstream",
+            label=f"{arguments.model} at {arguments.upstream}",
+        )
+    if arguments.file is not None:
+        path: Path = arguments.file
+        _read(path)  # a missing file is a usage error now, not a failed response later
+
+        def read_file() -> tuple[AsyncIterator[Any], str]:
+            return _source(path, provider=arguments.provider, speed=arguments.speed, chunk_size=None)
+
+        return create_serve_app(
+            recorded_source(read_file, tool_format=arguments.tool_format), mode="file", label=path.name
+        )
+    name, provider = _DEMO_STREAMS[arguments.stream]
+
+    def read_demo() -> tuple[AsyncIterator[Any], str]:
+        resource = resources.files("pipeline.cli") / "demo" / name
+        return _paced(_sse_event_pieces(resource.read_bytes()), arguments.speed), provider
+
+    return create_serve_app(recorded_source(read_demo), mode="demo", label=f"demo: {arguments.stream}")
+
+
+def _serve(arguments: argparse.Namespace) -> None:
+    from pipeline._extras import needs_extra
+
+    with needs_extra("server", "streamfold serve"):
+        from pipeline.cli.serve import run
+
+        app = serve_app(arguments)
+        run(app, host=arguments.host, port=arguments.port)
 
 
 if __name__ == "__main__":

@@ -500,6 +500,18 @@ async def _send_close(send: Send, code: int, reason: str) -> None:
     await send({"type": "websocket.close", "code": code, "reason": reason_bytes.decode(errors="ignore")})
 
 
+def _bounded_send(send: Send, timeout: float | None) -> Send:
+    """``send``, raising ``TimeoutError`` when one send takes longer than ``timeout`` seconds."""
+    if timeout is None:
+        return send
+
+    async def bounded_send(message: Message) -> None:
+        with anyio.fail_after(timeout):
+            await send(message)
+
+    return bounded_send
+
+
 async def _cancel_on_disconnect(receive: Receive, disconnect: str, scope: anyio.CancelScope) -> None:
     """Read the client's messages until it disconnects, then cancel the connection's work."""
     while (await receive())["type"] != disconnect:
@@ -755,6 +767,35 @@ class ServedWebSocketEndpoint(_ServedEndpoint):
                 await send({"type": "websocket.send", "text": text.decode()})
 
 
+class _ProtocolDispatch:
+    """The events route: streamfold's JSON frames, or ``?protocol=`` another protocol's."""
+
+    def __init__(
+        self, plain: ServedSSEEndpoint, log: EventLog, heartbeat: float | None, options: dict[str, Any]
+    ) -> None:
+        from pipeline.fanout.protocols import ProtocolStream
+
+        self.plain = plain
+        self.streams = ProtocolStream(log, heartbeat=heartbeat, **options)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from pipeline.fanout.protocols import query_protocol
+
+        protocol = query_protocol(scope)
+        if protocol is None or protocol == "streamfold" or scope["type"] != "http":
+            await self.plain(scope, receive, send)
+            return
+        response_id = str(scope.get("path_params", {}).get("response_id", ""))
+        try:
+            after = read_cursor(scope)
+        except ConfigurationError as exc:
+            await _send_json_response(send, 400, _problem(exc))
+            return
+        await self.streams.serve(
+            scope, receive, send, response_id=response_id, protocol=protocol, after=after
+        )
+
+
 def _terminal(entry: Entry) -> dict[str, Any]:
     """The last message of a response: ``END``, or ``ERROR`` with the entry's error."""
     if entry.error is None:
@@ -813,7 +854,10 @@ def serving_routes(
       error (the provider refused): 502 with the error's JSON.
     - ``GET {path}/{response_id}``: its status.
     - ``GET {path}/{response_id}/events``: SSE, ``id:`` on every frame, from ``Last-Event-ID`` or
-      ``?after=``; ``event: end`` / ``event: error`` (with ``id:``) at the end.
+      ``?after=``; ``event: end`` / ``event: error`` (with ``id:``) at the end. With
+      ``?protocol=vercel`` or ``?protocol=agui``, the same response as a Vercel AI SDK UI message
+      stream or AG-UI events, resumable the same way (see :mod:`pipeline.fanout.protocols`); an unknown
+      protocol: 400.
     - ``GET {path}/{response_id}/ws``: WebSocket, messages ``{"id", "item"}``, from ``?after=``.
     - ``POST {path}/{response_id}/stop``: stop it (here, or in the producer's process via the log).
 
@@ -893,7 +937,9 @@ def serving_routes(
         Route(f"{path}/{{response_id}}", response_status, methods=["GET"]),
         Route(
             f"{path}/{{response_id}}/events",
-            ServedSSEEndpoint(log, heartbeat=heartbeat, **options),
+            _ProtocolDispatch(
+                ServedSSEEndpoint(log, heartbeat=heartbeat, **options), log, heartbeat, options
+            ),
             methods=["GET"],
         ),
         WebSocketRoute(f"{path}/{{response_id}}/ws", ServedWebSocketEndpoint(log, **options)),

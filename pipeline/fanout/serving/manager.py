@@ -147,8 +147,14 @@ class ResponseManager:
         if self._tasks is None:
             raise ConfigurationError("start a response inside `async with ResponseManager(...)`")
         response_id = check_response_id(response_id) if response_id is not None else uuid.uuid4().hex
-        made = source() if callable(source) else source
-        iterable: AsyncIterable[Any] = await made if inspect.isawaitable(made) else made
+        # An async iterable is the source, whatever else it is: aiostream's streams (process(...)) are
+        # callable and awaitable too (awaiting one gives its last item).
+        made = source if isinstance(source, AsyncIterable) else source()
+        iterable: AsyncIterable[Any]
+        if isinstance(made, AsyncIterable):
+            iterable = made
+        else:
+            iterable = await made
         try:
             await self.log.create(response_id, meta=meta)
         except BaseException:

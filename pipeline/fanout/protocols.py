@@ -1,0 +1,353 @@
+"""Served responses in the browsers' protocols: the Vercel AI SDK UI message stream and AG-UI.
+
+Two ways in, both over an event log (:mod:`pipeline.fanout.serving`), so every response is detached from
+its clients, resumable, and readable from any replica:
+
+- ``GET /responses/{id}/events?protocol=vercel|agui|streamfold``
+  (:func:`~pipeline.fanout.web.serving_routes`): the same response in any protocol.
+  ``streamfold`` (the default) is the log's own JSON.
+- :func:`chat_routes`: what the frameworks' clients call. ``POST {path}`` with the body ``useChat``'s
+  ``DefaultChatTransport`` sends (``{id, messages, trigger, messageId, ...}``) or AG-UI's ``HttpAgent``
+  sends (``RunAgentInput``: ``{threadId, runId, messages, tools, ...}``) runs the user's function, starts
+  a response and answers with its stream in the protocol; for Vercel, ``GET {path}/{chatId}/stream`` is
+  the AI SDK's resume (``useChat({resume: true})``): the chat's running response from its start, or 204
+  when there is none.
+
+Ids and resume: each SSE event carries ``id: N`` on the last frame an entry of the log gives, so an
+``EventSource`` (or any client sending ``Last-Event-ID`` / ``?after=N``) resumes exactly after entry
+``N``. The protocols' encoders are stateful (a UI message is one stream), so a reader that resumes
+after ``N`` has entries ``1..N`` fed to a fresh encoder silently first: resuming costs a read of the
+response so far, and needs the log to still hold it from entry 1, else 410 Gone with ``first_id``. An
+error that ends one connection but not the response (the producer lost, a client too slow) is the
+protocol's error event without an ``id:``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import msgspec
+
+from pipeline.errors import ConfigurationError, ResponseGone, ResponseNotFound, StreamfoldError
+from pipeline.fanout.serving._edge import Edge
+from pipeline.fanout.serving._log import RESPONSE_ID_PATTERN, Entry, EventLog
+from pipeline.fanout.serving.manager import ResponseManager
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from operators.encode.protocols import UICore, WireEncoding
+    from pipeline.fanout.hub import Policy
+
+__all__ = ["CHAT_PROTOCOLS", "ChatStarter", "ProtocolStream", "chat_routes", "query_protocol"]
+
+CHAT_PROTOCOLS: Final = ("vercel", "agui")
+
+ChatStarter = Callable[[Any], Awaitable[Any]]
+"""``async (request_json) -> source``: the user's function a chat ``POST`` calls (an SDK stream,
+``process(...)``, any async iterable of pipeline items)."""
+
+_Scope = Any
+_Receive = Callable[[], Awaitable[Any]]
+_Send = Callable[[Any], Awaitable[None]]
+
+
+def query_protocol(scope: _Scope) -> str | None:
+    """The ``protocol`` query parameter, or None."""
+    from urllib.parse import parse_qs
+
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("protocol")
+    return values[-1] if values else None
+
+
+class ProtocolStream:
+    """Streams one response of a log in one protocol to one connection (see the module doc)."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        policy: Policy,
+        max_buffer: int,
+        max_buffer_bytes: int,
+        send_timeout: float | None,
+        heartbeat: float | None,
+    ) -> None:
+        self.log = log
+        self.policy = policy
+        self.max_buffer = max_buffer
+        self.max_buffer_bytes = max_buffer_bytes
+        self.send_timeout = send_timeout
+        self.heartbeat = heartbeat
+
+    async def prepare(
+        self, response_id: str, protocol: str, after: int, core_options: Mapping[str, Any]
+    ) -> tuple[WireEncoding, UICore]:
+        """The encoding and a core fed with entries ``1..after``, or the error to answer with at once:
+        ``ConfigurationError`` (an unknown protocol, a bad cursor), ``ResponseNotFound``, ``ResponseGone``."""
+        from operators.encode.protocols import encoder_for
+        from pipeline.fanout.web import check_readable
+
+        encoding = encoder_for(protocol)
+        await check_readable(self.log, response_id, after)
+        status = await self.log.status(response_id)
+        if status is not None and status.first_id > 1:
+            raise ResponseGone(
+                f"the {protocol} protocol replays response {response_id!r} from its start, but entries"
+                f" 1 to {status.first_id - 1} are no longer retained",
+                response_id=response_id,
+                first_id=status.first_id,
+            )
+        # the response's own facts (the AG-UI thread a chat POST started it in) unless given
+        options = {**_core_options(protocol, status.meta if status is not None else {}), **core_options}
+        core = encoding.core(response_id=response_id, **options)
+        if after > 0:
+            entries = self.log.read(response_id, after=0)
+            try:
+                async for entry in entries:
+                    _frames(core, entry)
+                    if entry.id >= after:
+                        break
+            finally:
+                aclose = getattr(entries, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+        return encoding, core
+
+    async def serve(
+        self,
+        scope: _Scope,
+        receive: _Receive,
+        send: _Send,
+        *,
+        response_id: str,
+        protocol: str,
+        after: int,
+        core_options: Mapping[str, Any] = {},
+        status: int = 200,
+    ) -> None:
+        """Answer the request: 4xx JSON at once, or the stream from ``after`` on."""
+        from pipeline.fanout.web import (
+            _bounded_send,
+            _cancel_on_disconnect,
+            _problem,
+            _send_body,
+            _send_json_response,
+            _status_code,
+        )
+
+        try:
+            encoding, core = await self.prepare(response_id, protocol, after, core_options)
+        except (ConfigurationError, ResponseNotFound, ResponseGone) as exc:
+            await _send_json_response(send, _status_code(exc), _problem(exc))
+            return
+        headers = [(name.encode(), value.encode()) for name, value in encoding.headers]
+        edge = Edge(policy=self.policy, max_buffer=self.max_buffer, max_bytes=self.max_buffer_bytes)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_cancel_on_disconnect, receive, "http.disconnect", tasks.cancel_scope)
+            tasks.start_soon(edge.fill, self.log.read(response_id, after=after))
+            send = _bounded_send(send, self.send_timeout)
+            try:
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await self._stream(edge, core, send, _send_body)
+            except TimeoutError:
+                pass  # a client that took nothing for send_timeout: dropped, as the JSON routes do
+            except OSError:
+                pass  # the client went away while we were sending
+            tasks.cancel_scope.cancel()
+
+    async def _stream(self, edge: Edge, core: UICore, send: _Send, send_body: Any) -> None:
+        keep_alive = b": keep-alive\n\n"
+        while True:
+            if self.heartbeat is None:
+                batch = await edge.take()
+            else:
+                batch = []
+                with anyio.move_on_after(self.heartbeat):
+                    batch = await edge.take()
+                if batch == []:
+                    await send_body(send, keep_alive)
+                    continue
+            if batch is None:  # this connection ends, not the response: frames without an id
+                if edge.error is None:
+                    await send_body(send, b"", last=True)
+                else:
+                    await send_body(send, b"".join(core.error(_message(edge.error))), last=True)
+                return
+            frames: list[bytes] = []
+            for entry in batch:
+                produced = _frames(core, entry)
+                if produced:
+                    produced[-1] = b"id: %d\n" % entry.id + produced[-1]
+                    frames += produced
+                if entry.end:
+                    await send_body(send, b"".join(frames), last=True)
+                    return
+            if frames:
+                await send_body(send, b"".join(frames))
+
+
+def _message(error: BaseException) -> str:
+    return str(error) if isinstance(error, StreamfoldError) else f"the stream failed ({type(error).__name__})"
+
+
+def _frames(core: UICore, entry: Entry) -> list[bytes]:
+    """What ``core`` gives for one log entry; the terminal entry finishes (or fails) the stream."""
+    if entry.end:
+        if entry.error is None:
+            return core.finish()
+        return core.error(str(entry.error.get("message") or entry.error.get("type") or "failed"))
+    try:
+        item = msgspec.json.decode(entry.data or b"null")
+    except msgspec.DecodeError as exc:
+        return core.error(f"entry {entry.id} of the log is not JSON: {exc}")
+    return core.feed(item)
+
+
+def chat_routes(
+    manager: ResponseManager,
+    start: ChatStarter,
+    *,
+    path: str = "/api/chat",
+    protocol: str = "vercel",
+    policy: Policy = "coalesce_or_disconnect",
+    max_buffer: int = 64,
+    max_buffer_bytes: int = 1024 * 1024,
+    send_timeout: float | None = 10.0,
+    heartbeat: float | None = None,
+) -> list[BaseRoute]:
+    """Starlette routes a framework's client calls; see the module doc.
+
+    - ``POST {path}``: ``await start(body)`` gives the source; the response runs detached in ``manager``
+      (a client that goes away does not stop it: stop it with ``POST /responses/{id}/stop`` of
+      :func:`~pipeline.fanout.web.serving_routes`); the answer is its stream in ``protocol``, with the
+      header ``x-streamfold-response-id``. A body that is not a JSON object, or a ``ConfigurationError``
+      from ``start``: 400; another streamfold error from ``start`` (the provider refused): 502.
+    - ``GET {path}/{chat_id}/stream`` (``vercel`` only): the chat's newest running response from its
+      start, 204 when none runs (the AI SDK's ``reconnectToStream``).
+
+    ``vercel``: the chat id is the body's ``id``, the UI message's id the response id. ``agui``: the
+    thread id is ``threadId``; the response id is ``runId`` when it is a valid response id, else new.
+    """
+    from pipeline._extras import needs_extra
+
+    with needs_extra("server", "pipeline.fanout.protocols.chat_routes"):
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, Response
+        from starlette.routing import Route
+
+    from pipeline.fanout.web import _problem, read_cursor
+
+    if protocol not in CHAT_PROTOCOLS:
+        raise ConfigurationError(f"chat_routes serves {' or '.join(CHAT_PROTOCOLS)}, not {protocol!r}")
+    log = manager.log
+    streams = ProtocolStream(
+        log,
+        policy=policy,
+        max_buffer=max_buffer,
+        max_buffer_bytes=max_buffer_bytes,
+        send_timeout=send_timeout,
+        heartbeat=heartbeat,
+    )
+
+    class PostChat:
+        async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+            request = Request(scope, receive)
+            try:
+                body = msgspec.json.decode(await request.body())
+            except msgspec.DecodeError as exc:
+                await JSONResponse(
+                    {
+                        "type": "ERROR",
+                        "error": "StreamDecodeError",
+                        "message": f"the body is not JSON: {exc}",
+                    },
+                    status_code=400,
+                )(scope, receive, send)
+                return
+            if not isinstance(body, dict):
+                error = ConfigurationError(f"the body is a JSON object, got {type(body).__name__}")
+                await JSONResponse(_problem(error), status_code=400)(scope, receive, send)
+                return
+            chat_key = "id" if protocol == "vercel" else "threadId"
+            chat_id = body.get(chat_key)
+            run_id = body.get("runId") if protocol == "agui" else None
+            response_id = (
+                run_id
+                if isinstance(run_id, str) and RESPONSE_ID_PATTERN.fullmatch(run_id)
+                else uuid.uuid4().hex
+            )
+            meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None}
+            try:
+                await manager.start(lambda: start(body), response_id=response_id, meta=meta)
+            except ConfigurationError as exc:
+                await JSONResponse(_problem(exc), status_code=400)(scope, receive, send)
+                return
+            except StreamfoldError as exc:
+                await JSONResponse(_problem(exc), status_code=502)(scope, receive, send)
+                return
+            options = _core_options(protocol, meta)
+            await streams.serve(
+                scope,
+                receive,
+                _with_header(send, response_id),
+                response_id=response_id,
+                protocol=protocol,
+                after=0,
+                core_options=options,
+            )
+
+    class ResumeChat:
+        async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+            chat_id = scope["path_params"]["chat_id"]
+            running = [
+                status
+                for status in await log.active()
+                if status.state == "running" and status.meta.get("chat_id") == chat_id
+            ]
+            if not running:
+                await Response(status_code=204)(scope, receive, send)
+                return
+            newest = running[-1]
+            try:
+                after = read_cursor(scope)
+            except ConfigurationError as exc:
+                await JSONResponse(_problem(exc), status_code=400)(scope, receive, send)
+                return
+            await streams.serve(
+                scope,
+                receive,
+                _with_header(send, newest.response_id),
+                response_id=newest.response_id,
+                protocol=protocol,
+                after=after,
+                core_options=_core_options(protocol, newest.meta),
+            )
+
+    routes: list[BaseRoute] = [Route(path, PostChat(), methods=["POST"])]
+    if protocol == "vercel":
+        routes.append(Route(f"{path}/{{chat_id}}/stream", ResumeChat(), methods=["GET"]))
+    return routes
+
+
+def _core_options(protocol: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    if protocol == "agui" and isinstance(meta.get("chat_id"), str):
+        return {"thread_id": meta["chat_id"]}
+    return {}
+
+
+def _with_header(send: _Send, response_id: str) -> _Send:
+    """``send`` adding ``x-streamfold-response-id`` to a 200 response's headers."""
+
+    async def sending(message: Any) -> None:
+        if message["type"] == "http.response.start" and message.get("status") == 200:
+            message = {
+                **message,
+                "headers": [*message["headers"], (b"x-streamfold-response-id", response_id.encode())],
+            }
+        await send(message)
+
+    return sending
