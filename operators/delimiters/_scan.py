@@ -65,6 +65,8 @@ def json_escape(text: str) -> str:
     which the argument parser then reports as ``invalid_json`` (I-JSON has no lone surrogates)."""
     if _NEEDS_ESCAPE.search(text) is None:
         return text
+    if text.isprintable():  # no control character nor surrogate: only quotes and backslashes to escape
+        return text.replace("\\", "\\\\").replace('"', '\\"')
     if _SURROGATE.search(text) is not None:
         return json.dumps(text)[1:-1]
     return _json_encode(text).decode()[1:-1]
@@ -363,11 +365,18 @@ class XmlArguments:
         "_strip",
         "_type",
         "count",
+        "streaming",
+        "strips_space",
     )
 
     def __init__(self, emit: Callable[[str], None], *, strip: str = "newline", limit: int = 1 << 20) -> None:
         self._emit = emit
         self._strip = strip
+        self.strips_space = strip == "space"
+        self.streaming = False
+        """A string value has started and nothing is held: :meth:`value` writes its next characters as
+        their JSON escape unless they end with whitespace it may strip (a newline; any whitespace when
+        ``strips_space``), so the caller may write them so itself."""
         self._limit = limit
         self.count = 0
         """Parameters begun so far."""
@@ -382,6 +391,7 @@ class XmlArguments:
         """Start the value of ``key``; the key is emitted at once."""
         prefix = "{" if self.count == 0 else ", "
         self.count += 1
+        self.streaming = False
         self._type = value_type
         self._started = False
         self._pending = ""
@@ -398,6 +408,10 @@ class XmlArguments:
         """The next characters of the current value (free of markers)."""
         if not text:
             return
+        self._value(text)
+        self.streaming = self._mode == "stream" and self._started and not self._pending
+
+    def _value(self, text: str) -> None:
         strip = self._strip
         if not self._started:
             if strip == "space":
@@ -482,6 +496,7 @@ class XmlArguments:
     def end_value(self) -> None:
         """The value is complete: emit what was held, converted to its type."""
         self._pending = ""
+        self.streaming = False
         mode = self._mode
         if mode == "stream":
             self._emit('"')
@@ -494,6 +509,7 @@ class XmlArguments:
 
     def cut(self) -> None:
         """The input ended inside a value: emit what is held as it is (the arguments stay incomplete)."""
+        self.streaming = False
         if self._mode in ("decide", "hold"):
             held = "".join(self._held)
             self._held.clear()

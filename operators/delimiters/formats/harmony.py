@@ -130,8 +130,13 @@ class HarmonyLexer(FormatLexer):
             self.state = self._text_body
 
     def shortcut(self, text: str) -> ToolCallDelta | bool | None:
-        if self.state == self._text_body and self._route == self.channel and not self._held:
-            return _BODY.absent_from(text)  # a message's text on the channel it came in
+        if self.state == self._text_body and not self._held:
+            if not _BODY.absent_from(text):
+                return False
+            if self._route == self.channel:
+                return True  # a message's text on the channel it came in
+            self.emit_text(text, self._route)  # an analysis message in content, a final one in reasoning
+            return None
         return super().shortcut(text)
 
     # --- the header -----------------------------------------------------------------------------------------
