@@ -155,3 +155,37 @@ def test_harmony_analysis_text_in_content_goes_to_reasoning_without_lexing(
 
     monkeypatch.setattr(FormatLexer, "feed", refuse)
     assert rewriter.feed(ChunkResponse(content="Need x")) == [ChunkResponse(reasoning="Need x")]
+
+
+def test_harmony_header_words_are_collected_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rewriter = DelimiterRewriter("harmony", id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content="<|start|>assistant<|channel|>"))
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="commentary to=functions.f ")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content='<|message|>{"a": 1}<|call|>')) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": 1}', True)])
+    ]
+
+
+def test_qwen3_coder_parameter_key_after_its_tag_is_collected_without_lexing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter="))
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="cont")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="ent>\nx\n</parameter>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '{"content": "x"}', True)])
+    ]

@@ -150,6 +150,7 @@ _HEADER: Final = "header"
 _JSON: Final = "json"
 _VALUE: Final = "value"
 _FREE: Final = "free"
+_SKIP: Final = "skip"
 """The streaming helpers :meth:`FormatLexer.shortcut` can stand in for (see ``FormatLexer._stream``)."""
 
 
@@ -291,7 +292,7 @@ class FormatLexer:
             self.emit_text(longer)
             return None
         stream = self._stream
-        if stream is None or (stream[2] is not _VALUE and stream[2] is not _FREE):
+        if stream is None or stream[2] is _JSON or stream[2] is _HEADER:
             return False
         shortcut = self._stream_shortcut(longer, self.json_args, self.call_index)
         if shortcut is not False:
@@ -324,6 +325,8 @@ class FormatLexer:
             return None
         if not markers.absent_from(text):
             return False
+        if helper is _SKIP:
+            return None
         if helper is _VALUE:
             xml_args = self.xml_args
             if xml_args is not None:
@@ -486,6 +489,35 @@ class FormatLexer:
         """What was held since a possible opener was text: release it, back to the text state."""
         self.release_tentative()
         self.state = self.start
+
+    def skip_to(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
+        """Drop the text up to the first of ``markers`` (what a format ignores between its tags);
+        ``(resume, marker)``.
+
+        The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
+        start of one at its end): :meth:`shortcut` drops such text without running the state.
+        """
+        self._stream = (self.state, markers, _SKIP)
+        _stop, resume, marker = markers.find(buf, pos, final)
+        return resume, marker
+
+    def switch_to_header(self, state: State, markers: Markers) -> None:
+        """Switch to ``state``, which begins with :meth:`collect_header` up to ``markers``: from the next
+        chunk on, :meth:`shortcut` may stand in for it before it ever ran."""
+        self.state = state
+        self._stream = (state, markers, _HEADER)
+
+    def switch_to_value(self, state: State, markers: Markers) -> None:
+        """Switch to ``state``, which begins with :meth:`stream_value` up to ``markers`` (see
+        :meth:`switch_to_header`)."""
+        self.state = state
+        self._stream = (state, markers, _VALUE)
+
+    def switch_to_skip(self, state: State, markers: Markers) -> None:
+        """Switch to ``state``, which begins with :meth:`skip_to` up to ``markers`` (see
+        :meth:`switch_to_header`)."""
+        self.state = state
+        self._stream = (state, markers, _SKIP)
 
     def collect_header(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
         """Collect a header (a name, an id, tag attributes) up to the first of ``markers``.
