@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.delimiters import DelimiterRewriter
 from operators.delimiters._lexer import FormatLexer
-from operators.delimiters._scan import XmlArguments, json_escape
+from operators.delimiters._scan import Markers, XmlArguments, json_escape
 from pipeline.models import ChunkResponse, ToolCallDelta
 from tests.delimiter_cases import numbered_ids, pieces_at
 
@@ -189,3 +190,56 @@ def test_qwen3_coder_parameter_key_after_its_tag_is_collected_without_lexing(
     assert rewriter.feed(ChunkResponse(content="ent>\nx\n</parameter>\n</function>\n</tool_call>")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '{"content": "x"}', True)])
     ]
+
+
+def _reference_find(markers: Markers, buf: str, pos: int, final: bool) -> tuple[int, int, str | None]:
+    """:meth:`Markers.find` as it was written first: the first marker, else the start of the longest
+    suffix that is a proper prefix of one (a regex search, then a scan of the end of ``buf``)."""
+    ordered = sorted(markers.markers, key=len, reverse=True)
+    prefixes = {marker[:size] for marker in ordered for size in range(1, len(marker))}
+    best: tuple[int, str] | None = None
+    for start in range(pos, len(buf)):
+        for marker in ordered:
+            if buf.startswith(marker, start):
+                best = (start, marker)
+                break
+        if best is not None:
+            break
+    if best is not None:
+        start, marker = best
+        if not final and buf[start:] in prefixes:
+            return start, start, None
+        return start, start + len(marker), marker
+    if final:
+        return len(buf), len(buf), None
+    for start in range(max(pos, len(buf) - len(ordered[0]) + 1), len(buf)):
+        if buf[start:] in prefixes:
+            return start, start, None
+    return len(buf), len(buf), None
+
+
+_MARKER_SETS = [
+    Markers("</parameter>", "\n<parameter=", "\n</function>", "\n</tool_call>"),
+    Markers("<|end|>", "<|return|>", "<|call|>", "<|start|>", "<|channel|>"),
+    Markers("<tool_call>", "<function="),
+    Markers("<", "<|a|>", ">"),
+    Markers("[TOOL_CALLS]", "]"),
+]
+
+
+@given(
+    markers=st.sampled_from(_MARKER_SETS),
+    buf=st.text(alphabet=st.sampled_from(list("<|/>\n=[]TOLCSaceprmtnd_ ")), max_size=30),
+    pos=st.integers(0, 5),
+    final=st.booleans(),
+)
+@settings(max_examples=500, deadline=None)
+def test_markers_find_equals_the_reference(markers: Markers, buf: str, pos: int, final: bool) -> None:
+    pos = min(pos, len(buf))
+    assert markers.find(buf, pos, final) == _reference_find(markers, buf, pos, final)
+
+
+@given(st.text())
+def test_json_escape_equals_msgspec(text: str) -> None:
+    if not any("\ud800" <= char <= "\udfff" for char in text):
+        assert json_escape(text) == msgspec.json.encode(text).decode()[1:-1]

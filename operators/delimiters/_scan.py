@@ -65,8 +65,11 @@ def json_escape(text: str) -> str:
     which the argument parser then reports as ``invalid_json`` (I-JSON has no lone surrogates)."""
     if _NEEDS_ESCAPE.search(text) is None:
         return text
-    if text.isprintable():  # no control character nor surrogate: only quotes and backslashes to escape
-        return text.replace("\\", "\\\\").replace('"', '\\"')
+    # Most text to escape has only quotes, backslashes, newlines and tabs (code): escaped with str.replace
+    # when nothing else is left to escape (no other control character, no surrogate).
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    if escaped.isprintable():
+        return escaped
     if _SURROGATE.search(text) is not None:
         return json.dumps(text)[1:-1]
     return _json_encode(text).decode()[1:-1]
@@ -85,7 +88,7 @@ class Markers:
     another one except as a prefix.
     """
 
-    __slots__ = ("_pattern", "_prefixes", "first_chars", "json_stops", "longest", "markers")
+    __slots__ = ("_pattern", "_prefixes", "_scan", "first_chars", "json_stops", "longest", "markers")
 
     def __init__(self, *markers: str) -> None:
         ordered = sorted(set(markers), key=len, reverse=True)
@@ -98,6 +101,10 @@ class Markers:
         """A marker, a quote or a bracket: where scanning JSON outside strings stops (a marker that starts
         with a bracket, Mistral's ``[TOOL_CALLS]``, is a marker)."""
         self._prefixes = frozenset(marker[:size] for marker in ordered for size in range(1, len(marker)))
+        partials = "|".join(_partial(marker) for marker in ordered if len(marker) > 1)
+        self._scan = re.compile(f"{alternation}|(?P<partial>{partials})\\Z" if partials else alternation)
+        """A marker, or a proper prefix of one that ends the text: :meth:`find` in one search (the first
+        match is the same, as no marker contains another one except as a prefix)."""
         self.first_chars: tuple[str, ...] = tuple(sorted({marker[0] for marker in ordered}))
         """The characters a marker starts with: text without any of them holds no marker."""
         self.longest = len(ordered[0])
@@ -118,14 +125,18 @@ class Markers:
                 break
         else:  # no marker can start here: the common case, one str.find per marker-start character
             return len(buf), len(buf), None
-        match = self._pattern.search(buf, pos)
-        if match is not None:
-            start = match.start()
-            if not final and self.may_grow(buf, start):
-                return start, start, None  # a shorter marker that may still grow into a longer one
-            return start, match.end(), match.group()
-        end = len(buf) if final else self.partial_start(buf, pos)
-        return end, end, None
+        if final:
+            match = self._pattern.search(buf, pos)
+            if match is None:
+                return len(buf), len(buf), None
+            return match.start(), match.end(), match.group()
+        match = self._scan.search(buf, pos)
+        if match is None:
+            return len(buf), len(buf), None
+        start = match.start()
+        if match.lastgroup is not None or self.may_grow(buf, start):
+            return start, start, None  # the start of a marker (perhaps a shorter one) that may still grow
+        return start, match.end(), match.group()
 
     def cannot_start_in(self, text: str) -> bool:
         """Whether no character of ``text`` starts a marker (one ``in`` per marker-start character)."""
@@ -163,6 +174,14 @@ class Markers:
                     break
                 start = buf.find(char, start + 1, earliest)
         return earliest
+
+
+def _partial(marker: str) -> str:
+    """A pattern of the proper prefixes of ``marker``: ``a(?:b(?:c)?)?`` for ``abcd``."""
+    pattern = ""
+    for char in reversed(marker[1:-1]):
+        pattern = f"(?:{re.escape(char)}{pattern})?"
+    return re.escape(marker[0]) + pattern
 
 
 _STRING_STOP: Final = re.compile(r'[\\"]')
