@@ -1,12 +1,15 @@
-"""The delimiter-token rewriter on a long Kimi-K2 stream.
+"""The delimiter-token rewriter on long Kimi-K2, Qwen3-Coder and gpt-oss harmony streams.
 
-Run: ``python -m benchmarks.bench_delimiters`` (``--sizes 1000000 10000000``; ``--no-async`` skips the
-operator rows; ``--repeat 3`` keeps the fastest of three runs, which filters out the noise of a shared
-machine).
+Run: ``python -m benchmarks.bench_delimiters`` (``--sizes 1000000 10000000``; ``--formats kimi_k2
+qwen3_coder harmony``; ``--no-async`` skips the operator rows; ``--repeat 3`` keeps the fastest of three
+runs, which filters out the noise of a shared machine).
 
 The stream is model output as Kimi-K2 writes it: paragraphs of prose (with the odd ``<`` and ``|`` that
 look like the start of a marker) interleaved with tool sections of one to three calls whose JSON
-arguments hold strings with escapes, non-ASCII text and marker-like text. It is cut into 4-character
+arguments hold strings with escapes, non-ASCII text and marker-like text. The Qwen3-Coder stream has the
+same shape with XML-style calls (``<parameter=content>`` values are raw text, rewritten as JSON strings;
+compared parsed); the harmony stream has ``analysis`` and ``final`` messages around ``commentary``
+function calls with the same JSON arguments. It is cut into 4-character
 content deltas (about one token each), built before timing. Each row runs the whole stream through a
 fresh :class:`~operators.delimiters.DelimiterRewriter` (``feed`` per delta, then ``finish``), or through
 the ``rewrite_delimiters`` operator over a plain async generator (what a converter stage hands it; the
@@ -15,13 +18,16 @@ checked (text and every call's arguments) against what the generator wrote. The 
 same number of deltas of prose alone, the rewriter's pass-through path.
 
 Times are CPU time of this process (nothing here waits), so that other work on the machine does not
-count. The rewriter is linear: the target is ns/byte at 10 MB within 1.3x of 1 MB.
+count. The rewriter is linear: the target is ns/byte at 10 MB within 1.3x of 1 MB, for every format. Wall
+time is noisy on a shared machine: instruction counts (``valgrind --tool=callgrind``, the run minus
+building the stream) compare the formats steadily.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
 import random
@@ -92,6 +98,85 @@ def kimi_stream(size: int, seed: int = 7) -> tuple[str, str, Calls]:
     return "".join(parts), "".join(content), calls
 
 
+_QWEN_VALUES = (
+    'print("hello, \\"world\\"")\n',
+    "C:\\Users\\dev\\file.txt",
+    "naïve café → ☕ and emoji 🎉",
+    "literal <tool_call> and </param> inside a value",
+    "SELECT * FROM t WHERE name = 'x'",
+)
+
+
+def _arguments(rng: random.Random, values: tuple[str, ...]) -> dict[str, object]:
+    return {
+        "path": f"src/module_{rng.randint(0, 999)}.py",
+        "content": "".join(rng.choice(values) for _ in range(rng.randint(2, 30))),
+        "options": {"overwrite": rng.random() < 0.5, "lines": [rng.randint(1, 99) for _ in range(4)]},
+    }
+
+
+def qwen3_coder_stream(size: int, seed: int = 7) -> tuple[str, str, Calls]:
+    """About ``size`` characters of Qwen3-Coder output: prose, then one to three XML calls, and so on."""
+    rng = random.Random(seed)
+    parts: list[str] = []
+    content: list[str] = []
+    calls: Calls = []
+    total = 0
+    while total < size:
+        prose = "".join(rng.choice(_PROSE) for _ in range(rng.randint(3, 12)))
+        parts.append(prose)
+        content.append(prose)
+        total += len(prose)
+        for _ in range(rng.randint(1, 3)):
+            name = rng.choice(("read_file", "write_file", "search", "run_shell"))
+            arguments = _arguments(rng, _QWEN_VALUES)
+            params = "".join(
+                f"<parameter={key}>\n{value if isinstance(value, str) else json.dumps(value)}\n</parameter>\n"
+                for key, value in arguments.items()
+            )
+            text = f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+            parts.append(text)
+            total += len(text)
+            calls.append((str(len(calls)), name, json.dumps(arguments, ensure_ascii=False)))
+    return "".join(parts), "".join(content), calls
+
+
+def harmony_stream(size: int, seed: int = 7) -> tuple[str, str, Calls]:
+    """About ``size`` characters of gpt-oss harmony output: ``analysis`` and ``final`` messages (their
+    text, the reasoning and the content) with one to three function calls between them."""
+    rng = random.Random(seed)
+    parts: list[str] = []
+    content: list[str] = []
+    calls: Calls = []
+    total = 0
+    while total < size:
+        thought = "".join(rng.choice(_PROSE) for _ in range(rng.randint(1, 6)))
+        prose = "".join(rng.choice(_PROSE) for _ in range(rng.randint(3, 12)))
+        messages = [f"<|start|>assistant<|channel|>analysis<|message|>{thought}<|end|>"]
+        for _ in range(rng.randint(1, 3)):
+            name = rng.choice(("read_file", "write_file", "search", "run_shell"))
+            arguments = json.dumps(_arguments(rng, _VALUES), ensure_ascii=rng.random() < 0.5)
+            messages.append(
+                f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json"
+                f"<|message|>{arguments}<|call|>"
+            )
+            calls.append((str(len(calls)), name, arguments))
+        messages.append(f"<|start|>assistant<|channel|>final<|message|>{prose}<|end|>")
+        content.append(prose)
+        text = "".join(messages)
+        parts.append(text)
+        total += len(text)
+    return "".join(parts), "".join(content), calls
+
+
+STREAMS: dict[str, Callable[[int], tuple[str, str, Calls]]] = {
+    "kimi_k2": kimi_stream,
+    "qwen3_coder": qwen3_coder_stream,
+    "harmony": harmony_stream,
+}
+"""The streams by format name (the rewriter's format of the same name reads each)."""
+
+
 def prose_stream(size: int, seed: int = 7) -> str:
     """About ``size`` characters of the prose alone (no markers)."""
     rng = random.Random(seed)
@@ -121,8 +206,8 @@ def fold(chunks: Sequence[ChunkResponse]) -> tuple[str, Calls]:
     return content, [(*ids[index], "".join(calls[index])) for index in sorted(ids)]
 
 
-def run_core(items: list[ChunkResponse]) -> tuple[float, list[ChunkResponse]]:
-    rewriter = DelimiterRewriter("kimi_k2", id_factory=str)
+def run_core(items: list[ChunkResponse], fmt: str = "kimi_k2") -> tuple[float, list[ChunkResponse]]:
+    rewriter = DelimiterRewriter(fmt, id_factory=str)
     out: list[ChunkResponse] = []
     extend = out.extend
     feed = rewriter.feed
@@ -139,7 +224,7 @@ def run_core(items: list[ChunkResponse]) -> tuple[float, list[ChunkResponse]]:
     return elapsed, out
 
 
-async def _run_operator(items: list[ChunkResponse]) -> tuple[float, list[ChunkResponse]]:
+async def _run_operator(items: list[ChunkResponse], fmt: str) -> tuple[float, list[ChunkResponse]]:
     out: list[ChunkResponse] = []
     append = out.append
 
@@ -151,7 +236,7 @@ async def _run_operator(items: list[ChunkResponse]) -> tuple[float, list[ChunkRe
     gc.disable()
     try:
         start = time.process_time()
-        async with streamcontext(rewrite_delimiters(source(), "kimi_k2", id_factory=str)) as chunks:
+        async with streamcontext(rewrite_delimiters(source(), fmt, id_factory=str)) as chunks:
             async for chunk in chunks:
                 append(chunk)
         elapsed = time.process_time() - start
@@ -160,8 +245,8 @@ async def _run_operator(items: list[ChunkResponse]) -> tuple[float, list[ChunkRe
     return elapsed, out
 
 
-def run_operator(items: list[ChunkResponse]) -> tuple[float, list[ChunkResponse]]:
-    return asyncio.run(_run_operator(items))
+def run_operator(items: list[ChunkResponse], fmt: str = "kimi_k2") -> tuple[float, list[ChunkResponse]]:
+    return asyncio.run(_run_operator(items, fmt))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -171,38 +256,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--sizes", type=int, nargs="+", default=list(SIZES), help="stream sizes in characters"
     )
+    parser.add_argument(
+        "--formats", nargs="+", choices=list(STREAMS), default=list(STREAMS), help="streams to run"
+    )
     parser.add_argument("--no-async", action="store_true", help="skip the async operator rows")
     parser.add_argument("--repeat", type=int, default=3, help="runs per row; the fastest counts")
     args = parser.parse_args(argv)
     print(
-        f"{'stream':>10} {'path':<28} {'deltas':>10} {'calls':>7} {'seconds':>8} {'MB/s':>7} {'ns/byte':>8}"
+        f"{'stream':>10} {'path':<40} {'deltas':>10} {'calls':>7} {'seconds':>8} {'MB/s':>7} {'ns/byte':>8}"
         f" {'ns/delta':>9} {'+ns/delta':>9}"
     )
     per_byte: dict[str, list[float]] = {}
-    for size in args.sizes:
-        text, content, calls = kimi_stream(size)
-        items = deltas(text)
-        size_bytes = len(text.encode())
-
-        def check(out: list[ChunkResponse], content: str = content, calls: Calls = calls) -> bool:
-            return fold(out) == (content, calls)
-
-        label = "DelimiterRewriter.feed"
-        core = _row(
-            f"{size_bytes / 1e6:>8.1f}MB", label, run_core, items, size_bytes, args, check, len(calls)
-        )
-        per_byte.setdefault(label, []).append(core * 1e9 / size_bytes)
-        if not args.no_async:
-            label = "rewrite_delimiters (async)"
-            elapsed = _row("", label, run_operator, items, size_bytes, args, check, len(calls), core=core)
-            per_byte.setdefault(label, []).append(elapsed * 1e9 / size_bytes)
-        del items
-        prose = prose_stream(size)
-
-        def passes(out: list[ChunkResponse], prose: str = prose) -> bool:
-            return fold(out) == (prose, [])
-
-        _row("", "prose (pass-through)", run_core, deltas(prose), len(prose.encode()), args, passes, 0)
+    for fmt in args.formats:
+        for size in args.sizes:
+            _rows(fmt, size, args, per_byte)
     status = 0
     for label, values in per_byte.items():
         if len(values) > 1:
@@ -211,6 +278,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{label}: ns/byte at the largest size / smallest = {ratio:.2f} ({verdict})")
             status = status or int(ratio > TARGET_RATIO)
     return status
+
+
+def _rows(fmt: str, size: int, args: argparse.Namespace, per_byte: dict[str, list[float]]) -> None:
+    """The rows of one format's stream of about ``size`` characters; ns/byte kept in ``per_byte``."""
+    text, content, calls = STREAMS[fmt](size)
+    items = deltas(text)
+    size_bytes = len(text.encode())
+    # XML-style parameters are rewritten as JSON: their calls are compared parsed.
+    normal: Callable[[str], object] = json.loads if fmt == "qwen3_coder" else str
+    expected = (content, [(call_id, name, normal(arguments)) for call_id, name, arguments in calls])
+
+    def check(out: list[ChunkResponse]) -> bool:
+        folded, got = fold(out)
+        return (folded, [(call_id, name, normal(arguments)) for call_id, name, arguments in got]) == expected
+
+    core_runner = functools.partial(run_core, fmt=fmt)
+    label = f"{fmt} DelimiterRewriter.feed"
+    core = _row(f"{size_bytes / 1e6:>8.1f}MB", label, core_runner, items, size_bytes, args, check, len(calls))
+    per_byte.setdefault(label, []).append(core * 1e9 / size_bytes)
+    if not args.no_async:
+        label = f"{fmt} rewrite_delimiters (async)"
+        runner = functools.partial(run_operator, fmt=fmt)
+        elapsed = _row("", label, runner, items, size_bytes, args, check, len(calls), core=core)
+        per_byte.setdefault(label, []).append(elapsed * 1e9 / size_bytes)
+    del items
+    prose = prose_stream(size)
+
+    def passes(out: list[ChunkResponse]) -> bool:
+        return fold(out) == (prose, [])
+
+    _row("", f"{fmt} prose (pass-through)", core_runner, deltas(prose), len(prose.encode()), args, passes, 0)
 
 
 def _row(
@@ -235,7 +333,7 @@ def _row(
         elapsed = min(elapsed, runner(items)[0])
     added = f"{(elapsed - core) * 1e9 / len(items):>9.0f}" if core is not None else ""
     print(
-        f"{stream_label:>10} {label:<28} {len(items):>10} {calls:>7} {elapsed:>8.2f} "
+        f"{stream_label:>10} {label:<40} {len(items):>10} {calls:>7} {elapsed:>8.2f} "
         f"{size_bytes / elapsed / 1e6:>7.2f} {elapsed * 1e9 / size_bytes:>8.1f} "
         f"{elapsed * 1e9 / len(items):>9.0f} {added}"
     )

@@ -150,6 +150,7 @@ _HEADER: Final = "header"
 _JSON: Final = "json"
 _VALUE: Final = "value"
 _FREE: Final = "free"
+_SKIP: Final = "skip"
 """The streaming helpers :meth:`FormatLexer.shortcut` can stand in for (see ``FormatLexer._stream``)."""
 
 
@@ -233,15 +234,29 @@ class FormatLexer:
         """
         held = self._held
         if held:
-            markers = self.partial_markers()
-            longer = held + text
-            if markers is None or not markers.may_grow(longer, 0):
-                return False
-            self._held = longer
-            return None
+            return self._held_shortcut(held + text)
         json_args = self.json_args
         index = self.call_index
         if json_args is None:
+            xml_args = self.xml_args
+            if xml_args is not None and xml_args.streaming and index is not None and text:
+                # The next piece of a string value (most pieces of an XML-style call): its own delta.
+                stream = self._stream
+                if stream is not None and stream[2] is _VALUE and self.state == stream[0]:
+                    markers = stream[1]
+                    for char in markers.first_chars:
+                        if char in text:
+                            if not markers.absent_from(text):
+                                return False
+                            break
+                    last = text[-1]
+                    if last.isspace() and (last == "\n" or xml_args.strips_space):
+                        xml_args.value(text)  # whitespace at the end, perhaps not part of the value
+                        return None
+                    self._call_has_args = True
+                    if not text.isprintable() or '"' in text or "\\" in text:
+                        text = json_escape(text)
+                    return ToolCallDelta(index, None, None, text, False, self.call_kind)
             if self.state == self._text_state:
                 if self.tentative is not None:
                     return False
@@ -257,6 +272,32 @@ class FormatLexer:
                 self._call_has_args = True
                 return ToolCallDelta(index, None, None, text, False, self.call_kind)
         return self._stream_shortcut(text, json_args, index)
+
+    def _held_shortcut(self, longer: str) -> ToolCallDelta | bool | None:
+        """:meth:`shortcut` when the start of a marker was held back: ``longer`` is it and the new text.
+
+        While ``longer`` can still grow into a marker it is held. When it holds no marker and no start of
+        one at its end, the text state and the states streaming a value or free text pass it all, as
+        they would have had they seen it in one piece."""
+        markers = self.partial_markers()
+        if markers is None:
+            return False
+        if markers.may_grow(longer, 0):
+            self._held = longer
+            return None
+        if self.state == self._text_state:
+            if self.tentative is not None or not markers.absent_from(longer):
+                return False
+            self._held = ""
+            self.emit_text(longer)
+            return None
+        stream = self._stream
+        if stream is None or stream[2] is _JSON or stream[2] is _HEADER:
+            return False
+        shortcut = self._stream_shortcut(longer, self.json_args, self.call_index)
+        if shortcut is not False:
+            self._held = ""
+        return shortcut
 
     def _stream_shortcut(
         self, text: str, json_args: JsonArgs | None, index: int | None
@@ -284,6 +325,8 @@ class FormatLexer:
             return None
         if not markers.absent_from(text):
             return False
+        if helper is _SKIP:
+            return None
         if helper is _VALUE:
             xml_args = self.xml_args
             if xml_args is not None:
@@ -446,6 +489,35 @@ class FormatLexer:
         """What was held since a possible opener was text: release it, back to the text state."""
         self.release_tentative()
         self.state = self.start
+
+    def skip_to(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
+        """Drop the text up to the first of ``markers`` (what a format ignores between its tags);
+        ``(resume, marker)``.
+
+        The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
+        start of one at its end): :meth:`shortcut` drops such text without running the state.
+        """
+        self._stream = (self.state, markers, _SKIP)
+        _stop, resume, marker = markers.find(buf, pos, final)
+        return resume, marker
+
+    def switch_to_header(self, state: State, markers: Markers) -> None:
+        """Switch to ``state``, which begins with :meth:`collect_header` up to ``markers``: from the next
+        chunk on, :meth:`shortcut` may stand in for it before it ever ran."""
+        self.state = state
+        self._stream = (state, markers, _HEADER)
+
+    def switch_to_value(self, state: State, markers: Markers) -> None:
+        """Switch to ``state``, which begins with :meth:`stream_value` up to ``markers`` (see
+        :meth:`switch_to_header`)."""
+        self.state = state
+        self._stream = (state, markers, _VALUE)
+
+    def switch_to_skip(self, state: State, markers: Markers) -> None:
+        """Switch to ``state``, which begins with :meth:`skip_to` up to ``markers`` (see
+        :meth:`switch_to_header`)."""
+        self.state = state
+        self._stream = (state, markers, _SKIP)
 
     def collect_header(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
         """Collect a header (a name, an id, tag attributes) up to the first of ``markers``.

@@ -65,6 +65,11 @@ def json_escape(text: str) -> str:
     which the argument parser then reports as ``invalid_json`` (I-JSON has no lone surrogates)."""
     if _NEEDS_ESCAPE.search(text) is None:
         return text
+    # Most text to escape has only quotes, backslashes, newlines and tabs (code): escaped with str.replace
+    # when nothing else is left to escape (no other control character, no surrogate).
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    if escaped.isprintable():
+        return escaped
     if _SURROGATE.search(text) is not None:
         return json.dumps(text)[1:-1]
     return _json_encode(text).decode()[1:-1]
@@ -83,7 +88,7 @@ class Markers:
     another one except as a prefix.
     """
 
-    __slots__ = ("_pattern", "_prefixes", "first_chars", "json_stops", "longest", "markers")
+    __slots__ = ("_pattern", "_prefixes", "_scan", "first_chars", "json_stops", "longest", "markers")
 
     def __init__(self, *markers: str) -> None:
         ordered = sorted(set(markers), key=len, reverse=True)
@@ -96,6 +101,10 @@ class Markers:
         """A marker, a quote or a bracket: where scanning JSON outside strings stops (a marker that starts
         with a bracket, Mistral's ``[TOOL_CALLS]``, is a marker)."""
         self._prefixes = frozenset(marker[:size] for marker in ordered for size in range(1, len(marker)))
+        partials = "|".join(_partial(marker) for marker in ordered if len(marker) > 1)
+        self._scan = re.compile(f"{alternation}|(?P<partial>{partials})\\Z" if partials else alternation)
+        """A marker, or a proper prefix of one that ends the text: :meth:`find` in one search (the first
+        match is the same, as no marker contains another one except as a prefix)."""
         self.first_chars: tuple[str, ...] = tuple(sorted({marker[0] for marker in ordered}))
         """The characters a marker starts with: text without any of them holds no marker."""
         self.longest = len(ordered[0])
@@ -116,14 +125,18 @@ class Markers:
                 break
         else:  # no marker can start here: the common case, one str.find per marker-start character
             return len(buf), len(buf), None
-        match = self._pattern.search(buf, pos)
-        if match is not None:
-            start = match.start()
-            if not final and self.may_grow(buf, start):
-                return start, start, None  # a shorter marker that may still grow into a longer one
-            return start, match.end(), match.group()
-        end = len(buf) if final else self.partial_start(buf, pos)
-        return end, end, None
+        if final:
+            match = self._pattern.search(buf, pos)
+            if match is None:
+                return len(buf), len(buf), None
+            return match.start(), match.end(), match.group()
+        match = self._scan.search(buf, pos)
+        if match is None:
+            return len(buf), len(buf), None
+        start = match.start()
+        if match.lastgroup is not None or self.may_grow(buf, start):
+            return start, start, None  # the start of a marker (perhaps a shorter one) that may still grow
+        return start, match.end(), match.group()
 
     def cannot_start_in(self, text: str) -> bool:
         """Whether no character of ``text`` starts a marker (one ``in`` per marker-start character)."""
@@ -161,6 +174,14 @@ class Markers:
                     break
                 start = buf.find(char, start + 1, earliest)
         return earliest
+
+
+def _partial(marker: str) -> str:
+    """A pattern of the proper prefixes of ``marker``: ``a(?:b(?:c)?)?`` for ``abcd``."""
+    pattern = ""
+    for char in reversed(marker[1:-1]):
+        pattern = f"(?:{re.escape(char)}{pattern})?"
+    return re.escape(marker[0]) + pattern
 
 
 _STRING_STOP: Final = re.compile(r'[\\"]')
@@ -363,11 +384,18 @@ class XmlArguments:
         "_strip",
         "_type",
         "count",
+        "streaming",
+        "strips_space",
     )
 
     def __init__(self, emit: Callable[[str], None], *, strip: str = "newline", limit: int = 1 << 20) -> None:
         self._emit = emit
         self._strip = strip
+        self.strips_space = strip == "space"
+        self.streaming = False
+        """A string value has started and nothing is held: :meth:`value` writes its next characters as
+        their JSON escape unless they end with whitespace it may strip (a newline; any whitespace when
+        ``strips_space``), so the caller may write them so itself."""
         self._limit = limit
         self.count = 0
         """Parameters begun so far."""
@@ -382,6 +410,7 @@ class XmlArguments:
         """Start the value of ``key``; the key is emitted at once."""
         prefix = "{" if self.count == 0 else ", "
         self.count += 1
+        self.streaming = False
         self._type = value_type
         self._started = False
         self._pending = ""
@@ -398,6 +427,10 @@ class XmlArguments:
         """The next characters of the current value (free of markers)."""
         if not text:
             return
+        self._value(text)
+        self.streaming = self._mode == "stream" and self._started and not self._pending
+
+    def _value(self, text: str) -> None:
         strip = self._strip
         if not self._started:
             if strip == "space":
@@ -482,6 +515,7 @@ class XmlArguments:
     def end_value(self) -> None:
         """The value is complete: emit what was held, converted to its type."""
         self._pending = ""
+        self.streaming = False
         mode = self._mode
         if mode == "stream":
             self._emit('"')
@@ -494,6 +528,7 @@ class XmlArguments:
 
     def cut(self) -> None:
         """The input ended inside a value: emit what is held as it is (the arguments stay incomplete)."""
+        self.streaming = False
         if self._mode in ("decide", "hold"):
             held = "".join(self._held)
             self._held.clear()

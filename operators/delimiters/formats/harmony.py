@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._lexer import Channel, FormatLexer
+from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput, State
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers, space_end
 from pipeline.models import ToolCallDelta
@@ -129,15 +129,60 @@ class HarmonyLexer(FormatLexer):
             self._route: Channel = self.channel  # a body without a header keeps the field's channel
             self.state = self._text_body
 
+    def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
+        super().__init__(output, channel, options)
+        self._body_state: State = self._text_body
+        self._header_state: State = self._header
+        self._head: list[str] = []
+        self._head_size = 0
+        """The states :meth:`shortcut` knows, kept to compare without building a bound method per chunk."""
+
     def shortcut(self, text: str) -> ToolCallDelta | bool | None:
-        if self.state == self._text_body and self._route == self.channel and not self._held:
-            return _BODY.absent_from(text)  # a message's text on the channel it came in
-        return super().shortcut(text)
+        if self.call_index is None:  # (in a call, the engine's shortcut follows the arguments)
+            state = self.state
+            if state == self._body_state:
+                return self._body_shortcut(text)
+            if state == self._header_state:
+                return self._header_shortcut(text)
+        return FormatLexer.shortcut(self, text)
+
+    def _body_shortcut(self, text: str) -> bool | None:
+        """:meth:`shortcut` in a message's text: what :meth:`_text_body` would do with ``text``."""
+        held = self._held
+        if held:
+            text = held + text
+            if _BODY.may_grow(text, 0):
+                self._held = text
+                return None
+        if not _BODY.absent_from(text):
+            return False
+        if held:
+            self._held = ""
+        elif self._route == self.channel:
+            return True  # a message's text on the channel it came in
+        self.emit_text(text, self._route)  # (an analysis message in content, a final one in reasoning)
+        return None
+
+    def _header_shortcut(self, text: str) -> bool | None:
+        """:meth:`shortcut` in a header: what :meth:`_header` would do with ``text``."""
+        held = self._held
+        if held:
+            text = held + text
+            if _HEADER.may_grow(text, 0):
+                self._held = text
+                return None
+            return False
+        size = self._head_size + len(text)
+        if size > _HEADER_LIMIT or not _HEADER.cannot_start_in(text):
+            return False
+        self._head.append(text)
+        self._head_size = size
+        return None
 
     # --- the header -----------------------------------------------------------------------------------------
 
     def _open_header(self, opener: str) -> None:
-        self._head: list[str] = [opener]
+        self._head = [opener]
         self._head_size = 0
         self.state = self._header
 

@@ -91,14 +91,14 @@ class Qwen3CoderLexer(TaggedCallLexer):
             return stop
         self.confirmed()
         self.start_xml_call(name, strip="newline")
-        self.state = self._in_function
+        self.switch_to_skip(self._in_function, _IN_FUNCTION)
         return stop + 1
 
     def _in_function(self, buf: str, pos: int, final: bool) -> int:
         """Between parameters: whitespace (anything else is dropped)."""
-        _stop, resume, marker = _IN_FUNCTION.find(buf, pos, final)
+        resume, marker = self.skip_to(buf, pos, final, _IN_FUNCTION)
         if marker == _PARAMETER:
-            self.state = self._parameter_key
+            self.switch_to_header(self._parameter_key, _KEY_END)
         elif marker is not None:
             self._end_function(marker)
         return resume
@@ -107,16 +107,16 @@ class Qwen3CoderLexer(TaggedCallLexer):
         resume, marker = self.collect_header(buf, pos, final, _KEY_END)
         if marker is not None:
             self.begin_value(self.take_header().strip())
-            self.state = self._value
+            self.switch_to_value(self._value, _VALUE)
         return resume
 
     def _value(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_value(buf, pos, final, _VALUE)
         if marker is not None:
             if marker == _PARAMETER_END:
-                self.state = self._in_function
+                self.switch_to_skip(self._in_function, _IN_FUNCTION)
             elif marker == "\n" + _PARAMETER:
-                self.state = self._parameter_key
+                self.switch_to_header(self._parameter_key, _KEY_END)
             else:
                 self._end_function(marker.lstrip())
         return resume

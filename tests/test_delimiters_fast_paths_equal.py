@@ -1,0 +1,245 @@
+"""The rewriter's fast paths (:meth:`FormatLexer.shortcut`) give exactly the chunks that lexing every chunk
+through the states gives, for the XML-style, harmony and Kimi-K2 calls, at any chunking."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.delimiters import DelimiterRewriter
+from operators.delimiters._lexer import FormatLexer
+from operators.delimiters._scan import Markers, XmlArguments, json_escape
+from pipeline.models import ChunkResponse, ToolCallDelta
+from tests.delimiter_cases import numbered_ids, pieces_at
+
+_VALUE_TEXT = st.text(
+    alphabet=st.sampled_from(
+        ["a", "b", " ", "\n", "\t", '"', "\\", "<", "/", ">", "|", "=", "é", "🎉", "\x01", "p"]
+    ),
+    max_size=30,
+)
+
+
+def qwen3_coder(value: str, prose: str) -> str:
+    return (
+        f"{prose}<tool_call>\n<function=f>\n<parameter=a>\n{value}\n</parameter>\n"
+        f"<parameter=b>\n{value}\n</parameter>\n</function>\n</tool_call>{prose}"
+    )
+
+
+def glm(value: str, prose: str) -> str:
+    return f"{prose}<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>{value}</arg_value>\n</tool_call>{prose}"
+
+
+def minimax(value: str, prose: str) -> str:
+    return (
+        f'{prose}<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">{value}</parameter>\n'
+        f"</invoke>\n</minimax:tool_call>{prose}"
+    )
+
+
+def harmony(value: str, prose: str) -> str:
+    arguments = '{"a": "' + json_escape(value) + '"}'
+    return (
+        f"<|channel|>analysis<|message|>{prose}<|end|><|start|>assistant<|channel|>commentary "
+        f"to=functions.f <|constrain|>json<|message|>{arguments}<|call|><|start|>assistant"
+        f"<|channel|>final<|message|>{prose}{value}<|return|>"
+    )
+
+
+def kimi_k2(value: str, prose: str) -> str:
+    arguments = '{"a": "' + json_escape(value) + '"}'
+    return (
+        f"{prose}<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+        f"<|tool_call_argument_begin|>{arguments}<|tool_call_end|><|tool_calls_section_end|>{prose}"
+    )
+
+
+STREAMS = {
+    "qwen3_coder": qwen3_coder,
+    "glm45": glm,
+    "minimax_m2": minimax,
+    "harmony": harmony,
+    "kimi_k2": kimi_k2,
+}
+
+
+class _NoShortcut(DelimiterRewriter):
+    """The rewriter with every chunk lexed through the states (the slow path)."""
+
+    def _reset(self) -> None:
+        super()._reset()
+        for lexer in (self._content, self._reasoning):
+            lexer.shortcut = _never  # type: ignore[method-assign]
+
+
+def _never(text: str) -> bool:
+    return False
+
+
+def outputs(rewriter: DelimiterRewriter, pieces: list[str], channel: str) -> Iterator[ChunkResponse]:
+    for piece in pieces:
+        chunk = ChunkResponse(content=piece) if channel == "content" else ChunkResponse(reasoning=piece)
+        yield from rewriter.feed(chunk)
+    yield from rewriter.finish()
+
+
+def assert_same_chunks(format: str, pieces: list[str], channel: str = "content") -> None:
+    fast = list(outputs(DelimiterRewriter(format, id_factory=numbered_ids), pieces, channel))
+    slow = list(outputs(_NoShortcut(format, id_factory=numbered_ids), pieces, channel))
+    assert fast == slow, f"{format} at {pieces!r}"
+
+
+@pytest.mark.parametrize("format", sorted(STREAMS))
+@given(value=_VALUE_TEXT, prose=st.sampled_from(["", "Hi <b> | ", "a\n"]), cuts=st.lists(st.integers(1, 200)))
+@settings(max_examples=60, deadline=None)
+def test_fast_paths_equal_the_states_at_any_chunking(
+    format: str, value: str, prose: str, cuts: list[int]
+) -> None:
+    text = STREAMS[format](value, prose)
+    assert_same_chunks(format, pieces_at(text, cuts))
+    assert_same_chunks(format, pieces_at(text, range(4, len(text), 4)))  # the benchmark's 4-character deltas
+
+
+@pytest.mark.parametrize("format", sorted(STREAMS))
+@pytest.mark.parametrize("value", ['print("x")\n  y = "C:\\\\dir" ', "a\n\nb<c \t", "</para", " é 🎉\x01"])
+def test_fast_paths_equal_the_states_at_every_boundary(format: str, value: str) -> None:
+    text = STREAMS[format](value, "Hi <b> | ")
+    for cut in range(1, len(text)):  # two chunks, cut at every position
+        assert_same_chunks(format, [text[:cut], text[cut:]])
+    for size in (1, 2, 3, 4, 5):  # every piece small
+        assert_same_chunks(format, pieces_at(text, range(size, len(text), size)))
+        assert_same_chunks(format, pieces_at(text, range(size, len(text), size)), channel="reasoning")
+
+
+def test_a_piece_of_an_xml_string_value_is_its_own_delta_without_the_value_writer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter=code>\nx"))
+
+    def refuse(self: XmlArguments, text: str) -> None:
+        raise AssertionError(f"value({text!r}) called: the piece was not taken on the fast path")
+
+    monkeypatch.setattr(XmlArguments, "value", refuse)
+    assert rewriter.feed(ChunkResponse(content='a "b')) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, 'a \\"b')])
+    ]
+    assert rewriter.feed(ChunkResponse(content="c\\d ")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "c\\\\d ")])
+    ]
+
+
+def test_text_after_a_held_marker_start_goes_out_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="2 <")) == [ChunkResponse(content="2 ")]
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content=" 3 a")) == [ChunkResponse(content="< 3 a")]
+
+
+def test_harmony_analysis_text_in_content_goes_to_reasoning_without_lexing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rewriter = DelimiterRewriter("harmony")
+    rewriter.feed(ChunkResponse(content="<|channel|>analysis<|message|>"))
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="Need x")) == [ChunkResponse(reasoning="Need x")]
+
+
+def test_harmony_header_words_are_collected_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rewriter = DelimiterRewriter("harmony", id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content="<|start|>assistant<|channel|>"))
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="commentary to=functions.f ")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content='<|message|>{"a": 1}<|call|>')) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": 1}', True)])
+    ]
+
+
+def test_qwen3_coder_parameter_key_after_its_tag_is_collected_without_lexing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter="))
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="cont")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="ent>\nx\n</parameter>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '{"content": "x"}', True)])
+    ]
+
+
+def _reference_find(markers: Markers, buf: str, pos: int, final: bool) -> tuple[int, int, str | None]:
+    """:meth:`Markers.find` as it was written first: the first marker, else the start of the longest
+    suffix that is a proper prefix of one (a regex search, then a scan of the end of ``buf``)."""
+    ordered = sorted(markers.markers, key=len, reverse=True)
+    prefixes = {marker[:size] for marker in ordered for size in range(1, len(marker))}
+    best: tuple[int, str] | None = None
+    for start in range(pos, len(buf)):
+        for marker in ordered:
+            if buf.startswith(marker, start):
+                best = (start, marker)
+                break
+        if best is not None:
+            break
+    if best is not None:
+        start, marker = best
+        if not final and buf[start:] in prefixes:
+            return start, start, None
+        return start, start + len(marker), marker
+    if final:
+        return len(buf), len(buf), None
+    for start in range(max(pos, len(buf) - len(ordered[0]) + 1), len(buf)):
+        if buf[start:] in prefixes:
+            return start, start, None
+    return len(buf), len(buf), None
+
+
+_MARKER_SETS = [
+    Markers("</parameter>", "\n<parameter=", "\n</function>", "\n</tool_call>"),
+    Markers("<|end|>", "<|return|>", "<|call|>", "<|start|>", "<|channel|>"),
+    Markers("<tool_call>", "<function="),
+    Markers("<", "<|a|>", ">"),
+    Markers("[TOOL_CALLS]", "]"),
+]
+
+
+@given(
+    markers=st.sampled_from(_MARKER_SETS),
+    buf=st.text(alphabet=st.sampled_from(list("<|/>\n=[]TOLCSaceprmtnd_ ")), max_size=30),
+    pos=st.integers(0, 5),
+    final=st.booleans(),
+)
+@settings(max_examples=500, deadline=None)
+def test_markers_find_equals_the_reference(markers: Markers, buf: str, pos: int, final: bool) -> None:
+    pos = min(pos, len(buf))
+    assert markers.find(buf, pos, final) == _reference_find(markers, buf, pos, final)
+
+
+@given(st.text())
+def test_json_escape_equals_msgspec(text: str) -> None:
+    if not any("\ud800" <= char <= "\udfff" for char in text):
+        assert json_escape(text) == msgspec.json.encode(text).decode()[1:-1]
