@@ -189,7 +189,7 @@ class _AutoChunks:
         chunks = self._chain.feed(item) if self._chain is not None else []
         lazy = self._lazy
         if lazy is not None and lazy.core is not None and self._decoder is not None:
-            self._chain, self._lazy = chain(self._decoder, lazy.core), None
+            self._chain, self._lazy = _fused(self._decoder, lazy.core), None
             self._feed = self._chain.feed
         return chunks
 
@@ -216,7 +216,7 @@ class _AutoChunks:
         if self._provider == "auto":
             self._lazy = _LazyConverter(self._provider, self._id_factory, self._choice)
             return chain(decoder, self._lazy)
-        return chain(decoder, _converter(self._provider, self._id_factory, self._choice))
+        return _fused(decoder, _converter(self._provider, self._id_factory, self._choice))
 
     def _decoder_for(self, item: Any) -> Core[Any, Any] | None:
         if self._provider == "text":
@@ -315,3 +315,38 @@ class _SDKObjects:
 
     def finish(self) -> list[Mapping[str, Any]]:
         return []
+
+
+def _fused(decoder: Core[Any, Any], converter: Core[Any, ChunkResponse]) -> Core[Any, ChunkResponse]:
+    """``chain(decoder, converter)``; :class:`_ChatSSE` when the decoder gives live events' bytes
+    (``live_data``: SSE) and the converter decodes them itself (``feed_json``: OpenAI Chat)."""
+    if hasattr(decoder, "live_data") and hasattr(converter, "feed_json"):
+        return _ChatSSE(decoder, converter)
+    return chain(decoder, converter)
+
+
+class _ChatSSE:
+    """SSE bytes to OpenAI Chat chunks: the decoder and the converter chained, except that a read holding
+    one live event (the next text, the next arguments) is decoded by the converter straight into its own
+    types (:meth:`~operators.convert.openai_chat.OpenAIChatConverter.feed_json`), without the event's
+    dicts. Every other read goes through the chain, so the events and errors are the chain's."""
+
+    __slots__ = ("_chain", "_converter", "_decoder", "abort", "finish")
+
+    def __init__(self, decoder: Any, converter: Any) -> None:
+        self._decoder = decoder
+        self._converter = converter
+        self._chain = chain(decoder, converter)
+        self.finish = self._chain.finish
+        self.abort = getattr(self._chain, "abort")  # noqa: B009  # a _Chain always has one
+
+    def feed(self, item: bytes) -> list[ChunkResponse]:
+        decoder = self._decoder
+        if type(item) is bytes:
+            data = decoder.live_data(item)
+            if data is not None:
+                chunks: list[ChunkResponse] | None = self._converter.feed_json(data)
+                if chunks is not None:
+                    decoder.took_live(item)
+                    return chunks
+        return self._chain.feed(item)

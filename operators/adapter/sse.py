@@ -488,35 +488,54 @@ class SSEPayloadDecoder:
         self._start: list[bytes] | None = []
         """The first bytes of the stream (up to an excerpt's length), until the first event."""
 
-    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        if self._start is not None and sum(map(len, self._start)) < _EXCERPT_LENGTH:
-            self._start.append(chunk[:_EXCERPT_LENGTH])
+    def live_data(self, chunk: bytes) -> bytes | None:
+        """The ``data`` of ``chunk`` if it is the live case, one whole event of one ``data`` line that may
+        hold a JSON object, read at an event boundary; else ``None``. Nothing is consumed: after using the
+        data, call :meth:`took_live`; else :meth:`feed` the chunk.
+
+        For a converter fused with this decoder, which decodes the data into its own types
+        (:meth:`operators.convert.openai_chat.OpenAIChatConverter.feed_json`)."""
         events = self._events
         lines = events._lines
-        clean = not events._data and events._event is None and events._retry is None
         if (
-            clean
-            and chunk.endswith(b"\n\n")
+            chunk.endswith(b"\n\n")
             and chunk.startswith(b"data:")
             and chunk.find(b"\n") == len(chunk) - 2
             and 0x0D not in chunk
             and len(chunk) - 2 < events._max
+            and not events._data
+            and events._event is None
+            and events._retry is None
             and lines._started
             and not lines._pending
             and not lines._skip_lf
         ):
-            # The live case, one whole event of one ``data`` line per read: what ``_blocks`` does, inline.
             data = chunk[6:-2] if chunk[5] == 0x20 else chunk[5:-2]
             if len(data) > len(_DONE) + 4:
-                try:
-                    payload = self._parser._decoder.decode(data)
-                except _JSON_ERRORS:
-                    payload = None
-                if type(payload) is dict and payload.get("error") is None and payload.get("type") != "error":
-                    lines._offset += len(chunk)
-                    self._parser._number += 1
-                    self._start = None
-                    return [payload]
+                return data
+        return None
+
+    def took_live(self, chunk: bytes) -> None:
+        """``chunk``, for which :meth:`live_data` gave the data, was one event, now consumed."""
+        self._events._lines._offset += len(chunk)
+        self._parser._number += 1
+        self._start = None
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        if self._start is not None and sum(map(len, self._start)) < _EXCERPT_LENGTH:
+            self._start.append(chunk[:_EXCERPT_LENGTH])
+        data = self.live_data(chunk)
+        if data is not None:
+            try:
+                payload = self._parser._decoder.decode(data)
+            except _JSON_ERRORS:
+                payload = None
+            if type(payload) is dict and payload.get("error") is None and payload.get("type") != "error":
+                self.took_live(chunk)
+                return [payload]
+        events = self._events
+        lines = events._lines
+        clean = not events._data and events._event is None and events._retry is None
         payloads: list[dict[str, Any]] = []
         if clean:
             blocks, offset, chunk = lines.split_events(chunk)
