@@ -124,10 +124,13 @@ class _Chain:
         try:
             items = self._first(item)
             for feed in self._rest:
-                if not items:
-                    return items
                 position += 1
-                items = feed(items[0]) if len(items) == 1 else _feed_each(feed, items)
+                if len(items) == 1:
+                    items = feed(items[0])
+                elif items:
+                    items = _feed_each(feed, items)
+                else:
+                    return items
         except StreamfoldError as exc:
             self._salvage(exc, position)
             raise

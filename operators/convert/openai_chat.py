@@ -373,6 +373,14 @@ class OpenAIChatConverter:
             if not content:
                 return None
             self._event_number += 1
+            if (
+                event.id,
+                event.model,
+                event.created,
+                event.system_fingerprint,
+                event.service_tier,
+            ) == self._seen_metadata:
+                return [ChunkResponse(content=content)]
             return [ChunkResponse(content=content, metadata=self._live_metadata(event))]
         if content or len(tool_calls) != 1:
             return None
