@@ -331,7 +331,7 @@ class _ChatSSE:
     types (:meth:`~operators.convert.openai_chat.OpenAIChatConverter.feed_json`), without the event's
     dicts. Every other read goes through the chain, so the events and errors are the chain's."""
 
-    __slots__ = ("_chain", "_converter", "_decoder", "abort", "finish")
+    __slots__ = ("_at_boundary", "_chain", "_converter", "_decoder", "abort", "finish")
 
     def __init__(self, decoder: Any, converter: Any) -> None:
         self._decoder = decoder
@@ -339,14 +339,18 @@ class _ChatSSE:
         self._chain = chain(decoder, converter)
         self.finish = self._chain.finish
         self.abort = getattr(self._chain, "abort")  # noqa: B009  # a _Chain always has one
+        self._at_boundary = False
+        """Whether the decoder is at an event boundary: set after each read the chain takes."""
 
     def feed(self, item: bytes) -> list[ChunkResponse]:
-        decoder = self._decoder
-        if type(item) is bytes:
-            data = decoder.live_data(item)
+        if self._at_boundary and type(item) is bytes:
+            data = self._decoder.live_data(item)
             if data is not None:
                 chunks: list[ChunkResponse] | None = self._converter.feed_json(data)
                 if chunks is not None:
-                    decoder.took_live(item)
+                    self._decoder.took_live(item)
                     return chunks
-        return self._chain.feed(item)
+        try:
+            return self._chain.feed(item)
+        finally:
+            self._at_boundary = self._decoder.at_event_boundary()

@@ -488,27 +488,34 @@ class SSEPayloadDecoder:
         self._start: list[bytes] | None = []
         """The first bytes of the stream (up to an excerpt's length), until the first event."""
 
-    def live_data(self, chunk: bytes) -> bytes | None:
-        """The ``data`` of ``chunk`` if it is the live case, one whole event of one ``data`` line that may
-        hold a JSON object, read at an event boundary; else ``None``. Nothing is consumed: after using the
-        data, call :meth:`took_live`; else :meth:`feed` the chunk.
-
-        For a converter fused with this decoder, which decodes the data into its own types
-        (:meth:`operators.convert.openai_chat.OpenAIChatConverter.feed_json`)."""
+    def at_event_boundary(self) -> bool:
+        """Whether the bytes read so far end at an event boundary (nothing of a line or event is held)."""
         events = self._events
         lines = events._lines
-        if (
-            chunk.endswith(b"\n\n")
-            and chunk.startswith(b"data:")
-            and chunk.find(b"\n") == len(chunk) - 2
-            and 0x0D not in chunk
-            and len(chunk) - 2 < events._max
-            and not events._data
+        return (
+            not events._data
             and events._event is None
             and events._retry is None
             and lines._started
             and not lines._pending
             and not lines._skip_lf
+        )
+
+    def live_data(self, chunk: bytes) -> bytes | None:
+        """The ``data`` of ``chunk`` if it is the live case, one whole event of one ``data`` line that may
+        hold a JSON object; else ``None``. Valid only :meth:`at_event_boundary`. Nothing is consumed: after
+        using the data, call :meth:`took_live`; else :meth:`feed` the chunk.
+
+        For a converter fused with this decoder, which decodes the data into its own types
+        (:meth:`operators.convert.openai_chat.OpenAIChatConverter.feed_json`)."""
+        end = len(chunk) - 2
+        # (Ints, not b"\n": ``find`` and ``in`` then look with memchr.)
+        if (
+            chunk.find(0x0A) == end
+            and chunk[-1] == 0x0A
+            and 0x0D not in chunk
+            and chunk.startswith(b"data:")
+            and end < self._events._max
         ):
             data = chunk[6:-2] if chunk[5] == 0x20 else chunk[5:-2]
             if len(data) > len(_DONE) + 4:
@@ -524,7 +531,7 @@ class SSEPayloadDecoder:
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         if self._start is not None and sum(map(len, self._start)) < _EXCERPT_LENGTH:
             self._start.append(chunk[:_EXCERPT_LENGTH])
-        data = self.live_data(chunk)
+        data = self.live_data(chunk) if self.at_event_boundary() else None
         if data is not None:
             try:
                 payload = self._parser._decoder.decode(data)
