@@ -14,7 +14,7 @@ from typing import Any
 
 from operators.registry import FRAMINGS, PROVIDERS, check_choice, converter_for
 from pipeline._options import check_count
-from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
+from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 from pipeline.stage import Core, chain
 
@@ -348,9 +348,41 @@ class _ChatSSE:
             if data is not None:
                 chunks: list[ChunkResponse] | None = self._converter.feed_json(data)
                 if chunks is not None:
-                    self._decoder.took_live(item)
+                    self._decoder.took_live(len(item))
                     return chunks
+            elif 0x0D not in item:
+                return self._events(item)
+        return self._slow(item)
+
+    def _slow(self, item: bytes) -> list[ChunkResponse]:
         try:
             return self._chain.feed(item)
         finally:
             self._at_boundary = self._decoder.at_event_boundary()
+
+    def _events(self, item: bytes) -> list[ChunkResponse]:
+        """A read of several events (a replay, a burst): each whole one as a live read of its own (the
+        bytes are the same, cut at the blank lines; the decoder's offsets run on), the rest as read."""
+        end = item.rfind(b"\n\n")
+        if end < 0:
+            return self._slow(item)
+        decoder, feed_json = self._decoder, self._converter.feed_json
+        outputs: list[ChunkResponse] = []
+        try:
+            for block in item[:end].split(b"\n\n"):
+                if self._at_boundary:
+                    data = decoder.live_block_data(block)
+                    if data is not None:
+                        chunks = feed_json(data)
+                        if chunks is not None:
+                            decoder.took_live(len(block) + 2)
+                            outputs += chunks
+                            continue
+                outputs += self._slow(block + b"\n\n")
+            rest = item[end + 2 :]
+            if rest:
+                outputs += self._slow(rest)
+        except StreamfoldError as error:
+            error.partial_outputs = outputs + error.partial_outputs
+            raise
+        return outputs

@@ -4,6 +4,7 @@ the same chunks, the same errors, the same end."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 from unittest import mock
@@ -26,13 +27,15 @@ def ids(position: int) -> str:
 
 
 def run(core: Core[Any, ChunkResponse], reads: list[bytes]) -> Result:
-    """What each read gives (its chunks, and its error if it fails), then what ``finish`` gives."""
+    """What each read gives, then what ``finish`` gives; up to the first error (its partial outputs and
+    message), where the stream ends, as :func:`pipeline.stage.drive` ends it."""
     results: Result = []
     for read in [*reads, None]:
         try:
             results.append((core.finish() if read is None else core.feed(read), None))
         except StreamfoldError as error:
             results.append((error.partial_outputs, f"{type(error).__name__}: {error}"))
+            break
     return results
 
 
@@ -116,3 +119,31 @@ def test_live_reads_skip_the_event_dicts() -> None:
         ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta="{}")]),
     ]
     assert core.finish() == [ChunkResponse(is_complete=True)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    events=st.lists(st.one_of(LIVE_EVENT, LIVE_EVENT, ODD_READ), max_size=14),
+    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=4),
+)
+def test_reads_of_several_events_give_what_the_chain_gives(events: list[bytes], cuts: list[int]) -> None:
+    body = b"".join(events)
+    bounds = [0, *sorted({cut % (len(body) + 1) for cut in cuts}), len(body)]
+    reads = [body[start:end] for start, end in itertools.pairwise(bounds) if end > start]
+    assert fused(reads) == chained(reads)
+
+
+def test_a_read_of_several_live_events_skips_the_event_dicts() -> None:
+    head = {"id": "c", "model": "m"}
+    first = sse({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    texts = [sse({**head, "choices": [{"index": 0, "delta": {"content": text}}]}) for text in "abc"]
+    core = auto_adapter(provider="openai", framing="sse", id_factory=ids)
+    outputs = core.feed(first)
+    with mock.patch.object(SSEPayloadDecoder, "feed", side_effect=AssertionError("decoded to dicts")):
+        outputs += core.feed(b"".join(texts))
+    assert outputs == [
+        ChunkResponse(metadata={"id": "c", "model": "m"}),
+        ChunkResponse(content="a"),
+        ChunkResponse(content="b"),
+        ChunkResponse(content="c"),
+    ]

@@ -522,9 +522,18 @@ class SSEPayloadDecoder:
                 return data
         return None
 
-    def took_live(self, chunk: bytes) -> None:
-        """``chunk``, for which :meth:`live_data` gave the data, was one event, now consumed."""
-        self._events._lines._offset += len(chunk)
+    def live_block_data(self, block: bytes) -> bytes | None:
+        """:meth:`live_data` of one event cut from a read at its blank line (``block`` without it)."""
+        if 0x0A not in block and block.startswith(b"data:") and len(block) < self._events._max:
+            data = block[6:] if block[5:6] == b" " else block[5:]
+            if len(data) > len(_DONE) + 4:
+                return data
+        return None
+
+    def took_live(self, size: int) -> None:
+        """The ``size`` bytes of the event whose data :meth:`live_data` (or :meth:`live_block_data`) gave
+        were consumed (the blank line included)."""
+        self._events._lines._offset += size
         self._parser._number += 1
         self._start = None
 
@@ -538,7 +547,7 @@ class SSEPayloadDecoder:
             except _JSON_ERRORS:
                 payload = None
             if type(payload) is dict and payload.get("error") is None and payload.get("type") != "error":
-                self.took_live(chunk)
+                self.took_live(len(chunk))
                 return [payload]
         events = self._events
         lines = events._lines
