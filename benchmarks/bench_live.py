@@ -14,7 +14,9 @@ event (best of ``--repeat``):
 - streamfold operators piped with ``|``: the same stages as separate async operators.
 
 Then each sync core of ``process()`` alone on the same traffic (its inputs captured once by running the
-cores in a row, then fed by a plain loop), so that a change in one core shows in its own row.
+cores in a row, then fed by a plain loop), so that a change in one core shows in its own row; and the fused
+SSE + converter core that ``process()`` runs in place of the first two (live events decoded straight into
+the converter's types).
 """
 
 from __future__ import annotations
@@ -182,13 +184,24 @@ def _run_core(core: Any, items: list[Any]) -> list[Any]:
     return outputs
 
 
+def fused_adapter() -> Any:
+    """What ``process(source, provider="openai")`` runs for the first two cores: SSE framing fused with
+    the converter, which decodes live events straight into its own types."""
+    from operators.auto import auto_adapter
+
+    return auto_adapter(provider="openai", framing="sse")
+
+
 def core_rows(events: list[bytes], repeat: int) -> list[tuple[str, float]]:
-    """Seconds of CPU time of each core alone on its captured inputs (best of ``repeat``)."""
+    """Seconds of CPU time of each core alone on its captured inputs (best of ``repeat``), then of the
+    fused SSE + converter core that ``process()`` runs instead of the first two."""
     inputs: list[list[Any]] = [list(events)]
     for _, factory in live_cores():
         inputs.append(_run_core(factory(), inputs[-1]))
+    cores = [*live_cores(), ("SSE+converter fused (process)", fused_adapter)]
+    inputs[len(cores) - 1] = inputs[0]  # (the folder's outputs are not an input of any core)
     rows = []
-    for position, (name, factory) in enumerate(live_cores()):
+    for position, (name, factory) in enumerate(cores):
         times = []
         for _ in range(repeat):
             core = factory()
@@ -232,12 +245,15 @@ def main() -> None:
         floor = floor or per_event
         print(f"{name:<34} {per_event:>9.2f} {per_event / floor:>8.2f}")
     assert floor is not None
+    rows_ = core_rows(events, args.repeat)
     total = 0.0
-    for name, seconds in core_rows(events, args.repeat):
+    for name, seconds in rows_[:-1]:
         per_event = seconds / len(events) * 1e6
         total += per_event
         print(f"{name:<34} {per_event:>9.2f} {per_event / floor:>8.2f}")
     print(f"{'  sum of the sync cores':<34} {total:>9.2f} {total / floor:>8.2f}")
+    name, seconds = rows_[-1]
+    print(f"{name:<34} {seconds / len(events) * 1e6:>9.2f} {seconds / len(events) * 1e6 / floor:>8.2f}")
 
 
 if __name__ == "__main__":

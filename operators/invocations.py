@@ -52,11 +52,11 @@ class InvocationFolder:
         self.invocations: list[ToolInvocation] = []
 
     def feed(self, event: SegmentEvent | ResponseEnd) -> list[SegmentEvent | ToolInvocation | ResponseEnd]:
+        if type(event) is SegmentEvent and event.event_type is _CONTENT:  # most events: passed through
+            return [event]
         if not isinstance(event, SegmentEvent):
             return [event]
         event_type = event.event_type
-        if event_type is _CONTENT:  # most events: passed through at once
-            return [event]
         if event_type is SegmentEventType.START:
             if event.segment_type in _TOOL_SEGMENTS:
                 self._tool_segments[event.segment_id] = event.metadata

@@ -66,31 +66,35 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerato
     if context is not None:
         # An aiostream Streamer (an operator's output piped into this one) is iterated in its context.
         await context.__aenter__()
-    next_item = iterator.__anext__
     failure: BaseException | None = None
     try:
-        while True:
-            try:
-                item = await next_item()
-            except StopAsyncIteration:
-                break
-            except Exception as exc:
-                abort = _abort_of(core)
-                if abort is None:
-                    raise
-                try:
-                    outputs, failure = abort(exc), exc
-                except StreamfoldError as inner:
-                    outputs, failure = _take(inner), inner
-            else:
+        # Whether an exception now comes from the source (not from a feed, nor thrown in at a yield).
+        pulling = True
+        try:
+            async for item in iterator:
+                pulling = False
                 try:
                     outputs = feed(item)
                 except StreamfoldError as exc:
                     outputs, failure = _take(exc), exc
+                for out in outputs:
+                    yield out
+                if failure is not None:
+                    raise failure
+                pulling = True
+        except Exception as exc:
+            if not pulling:
+                raise
+            abort = _abort_of(core)
+            if abort is None:
+                raise
+            try:
+                outputs, failure = abort(exc), exc
+            except StreamfoldError as inner:
+                outputs, failure = _take(inner), inner
             for out in outputs:
                 yield out
-            if failure is not None:
-                raise failure
+            raise failure  # noqa: B904  # exc itself, or abort's error whose context is exc
         try:
             outputs = core.finish()
         except StreamfoldError as exc:
@@ -124,10 +128,13 @@ class _Chain:
         try:
             items = self._first(item)
             for feed in self._rest:
-                if not items:
-                    return items
                 position += 1
-                items = feed(items[0]) if len(items) == 1 else _feed_each(feed, items)
+                if len(items) == 1:
+                    items = feed(items[0])
+                elif items:
+                    items = _feed_each(feed, items)
+                else:
+                    return items
         except StreamfoldError as exc:
             self._salvage(exc, position)
             raise

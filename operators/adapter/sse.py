@@ -488,35 +488,70 @@ class SSEPayloadDecoder:
         self._start: list[bytes] | None = []
         """The first bytes of the stream (up to an excerpt's length), until the first event."""
 
-    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        if self._start is not None and sum(map(len, self._start)) < _EXCERPT_LENGTH:
-            self._start.append(chunk[:_EXCERPT_LENGTH])
+    def at_event_boundary(self) -> bool:
+        """Whether the bytes read so far end at an event boundary (nothing of a line or event is held)."""
         events = self._events
         lines = events._lines
-        clean = not events._data and events._event is None and events._retry is None
-        if (
-            clean
-            and chunk.endswith(b"\n\n")
-            and chunk.startswith(b"data:")
-            and chunk.find(b"\n") == len(chunk) - 2
-            and 0x0D not in chunk
-            and len(chunk) - 2 < events._max
+        return (
+            not events._data
+            and events._event is None
+            and events._retry is None
             and lines._started
             and not lines._pending
             and not lines._skip_lf
+        )
+
+    def live_data(self, chunk: bytes) -> bytes | None:
+        """The ``data`` of ``chunk`` if it is the live case, one whole event of one ``data`` line that may
+        hold a JSON object; else ``None``. Valid only :meth:`at_event_boundary`. Nothing is consumed: after
+        using the data, call :meth:`took_live`; else :meth:`feed` the chunk.
+
+        For a converter fused with this decoder, which decodes the data into its own types
+        (:meth:`operators.convert.openai_chat.OpenAIChatConverter.feed_json`)."""
+        end = len(chunk) - 2
+        # (Ints, not b"\n": ``find`` and ``in`` then look with memchr.)
+        if (
+            chunk.find(0x0A) == end
+            and chunk[-1] == 0x0A
+            and 0x0D not in chunk
+            and chunk.startswith(b"data:")
+            and end < self._events._max
         ):
-            # The live case, one whole event of one ``data`` line per read: what ``_blocks`` does, inline.
             data = chunk[6:-2] if chunk[5] == 0x20 else chunk[5:-2]
             if len(data) > len(_DONE) + 4:
-                try:
-                    payload = self._parser._decoder.decode(data)
-                except _JSON_ERRORS:
-                    payload = None
-                if type(payload) is dict and payload.get("error") is None and payload.get("type") != "error":
-                    lines._offset += len(chunk)
-                    self._parser._number += 1
-                    self._start = None
-                    return [payload]
+                return data
+        return None
+
+    def live_block_data(self, block: bytes) -> bytes | None:
+        """:meth:`live_data` of one event cut from a read at its blank line (``block`` without it)."""
+        if 0x0A not in block and block.startswith(b"data:") and len(block) < self._events._max:
+            data = block[6:] if block[5:6] == b" " else block[5:]
+            if len(data) > len(_DONE) + 4:
+                return data
+        return None
+
+    def took_live(self, size: int) -> None:
+        """The ``size`` bytes of the event whose data :meth:`live_data` (or :meth:`live_block_data`) gave
+        were consumed (the blank line included)."""
+        self._events._lines._offset += size
+        self._parser._number += 1
+        self._start = None
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        if self._start is not None and sum(map(len, self._start)) < _EXCERPT_LENGTH:
+            self._start.append(chunk[:_EXCERPT_LENGTH])
+        data = self.live_data(chunk) if self.at_event_boundary() else None
+        if data is not None:
+            try:
+                payload = self._parser._decoder.decode(data)
+            except _JSON_ERRORS:
+                payload = None
+            if type(payload) is dict and payload.get("error") is None and payload.get("type") != "error":
+                self.took_live(len(chunk))
+                return [payload]
+        events = self._events
+        lines = events._lines
+        clean = not events._data and events._event is None and events._retry is None
         payloads: list[dict[str, Any]] = []
         if clean:
             blocks, offset, chunk = lines.split_events(chunk)

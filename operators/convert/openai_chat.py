@@ -72,6 +72,55 @@ _EXECUTED_RESULT_KEYS = ("output", "search_results", "code_results", "browser_re
 """The fields of a Groq executed tool that carry its result."""
 
 
+class _LiveFunction(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    arguments: str | None = None
+    name: str | None = None
+
+
+class _LiveToolCall(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    index: int
+    function: _LiveFunction
+    type: str | None = None
+    id: str | None = None
+
+
+class _LiveDelta(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    content: str | None = None
+    tool_calls: list[_LiveToolCall] | None = None
+    role: str | None = None
+    refusal: None = None
+    reasoning_content: None = None
+    reasoning: None = None
+    function_call: None = None
+
+
+class _LiveChoice(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    delta: _LiveDelta
+    index: int = 0
+    finish_reason: None = None
+    logprobs: None = None
+
+
+class _LiveChunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The shape of nearly every chunk of a live stream (the next text, or the next arguments of a call),
+    for :meth:`OpenAIChatConverter.feed_json`. Any other field, or a value this schema does not allow
+    (a ``finish_reason``, usage, an error, a name), fails the decoding, and the chunk takes the general
+    path."""
+
+    choices: list[_LiveChoice]
+    id: str | None = None
+    object: str | None = None
+    created: int | None = None
+    model: str | None = None
+    system_fingerprint: str | None = None
+    service_tier: str | None = None
+    usage: None = None
+    obfuscation: str | None = None
+
+
+_live_decode = msgspec.json.Decoder(_LiveChunk).decode
+
+
 class _Call:
     """One tool call of the selected choice, from its first delta to its ``finished`` delta."""
 
@@ -298,6 +347,64 @@ class OpenAIChatConverter:
         metadata = self._metadata_changes(event)
         delta_ = ToolCallDelta(call.position, None, None, arguments, False, call.kind)
         return [ChunkResponse(tool_calls=[delta_], metadata=metadata)]
+
+    def feed_json(self, data: bytes) -> list[ChunkResponse] | None:
+        """The chunks of the event whose JSON is ``data``, if it has the shape of :meth:`_fast`'s chunks;
+        else ``None``, and nothing is consumed: decode ``data`` and :meth:`feed` the object instead.
+
+        For an SSE adapter fused with this converter: a typed decode straight from the bytes into the
+        live chunk's schema, instead of building the event's dicts and reading them back (measured:
+        about half the decoding and a third of the converting). A property test keeps it equal to
+        :meth:`feed` of the decoded object."""
+        try:
+            event = _live_decode(data)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return None  # not the live shape (a ValidationError), or not JSON: the general path says why
+        choices = event.choices
+        if len(choices) != 1:
+            return None
+        choice = choices[0]
+        if choice.index != self._choice:
+            return None
+        delta = choice.delta
+        content = delta.content
+        tool_calls = delta.tool_calls
+        if tool_calls is None:
+            if not content:
+                return None
+            self._event_number += 1
+            if (
+                event.id,
+                event.model,
+                event.created,
+                event.system_fingerprint,
+                event.service_tier,
+            ) == self._seen_metadata:
+                return [ChunkResponse(content=content)]
+            return [ChunkResponse(content=content, metadata=self._live_metadata(event))]
+        if content or len(tool_calls) != 1:
+            return None
+        raw = tool_calls[0]
+        function = raw.function
+        arguments = function.arguments
+        if raw.id or function.name or not arguments:
+            return None
+        call = self._by_index.get(raw.index)
+        if call is None or not call.announced or call.finished:
+            return None
+        self._event_number += 1
+        self._last_call = call
+        delta_ = ToolCallDelta(call.position, None, None, arguments, False, call.kind)
+        return [ChunkResponse(tool_calls=[delta_], metadata=self._live_metadata(event))]
+
+    def _live_metadata(self, event: _LiveChunk) -> dict[str, Any] | None:
+        """:meth:`_metadata_changes` of a typed live chunk."""
+        seen = (event.id, event.model, event.created, event.system_fingerprint, event.service_tier)
+        if seen == self._seen_metadata:
+            return None
+        return self._metadata_changes(
+            {key: value for key, value in zip(_METADATA_KEYS, seen, strict=True) if value is not None}
+        )
 
     def finish(self) -> list[ChunkResponse]:
         """The last chunk, ``is_complete=True`` with the finish reason (none if the stream was empty).

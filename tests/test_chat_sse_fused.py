@@ -1,0 +1,149 @@
+"""SSE bytes into the OpenAI Chat converter: the fused core (a live read decoded straight into the
+converter's own types) gives exactly what the decoder and the converter chained give, read by read:
+the same chunks, the same errors, the same end."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.adapter.sse import SSEPayloadDecoder
+from operators.auto import _ChatSSE, auto_adapter
+from pipeline.errors import StreamfoldError
+from pipeline.models import ChunkResponse, ToolCallDelta
+from pipeline.stage import Core, chain
+from tests.test_openai_chat_fast_path import EVENT
+
+Result = list[tuple[list[ChunkResponse], str | None]]
+
+
+def ids(position: int) -> str:
+    return f"gen_{position}"
+
+
+def run(core: Core[Any, ChunkResponse], reads: list[bytes]) -> Result:
+    """What each read gives, then what ``finish`` gives; up to the first error (its partial outputs and
+    message), where the stream ends, as :func:`pipeline.stage.drive` ends it."""
+    results: Result = []
+    for read in [*reads, None]:
+        try:
+            results.append((core.finish() if read is None else core.feed(read), None))
+        except StreamfoldError as error:
+            results.append((error.partial_outputs, f"{type(error).__name__}: {error}"))
+            break
+    return results
+
+
+def fused(reads: list[bytes]) -> Result:
+    return run(auto_adapter(provider="openai", framing="sse", id_factory=ids), reads)
+
+
+def chained(reads: list[bytes]) -> Result:
+    with mock.patch("operators.auto._fused", chain):
+        core = auto_adapter(provider="openai", framing="sse", id_factory=ids)
+        results = run(core, reads)
+    assert type(getattr(core, "_chain", None)) is not _ChatSSE
+    return results
+
+
+def sse(event: object, *, space: bool = True) -> bytes:
+    return b"data:" + (b" " if space else b"") + json.dumps(event).encode() + b"\n\n"
+
+
+EXTRA = st.fixed_dictionaries(
+    {},
+    optional={
+        "object": st.sampled_from(["chat.completion.chunk", None]),
+        "created": st.sampled_from([1700000000, 1.5, None, "x"]),
+        "system_fingerprint": st.sampled_from(["fp_1", None]),
+        "service_tier": st.sampled_from(["default", None]),
+        "obfuscation": st.sampled_from(["abc", None]),
+        "type": st.just("error"),
+    },
+)
+LIVE_EVENT = st.builds(lambda event, extra: {**event, **extra}, EVENT, EXTRA).map(sse)
+ODD_READ = st.sampled_from(
+    [
+        b"data: [DONE]\n\n",
+        b": keep-alive\n\n",
+        b"data: not json at all\n\n",
+        b'data: {"choices": [\n\n',
+        b'event: error\ndata: {"error": {"message": "boom"}}\n\n',
+        b'data: {"choices": []}\r\n\r\n',
+        b'data: {"choices": [{"delta": {"content": "a"}}]}\n',
+        b"\n",
+        b'data: ["not", "an", "object"]\n\n',
+        b'data: {"choices": [{"delta": {"content": "caf\xc3"}}]}\n\n',
+    ]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(reads=st.lists(st.one_of(LIVE_EVENT, LIVE_EVENT, ODD_READ), max_size=12))
+def test_the_fused_core_gives_what_the_chain_gives(reads: list[bytes]) -> None:
+    assert fused(reads) == chained(reads)
+
+
+def test_live_reads_skip_the_event_dicts() -> None:
+    """Text and argument reads are converted by the converter's typed decoding: the decoder's own feed
+    (which builds the event's dicts) sees only the first read."""
+    announce = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    head = {"id": "c", "model": "m", "created": 1, "object": "chat.completion.chunk"}
+    reads = [
+        sse({**head, "choices": [{"index": 0, "delta": {"tool_calls": [announce]}}]}),
+        sse({**head, "choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]}),
+        sse(
+            {
+                **head,
+                "choices": [
+                    {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}
+                ],
+            },
+            space=False,
+        ),
+    ]
+    core = auto_adapter(provider="openai", framing="sse", id_factory=ids)
+    outputs = core.feed(reads[0])
+    with mock.patch.object(SSEPayloadDecoder, "feed", side_effect=AssertionError("decoded to dicts")):
+        outputs += core.feed(reads[1]) + core.feed(reads[2])
+    assert outputs == [
+        ChunkResponse(
+            tool_calls=[ToolCallDelta(0, "call_1", "f")], metadata={"id": "c", "model": "m", "created": 1}
+        ),
+        ChunkResponse(content="Hi"),
+        ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta="{}")]),
+    ]
+    assert core.finish() == [ChunkResponse(is_complete=True)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    events=st.lists(st.one_of(LIVE_EVENT, LIVE_EVENT, ODD_READ), max_size=14),
+    cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=4),
+)
+def test_reads_of_several_events_give_what_the_chain_gives(events: list[bytes], cuts: list[int]) -> None:
+    body = b"".join(events)
+    bounds = [0, *sorted({cut % (len(body) + 1) for cut in cuts}), len(body)]
+    reads = [body[start:end] for start, end in itertools.pairwise(bounds) if end > start]
+    assert fused(reads) == chained(reads)
+
+
+def test_a_read_of_several_live_events_skips_the_event_dicts() -> None:
+    head = {"id": "c", "model": "m"}
+    first = sse({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    texts = [sse({**head, "choices": [{"index": 0, "delta": {"content": text}}]}) for text in "abc"]
+    core = auto_adapter(provider="openai", framing="sse", id_factory=ids)
+    outputs = core.feed(first)
+    with mock.patch.object(SSEPayloadDecoder, "feed", side_effect=AssertionError("decoded to dicts")):
+        outputs += core.feed(b"".join(texts))
+    assert outputs == [
+        ChunkResponse(metadata={"id": "c", "model": "m"}),
+        ChunkResponse(content="a"),
+        ChunkResponse(content="b"),
+        ChunkResponse(content="c"),
+    ]
