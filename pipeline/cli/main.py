@@ -212,6 +212,13 @@ def _parser() -> argparse.ArgumentParser:
         help=f"how the model writes tool calls in the text (default: kimi_k2): {formats}, or none"
         " (no rewriting)",
     )
+    proxy.add_argument(
+        "--reasoning-tags",
+        choices=["think", "kimi", "none"],
+        default="none",
+        help="split reasoning the model writes between <think> tags (kimi: ◁think▷) out of the text, into"
+        " reasoning_content / reasoning items / thinking blocks (default: %(default)s)",
+    )
     return parser
 
 
@@ -240,6 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         host=arguments.host,
                         port=arguments.port,
                         tool_format=arguments.tool_format,
+                        reasoning_tags=arguments.reasoning_tags,
                     )
     except StreamfoldError as exc:
         print(f"streamfold: {where}{type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)

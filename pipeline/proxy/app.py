@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import Any, Final, Literal
 
 import anyio
@@ -50,6 +51,9 @@ with needs_extra("server", "streamfold proxy"):
 from operators.encode.openai_chat import fold_openai_completion
 from operators.registry import resolve_tool_format
 from pipeline._jsonenc import encode_json
+from pipeline.proxy._front import reasoning_splitter, split_completion_reasoning
+from pipeline.proxy.messages import messages_endpoint
+from pipeline.proxy.responses import responses_endpoint
 from pipeline.proxy.rewriter import (
     DEFAULT_MAX_EVENT_SIZE,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -287,7 +291,8 @@ class _Exchange(Response):
 
     def _rewrite_completion(self, body: bytes) -> bytes:
         tool_format = self._tool_format
-        if tool_format is None:
+        tags = self._proxy.reasoning_tags
+        if tool_format is None and tags is None:
             return body
         try:
             completion = msgspec.json.decode(body)
@@ -295,6 +300,10 @@ class _Exchange(Response):
             return body  # not JSON: the client gets what the upstream said
         if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
             return body
+        if tags is not None:
+            completion = split_completion_reasoning(completion, tags)
+        if tool_format is None:
+            return encode_json(completion)
         folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
         return encode_json(folded)
 
@@ -305,6 +314,7 @@ class _Exchange(Response):
             max_event_size=self._proxy.max_event_size,
             max_response_bytes=self._proxy.max_response_bytes,
             tool_schemas=self._tool_schemas,
+            reasoning_tags=self._proxy.reasoning_tags,
         )
         headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
         headers += [
@@ -376,8 +386,10 @@ class _Proxy:
         max_request_bytes: int,
         max_response_bytes: int,
         max_event_size: int,
+        reasoning_tags: str | None = None,
     ) -> None:
         self.base = httpx.URL(upstream)
+        self.reasoning_tags = None if reasoning_tags == "none" else reasoning_tags
         self.tool_format = resolve_tool_format(tool_format)
         self.client = client
         self.max_request_bytes = max_request_bytes
@@ -537,6 +549,7 @@ def create_app(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     keepalive_expiry: float = DEFAULT_KEEPALIVE_EXPIRY,
     timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+    reasoning_tags: str | None = None,
 ) -> Starlette:
     """The proxy as a Starlette app (see the module doc).
 
@@ -555,11 +568,15 @@ def create_app(
             idle timeout (uvicorn's is 5 s).
         timeout: seconds, or an ``httpx.Timeout``; the read timeout bounds the gap between two upstream
             reads, not the whole stream.
+        reasoning_tags: ``think``, ``kimi`` (or ``None``): reasoning the model writes between these tags
+            in its text becomes ``reasoning_content`` (Chat), reasoning items (Responses) and thinking
+            blocks (Messages), before the tool rewriter reads the text.
 
     Raises:
         ConfigurationError: ``tool_format`` is not a known delimiter format.
     """
     resolve_tool_format(tool_format)  # a ConfigurationError listing the formats, before anything starts
+    reasoning_splitter(reasoning_tags)  # a ConfigurationError naming the styles
     owned = client is None
     if client is None:
         client = httpx.AsyncClient(
@@ -578,6 +595,7 @@ def create_app(
         max_request_bytes=max_request_bytes,
         max_response_bytes=max_response_bytes,
         max_event_size=max_event_size,
+        reasoning_tags=reasoning_tags,
     )
 
     @asynccontextmanager
@@ -591,6 +609,8 @@ def create_app(
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
     handlers: list[tuple[str, Callable[[Request], Awaitable[Response]], list[str]]] = [
         ("/v1/chat/completions", proxy.chat_completions, ["POST"]),
+        ("/v1/responses", partial(responses_endpoint, proxy), ["POST"]),
+        ("/v1/messages", partial(messages_endpoint, proxy), ["POST"]),
         ("/{path:path}", proxy.relay, methods),
     ]
     routes = [Route(path, endpoint, methods=allowed) for path, endpoint, allowed in handlers]

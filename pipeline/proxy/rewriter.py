@@ -53,6 +53,9 @@ class ChatStreamRewriter:
     ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.
     A clean end gives ``data: [DONE]``.
 
+    ``reasoning_tags`` (``think``, ``kimi``) moves reasoning written between those tags in the text to
+    ``reasoning_content``, before the rewriter reads it.
+
     ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
     request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
     an id.
@@ -73,6 +76,7 @@ class ChatStreamRewriter:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         id_factory: IdFactory | None = None,
+        reasoning_tags: str | None = None,
     ) -> None:
         options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
         self._encoder = OpenAIChunkEncoder()
@@ -81,6 +85,10 @@ class ChatStreamRewriter:
             _UsageTap(self._encoder),
             OpenAIChatConverter(**options),
         ]
+        if reasoning_tags is not None and reasoning_tags != "none":
+            from operators.delimiters.reasoning_tags import ReasoningTagSplitter
+
+            cores.append(ReasoningTagSplitter(reasoning_tags))
         tool_format = resolve_tool_format(tool_format)
         if tool_format is not None:
             from operators.delimiters import DelimiterRewriter
