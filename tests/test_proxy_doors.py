@@ -14,6 +14,8 @@ import httpx
 import openai
 import pydantic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai.types.responses import ResponseStreamEvent
 
 from operators.encode.anthropic import MessagesEncoder
@@ -21,11 +23,22 @@ from operators.encode.responses import ResponsesEncoder
 from pipeline.models import ChunkResponse
 from pipeline.proxy._front import ChunkPipeline, StreamCore
 from pipeline.proxy.app import create_app
+from pipeline.proxy.messages import MessagesWire
 from pipeline.proxy.messages import chat_request as messages_chat_request
 from pipeline.proxy.responses import ResponsesWire
 from pipeline.proxy.responses import chat_request as responses_chat_request
 from tests.conftest import FIXTURES
-from tests.proxy_upstream import USAGE, FakeUpstream, Scenario, chat_sse, serving, split_bytes, sse_events
+from tests.proxy_upstream import (
+    USAGE,
+    FakeUpstream,
+    Scenario,
+    chat_completion,
+    chat_sse,
+    closed_port,
+    serving,
+    split_bytes,
+    sse_events,
+)
 
 RAW = FIXTURES / "raw_model_output"
 KIMI = (RAW / "vllm-test_kimi-k2_text_then_single_tool.txt").read_text()
@@ -404,3 +417,139 @@ def test_encoders_pass_chunks_without_a_stream() -> None:
     responses = ResponsesEncoder({"model": "m"}, response_id=lambda: "resp_1", clock=lambda: 0.0)
     kinds = [event["type"] for event in responses.feed(ChunkResponse(tool_calls=[call]))]
     assert kinds[-2:] == ["response.function_call_arguments.done", "response.output_item.done"]
+
+
+# --- recorded OpenAI-compatible streams through both encoders, at any split --------------------------------
+
+RECORDED = [
+    "fantasy_groq_kimi-k2_text_then_2_parallel_tools.sse",
+    "fantasy_llama-cpp_gpt-oss_reasoning_content_then_tool_call.sse",
+    "pydantic-ai_deepseek_chat_reasoning_content_text.sse",
+    "fantasy_zai_glm-4.7-flash_reasoning_text_2_parallel_tools.sse",
+]
+MESSAGE_EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(anthropic.types.RawMessageStreamEvent)
+
+
+def recorded(name: str) -> bytes:
+    return (FIXTURES / "openai_compatible" / name).read_bytes()
+
+
+def expected_outcome(body: bytes) -> tuple[str, str, list[tuple[str, str, Any]]]:
+    """Reasoning, text and calls (id, name, arguments) as the chunk pipeline gives them."""
+    chunks = ChunkPipeline(
+        None, reasoning_tags=None, tool_schemas=None, max_event_size=1 << 20, max_response_bytes=1 << 20
+    )
+    out = [*chunks.feed(body), *chunks.finish()]
+    calls: dict[int, list[Any]] = {}
+    for chunk in out:
+        for delta in chunk.tool_calls or ():
+            call = calls.setdefault(delta.index, [delta.call_id, delta.name, []])
+            call[2].append(delta.arguments_delta or "")
+    return (
+        "".join(chunk.reasoning or "" for chunk in out),
+        "".join(chunk.content for chunk in out),
+        [(call_id, name, json.loads("".join(parts))) for call_id, name, parts in calls.values()],
+    )
+
+
+def through_responses(pieces: list[bytes]) -> tuple[str, str, list[tuple[str, str, Any]]]:
+    core = StreamCore(
+        ChunkPipeline(
+            None, reasoning_tags=None, tool_schemas=None, max_event_size=1 << 20, max_response_bytes=1 << 20
+        ),
+        ResponsesWire({"model": "m"}),
+    )
+    events = parse_sse(b"".join(core.feed(piece) for piece in pieces) + core.finish())
+    for name, event in events:
+        assert EVENTS.validate_python(event).type == name
+    assert [event["sequence_number"] for _, event in events] == list(range(len(events)))
+    output = events[-1][1]["response"]["output"]
+    assert events[-1][0] == "response.completed"
+    return (
+        "".join(part["text"] for item in output if item["type"] == "reasoning" for part in item["content"]),
+        "".join(part["text"] for item in output if item["type"] == "message" for part in item["content"]),
+        [
+            (item["call_id"], item["name"], json.loads(item["arguments"]))
+            for item in output
+            if item["type"] == "function_call"
+        ],
+    )
+
+
+def through_messages(pieces: list[bytes]) -> tuple[str, str, list[tuple[str, str, Any]]]:
+    core = StreamCore(
+        ChunkPipeline(
+            None, reasoning_tags=None, tool_schemas=None, max_event_size=1 << 20, max_response_bytes=1 << 20
+        ),
+        MessagesWire("m"),
+    )
+    events = parse_sse(b"".join(core.feed(piece) for piece in pieces) + core.finish())
+    for name, event in events:
+        assert MESSAGE_EVENTS.validate_python(event).type == name
+    assert events[-1][0] == "message_stop"
+    content = core.wire.whole()[1]["content"]
+    return (
+        "".join(block["thinking"] for block in content if block["type"] == "thinking"),
+        "".join(block["text"] for block in content if block["type"] == "text"),
+        [(block["id"], block["name"], block["input"]) for block in content if block["type"] == "tool_use"],
+    )
+
+
+@pytest.mark.parametrize("name", RECORDED)
+@settings(max_examples=15, deadline=None)
+@given(sizes=st.lists(st.integers(1, 400), min_size=1, max_size=6))
+def test_recorded_streams_through_both_doors_at_any_split(name: str, sizes: list[int]) -> None:
+    body = recorded(name)
+    expected = expected_outcome(body)
+    assert expected[2] or expected[0], "the fixture has calls or reasoning"
+    pieces = split_bytes(body, sizes)
+    assert through_responses(pieces) == expected
+    assert through_messages(pieces) == expected
+
+
+# --- errors before the stream -----------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_upstream_error_answers_reach_both_sdks_as_their_errors() -> None:
+    upstream = FakeUpstream()
+    body = json.dumps({"error": {"message": "model is overloaded", "type": "x"}}).encode()
+    upstream.add("busy", Scenario([body], status=429, media_type="application/json"))
+    async with proxy(upstream) as url, openai_client(url) as client:
+        with pytest.raises(openai.RateLimitError, match="model is overloaded"):
+            await client.responses.create(model="busy", input="x", stream=True)
+    async with proxy(upstream) as url, anthropic_client(url) as client:
+        with pytest.raises(anthropic.RateLimitError, match="model is overloaded"):
+            await client.messages.create(
+                model="busy", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+            )
+    async with (
+        serving(create_app(f"http://127.0.0.1:{closed_port()}")) as url,
+        anthropic_client(url) as client,
+    ):
+        with pytest.raises(anthropic.InternalServerError, match="cannot connect"):
+            await client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+    async with proxy(upstream) as url, anthropic_client(url) as client:
+        with pytest.raises(anthropic.BadRequestError, match="web_search"):
+            await client.messages.create(
+                model="m",
+                max_tokens=5,
+                messages=[{"role": "user", "content": "x"}],
+                tools=[{"type": "web_search_20250305", "name": "web_search"}],
+            )
+
+
+@pytest.mark.anyio
+async def test_reasoning_tags_on_the_whole_chat_answer() -> None:
+    upstream = FakeUpstream()
+    upstream.add("glm", Scenario([chat_completion(GLM)], media_type="application/json"))
+    async with (
+        proxy(upstream, tool_format="none", reasoning_tags="think") as url,
+        openai_client(url) as client,
+    ):
+        completion = await client.chat.completions.create(
+            model="glm", messages=[{"role": "user", "content": "x"}]
+        )
+    message = completion.choices[0].message
+    assert message.model_extra["reasoning_content"] == "I want to get the weather."
+    assert message.content.startswith("\n\nI will help you get the weather.\n<tool_call>get_weather")

@@ -46,7 +46,10 @@ def responses_usage(usage: TokenUsage | None) -> dict[str, Any] | None:
         return None
     return {
         "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_tokens or 0},
+        "input_tokens_details": {
+            "cached_tokens": usage.cached_tokens or 0,
+            "cache_write_tokens": usage.cache_creation_tokens or 0,
+        },
         "output_tokens": usage.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
         "total_tokens": usage.total_tokens or usage.prompt_tokens + usage.completion_tokens,
