@@ -195,12 +195,20 @@ class FrontDoor(Response):
             await self._exchange(send)
             tasks.cancel_scope.cancel()
 
+    async def _send_upstream(self) -> httpx.Response:
+        """The upstream's response; sent again once if a pooled connection closed before any answer
+        (the keep-alive race the Chat route also retries; the body is in memory)."""
+        client = self._proxy.client
+        with suppress(httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            return await client.send(self._request, stream=True)
+        return await client.send(self._request, stream=True)
+
     async def _exchange(self, send: Send) -> None:
         from pipeline.proxy.app import _cut_stream_error, _read_capped, _ResponseTooLarge, _transport_error
 
         wire = self._core.wire
         try:
-            upstream = await self._proxy.client.send(self._request, stream=True)
+            upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
             status, body = _transport_error(exc)
             await _json(send, status, wire.error(status, body["error"]["message"], body["error"]["code"]))
