@@ -3,7 +3,9 @@
 Modules: :mod:`~operators.encode.openai_chat` (OpenAI Chat Completions chunks and SSE, for the proxy and
 ``replay --output openai-sse``); :mod:`~operators.encode.vercel` (the Vercel AI SDK UI message stream, for
 ``useChat``); :mod:`~operators.encode.agui` (AG-UI events); :mod:`~operators.encode.protocols`
-(streamfold's own SSE, and :func:`encoder_for`, which picks a protocol's core, media type and headers).
+(streamfold's own SSE, and :func:`encoder_for`, which picks a protocol's core, media type and headers);
+:mod:`~operators.encode.responses` (the OpenAI Responses stream) and :mod:`~operators.encode.anthropic` (the
+Anthropic Messages stream), for the proxy's other front doors.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pipeline._lazy import lazy_exports
 if TYPE_CHECKING:
     from operators.encode.agui import AGUIEncoder as AGUIEncoder
     from operators.encode.agui import encode_agui as encode_agui
+    from operators.encode.anthropic import MessagesEncoder as MessagesEncoder
     from operators.encode.openai_chat import OpenAIChunkEncoder as OpenAIChunkEncoder
     from operators.encode.openai_chat import encode_openai_chat as encode_openai_chat
     from operators.encode.openai_chat import sse_line as sse_line
@@ -22,12 +25,15 @@ if TYPE_CHECKING:
     from operators.encode.protocols import WireEncoding as WireEncoding
     from operators.encode.protocols import encode_streamfold as encode_streamfold
     from operators.encode.protocols import encoder_for as encoder_for
+    from operators.encode.responses import ResponsesEncoder as ResponsesEncoder
     from operators.encode.vercel import VercelUIEncoder as VercelUIEncoder
     from operators.encode.vercel import encode_vercel as encode_vercel
 
 __all__ = [
     "AGUIEncoder",
+    "MessagesEncoder",
     "OpenAIChunkEncoder",
+    "ResponsesEncoder",
     "StreamfoldSSEEncoder",
     "VercelUIEncoder",
     "WireEncoding",
@@ -55,5 +61,7 @@ __getattr__, __dir__ = lazy_exports(
             "encoder_for",
         ),
         "operators.encode.vercel": ("VercelUIEncoder", "encode_vercel"),
+        "operators.encode.responses": ("ResponsesEncoder",),
+        "operators.encode.anthropic": ("MessagesEncoder",),
     },
 )

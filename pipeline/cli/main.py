@@ -324,6 +324,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="an idle client connection stays open (default: %(default)s)",
     )
+    proxy.add_argument(
+        "--reasoning-tags",
+        choices=["think", "kimi", "none"],
+        default="none",
+        help="split reasoning the model writes between <think> tags (kimi: ◁think▷) out of the text, into"
+        " reasoning_content / reasoning items / thinking blocks (default: %(default)s)",
+    )
     serve = commands.add_parser(
         "serve",
         help="a web page showing a response live (a demo, a file, or a live upstream)",
@@ -402,6 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         max_request_bytes=arguments.max_request_bytes,
                         max_response_bytes=arguments.max_response_bytes,
                         max_event_size=arguments.max_event_size,
+                        reasoning_tags=arguments.reasoning_tags,
                     )
             case "serve":
                 _serve(arguments)

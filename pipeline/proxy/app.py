@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import Any, Final, Literal
 
 import anyio
@@ -51,9 +52,12 @@ with needs_extra("server", "streamfold proxy"):
 from operators.registry import check_choice
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
+from pipeline.proxy._front import reasoning_splitter, split_completion_reasoning
 from pipeline.proxy.autodetect import detect_tool_format
+from pipeline.proxy.messages import messages_endpoint
 from pipeline.proxy.ops import ACCESS_LOG, Metrics, access_record
 from pipeline.proxy.policy import UNKNOWN_TOOLS, ToolChoiceError, ToolPolicy, UnknownTools
+from pipeline.proxy.responses import responses_endpoint
 from pipeline.proxy.rewriter import (
     AUTO,
     DEFAULT_MAX_EVENT_SIZE,
@@ -361,7 +365,8 @@ class _Exchange(Response):
 
     def _rewrite_completion(self, body: bytes) -> bytes:
         tool_format = self._tool_format
-        if tool_format is None:
+        tags = self._proxy.reasoning_tags
+        if tool_format is None and tags is None:
             return body
         try:
             completion = msgspec.json.decode(body)
@@ -369,12 +374,15 @@ class _Exchange(Response):
             return body  # not JSON: the client gets what the upstream said
         if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
             return body
+        if tags is not None:
+            completion = split_completion_reasoning(completion, tags)
         if tool_format == AUTO:
             tool_format = detect_tool_format(_message_text(completion)) or ""
         if tool_format:
             folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
         elif self._policy is None or self._policy.is_trivial:
-            return body  # auto found no marker: the answer as the upstream gave it
+            # no calls to rewrite: the answer as the upstream gave it (with its reasoning split, if asked)
+            return body if tags is None else encode_json(completion)
         else:
             folded = completion
         if self._policy is not None and not self._policy.is_trivial:
@@ -394,6 +402,7 @@ class _Exchange(Response):
             max_response_bytes=self._proxy.max_response_bytes,
             tool_schemas=self._tool_schemas,
             policy=self._policy,
+            reasoning_tags=self._proxy.reasoning_tags,
         )
         headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
         headers += [
@@ -493,10 +502,12 @@ class _Proxy:
         max_response_bytes: int,
         max_event_size: int,
         unknown_tools: UnknownTools = "drop",
+        reasoning_tags: str | None = None,
     ) -> None:
         self.base = httpx.URL(upstream)
         self.metrics = Metrics()
         self.unknown_tools: UnknownTools = unknown_tools
+        self.reasoning_tags = None if reasoning_tags == "none" else reasoning_tags
         self.tool_format = resolve_tool_format(tool_format)
         self.client = client
         self.max_request_bytes = max_request_bytes
@@ -670,6 +681,7 @@ def create_app(
     keepalive_expiry: float = DEFAULT_KEEPALIVE_EXPIRY,
     timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
     unknown_tools: UnknownTools = "drop",
+    reasoning_tags: str | None = None,
 ) -> Starlette:
     """The proxy as a Starlette app (see the module doc).
 
@@ -692,12 +704,16 @@ def create_app(
         unknown_tools: a rewritten call to a tool the request does not offer is dropped (``drop``), ends
             the answer with an ``unknown_tool`` error (``refuse``) or passes (``allow``); see
             :mod:`pipeline.proxy.policy` for ``tool_choice`` and ``parallel_tool_calls``.
+        reasoning_tags: ``think``, ``kimi`` (or ``None``): reasoning the model writes between these tags
+            in its text becomes ``reasoning_content`` (Chat), reasoning items (Responses) and thinking
+            blocks (Messages), before the tool rewriter reads the text.
 
     Raises:
         ConfigurationError: ``tool_format`` is not a known delimiter format.
     """
     resolve_tool_format(tool_format)  # a ConfigurationError listing the formats, before anything starts
     check_choice("unknown_tools", unknown_tools, UNKNOWN_TOOLS)
+    reasoning_splitter(reasoning_tags)  # a ConfigurationError naming the styles
     owned = client is None
     if client is None:
         client = httpx.AsyncClient(
@@ -717,6 +733,7 @@ def create_app(
         max_response_bytes=max_response_bytes,
         max_event_size=max_event_size,
         unknown_tools=unknown_tools,
+        reasoning_tags=reasoning_tags,
     )
 
     @asynccontextmanager
@@ -732,6 +749,8 @@ def create_app(
         ("/v1/chat/completions", proxy.chat_completions, ["POST"]),
         ("/health", proxy.health, ["GET", "HEAD"]),
         ("/metrics", proxy.metrics_text, ["GET"]),
+        ("/v1/responses", partial(responses_endpoint, proxy), ["POST"]),
+        ("/v1/messages", partial(messages_endpoint, proxy), ["POST"]),
         ("/{path:path}", proxy.relay, methods),
     ]
     routes = [Route(path, endpoint, methods=allowed) for path, endpoint, allowed in handlers]

@@ -64,6 +64,9 @@ class ChatStreamRewriter:
     ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.
     A clean end gives ``data: [DONE]``.
 
+    ``reasoning_tags`` (``think``, ``kimi``) moves reasoning written between those tags in the text to
+    ``reasoning_content``, before the rewriter reads it.
+
     ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
     request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
     an id; ``policy`` applies the request's tool rules (:mod:`pipeline.proxy.policy`) to the calls,
@@ -86,6 +89,7 @@ class ChatStreamRewriter:
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         id_factory: IdFactory | None = None,
         policy: ToolPolicy | None = None,
+        reasoning_tags: str | None = None,
     ) -> None:
         options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
         self._encoder = OpenAIChunkEncoder()
@@ -94,6 +98,10 @@ class ChatStreamRewriter:
             _UsageTap(self._encoder),
             OpenAIChatConverter(**options),
         ]
+        if reasoning_tags is not None and reasoning_tags != "none":
+            from operators.delimiters.reasoning_tags import ReasoningTagSplitter
+
+            cores.append(ReasoningTagSplitter(reasoning_tags))
         tool_format = proxy_tool_format(tool_format)
         if tool_format == AUTO:
             from pipeline.proxy.autodetect import AutoToolRewriter

@@ -1,0 +1,346 @@
+"""What the proxy's other front doors (``/v1/responses``, ``/v1/messages``) share.
+
+Each translates the client's request into a streamed Chat Completions request to the upstream (asked
+for a stream whether the client streams or not, with ``stream_options.include_usage``), runs the answer
+through :class:`ChunkPipeline` (upstream body, OpenAI converter, the reasoning-tag splitter when
+``reasoning_tags`` is set, the delimiter rewriter) and a wire encoder, and answers with the wire's SSE,
+or with the encoder's whole object when the client did not stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import httpx
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from operators.convert.openai_chat import OpenAIChatConverter
+from operators.registry import resolve_tool_format
+from pipeline._jsonenc import encode_json
+from pipeline.errors import StreamfoldError
+from pipeline.models import ChunkResponse
+from pipeline.proxy.rewriter import _Releasing, _stream_error, _UpstreamBody
+from pipeline.stage import Core, chain
+
+if TYPE_CHECKING:
+    from pipeline.proxy.app import _Proxy
+
+__all__ = ["ChunkPipeline", "FrontDoor", "Wire", "reasoning_splitter", "split_completion_reasoning"]
+
+
+def reasoning_splitter(style: str | None) -> Core[ChunkResponse, ChunkResponse] | None:
+    """The reasoning-tag core for ``style`` (``None``/``"none"``: no splitting)."""
+    if style is None or style == "none":
+        return None
+    from operators.delimiters.reasoning_tags import ReasoningTagSplitter
+
+    return ReasoningTagSplitter(style)
+
+
+def split_completion_reasoning(completion: dict[str, Any], style: str) -> dict[str, Any]:
+    """A whole ``chat.completion`` with each message's tagged reasoning moved to ``reasoning_content``."""
+    choices = completion.get("choices")
+    if not isinstance(choices, list):
+        return completion
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+            continue
+        splitter = reasoning_splitter(style)
+        assert splitter is not None
+        chunks = [*splitter.feed(ChunkResponse(content=message["content"])), *splitter.finish()]
+        reasoning = "".join(chunk.reasoning or "" for chunk in chunks)
+        if reasoning:
+            previous = message.get("reasoning_content")
+            message["reasoning_content"] = (previous if isinstance(previous, str) else "") + reasoning
+            message["content"] = "".join(chunk.content for chunk in chunks) or None
+    return completion
+
+
+class ChunkPipeline:
+    """Sans-IO: the upstream's Chat Completions body (SSE, or one JSON completion) -> rewritten chunks.
+
+    ``reasoning_tags`` splits tagged reasoning out of the text before the delimiter rewriter of
+    ``tool_format`` (``None``: no rewriting) sees it. A failure raises a :class:`StreamfoldError` whose
+    ``partial_outputs`` hold the chunks produced before it (the rewriter's held text released).
+    """
+
+    __slots__ = ("_core",)
+
+    def __init__(
+        self,
+        tool_format: str | None,
+        *,
+        reasoning_tags: str | None,
+        tool_schemas: Mapping[str, Any] | None,
+        max_event_size: int,
+        max_response_bytes: int,
+    ) -> None:
+        cores: list[Core[Any, Any]] = [
+            _UpstreamBody(max_event_size, max_response_bytes),
+            OpenAIChatConverter(),
+        ]
+        splitter = reasoning_splitter(reasoning_tags)
+        if splitter is not None:
+            cores.append(splitter)
+        resolved = resolve_tool_format(tool_format)
+        if resolved is not None:
+            from operators.delimiters import DelimiterRewriter
+
+            cores.append(_Releasing(DelimiterRewriter(resolved, tool_schemas=tool_schemas)))
+        self._core = chain(*cores)
+
+    def feed(self, data: bytes) -> list[ChunkResponse]:
+        result: list[ChunkResponse] = self._core.feed(data)
+        return result
+
+    def finish(self) -> list[ChunkResponse]:
+        result: list[ChunkResponse] = self._core.finish()
+        return result
+
+    def abort(self, exc: BaseException) -> list[ChunkResponse]:
+        """What the chain still holds, after a failure outside the bytes."""
+        abort = getattr(self._core, "abort", None)
+        if abort is None:
+            return []
+        with suppress(StreamfoldError):
+            result: list[ChunkResponse] = abort(exc)
+            return result
+        return []
+
+
+class Wire(Protocol):
+    """A front door's encoder with its framing: chunks in, the wire's SSE bytes out."""
+
+    @property
+    def ended(self) -> bool: ...
+
+    def feed(self, chunk: ChunkResponse) -> bytes: ...
+    def finish(self) -> bytes: ...
+    def fail(self, message: str, code: str) -> bytes: ...
+    def whole(self) -> tuple[int, dict[str, Any]]:
+        """Status and body of the non-streamed answer."""
+        ...
+
+    def error(self, status: int, message: str, code: str) -> dict[str, Any]:
+        """The wire's error body for an HTTP error answer."""
+        ...
+
+
+class StreamCore:
+    """Sans-IO: upstream bytes -> the wire's bytes; never raises (a failure ends the output)."""
+
+    __slots__ = ("_chunks", "wire")
+
+    def __init__(self, chunks: ChunkPipeline, wire: Wire) -> None:
+        self._chunks = chunks
+        self.wire = wire
+
+    def feed(self, data: bytes) -> bytes:
+        if self.wire.ended:
+            return b""
+        try:
+            chunks = self._chunks.feed(data)
+        except StreamfoldError as exc:
+            return self._failed(exc.partial_outputs, _stream_error(exc))
+        return b"".join(map(self.wire.feed, chunks))
+
+    def finish(self) -> bytes:
+        if self.wire.ended:
+            return b""
+        try:
+            chunks = self._chunks.finish()
+        except StreamfoldError as exc:
+            return self._failed(exc.partial_outputs, _stream_error(exc))
+        return b"".join(map(self.wire.feed, chunks)) + self.wire.finish()
+
+    def fail(self, error: Mapping[str, Any]) -> bytes:
+        if self.wire.ended:
+            return b""
+        return self._failed(self._chunks.abort(StreamfoldError("the upstream failed")), error)
+
+    def _failed(self, chunks: list[Any], error: Mapping[str, Any]) -> bytes:
+        details = error["error"]
+        out = b"".join(self.wire.feed(chunk) for chunk in chunks if isinstance(chunk, ChunkResponse))
+        return out + self.wire.fail(str(details.get("message")), str(details.get("code") or "upstream_error"))
+
+
+class FrontDoor(Response):
+    """One front-door exchange: the translated Chat request, streamed from the upstream, encoded."""
+
+    def __init__(
+        self,
+        proxy: _Proxy,
+        request: httpx.Request,
+        core: StreamCore,
+        *,
+        streaming: bool,
+    ) -> None:
+        self._proxy = proxy
+        self._request = request
+        self._core = core
+        self._streaming = streaming
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from pipeline.proxy.app import _cancel_on_disconnect
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_cancel_on_disconnect, receive, tasks.cancel_scope)
+            await self._exchange(send)
+            tasks.cancel_scope.cancel()
+
+    async def _send_upstream(self) -> httpx.Response:
+        """The upstream's response; sent again once if a pooled connection closed before any answer
+        (the keep-alive race the Chat route also retries; the body is in memory)."""
+        client = self._proxy.client
+        with suppress(httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            return await client.send(self._request, stream=True)
+        return await client.send(self._request, stream=True)
+
+    async def _exchange(self, send: Send) -> None:
+        from pipeline.proxy.app import _cut_stream_error, _read_capped, _ResponseTooLarge, _transport_error
+
+        wire = self._core.wire
+        try:
+            upstream = await self._send_upstream()
+        except httpx.HTTPError as exc:
+            status, body = _transport_error(exc)
+            await _json(send, status, wire.error(status, body["error"]["message"], body["error"]["code"]))
+            return
+        try:
+            if upstream.status_code != 200:
+                try:
+                    raw = await _read_capped(upstream, self._proxy.max_response_bytes)
+                except (_ResponseTooLarge, httpx.HTTPError):
+                    raw = b""
+                message = _upstream_message(raw) or f"the upstream answered {upstream.status_code}"
+                status = upstream.status_code
+                await _json(send, status, wire.error(status, message, "upstream_error"))
+                return
+            if self._streaming:
+                await self._stream(upstream, send)
+            else:
+                await self._collect(upstream)
+                status, whole = wire.whole()
+                await _json(send, status, whole)
+        except httpx.HTTPError as exc:  # the non-streamed answer broke off
+            error = _cut_stream_error(exc)
+            await _json(send, 502, wire.error(502, error["error"]["message"], error["error"]["code"]))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+
+    async def _collect(self, upstream: httpx.Response) -> None:
+        core = self._core
+        async for data in upstream.aiter_bytes():
+            core.feed(data)
+            if core.wire.ended:
+                return
+        core.finish()
+
+    async def _stream(self, upstream: httpx.Response, send: Send) -> None:
+        from pipeline.proxy.app import _cut_stream_error
+
+        core = self._core
+        headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        try:
+            async for data in upstream.aiter_bytes():
+                piece = core.feed(data)
+                if piece:
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+                if core.wire.ended:
+                    break
+            else:
+                piece = core.finish()
+        except httpx.HTTPError as exc:
+            piece = core.fail(_cut_stream_error(exc))
+        await send({"type": "http.response.body", "body": piece, "more_body": False})
+
+
+def _upstream_message(body: bytes) -> str | None:
+    """The message of an upstream error body (OpenAI-style or plain text)."""
+    try:
+        payload = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        text = body.decode("utf-8", "replace").strip()
+        return text[:1000] or None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    if isinstance(payload, dict) and isinstance(payload.get("message"), str):
+        return str(payload["message"])
+    return None
+
+
+async def _json(send: Send, status: int, body: Mapping[str, Any]) -> None:
+    data = encode_json(body)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+async def read_json(proxy: _Proxy, request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object body, or the error response (too large, not JSON, not an object)."""
+    body = await proxy.read_body(request)
+    if isinstance(body, Response):
+        return body
+    try:
+        payload = msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        return RequestError(f"the request body is not valid JSON: {exc}").response()
+    if not isinstance(payload, dict):
+        return RequestError("the request body must be a JSON object").response()
+    return payload
+
+
+class RequestError(Exception):
+    """A client request the front door cannot translate (a 400 naming the field)."""
+
+    def __init__(self, message: str, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def response(self, body: Mapping[str, Any] | None = None) -> Response:
+        if body is None:
+            body = {
+                "error": {
+                    "message": self.message,
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": self.code,
+                }
+            }
+        return Response(encode_json(body), status_code=400, media_type="application/json")
+
+
+def upstream_request(proxy: _Proxy, request: Request, chat: Mapping[str, Any]) -> httpx.Request:
+    """The Chat Completions request to the upstream: the client's headers (an Anthropic ``x-api-key``
+    also as ``Authorization: Bearer``), the translated body."""
+    from pipeline.proxy.app import _REQUEST_DROPPED, _forwarded_headers
+
+    drop = _REQUEST_DROPPED | {"content-type"}
+    headers = _forwarded_headers(request.headers.raw, drop)
+    if "authorization" not in request.headers and "x-api-key" in request.headers:
+        headers.append(("authorization", "Bearer " + request.headers["x-api-key"]))
+    headers += [("accept-encoding", "identity"), ("content-type", "application/json")]
+    base_path = proxy.base.path.rstrip("/")
+    path = base_path + ("/chat/completions" if base_path.endswith("/v1") else "/v1/chat/completions")
+    url = proxy.base.copy_with(path=path, query=None)
+    return proxy.client.build_request("POST", url, headers=headers, content=encode_json(chat))
+
+
+def chat_tool_schemas(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tool name -> parameters schema of translated Chat ``tools``."""
+    return {tool["function"]["name"]: tool["function"].get("parameters") or {} for tool in tools}

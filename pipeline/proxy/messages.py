@@ -1,0 +1,254 @@
+"""``POST /v1/messages``: Anthropic Messages in front of a Chat Completions upstream.
+
+The request becomes a streamed Chat Completions request: ``system`` (a string or text blocks) a system
+message; each message's blocks: ``text``, ``image`` (base64 as a data URL, or a URL), ``tool_use``
+(an assistant ``tool_calls`` entry, ``input`` as JSON text), ``tool_result`` (a ``tool`` message, placed
+before the user's other blocks; ``is_error`` prefixes ``Error: ``), ``thinking`` and
+``redacted_thinking`` dropped (an open model's chat template drops past reasoning, and its thinking has
+no signature to keep); ``tools`` (``input_schema`` as ``parameters``); ``tool_choice`` ``auto``, ``any``
+(``required``), ``tool`` (a named function), ``none``, with ``disable_parallel_tool_use`` as
+``parallel_tool_calls: false``; ``max_tokens``, ``temperature``, ``top_p``, ``top_k``,
+``stop_sequences`` (``stop``). ``thinking`` is not forwarded: the upstream decides whether the model
+thinks; what it thinks comes back as thinking blocks. Server tools (a ``type`` such as
+``web_search_20250305``) are refused with a 400.
+
+The answer is :class:`~operators.encode.anthropic.MessagesEncoder`'s events as SSE, or the Message when
+``stream`` is not true; errors are Anthropic error bodies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from operators.encode.anthropic import MessagesEncoder, anthropic_error
+from pipeline._jsonenc import encode_json
+from pipeline.models import ChunkResponse
+from pipeline.proxy._front import (
+    ChunkPipeline,
+    FrontDoor,
+    RequestError,
+    StreamCore,
+    chat_tool_schemas,
+    read_json,
+    upstream_request,
+)
+
+if TYPE_CHECKING:
+    from pipeline.proxy.app import _Proxy
+
+__all__ = ["MessagesWire", "chat_request", "messages_endpoint"]
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+class MessagesWire:
+    """:class:`MessagesEncoder` framed as SSE, for :class:`~pipeline.proxy._front.StreamCore`."""
+
+    __slots__ = ("encoder", "failure")
+
+    def __init__(self, model: str) -> None:
+        self.encoder = MessagesEncoder(model)
+        self.failure: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.encoder.ended
+
+    def feed(self, chunk: ChunkResponse) -> bytes:
+        return _frames(self.encoder.feed(chunk))
+
+    def finish(self) -> bytes:
+        events = self.encoder.finish()
+        if events and events[-1][0] == "error":
+            self.failure = events[-1][1]["error"]["message"]
+        return _frames(events)
+
+    def fail(self, message: str, code: str) -> bytes:
+        self.failure = message
+        return _frames(self.encoder.fail(message))
+
+    def whole(self) -> tuple[int, dict[str, Any]]:
+        if self.failure is not None:
+            return 502, anthropic_error(self.failure)
+        return 200, self.encoder.message
+
+    def error(self, status: int, message: str, code: str) -> dict[str, Any]:
+        return anthropic_error(message, _ERROR_TYPES.get(status, "api_error"))
+
+
+def _frames(events: list[tuple[str, dict[str, Any]]]) -> bytes:
+    return b"".join(
+        b"event: " + name.encode() + b"\ndata: " + encode_json(data) + b"\n\n" for name, data in events
+    )
+
+
+async def messages_endpoint(proxy: _Proxy, request: Request) -> Response:
+    """``POST /v1/messages`` (see the module doc)."""
+    payload = await read_json(proxy, request)
+    if isinstance(payload, Response):
+        return payload
+    try:
+        chat = chat_request(payload)
+    except RequestError as exc:
+        return exc.response(anthropic_error(exc.message, "invalid_request_error"))
+    tools = chat.get("tools") or []
+    rewrites = bool(tools) and chat.get("tool_choice") != "none"
+    chunks = ChunkPipeline(
+        proxy.tool_format if rewrites else None,
+        reasoning_tags=proxy.reasoning_tags,
+        tool_schemas=chat_tool_schemas(tools),
+        max_event_size=proxy.max_event_size,
+        max_response_bytes=proxy.max_response_bytes,
+    )
+    core = StreamCore(chunks, MessagesWire(str(payload.get("model") or "")))
+    return FrontDoor(
+        proxy, upstream_request(proxy, request, chat), core, streaming=payload.get("stream") is True
+    )
+
+
+def chat_request(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The streamed Chat Completions request for a Messages request (see the module doc).
+
+    Raises:
+        RequestError: a field the proxy cannot translate, named.
+    """
+    chat: dict[str, Any] = {
+        key: payload[key]
+        for key in ("model", "max_tokens", "temperature", "top_p", "top_k")
+        if payload.get(key) is not None
+    }
+    if payload.get("stop_sequences"):
+        chat["stop"] = payload["stop_sequences"]
+    messages: list[dict[str, Any]] = []
+    system = payload.get("system")
+    if system:
+        messages.append({"role": "system", "content": _text(system, "system")})
+    raw_messages = payload.get("messages")
+    if not isinstance(raw_messages, list):
+        raise RequestError("messages must be a list")
+    for position, message in enumerate(raw_messages):
+        _add_message(messages, message, f"messages[{position}]")
+    chat["messages"] = messages
+    tools = [_tool(tool, f"tools[{position}]") for position, tool in enumerate(payload.get("tools") or [])]
+    if tools:
+        chat["tools"] = tools
+    choice = payload.get("tool_choice")
+    if isinstance(choice, Mapping):
+        kind = choice.get("type")
+        if kind == "auto":
+            chat["tool_choice"] = "auto"
+        elif kind == "any":
+            chat["tool_choice"] = "required"
+        elif kind == "none":
+            chat["tool_choice"] = "none"
+        elif kind == "tool" and isinstance(choice.get("name"), str):
+            chat["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+        else:
+            raise RequestError(f"tool_choice {encode_json(choice).decode()} is not supported")
+        if choice.get("disable_parallel_tool_use") is True:
+            chat["parallel_tool_calls"] = False
+    chat["stream"] = True
+    chat["stream_options"] = {"include_usage": True}
+    return chat
+
+
+def _tool(tool: object, where: str) -> dict[str, Any]:
+    if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+        raise RequestError(f"{where} must be an object with a name")
+    if tool.get("type") not in (None, "custom"):
+        raise RequestError(
+            f"{where}: server tool {tool.get('type')!r} cannot be served by a Chat Completions upstream"
+        )
+    function: dict[str, Any] = {
+        "name": tool["name"],
+        "parameters": tool.get("input_schema") or {"type": "object"},
+    }
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    return {"type": "function", "function": function}
+
+
+def _text(content: object, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for number, block in enumerate(content):
+            if not isinstance(block, Mapping) or block.get("type") != "text":
+                raise RequestError(f"{where}[{number}] must be a text block")
+            texts.append(str(block.get("text", "")))
+        return "\n".join(texts)
+    raise RequestError(f"{where} must be a string or a list of text blocks")
+
+
+def _image(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    source = block.get("source")
+    if isinstance(source, Mapping) and source.get("type") == "base64":
+        url = f"data:{source.get('media_type')};base64,{source.get('data')}"
+    elif isinstance(source, Mapping) and source.get("type") == "url":
+        url = str(source.get("url"))
+    else:
+        raise RequestError(f"{where}: image source {source!r} is not supported")
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _add_message(messages: list[dict[str, Any]], message: object, where: str) -> None:
+    if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
+        raise RequestError(f"{where} must be an object with role user or assistant")
+    role = message["role"]
+    content = message.get("content")
+    if isinstance(content, str):
+        messages.append({"role": role, "content": content})
+        return
+    if not isinstance(content, list):
+        raise RequestError(f"{where}.content must be a string or a list of blocks")
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    for number, block in enumerate(content):
+        at = f"{where}.content[{number}]"
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "text":
+            parts.append({"type": "text", "text": str(block.get("text", ""))})
+        elif kind == "image":
+            parts.append(_image(block, at))
+        elif kind == "tool_use" and role == "assistant":
+            arguments = encode_json(block.get("input") or {}).decode()
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {"name": block.get("name"), "arguments": arguments},
+                }
+            )
+        elif kind == "tool_result" and role == "user":
+            result = block.get("content")
+            text = result if isinstance(result, str) else _text(result or [], f"{at}.content")
+            if block.get("is_error"):
+                text = "Error: " + text
+            messages.append({"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text})
+        elif kind in ("thinking", "redacted_thinking"):
+            continue
+        else:
+            raise RequestError(f"{at}: block type {kind!r} is not supported in a {role} message")
+    if not parts and not calls:
+        return
+    out: dict[str, Any] = {"role": role}
+    if all(part["type"] == "text" for part in parts):
+        out["content"] = "".join(part["text"] for part in parts) if parts else None
+    else:
+        out["content"] = parts
+    if calls:
+        out["tool_calls"] = calls
+    messages.append(out)

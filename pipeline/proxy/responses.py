@@ -1,0 +1,236 @@
+"""``POST /v1/responses``: the OpenAI Responses API in front of a Chat Completions upstream.
+
+The request becomes a streamed Chat Completions request: ``instructions`` a system message first;
+``input`` (a string, or items: messages with text and image parts, ``function_call`` items, which join
+the assistant message before them, and ``function_call_output`` items, which become ``tool`` messages;
+``reasoning`` items are dropped, as the open models' chat templates drop past reasoning); ``tools`` of
+type ``function`` in the Chat shape; ``tool_choice``; ``max_output_tokens`` as ``max_tokens``;
+``reasoning.effort`` as ``reasoning_effort``; ``text.format`` as ``response_format``; ``temperature``,
+``top_p``, ``parallel_tool_calls``, ``user`` as they are. The proxy keeps no state: ``previous_response_id``
+and non-function tools (``web_search``, ``file_search``, ...) are refused with a 400.
+
+The answer is :class:`~operators.encode.responses.ResponsesEncoder`'s events as SSE
+(``event: <type>`` and ``data: {...}``), or the Response object when ``stream`` is not true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from operators.encode.responses import ResponsesEncoder
+from pipeline._jsonenc import encode_json
+from pipeline.models import ChunkResponse
+from pipeline.proxy._front import (
+    ChunkPipeline,
+    FrontDoor,
+    RequestError,
+    StreamCore,
+    chat_tool_schemas,
+    read_json,
+    upstream_request,
+)
+
+if TYPE_CHECKING:
+    from pipeline.proxy.app import _Proxy
+
+__all__ = ["ResponsesWire", "chat_request", "responses_endpoint"]
+
+
+class ResponsesWire:
+    """:class:`ResponsesEncoder` framed as SSE, for :class:`~pipeline.proxy._front.StreamCore`."""
+
+    __slots__ = ("encoder",)
+
+    def __init__(self, request: Mapping[str, Any]) -> None:
+        self.encoder = ResponsesEncoder(request)
+
+    @property
+    def ended(self) -> bool:
+        return self.encoder.ended
+
+    def feed(self, chunk: ChunkResponse) -> bytes:
+        return _frames(self.encoder.feed(chunk))
+
+    def finish(self) -> bytes:
+        return _frames(self.encoder.finish())
+
+    def fail(self, message: str, code: str) -> bytes:
+        return _frames(self.encoder.fail(message, code=code))
+
+    def whole(self) -> tuple[int, dict[str, Any]]:
+        response = self.encoder.response
+        if response["status"] == "failed":
+            error = response["error"]
+            return 502, self.error(502, error["message"], "upstream_error")
+        return 200, response
+
+    def error(self, status: int, message: str, code: str) -> dict[str, Any]:
+        kind = "invalid_request_error" if 400 <= status < 500 else "upstream_error"
+        return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _frames(events: list[dict[str, Any]]) -> bytes:
+    return b"".join(
+        b"event: " + event["type"].encode() + b"\ndata: " + encode_json(event) + b"\n\n" for event in events
+    )
+
+
+async def responses_endpoint(proxy: _Proxy, request: Request) -> Response:
+    """``POST /v1/responses`` (see the module doc)."""
+    payload = await read_json(proxy, request)
+    if isinstance(payload, Response):
+        return payload
+    try:
+        chat = chat_request(payload)
+    except RequestError as exc:
+        return exc.response()
+    tools = chat.get("tools") or []
+    rewrites = bool(tools) and chat.get("tool_choice") != "none"
+    chunks = ChunkPipeline(
+        proxy.tool_format if rewrites else None,
+        reasoning_tags=proxy.reasoning_tags,
+        tool_schemas=chat_tool_schemas(tools),
+        max_event_size=proxy.max_event_size,
+        max_response_bytes=proxy.max_response_bytes,
+    )
+    core = StreamCore(chunks, ResponsesWire(payload))
+    return FrontDoor(
+        proxy, upstream_request(proxy, request, chat), core, streaming=payload.get("stream") is True
+    )
+
+
+_PASSED = ("model", "temperature", "top_p", "parallel_tool_calls", "user", "seed", "stop")
+
+
+def chat_request(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The streamed Chat Completions request for a Responses request (see the module doc).
+
+    Raises:
+        RequestError: a field the proxy cannot translate, named.
+    """
+    if payload.get("previous_response_id"):
+        raise RequestError(
+            "the proxy keeps no responses: previous_response_id is not supported, send the whole input",
+            "unsupported_parameter",
+        )
+    chat: dict[str, Any] = {key: payload[key] for key in _PASSED if payload.get(key) is not None}
+    messages: list[dict[str, Any]] = []
+    instructions = payload.get("instructions")
+    if isinstance(instructions, str) and instructions:
+        messages.append({"role": "system", "content": instructions})
+    items = payload.get("input")
+    if isinstance(items, str):
+        messages.append({"role": "user", "content": items})
+    elif isinstance(items, list):
+        for position, item in enumerate(items):
+            _add_item(messages, item, position)
+    elif items is not None:
+        raise RequestError("input must be a string or a list of items")
+    chat["messages"] = messages
+    tools = [_tool(tool, position) for position, tool in enumerate(payload.get("tools") or [])]
+    if tools:
+        chat["tools"] = tools
+    choice = payload.get("tool_choice")
+    if isinstance(choice, Mapping):
+        if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
+            raise RequestError(
+                f"tool_choice {encode_json(choice).decode()} is not supported", "unsupported_tool"
+            )
+        chat["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+    elif choice is not None:
+        chat["tool_choice"] = choice
+    if payload.get("max_output_tokens") is not None:
+        chat["max_tokens"] = payload["max_output_tokens"]
+    reasoning = payload.get("reasoning")
+    if isinstance(reasoning, Mapping) and reasoning.get("effort"):
+        chat["reasoning_effort"] = reasoning["effort"]
+    text = payload.get("text")
+    text_format = text.get("format") if isinstance(text, Mapping) else None
+    if isinstance(text_format, Mapping) and text_format.get("type") == "json_schema":
+        schema = {
+            key: text_format[key] for key in ("name", "schema", "strict", "description") if key in text_format
+        }
+        chat["response_format"] = {"type": "json_schema", "json_schema": schema}
+    elif isinstance(text_format, Mapping) and text_format.get("type") == "json_object":
+        chat["response_format"] = {"type": "json_object"}
+    chat["stream"] = True
+    chat["stream_options"] = {"include_usage": True}
+    return chat
+
+
+def _tool(tool: object, position: int) -> dict[str, Any]:
+    if (
+        not isinstance(tool, Mapping)
+        or tool.get("type") != "function"
+        or not isinstance(tool.get("name"), str)
+    ):
+        kind = tool.get("type") if isinstance(tool, Mapping) else type(tool).__name__
+        raise RequestError(
+            f"tools[{position}]: a Chat Completions upstream serves function tools only, not {kind!r}",
+            "unsupported_tool",
+        )
+    function: dict[str, Any] = {"name": tool["name"]}
+    for key in ("description", "parameters", "strict"):
+        if tool.get(key) is not None:
+            function[key] = tool[key]
+    return {"type": "function", "function": function}
+
+
+def _text_of(content: object, where: str) -> str | list[dict[str, Any]]:
+    """Message content as Chat content: a string, or parts (text and images)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise RequestError(f"{where}.content must be a string or a list of parts")
+    parts: list[dict[str, Any]] = []
+    for number, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "input_image" and isinstance(part.get("image_url"), str):
+            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        else:
+            raise RequestError(f"{where}.content[{number}]: part type {kind!r} is not supported")
+    if all(part["type"] == "text" for part in parts):
+        return "".join(part["text"] for part in parts)
+    return parts
+
+
+def _add_item(messages: list[dict[str, Any]], item: object, position: int) -> None:
+    where = f"input[{position}]"
+    if not isinstance(item, Mapping):
+        raise RequestError(f"{where} must be an object")
+    kind = item.get("type", "message")
+    if kind == "message":
+        role = item.get("role")
+        if role not in ("user", "assistant", "system", "developer"):
+            raise RequestError(f"{where}.role {role!r} is not supported")
+        messages.append(
+            {
+                "role": "system" if role == "developer" else role,
+                "content": _text_of(item.get("content"), where),
+            }
+        )
+    elif kind == "function_call":
+        call = {
+            "id": item.get("call_id"),
+            "type": "function",
+            "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
+        }
+        last = messages[-1] if messages else None
+        if last is not None and last["role"] == "assistant" and isinstance(last.get("content"), str | None):
+            last.setdefault("tool_calls", []).append(call)
+        else:
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    elif kind == "function_call_output":
+        output = item.get("output")
+        content = output if isinstance(output, str) else _text_of(output, where)
+        messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": content})
+    elif kind == "reasoning":
+        return
+    else:
+        raise RequestError(f"{where}: item type {kind!r} is not supported")
