@@ -64,7 +64,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from operators.convert._base import IdFactory, is_mapping, new_call_id
-from operators.convert.gemini._common import converter_error, plain, provider_error
+from operators.convert.gemini._common import converter_error, plain, provider_error, token_usage
 from operators.convert.gemini._partial_args import (
     PartialArgsWriter,
     PartialValue,
@@ -82,6 +82,13 @@ _CONTENT_FILTER_REASONS: Final = frozenset(
 )
 
 _MEDIA_KINDS: Final = ("image", "audio", "video")
+_USAGE_FIELDS: Final = (
+    "promptTokenCount",
+    "candidatesTokenCount",
+    "thoughtsTokenCount",
+    "cachedContentTokenCount",
+    "totalTokenCount",
+)
 
 
 def normalize_gemini_finish_reason(finish_reason: str, *, made_function_call: bool) -> str:
@@ -710,37 +717,9 @@ class GenerateContentConverter:
     # response-level fields
 
     def _new_usage(self, event: Mapping[str, Any]) -> TokenUsage | None:
-        raw = event.get("usageMetadata")
-        if raw is None:
+        usage = token_usage(event.get("usageMetadata"), self._event_number, "usageMetadata", _USAGE_FIELDS)
+        if usage is None:
             return None
-        if not is_mapping(raw):
-            raise self._error("usageMetadata", "is not a mapping")
-        counts: dict[str, int] = {}
-        for field in (
-            "promptTokenCount",
-            "candidatesTokenCount",
-            "thoughtsTokenCount",
-            "cachedContentTokenCount",
-            "totalTokenCount",
-        ):
-            value = raw.get(field)
-            if value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise self._error(f"usageMetadata.{field}", "is not an integer")
-            counts[field] = value
-        if not counts:
-            return None  # e.g. only trafficType, on every streamed chunk of Vertex
-        prompt = counts.get("promptTokenCount", 0)
-        thoughts = counts.get("thoughtsTokenCount")
-        completion = counts.get("candidatesTokenCount", 0) + (thoughts or 0)
-        usage = TokenUsage(
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            total_tokens=counts.get("totalTokenCount", prompt + completion),
-            cached_tokens=counts.get("cachedContentTokenCount"),
-            reasoning_tokens=thoughts,
-        )
         if usage == self._last_usage:
             return None
         self._last_usage = usage

@@ -14,15 +14,23 @@ A Gemini stream whose events carry an ``event_type`` is an Interactions API stre
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from operators.convert._base import IdFactory, is_mapping, new_call_id
-from operators.convert.gemini._common import converter_error, provider_error
+from operators.convert.gemini._common import converter_error, provider_error, token_usage
 from operators.convert.gemini._partial_args import json_text
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 
 __all__ = ["InteractionsConverter"]
+
+_USAGE_FIELDS: Final = (
+    "total_input_tokens",
+    "total_output_tokens",
+    "total_thought_tokens",
+    "total_cached_tokens",
+    "total_tokens",
+)
 
 
 class _StepCall:
@@ -185,36 +193,7 @@ class InteractionsConverter:
         ]
 
     def _interaction_usage(self, raw: Any) -> TokenUsage | None:
-        if raw is None:
-            return None
-        if not is_mapping(raw):
-            raise self._error("interaction.usage", "is not a mapping")
-        counts: dict[str, int] = {}
-        for field in (
-            "total_input_tokens",
-            "total_output_tokens",
-            "total_thought_tokens",
-            "total_cached_tokens",
-            "total_tokens",
-        ):
-            value = raw.get(field)
-            if value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise self._error(f"interaction.usage.{field}", "is not an integer")
-            counts[field] = value
-        if not counts:
-            return None
-        prompt = counts.get("total_input_tokens", 0)
-        thoughts = counts.get("total_thought_tokens")
-        completion = counts.get("total_output_tokens", 0) + (thoughts or 0)
-        return TokenUsage(
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            total_tokens=counts.get("total_tokens", prompt + completion),
-            cached_tokens=counts.get("total_cached_tokens"),
-            reasoning_tokens=thoughts,
-        )
+        return token_usage(raw, self._event_number, "interaction.usage", _USAGE_FIELDS)
 
     def _index(self, event: Mapping[str, Any]) -> int:
         value = event.get("index")
