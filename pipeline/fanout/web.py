@@ -230,16 +230,7 @@ class _Endpoint:
         return encode_json(self.encode(item))
 
     def _bounded(self, send: Send) -> Send:
-        """``send``, raising ``TimeoutError`` when one send takes longer than ``send_timeout``."""
-        timeout = self.send_timeout
-        if timeout is None:
-            return send
-
-        async def bounded_send(message: Message) -> None:
-            with anyio.fail_after(timeout):
-                await send(message)
-
-        return bounded_send
+        return _bounded_send(send, self.send_timeout)
 
     def _drop_stalled(self, subscription: Subscription[Any]) -> None:
         """The client took nothing for ``send_timeout`` seconds: end its subscription as disconnected."""
@@ -623,15 +614,7 @@ class _ServedEndpoint:
         self.path_param = path_param
 
     def _bounded(self, send: Send) -> Send:
-        timeout = self.send_timeout
-        if timeout is None:
-            return send
-
-        async def bounded_send(message: Message) -> None:
-            with anyio.fail_after(timeout):
-                await send(message)
-
-        return bounded_send
+        return _bounded_send(send, self.send_timeout)
 
     def _edge(self) -> Edge:
         return Edge(policy=self.policy, max_buffer=self.max_buffer, max_bytes=self.max_buffer_bytes)
