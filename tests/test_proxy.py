@@ -28,7 +28,8 @@ from operators.convert.openai_chat import OpenAIChatConverter
 from operators.delimiters import FORMATS
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse
-from pipeline.proxy.app import _forwarded_headers, create_app
+from pipeline.proxy._shared import forwarded_headers
+from pipeline.proxy.app import create_app
 from pipeline.proxy.rewriter import ChatStreamRewriter
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import collect, numbered_ids, pieces_at, run
@@ -926,7 +927,7 @@ def test_forwarded_headers_drop_what_connection_names() -> None:
         (b"X-C", b"3"),
         (b"Keep-Alive", b"timeout=5"),
     ]
-    assert _forwarded_headers(raw, frozenset({"connection", "keep-alive"})) == [("X-C", "3")]
+    assert forwarded_headers(raw, frozenset({"connection", "keep-alive"})) == [("X-C", "3")]
 
 
 # --- keep-alive: connections closed with no response ----------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import anyio
 import httpx
@@ -25,11 +25,20 @@ from operators.registry import resolve_tool_format
 from pipeline._jsonenc import encode_json
 from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse
-from pipeline.proxy.rewriter import _Releasing, _stream_error, _UpstreamBody
+from pipeline.proxy._shared import (
+    REQUEST_DROPPED,
+    BodyTooLarge,
+    ProxyConfig,
+    Releasing,
+    UpstreamBody,
+    cancel_on_disconnect,
+    cut_stream_error,
+    forwarded_headers,
+    read_capped,
+    stream_error,
+    transport_error,
+)
 from pipeline.stage import Core, chain
-
-if TYPE_CHECKING:
-    from pipeline.proxy.app import _Proxy
 
 __all__ = ["ChunkPipeline", "FrontDoor", "Wire", "reasoning_splitter", "split_completion_reasoning"]
 
@@ -83,7 +92,7 @@ class ChunkPipeline:
         max_response_bytes: int,
     ) -> None:
         cores: list[Core[Any, Any]] = [
-            _UpstreamBody(max_event_size, max_response_bytes),
+            UpstreamBody(max_event_size, max_response_bytes),
             OpenAIChatConverter(),
         ]
         splitter = reasoning_splitter(reasoning_tags)
@@ -93,7 +102,7 @@ class ChunkPipeline:
         if resolved is not None:
             from operators.delimiters import DelimiterRewriter
 
-            cores.append(_Releasing(DelimiterRewriter(resolved, tool_schemas=tool_schemas)))
+            cores.append(Releasing(DelimiterRewriter(resolved, tool_schemas=tool_schemas)))
         self._core = chain(*cores)
 
     def feed(self, data: bytes) -> list[ChunkResponse]:
@@ -148,7 +157,7 @@ class StreamCore:
         try:
             chunks = self._chunks.feed(data)
         except StreamfoldError as exc:
-            return self._failed(exc.partial_outputs, _stream_error(exc))
+            return self._failed(exc.partial_outputs, stream_error(exc))
         return b"".join(map(self.wire.feed, chunks))
 
     def finish(self) -> bytes:
@@ -157,7 +166,7 @@ class StreamCore:
         try:
             chunks = self._chunks.finish()
         except StreamfoldError as exc:
-            return self._failed(exc.partial_outputs, _stream_error(exc))
+            return self._failed(exc.partial_outputs, stream_error(exc))
         return b"".join(map(self.wire.feed, chunks)) + self.wire.finish()
 
     def fail(self, error: Mapping[str, Any]) -> bytes:
@@ -176,7 +185,7 @@ class FrontDoor(Response):
 
     def __init__(
         self,
-        proxy: _Proxy,
+        proxy: ProxyConfig,
         request: httpx.Request,
         core: StreamCore,
         *,
@@ -188,10 +197,8 @@ class FrontDoor(Response):
         self._streaming = streaming
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from pipeline.proxy.app import _cancel_on_disconnect
-
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_cancel_on_disconnect, receive, tasks.cancel_scope)
+            tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
             await self._exchange(send)
             tasks.cancel_scope.cancel()
 
@@ -204,20 +211,18 @@ class FrontDoor(Response):
         return await client.send(self._request, stream=True)
 
     async def _exchange(self, send: Send) -> None:
-        from pipeline.proxy.app import _cut_stream_error, _read_capped, _ResponseTooLarge, _transport_error
-
         wire = self._core.wire
         try:
             upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
-            status, body = _transport_error(exc)
+            status, body = transport_error(exc)
             await _json(send, status, wire.error(status, body["error"]["message"], body["error"]["code"]))
             return
         try:
             if upstream.status_code != 200:
                 try:
-                    raw = await _read_capped(upstream, self._proxy.max_response_bytes)
-                except (_ResponseTooLarge, httpx.HTTPError):
+                    raw = await read_capped(upstream, self._proxy.max_response_bytes)
+                except (BodyTooLarge, httpx.HTTPError):
                     raw = b""
                 message = _upstream_message(raw) or f"the upstream answered {upstream.status_code}"
                 status = upstream.status_code
@@ -230,7 +235,7 @@ class FrontDoor(Response):
                 status, whole = wire.whole()
                 await _json(send, status, whole)
         except httpx.HTTPError as exc:  # the non-streamed answer broke off
-            error = _cut_stream_error(exc)
+            error = cut_stream_error(exc)
             await _json(send, 502, wire.error(502, error["error"]["message"], error["error"]["code"]))
         finally:
             with anyio.CancelScope(shield=True):
@@ -245,8 +250,6 @@ class FrontDoor(Response):
         core.finish()
 
     async def _stream(self, upstream: httpx.Response, send: Send) -> None:
-        from pipeline.proxy.app import _cut_stream_error
-
         core = self._core
         headers = [
             (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -264,7 +267,7 @@ class FrontDoor(Response):
             else:
                 piece = core.finish()
         except httpx.HTTPError as exc:
-            piece = core.fail(_cut_stream_error(exc))
+            piece = core.fail(cut_stream_error(exc))
         await send({"type": "http.response.body", "body": piece, "more_body": False})
 
 
@@ -290,7 +293,7 @@ async def _json(send: Send, status: int, body: Mapping[str, Any]) -> None:
     await send({"type": "http.response.body", "body": data, "more_body": False})
 
 
-async def read_json(proxy: _Proxy, request: Request) -> dict[str, Any] | Response:
+async def read_json(proxy: ProxyConfig, request: Request) -> dict[str, Any] | Response:
     """The request's JSON object body, or the error response (too large, not JSON, not an object)."""
     body = await proxy.read_body(request)
     if isinstance(body, Response):
@@ -325,13 +328,11 @@ class RequestError(Exception):
         return Response(encode_json(body), status_code=400, media_type="application/json")
 
 
-def upstream_request(proxy: _Proxy, request: Request, chat: Mapping[str, Any]) -> httpx.Request:
+def upstream_request(proxy: ProxyConfig, request: Request, chat: Mapping[str, Any]) -> httpx.Request:
     """The Chat Completions request to the upstream: the client's headers (an Anthropic ``x-api-key``
     also as ``Authorization: Bearer``), the translated body."""
-    from pipeline.proxy.app import _REQUEST_DROPPED, _forwarded_headers
-
-    drop = _REQUEST_DROPPED | {"content-type"}
-    headers = _forwarded_headers(request.headers.raw, drop)
+    drop = REQUEST_DROPPED | {"content-type"}
+    headers = forwarded_headers(request.headers.raw, drop)
     if "authorization" not in request.headers and "x-api-key" in request.headers:
         headers.append(("authorization", "Bearer " + request.headers["x-api-key"]))
     headers += [("accept-encoding", "identity"), ("content-type", "application/json")]

@@ -53,6 +53,17 @@ from operators.registry import check_choice
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
 from pipeline.proxy._front import reasoning_splitter, split_completion_reasoning
+from pipeline.proxy._shared import (
+    HOP_BY_HOP,
+    REQUEST_DROPPED,
+    BodyTooLarge,
+    cancel_on_disconnect,
+    cut_stream_error,
+    error_body,
+    forwarded_headers,
+    read_capped,
+    transport_error,
+)
 from pipeline.proxy.autodetect import detect_tool_format
 from pipeline.proxy.messages import messages_endpoint
 from pipeline.proxy.ops import ACCESS_LOG, Metrics, access_record
@@ -63,7 +74,6 @@ from pipeline.proxy.rewriter import (
     DEFAULT_MAX_EVENT_SIZE,
     DEFAULT_MAX_RESPONSE_BYTES,
     ChatStreamRewriter,
-    error_body,
     fold_openai_completion,
 )
 from pipeline.proxy.rewriter import proxy_tool_format as resolve_tool_format
@@ -101,27 +111,8 @@ DEFAULT_TIMEOUT: Final = httpx.Timeout(600.0, connect=10.0, pool=60.0)
 non-streamed generation comes in one read), 60 s to get a pooled connection."""
 
 _log = logging.getLogger(__name__)
-# Headers that belong to one connection, or that the proxy recomputes, and are not forwarded.
-_HOP_BY_HOP: Final = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-    }
-)
-_REWRITTEN_HEADERS: Final = _HOP_BY_HOP | {"content-encoding", "content-type", "accept-encoding"}
+_REWRITTEN_HEADERS: Final = HOP_BY_HOP | {"content-encoding", "content-type", "accept-encoding"}
 """Response headers the proxy sets itself when it rewrites the body."""
-_REQUEST_DROPPED: Final = _HOP_BY_HOP | {"accept-encoding"}
-"""Request headers not forwarded as they are (the accept-encoding is chosen per route)."""
 
 
 def _error_response(status: int, message: str, *, type: str = "upstream_error", code: str) -> Response:
@@ -132,72 +123,12 @@ def _error_response(status: int, message: str, *, type: str = "upstream_error", 
     )
 
 
-def _transport_error(exc: httpx.HTTPError) -> tuple[int, dict[str, Any]]:
-    """Status and error body for an upstream request that failed in transport."""
-    where = f"{exc.request.method} {exc.request.url}" if _has_request(exc) else "the upstream"
-    if isinstance(exc, httpx.TimeoutException):
-        return 504, error_body(
-            f"the upstream timed out ({type(exc).__name__}) on {where}", code="upstream_timeout"
-        )
-    if isinstance(exc, httpx.ConnectError):
-        return 502, error_body(f"cannot connect to the upstream {where}: {exc}", code="upstream_unreachable")
-    return 502, error_body(
-        f"the upstream connection failed ({type(exc).__name__}) on {where}: {exc}", code="upstream_error"
-    )
-
-
-def _has_request(exc: httpx.HTTPError) -> bool:
-    try:
-        exc.request  # noqa: B018 (raises RuntimeError when the error has no request)
-    except RuntimeError:
-        return False
-    return True
-
-
-def _forwarded_headers(headers: Iterable[tuple[bytes, bytes]], drop: frozenset[str]) -> list[tuple[str, str]]:
-    """``headers`` as text pairs, without those named in ``drop`` (lower-case names) and those that a
-    ``Connection`` header names: they belong to that one connection (RFC 9110, section 7.6.1)."""
-    pairs = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
-    named = {
-        option.strip().lower()
-        for name, value in pairs
-        if name.lower() == "connection"
-        for option in value.split(",")
-    }
-    if named:
-        drop = drop | named
-    return [(name, value) for name, value in pairs if name.lower() not in drop]
-
-
-async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            scope.cancel()
-            return
-
-
-class _ResponseTooLarge(Exception):
-    pass
-
-
 class _PolicyFailure(Exception):
     """A whole answer that breaks the request's tool rules; ``error`` is the body to answer with."""
 
     def __init__(self, error: dict[str, Any]) -> None:
         super().__init__(error["error"]["message"])
         self.error = error
-
-
-async def _read_capped(response: httpx.Response, limit: int) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    async for data in response.aiter_bytes():
-        size += len(data)
-        if size > limit:
-            raise _ResponseTooLarge
-        parts.append(data)
-    return b"".join(parts)
 
 
 _Mode = Literal["stream", "complete", "relay"]
@@ -246,7 +177,7 @@ class _Exchange(Response):
 
         try:
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(_cancel_on_disconnect, receive, tasks.cancel_scope)
+                tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
                 await self._exchange(tracked)
                 tasks.cancel_scope.cancel()
         finally:
@@ -297,7 +228,7 @@ class _Exchange(Response):
             upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
             _log.warning("upstream request %s failed: %r", self._request.url, exc)
-            status, body = _transport_error(exc)
+            status, body = transport_error(exc)
             self._error = body["error"]["code"]
             await _send_whole(send, status, [("content-type", "application/json")], msgspec.json.encode(body))
             return
@@ -314,7 +245,7 @@ class _Exchange(Response):
 
     async def _relay(self, upstream: httpx.Response, send: Send) -> None:
         """Any other route: status, headers and body as the upstream sends them (body not decoded)."""
-        headers = _forwarded_headers(upstream.headers.raw, _HOP_BY_HOP)
+        headers = forwarded_headers(upstream.headers.raw, HOP_BY_HOP)
         await send({"type": "http.response.start", "status": upstream.status_code, "headers": _raw(headers)})
         try:
             async for data in upstream.aiter_raw():
@@ -326,8 +257,8 @@ class _Exchange(Response):
     async def _whole(self, upstream: httpx.Response, send: Send) -> None:
         """A non-streamed answer, or an error answer: read it (capped), rewrite a completion, send it."""
         try:
-            body = await _read_capped(upstream, self._proxy.max_response_bytes)
-        except _ResponseTooLarge:
+            body = await read_capped(upstream, self._proxy.max_response_bytes)
+        except BodyTooLarge:
             status, error = (
                 502,
                 error_body(
@@ -340,14 +271,14 @@ class _Exchange(Response):
             )
             return
         except httpx.HTTPError as exc:
-            status, error = _transport_error(exc)
+            status, error = transport_error(exc)
             await _send_whole(
                 send, status, [("content-type", "application/json")], msgspec.json.encode(error)
             )
             return
         if upstream.status_code != 200:
             self._error = f"upstream_status_{upstream.status_code}"
-        headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
+        headers = forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
         content_type = upstream.headers.get("content-type", "application/json")
         if upstream.status_code == 200 and self._mode == "complete":
             try:
@@ -404,7 +335,7 @@ class _Exchange(Response):
             policy=self._policy,
             reasoning_tags=self._proxy.reasoning_tags,
         )
-        headers = _forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
+        headers = forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
         headers += [
             ("content-type", "text/event-stream; charset=utf-8"),
             ("cache-control", "no-cache"),
@@ -429,7 +360,7 @@ class _Exchange(Response):
                 else:
                     piece = core.finish()
             except httpx.HTTPError as exc:
-                piece = core.fail(_cut_stream_error(exc))
+                piece = core.fail(cut_stream_error(exc))
             except Exception:  # a defect of the proxy: the client still gets a proper end, not a cut one
                 _log.exception("rewriting the upstream stream of %s failed", self._request.url)
                 error = error_body(
@@ -465,18 +396,6 @@ def _message_text(completion: Mapping[str, Any]) -> str:
 def _is_event_stream(response: httpx.Response) -> bool:
     media_type: str = response.headers.get("content-type", "").partition(";")[0]
     return media_type.strip().lower() == "text/event-stream"
-
-
-def _cut_stream_error(exc: httpx.HTTPError) -> dict[str, Any]:
-    """The error event for an upstream stream that broke off after it started."""
-    _, error = _transport_error(exc)
-    details = error["error"]
-    if isinstance(exc, httpx.TimeoutException):
-        details["message"] = f"the upstream stream stalled: {details['message']}"
-    else:
-        details["message"] = f"the upstream stream was cut off: {details['message']}"
-        details["code"] = "upstream_disconnected"
-    return error
 
 
 def _raw(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
@@ -544,7 +463,7 @@ class _Proxy:
     def upstream_request(self, request: Request, body: bytes, *, identity: bool) -> httpx.Request:
         """The upstream request for ``request``: same method, path, query, headers and body; with
         ``identity`` the upstream is asked not to compress (the proxy reads the body)."""
-        headers = _forwarded_headers(request.headers.raw, _REQUEST_DROPPED)
+        headers = forwarded_headers(request.headers.raw, REQUEST_DROPPED)
         if identity:
             headers.append(("accept-encoding", "identity"))
         elif "accept-encoding" in request.headers:

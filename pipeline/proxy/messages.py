@@ -19,7 +19,7 @@ The answer is :class:`~operators.encode.anthropic.MessagesEncoder`'s events as S
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -36,9 +36,7 @@ from pipeline.proxy._front import (
     read_json,
     upstream_request,
 )
-
-if TYPE_CHECKING:
-    from pipeline.proxy.app import _Proxy
+from pipeline.proxy._shared import ProxyConfig
 
 __all__ = ["MessagesWire", "chat_request", "messages_endpoint"]
 
@@ -94,7 +92,7 @@ def _frames(events: list[tuple[str, dict[str, Any]]]) -> bytes:
     )
 
 
-async def messages_endpoint(proxy: _Proxy, request: Request) -> Response:
+async def messages_endpoint(proxy: ProxyConfig, request: Request) -> Response:
     """``POST /v1/messages`` (see the module doc)."""
     payload = await read_json(proxy, request)
     if isinstance(payload, Response):

@@ -16,7 +16,7 @@ The answer is :class:`~operators.encode.responses.ResponsesEncoder`'s events as 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -33,9 +33,7 @@ from pipeline.proxy._front import (
     read_json,
     upstream_request,
 )
-
-if TYPE_CHECKING:
-    from pipeline.proxy.app import _Proxy
+from pipeline.proxy._shared import ProxyConfig
 
 __all__ = ["ResponsesWire", "chat_request", "responses_endpoint"]
 
@@ -79,7 +77,7 @@ def _frames(events: list[dict[str, Any]]) -> bytes:
     )
 
 
-async def responses_endpoint(proxy: _Proxy, request: Request) -> Response:
+async def responses_endpoint(proxy: ProxyConfig, request: Request) -> Response:
     """``POST /v1/responses`` (see the module doc)."""
     payload = await read_json(proxy, request)
     if isinstance(payload, Response):

@@ -11,16 +11,14 @@ from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any, Final
 
-import msgspec
-
-from operators.adapter.sse import EventParser, SSEDecoder
 from operators.convert.openai_chat import OpenAIChatConverter
 from operators.delimiters import DelimiterRewriter
 from operators.encode.openai_chat import OpenAIChunkEncoder, sse_line
 from operators.registry import resolve_tool_format
-from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
+from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse, IdFactory
-from pipeline.proxy.policy import ToolChoiceError, ToolPolicy, ToolPolicyFilter
+from pipeline.proxy._shared import Releasing, UpstreamBody, error_body, stream_error
+from pipeline.proxy.policy import ToolPolicy, ToolPolicyFilter
 from pipeline.stage import Core, chain
 
 __all__ = [
@@ -46,11 +44,6 @@ AUTO: Final = "auto"
 def proxy_tool_format(name: object) -> str | None:
     """:func:`~operators.registry.resolve_tool_format`, with ``auto`` accepted too."""
     return AUTO if name == AUTO else resolve_tool_format(name)
-
-
-def error_body(message: str, *, type: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
-    """An OpenAI-style error object ``{"error": {"message", "type", "param", "code"}}``."""
-    return {"error": {"message": message, "type": type, "param": None, "code": code}}
 
 
 class ChatStreamRewriter:
@@ -94,7 +87,7 @@ class ChatStreamRewriter:
         options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
         self._encoder = OpenAIChunkEncoder()
         cores: list[Core[Any, Any]] = [
-            _UpstreamBody(max_event_size, max_response_bytes),
+            UpstreamBody(max_event_size, max_response_bytes),
             _UsageTap(self._encoder),
             OpenAIChatConverter(**options),
         ]
@@ -110,7 +103,7 @@ class ChatStreamRewriter:
         elif tool_format is not None:
             from operators.delimiters import DelimiterRewriter
 
-            cores.append(_Releasing(DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **options)))
+            cores.append(Releasing(DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **options)))
         self.policy_filter: ToolPolicyFilter | None = None
         """The stage applying ``policy``, if one was given and it changes anything."""
         if policy is not None and not policy.is_trivial:
@@ -132,7 +125,7 @@ class ChatStreamRewriter:
         try:
             events = self._core.feed(data)
         except StreamfoldError as exc:
-            return self._failed(exc, _stream_error(exc))
+            return self._failed(exc, stream_error(exc))
         if not events:
             return b""
         self.chunks += len(events)
@@ -150,7 +143,7 @@ class ChatStreamRewriter:
         try:
             events = self._core.finish()
         except StreamfoldError as exc:
-            return self._failed(exc, _stream_error(exc))
+            return self._failed(exc, stream_error(exc))
         self.chunks += len(events) + 1
         out = list(map(sse_line, events))
         self.ended = True
@@ -183,63 +176,6 @@ class ChatStreamRewriter:
         return b"".join(out)
 
 
-class _ResponseTooLarge(StreamDecodeError):
-    """A whole JSON answer larger than ``max_response_bytes``."""
-
-
-class _UpstreamBody:
-    """The upstream body's bytes to payload dicts: SSE events, or, when the body starts with ``{``, one
-    whole ``chat.completion`` read to its end (capped) and given as one chunk payload."""
-
-    __slots__ = ("_events", "_json", "_json_size", "_max_response_bytes", "_sniffing", "_sse")
-
-    def __init__(self, max_event_size: int, max_response_bytes: int) -> None:
-        self._sse = SSEDecoder(max_event_size=max_event_size)
-        self._events = EventParser()
-        self._sniffing = True
-        self._json: list[bytes] | None = None
-        self._json_size = 0
-        self._max_response_bytes = max_response_bytes
-
-    def feed(self, data: bytes) -> list[Any]:
-        if self._sniffing and data.lstrip():
-            self._sniffing = False
-            if data.lstrip()[:1] == b"{":
-                self._json = []
-        if self._json is not None:
-            self._json_size += len(data)
-            if self._json_size > self._max_response_bytes:
-                raise _ResponseTooLarge(
-                    "the upstream answered the streamed request with a JSON body larger than "
-                    f"max_response_bytes={self._max_response_bytes}",
-                    offset=self._json_size,
-                )
-            self._json.append(data)
-            return []
-        try:
-            events = self._sse.feed(data)
-        except StreamfoldError as exc:
-            exc.partial_outputs = self._payloads(exc.partial_outputs)
-            raise
-        return self._payloads(events) if events else []
-
-    def finish(self) -> list[Any]:
-        if self._json is not None:
-            return [_completion_as_chunk(b"".join(self._json))]
-        return self._payloads(self._sse.finish())
-
-    def _payloads(self, events: list[Any]) -> list[Any]:
-        payloads: list[Any] = []
-        parse = self._events.feed
-        try:
-            for event in events:
-                payloads += parse(event)
-        except StreamfoldError as exc:
-            exc.partial_outputs = payloads + exc.partial_outputs
-            raise
-        return payloads
-
-
 class _UsageTap:
     """Passes payloads on; the client gets the server's usage as it was sent (the encoder writes it)."""
 
@@ -256,78 +192,6 @@ class _UsageTap:
 
     def finish(self) -> list[Mapping[str, Any]]:
         return []
-
-
-class _Releasing:
-    """The delimiter rewriter, which releases what it holds when the stream fails before it."""
-
-    __slots__ = ("_rewriter", "feed", "finish")
-
-    def __init__(self, rewriter: Core[ChunkResponse, ChunkResponse]) -> None:
-        self._rewriter = rewriter
-        self.feed = rewriter.feed
-        self.finish = rewriter.finish
-
-    def abort(self, exc: BaseException) -> list[ChunkResponse]:
-        return self._rewriter.finish()
-
-
-def _completion_as_chunk(body: bytes) -> dict[str, Any]:
-    """A whole ``chat.completion`` body as one ``chat.completion.chunk`` payload (each message as a
-    delta, its calls numbered); an error body as it is (the converter raises it).
-
-    Raises:
-        StreamDecodeError: the body is not JSON, or not a completion.
-    """
-    try:
-        completion = msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
-        raise StreamDecodeError(
-            f"the upstream answered with a JSON body that does not decode: {exc}"
-        ) from None
-    if isinstance(completion, dict) and "error" in completion and "choices" not in completion:
-        return completion
-    choices = completion.get("choices") if isinstance(completion, dict) else None
-    if not isinstance(choices, list):
-        raise StreamDecodeError(
-            "the upstream answered the streamed request with JSON that is not a chat completion "
-            f"(no choices list): {body[:200]!r}"
-        )
-    chunk = dict(completion)
-    chunk["object"] = "chat.completion.chunk"
-    chunk["choices"] = [_choice_as_delta(choice) for choice in choices]
-    return chunk
-
-
-def _choice_as_delta(choice: object) -> object:
-    if not isinstance(choice, Mapping) or not isinstance(choice.get("message"), Mapping):
-        return choice  # the converter names what is wrong with it
-    delta = dict(choice["message"])
-    calls = delta.get("tool_calls")
-    if isinstance(calls, list):
-        delta["tool_calls"] = [
-            {"index": index, **call} if isinstance(call, Mapping) else call
-            for index, call in enumerate(calls)
-        ]
-    result = {key: value for key, value in choice.items() if key != "message"}
-    result["delta"] = delta
-    return result
-
-
-def _stream_error(exc: StreamfoldError) -> dict[str, Any]:
-    """The error event for a failure found in the upstream's stream."""
-    if isinstance(exc, ToolChoiceError):
-        return error_body(str(exc), type="invalid_response_error", code=exc.code)
-    if isinstance(exc, _ResponseTooLarge):
-        return error_body(str(exc), code="upstream_response_too_large")
-    if isinstance(exc, ProviderError):
-        upstream_error = exc.payload.get("error")
-        if isinstance(upstream_error, Mapping) and upstream_error.get("message"):
-            details = dict(upstream_error)
-            details.setdefault("type", "upstream_error")
-            return {"error": details}
-        return error_body(exc.message, code=exc.kind or "upstream_error_event")
-    return error_body(f"the upstream stream could not be read: {exc}", code="invalid_upstream_response")
 
 
 _REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
