@@ -3,8 +3,13 @@
 Each translates the client's request into a streamed Chat Completions request to the upstream (asked
 for a stream whether the client streams or not, with ``stream_options.include_usage``), runs the answer
 through :class:`ChunkPipeline` (upstream body, OpenAI converter, the reasoning-tag splitter when
-``reasoning_tags`` is set, the delimiter rewriter) and a wire encoder, and answers with the wire's SSE,
-or with the encoder's whole object when the client did not stream.
+``reasoning_tags`` is set, the delimiter rewriter, the request's tool rules) and a wire encoder, and
+answers with the wire's SSE, or with the encoder's whole object when the client did not stream.
+
+The translated request decides the rewriting and the tool rules exactly as on the Chat route
+(:func:`chat_pipeline`): rewritten only with ``tools`` and a ``tool_choice`` other than ``"none"``, the
+rules read by :meth:`~pipeline.proxy.policy.ToolPolicy.from_request` from the Chat fields each front door
+translated its own ``tool_choice`` and parallel-call switch into.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from operators.convert.openai_chat import OpenAIChatConverter
-from operators.registry import resolve_tool_format
 from pipeline._jsonenc import encode_json
 from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse
@@ -38,6 +42,8 @@ from pipeline.proxy._shared import (
     stream_error,
     transport_error,
 )
+from pipeline.proxy.policy import ToolPolicy, ToolPolicyFilter
+from pipeline.proxy.rewriter import AUTO, proxy_tool_format
 from pipeline.stage import Core, chain
 
 __all__ = ["ChunkPipeline", "FrontDoor", "Wire", "reasoning_splitter", "split_completion_reasoning"]
@@ -76,11 +82,14 @@ class ChunkPipeline:
     """Sans-IO: the upstream's Chat Completions body (SSE, or one JSON completion) -> rewritten chunks.
 
     ``reasoning_tags`` splits tagged reasoning out of the text before the delimiter rewriter of
-    ``tool_format`` (``None``: no rewriting) sees it. A failure raises a :class:`StreamfoldError` whose
-    ``partial_outputs`` hold the chunks produced before it (the rewriter's held text released).
+    ``tool_format`` (``None``: no rewriting; ``"auto"``: the format told from the model's markers) sees
+    it; ``policy`` then applies the request's tool rules to the calls (:mod:`pipeline.proxy.policy`, the
+    same stage as on the Chat route). A failure raises a :class:`StreamfoldError` whose
+    ``partial_outputs`` hold the chunks produced before it (the rewriter's held text released); a broken
+    tool rule is a :class:`~pipeline.proxy.policy.ToolChoiceError`.
     """
 
-    __slots__ = ("_core",)
+    __slots__ = ("_core", "policy_filter")
 
     def __init__(
         self,
@@ -90,6 +99,7 @@ class ChunkPipeline:
         tool_schemas: Mapping[str, Any] | None,
         max_event_size: int,
         max_response_bytes: int,
+        policy: ToolPolicy | None = None,
     ) -> None:
         cores: list[Core[Any, Any]] = [
             UpstreamBody(max_event_size, max_response_bytes),
@@ -98,11 +108,20 @@ class ChunkPipeline:
         splitter = reasoning_splitter(reasoning_tags)
         if splitter is not None:
             cores.append(splitter)
-        resolved = resolve_tool_format(tool_format)
-        if resolved is not None:
+        resolved = proxy_tool_format(tool_format)
+        if resolved == AUTO:
+            from pipeline.proxy.autodetect import AutoToolRewriter
+
+            cores.append(AutoToolRewriter(tool_schemas=tool_schemas))
+        elif resolved is not None:
             from operators.delimiters import DelimiterRewriter
 
             cores.append(Releasing(DelimiterRewriter(resolved, tool_schemas=tool_schemas)))
+        self.policy_filter: ToolPolicyFilter | None = None
+        """The stage applying ``policy``, if one was given and it changes anything."""
+        if resolved is not None and policy is not None and not policy.is_trivial:
+            self.policy_filter = ToolPolicyFilter(policy)
+            cores.append(self.policy_filter)
         self._core = chain(*cores)
 
     def feed(self, data: bytes) -> list[ChunkResponse]:
@@ -345,3 +364,19 @@ def upstream_request(proxy: ProxyConfig, request: Request, chat: Mapping[str, An
 def chat_tool_schemas(tools: list[dict[str, Any]]) -> dict[str, Any]:
     """Tool name -> parameters schema of translated Chat ``tools``."""
     return {tool["function"]["name"]: tool["function"].get("parameters") or {} for tool in tools}
+
+
+def chat_pipeline(proxy: ProxyConfig, chat: Mapping[str, Any]) -> ChunkPipeline:
+    """The chunk pipeline for the translated Chat request ``chat``, with the Chat route's rules: the text
+    is rewritten only when ``chat`` has ``tools`` and its ``tool_choice`` is not ``"none"``, and then the
+    request's tool rules (``--unknown-tools``, ``tool_choice``, ``parallel_tool_calls``) apply."""
+    tools = chat.get("tools") or []
+    rewrites = bool(tools) and chat.get("tool_choice") != "none" and proxy.tool_format is not None
+    return ChunkPipeline(
+        proxy.tool_format if rewrites else None,
+        reasoning_tags=proxy.reasoning_tags,
+        tool_schemas=chat_tool_schemas(tools),
+        max_event_size=proxy.max_event_size,
+        max_response_bytes=proxy.max_response_bytes,
+        policy=ToolPolicy.from_request(chat, proxy.unknown_tools) if rewrites else None,
+    )

@@ -28,15 +28,15 @@ from operators.encode.anthropic import MessagesEncoder, anthropic_error
 from pipeline._jsonenc import encode_json
 from pipeline.models import ChunkResponse
 from pipeline.proxy._front import (
-    ChunkPipeline,
     FrontDoor,
     RequestError,
     StreamCore,
-    chat_tool_schemas,
+    chat_pipeline,
     read_json,
     upstream_request,
 )
 from pipeline.proxy._shared import ProxyConfig
+from pipeline.proxy.policy import TOOL_RULE_CODES
 
 __all__ = ["MessagesWire", "chat_request", "messages_endpoint"]
 
@@ -52,13 +52,20 @@ _ERROR_TYPES = {
 
 
 class MessagesWire:
-    """:class:`MessagesEncoder` framed as SSE, for :class:`~pipeline.proxy._front.StreamCore`."""
+    """:class:`MessagesEncoder` framed as SSE, for :class:`~pipeline.proxy._front.StreamCore`.
+
+    A failure ends a stream with an ``error`` event whose message is led by the proxy's code, which
+    ``error.details.error_code`` also carries (the anthropic SDK's ``APIStatusError.error_code``); a whole
+    answer that failed is a 502 with that error, and, when the answer broke the request's tool rules, the
+    Message built so far under ``error.details.message``.
+    """
 
     __slots__ = ("encoder", "failure")
 
     def __init__(self, model: str) -> None:
         self.encoder = MessagesEncoder(model)
-        self.failure: str | None = None
+        self.failure: dict[str, Any] | None = None
+        """The error body the answer ended with, if it did."""
 
     @property
     def ended(self) -> bool:
@@ -70,17 +77,27 @@ class MessagesWire:
     def finish(self) -> bytes:
         events = self.encoder.finish()
         if events and events[-1][0] == "error":
-            self.failure = events[-1][1]["error"]["message"]
+            self.failure = events[-1][1]
         return _frames(events)
 
     def fail(self, message: str, code: str) -> bytes:
-        self.failure = message
-        return _frames(self.encoder.fail(message))
+        if self.encoder.ended:
+            return b""
+        events = self.encoder.fail(f"{code}: {message}")
+        error = events[-1][1]
+        error["error"]["details"] = {"error_code": code}
+        self.failure = error
+        return _frames(events)
 
     def whole(self) -> tuple[int, dict[str, Any]]:
-        if self.failure is not None:
-            return 502, anthropic_error(self.failure)
-        return 200, self.encoder.message
+        if self.failure is None:
+            return 200, self.encoder.message
+        error = self.failure["error"]
+        details = error.get("details")
+        if isinstance(details, dict) and details.get("error_code") in TOOL_RULE_CODES:
+            details = {**details, "message": self.encoder.message}  # what the model answered is not lost
+            return 502, {**self.failure, "error": {**error, "details": details}}
+        return 502, self.failure
 
     def error(self, status: int, message: str, code: str) -> dict[str, Any]:
         return anthropic_error(message, _ERROR_TYPES.get(status, "api_error"))
@@ -101,15 +118,7 @@ async def messages_endpoint(proxy: ProxyConfig, request: Request) -> Response:
         chat = chat_request(payload)
     except RequestError as exc:
         return exc.response(anthropic_error(exc.message, "invalid_request_error"))
-    tools = chat.get("tools") or []
-    rewrites = bool(tools) and chat.get("tool_choice") != "none"
-    chunks = ChunkPipeline(
-        proxy.tool_format if rewrites else None,
-        reasoning_tags=proxy.reasoning_tags,
-        tool_schemas=chat_tool_schemas(tools),
-        max_event_size=proxy.max_event_size,
-        max_response_bytes=proxy.max_response_bytes,
-    )
+    chunks = chat_pipeline(proxy, chat)
     core = StreamCore(chunks, MessagesWire(str(payload.get("model") or "")))
     return FrontDoor(
         proxy, upstream_request(proxy, request, chat), core, streaming=payload.get("stream") is True

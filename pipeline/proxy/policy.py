@@ -30,6 +30,7 @@ from pipeline.errors import ConfigurationError, StreamfoldError
 from pipeline.models import ChunkResponse, ToolCallDelta
 
 __all__ = [
+    "TOOL_RULE_CODES",
     "UNKNOWN_TOOLS",
     "ToolChoiceError",
     "ToolPolicy",
@@ -40,6 +41,10 @@ __all__ = [
 UnknownTools: TypeAlias = Literal["drop", "refuse", "allow"]
 UNKNOWN_TOOLS: Final[tuple[UnknownTools, ...]] = ("drop", "refuse", "allow")
 """What to do with a call to a tool the request does not offer (the first is the default)."""
+
+
+TOOL_RULE_CODES: Final = frozenset({"unknown_tool", "tool_choice_not_satisfied"})
+"""The error codes of :class:`ToolChoiceError`: an answer that breaks the request's tool rules."""
 
 
 class ToolChoiceError(StreamfoldError):

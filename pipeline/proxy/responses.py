@@ -25,26 +25,33 @@ from operators.encode.responses import ResponsesEncoder
 from pipeline._jsonenc import encode_json
 from pipeline.models import ChunkResponse
 from pipeline.proxy._front import (
-    ChunkPipeline,
     FrontDoor,
     RequestError,
     StreamCore,
-    chat_tool_schemas,
+    chat_pipeline,
     read_json,
     upstream_request,
 )
 from pipeline.proxy._shared import ProxyConfig
+from pipeline.proxy.policy import TOOL_RULE_CODES
 
 __all__ = ["ResponsesWire", "chat_request", "responses_endpoint"]
 
 
 class ResponsesWire:
-    """:class:`ResponsesEncoder` framed as SSE, for :class:`~pipeline.proxy._front.StreamCore`."""
+    """:class:`ResponsesEncoder` framed as SSE, for :class:`~pipeline.proxy._front.StreamCore`.
 
-    __slots__ = ("encoder",)
+    A failure ends a stream with ``response.failed`` (error code ``server_error``, the message led by the
+    proxy's code); a whole answer that failed is a 502 whose error carries the proxy's code, and, when the
+    answer broke the request's tool rules, the Response built so far under ``response``.
+    """
+
+    __slots__ = ("encoder", "failure")
 
     def __init__(self, request: Mapping[str, Any]) -> None:
         self.encoder = ResponsesEncoder(request)
+        self.failure: tuple[str, str] | None = None
+        """Message and code of the failure that ended the answer, if one did."""
 
     @property
     def ended(self) -> bool:
@@ -57,14 +64,21 @@ class ResponsesWire:
         return _frames(self.encoder.finish())
 
     def fail(self, message: str, code: str) -> bytes:
+        if not self.encoder.ended:
+            self.failure = (message, code)
         return _frames(self.encoder.fail(message, code=code))
 
     def whole(self) -> tuple[int, dict[str, Any]]:
         response = self.encoder.response
-        if response["status"] == "failed":
-            error = response["error"]
-            return 502, self.error(502, error["message"], "upstream_error")
-        return 200, response
+        if response["status"] != "failed":
+            return 200, response
+        if self.failure is not None and self.failure[1] in TOOL_RULE_CODES:
+            message, code = self.failure
+            error = self.error(502, message, code)
+            error["error"]["type"] = "invalid_response_error"
+            error["error"]["response"] = response  # what the model answered is not lost
+            return 502, error
+        return 502, self.error(502, response["error"]["message"], "upstream_error")
 
     def error(self, status: int, message: str, code: str) -> dict[str, Any]:
         kind = "invalid_request_error" if 400 <= status < 500 else "upstream_error"
@@ -86,15 +100,7 @@ async def responses_endpoint(proxy: ProxyConfig, request: Request) -> Response:
         chat = chat_request(payload)
     except RequestError as exc:
         return exc.response()
-    tools = chat.get("tools") or []
-    rewrites = bool(tools) and chat.get("tool_choice") != "none"
-    chunks = ChunkPipeline(
-        proxy.tool_format if rewrites else None,
-        reasoning_tags=proxy.reasoning_tags,
-        tool_schemas=chat_tool_schemas(tools),
-        max_event_size=proxy.max_event_size,
-        max_response_bytes=proxy.max_response_bytes,
-    )
+    chunks = chat_pipeline(proxy, chat)
     core = StreamCore(chunks, ResponsesWire(payload))
     return FrontDoor(
         proxy, upstream_request(proxy, request, chat), core, streaming=payload.get("stream") is True
