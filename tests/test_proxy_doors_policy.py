@@ -190,6 +190,40 @@ def test_doors_read_each_api_shape_into_the_chat_rules() -> None:
     ) == ToolPolicy(names=frozenset({"a"}), required="a", parallel=False)
 
 
+def plain_core(wire: Any) -> StreamCore:
+    chunks = ChunkPipeline(
+        "kimi_k2", reasoning_tags=None, tool_schemas=None, max_event_size=1 << 20, max_response_bytes=1 << 20
+    )
+    return StreamCore(chunks, wire)
+
+
+def test_door_failures_carry_the_proxy_code_streamed_and_whole() -> None:
+    """Every failure, not only a broken tool rule, names the proxy's code in the whole answer's error
+    (Responses ``error.code``) and in the Messages error (``details.error_code``, leading the message)."""
+    cut = {"error": {"message": "cut", "code": "upstream_disconnected"}}
+    unfinished = chat_sse(["hi"], finish_reason=None)
+    core = plain_core(ResponsesWire({"model": "m"}))
+    core.feed(unfinished[:40])
+    core.fail(cut)
+    error = {"message": "cut", "type": "upstream_error", "param": None, "code": "upstream_disconnected"}
+    assert core.wire.whole() == (502, {"error": error})
+    core = plain_core(ResponsesWire({"model": "m"}))
+    core.feed(unfinished)
+    core.finish()
+    message = "the upstream stream ended without a finish_reason"
+    assert core.wire.whole() == (502, {"error": {**error, "message": message, "code": "upstream_truncated"}})
+    for code, text in [("upstream_disconnected", "cut"), ("upstream_truncated", message)]:
+        core = plain_core(MessagesWire("m"))
+        fed = core.feed(unfinished)
+        events = parse_sse(fed + (core.fail(cut) if code == "upstream_disconnected" else core.finish()))
+        body = {
+            "type": "error",
+            "error": {"type": "api_error", "message": f"{code}: {text}", "details": {"error_code": code}},
+        }
+        assert events[-1] == ("error", body)
+        assert core.wire.whole() == (502, body)
+
+
 # --- through the proxy, with the real clients -------------------------------------------------------------
 
 

@@ -76,17 +76,15 @@ class MessagesWire:
 
     def finish(self) -> bytes:
         events = self.encoder.finish()
-        if events and events[-1][0] == "error":
-            self.failure = events[-1][1]
+        if events and events[-1][0] == "error":  # the stream ended without a finish reason
+            self.failure = _coded(events[-1][1], "upstream_truncated")
         return _frames(events)
 
     def fail(self, message: str, code: str) -> bytes:
         if self.encoder.ended:
             return b""
-        events = self.encoder.fail(f"{code}: {message}")
-        error = events[-1][1]
-        error["error"]["details"] = {"error_code": code}
-        self.failure = error
+        events = self.encoder.fail(message)
+        self.failure = _coded(events[-1][1], code)
         return _frames(events)
 
     def whole(self) -> tuple[int, dict[str, Any]]:
@@ -101,6 +99,14 @@ class MessagesWire:
 
     def error(self, status: int, message: str, code: str) -> dict[str, Any]:
         return anthropic_error(message, _ERROR_TYPES.get(status, "api_error"))
+
+
+def _coded(body: dict[str, Any], code: str) -> dict[str, Any]:
+    """An Anthropic error body with the proxy's ``code`` leading its message and in ``details``."""
+    error = body["error"]
+    error["message"] = f"{code}: {error['message']}"
+    error["details"] = {"error_code": code}
+    return body
 
 
 def _frames(events: list[tuple[str, dict[str, Any]]]) -> bytes:

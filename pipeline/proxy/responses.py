@@ -72,13 +72,15 @@ class ResponsesWire:
         response = self.encoder.response
         if response["status"] != "failed":
             return 200, response
-        if self.failure is not None and self.failure[1] in TOOL_RULE_CODES:
-            message, code = self.failure
-            error = self.error(502, message, code)
+        if self.failure is None:  # the stream ended without a finish reason
+            message = response["error"]["message"].removeprefix("upstream_truncated: ")
+            return 502, self.error(502, message, "upstream_truncated")
+        message, code = self.failure
+        error = self.error(502, message, code)
+        if code in TOOL_RULE_CODES:
             error["error"]["type"] = "invalid_response_error"
             error["error"]["response"] = response  # what the model answered is not lost
-            return 502, error
-        return 502, self.error(502, response["error"]["message"], "upstream_error")
+        return 502, error
 
     def error(self, status: int, message: str, code: str) -> dict[str, Any]:
         kind = "invalid_request_error" if 400 <= status < 500 else "upstream_error"
