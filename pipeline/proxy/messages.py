@@ -13,7 +13,9 @@ thinks; what it thinks comes back as thinking blocks. Server tools (a ``type`` s
 ``web_search_20250305``) are refused with a 400.
 
 The answer is :class:`~operators.encode.anthropic.MessagesEncoder`'s events as SSE, or the Message when
-``stream`` is not true; errors are Anthropic error bodies.
+``stream`` is not true; errors are Anthropic error bodies. The request's tool rules (``tools``,
+``tool_choice``, ``disable_parallel_tool_use``, ``--unknown-tools``) apply as on the Chat route; a broken
+one ends the answer as :class:`MessagesWire` says.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 :class:`ToolPolicy` is read from a Chat Completions request (``tools``, ``tool_choice``,
 ``parallel_tool_calls``); :class:`ToolPolicyFilter` is its sans-IO stage (chunks in, chunks out, placed
 after the delimiter rewriter) and :meth:`ToolPolicy.apply_to_completion` its form for a whole answer.
+The front doors ``/v1/responses`` and ``/v1/messages`` read it from the Chat request they translate
+theirs into and run the same stage, so the rules mean the same on all three routes; each reports a
+broken rule in its own error shape (:mod:`pipeline.proxy.responses`, :mod:`pipeline.proxy.messages`).
 
 The policy choices, documented in docs/proxy.md:
 

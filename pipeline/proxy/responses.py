@@ -10,7 +10,9 @@ type ``function`` in the Chat shape; ``tool_choice``; ``max_output_tokens`` as `
 and non-function tools (``web_search``, ``file_search``, ...) are refused with a 400.
 
 The answer is :class:`~operators.encode.responses.ResponsesEncoder`'s events as SSE
-(``event: <type>`` and ``data: {...}``), or the Response object when ``stream`` is not true.
+(``event: <type>`` and ``data: {...}``), or the Response object when ``stream`` is not true. The
+request's tool rules (``tools``, ``tool_choice``, ``parallel_tool_calls``, ``--unknown-tools``) apply
+as on the Chat route; a broken one ends the answer as :class:`ResponsesWire` says.
 """
 
 from __future__ import annotations
