@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import anthropic
 import openai
@@ -15,16 +16,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.proxy._front import ChunkPipeline, StreamCore
+from pipeline.proxy._front import ChunkPipeline, StreamCore, chat_pipeline
+from pipeline.proxy._shared import ProxyConfig
 from pipeline.proxy.app import create_app
 from pipeline.proxy.messages import MessagesWire
 from pipeline.proxy.messages import chat_request as messages_chat_request
 from pipeline.proxy.policy import ToolPolicy, UnknownTools
 from pipeline.proxy.responses import ResponsesWire
 from pipeline.proxy.responses import chat_request as responses_chat_request
+from pipeline.proxy.rewriter import ChatStreamRewriter
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import pieces_at
 from tests.proxy_upstream import FakeUpstream, Scenario, chat_sse, serving, split_bytes
+from tests.test_proxy import read_back
 from tests.test_proxy_doors import anthropic_client, openai_client, parse_sse
 
 THREE_CALLS = (FIXTURES / "raw_model_output" / "vllm-test_kimi-k2_text_then_3_parallel_tools.txt").read_text()
@@ -470,3 +474,136 @@ async def test_auto_tool_format_serves_both_doors() -> None:
             )
     assert response_parts(response) == (TEXT, [WEATHER], "completed")
     assert message_parts(message) == (TEXT, [WEATHER], "tool_use")
+
+
+# --- the same semantics as the Chat route, for any rules ---------------------------------------------------
+
+NAMES = ("get_weather", "get_news", "send_email", "search")
+
+
+@st.composite
+def tool_rules(draw: st.DrawFn) -> tuple[list[str], str | None, bool, UnknownTools]:
+    """Offered tools, ``tool_choice`` (``None``: absent; ``auto``, ``none``, ``required`` or a name),
+    whether parallel calls are allowed, and ``--unknown-tools``."""
+    names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=4, unique=True))
+    choice = draw(st.sampled_from([None, "auto", "none", "required", *names]))
+    unknown: UnknownTools = draw(st.sampled_from(["drop", "refuse", "allow"]))
+    return names, choice, draw(st.booleans()), unknown
+
+
+Outcome = tuple[str, list[Any], str | None]
+"""Text, calls (name, arguments) and the error code the answer ended with."""
+
+
+def chat_outcome(rules: tuple[list[str], str | None, bool, UnknownTools], body: bytes) -> Outcome:
+    """What the Chat route makes of ``body`` for these rules (its endpoint's decision, its core)."""
+    names, choice, parallel, unknown = rules
+    request: dict[str, Any] = {"tools": [{"type": "function", "function": {"name": name}} for name in names]}
+    if choice in ("auto", "none", "required"):
+        request["tool_choice"] = choice
+    elif choice is not None:
+        request["tool_choice"] = {"type": "function", "function": {"name": choice}}
+    if not parallel:
+        request["parallel_tool_calls"] = False
+    rewrites = request.get("tool_choice") != "none"
+    core = ChatStreamRewriter(
+        "kimi_k2" if rewrites else None,
+        policy=ToolPolicy.from_request(request, unknown) if rewrites else None,
+    )
+    chunks, errors, _ = read_back(
+        b"".join(core.feed(piece) for piece in split_bytes(body, [29])) + core.finish()
+    )
+    calls: dict[int, list[str]] = {}
+    for chunk in chunks:
+        for call in chunk.tool_calls or ():
+            calls.setdefault(call.index, [call.name or "", ""])[1] += call.arguments_delta or ""
+    text = "".join(chunk.content for chunk in chunks)
+    return (
+        text,
+        [(name, json.loads(arguments)) for name, arguments in calls.values()],
+        (errors[0]["code"] if errors else None),
+    )
+
+
+def door_request(door: str, rules: tuple[list[str], str | None, bool, UnknownTools]) -> dict[str, Any]:
+    """The same rules in the door's own request shape."""
+    names, choice, parallel, _ = rules
+    if door == "responses":
+        request: dict[str, Any] = {"tools": responses_tools(*names)}
+        if choice in ("auto", "none", "required"):
+            request["tool_choice"] = choice
+        elif choice is not None:
+            request["tool_choice"] = {"type": "function", "name": choice}
+        if not parallel:
+            request["parallel_tool_calls"] = False
+        return request
+    request = {"tools": messages_tools(*names)}
+    kind = {None: "auto", "auto": "auto", "none": "none", "required": "any"}.get(choice, "tool")
+    tool_choice: dict[str, Any] = {"type": kind, **({"name": choice} if kind == "tool" else {})}
+    if not parallel:
+        tool_choice["disable_parallel_tool_use"] = True
+    if choice is not None or not parallel:
+        request["tool_choice"] = tool_choice
+    return request
+
+
+def door_end(door: str, rules: tuple[list[str], str | None, bool, UnknownTools], body: bytes) -> Outcome:
+    """What a front door makes of ``body`` for these rules (its endpoint's pipeline, its wire)."""
+    unknown = rules[3]
+    request = door_request(door, rules)
+    if door == "responses":
+        chat = responses_chat_request({"model": "m", "input": "x", **request})
+        wire: Any = ResponsesWire({"model": "m"})
+    else:
+        chat = messages_chat_request({"model": "m", "max_tokens": 9, "messages": [], **request})
+        wire = MessagesWire("m")
+    config = SimpleNamespace(
+        tool_format="kimi_k2",
+        unknown_tools=unknown,
+        reasoning_tags=None,
+        max_event_size=1 << 20,
+        max_response_bytes=1 << 20,
+    )
+    core = StreamCore(chat_pipeline(cast(ProxyConfig, config), chat), wire)
+    events = parse_sse(b"".join(core.feed(piece) for piece in split_bytes(body, [29])) + core.finish())
+    if door == "responses":
+        response = events[-1][1]["response"]
+        output = response["output"]
+        text = "".join(
+            part["text"] for item in output if item["type"] == "message" for part in item["content"]
+        )
+        calls = [
+            (item["name"], json.loads(item["arguments"]))
+            for item in output
+            if item["type"] == "function_call"
+        ]
+        error = response["error"]["message"].partition(":")[0] if response["error"] else None
+        return text, calls, error
+    blocks = [data["content_block"] for name, data in events if name == "content_block_start"]
+    texts = [
+        data["delta"]["text"]
+        for name, data in events
+        if name == "content_block_delta" and "text" in data["delta"]
+    ]
+    inputs: dict[int, str] = {}
+    for name, data in events:
+        if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta":
+            inputs[data["index"]] = inputs.get(data["index"], "") + data["delta"]["partial_json"]
+    calls = [
+        (block["name"], json.loads(inputs.get(index, "") or "{}"))
+        for index, block in enumerate(blocks)
+        if block["type"] == "tool_use"
+    ]
+    last_name, last = events[-1]
+    error = last["error"]["details"]["error_code"] if last_name == "error" else None
+    return "".join(texts), calls, error
+
+
+@pytest.mark.parametrize("door", ["responses", "messages"])
+@settings(max_examples=60, deadline=None)
+@given(rules=tool_rules(), cuts=CUTS)
+def test_doors_answer_as_the_chat_route_for_any_rules(
+    door: str, rules: tuple[list[str], str | None, bool, UnknownTools], cuts: list[int]
+) -> None:
+    body = chat_sse(pieces_at(THREE_CALLS, cuts))
+    assert door_end(door, rules, body) == chat_outcome(rules, body)
