@@ -53,6 +53,7 @@ from operators.registry import check_choice
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
 from pipeline.proxy._front import reasoning_splitter, split_completion_reasoning
+from pipeline.proxy._reads import forward_reads
 from pipeline.proxy._shared import (
     HOP_BY_HOP,
     REQUEST_DROPPED,
@@ -326,7 +327,8 @@ class _Exchange(Response):
         return encode_json(folded)
 
     async def _stream(self, upstream: httpx.Response, send: Send) -> None:
-        """A streamed answer: each upstream read goes through the core and out at once."""
+        """A streamed answer: what each upstream read brought goes through the core and out at once, in
+        one ``send`` (:func:`~pipeline.proxy._reads.forward_reads`)."""
         core = ChatStreamRewriter(
             self._tool_format,
             max_event_size=self._proxy.max_event_size,
@@ -346,19 +348,25 @@ class _Exchange(Response):
         body = upstream.aiter_raw() if encoding in ("", "identity") else upstream.aiter_bytes()
         metrics = self._proxy.metrics
         clock = time.perf_counter
+        last = b""
+
+        async def forward(data: bytes) -> bool:
+            nonlocal last
+            received = clock()
+            piece = core.feed(data)
+            if core.ended:
+                last = piece  # an error event ended the answer: piece is its last part
+                return False
+            if piece:
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            metrics.added_latency(clock() - received)
+            return True
+
         metrics.streams_open += 1
         try:
             try:
-                async for data in body:
-                    received = clock()
-                    piece = core.feed(data)
-                    if core.ended:
-                        break  # an error event ended the answer: piece is its last part
-                    if piece:
-                        await send({"type": "http.response.body", "body": piece, "more_body": True})
-                    metrics.added_latency(clock() - received)
-                else:
-                    piece = core.finish()
+                await forward_reads(body, forward)
+                piece = last if core.ended else core.finish()
             except httpx.HTTPError as exc:
                 piece = core.fail(cut_stream_error(exc))
             except Exception:  # a defect of the proxy: the client still gets a proper end, not a cut one
