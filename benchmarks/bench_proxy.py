@@ -1,6 +1,7 @@
 """``streamfold proxy`` under load: concurrent streams through the proxy on one core, and the latency it adds.
 
-Run: ``python -m benchmarks.bench_proxy`` (``--quick`` for a short run; ``--streams 1 10 50``).
+Run: ``python -m benchmarks.bench_proxy`` (``--quick`` for a short run; ``--streams 1 10 50``;
+``--sections latency throughput routes``).
 
 Three processes on the two cores: the proxy alone on core 0 (``os.sched_setaffinity``), the fake upstream
 and the client on core 1. The upstream is a Kimi-K2 model server in miniature: each stream is one chat
@@ -13,7 +14,11 @@ so that its own cost stays small) notes when each piece arrives.
   for every piece, client receive time minus upstream send time, direct (client to upstream) and through
   the proxy; the difference of the two percentiles is what the proxy adds (a second loopback hop, HTTP
   parsing and writing, decoding, rewriting, encoding).
-- **throughput**: the upstream sends as fast as it can; chunks per second through the proxy.
+- **throughput**: the upstream sends as fast as it can; chunks per second through the proxy, and "per
+  core", the chunks per second that the proxy's CPU time per chunk allows on one core (the upstream and
+  the client share the other core, and may be what limits the first figure).
+- **routes**: the same streams through ``/v1/responses`` and ``/v1/messages`` (translated to the same Chat
+  upstream), with the proxy's CPU per chunk beside the Chat route's.
 
 Every row also gives the proxy's CPU time per chunk and the share of core 0 that other processes took
 meanwhile (from ``/proc``): on a shared machine, a row where others took the proxy's core is not a
@@ -137,7 +142,16 @@ def _serve(role: str, port: int, upstream: str | None) -> None:
         assert upstream is not None
         serve(upstream=upstream, port=port, tool_format="kimi_k2", log_level="warning", access_log=False)
     else:
-        uvicorn.run(upstream_app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        # the same upstream whatever is installed (uvicorn would pick uvloop and httptools when present)
+        uvicorn.run(
+            upstream_app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            access_log=False,
+            loop="asyncio",
+            http="h11",
+        )
 
 
 def _start(role: str, upstream: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
@@ -313,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     upstream, upstream_url = _start("upstream")
     proxy, proxy_url = _start("proxy", upstream_url)
     try:
+        print(f"proxy: {_http_stack()}")
         for route in ROUTES:  # warm up both servers and the connection pools
             anyio.run(_run, proxy_url, 1, 20, 0.0, route)
         if "latency" in arguments.sections:
@@ -325,6 +340,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         for process in (proxy, upstream):
             process.terminate()
             process.wait(timeout=10)
+
+
+def _http_stack() -> str:
+    """What uvicorn serves the proxy with here (it takes uvloop and httptools when they are installed)."""
+    from importlib.util import find_spec
+
+    loop = "uvloop" if find_spec("uvloop") else "asyncio"
+    http = "httptools" if find_spec("httptools") else "h11"
+    return f"uvicorn, {loop} loop, {http}; upstream client httpx (h11)"
 
 
 def _latency(arguments: argparse.Namespace, pid: int, proxy_url: str, upstream_url: str) -> None:
@@ -358,13 +382,14 @@ def _throughput(arguments: argparse.Namespace, pid: int, proxy_url: str) -> None
     import anyio
 
     print(f"throughput: as fast as the upstream sends ({arguments.burst_chunks} chunks in all per row)")
-    print(f"{'streams':>7} | {'chunks/s':>9} | {'CPU µs/chunk':>12} | others on core 0")
+    print(f"{'streams':>7} | {'chunks/s':>9} | {'CPU µs/chunk':>12} | {'per core':>9} | others on core 0")
     for streams in arguments.streams:
         chunks = max(50, arguments.burst_chunks // streams)
         with _ProxyCore(pid) as load:
             _, elapsed, received = anyio.run(_run, proxy_url, streams, chunks, 0.0)
+        cost = load.proxy / received
         print(
-            f"{streams:>7} | {received / elapsed:>9.0f} | {load.proxy / received * 1e6:>12.1f} | "
+            f"{streams:>7} | {received / elapsed:>9.0f} | {cost * 1e6:>12.1f} | {1 / cost:>9.0f} | "
             f"{load.others_share:>15.0%}"
         )
     print()
