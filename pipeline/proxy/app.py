@@ -736,7 +736,7 @@ def serve(
     ``plain``, ``False`` ``off``).
 
     uvicorn serves with uvloop and httptools when they are installed (the ``server`` extra installs them
-    where they build): they take about a fifth off the proxy's CPU time per chunk of a paced stream.
+    where they build): they take about a quarter off the proxy's CPU time per chunk of a paced stream.
     The log line at startup says which it uses.
 
     The server owns its process, so once everything is loaded, every object alive is moved out of the
