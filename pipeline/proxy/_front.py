@@ -29,6 +29,7 @@ from operators.convert.openai_chat import OpenAIChatConverter
 from pipeline._jsonenc import encode_json
 from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse
+from pipeline.proxy._reads import forward_reads
 from pipeline.proxy._shared import (
     REQUEST_DROPPED,
     BodyTooLarge,
@@ -276,15 +277,23 @@ class FrontDoor(Response):
             (b"x-accel-buffering", b"no"),
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
+        last = b""
+
+        async def forward(data: bytes) -> bool:
+            nonlocal last
+            piece = core.feed(data)
+            if core.wire.ended:
+                last = piece  # an error event ended the answer: piece is its last part
+                return False
+            if piece:
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            return True
+
+        encoding = upstream.headers.get("content-encoding", "identity").lower()
+        body = upstream.aiter_raw() if encoding in ("", "identity") else upstream.aiter_bytes()
         try:
-            async for data in upstream.aiter_bytes():
-                piece = core.feed(data)
-                if piece:
-                    await send({"type": "http.response.body", "body": piece, "more_body": True})
-                if core.wire.ended:
-                    break
-            else:
-                piece = core.finish()
+            await forward_reads(body, forward)
+            piece = last if core.wire.ended else core.finish()
         except httpx.HTTPError as exc:
             piece = core.fail(cut_stream_error(exc))
         await send({"type": "http.response.body", "body": piece, "more_body": False})

@@ -53,6 +53,7 @@ from operators.registry import check_choice
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
 from pipeline.proxy._front import reasoning_splitter, split_completion_reasoning
+from pipeline.proxy._reads import forward_reads
 from pipeline.proxy._shared import (
     HOP_BY_HOP,
     REQUEST_DROPPED,
@@ -326,7 +327,8 @@ class _Exchange(Response):
         return encode_json(folded)
 
     async def _stream(self, upstream: httpx.Response, send: Send) -> None:
-        """A streamed answer: each upstream read goes through the core and out at once."""
+        """A streamed answer: what each upstream read brought goes through the core and out at once, in
+        one ``send`` (:func:`~pipeline.proxy._reads.forward_reads`)."""
         core = ChatStreamRewriter(
             self._tool_format,
             max_event_size=self._proxy.max_event_size,
@@ -346,19 +348,25 @@ class _Exchange(Response):
         body = upstream.aiter_raw() if encoding in ("", "identity") else upstream.aiter_bytes()
         metrics = self._proxy.metrics
         clock = time.perf_counter
+        last = b""
+
+        async def forward(data: bytes) -> bool:
+            nonlocal last
+            received = clock()
+            piece = core.feed(data)
+            if core.ended:
+                last = piece  # an error event ended the answer: piece is its last part
+                return False
+            if piece:
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            metrics.added_latency(clock() - received)
+            return True
+
         metrics.streams_open += 1
         try:
             try:
-                async for data in body:
-                    received = clock()
-                    piece = core.feed(data)
-                    if core.ended:
-                        break  # an error event ended the answer: piece is its last part
-                    if piece:
-                        await send({"type": "http.response.body", "body": piece, "more_body": True})
-                    metrics.added_latency(clock() - received)
-                else:
-                    piece = core.finish()
+                await forward_reads(body, forward)
+                piece = last if core.ended else core.finish()
             except httpx.HTTPError as exc:
                 piece = core.fail(cut_stream_error(exc))
             except Exception:  # a defect of the proxy: the client still gets a proper end, not a cut one
@@ -727,6 +735,10 @@ def serve(
     ``httpx.Timeout``); each has its own metrics. ``access_log``: see :data:`ACCESS_LOGS` (``True`` is
     ``plain``, ``False`` ``off``).
 
+    uvicorn serves with uvloop and httptools when they are installed (the ``server`` extra installs them
+    where they build): they take about a quarter off the proxy's CPU time per chunk of a paced stream.
+    The log line at startup says which it uses.
+
     The server owns its process, so once everything is loaded, every object alive is moved out of the
     garbage collector's sight (``gc.freeze``): an occasional full collection then walks only what requests
     allocate, not the some 50 000 objects of the loaded modules (about 35 ms of pause otherwise).
@@ -757,6 +769,7 @@ def serve(
         if rewrites
         else "tool-format none: no rewriting"
     )
+    announce += f" (uvicorn with {_http_stack()})"
     if workers > 1:
         create_app(upstream, tool_format=tool_format, **options)  # the arguments are checked once, here
         timeout = options.get("timeout")
@@ -777,6 +790,14 @@ def serve(
     gc.freeze()
     with suppress(KeyboardInterrupt):  # Ctrl+C: uvicorn has shut down gracefully, as uvicorn.run does
         uvicorn.Server(config).run()
+
+
+def _http_stack() -> str:
+    """The event loop and HTTP parser uvicorn picks here (``auto``: uvloop and httptools if installed)."""
+    from importlib.util import find_spec
+
+    loop = "uvloop" if find_spec("uvloop") else "asyncio"
+    return f"{loop}, {'httptools' if find_spec('httptools') else 'h11'}"
 
 
 def _configure_access_log(mode: AccessLog) -> None:
