@@ -107,6 +107,7 @@ from pipeline.models import ToolCallDelta, ToolCallKind
 __all__ = [
     "DEFAULT_MAX_BUFFERED_CHARS",
     "Channel",
+    "FastPath",
     "FormatLexer",
     "LexerOptions",
     "LexerOutput",
@@ -145,6 +146,35 @@ class LexerOutput(Protocol):
     def end_call(self, index: int) -> None:
         """Call ``index`` is finished."""
 
+
+class FastPath:
+    """How the next chunk of a channel goes out when it holds none of ``stops`` (see
+    :meth:`FormatLexer.fast_path`): as it is (``index`` None, ``route`` None), as text of the other
+    channel (``route``), or as a piece of the arguments of call ``index`` (with ``printable``, only when
+    ``str.isprintable``; with ``strips_space``, only when it does not end with a space)."""
+
+    __slots__ = ("index", "kind", "printable", "route", "stops", "strips_space")
+
+    def __init__(
+        self,
+        stops: tuple[str, ...],
+        index: int | None = None,
+        kind: ToolCallKind = "function",
+        *,
+        route: Channel | None = None,
+        printable: bool = False,
+        strips_space: bool = False,
+    ) -> None:
+        self.stops = stops
+        self.index = index
+        self.kind = kind
+        self.route = route
+        self.printable = printable
+        self.strips_space = strips_space
+
+
+_JSON_STRING_STOPS: Final = ('"', "\\")
+"""What ends a run of JSON string content (or escapes in it)."""
 
 _HEADER: Final = "header"
 _JSON: Final = "json"
@@ -191,6 +221,9 @@ class FormatLexer:
         self._tentative_size = 0
         self._held = ""
         self._skip_newline = False
+        self._text_fast = FastPath(self.text_markers.first_chars)
+        self._fast: FastPath | None = None
+        """The last rule for arguments :meth:`fast_path` made, reused while it holds."""
         self._stream: tuple[State, Markers, str] | None = None
         """The state that last streamed with one of the helpers the shortcut knows (``collect_header``,
         ``stream_json_args``, ``stream_value``, ``stream_free_args``), its end markers and which one."""
@@ -272,6 +305,53 @@ class FormatLexer:
                 self._call_has_args = True
                 return ToolCallDelta(index, None, None, text, False, self.call_kind)
         return self._stream_shortcut(text, json_args, index)
+
+    def fast_path(self) -> FastPath | None:
+        """What the next chunk of this channel does if it holds none of a few characters, decided once
+        for every chunk until the lexer runs again (the rewriter's fastest path); None when no such rule
+        holds. Each rule is what :meth:`shortcut` does with such a chunk, with no change to the lexer:
+        the text state (nothing held, nothing tentative) passes text without a marker-start character,
+        a JSON string of the arguments (no escape pending) takes text without a quote or backslash, an
+        XML-style string value that is streaming takes printable text without a quote, backslash,
+        newline or marker-start character (and no trailing space when it strips spaces)."""
+        if self._held or self.tentative is not None:
+            return None
+        index = self.call_index
+        json_args = self.json_args
+        if json_args is not None:
+            if index is not None and self._call_has_args and json_args.in_string and not json_args.escape:
+                fast = self._fast
+                if fast is None or fast.index != index or fast.stops is not _JSON_STRING_STOPS:
+                    fast = self._fast = FastPath(_JSON_STRING_STOPS, index, self.call_kind)
+                return fast
+            return None
+        xml_args = self.xml_args
+        if xml_args is not None:
+            stream = self._stream
+            if (
+                index is not None
+                and self._call_has_args
+                and xml_args.streaming
+                and stream is not None
+                and stream[2] is _VALUE
+                and self.state == stream[0]
+            ):
+                stops = stream[1].value_stops
+                fast = self._fast
+                if (
+                    fast is None
+                    or fast.index != index
+                    or fast.stops is not stops
+                    or fast.strips_space != xml_args.strips_space
+                ):
+                    fast = self._fast = FastPath(
+                        stops, index, self.call_kind, printable=True, strips_space=xml_args.strips_space
+                    )
+                return fast
+            return None
+        if self.state == self._text_state:
+            return self._text_fast
+        return None
 
     def _held_shortcut(self, longer: str) -> ToolCallDelta | bool | None:
         """:meth:`shortcut` when the start of a marker was held back: ``longer`` is it and the new text.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput, State
+from operators.delimiters._lexer import Channel, FastPath, FormatLexer, LexerOptions, LexerOutput, State
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers, space_end
 from pipeline.models import ToolCallDelta
@@ -145,6 +145,14 @@ class HarmonyLexer(FormatLexer):
             if state == self._header_state:
                 return self._header_shortcut(text)
         return FormatLexer.shortcut(self, text)
+
+    def fast_path(self) -> FastPath | None:
+        if self.call_index is None and self.state == self._body_state:
+            if self._held:
+                return None
+            route = self._route  # a message's text without a marker start: on its channel, as it is
+            return FastPath(_BODY.first_chars, route=None if route == self.channel else route)
+        return FormatLexer.fast_path(self)
 
     def _body_shortcut(self, text: str) -> bool | None:
         """:meth:`shortcut` in a message's text: what :meth:`_text_body` would do with ``text``."""
