@@ -150,10 +150,11 @@ class LexerOutput(Protocol):
 class FastPath:
     """How the next chunk of a channel goes out when it holds none of ``stops`` (see
     :meth:`FormatLexer.fast_path`): as it is (``index`` None, ``route`` None), as text of the other
-    channel (``route``), or as a piece of the arguments of call ``index`` (with ``printable``, only when
-    ``str.isprintable``; with ``strips_space``, only when it does not end with a space)."""
+    channel (``route``), as a piece of a JSON string in the arguments of call ``index`` (``json_args``
+    follows its escapes), or as a piece of an XML-style string value of call ``index`` (``value``; held
+    when it ends with whitespace the value may strip: a newline, or any with ``strips_space``)."""
 
-    __slots__ = ("index", "kind", "printable", "route", "stops", "strips_space")
+    __slots__ = ("index", "json_args", "kind", "route", "stops", "strips_space", "value")
 
     def __init__(
         self,
@@ -162,19 +163,21 @@ class FastPath:
         kind: ToolCallKind = "function",
         *,
         route: Channel | None = None,
-        printable: bool = False,
+        json_args: JsonArgs | None = None,
+        value: bool = False,
         strips_space: bool = False,
     ) -> None:
         self.stops = stops
         self.index = index
         self.kind = kind
         self.route = route
-        self.printable = printable
+        self.json_args = json_args
+        self.value = value
         self.strips_space = strips_space
 
 
-_JSON_STRING_STOPS: Final = ('"', "\\")
-"""What ends a run of JSON string content (or escapes in it)."""
+_QUOTE: Final = ('"',)
+"""What ends a run of JSON string content."""
 
 _HEADER: Final = "header"
 _JSON: Final = "json"
@@ -309,20 +312,19 @@ class FormatLexer:
     def fast_path(self) -> FastPath | None:
         """What the next chunk of this channel does if it holds none of a few characters, decided once
         for every chunk until the lexer runs again (the rewriter's fastest path); None when no such rule
-        holds. Each rule is what :meth:`shortcut` does with such a chunk, with no change to the lexer:
-        the text state (nothing held, nothing tentative) passes text without a marker-start character,
-        a JSON string of the arguments (no escape pending) takes text without a quote or backslash, an
-        XML-style string value that is streaming takes printable text without a quote, backslash,
-        newline or marker-start character (and no trailing space when it strips spaces)."""
+        holds. Each rule is what :meth:`shortcut` does with such a chunk: the text state (nothing held,
+        nothing tentative) passes text without a marker-start character, a JSON string of the
+        arguments takes text without a quote (following its backslashes), a streaming XML-style string
+        value takes text without a marker-start character (JSON-escaped)."""
         if self._held or self.tentative is not None:
             return None
         index = self.call_index
         json_args = self.json_args
         if json_args is not None:
-            if index is not None and self._call_has_args and json_args.in_string and not json_args.escape:
+            if index is not None and self._call_has_args and json_args.in_string:
                 fast = self._fast
-                if fast is None or fast.index != index or fast.stops is not _JSON_STRING_STOPS:
-                    fast = self._fast = FastPath(_JSON_STRING_STOPS, index, self.call_kind)
+                if fast is None or fast.index != index or fast.json_args is not json_args:
+                    fast = self._fast = FastPath(_QUOTE, index, self.call_kind, json_args=json_args)
                 return fast
             return None
         xml_args = self.xml_args
@@ -336,16 +338,18 @@ class FormatLexer:
                 and stream[2] is _VALUE
                 and self.state == stream[0]
             ):
-                stops = stream[1].value_stops
+                stops = stream[1].first_chars
+                strips_space = xml_args.strips_space
                 fast = self._fast
                 if (
                     fast is None
                     or fast.index != index
+                    or not fast.value
                     or fast.stops is not stops
-                    or fast.strips_space != xml_args.strips_space
+                    or fast.strips_space != strips_space
                 ):
                     fast = self._fast = FastPath(
-                        stops, index, self.call_kind, printable=True, strips_space=xml_args.strips_space
+                        stops, index, self.call_kind, value=True, strips_space=strips_space
                     )
                 return fast
             return None

@@ -88,16 +88,7 @@ class Markers:
     another one except as a prefix.
     """
 
-    __slots__ = (
-        "_pattern",
-        "_prefixes",
-        "_scan",
-        "first_chars",
-        "json_stops",
-        "longest",
-        "markers",
-        "value_stops",
-    )
+    __slots__ = ("_pattern", "_prefixes", "_scan", "first_chars", "json_stops", "longest", "markers")
 
     def __init__(self, *markers: str) -> None:
         ordered = sorted(set(markers), key=len, reverse=True)
@@ -117,10 +108,6 @@ class Markers:
         self.first_chars: tuple[str, ...] = tuple(sorted({marker[0] for marker in ordered}))
         """The characters a marker starts with: text without any of them holds no marker."""
         self.longest = len(ordered[0])
-        self.value_stops: tuple[str, ...] = (*self.first_chars, "\n", '"', "\\")
-        """What a run of an XML-style string value that these markers end may not hold to be taken
-        whole into a JSON string: a marker start, a newline (perhaps the value's last), a quote or a
-        backslash (JSON escapes them)."""
 
     def __contains__(self, marker: object) -> bool:
         return marker in self.markers

@@ -16,6 +16,7 @@ from operators.delimiters._lexer import (
     LexerOptions,
 )
 from operators.delimiters._registry import get_format
+from operators.delimiters._scan import json_escape
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, IdFactory, ToolCallDelta, ToolCallKind, new_call_id
 
@@ -173,29 +174,56 @@ class DelimiterRewriter:
             fast = self._reasoning_fast
             lexer = self._reasoning
         else:
-            return self._lex(item)
+            return self._lex(item, _more_than_text(item))
+        piece = False  # the chunk is a piece the fast path takes, if it carries nothing else
         if fast is not None and text:
             for char in fast.stops:
                 if char in text:
                     break
             else:
-                index = fast.index
-                if index is None and fast.route is None and reasoning is None:
-                    # Content that goes on as it is: only these fields would make it another chunk.
-                    if item.tool_calls is None and not item.is_complete and item.finish_reason is None:
-                        return [item]
-                elif not _more_than_text(item):
-                    if index is None:
-                        return [item] if fast.route is None else [_rerouted(text, fast.route)]
-                    if not fast.printable or (
-                        text.isprintable() and not (fast.strips_space and text[-1] == " ")
-                    ):
-                        delta = ToolCallDelta(index, None, None, text, False, fast.kind)
-                        return [ChunkResponse(tool_calls=[delta])]
-        if _more_than_text(item):
+                if fast.index is not None or fast.route is not None or reasoning is not None:
+                    piece = True
+                elif item.tool_calls is None and not item.is_complete and item.finish_reason is None:
+                    return [item]  # content that goes on as it is: only those fields would change it
+        if (  # a chunk with more than text (inline: this runs for most chunks)
+            item.is_complete
+            or item.tool_calls
+            or item.finish_reason
+            or item.usage
+            or item.metadata
+            or item.refusal
+            or item.reasoning_signature
+            or item.encrypted_reasoning
+            or item.reasoning_id
+            or item.content_signature
+            or item.reasoning_done
+            or item.tool_results
+            or item.citations
+            or item.image_urls
+            or item.audio_urls
+            or item.video_urls
+        ):
             return self._lex(item, True)
+        if piece:
+            assert fast is not None
+            index = fast.index
+            if index is None:
+                return [item] if fast.route is None else [_rerouted(text, fast.route)]
+            json_args = fast.json_args
+            if json_args is not None:  # a piece of a JSON string: as JsonArgs.take_in_string
+                if json_args.escape or "\\" in text:
+                    run = len(text) - len(text.rstrip("\\"))
+                    json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
+                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
+            last = text[-1]
+            if not (last.isspace() and (last == "\n" or fast.strips_space)):  # (else perhaps not the value's)
+                if not text.isprintable() or '"' in text or "\\" in text:
+                    text = json_escape(text)
+                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
         # Text in one channel and nothing else: the common cases need no lexing.
         shortcut = lexer.shortcut(text)
+        if shortcut is False:
+            return self._lex(item, False)
         if reasoning is None:
             self._content_fast = lexer.fast_path()
         else:
@@ -204,14 +232,10 @@ class DelimiterRewriter:
             return [item] if text else []  # the chunk goes on as it is
         if shortcut is None:
             return self._pack(item, False) if self._output.ops else []
-        if shortcut is not False:
-            return [ChunkResponse(tool_calls=[shortcut])]
-        return self._lex(item)
+        return [ChunkResponse(tool_calls=[shortcut])]
 
-    def _lex(self, item: ChunkResponse, more: bool | None = None) -> list[ChunkResponse]:
-        """Rewrite ``item`` through the lexers' states (``more``: it has more than text; None: not known)."""
-        if more is None:
-            more = _more_than_text(item)
+    def _lex(self, item: ChunkResponse, more: bool) -> list[ChunkResponse]:
+        """Rewrite ``item`` through the lexers' states (``more``: it has more than text)."""
         reasoning = item.reasoning
         content = item.content
         if reasoning:
@@ -224,9 +248,11 @@ class DelimiterRewriter:
         chunks = self._pack(item, more)
         if item.is_complete:
             self._reset()
-        else:
-            self._content_fast = self._content.fast_path()
-            self._reasoning_fast = self._reasoning.fast_path()
+        else:  # (a lexer that did not run keeps its rule)
+            if reasoning:
+                self._reasoning_fast = self._reasoning.fast_path()
+            if content:
+                self._content_fast = self._content.fast_path()
         return chunks
 
     def finish(self) -> list[ChunkResponse]:
