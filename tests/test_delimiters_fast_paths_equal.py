@@ -323,6 +323,27 @@ def test_fast_paths_equal_the_states_with_other_fields_on_the_chunks(
             ],
         ),
         (
+            "kimi_k2",
+            '<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"a": "x',
+            ["C:\\", "\\dir", "\\", "ny"],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "C:\\")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "\\dir")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "\\")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "ny")]),  # (\\n)
+            ],
+        ),
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=f>\n<parameter=code>\nx",
+            ['say "hi', '" \\ ok'],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, 'say \\"hi')]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '\\" \\\\ ok')]),
+            ],
+        ),
+        ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=o>\n{", ['"a": ', "1, ", '"b'], []),
+        (
             "harmony",
             "<|channel|>analysis<|message|>Need",
             [" x, ", "y"],

@@ -148,13 +148,12 @@ class LexerOutput(Protocol):
 
 
 class FastPath:
-    """How the next chunk of a channel goes out when it holds none of ``stops`` (see
-    :meth:`FormatLexer.fast_path`): as it is (``index`` None, ``route`` None), as text of the other
+    """How the next chunk of a channel goes when it holds none of ``stops`` (see
+    :meth:`FormatLexer.fast_path`): on as it is (``index`` None, ``route`` None), as text of the other
     channel (``route``), as a piece of a JSON string in the arguments of call ``index`` (``json_args``
-    follows its escapes), or as a piece of an XML-style string value of call ``index`` (``value``; held
-    when it ends with whitespace the value may strip: a newline, or any with ``strips_space``)."""
+    follows its escapes), or into the XML-style value of call ``index`` that ``xml_args`` writes."""
 
-    __slots__ = ("index", "json_args", "kind", "route", "stops", "strips_space", "value")
+    __slots__ = ("index", "json_args", "kind", "route", "stops", "xml_args")
 
     def __init__(
         self,
@@ -164,16 +163,14 @@ class FastPath:
         *,
         route: Channel | None = None,
         json_args: JsonArgs | None = None,
-        value: bool = False,
-        strips_space: bool = False,
+        xml_args: XmlArguments | None = None,
     ) -> None:
         self.stops = stops
         self.index = index
         self.kind = kind
         self.route = route
         self.json_args = json_args
-        self.value = value
-        self.strips_space = strips_space
+        self.xml_args = xml_args
 
 
 _QUOTE: Final = ('"',)
@@ -314,8 +311,8 @@ class FormatLexer:
         for every chunk until the lexer runs again (the rewriter's fastest path); None when no such rule
         holds. Each rule is what :meth:`shortcut` does with such a chunk: the text state (nothing held,
         nothing tentative) passes text without a marker-start character, a JSON string of the
-        arguments takes text without a quote (following its backslashes), a streaming XML-style string
-        value takes text without a marker-start character (JSON-escaped)."""
+        arguments takes text without a quote (following its backslashes), an XML-style value takes text
+        without a marker-start character (a piece of a string value as its JSON escape)."""
         if self._held or self.tentative is not None:
             return None
         index = self.call_index
@@ -333,24 +330,19 @@ class FormatLexer:
             if (
                 index is not None
                 and self._call_has_args
-                and xml_args.streaming
                 and stream is not None
                 and stream[2] is _VALUE
                 and self.state == stream[0]
             ):
                 stops = stream[1].first_chars
-                strips_space = xml_args.strips_space
                 fast = self._fast
                 if (
                     fast is None
                     or fast.index != index
-                    or not fast.value
+                    or fast.xml_args is not xml_args
                     or fast.stops is not stops
-                    or fast.strips_space != strips_space
                 ):
-                    fast = self._fast = FastPath(
-                        stops, index, self.call_kind, value=True, strips_space=strips_space
-                    )
+                    fast = self._fast = FastPath(stops, index, self.call_kind, xml_args=xml_args)
                 return fast
             return None
         if self.state == self._text_state:

@@ -215,11 +215,18 @@ class DelimiterRewriter:
                     run = len(text) - len(text.rstrip("\\"))
                     json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
                 return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
-            last = text[-1]
-            if not (last.isspace() and (last == "\n" or fast.strips_space)):  # (else perhaps not the value's)
-                if not text.isprintable() or '"' in text or "\\" in text:
-                    text = json_escape(text)
-                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
+            xml_args = fast.xml_args
+            assert xml_args is not None
+            if xml_args.streaming:  # a piece of a string value, unless it ends with space it may strip
+                last = text[-1]
+                if not (last.isspace() and (last == "\n" or xml_args.strips_space)):
+                    if not text.isprintable() or '"' in text or "\\" in text:
+                        text = json_escape(text)
+                    return [
+                        ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])
+                    ]
+            xml_args.value(text)  # held until the value ends, or written by the value's writer
+            return self._pack(item, False) if self._output.ops else []
         # Text in one channel and nothing else: the common cases need no lexing.
         shortcut = lexer.shortcut(text)
         if shortcut is False:
