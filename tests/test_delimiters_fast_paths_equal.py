@@ -343,6 +343,16 @@ def test_fast_paths_equal_the_states_with_other_fields_on_the_chunks(
             ],
         ),
         ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=o>\n{", ['"a": ', "1, ", '"b'], []),
+        ("kimi_k2", "Hi", [" a <b>", "|c"], [ChunkResponse(content=" a <b>"), ChunkResponse(content="|c")]),
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=f>\n<parameter=code>\nx",
+            ["a <b", "c\nd"],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "a <b")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "c\\nd")]),
+            ],
+        ),
         (
             "harmony",
             "<|channel|>analysis<|message|>Need",
@@ -381,3 +391,25 @@ def test_plain_pieces_after_the_first_need_no_shortcut(
             monkeypatch.setattr(cls, "shortcut", refuse)
     got = [chunk for piece in pieces for chunk in rewriter.feed(ChunkResponse(content=piece))]
     assert got == expected
+
+
+_MARKER_TEXT = st.text(
+    alphabet=st.sampled_from(["<", "|", "/", "\n", "t", "o", "a", "=", ">", "x"]), max_size=12
+)
+
+
+@pytest.mark.parametrize("format", sorted(STREAMS))
+@given(text=_MARKER_TEXT)
+def test_text_without_a_marker_start_pair_holds_no_marker(format: str, text: str) -> None:
+    """The fast path's test (none of ``Markers.starts``, no ``tail`` character at the end) implies
+    what the shortcut tests (``absent_from``), for every set of markers of the format."""
+    lexer_type = type(DelimiterRewriter(format)._content)
+    sets = {value for cls in lexer_type.__mro__ for value in vars(cls).values() if isinstance(value, Markers)}
+    module = __import__(lexer_type.__module__, fromlist=["_"])
+    sets |= {value for value in vars(module).values() if isinstance(value, Markers)}
+    for markers in sets:
+        clear = not any(start in text for start in markers.starts) and (
+            markers.tail is None or not text or text[-1] not in markers.tail
+        )
+        if clear:
+            assert markers.absent_from(text), (markers.markers, text)

@@ -148,16 +148,18 @@ class LexerOutput(Protocol):
 
 
 class FastPath:
-    """How the next chunk of a channel goes when it holds none of ``stops`` (see
+    """How the next chunk of a channel goes when it holds none of ``stops`` and does not end with a
+    character of ``tail`` (see
     :meth:`FormatLexer.fast_path`): on as it is (``index`` None, ``route`` None), as text of the other
     channel (``route``), as a piece of a JSON string in the arguments of call ``index`` (``json_args``
     follows its escapes), or into the XML-style value of call ``index`` that ``xml_args`` writes."""
 
-    __slots__ = ("index", "json_args", "kind", "route", "stops", "xml_args")
+    __slots__ = ("index", "json_args", "kind", "route", "stops", "tail", "xml_args")
 
     def __init__(
         self,
         stops: tuple[str, ...],
+        tail: str | None = None,
         index: int | None = None,
         kind: ToolCallKind = "function",
         *,
@@ -166,6 +168,7 @@ class FastPath:
         xml_args: XmlArguments | None = None,
     ) -> None:
         self.stops = stops
+        self.tail = tail
         self.index = index
         self.kind = kind
         self.route = route
@@ -221,7 +224,7 @@ class FormatLexer:
         self._tentative_size = 0
         self._held = ""
         self._skip_newline = False
-        self._text_fast = FastPath(self.text_markers.first_chars)
+        self._text_fast = FastPath(self.text_markers.starts, self.text_markers.tail)
         self._fast: FastPath | None = None
         """The last rule for arguments :meth:`fast_path` made, reused while it holds."""
         self._stream: tuple[State, Markers, str] | None = None
@@ -321,7 +324,7 @@ class FormatLexer:
             if index is not None and self._call_has_args and json_args.in_string:
                 fast = self._fast
                 if fast is None or fast.index != index or fast.json_args is not json_args:
-                    fast = self._fast = FastPath(_QUOTE, index, self.call_kind, json_args=json_args)
+                    fast = self._fast = FastPath(_QUOTE, None, index, self.call_kind, json_args=json_args)
                 return fast
             return None
         xml_args = self.xml_args
@@ -334,15 +337,17 @@ class FormatLexer:
                 and stream[2] is _VALUE
                 and self.state == stream[0]
             ):
-                stops = stream[1].first_chars
+                markers = stream[1]
                 fast = self._fast
                 if (
                     fast is None
                     or fast.index != index
                     or fast.xml_args is not xml_args
-                    or fast.stops is not stops
+                    or fast.stops is not markers.starts
                 ):
-                    fast = self._fast = FastPath(stops, index, self.call_kind, xml_args=xml_args)
+                    fast = self._fast = FastPath(
+                        markers.starts, markers.tail, index, self.call_kind, xml_args=xml_args
+                    )
                 return fast
             return None
         if self.state == self._text_state:

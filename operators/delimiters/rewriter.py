@@ -177,11 +177,14 @@ class DelimiterRewriter:
             return self._lex(item, _more_than_text(item))
         piece = False  # the chunk is a piece the fast path takes, if it carries nothing else
         if fast is not None and text:
-            for char in fast.stops:
-                if char in text:
+            for stop in fast.stops:
+                if stop in text:
                     break
             else:
-                if fast.index is not None or fast.route is not None or reasoning is not None:
+                tail = fast.tail
+                if tail is not None and text[-1] in tail:
+                    pass  # perhaps the start of a marker
+                elif fast.index is not None or fast.route is not None or reasoning is not None:
                     piece = True
                 elif item.tool_calls is None and not item.is_complete and item.finish_reason is None:
                     return [item]  # content that goes on as it is: only those fields would change it

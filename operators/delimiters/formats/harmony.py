@@ -151,7 +151,7 @@ class HarmonyLexer(FormatLexer):
             if self._held:
                 return None
             route = self._route  # a message's text without a marker start: on its channel, as it is
-            return FastPath(_BODY.first_chars, route=None if route == self.channel else route)
+            return FastPath(_BODY.starts, _BODY.tail, route=None if route == self.channel else route)
         return FormatLexer.fast_path(self)
 
     def _body_shortcut(self, text: str) -> bool | None:
