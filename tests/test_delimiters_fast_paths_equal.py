@@ -343,6 +343,19 @@ def test_fast_paths_equal_the_states_with_other_fields_on_the_chunks(
             ],
         ),
         ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=o>\n{", ['"a": ', "1, ", '"b'], []),
+        ("kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>fu", ["ncti", "ons."], []),
+        (
+            "kimi_k2",
+            '<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"a": 1',
+            [', "b', '": [2', "]   "],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, ', "b')]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '": [2')]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "]")]),  # (the space held)
+            ],
+        ),
+        ("harmony", "<|start|>assistant<|channel|>comm", ["enta", "ry t"], []),
+        ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=co", ["nten", "t_2"], []),
         ("kimi_k2", "Hi", [" a <b>", "|c"], [ChunkResponse(content=" a <b>"), ChunkResponse(content="|c")]),
         (
             "qwen3_coder",

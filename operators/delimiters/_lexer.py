@@ -149,12 +149,24 @@ class LexerOutput(Protocol):
 
 class FastPath:
     """How the next chunk of a channel goes when it holds none of ``stops`` and does not end with a
-    character of ``tail`` (see
-    :meth:`FormatLexer.fast_path`): on as it is (``index`` None, ``route`` None), as text of the other
-    channel (``route``), as a piece of a JSON string in the arguments of call ``index`` (``json_args``
-    follows its escapes), or into the XML-style value of call ``index`` that ``xml_args`` writes."""
+    character of ``tail`` (see :meth:`FormatLexer.fast_path`): on as it is (``passes``), as text of the
+    other channel (``route``), into a header (``collect`` takes it, or refuses it past the cap), into
+    the JSON arguments of call ``index`` (``json_args``: a piece of a string, or, with ``markers``, JSON
+    text in which none of the end markers can start), or into the XML-style value of call ``index``
+    that ``xml_args`` writes."""
 
-    __slots__ = ("index", "json_args", "kind", "route", "stops", "tail", "xml_args")
+    __slots__ = (
+        "collect",
+        "index",
+        "json_args",
+        "kind",
+        "markers",
+        "passes",
+        "route",
+        "stops",
+        "tail",
+        "xml_args",
+    )
 
     def __init__(
         self,
@@ -164,7 +176,9 @@ class FastPath:
         kind: ToolCallKind = "function",
         *,
         route: Channel | None = None,
+        collect: Callable[[str], bool] | None = None,
         json_args: JsonArgs | None = None,
+        markers: Markers | None = None,
         xml_args: XmlArguments | None = None,
     ) -> None:
         self.stops = stops
@@ -172,8 +186,11 @@ class FastPath:
         self.index = index
         self.kind = kind
         self.route = route
+        self.collect = collect
         self.json_args = json_args
+        self.markers = markers
         self.xml_args = xml_args
+        self.passes = index is None and route is None and collect is None
 
 
 _QUOTE: Final = ('"',)
@@ -226,6 +243,7 @@ class FormatLexer:
         self._skip_newline = False
         self._text_fast = FastPath(self.text_markers.starts, self.text_markers.tail)
         self._fast: FastPath | None = None
+        self._header_fast: FastPath | None = None
         """The last rule for arguments :meth:`fast_path` made, reused while it holds."""
         self._stream: tuple[State, Markers, str] | None = None
         """The state that last streamed with one of the helpers the shortcut knows (``collect_header``,
@@ -313,46 +331,68 @@ class FormatLexer:
         """What the next chunk of this channel does if it holds none of a few characters, decided once
         for every chunk until the lexer runs again (the rewriter's fastest path); None when no such rule
         holds. Each rule is what :meth:`shortcut` does with such a chunk: the text state (nothing held,
-        nothing tentative) passes text without a marker-start character, a JSON string of the
-        arguments takes text without a quote (following its backslashes), an XML-style value takes text
-        without a marker-start character (a piece of a string value as its JSON escape)."""
+        nothing tentative) passes text without a marker, JSON arguments take a piece of a string
+        without a quote (following its backslashes) or JSON text in which no end marker can start, an
+        XML-style value takes text without a marker (a piece of a string value as its JSON escape), a
+        header takes text in which no marker can start, up to its cap."""
         if self._held or self.tentative is not None:
             return None
         index = self.call_index
         json_args = self.json_args
+        stream = self._stream
+        streaming = stream is not None and self.state == stream[0]
         if json_args is not None:
-            if index is not None and self._call_has_args and json_args.in_string:
-                fast = self._fast
-                if fast is None or fast.index != index or fast.json_args is not json_args:
-                    fast = self._fast = FastPath(_QUOTE, None, index, self.call_kind, json_args=json_args)
-                return fast
-            return None
-        xml_args = self.xml_args
-        if xml_args is not None:
-            stream = self._stream
+            if index is None or not self._call_has_args:
+                return None
+            markers = stream[1] if streaming and stream is not None and stream[2] is _JSON else None
+            if markers is None and not json_args.in_string:
+                return None
+            fast = self._fast
             if (
-                index is not None
-                and self._call_has_args
-                and stream is not None
-                and stream[2] is _VALUE
-                and self.state == stream[0]
+                fast is None
+                or fast.index != index
+                or fast.json_args is not json_args
+                or fast.markers is not markers
             ):
-                markers = stream[1]
-                fast = self._fast
-                if (
-                    fast is None
-                    or fast.index != index
-                    or fast.xml_args is not xml_args
-                    or fast.stops is not markers.starts
-                ):
-                    fast = self._fast = FastPath(
-                        markers.starts, markers.tail, index, self.call_kind, xml_args=xml_args
-                    )
-                return fast
-            return None
+                fast = self._fast = FastPath(
+                    (), None, index, self.call_kind, json_args=json_args, markers=markers
+                )
+            return fast
         if self.state == self._text_state:
             return self._text_fast
+        if not streaming or stream is None:
+            return None
+        helper = stream[2]
+        markers = stream[1]
+        xml_args = self.xml_args
+        if helper is _VALUE and xml_args is not None and index is not None and self._call_has_args:
+            fast = self._fast
+            if (
+                fast is None
+                or fast.index != index
+                or fast.xml_args is not xml_args
+                or fast.stops is not markers.starts
+            ):
+                fast = self._fast = FastPath(
+                    markers.starts, markers.tail, index, self.call_kind, xml_args=xml_args
+                )
+            return fast
+        if helper is _HEADER:
+            fast = self._header_fast
+            if fast is None or fast.stops is not markers.first_chars:
+                fast = self._header_fast = FastPath(markers.first_chars, collect=self._collect_header)
+            return fast
         return None
+
+    def _collect_header(self, text: str) -> bool:
+        """Add ``text``, in which no marker of the state collecting a header can start, to the header,
+        unless that passes the cap (False)."""
+        size = self._header_chars + len(text)
+        if size > HEADER_LIMIT:
+            return False
+        self._header_parts.append(text)
+        self._header_chars = size
+        return True
 
     def _held_shortcut(self, longer: str) -> ToolCallDelta | bool | None:
         """:meth:`shortcut` when the start of a marker was held back: ``longer`` is it and the new text.

@@ -184,7 +184,7 @@ class DelimiterRewriter:
                 tail = fast.tail
                 if tail is not None and text[-1] in tail:
                     pass  # perhaps the start of a marker
-                elif fast.index is not None or fast.route is not None or reasoning is not None:
+                elif not fast.passes or reasoning is not None:
                     piece = True
                 elif item.tool_calls is None and not item.is_complete and item.finish_reason is None:
                     return [item]  # content that goes on as it is: only those fields would change it
@@ -211,25 +211,46 @@ class DelimiterRewriter:
             assert fast is not None
             index = fast.index
             if index is None:
-                return [item] if fast.route is None else [_rerouted(text, fast.route)]
-            json_args = fast.json_args
-            if json_args is not None:  # a piece of a JSON string: as JsonArgs.take_in_string
-                if json_args.escape or "\\" in text:
-                    run = len(text) - len(text.rstrip("\\"))
-                    json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
-                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
-            xml_args = fast.xml_args
-            assert xml_args is not None
-            if xml_args.streaming:  # a piece of a string value, unless it ends with space it may strip
-                last = text[-1]
-                if not (last.isspace() and (last == "\n" or xml_args.strips_space)):
-                    if not text.isprintable() or '"' in text or "\\" in text:
-                        text = json_escape(text)
+                collect = fast.collect
+                if collect is None:
+                    return [item] if fast.route is None else [_rerouted(text, fast.route)]
+                if collect(text):
+                    return []
+            else:
+                json_args = fast.json_args
+                if json_args is None:
+                    xml_args = fast.xml_args
+                    assert xml_args is not None
+                    if (
+                        xml_args.streaming
+                    ):  # a piece of a string value, unless it ends with space it may strip
+                        last = text[-1]
+                        if not (last.isspace() and (last == "\n" or xml_args.strips_space)):
+                            if not text.isprintable() or '"' in text or "\\" in text:
+                                text = json_escape(text)
+                            return [
+                                ChunkResponse(
+                                    tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)]
+                                )
+                            ]
+                    xml_args.value(text)  # held until the value ends, or written by the value's writer
+                    return self._pack(item, False) if self._output.ops else []
+                if json_args.in_string and '"' not in text:  # a piece of a string: JsonArgs.take_in_string
+                    if json_args.escape or "\\" in text:
+                        run = len(text) - len(text.rstrip("\\"))
+                        json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
                     return [
                         ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])
                     ]
-            xml_args.value(text)  # held until the value ends, or written by the value's writer
-            return self._pack(item, False) if self._output.ops else []
+                markers = fast.markers
+                if markers is not None and markers.cannot_start_in(text):
+                    json_args.scan(text, 0, markers, True)  # no end marker can start in it
+                    text = json_args.trim(text)
+                    if not text:
+                        return []
+                    return [
+                        ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])
+                    ]
         # Text in one channel and nothing else: the common cases need no lexing.
         shortcut = lexer.shortcut(text)
         if shortcut is False:
