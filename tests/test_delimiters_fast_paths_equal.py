@@ -356,6 +356,7 @@ def test_fast_paths_equal_the_states_with_other_fields_on_the_chunks(
         ),
         ("harmony", "<|start|>assistant<|channel|>comm", ["enta", "ry t"], []),
         ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=co", ["nten", "t_2"], []),
+        ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=a>\nx</parameter>\n", ["  \n ", " \t"], []),
         ("kimi_k2", "Hi", [" a <b>", "|c"], [ChunkResponse(content=" a <b>"), ChunkResponse(content="|c")]),
         (
             "qwen3_coder",

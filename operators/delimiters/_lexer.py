@@ -193,6 +193,11 @@ class FastPath:
         self.passes = index is None and route is None and collect is None
 
 
+def _dropped(text: str) -> bool:
+    """Text a format ignores between its tags (see :meth:`FormatLexer.skip_to`): taken, and dropped."""
+    return True
+
+
 _QUOTE: Final = ('"',)
 """What ends a run of JSON string content."""
 
@@ -244,6 +249,7 @@ class FormatLexer:
         self._text_fast = FastPath(self.text_markers.starts, self.text_markers.tail)
         self._fast: FastPath | None = None
         self._header_fast: FastPath | None = None
+        self._skip_fast: FastPath | None = None
         """The last rule for arguments :meth:`fast_path` made, reused while it holds."""
         self._stream: tuple[State, Markers, str] | None = None
         """The state that last streamed with one of the helpers the shortcut knows (``collect_header``,
@@ -334,7 +340,8 @@ class FormatLexer:
         nothing tentative) passes text without a marker, JSON arguments take a piece of a string
         without a quote (following its backslashes) or JSON text in which no end marker can start, an
         XML-style value takes text without a marker (a piece of a string value as its JSON escape), a
-        header takes text in which no marker can start, up to its cap."""
+        header takes text in which no marker can start, up to its cap, and text a format skips between
+        its tags is dropped when it holds no marker."""
         if self._held or self.tentative is not None:
             return None
         index = self.call_index
@@ -381,6 +388,11 @@ class FormatLexer:
             fast = self._header_fast
             if fast is None or fast.stops is not markers.first_chars:
                 fast = self._header_fast = FastPath(markers.first_chars, collect=self._collect_header)
+            return fast
+        if helper is _SKIP:
+            fast = self._skip_fast
+            if fast is None or fast.stops is not markers.starts:
+                fast = self._skip_fast = FastPath(markers.starts, markers.tail, collect=_dropped)
             return fast
         return None
 
