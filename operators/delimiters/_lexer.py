@@ -31,7 +31,11 @@ Most chunks never reach the states: :meth:`FormatLexer.shortcut` decides at once
 next piece of one channel does when that is plain (text in the text state with no marker in it goes on as
 the same chunk; a piece of a JSON string of the arguments, or of JSON arguments in which no end marker
 can start, or of free-text input, becomes its delta; a piece of a header or of an XML-style value goes
-where the state would put it), leaving the lexer as the states would.
+where the state would put it), leaving the lexer as the states would. Most of those never reach the
+shortcut either: after each run of a lexer, :meth:`FormatLexer.fast_path` gives a rule (a few characters or
+character pairs, and what a chunk without them does) that the rewriter applies to the next chunks of that
+channel until the lexer runs again; ``tests/test_delimiters_fast_paths_equal.py`` checks that the rules,
+the shortcut and the states give the same chunks.
 
 How to add a format
 ===================
