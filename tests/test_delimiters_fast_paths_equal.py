@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from operators.delimiters import DelimiterRewriter
 from operators.delimiters._lexer import FormatLexer
 from operators.delimiters._scan import Markers, XmlArguments, json_escape
-from pipeline.models import ChunkResponse, ToolCallDelta
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 from tests.delimiter_cases import numbered_ids, pieces_at
 
 _VALUE_TEXT = st.text(
@@ -75,10 +75,16 @@ class _NoShortcut(DelimiterRewriter):
         super()._reset()
         for lexer in (self._content, self._reasoning):
             lexer.shortcut = _never  # type: ignore[method-assign]
+            lexer.fast_path = _no_fast_path  # type: ignore[method-assign]
+        self._content_fast = self._reasoning_fast = None
 
 
 def _never(text: str) -> bool:
     return False
+
+
+def _no_fast_path() -> None:
+    return None
 
 
 def outputs(rewriter: DelimiterRewriter, pieces: list[str], channel: str) -> Iterator[ChunkResponse]:
@@ -243,3 +249,181 @@ def test_markers_find_equals_the_reference(markers: Markers, buf: str, pos: int,
 def test_json_escape_equals_msgspec(text: str) -> None:
     if not any("\ud800" <= char <= "\udfff" for char in text):
         assert json_escape(text) == msgspec.json.encode(text).decode()[1:-1]
+
+
+_EXTRAS = st.sampled_from(
+    [
+        {},
+        {"usage": TokenUsage(total_tokens=3)},
+        {"metadata": {"k": 1}},
+        {"finish_reason": "stop"},
+        {"finish_reason": "length"},
+        {"tool_calls": []},
+        {"tool_calls": [ToolCallDelta(0, "srv", "g", "{}", True)]},
+        {"reasoning_done": True},
+    ]
+)
+
+
+@pytest.mark.parametrize("format", sorted(STREAMS))
+@given(
+    value=_VALUE_TEXT,
+    prose=st.sampled_from(["", "Hi <b> | ", "a\n"]),
+    cuts=st.lists(st.integers(1, 200)),
+    extras=st.lists(_EXTRAS, min_size=1, max_size=8),
+)
+@settings(max_examples=40, deadline=None)
+def test_fast_paths_equal_the_states_with_other_fields_on_the_chunks(
+    format: str, value: str, prose: str, cuts: list[int], extras: list[dict[str, object]]
+) -> None:
+    text = STREAMS[format](value, prose)
+    pieces = pieces_at(text, cuts)
+    chunks = [
+        ChunkResponse(content=piece, **extras[number % len(extras)])  # type: ignore[arg-type]
+        for number, piece in enumerate(pieces)
+    ]
+
+    def run(rewriter: DelimiterRewriter) -> list[ChunkResponse]:
+        out = [chunk for item in chunks for chunk in rewriter.feed(item)]
+        return out + rewriter.finish()
+
+    fast = run(DelimiterRewriter(format, id_factory=numbered_ids))
+    slow = run(_NoShortcut(format, id_factory=numbered_ids))
+    assert fast == slow, f"{format} at {chunks!r}"
+    assert [id(chunk) in {id(item) for item in chunks} for chunk in fast] == [
+        id(chunk) in {id(item) for item in chunks} for chunk in slow
+    ]  # a chunk that goes on as it is, goes on as the same object on both paths
+
+
+@pytest.mark.parametrize(
+    ("format", "opening", "pieces", "expected"),
+    [
+        (
+            "kimi_k2",
+            "Hi ",
+            ["plain", " text"],
+            [ChunkResponse(content="plain"), ChunkResponse(content=" text")],
+        ),
+        (
+            "kimi_k2",
+            '<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"a": "x',
+            ["abcd", "é 🎉"],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "abcd")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "é 🎉")]),
+            ],
+        ),
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=f>\n<parameter=code>\nx",
+            ["abcd", "e f "],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "abcd")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "e f ")]),
+            ],
+        ),
+        (
+            "kimi_k2",
+            '<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"a": "x',
+            ["C:\\", "\\dir", "\\", "ny"],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "C:\\")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "\\dir")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "\\")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "ny")]),  # (\\n)
+            ],
+        ),
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=f>\n<parameter=code>\nx",
+            ['say "hi', '" \\ ok'],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, 'say \\"hi')]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '\\" \\\\ ok')]),
+            ],
+        ),
+        ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=o>\n{", ['"a": ', "1, ", '"b'], []),
+        ("kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>fu", ["ncti", "ons."], []),
+        (
+            "kimi_k2",
+            '<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"a": 1',
+            [', "b', '": [2', "]   "],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, ', "b')]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '": [2')]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "]")]),  # (the space held)
+            ],
+        ),
+        ("harmony", "<|start|>assistant<|channel|>comm", ["enta", "ry t"], []),
+        ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=co", ["nten", "t_2"], []),
+        ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=a>\nx</parameter>\n", ["  \n ", " \t"], []),
+        ("kimi_k2", "Hi", [" a <b>", "|c"], [ChunkResponse(content=" a <b>"), ChunkResponse(content="|c")]),
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=f>\n<parameter=code>\nx",
+            ["a <b", "c\nd"],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "a <b")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "c\\nd")]),
+            ],
+        ),
+        (
+            "harmony",
+            "<|channel|>analysis<|message|>Need",
+            [" x, ", "y"],
+            [ChunkResponse(reasoning=" x, "), ChunkResponse(reasoning="y")],
+        ),
+        (
+            "harmony",
+            '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": "b',
+            ["cdef", "gh"],
+            [
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "cdef")]),
+                ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "gh")]),
+            ],
+        ),
+    ],
+)
+def test_plain_pieces_after_the_first_need_no_shortcut(
+    monkeypatch: pytest.MonkeyPatch,
+    format: str,
+    opening: str,
+    pieces: list[str],
+    expected: list[ChunkResponse],
+) -> None:
+    """Once a piece left the lexer where plain text is decided by a few characters, the next plain
+    pieces go out without the lexer (the per-delta cost of the benchmark's 4-character deltas)."""
+    rewriter = DelimiterRewriter(format, id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content=opening))
+
+    def refuse(self: FormatLexer, text: str) -> bool:
+        raise AssertionError(f"shortcut({text!r}) called")
+
+    monkeypatch.setattr(FormatLexer, "shortcut", refuse)
+    for cls in type(rewriter._content).__mro__:
+        if "shortcut" in cls.__dict__ and cls is not FormatLexer:
+            monkeypatch.setattr(cls, "shortcut", refuse)
+    got = [chunk for piece in pieces for chunk in rewriter.feed(ChunkResponse(content=piece))]
+    assert got == expected
+
+
+_MARKER_TEXT = st.text(
+    alphabet=st.sampled_from(["<", "|", "/", "\n", "t", "o", "a", "=", ">", "x"]), max_size=12
+)
+
+
+@pytest.mark.parametrize("format", sorted(STREAMS))
+@given(text=_MARKER_TEXT)
+def test_text_without_a_marker_start_pair_holds_no_marker(format: str, text: str) -> None:
+    """The fast path's test (none of ``Markers.starts``, no ``tail`` character at the end) implies
+    what the shortcut tests (``absent_from``), for every set of markers of the format."""
+    lexer_type = type(DelimiterRewriter(format)._content)
+    sets = {value for cls in lexer_type.__mro__ for value in vars(cls).values() if isinstance(value, Markers)}
+    module = __import__(lexer_type.__module__, fromlist=["_"])
+    sets |= {value for value in vars(module).values() if isinstance(value, Markers)}
+    for markers in sets:
+        clear = not any(start in text for start in markers.starts) and (
+            markers.tail is None or not text or text[-1] not in markers.tail
+        )
+        if clear:
+            assert markers.absent_from(text), (markers.markers, text)

@@ -31,7 +31,11 @@ Most chunks never reach the states: :meth:`FormatLexer.shortcut` decides at once
 next piece of one channel does when that is plain (text in the text state with no marker in it goes on as
 the same chunk; a piece of a JSON string of the arguments, or of JSON arguments in which no end marker
 can start, or of free-text input, becomes its delta; a piece of a header or of an XML-style value goes
-where the state would put it), leaving the lexer as the states would.
+where the state would put it), leaving the lexer as the states would. Most of those never reach the
+shortcut either: after each run of a lexer, :meth:`FormatLexer.fast_path` gives a rule (a few characters or
+character pairs, and what a chunk without them does) that the rewriter applies to the next chunks of that
+channel until the lexer runs again; ``tests/test_delimiters_fast_paths_equal.py`` checks that the rules,
+the shortcut and the states give the same chunks.
 
 How to add a format
 ===================
@@ -107,6 +111,7 @@ from pipeline.models import ToolCallDelta, ToolCallKind
 __all__ = [
     "DEFAULT_MAX_BUFFERED_CHARS",
     "Channel",
+    "FastPath",
     "FormatLexer",
     "LexerOptions",
     "LexerOutput",
@@ -145,6 +150,60 @@ class LexerOutput(Protocol):
     def end_call(self, index: int) -> None:
         """Call ``index`` is finished."""
 
+
+class FastPath:
+    """How the next chunk of a channel goes when it holds none of ``stops`` and does not end with a
+    character of ``tail`` (see :meth:`FormatLexer.fast_path`): on as it is (``passes``), as text of the
+    other channel (``route``), into a header (``collect`` takes it, or refuses it past the cap), into
+    the JSON arguments of call ``index`` (``json_args``: a piece of a string, or, with ``markers``, JSON
+    text in which none of the end markers can start), or into the XML-style value of call ``index``
+    that ``xml_args`` writes."""
+
+    __slots__ = (
+        "collect",
+        "index",
+        "json_args",
+        "kind",
+        "markers",
+        "passes",
+        "route",
+        "stops",
+        "tail",
+        "xml_args",
+    )
+
+    def __init__(
+        self,
+        stops: tuple[str, ...],
+        tail: str | None = None,
+        index: int | None = None,
+        kind: ToolCallKind = "function",
+        *,
+        route: Channel | None = None,
+        collect: Callable[[str], bool] | None = None,
+        json_args: JsonArgs | None = None,
+        markers: Markers | None = None,
+        xml_args: XmlArguments | None = None,
+    ) -> None:
+        self.stops = stops
+        self.tail = tail
+        self.index = index
+        self.kind = kind
+        self.route = route
+        self.collect = collect
+        self.json_args = json_args
+        self.markers = markers
+        self.xml_args = xml_args
+        self.passes = index is None and route is None and collect is None
+
+
+def _dropped(text: str) -> bool:
+    """Text a format ignores between its tags (see :meth:`FormatLexer.skip_to`): taken, and dropped."""
+    return True
+
+
+_QUOTE: Final = ('"',)
+"""What ends a run of JSON string content."""
 
 _HEADER: Final = "header"
 _JSON: Final = "json"
@@ -191,6 +250,11 @@ class FormatLexer:
         self._tentative_size = 0
         self._held = ""
         self._skip_newline = False
+        self._text_fast = FastPath(self.text_markers.starts, self.text_markers.tail)
+        self._fast: FastPath | None = None
+        self._header_fast: FastPath | None = None
+        self._skip_fast: FastPath | None = None
+        """The last rule for arguments :meth:`fast_path` made, reused while it holds."""
         self._stream: tuple[State, Markers, str] | None = None
         """The state that last streamed with one of the helpers the shortcut knows (``collect_header``,
         ``stream_json_args``, ``stream_value``, ``stream_free_args``), its end markers and which one."""
@@ -272,6 +336,79 @@ class FormatLexer:
                 self._call_has_args = True
                 return ToolCallDelta(index, None, None, text, False, self.call_kind)
         return self._stream_shortcut(text, json_args, index)
+
+    def fast_path(self) -> FastPath | None:
+        """What the next chunk of this channel does if it holds none of a few characters, decided once
+        for every chunk until the lexer runs again (the rewriter's fastest path); None when no such rule
+        holds. Each rule is what :meth:`shortcut` does with such a chunk: the text state (nothing held,
+        nothing tentative) passes text without a marker, JSON arguments take a piece of a string
+        without a quote (following its backslashes) or JSON text in which no end marker can start, an
+        XML-style value takes text without a marker (a piece of a string value as its JSON escape), a
+        header takes text in which no marker can start, up to its cap, and text a format skips between
+        its tags is dropped when it holds no marker."""
+        if self._held or self.tentative is not None:
+            return None
+        index = self.call_index
+        json_args = self.json_args
+        stream = self._stream
+        streaming = stream is not None and self.state == stream[0]
+        if json_args is not None:
+            if index is None or not self._call_has_args:
+                return None
+            markers = stream[1] if streaming and stream is not None and stream[2] is _JSON else None
+            if markers is None and not json_args.in_string:
+                return None
+            fast = self._fast
+            if (
+                fast is None
+                or fast.index != index
+                or fast.json_args is not json_args
+                or fast.markers is not markers
+            ):
+                fast = self._fast = FastPath(
+                    (), None, index, self.call_kind, json_args=json_args, markers=markers
+                )
+            return fast
+        if self.state == self._text_state:
+            return self._text_fast
+        if not streaming or stream is None:
+            return None
+        helper = stream[2]
+        markers = stream[1]
+        xml_args = self.xml_args
+        if helper is _VALUE and xml_args is not None and index is not None and self._call_has_args:
+            fast = self._fast
+            if (
+                fast is None
+                or fast.index != index
+                or fast.xml_args is not xml_args
+                or fast.stops is not markers.starts
+            ):
+                fast = self._fast = FastPath(
+                    markers.starts, markers.tail, index, self.call_kind, xml_args=xml_args
+                )
+            return fast
+        if helper is _HEADER:
+            fast = self._header_fast
+            if fast is None or fast.stops is not markers.first_chars:
+                fast = self._header_fast = FastPath(markers.first_chars, collect=self._collect_header)
+            return fast
+        if helper is _SKIP:
+            fast = self._skip_fast
+            if fast is None or fast.stops is not markers.starts:
+                fast = self._skip_fast = FastPath(markers.starts, markers.tail, collect=_dropped)
+            return fast
+        return None
+
+    def _collect_header(self, text: str) -> bool:
+        """Add ``text``, in which no marker of the state collecting a header can start, to the header,
+        unless that passes the cap (False)."""
+        size = self._header_chars + len(text)
+        if size > HEADER_LIMIT:
+            return False
+        self._header_parts.append(text)
+        self._header_chars = size
+        return True
 
     def _held_shortcut(self, longer: str) -> ToolCallDelta | bool | None:
         """:meth:`shortcut` when the start of a marker was held back: ``longer`` is it and the new text.

@@ -88,7 +88,17 @@ class Markers:
     another one except as a prefix.
     """
 
-    __slots__ = ("_pattern", "_prefixes", "_scan", "first_chars", "json_stops", "longest", "markers")
+    __slots__ = (
+        "_pattern",
+        "_prefixes",
+        "_scan",
+        "first_chars",
+        "json_stops",
+        "longest",
+        "markers",
+        "starts",
+        "tail",
+    )
 
     def __init__(self, *markers: str) -> None:
         ordered = sorted(set(markers), key=len, reverse=True)
@@ -108,6 +118,16 @@ class Markers:
         self.first_chars: tuple[str, ...] = tuple(sorted({marker[0] for marker in ordered}))
         """The characters a marker starts with: text without any of them holds no marker."""
         self.longest = len(ordered[0])
+        pairs = {marker[:2] for marker in ordered}
+        if all(len(pair) == 2 for pair in pairs):
+            self.starts: tuple[str, ...] = tuple(sorted(pairs))
+            self.tail: str | None = "".join(self.first_chars)
+        else:
+            self.starts, self.tail = self.first_chars, None
+        """Text that holds none of ``starts`` and, when ``tail`` is set, does not end with one of its
+        characters holds no marker and no start of one at its end (:meth:`absent_from` is True): the
+        first two characters of every marker when none is shorter (the start of a marker at the end is
+        one of them or its first character), else the first characters."""
 
     def __contains__(self, marker: object) -> bool:
         return marker in self.markers

@@ -8,8 +8,15 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
-from operators.delimiters._lexer import DEFAULT_MAX_BUFFERED_CHARS, Channel, FormatLexer, LexerOptions
+from operators.delimiters._lexer import (
+    DEFAULT_MAX_BUFFERED_CHARS,
+    Channel,
+    FastPath,
+    FormatLexer,
+    LexerOptions,
+)
 from operators.delimiters._registry import get_format
+from operators.delimiters._scan import json_escape
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, IdFactory, ToolCallDelta, ToolCallKind, new_call_id
 
@@ -109,7 +116,16 @@ class DelimiterRewriter:
     :data:`~._scan.HEADER_LIMIT`.
     """
 
-    __slots__ = ("_api_positions", "_content", "_lexer_type", "_options", "_output", "_reasoning")
+    __slots__ = (
+        "_api_positions",
+        "_content",
+        "_content_fast",
+        "_lexer_type",
+        "_options",
+        "_output",
+        "_reasoning",
+        "_reasoning_fast",
+    )
 
     def __init__(
         self,
@@ -127,6 +143,10 @@ class DelimiterRewriter:
         self._content: FormatLexer
         self._reasoning: FormatLexer
         self._api_positions: dict[int, int]
+        self._content_fast: FastPath | None
+        self._reasoning_fast: FastPath | None
+        """What the next chunk of each channel does when it holds none of a few characters
+        (:meth:`FormatLexer.fast_path`), kept until that channel's lexer runs again."""
         self._reset()
 
     def _reset(self) -> None:
@@ -137,12 +157,38 @@ class DelimiterRewriter:
         self._content = self._lexer_type(output, "content", self._options)
         self._reasoning = self._lexer_type(output, "reasoning", self._options)
         self._api_positions = {}
+        self._content_fast = self._content.fast_path()
+        self._reasoning_fast = self._reasoning.fast_path()
 
     def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
         """Rewrite one chunk; see the class doc."""
-        content = item.content
+        # The fast path: text in one channel that holds none of the characters that could change what the
+        # lexer does with it (FormatLexer.fast_path, kept until the lexer runs again).
         reasoning = item.reasoning
-        more = (  # truthy when the chunk has more than text (inline: this runs for every chunk)
+        if reasoning is None:
+            text = item.content
+            fast = self._content_fast
+            lexer = self._content
+        elif not item.content:
+            text = reasoning
+            fast = self._reasoning_fast
+            lexer = self._reasoning
+        else:
+            return self._lex(item, _more_than_text(item))
+        piece = False  # the chunk is a piece the fast path takes, if it carries nothing else
+        if fast is not None and text:
+            for stop in fast.stops:
+                if stop in text:
+                    break
+            else:
+                tail = fast.tail
+                if tail is not None and text[-1] in tail:
+                    pass  # perhaps the start of a marker
+                elif not fast.passes or reasoning is not None:
+                    piece = True
+                elif item.tool_calls is None and not item.is_complete and item.finish_reason is None:
+                    return [item]  # content that goes on as it is: only those fields would change it
+        if (  # a chunk with more than text (inline: this runs for most chunks)
             item.is_complete
             or item.tool_calls
             or item.finish_reason
@@ -159,20 +205,70 @@ class DelimiterRewriter:
             or item.image_urls
             or item.audio_urls
             or item.video_urls
-        )
-        if not more and (reasoning is None or not content):
-            # Text in one channel and nothing else: the two common cases need no lexing.
-            if reasoning is None:
-                lexer, text = self._content, content
+        ):
+            return self._lex(item, True)
+        if piece:
+            assert fast is not None
+            index = fast.index
+            if index is None:
+                collect = fast.collect
+                if collect is None:
+                    return [item] if fast.route is None else [_rerouted(text, fast.route)]
+                if collect(text):
+                    return []
             else:
-                lexer, text = self._reasoning, reasoning
-            shortcut = lexer.shortcut(text)
-            if shortcut is True:
-                return [item] if text else []  # the chunk goes on as it is
-            if shortcut is None:
-                return self._pack(item, False) if self._output.ops else []
-            if shortcut is not False:
-                return [ChunkResponse(tool_calls=[shortcut])]
+                json_args = fast.json_args
+                if json_args is None:
+                    xml_args = fast.xml_args
+                    assert xml_args is not None
+                    if (
+                        xml_args.streaming
+                    ):  # a piece of a string value, unless it ends with space it may strip
+                        last = text[-1]
+                        if not (last.isspace() and (last == "\n" or xml_args.strips_space)):
+                            if not text.isprintable() or '"' in text or "\\" in text:
+                                text = json_escape(text)
+                            return [
+                                ChunkResponse(
+                                    tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)]
+                                )
+                            ]
+                    xml_args.value(text)  # held until the value ends, or written by the value's writer
+                    return self._pack(item, False) if self._output.ops else []
+                if json_args.in_string and '"' not in text:  # a piece of a string: JsonArgs.take_in_string
+                    if json_args.escape or "\\" in text:
+                        run = len(text) - len(text.rstrip("\\"))
+                        json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
+                    return [
+                        ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])
+                    ]
+                markers = fast.markers
+                if markers is not None and markers.cannot_start_in(text):
+                    json_args.scan(text, 0, markers, True)  # no end marker can start in it
+                    text = json_args.trim(text)
+                    if not text:
+                        return []
+                    return [
+                        ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])
+                    ]
+        # Text in one channel and nothing else: the common cases need no lexing.
+        shortcut = lexer.shortcut(text)
+        if shortcut is False:
+            return self._lex(item, False)
+        if reasoning is None:
+            self._content_fast = lexer.fast_path()
+        else:
+            self._reasoning_fast = lexer.fast_path()
+        if shortcut is True:
+            return [item] if text else []  # the chunk goes on as it is
+        if shortcut is None:
+            return self._pack(item, False) if self._output.ops else []
+        return [ChunkResponse(tool_calls=[shortcut])]
+
+    def _lex(self, item: ChunkResponse, more: bool) -> list[ChunkResponse]:
+        """Rewrite ``item`` through the lexers' states (``more``: it has more than text)."""
+        reasoning = item.reasoning
+        content = item.content
         if reasoning:
             self._reasoning.feed(reasoning)
         if content:
@@ -180,9 +276,14 @@ class DelimiterRewriter:
         if item.is_complete:
             self._reasoning.finish()
             self._content.finish()
-        chunks = self._pack(item, bool(more))
+        chunks = self._pack(item, more)
         if item.is_complete:
             self._reset()
+        else:  # (a lexer that did not run keeps its rule)
+            if reasoning:
+                self._reasoning_fast = self._reasoning.fast_path()
+            if content:
+                self._content_fast = self._content.fast_path()
         return chunks
 
     def finish(self) -> list[ChunkResponse]:
@@ -282,6 +383,33 @@ class DelimiterRewriter:
                 delta if position == delta.index else msgspec.structs.replace(delta, index=position)
             )
         return renumbered
+
+
+def _more_than_text(item: ChunkResponse) -> bool:
+    """Whether ``item`` carries more than its ``content`` and ``reasoning``."""
+    return bool(
+        item.is_complete
+        or item.tool_calls
+        or item.finish_reason
+        or item.usage
+        or item.metadata
+        or item.refusal
+        or item.reasoning_signature
+        or item.encrypted_reasoning
+        or item.reasoning_id
+        or item.content_signature
+        or item.reasoning_done
+        or item.tool_results
+        or item.citations
+        or item.image_urls
+        or item.audio_urls
+        or item.video_urls
+    )
+
+
+def _rerouted(text: str, channel: Channel) -> ChunkResponse:
+    """A chunk of ``text`` alone, on ``channel``."""
+    return ChunkResponse(reasoning=text) if channel == "reasoning" else ChunkResponse(content=text)
 
 
 def _chunk(content: list[str], reasoning: list[str], calls: list[ToolCallDelta]) -> ChunkResponse:

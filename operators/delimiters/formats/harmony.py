@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput, State
+from operators.delimiters._lexer import Channel, FastPath, FormatLexer, LexerOptions, LexerOutput, State
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers, space_end
 from pipeline.models import ToolCallDelta
@@ -135,6 +135,7 @@ class HarmonyLexer(FormatLexer):
         self._header_state: State = self._header
         self._head: list[str] = []
         self._head_size = 0
+        self._head_fast: FastPath | None = None
         """The states :meth:`shortcut` knows, kept to compare without building a bound method per chunk."""
 
     def shortcut(self, text: str) -> ToolCallDelta | bool | None:
@@ -145,6 +146,30 @@ class HarmonyLexer(FormatLexer):
             if state == self._header_state:
                 return self._header_shortcut(text)
         return FormatLexer.shortcut(self, text)
+
+    def fast_path(self) -> FastPath | None:
+        if self.call_index is None and self.state == self._body_state:
+            if self._held:
+                return None
+            route = self._route  # a message's text without a marker start: on its channel, as it is
+            return FastPath(_BODY.starts, _BODY.tail, route=None if route == self.channel else route)
+        if self.call_index is None and self.state == self._header_state:
+            if self._held:
+                return None
+            fast = self._head_fast
+            if fast is None:
+                fast = self._head_fast = FastPath(_HEADER.first_chars, collect=self._collect_head)
+            return fast
+        return FormatLexer.fast_path(self)
+
+    def _collect_head(self, text: str) -> bool:
+        """:meth:`_header_shortcut` for ``text`` in which no marker can start: False past the cap."""
+        size = self._head_size + len(text)
+        if size > _HEADER_LIMIT:
+            return False
+        self._head.append(text)
+        self._head_size = size
+        return True
 
     def _body_shortcut(self, text: str) -> bool | None:
         """:meth:`shortcut` in a message's text: what :meth:`_text_body` would do with ``text``."""
