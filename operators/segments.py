@@ -171,12 +171,58 @@ class SegmentEmitter:
 
     def feed(self, chunk: ChunkResponse) -> list[SegmentEvent | ResponseEnd]:
         content = chunk.content
+        tool_calls = chunk.tool_calls
         if (
+            tool_calls is not None
+            and not content
+            and len(tool_calls) == 1
+            and chunk.metadata is None
+            and chunk.reasoning is None
+            and chunk.reasoning_id is None
+            and chunk.reasoning_signature is None
+            and chunk.encrypted_reasoning is None
+            and not chunk.reasoning_done
+            and chunk.citations is None
+            and chunk.content_signature is None
+            and chunk.refusal is None
+            and chunk.tool_results is None
+            and chunk.usage is None
+            and chunk.finish_reason is None
+        ):
+            # The next piece of an open call's arguments, nothing else (a streaming call's chunks): what
+            # _feed and _tool_delta do.
+            delta = tool_calls[0]
+            call = self._calls.get(delta.index)
+            if (
+                call is not None
+                and call.started
+                and not call.ended
+                and delta.call_id is None
+                and delta.name is None
+                and delta.signature is None
+                and delta.kind == call.kind
+            ):
+                text = delta.arguments_delta
+                argument_events = delta.argument_events
+                if text and len(argument_events) == 1 and call.file_tool is not None and not delta.finished:
+                    item = argument_events[0]
+                    if type(item) is ArgumentDelta and item.path == call.content_path:
+                        # The next piece of a streaming file's content: what _apply does with it.
+                        raw = call.raw
+                        raw.append(text)
+                        if len(raw) - call.raw_blocks >= _COMPACT_EVERY:
+                            _compact_raw(call)
+                        call.parsed_by_splitter = True
+                        return [SegmentEvent(_CONTENT, call.segment_id or "", None, {"delta": item.delta})]
+                events: list[SegmentEvent | ResponseEnd] = []
+                self._apply(events, call, delta)
+                return events
+        elif (
             content
             and self._open_run is _TEXT
             and not self._open_run_refusal
             and not self._run_sealed
-            and chunk.tool_calls is None
+            and tool_calls is None
             and chunk.metadata is None
             and chunk.reasoning is None
             and chunk.reasoning_id is None
@@ -425,6 +471,12 @@ class SegmentEmitter:
         argument_events = delta.argument_events
         if argument_events:
             call.parsed_by_splitter = True
+            if len(argument_events) == 1 and file_tool is not None and not delta.finished:
+                item = argument_events[0]
+                if type(item) is ArgumentDelta and item.path == call.content_path:
+                    # The hot path of a streaming file, built directly: what the loop below does with it.
+                    events.append(SegmentEvent(_CONTENT, segment_id, None, {"delta": item.delta}))
+                    return
         for item in argument_events:
             if isinstance(item, ArgumentDelta):
                 if item.path == call.content_path:

@@ -682,8 +682,9 @@ def test_a_huge_string_in_small_chunks() -> None:
 
 
 def test_each_character_is_decoded_about_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Linear work, counted rather than timed: the C string scanner never re-reads accumulated text,
-    only the few characters of an escape cut by a chunk boundary."""
+    """Linear work, counted rather than timed: the C string decoders never re-read accumulated text,
+    only the few characters of an escape cut by a chunk boundary (and a chunk the fast route hands over
+    to the general one)."""
     scanned = 0
 
     def counting_scanstring(text: str, start: int, strict: bool = True) -> tuple[str, int]:
@@ -692,7 +693,15 @@ def test_each_character_is_decoded_about_once(monkeypatch: pytest.MonkeyPatch) -
         scanned += after - start
         return piece, after
 
+    decode = jsonstream._decode_string
+
+    def counting_decode(quoted: str) -> str:
+        nonlocal scanned
+        scanned += len(quoted) - 2
+        return decode(quoted)
+
     monkeypatch.setattr(jsonstream, "_scanstring", counting_scanstring)
+    monkeypatch.setattr(jsonstream, "_decode_string", counting_decode)
     content = 'a "quoted" C:\\path\tand \u00e9\U0001f600 line\n' * 2_000
     text = json.dumps({"path": "x", "content": content, "more": [content, {"deep": content}]})
     for size in (1, 4, 64):
@@ -1008,3 +1017,117 @@ def test_any_text_gives_exactly_one_outcome_and_never_raises(text: str, cuts: li
         assert events[-1] is failures[0]
     if roots and not failures:
         assert same(roots[0], ijson_loads(text) if text.strip(" \t\n\r") else {})
+
+
+# The string fast route (msgspec's decoder on whole chunks) against the general one (the json scanner).
+
+
+def _per_feed(chunks: Sequence[str], *, fast: bool, max_size: int | None = None) -> list[list[ArgumentEvent]]:
+    saved = jsonstream._FAST_STRINGS
+    jsonstream._FAST_STRINGS = fast
+    try:
+        parser = JSONStreamParser() if max_size is None else JSONStreamParser(max_size)
+        per_feed = [parser.feed(chunk) for chunk in chunks]
+        per_feed.append(parser.finish())
+    finally:
+        jsonstream._FAST_STRINGS = saved
+    return per_feed
+
+
+def assert_fast_route_is_the_general_one(chunks: Sequence[str], max_size: int | None = None) -> None:
+    assert _per_feed(chunks, fast=True, max_size=max_size) == _per_feed(
+        chunks, fast=False, max_size=max_size
+    ), chunks
+
+
+_STRING_PIECES = st.sampled_from(
+    [
+        "a",
+        "é",
+        "\U0001f600",
+        '\\"',
+        "\\\\",
+        "\\/",
+        "\\n",
+        "\\t",
+        "\\b",
+        "\\u00e9",
+        "\\u20AC",
+        "\\ud83d\\ude00",
+        "\\uD83D\\uDE00",
+        "\\u0000",
+        "\\ud800",
+        "\\udc00",
+        "\\ud83d",
+        "\\u12",
+        "\\q",
+        "\\",
+        '"',
+        "\x01",
+        "\ud800",
+        "\\u",
+        "\\ud83dx",
+        "\\ud8zz",
+        "\\\\u0041",
+        "\\\\\\u0041",
+    ]
+)
+
+
+@st.composite
+def string_chunks(draw: st.DrawFn) -> list[str]:
+    """An object whose string value is made of escapes (valid or not), cut anywhere."""
+    content = "".join(draw(st.lists(_STRING_PIECES, max_size=30)))
+    text = '{"content": "' + content + draw(st.sampled_from(['"}', '", "b": "x\\n"}', "", '"']))
+    cuts = draw(st.lists(st.integers(min_value=1, max_value=max(len(text) - 1, 1)), max_size=30))
+    return split_at(text, cuts)
+
+
+@_PROPERTY
+@given(string_chunks())
+def test_the_string_fast_route_gives_the_general_routes_events(chunks: list[str]) -> None:
+    assert_fast_route_is_the_general_one(chunks)
+    text = "".join(chunks)
+    assert_fast_route_is_the_general_one(list(text))
+    assert_fast_route_is_the_general_one(split_every(text, 4))
+    assert_fast_route_is_the_general_one(chunks, max_size=len(text) // 2)
+
+
+@_PROPERTY
+@given(chunked())
+def test_the_string_fast_route_on_any_value_at_any_chunking(case: tuple[str, list[str]]) -> None:
+    text, chunks = case
+    assert_fast_route_is_the_general_one(chunks)
+    for size in (1, 2, 3, 4, 7):
+        assert_fast_route_is_the_general_one(split_every(text, size))
+
+
+@settings(max_examples=300, deadline=None)
+@given(corrupted())
+def test_the_string_fast_route_on_corrupted_json(case: tuple[str, list[str]]) -> None:
+    text, chunks = case
+    assert_fast_route_is_the_general_one(chunks)
+    assert_fast_route_is_the_general_one(split_every(text, 4))
+
+
+def test_the_fast_route_holds_back_escapes_cut_by_the_chunk_end() -> None:
+    """Each of these ends in an escape the next chunk completes: held back, never decoded in halves."""
+    for head, tail in [
+        ("ab\\", "n"),
+        ("a\\\\\\", "t"),
+        ("\\u00", "e9"),
+        ("x\\ud83d", "\\ude00"),
+        ("\\ud83d\\", "ude00"),
+        ("\\ud83d\\u", "de00"),
+        ("a\\\\", "b"),
+    ]:
+        parser = JSONStreamParser()
+        parser.feed('{"c": "')
+        first = parser.feed(head)
+        second = parser.feed(tail + '"}')
+        value = json.loads('"' + head + tail + '"')
+        deltas = [e.delta for e in first + second if isinstance(e, ArgumentDelta)]
+        assert "".join(deltas) == value
+        assert all(not ("\ud800" <= d[-1] <= "\udbff") for d in deltas), (head, deltas)
+        assert second[-1] == V((), {"c": value})
+        assert_fast_route_is_the_general_one(['{"c": "', head, tail + '"}'])

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from operators.arguments.splitter import ArgumentSplitter
 from operators.invocations import InvocationFolder
 from operators.segments import SegmentEmitter
 from pipeline.models import (
@@ -77,3 +78,52 @@ def test_text_chunks_continue_the_open_run() -> None:
 def test_the_folder_passes_content_through() -> None:
     event = SegmentEvent(SegmentEventType.CONTENT, "text_0", None, {"delta": "Hi"})
     assert InvocationFolder().feed(event) == [event]
+
+
+_CALLS = st.sampled_from(
+    [
+        ("write_file", '{"path": "a.py", "content": "x = \\"\\u00e9\\"\\n\\tprint(x)\\n"}'),
+        ("patch_file", '{"patch": "@@ -1 +1 @@\\n-a\\n+b\\n", "path": "b.py"}'),
+        ("get_weather", '{"city": "Paris", "days": [1, 2]}'),
+        ("write_file", '{"content": "cut short'),
+        ("write_file", '{"content": "bad \\q escape"}'),
+    ]
+)
+
+
+@st.composite
+def split_calls(draw: st.DrawFn) -> list[ChunkResponse]:
+    """Tool calls streamed in random deltas through the splitter, other chunks among them."""
+    chunks: list[ChunkResponse] = []
+    for index in range(draw(st.integers(min_value=1, max_value=2))):
+        name, text = draw(_CALLS)
+        cuts = sorted(set(draw(st.lists(st.integers(1, max(len(text) - 1, 1)), max_size=12))))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True) if b > a]
+        chunks.append(ChunkResponse(tool_calls=[ToolCallDelta(index, f"call_{index}", name, "")]))
+        for piece in pieces:
+            chunks.append(ChunkResponse(tool_calls=[ToolCallDelta(index, arguments_delta=piece)]))
+            if draw(st.integers(0, 5)) == 0:
+                chunks.append(draw(st.one_of(CHUNK, PLAIN)))
+        if draw(st.booleans()):
+            chunks.append(ChunkResponse(tool_calls=[ToolCallDelta(index, finished=True)]))
+    chunks.append(ChunkResponse(finish_reason="tool_calls", is_complete=True))
+    splitter = ArgumentSplitter()
+    return [out for chunk in chunks for out in splitter.feed(chunk)] + splitter.finish()
+
+
+@settings(max_examples=300, deadline=None)
+@given(split_calls())
+def test_the_emitters_tool_call_fast_path_gives_what_the_general_path_gives(
+    chunks: list[ChunkResponse],
+) -> None:
+    assert run(chunks, general=False) == run(chunks, general=True)
+
+
+def test_a_file_delta_gives_one_content_event() -> None:
+    core = emitter()
+    splitter = ArgumentSplitter()
+    first = ChunkResponse(tool_calls=[ToolCallDelta(0, "call_1", "write_file", '{"content": "a')])
+    (chunk,) = splitter.feed(first)
+    core.feed(chunk)
+    (chunk,) = splitter.feed(ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta="\\tb")]))
+    assert core.feed(chunk) == [SegmentEvent(SegmentEventType.CONTENT, "call_1", None, {"delta": "\tb"})]

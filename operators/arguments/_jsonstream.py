@@ -16,6 +16,8 @@ from _json import scanstring as _scanstring
 from json import JSONDecodeError
 from typing import Any, Final, TypeAlias
 
+import msgspec
+
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
@@ -86,6 +88,15 @@ _NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _SURROGATE_OR_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)|[\ud800-\udfff]", re.DOTALL)
 _LOW_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_decode_string: Final = msgspec.json.Decoder(str).decode
+"""Decodes one JSON string (``'"' + content + '"'``) in C: the string hot path. It refuses what the
+general route refuses (a lone surrogate, a control character, a bad or cut escape, a closing quote
+inside), so that any refusal can go the general way, which says why and where."""
+
+_FAST_STRINGS = True
+"""Whether :meth:`JSONStreamParser.feed` decodes string chunks with :data:`_decode_string`; the tests
+turn it off to check the fast route against the general one."""
+
 _LARGEST_INTEGER_DIGITS: Final = 308
 """Integers with more digits than this may overflow a double (checked then)."""
 
@@ -343,31 +354,41 @@ class JSONStreamParser:
         self._base = start
         events: list[ArgumentEvent] = []
         if state == _STRING:
-            # The hot path of long string values: one C call decodes the chunk up to the closing quote
-            # or up to an escape cut by the end of the chunk (held back for the next feed).
-            end = len(text)
-            if "\\" not in text and '"' not in text and text.isprintable():
-                piece = text  # nothing to decode (checked in C, much cheaper than the decoder call)
-            else:
+            # The hot path of long string values: the chunk decoded by one C call, up to an escape cut
+            # by its end (held back for the next feed); the general route below when it closes the
+            # string or holds an error.
+            if '"' not in text and "\\" not in text and text.isprintable():
+                piece = text  # nothing to decode (checked in C, much cheaper than a decoder call)
+            elif _FAST_STRINGS:
+                end = len(text)
                 cut = end
-                if "\\" in text:
-                    backslash = text.rfind("\\", -6)
-                    if backslash >= 0 and (backslash == end - 1 or text[backslash + 1] == "u"):
-                        cut = _held_back_from(text, 0, end)
+                backslash = text.rfind("\\", -6)
+                if backslash >= 0:
+                    if backslash == end - 1:
+                        # A run of backslashes at the end: an odd one leaves the last escape open.
+                        if (end - len(text.rstrip("\\"))) & 1:
+                            cut = (
+                                end - 1 if end < 7 or text[end - 7] != "\\" else _held_back_from(text, 0, end)
+                            )
+                    elif text[backslash + 1] == "u":
+                        if text[backslash - 1 : backslash] == "\\" or (
+                            backslash >= 6 and text[backslash - 6] == "\\"
+                        ):
+                            cut = _held_back_from(text, 0, end)  # maybe escaped, or after another escape
+                        else:
+                            digits = text[backslash + 2 :]
+                            if not digits.strip(_HEX_DIGITS) and (
+                                len(digits) < 4 or _is_high_surrogate(digits)
+                            ):  # cut short, or a high surrogate whose low one may follow
+                                cut = backslash
                 try:
-                    piece, after = _scanstring((text[:cut] if cut < end else text) + '"', 0, True)
-                except JSONDecodeError:
-                    self._string_error(text, 0, cut, events)
-                    return events
-                if not piece.isascii() and _SURROGATE.search(piece) is not None:
-                    self._surrogate_error(text, 0, after - 1, events)
-                    return events
-                if after <= cut:
-                    self._close_string(piece, events)
-                    self._parse(text, after, events)
-                    return events
+                    piece = _decode_string('"' + (text[:cut] if cut < end else text) + '"')
+                except (msgspec.DecodeError, UnicodeEncodeError):  # a closing quote, or an error
+                    return self._feed_string(text, events)
                 if cut < end:
                     self._carry = text[cut:]
+            else:
+                return self._feed_string(text, events)
             if piece:
                 parts = self._parts
                 parts.append(piece)
@@ -376,6 +397,37 @@ class JSONStreamParser:
                     self._compact_parts()
             return events
         self._parse(text, 0, events)
+        return events
+
+    def _feed_string(self, text: str, events: list[ArgumentEvent]) -> list[ArgumentEvent]:
+        """A chunk that starts inside a string value (outside any escape), the general way: the string
+        may close in it, and its errors are reported at their offset."""
+        end = len(text)
+        cut = end
+        if "\\" in text:
+            backslash = text.rfind("\\", -6)
+            if backslash >= 0 and (backslash == end - 1 or text[backslash + 1] == "u"):
+                cut = _held_back_from(text, 0, end)
+        try:
+            piece, after = _scanstring((text[:cut] if cut < end else text) + '"', 0, True)
+        except JSONDecodeError:
+            self._string_error(text, 0, cut, events)
+            return events
+        if not piece.isascii() and _SURROGATE.search(piece) is not None:
+            self._surrogate_error(text, 0, after - 1, events)
+            return events
+        if after <= cut:
+            self._close_string(piece, events)
+            self._parse(text, after, events)
+            return events
+        if cut < end:
+            self._carry = text[cut:]
+        if piece:
+            parts = self._parts
+            parts.append(piece)
+            events.append(ArgumentDelta(self._string_path, piece))
+            if len(parts) - self._blocks >= _COMPACT_EVERY:
+                self._compact_parts()
         return events
 
     def _feed_past_limit(self, text: str) -> list[ArgumentEvent]:

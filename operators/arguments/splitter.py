@@ -131,7 +131,12 @@ class ArgumentSplitter:
         if deltas:
             if len(deltas) == 1:  # the usual chunk of a streaming call, without the general loop
                 delta = deltas[0]
-                events = self._events(delta)
+                parser = self._parsers.get(delta.index)
+                text = delta.arguments_delta
+                if parser is not None and text and not delta.finished:
+                    events = parser.feed(text)  # the next piece of an open call: what _events does
+                else:
+                    events = self._events(delta)
                 if events:
                     # The two rebuilds a frozen chunk needs, inline: this runs once per delta.
                     carried = delta.argument_events
