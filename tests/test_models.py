@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pipeline import (
     ChunkResponse,
     ResponseEnd,
@@ -92,13 +94,14 @@ def test_chunk_url_lists_default_to_one_shared_frozen_empty_list() -> None:
     assert pickle.loads(pickle.dumps(first)).image_urls is first.image_urls
     assert copy.deepcopy(first).image_urls is first.image_urls
     assert copy.copy(first.image_urls) is first.image_urls
-    for change in (
+    changes: list[Callable[[list[str]], object]] = [
         lambda urls: urls.append("u"),
         lambda urls: urls.extend(["u"]),
         lambda urls: urls.insert(0, "u"),
         lambda urls: urls.__setitem__(slice(0, 0), ["u"]),
         lambda urls: urls.__iadd__(["u"]),
-    ):
+    ]
+    for change in changes:
         with pytest.raises(TypeError, match="shared and cannot change"):
             change(first.image_urls)
     assert second.image_urls == []
