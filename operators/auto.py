@@ -172,6 +172,11 @@ class _AutoChunks:
     def feed(self, item: Any) -> list[ChunkResponse]:
         return self._feed(item)
 
+    def _use(self, feed: Callable[[Any], list[ChunkResponse]]) -> None:
+        """Make ``feed`` the feed of the moment; also as this instance's ``feed``, so that a caller that
+        looks ``feed`` up at each item (:func:`pipeline.stage.chain`) calls it without this wrapper's call."""
+        self._feed = self.feed = feed  # type: ignore[method-assign,assignment]
+
     def _first_feed(self, item: Any) -> list[ChunkResponse]:
         """Until the decoder is chosen: choose it from ``item`` (or from the head, once it tells)."""
         self._seen_item = True
@@ -179,7 +184,7 @@ class _AutoChunks:
         if decoder is None:
             return []  # the framing is not known yet: the bytes wait in the head
         self._chain = self._chain_with(decoder)
-        self._feed = self._chain.feed if self._lazy is None else self._lazy_feed
+        self._use(self._chain.feed if self._lazy is None else self._lazy_feed)
         if self._head:
             item, self._head = b"".join(self._head), []
         return self._feed(item)
@@ -190,7 +195,7 @@ class _AutoChunks:
         lazy = self._lazy
         if lazy is not None and lazy.core is not None and self._decoder is not None:
             self._chain, self._lazy = _fused(self._decoder, lazy.core), None
-            self._feed = self._chain.feed
+            self._use(self._chain.feed)
         return chunks
 
     def finish(self) -> list[ChunkResponse]:
@@ -334,11 +339,12 @@ class _ChatSSE:
     types (:meth:`~operators.convert.openai_chat.OpenAIChatConverter.feed_json`), without the event's
     dicts. Every other read goes through the chain, so the events and errors are the chain's."""
 
-    __slots__ = ("_at_boundary", "_chain", "_converter", "_decoder", "abort", "finish")
+    __slots__ = ("_at_boundary", "_chain", "_converter", "_decoder", "_feed_json", "abort", "finish")
 
     def __init__(self, decoder: Any, converter: Any) -> None:
         self._decoder = decoder
         self._converter = converter
+        self._feed_json = converter.feed_json
         self._chain = chain(decoder, converter)
         self.finish = self._chain.finish
         self.abort = getattr(self._chain, "abort")  # noqa: B009  # a _Chain always has one
@@ -347,13 +353,11 @@ class _ChatSSE:
 
     def feed(self, item: bytes) -> list[ChunkResponse]:
         if self._at_boundary and type(item) is bytes:
-            data = self._decoder.live_data(item)
-            if data is not None:
-                chunks: list[ChunkResponse] | None = self._converter.feed_json(data)
-                if chunks is not None:
-                    self._decoder.took_live(len(item))
-                    return chunks
-            elif 0x0D not in item:
+            chunks: list[ChunkResponse] | None = self._decoder.feed_live(item, self._feed_json)
+            if chunks is not None:
+                return chunks
+            if 0x0D not in item:
+                # Several events (or one the converter declined, which _events then reads as read).
                 return self._events(item)
         return self._slow(item)
 

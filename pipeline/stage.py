@@ -115,18 +115,20 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerato
 class _Chain:
     """Cores in a row as one core: each one's outputs are the next one's inputs, in one flat loop."""
 
-    __slots__ = ("_aborts", "_cores", "_feeds", "_first", "_rest")
+    __slots__ = ("_aborts", "_cores", "_feeds", "_head", "_rest")
 
     def __init__(self, cores: Sequence[Core[Any, Any]]) -> None:
         self._cores = tuple(cores)
         self._feeds = tuple(core.feed for core in self._cores)
-        self._first, self._rest = self._feeds[0], self._feeds[1:]
+        self._head, self._rest = self._cores[0], self._feeds[1:]
         self._aborts = tuple(_abort_of(core) for core in self._cores)
 
     def feed(self, item: Any) -> list[Any]:
         position = 0
         try:
-            items = self._first(item)
+            # Looked up at each item: a first core may replace its feed once it knows more (the auto
+            # adapter does, once it has chosen its decoder), saving a call per item.
+            items = self._head.feed(item)
             for feed in self._rest:
                 position += 1
                 if len(items) == 1:

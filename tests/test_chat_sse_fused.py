@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.adapter.sse import SSEPayloadDecoder
-from operators.auto import _ChatSSE, auto_adapter
+from operators.auto import _AutoChunks, _ChatSSE, auto_adapter
 from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse, ToolCallDelta
 from pipeline.stage import Core, chain
@@ -119,6 +119,30 @@ def test_live_reads_skip_the_event_dicts() -> None:
         ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta="{}")]),
     ]
     assert core.finish() == [ChunkResponse(is_complete=True)]
+
+
+def test_a_chain_calls_the_chosen_core_directly_and_an_early_feed_still_works() -> None:
+    """Once the auto adapter has chosen its decoder, :func:`chain` calls the fused core's feed itself,
+    not the adapter's wrapper; a feed taken before the first read (as :func:`drive` takes it) still
+    gives the same chunks."""
+    head = {"id": "c", "model": "m", "created": 1}
+    reads = [sse({**head, "choices": [{"index": 0, "delta": {"content": text}}]}) for text in "abc"]
+    early = auto_adapter(provider="openai", framing="sse", id_factory=ids).feed
+    expected = [chunk for read in reads for chunk in early(read)]
+    with mock.patch.object(_AutoChunks, "feed", autospec=True, side_effect=_AutoChunks.feed) as wrapper:
+        core = chain(auto_adapter(provider="openai", framing="sse", id_factory=ids), Passing())
+        outputs = [chunk for read in reads for chunk in core.feed(read)]
+    assert outputs == expected
+    assert [chunk.content for chunk in outputs] == ["a", "b", "c"]
+    assert wrapper.call_count == 1  # the first read only: it chose the decoder
+
+
+class Passing:
+    def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
+        return [item]
+
+    def finish(self) -> list[ChunkResponse]:
+        return []
 
 
 @settings(max_examples=400, deadline=None)

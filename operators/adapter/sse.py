@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -48,6 +48,8 @@ DEFAULT_MAX_EVENT_SIZE = 16 * 1024 * 1024
 
 _BOM = b"\xef\xbb\xbf"
 _DONE = "[DONE]"
+_LIVE_MIN = len(_DONE) + 4
+"""Data of at most this many bytes is never taken live (``[DONE]``, spaces: the general path reads it)."""
 _EXCERPT_LENGTH = 80
 _LONE_SURROGATE = re.compile(
     rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
@@ -518,15 +520,41 @@ class SSEPayloadDecoder:
             and end < self._events._max
         ):
             data = chunk[6:-2] if chunk[5] == 0x20 else chunk[5:-2]
-            if len(data) > len(_DONE) + 4:
+            if len(data) > _LIVE_MIN:
                 return data
+        return None
+
+    def feed_live(self, chunk: bytes, feed_json: Callable[[bytes], list[Any] | None]) -> list[Any] | None:
+        """:meth:`live_data` of ``chunk``, ``feed_json`` of that data and :meth:`took_live`, in one call:
+        ``feed_json``'s outputs, or ``None`` when ``chunk`` is not the live case or ``feed_json`` declined it
+        (then nothing is consumed). Valid only :meth:`at_event_boundary`.
+
+        The fused path of every live read (one call instead of three: measured, a call is about a tenth of
+        a live event's cost); a property test keeps it equal to the decoder and the converter chained."""
+        end = len(chunk) - 2
+        events = self._events
+        if (
+            chunk.find(0x0A) == end
+            and chunk[-1] == 0x0A
+            and 0x0D not in chunk
+            and chunk.startswith(b"data:")
+            and end < events._max
+        ):
+            data = chunk[6:-2] if chunk[5] == 0x20 else chunk[5:-2]
+            if len(data) > _LIVE_MIN:
+                outputs = feed_json(data)
+                if outputs is not None:
+                    events._lines._offset += end + 2
+                    self._parser._number += 1
+                    self._start = None
+                    return outputs
         return None
 
     def live_block_data(self, block: bytes) -> bytes | None:
         """:meth:`live_data` of one event cut from a read at its blank line (``block`` without it)."""
         if 0x0A not in block and block.startswith(b"data:") and len(block) < self._events._max:
             data = block[6:] if block[5:6] == b" " else block[5:]
-            if len(data) > len(_DONE) + 4:
+            if len(data) > _LIVE_MIN:
                 return data
         return None
 
@@ -587,7 +615,7 @@ class SSEPayloadDecoder:
             # (``0x0A in block`` looks for an LF with memchr: ``b"\n" in block`` is ten times slower.)
             if block.startswith(b"data:") and 0x0A not in block and len(block) < limit:
                 data = block[6:] if block[5:6] == b" " else block[5:]
-                if len(data) > len(_DONE) + 4:
+                if len(data) > _LIVE_MIN:
                     try:
                         payload = decode(data)
                     except _JSON_ERRORS:
