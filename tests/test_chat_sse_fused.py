@@ -12,8 +12,8 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.adapter.sse import SSEPayloadDecoder
-from operators.auto import _AutoChunks, _ChatSSE, auto_adapter
+from operators.adapter.sse import FusedSSE, SSEPayloadDecoder
+from operators.auto import _AutoChunks, auto_adapter
 from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse, ToolCallDelta
 from pipeline.stage import Core, chain
@@ -47,7 +47,7 @@ def chained(reads: list[bytes]) -> Result:
     with mock.patch("operators.auto._fused", chain):
         core = auto_adapter(provider="openai", framing="sse", id_factory=ids)
         results = run(core, reads)
-    assert type(getattr(core, "_chain", None)) is not _ChatSSE
+    assert type(getattr(core, "_chain", None)) is not FusedSSE
     return results
 
 
