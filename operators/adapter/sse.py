@@ -670,7 +670,8 @@ class FusedSSE:
         self.finish = self._chain.finish
         self.abort: Callable[[BaseException], list[Any]] = getattr(self._chain, "abort")  # noqa: B009  # a _Chain has one
         self._at_boundary = False
-        """Whether the decoder is at an event boundary: set after each read the chain takes."""
+        """Whether the decoder is at an event boundary, after its first event: set after each read the
+        chain takes."""
         self._lines = decoder._events._lines
         self._max = decoder._events._max
         self._parser = decoder._parser
@@ -692,7 +693,6 @@ class FusedSSE:
                     if outputs is not None:
                         self._lines._offset += end + 2
                         self._parser._number += 1
-                        self._decoder._start = None
                         return outputs
             if 0x0D not in item:
                 # Several events (or one the converter declined, which _events then reads as read).
@@ -703,7 +703,10 @@ class FusedSSE:
         try:
             return self._chain.feed(item)
         finally:
-            self._at_boundary = self._decoder.at_event_boundary()
+            decoder = self._decoder
+            # Live reads wait for the first event too (it clears the excerpt of the stream's start that
+            # an eventless stream is reported with), so that they need not clear it themselves.
+            self._at_boundary = decoder._start is None and decoder.at_event_boundary()
 
     def _events(self, item: bytes) -> list[Any]:
         """A read of several events (a replay, a burst): each whole one as a live read of its own (the
