@@ -79,6 +79,17 @@ ODD_READ = st.sampled_from(
         b"\n",
         b'data: ["not", "an", "object"]\n\n',
         b'data: {"choices": [{"delta": {"content": "caf\xc3"}}]}\n\n',
+        b"data:\n\n",
+        b"data: \n\n",
+        b"data:0123456789\n\n",
+        b"data: 0123456789\n\n",
+        b'data:{"choices":[]}\n\n',
+        b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n\n',
+        b'data: {"choices": [{"delta": {"content": "a"}}]}\n\r\n',
+        b'data: {"choices": [{"delta": {"content": "a"}}]}\r\n\n',
+        b'data: {"choices": [{"delta": {"content": "a"}}]}\n\ndata: {"choices": []}\n',
+        b'data {"choices": [{"delta": {"content": "a"}}]}\n\n',
+        b'id: 7\ndata: {"choices": [{"delta": {"content": "a"}}]}\n\n',
     ]
 )
 

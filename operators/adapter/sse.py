@@ -678,20 +678,20 @@ class FusedSSE:
 
     def feed(self, item: bytes) -> list[Any]:
         if self._at_boundary and type(item) is bytes:
-            # SSEPayloadDecoder.live_data, feed_json and took_live, inline.
-            end = len(item) - 2
+            # SSEPayloadDecoder.live_data, feed_json and took_live, inline. (``partition`` takes its
+            # argument without parsing it, unlike ``find`` and ``startswith``: measured, 80 ns less.)
+            line, _, rest = item.partition(b"\n")
             if (
-                item.find(0x0A) == end
-                and item[-1] == 0x0A
-                and 0x0D not in item
-                and item.startswith(b"data:")
-                and end < self._max
+                rest == b"\n"  # one line, then the blank line: one whole event
+                and 0x0D not in line
+                and line[:5] == b"data:"
+                and _LIVE_MIN + 5 < len(line) < self._max
             ):
-                data = item[6:-2] if item[5] == 0x20 else item[5:-2]
+                data = line[6:] if line[5] == 0x20 else line[5:]
                 if len(data) > _LIVE_MIN:
                     outputs = self._feed_json(data)
                     if outputs is not None:
-                        self._lines._offset += end + 2
+                        self._lines._offset += len(item)
                         self._parser._number += 1
                         return outputs
             if 0x0D not in item:
