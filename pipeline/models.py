@@ -188,10 +188,10 @@ class _NoURLs(list[str]):
         return self
 
     def __reduce__(self) -> str:
-        return "NO_URLS"
+        return "_NO_URLS"
 
 
-NO_URLS: list[str] = _NoURLs()
+_NO_URLS: list[str] = _NoURLs()
 """The empty ``image_urls`` / ``audio_urls`` / ``video_urls`` of a chunk that carries none (shared)."""
 
 
@@ -205,10 +205,10 @@ class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     reasoning: str | None = None
     is_complete: bool = False
     usage: TokenUsage | None = None
-    image_urls: list[str] = NO_URLS
-    audio_urls: list[str] = NO_URLS
-    video_urls: list[str] = NO_URLS
-    """(The three URL lists default to :data:`NO_URLS`, one shared empty list that cannot change.)"""
+    image_urls: list[str] = _NO_URLS
+    audio_urls: list[str] = _NO_URLS
+    video_urls: list[str] = _NO_URLS
+    """(The three URL lists default to :data:`_NO_URLS`, one shared empty list that cannot change.)"""
     tool_calls: list[ToolCallDelta] | None = None
     finish_reason: str | None = None
     """Normalised to OpenAI's words: ``stop``, ``length``, ``tool_calls``, ``content_filter``, or the
