@@ -10,11 +10,11 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from operators.registry import FRAMINGS, PROVIDERS, check_choice, converter_for
 from pipeline._options import check_count
-from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError, StreamfoldError
+from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse
 from pipeline.stage import Core, chain
 
@@ -172,6 +172,11 @@ class _AutoChunks:
     def feed(self, item: Any) -> list[ChunkResponse]:
         return self._feed(item)
 
+    def _use(self, feed: Callable[[Any], list[ChunkResponse]]) -> None:
+        """Make ``feed`` the feed of the moment; also as this instance's ``feed``, so that a caller that
+        looks ``feed`` up at each item (:func:`pipeline.stage.chain`) calls it without this wrapper's call."""
+        self._feed = self.feed = feed  # type: ignore[method-assign,assignment]
+
     def _first_feed(self, item: Any) -> list[ChunkResponse]:
         """Until the decoder is chosen: choose it from ``item`` (or from the head, once it tells)."""
         self._seen_item = True
@@ -179,7 +184,7 @@ class _AutoChunks:
         if decoder is None:
             return []  # the framing is not known yet: the bytes wait in the head
         self._chain = self._chain_with(decoder)
-        self._feed = self._chain.feed if self._lazy is None else self._lazy_feed
+        self._use(self._chain.feed if self._lazy is None else self._lazy_feed)
         if self._head:
             item, self._head = b"".join(self._head), []
         return self._feed(item)
@@ -190,7 +195,7 @@ class _AutoChunks:
         lazy = self._lazy
         if lazy is not None and lazy.core is not None and self._decoder is not None:
             self._chain, self._lazy = _fused(self._decoder, lazy.core), None
-            self._feed = self._chain.feed
+            self._use(self._chain.feed)
         return chunks
 
     def finish(self) -> list[ChunkResponse]:
@@ -321,71 +326,11 @@ class _SDKObjects:
 
 
 def _fused(decoder: Core[Any, Any], converter: Core[Any, ChunkResponse]) -> Core[Any, ChunkResponse]:
-    """``chain(decoder, converter)``; :class:`_ChatSSE` when the decoder gives live events' bytes
-    (``live_data``: SSE) and the converter decodes them itself (``feed_json``: OpenAI Chat)."""
-    if hasattr(decoder, "live_data") and hasattr(converter, "feed_json"):
-        return _ChatSSE(decoder, converter)
+    """``chain(decoder, converter)``; :class:`operators.adapter.sse.FusedSSE` when the decoder is SSE's
+    (:class:`~operators.adapter.sse.SSEPayloadDecoder`) and the converter decodes live events itself
+    (``feed_json``: OpenAI Chat)."""
+    from operators.adapter.sse import FusedSSE, SSEPayloadDecoder
+
+    if isinstance(decoder, SSEPayloadDecoder) and hasattr(converter, "feed_json"):
+        return cast(Core[Any, ChunkResponse], FusedSSE(decoder, converter))
     return chain(decoder, converter)
-
-
-class _ChatSSE:
-    """SSE bytes to OpenAI Chat chunks: the decoder and the converter chained, except that a read holding
-    one live event (the next text, the next arguments) is decoded by the converter straight into its own
-    types (:meth:`~operators.convert.openai_chat.OpenAIChatConverter.feed_json`), without the event's
-    dicts. Every other read goes through the chain, so the events and errors are the chain's."""
-
-    __slots__ = ("_at_boundary", "_chain", "_converter", "_decoder", "abort", "finish")
-
-    def __init__(self, decoder: Any, converter: Any) -> None:
-        self._decoder = decoder
-        self._converter = converter
-        self._chain = chain(decoder, converter)
-        self.finish = self._chain.finish
-        self.abort = getattr(self._chain, "abort")  # noqa: B009  # a _Chain always has one
-        self._at_boundary = False
-        """Whether the decoder is at an event boundary: set after each read the chain takes."""
-
-    def feed(self, item: bytes) -> list[ChunkResponse]:
-        if self._at_boundary and type(item) is bytes:
-            data = self._decoder.live_data(item)
-            if data is not None:
-                chunks: list[ChunkResponse] | None = self._converter.feed_json(data)
-                if chunks is not None:
-                    self._decoder.took_live(len(item))
-                    return chunks
-            elif 0x0D not in item:
-                return self._events(item)
-        return self._slow(item)
-
-    def _slow(self, item: bytes) -> list[ChunkResponse]:
-        try:
-            return self._chain.feed(item)
-        finally:
-            self._at_boundary = self._decoder.at_event_boundary()
-
-    def _events(self, item: bytes) -> list[ChunkResponse]:
-        """A read of several events (a replay, a burst): each whole one as a live read of its own (the
-        bytes are the same, cut at the blank lines; the decoder's offsets run on), the rest as read."""
-        end = item.rfind(b"\n\n")
-        if end < 0:
-            return self._slow(item)
-        decoder, feed_json = self._decoder, self._converter.feed_json
-        outputs: list[ChunkResponse] = []
-        try:
-            for block in item[:end].split(b"\n\n"):
-                if self._at_boundary:
-                    data = decoder.live_block_data(block)
-                    if data is not None:
-                        chunks = feed_json(data)
-                        if chunks is not None:
-                            decoder.took_live(len(block) + 2)
-                            outputs += chunks
-                            continue
-                outputs += self._slow(block + b"\n\n")
-            rest = item[end + 2 :]
-            if rest:
-                outputs += self._slow(rest)
-        except StreamfoldError as error:
-            error.partial_outputs = outputs + error.partial_outputs
-            raise
-        return outputs

@@ -166,6 +166,35 @@ class ToolResult(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """The provider's own word for the result (``web_search_tool_result``, ``code_execution_result``, ...)."""
 
 
+class _NoURLs(list[str]):
+    """The shared default of :class:`ChunkResponse`'s ``*_urls`` fields: an empty list that cannot change.
+
+    A plain ``[]`` default costs three new lists per chunk (msgspec copies a mutable default), nearly all
+    of them empty; this one is shared. It is a ``list`` equal to ``[]`` that encodes as ``[]``; changing it
+    raises :class:`TypeError` (a chunk is frozen: pass a list of your own to carry URLs)."""
+
+    __slots__ = ()
+
+    def _frozen(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError("a chunk's default URL list is shared and cannot change; pass a list of your own")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _frozen
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
+
+    def __copy__(self) -> _NoURLs:
+        return self
+
+    def __deepcopy__(self, memo: object) -> _NoURLs:
+        return self
+
+    def __reduce__(self) -> str:
+        return "_NO_URLS"
+
+
+_NO_URLS: list[str] = _NoURLs()
+"""The empty ``image_urls`` / ``audio_urls`` / ``video_urls`` of a chunk that carries none (shared)."""
+
+
 class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """One normalised piece of a streaming response (the seeds' transport container, extended).
 
@@ -176,9 +205,10 @@ class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     reasoning: str | None = None
     is_complete: bool = False
     usage: TokenUsage | None = None
-    image_urls: list[str] = []
-    audio_urls: list[str] = []
-    video_urls: list[str] = []
+    image_urls: list[str] = _NO_URLS
+    audio_urls: list[str] = _NO_URLS
+    video_urls: list[str] = _NO_URLS
+    """(The three URL lists default to :data:`_NO_URLS`, one shared empty list that cannot change.)"""
     tool_calls: list[ToolCallDelta] | None = None
     finish_reason: str | None = None
     """Normalised to OpenAI's words: ``stop``, ``length``, ``tool_calls``, ``content_filter``, or the

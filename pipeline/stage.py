@@ -115,20 +115,21 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerato
 class _Chain:
     """Cores in a row as one core: each one's outputs are the next one's inputs, in one flat loop."""
 
-    __slots__ = ("_aborts", "_cores", "_feeds", "_first", "_rest")
+    __slots__ = ("_aborts", "_cores", "_feeds", "_head", "_rest")
 
     def __init__(self, cores: Sequence[Core[Any, Any]]) -> None:
         self._cores = tuple(cores)
         self._feeds = tuple(core.feed for core in self._cores)
-        self._first, self._rest = self._feeds[0], self._feeds[1:]
+        self._head, self._rest = self._cores[0], self._feeds[1:]
         self._aborts = tuple(_abort_of(core) for core in self._cores)
 
     def feed(self, item: Any) -> list[Any]:
-        position = 0
+        feed = None
         try:
-            items = self._first(item)
+            # Looked up at each item: a first core may replace its feed once it knows more (the auto
+            # adapter does, once it has chosen its decoder), saving a call per item.
+            items = self._head.feed(item)
             for feed in self._rest:
-                position += 1
                 if len(items) == 1:
                     items = feed(items[0])
                 elif items:
@@ -136,7 +137,8 @@ class _Chain:
                 else:
                     return items
         except StreamfoldError as exc:
-            self._salvage(exc, position)
+            # Which core failed, from the feed being called (no counter in the loop: it runs per item).
+            self._salvage(exc, 0 if feed is None else _position(self._rest, feed) + 1)
             raise
         return items
 
@@ -185,6 +187,11 @@ class _Chain:
         """Core ``failed`` raised ``exc``: what it produced before flows on through the cores after it,
         which then close what they have open; the result replaces ``exc.partial_outputs``."""
         exc.partial_outputs = self._closing(exc, failed + 1, _take(exc))
+
+
+def _position(feeds: tuple[Callable[[Any], list[Any]], ...], feed: Callable[[Any], list[Any]]) -> int:
+    """The position of ``feed`` in ``feeds``, by identity (a core chained twice has two bound methods)."""
+    return next(position for position, each in enumerate(feeds) if each is feed)
 
 
 def _feed_each(feed: Callable[[Any], list[Any]], items: list[Any]) -> list[Any]:

@@ -12,8 +12,8 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.adapter.sse import SSEPayloadDecoder
-from operators.auto import _ChatSSE, auto_adapter
+from operators.adapter.sse import FusedSSE, SSEPayloadDecoder
+from operators.auto import _AutoChunks, auto_adapter
 from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse, ToolCallDelta
 from pipeline.stage import Core, chain
@@ -47,7 +47,7 @@ def chained(reads: list[bytes]) -> Result:
     with mock.patch("operators.auto._fused", chain):
         core = auto_adapter(provider="openai", framing="sse", id_factory=ids)
         results = run(core, reads)
-    assert type(getattr(core, "_chain", None)) is not _ChatSSE
+    assert type(getattr(core, "_chain", None)) is not FusedSSE
     return results
 
 
@@ -79,6 +79,17 @@ ODD_READ = st.sampled_from(
         b"\n",
         b'data: ["not", "an", "object"]\n\n',
         b'data: {"choices": [{"delta": {"content": "caf\xc3"}}]}\n\n',
+        b"data:\n\n",
+        b"data: \n\n",
+        b"data:0123456789\n\n",
+        b"data: 0123456789\n\n",
+        b'data:{"choices":[]}\n\n',
+        b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n\n',
+        b'data: {"choices": [{"delta": {"content": "a"}}]}\n\r\n',
+        b'data: {"choices": [{"delta": {"content": "a"}}]}\r\n\n',
+        b'data: {"choices": [{"delta": {"content": "a"}}]}\n\ndata: {"choices": []}\n',
+        b'data {"choices": [{"delta": {"content": "a"}}]}\n\n',
+        b'id: 7\ndata: {"choices": [{"delta": {"content": "a"}}]}\n\n',
     ]
 )
 
@@ -119,6 +130,30 @@ def test_live_reads_skip_the_event_dicts() -> None:
         ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta="{}")]),
     ]
     assert core.finish() == [ChunkResponse(is_complete=True)]
+
+
+def test_a_chain_calls_the_chosen_core_directly_and_an_early_feed_still_works() -> None:
+    """Once the auto adapter has chosen its decoder, :func:`chain` calls the fused core's feed itself,
+    not the adapter's wrapper; a feed taken before the first read (as :func:`drive` takes it) still
+    gives the same chunks."""
+    head = {"id": "c", "model": "m", "created": 1}
+    reads = [sse({**head, "choices": [{"index": 0, "delta": {"content": text}}]}) for text in "abc"]
+    early = auto_adapter(provider="openai", framing="sse", id_factory=ids).feed
+    expected = [chunk for read in reads for chunk in early(read)]
+    with mock.patch.object(_AutoChunks, "feed", autospec=True, side_effect=_AutoChunks.feed) as wrapper:
+        core = chain(auto_adapter(provider="openai", framing="sse", id_factory=ids), Passing())
+        outputs = [chunk for read in reads for chunk in core.feed(read)]
+    assert outputs == expected
+    assert [chunk.content for chunk in outputs] == ["a", "b", "c"]
+    assert wrapper.call_count == 1  # the first read only: it chose the decoder
+
+
+class Passing:
+    def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
+        return [item]
+
+    def finish(self) -> list[ChunkResponse]:
+        return []
 
 
 @settings(max_examples=400, deadline=None)

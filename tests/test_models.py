@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pipeline import (
     ChunkResponse,
     ResponseEnd,
@@ -69,3 +71,38 @@ def test_response_end_and_usage() -> None:
         "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
         "metadata": {},
     }
+
+
+def test_chunk_url_lists_default_to_one_shared_frozen_empty_list() -> None:
+    """A chunk without URLs allocates no lists (live traffic builds one chunk per event); the default is
+    still a list equal to ``[]``, encoded as ``[]``, kept by copies and pickles, and cannot change."""
+    import copy
+    import pickle
+
+    import msgspec
+    import pytest
+
+    first, second = ChunkResponse(content="a"), ChunkResponse(content="b")
+    assert first.image_urls is second.image_urls is first.audio_urls is first.video_urls
+    assert isinstance(first.image_urls, list)
+    assert first.image_urls == []
+    assert first == ChunkResponse(content="a", image_urls=[], audio_urls=[], video_urls=[])
+    assert repr(first) == repr(ChunkResponse(content="a", image_urls=[], audio_urls=[], video_urls=[]))
+    assert msgspec.json.encode(first) == msgspec.json.encode(
+        ChunkResponse(content="a", image_urls=[], audio_urls=[], video_urls=[])
+    )
+    assert pickle.loads(pickle.dumps(first)).image_urls is first.image_urls
+    assert copy.deepcopy(first).image_urls is first.image_urls
+    assert copy.copy(first.image_urls) is first.image_urls
+    changes: list[Callable[[list[str]], object]] = [
+        lambda urls: urls.append("u"),
+        lambda urls: urls.extend(["u"]),
+        lambda urls: urls.insert(0, "u"),
+        lambda urls: urls.__setitem__(slice(0, 0), ["u"]),
+        lambda urls: urls.__iadd__(["u"]),
+    ]
+    for change in changes:
+        with pytest.raises(TypeError, match="shared and cannot change"):
+            change(first.image_urls)
+    assert second.image_urls == []
+    assert ChunkResponse(image_urls=["u"]).image_urls == ["u"]

@@ -107,7 +107,8 @@ class _LiveChunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     (a ``finish_reason``, usage, an error, a name), fails the decoding, and the chunk takes the general
     path."""
 
-    choices: list[_LiveChoice]
+    choices: tuple[_LiveChoice]
+    """Exactly one choice (several, or none, fail the decoding)."""
     id: str | None = None
     object: str | None = None
     created: int | None = None
@@ -360,10 +361,7 @@ class OpenAIChatConverter:
             event = _live_decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return None  # not the live shape (a ValidationError), or not JSON: the general path says why
-        choices = event.choices
-        if len(choices) != 1:
-            return None
-        choice = choices[0]
+        choice = event.choices[0]  # the only one: the schema says so
         if choice.index != self._choice:
             return None
         delta = choice.delta
