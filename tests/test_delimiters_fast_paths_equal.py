@@ -112,7 +112,9 @@ def test_fast_paths_equal_the_states_at_any_chunking(
 
 
 @pytest.mark.parametrize("format", sorted(STREAMS))
-@pytest.mark.parametrize("value", ['print("x")\n  y = "C:\\\\dir" ', "a\n\nb<c \t", "</para", " é 🎉\x01"])
+@pytest.mark.parametrize(
+    "value", ['print("x")\n  y = "C:\\\\dir" ', "a\n\nb<c \t", "</para", " é 🎉\x01", "x\n", "\n"]
+)
 def test_fast_paths_equal_the_states_at_every_boundary(format: str, value: str) -> None:
     text = STREAMS[format](value, "Hi <b> | ")
     for cut in range(1, len(text)):  # two chunks, cut at every position
@@ -226,11 +228,34 @@ def _reference_find(markers: Markers, buf: str, pos: int, final: bool) -> tuple[
 
 _MARKER_SETS = [
     Markers("</parameter>", "\n<parameter=", "\n</function>", "\n</tool_call>"),
+    Markers("</parameter>", "\n</parameter>", "\n<parameter=", "\n</function>", "\n</tool_call>"),
     Markers("<|end|>", "<|return|>", "<|call|>", "<|start|>", "<|channel|>"),
     Markers("<tool_call>", "<function="),
     Markers("<", "<|a|>", ">"),
     Markers("[TOOL_CALLS]", "]"),
 ]
+
+
+def test_qwen3_coder_closing_tag_after_a_value_newline_is_held_without_lexing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter=a>\nab\n\n<")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": "ab', False)])
+    ]
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="/par")) == []
+    assert rewriter.feed(ChunkResponse(content="amet")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    # The newline before the closing tag is the value's trailing one: stripped; the one before it stays.
+    assert rewriter.feed(ChunkResponse(content="er>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '\\n"}', True)])
+    ]
 
 
 @given(

@@ -693,9 +693,13 @@ class FormatLexer:
             value_type = value_type_from_schema(self.options.tool_schemas.get(self.call_name), key)
         self.xml_args.begin(key, value_type)
 
-    def stream_value(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
+    def stream_value(
+        self, buf: str, pos: int, final: bool, markers: Markers, kept: frozenset[str] = frozenset()
+    ) -> tuple[int, str | None]:
         """Stream a parameter value up to the first of ``markers``, which ends it; ``(resume, marker)``.
 
+        A marker in ``kept`` starts with a newline that belongs to the value (the value sees it as if the
+        marker were its rest: a marker with a newline before it is recognised a chunk earlier).
         The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
         start of one at its end): :meth:`shortcut` streams such text without running the state.
         """
@@ -703,6 +707,8 @@ class FormatLexer:
         stop, resume, marker = markers.find(buf, pos, final)
         xml_args = self.xml_args
         if xml_args is not None:
+            if marker is not None and marker in kept:
+                stop += 1
             if stop > pos:
                 xml_args.value(buf[pos:stop])
             if marker is not None:

@@ -85,7 +85,8 @@ class Markers:
     """A set of literal markers searched for together.
 
     Markers must not start with ``"`` (JSON scanning treats a quote specially) and no marker may contain
-    another one except as a prefix.
+    another one except as a prefix or a suffix (the first match is then the longer one: it starts first,
+    and a start of it at the end of the buffer is held back).
     """
 
     __slots__ = (
