@@ -258,6 +258,29 @@ def test_qwen3_coder_closing_tag_after_a_value_newline_is_held_without_lexing(
     ]
 
 
+def test_qwen3_coder_tags_expected_after_a_tag_grow_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    assert rewriter.feed(ChunkResponse(content="Hi <tool_call>\n<f")) == [ChunkResponse(content="Hi ")]
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="unct")) == []  # <function= after <tool_call>
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="ion=f>\n</function>\n</to")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", "{}", True)])
+    ]
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="ol_c")) == []  # </tool_call> after </function>
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="all> bye")) == [ChunkResponse(content=" bye")]
+    # What stops being the expected tag is lexed: it was text.
+    rewriter.feed(ChunkResponse(content="<tool_call> <fun"))
+    assert rewriter.feed(ChunkResponse(content="ny")) == [ChunkResponse(content="<tool_call> <funny")]
+
+
 @given(
     markers=st.sampled_from(_MARKER_SETS),
     buf=st.text(alphabet=st.sampled_from(list("<|/>\n=[]TOLCSaceprmtnd_ ")), max_size=30),

@@ -255,6 +255,9 @@ class FormatLexer:
         self._header_fast: FastPath | None = None
         self._skip_fast: FastPath | None = None
         """The last rule for arguments :meth:`fast_path` made, reused while it holds."""
+        self._expect: tuple[State, tuple[str, ...], int] | None = None
+        """The state that last held the start of a literal it expects after whitespace
+        (:meth:`expect_after_space`), the literals and the longest length."""
         self._stream: tuple[State, Markers, str] | None = None
         """The state that last streamed with one of the helpers the shortcut knows (``collect_header``,
         ``stream_json_args``, ``stream_value``, ``stream_free_args``), its end markers and which one."""
@@ -294,7 +297,8 @@ class FormatLexer:
           XML-style value streamed by the state streaming it, when no end marker can be in it);
         - False: it has to be lexed.
 
-        A start of a marker held back from the previous chunk is extended while it stays one (None).
+        A start of a marker held back from the previous chunk is extended while it stays one (None), and
+        so is the start of the literal a state expects after whitespace (:meth:`expect_after_space`).
         """
         held = self._held
         if held:
@@ -418,6 +422,12 @@ class FormatLexer:
         they would have had they seen it in one piece."""
         markers = self.partial_markers()
         if markers is None:
+            expect = self._expect
+            if expect is not None and self.state == expect[0] and len(longer) < expect[2]:
+                for literal in expect[1]:  # the start of what the state expects, still growing into it
+                    if literal.startswith(longer) and len(longer) < len(literal):
+                        self._held = longer
+                        return None
             return False
         if markers.may_grow(longer, 0):
             self._held = longer
@@ -600,7 +610,10 @@ class FormatLexer:
             rest = len(buf) - index
             for literal in expected:
                 if rest < len(literal) and literal.startswith(buf[index:]):
-                    return index, None
+                    expect = self._expect
+                    if expect is None or expect[0] != self.state or expect[1] is not expected:
+                        self._expect = (self.state, expected, max(map(len, expected)))
+                    return index, None  # held back: :meth:`shortcut` extends it while it grows
         return index, ""
 
     def hold_header(self, text: str) -> bool:
