@@ -281,6 +281,36 @@ def test_qwen3_coder_tags_expected_after_a_tag_grow_without_lexing(monkeypatch: 
     assert rewriter.feed(ChunkResponse(content="ny")) == [ChunkResponse(content="<tool_call> <funny")]
 
 
+def test_qwen3_coder_a_marker_start_ending_a_value_or_a_gap_is_held_without_lexing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter=a>\nab")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": "ab', False)])
+    ]
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="c\n<")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "c", False)])
+    ]
+    assert rewriter.feed(ChunkResponse(content="/par")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="ameter>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '"', False)])
+    ]
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content=" \n<p")) == []  # between parameters: dropped, "<p" held
+    assert rewriter.feed(ChunkResponse(content="aram")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="eter=b>\nx\n</parameter>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, ', "b": "x"}', True)])
+    ]
+
+
 @given(
     markers=st.sampled_from(_MARKER_SETS),
     buf=st.text(alphabet=st.sampled_from(list("<|/>\n=[]TOLCSaceprmtnd_ ")), max_size=30),

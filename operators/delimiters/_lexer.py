@@ -302,7 +302,7 @@ class FormatLexer:
         """
         held = self._held
         if held:
-            return self._held_shortcut(held + text)
+            return self._held_shortcut(held, held + text)
         json_args = self.json_args
         index = self.call_index
         if json_args is None:
@@ -314,8 +314,8 @@ class FormatLexer:
                     markers = stream[1]
                     for char in markers.first_chars:
                         if char in text:
-                            if not markers.absent_from(text):
-                                return False
+                            if not markers.absent_from(text):  # a marker, or the start of one at the end
+                                return self._stream_shortcut(text, None, index)
                             break
                     last = text[-1]
                     if last.isspace() and (last == "\n" or xml_args.strips_space):
@@ -414,7 +414,7 @@ class FormatLexer:
         self._header_chars = size
         return True
 
-    def _held_shortcut(self, longer: str) -> ToolCallDelta | bool | None:
+    def _held_shortcut(self, held: str, longer: str) -> ToolCallDelta | bool | None:
         """:meth:`shortcut` when the start of a marker was held back: ``longer`` is it and the new text.
 
         While ``longer`` can still grow into a marker it is held. When it holds no marker and no start of
@@ -441,9 +441,10 @@ class FormatLexer:
         stream = self._stream
         if stream is None or stream[2] is _JSON or stream[2] is _HEADER:
             return False
+        self._held = ""
         shortcut = self._stream_shortcut(longer, self.json_args, self.call_index)
-        if shortcut is not False:
-            self._held = ""
+        if shortcut is False:
+            self._held = held
         return shortcut
 
     def _stream_shortcut(
@@ -470,15 +471,20 @@ class FormatLexer:
             self._header_parts.append(text)
             self._header_chars = size
             return None
+        if helper is _SKIP or helper is _VALUE:
+            # As the state: up to a start of a marker at the end, which is held back; a marker is lexed.
+            stop, _resume, marker = markers.find(text, 0, False)
+            if marker is not None:
+                return False
+            if stop < len(text):
+                self._held = text[stop:]
+            if helper is _VALUE and stop:
+                xml_args = self.xml_args
+                if xml_args is not None:
+                    xml_args.value(text[:stop])
+            return None
         if not markers.absent_from(text):
             return False
-        if helper is _SKIP:
-            return None
-        if helper is _VALUE:
-            xml_args = self.xml_args
-            if xml_args is not None:
-                xml_args.value(text)
-            return None
         if index is None:  # free-text input
             return False
         self._call_has_args = True
