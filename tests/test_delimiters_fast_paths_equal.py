@@ -311,6 +311,30 @@ def test_qwen3_coder_a_marker_start_ending_a_value_or_a_gap_is_held_without_lexi
     ]
 
 
+def test_qwen3_coder_function_name_pieces_are_held_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="Hi <tool_call>\n<function=wr")) == [
+        ChunkResponse(content="Hi ")
+    ]
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="ite_")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="file>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "write_file", "{}", True)])
+    ]
+    # A name that turns out not to be one goes out as the text it was, the held pieces included.
+    rewriter.feed(ChunkResponse(content="<tool_call><function=a"))
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="bc")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content=" x")) == [ChunkResponse(content="<tool_call><function=abc x")]
+
+
 @given(
     markers=st.sampled_from(_MARKER_SETS),
     buf=st.text(alphabet=st.sampled_from(list("<|/>\n=[]TOLCSaceprmtnd_ ")), max_size=30),

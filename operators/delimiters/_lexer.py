@@ -91,6 +91,7 @@ How to add a format
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Literal, Protocol, TypeAlias
 
@@ -258,6 +259,9 @@ class FormatLexer:
         self._expect: tuple[State, tuple[str, ...], int] | None = None
         """The state that last held the start of a literal it expects after whitespace
         (:meth:`expect_after_space`), the literals and the longest length."""
+        self.naming: tuple[State, re.Pattern[str]] | None = None
+        """The state that last read a name to the end of a chunk (``_families.TaggedCallLexer.read_name``)
+        and what ends the name: :meth:`shortcut` holds the next piece of the name as the state would."""
         self._stream: tuple[State, Markers, str] | None = None
         """The state that last streamed with one of the helpers the shortcut knows (``collect_header``,
         ``stream_json_args``, ``stream_value``, ``stream_free_args``), its end markers and which one."""
@@ -453,6 +457,15 @@ class FormatLexer:
         """:meth:`shortcut` in a state that streams with one of the helpers it knows (``_stream``)."""
         stream = self._stream
         if stream is None or self.state != stream[0]:
+            naming = self.naming
+            if (  # the next piece of a name, held with the tentative text up to the cap (read_name)
+                naming is not None
+                and self.state == naming[0]
+                and self._tentative_size + len(text) <= HEADER_LIMIT
+                and naming[1].search(text) is None
+            ):
+                self.hold_header(text)
+                return None
             return False
         _state, markers, helper = stream
         if helper is _JSON:
