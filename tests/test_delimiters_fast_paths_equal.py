@@ -335,6 +335,45 @@ def test_qwen3_coder_function_name_pieces_are_held_without_lexing(monkeypatch: p
     assert rewriter.feed(ChunkResponse(content=" x")) == [ChunkResponse(content="<tool_call><function=abc x")]
 
 
+@pytest.mark.parametrize(
+    ("format", "before", "pieces"),
+    [
+        ("qwen3_coder", "Hi <t", ["ool_", "call"]),  # the text state's marker
+        ("qwen3_coder", "<tool_call>\n<f", ["unct", "ion"]),  # a literal expected after a tag
+        ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=a>\nx\n</p", ["aram", "eter"]),  # a value's
+        ("kimi_k2", "Hi <|tool_calls_sec", ["tion_", "begin"]),
+        ("harmony", "<|start|>assistant<|chan", ["nel|"]),
+    ],
+)
+def test_a_held_marker_start_that_grows_needs_no_shortcut(
+    monkeypatch: pytest.MonkeyPatch, format: str, before: str, pieces: list[str]
+) -> None:
+    rewriter = DelimiterRewriter(format, id_factory=numbered_ids)
+    got = rewriter.feed(ChunkResponse(content=before))
+    shortcut = FormatLexer.shortcut
+
+    def refuse(self: FormatLexer, text: str) -> None:
+        raise AssertionError(f"shortcut({text!r}) called")
+
+    monkeypatch.setattr(FormatLexer, "shortcut", refuse)
+    for piece in pieces:
+        assert rewriter.feed(ChunkResponse(content=piece)) == []
+    monkeypatch.setattr(FormatLexer, "shortcut", shortcut)
+    got += [*rewriter.feed(ChunkResponse(content=" z")), *rewriter.finish()]
+    whole = DelimiterRewriter(format, id_factory=numbered_ids)
+    expected = [*whole.feed(ChunkResponse(content=before + "".join(pieces) + " z")), *whole.finish()]
+    assert _folded(got) == _folded(expected)
+
+
+def _folded(chunks: list[ChunkResponse]) -> tuple[str, str | None, dict[int, str]]:
+    arguments: dict[int, str] = {}
+    for chunk in chunks:
+        for delta in chunk.tool_calls or ():
+            arguments[delta.index] = arguments.get(delta.index, "") + (delta.arguments_delta or "")
+    reasoning = "".join(chunk.reasoning or "" for chunk in chunks) or None
+    return "".join(chunk.content for chunk in chunks), reasoning, arguments
+
+
 @given(
     markers=st.sampled_from(_MARKER_SETS),
     buf=st.text(alphabet=st.sampled_from(list("<|/>\n=[]TOLCSaceprmtnd_ ")), max_size=30),

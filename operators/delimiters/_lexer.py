@@ -214,6 +214,19 @@ _SKIP: Final = "skip"
 """The streaming helpers :meth:`FormatLexer.shortcut` can stand in for (see ``FormatLexer._stream``)."""
 
 
+_LITERAL_PREFIXES: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _literal_prefixes(literals: tuple[str, ...]) -> frozenset[str]:
+    """Every proper prefix of ``literals`` (cached: a format expects a few fixed tuples)."""
+    prefixes = _LITERAL_PREFIXES.get(literals)
+    if prefixes is None:
+        prefixes = frozenset(literal[:size] for literal in literals for size in range(1, len(literal)))
+        if len(_LITERAL_PREFIXES) < 256:
+            _LITERAL_PREFIXES[literals] = prefixes
+    return prefixes
+
+
 class FormatLexer:
     """One channel's lexer for one format: a state machine over the channel's text (see the module doc)."""
 
@@ -255,6 +268,9 @@ class FormatLexer:
         self._fast: FastPath | None = None
         self._header_fast: FastPath | None = None
         self._skip_fast: FastPath | None = None
+        self._grow_fast = FastPath((), collect=self._grow_held)
+        self._grow_prefixes: frozenset[str] = frozenset()
+        """What the held start of a marker may grow into while :attr:`_grow_fast` is the rule."""
         """The last rule for arguments :meth:`fast_path` made, reused while it holds."""
         self._expect: tuple[State, tuple[str, ...], int] | None = None
         """The state that last held the start of a literal it expects after whitespace
@@ -354,7 +370,19 @@ class FormatLexer:
         XML-style value takes text without a marker (a piece of a string value as its JSON escape), a
         header takes text in which no marker can start, up to its cap, and text a format skips between
         its tags is dropped when it holds no marker."""
-        if self._held or self.tentative is not None:
+        if self._held:
+            # The start of a marker (or of a literal a state expects) held back: the next chunk that only
+            # extends it is held with it, as :meth:`_held_shortcut` would.
+            markers = self.partial_markers()
+            if markers is not None:
+                self._grow_prefixes = markers.prefixes
+                return self._grow_fast
+            expect = self._expect
+            if expect is not None and self.state == expect[0]:
+                self._grow_prefixes = _literal_prefixes(expect[1])
+                return self._grow_fast
+            return None
+        if self.tentative is not None:
             return None
         index = self.call_index
         json_args = self.json_args
@@ -407,6 +435,15 @@ class FormatLexer:
                 fast = self._skip_fast = FastPath(markers.starts, markers.tail, collect=_dropped)
             return fast
         return None
+
+    def _grow_held(self, text: str) -> bool:
+        """Hold ``text`` with the held start of a marker when together they are still the start of one
+        (the rule :meth:`fast_path` gives while something is held); False: it has to be looked at."""
+        longer = self._held + text
+        if longer in self._grow_prefixes:
+            self._held = longer
+            return True
+        return False
 
     def _collect_header(self, text: str) -> bool:
         """Add ``text``, in which no marker of the state collecting a header can start, to the header,
