@@ -230,6 +230,38 @@ def _literal_prefixes(literals: tuple[str, ...]) -> frozenset[str]:
 class FormatLexer:
     """One channel's lexer for one format: a state machine over the channel's text (see the module doc)."""
 
+    # Slots: every chunk reads a few of these; a format's subclass keeps its own attributes in a __dict__.
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_call_has_args",
+        "_expect",
+        "_fast",
+        "_grow_fast",
+        "_grow_prefixes",
+        "_header_chars",
+        "_header_fast",
+        "_header_parts",
+        "_held",
+        "_output",
+        "_skip_fast",
+        "_skip_newline",
+        "_stream",
+        "_tentative_size",
+        "_text_fast",
+        "_text_state",
+        "call_index",
+        "call_kind",
+        "call_name",
+        "channel",
+        "json_args",
+        "naming",
+        "options",
+        "state",
+        "tentative",
+        "xml_args",
+    )
+
     name: ClassVar[str] = ""
     aliases: ClassVar[tuple[str, ...]] = ()
     end_marker_optional: ClassVar[bool] = False
