@@ -112,7 +112,9 @@ def test_fast_paths_equal_the_states_at_any_chunking(
 
 
 @pytest.mark.parametrize("format", sorted(STREAMS))
-@pytest.mark.parametrize("value", ['print("x")\n  y = "C:\\\\dir" ', "a\n\nb<c \t", "</para", " é 🎉\x01"])
+@pytest.mark.parametrize(
+    "value", ['print("x")\n  y = "C:\\\\dir" ', "a\n\nb<c \t", "</para", " é 🎉\x01", "x\n", "\n"]
+)
 def test_fast_paths_equal_the_states_at_every_boundary(format: str, value: str) -> None:
     text = STREAMS[format](value, "Hi <b> | ")
     for cut in range(1, len(text)):  # two chunks, cut at every position
@@ -226,11 +228,150 @@ def _reference_find(markers: Markers, buf: str, pos: int, final: bool) -> tuple[
 
 _MARKER_SETS = [
     Markers("</parameter>", "\n<parameter=", "\n</function>", "\n</tool_call>"),
+    Markers("</parameter>", "\n</parameter>", "\n<parameter=", "\n</function>", "\n</tool_call>"),
     Markers("<|end|>", "<|return|>", "<|call|>", "<|start|>", "<|channel|>"),
     Markers("<tool_call>", "<function="),
     Markers("<", "<|a|>", ">"),
     Markers("[TOOL_CALLS]", "]"),
 ]
+
+
+def test_qwen3_coder_closing_tag_after_a_value_newline_is_held_without_lexing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter=a>\nab\n\n<")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": "ab', False)])
+    ]
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="/par")) == []
+    assert rewriter.feed(ChunkResponse(content="amet")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    # The newline before the closing tag is the value's trailing one: stripped; the one before it stays.
+    assert rewriter.feed(ChunkResponse(content="er>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '\\n"}', True)])
+    ]
+
+
+def test_qwen3_coder_tags_expected_after_a_tag_grow_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    assert rewriter.feed(ChunkResponse(content="Hi <tool_call>\n<f")) == [ChunkResponse(content="Hi ")]
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="unct")) == []  # <function= after <tool_call>
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="ion=f>\n</function>\n</to")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", "{}", True)])
+    ]
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="ol_c")) == []  # </tool_call> after </function>
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="all> bye")) == [ChunkResponse(content=" bye")]
+    # What stops being the expected tag is lexed: it was text.
+    rewriter.feed(ChunkResponse(content="<tool_call> <fun"))
+    assert rewriter.feed(ChunkResponse(content="ny")) == [ChunkResponse(content="<tool_call> <funny")]
+
+
+def test_qwen3_coder_a_marker_start_ending_a_value_or_a_gap_is_held_without_lexing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter=a>\nab")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": "ab', False)])
+    ]
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="c\n<")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "c", False)])
+    ]
+    assert rewriter.feed(ChunkResponse(content="/par")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="ameter>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '"', False)])
+    ]
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content=" \n<p")) == []  # between parameters: dropped, "<p" held
+    assert rewriter.feed(ChunkResponse(content="aram")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="eter=b>\nx\n</parameter>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, ', "b": "x"}', True)])
+    ]
+
+
+def test_qwen3_coder_function_name_pieces_are_held_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="Hi <tool_call>\n<function=wr")) == [
+        ChunkResponse(content="Hi ")
+    ]
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="ite_")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="file>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "write_file", "{}", True)])
+    ]
+    # A name that turns out not to be one goes out as the text it was, the held pieces included.
+    rewriter.feed(ChunkResponse(content="<tool_call><function=a"))
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="bc")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content=" x")) == [ChunkResponse(content="<tool_call><function=abc x")]
+
+
+@pytest.mark.parametrize(
+    ("format", "before", "pieces"),
+    [
+        ("qwen3_coder", "Hi <t", ["ool_", "call"]),  # the text state's marker
+        ("qwen3_coder", "<tool_call>\n<f", ["unct", "ion"]),  # a literal expected after a tag
+        ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=a>\nx\n</p", ["aram", "eter"]),  # a value's
+        ("kimi_k2", "Hi <|tool_calls_sec", ["tion_", "begin"]),
+        ("harmony", "<|start|>assistant<|chan", ["nel|"]),
+    ],
+)
+def test_a_held_marker_start_that_grows_needs_no_shortcut(
+    monkeypatch: pytest.MonkeyPatch, format: str, before: str, pieces: list[str]
+) -> None:
+    rewriter = DelimiterRewriter(format, id_factory=numbered_ids)
+    got = rewriter.feed(ChunkResponse(content=before))
+    shortcut = FormatLexer.shortcut
+
+    def refuse(self: FormatLexer, text: str) -> None:
+        raise AssertionError(f"shortcut({text!r}) called")
+
+    monkeypatch.setattr(FormatLexer, "shortcut", refuse)
+    for piece in pieces:
+        assert rewriter.feed(ChunkResponse(content=piece)) == []
+    monkeypatch.setattr(FormatLexer, "shortcut", shortcut)
+    got += [*rewriter.feed(ChunkResponse(content=" z")), *rewriter.finish()]
+    whole = DelimiterRewriter(format, id_factory=numbered_ids)
+    expected = [*whole.feed(ChunkResponse(content=before + "".join(pieces) + " z")), *whole.finish()]
+    assert _folded(got) == _folded(expected)
+
+
+def _folded(chunks: list[ChunkResponse]) -> tuple[str, str | None, dict[int, str]]:
+    arguments: dict[int, str] = {}
+    for chunk in chunks:
+        for delta in chunk.tool_calls or ():
+            arguments[delta.index] = arguments.get(delta.index, "") + (delta.arguments_delta or "")
+    reasoning = "".join(chunk.reasoning or "" for chunk in chunks) or None
+    return "".join(chunk.content for chunk in chunks), reasoning, arguments
 
 
 @given(

@@ -175,7 +175,10 @@ class TaggedCallLexer(FormatLexer):
         if stop > pos and not self.hold_header(buf[pos:stop]):
             self.not_a_call()
             return stop, ""
-        return stop, None if hit is None else buf[stop]
+        if hit is None:
+            self.naming = (self.state, name_end)
+            return stop, None
+        return stop, buf[stop]
 
     def call_done(self) -> None:
         """The call's block is over."""

@@ -91,6 +91,7 @@ How to add a format
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Literal, Protocol, TypeAlias
 
@@ -213,8 +214,53 @@ _SKIP: Final = "skip"
 """The streaming helpers :meth:`FormatLexer.shortcut` can stand in for (see ``FormatLexer._stream``)."""
 
 
+_LITERAL_PREFIXES: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _literal_prefixes(literals: tuple[str, ...]) -> frozenset[str]:
+    """Every proper prefix of ``literals`` (cached: a format expects a few fixed tuples)."""
+    prefixes = _LITERAL_PREFIXES.get(literals)
+    if prefixes is None:
+        prefixes = frozenset(literal[:size] for literal in literals for size in range(1, len(literal)))
+        if len(_LITERAL_PREFIXES) < 256:
+            _LITERAL_PREFIXES[literals] = prefixes
+    return prefixes
+
+
 class FormatLexer:
     """One channel's lexer for one format: a state machine over the channel's text (see the module doc)."""
+
+    # Slots: every chunk reads a few of these; a format's subclass keeps its own attributes in a __dict__.
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_call_has_args",
+        "_expect",
+        "_fast",
+        "_grow_fast",
+        "_grow_prefixes",
+        "_header_chars",
+        "_header_fast",
+        "_header_parts",
+        "_held",
+        "_output",
+        "_skip_fast",
+        "_skip_newline",
+        "_stream",
+        "_tentative_size",
+        "_text_fast",
+        "_text_state",
+        "call_index",
+        "call_kind",
+        "call_name",
+        "channel",
+        "json_args",
+        "naming",
+        "options",
+        "state",
+        "tentative",
+        "xml_args",
+    )
 
     name: ClassVar[str] = ""
     aliases: ClassVar[tuple[str, ...]] = ()
@@ -254,7 +300,16 @@ class FormatLexer:
         self._fast: FastPath | None = None
         self._header_fast: FastPath | None = None
         self._skip_fast: FastPath | None = None
+        self._grow_fast = FastPath((), collect=self._grow_held)
+        self._grow_prefixes: frozenset[str] = frozenset()
+        """What the held start of a marker may grow into while :attr:`_grow_fast` is the rule."""
         """The last rule for arguments :meth:`fast_path` made, reused while it holds."""
+        self._expect: tuple[State, tuple[str, ...], int] | None = None
+        """The state that last held the start of a literal it expects after whitespace
+        (:meth:`expect_after_space`), the literals and the longest length."""
+        self.naming: tuple[State, re.Pattern[str]] | None = None
+        """The state that last read a name to the end of a chunk (``_families.TaggedCallLexer.read_name``)
+        and what ends the name: :meth:`shortcut` holds the next piece of the name as the state would."""
         self._stream: tuple[State, Markers, str] | None = None
         """The state that last streamed with one of the helpers the shortcut knows (``collect_header``,
         ``stream_json_args``, ``stream_value``, ``stream_free_args``), its end markers and which one."""
@@ -294,11 +349,12 @@ class FormatLexer:
           XML-style value streamed by the state streaming it, when no end marker can be in it);
         - False: it has to be lexed.
 
-        A start of a marker held back from the previous chunk is extended while it stays one (None).
+        A start of a marker held back from the previous chunk is extended while it stays one (None), and
+        so is the start of the literal a state expects after whitespace (:meth:`expect_after_space`).
         """
         held = self._held
         if held:
-            return self._held_shortcut(held + text)
+            return self._held_shortcut(held, held + text)
         json_args = self.json_args
         index = self.call_index
         if json_args is None:
@@ -310,8 +366,8 @@ class FormatLexer:
                     markers = stream[1]
                     for char in markers.first_chars:
                         if char in text:
-                            if not markers.absent_from(text):
-                                return False
+                            if not markers.absent_from(text):  # a marker, or the start of one at the end
+                                return self._stream_shortcut(text, None, index)
                             break
                     last = text[-1]
                     if last.isspace() and (last == "\n" or xml_args.strips_space):
@@ -346,7 +402,19 @@ class FormatLexer:
         XML-style value takes text without a marker (a piece of a string value as its JSON escape), a
         header takes text in which no marker can start, up to its cap, and text a format skips between
         its tags is dropped when it holds no marker."""
-        if self._held or self.tentative is not None:
+        if self._held:
+            # The start of a marker (or of a literal a state expects) held back: the next chunk that only
+            # extends it is held with it, as :meth:`_held_shortcut` would.
+            markers = self.partial_markers()
+            if markers is not None:
+                self._grow_prefixes = markers.prefixes
+                return self._grow_fast
+            expect = self._expect
+            if expect is not None and self.state == expect[0]:
+                self._grow_prefixes = _literal_prefixes(expect[1])
+                return self._grow_fast
+            return None
+        if self.tentative is not None:
             return None
         index = self.call_index
         json_args = self.json_args
@@ -400,6 +468,15 @@ class FormatLexer:
             return fast
         return None
 
+    def _grow_held(self, text: str) -> bool:
+        """Hold ``text`` with the held start of a marker when together they are still the start of one
+        (the rule :meth:`fast_path` gives while something is held); False: it has to be looked at."""
+        longer = self._held + text
+        if longer in self._grow_prefixes:
+            self._held = longer
+            return True
+        return False
+
     def _collect_header(self, text: str) -> bool:
         """Add ``text``, in which no marker of the state collecting a header can start, to the header,
         unless that passes the cap (False)."""
@@ -410,7 +487,7 @@ class FormatLexer:
         self._header_chars = size
         return True
 
-    def _held_shortcut(self, longer: str) -> ToolCallDelta | bool | None:
+    def _held_shortcut(self, held: str, longer: str) -> ToolCallDelta | bool | None:
         """:meth:`shortcut` when the start of a marker was held back: ``longer`` is it and the new text.
 
         While ``longer`` can still grow into a marker it is held. When it holds no marker and no start of
@@ -418,6 +495,12 @@ class FormatLexer:
         they would have had they seen it in one piece."""
         markers = self.partial_markers()
         if markers is None:
+            expect = self._expect
+            if expect is not None and self.state == expect[0] and len(longer) < expect[2]:
+                for literal in expect[1]:  # the start of what the state expects, still growing into it
+                    if literal.startswith(longer) and len(longer) < len(literal):
+                        self._held = longer
+                        return None
             return False
         if markers.may_grow(longer, 0):
             self._held = longer
@@ -431,9 +514,10 @@ class FormatLexer:
         stream = self._stream
         if stream is None or stream[2] is _JSON or stream[2] is _HEADER:
             return False
+        self._held = ""
         shortcut = self._stream_shortcut(longer, self.json_args, self.call_index)
-        if shortcut is not False:
-            self._held = ""
+        if shortcut is False:
+            self._held = held
         return shortcut
 
     def _stream_shortcut(
@@ -442,6 +526,15 @@ class FormatLexer:
         """:meth:`shortcut` in a state that streams with one of the helpers it knows (``_stream``)."""
         stream = self._stream
         if stream is None or self.state != stream[0]:
+            naming = self.naming
+            if (  # the next piece of a name, held with the tentative text up to the cap (read_name)
+                naming is not None
+                and self.state == naming[0]
+                and self._tentative_size + len(text) <= HEADER_LIMIT
+                and naming[1].search(text) is None
+            ):
+                self.hold_header(text)
+                return None
             return False
         _state, markers, helper = stream
         if helper is _JSON:
@@ -460,15 +553,20 @@ class FormatLexer:
             self._header_parts.append(text)
             self._header_chars = size
             return None
+        if helper is _SKIP or helper is _VALUE:
+            # As the state: up to a start of a marker at the end, which is held back; a marker is lexed.
+            stop, _resume, marker = markers.find(text, 0, False)
+            if marker is not None:
+                return False
+            if stop < len(text):
+                self._held = text[stop:]
+            if helper is _VALUE and stop:
+                xml_args = self.xml_args
+                if xml_args is not None:
+                    xml_args.value(text[:stop])
+            return None
         if not markers.absent_from(text):
             return False
-        if helper is _SKIP:
-            return None
-        if helper is _VALUE:
-            xml_args = self.xml_args
-            if xml_args is not None:
-                xml_args.value(text)
-            return None
         if index is None:  # free-text input
             return False
         self._call_has_args = True
@@ -600,7 +698,10 @@ class FormatLexer:
             rest = len(buf) - index
             for literal in expected:
                 if rest < len(literal) and literal.startswith(buf[index:]):
-                    return index, None
+                    expect = self._expect
+                    if expect is None or expect[0] != self.state or expect[1] is not expected:
+                        self._expect = (self.state, expected, max(map(len, expected)))
+                    return index, None  # held back: :meth:`shortcut` extends it while it grows
         return index, ""
 
     def hold_header(self, text: str) -> bool:
@@ -693,9 +794,13 @@ class FormatLexer:
             value_type = value_type_from_schema(self.options.tool_schemas.get(self.call_name), key)
         self.xml_args.begin(key, value_type)
 
-    def stream_value(self, buf: str, pos: int, final: bool, markers: Markers) -> tuple[int, str | None]:
+    def stream_value(
+        self, buf: str, pos: int, final: bool, markers: Markers, kept: frozenset[str] = frozenset()
+    ) -> tuple[int, str | None]:
         """Stream a parameter value up to the first of ``markers``, which ends it; ``(resume, marker)``.
 
+        A marker in ``kept`` starts with a newline that belongs to the value (the value sees it as if the
+        marker were its rest: a marker with a newline before it is recognised a chunk earlier).
         The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
         start of one at its end): :meth:`shortcut` streams such text without running the state.
         """
@@ -703,6 +808,8 @@ class FormatLexer:
         stop, resume, marker = markers.find(buf, pos, final)
         xml_args = self.xml_args
         if xml_args is not None:
+            if marker is not None and marker in kept:
+                stop += 1
             if stop > pos:
                 xml_args.value(buf[pos:stop])
             if marker is not None:

@@ -85,17 +85,18 @@ class Markers:
     """A set of literal markers searched for together.
 
     Markers must not start with ``"`` (JSON scanning treats a quote specially) and no marker may contain
-    another one except as a prefix.
+    another one except as a prefix or a suffix (the first match is then the longer one: it starts first,
+    and a start of it at the end of the buffer is held back).
     """
 
     __slots__ = (
         "_pattern",
-        "_prefixes",
         "_scan",
         "first_chars",
         "json_stops",
         "longest",
         "markers",
+        "prefixes",
         "starts",
         "tail",
     )
@@ -110,7 +111,8 @@ class Markers:
         self.json_stops = re.compile(alternation + r'|["{}\[\]]')
         """A marker, a quote or a bracket: where scanning JSON outside strings stops (a marker that starts
         with a bracket, Mistral's ``[TOOL_CALLS]``, is a marker)."""
-        self._prefixes = frozenset(marker[:size] for marker in ordered for size in range(1, len(marker)))
+        self.prefixes = frozenset(marker[:size] for marker in ordered for size in range(1, len(marker)))
+        """Every proper prefix of a marker: text in it can still grow into one."""
         partials = "|".join(_partial(marker) for marker in ordered if len(marker) > 1)
         self._scan = re.compile(f"{alternation}|(?P<partial>{partials})\\Z" if partials else alternation)
         """A marker, or a proper prefix of one that ends the text: :meth:`find` in one search (the first
@@ -177,7 +179,7 @@ class Markers:
 
     def may_grow(self, buf: str, start: int) -> bool:
         """Whether ``buf[start:]``, the end of the buffer, is a proper prefix of a marker."""
-        return len(buf) - start < self.longest and buf[start:] in self._prefixes
+        return len(buf) - start < self.longest and buf[start:] in self.prefixes
 
     def partial_start(self, buf: str, pos: int) -> int:
         """Where the longest suffix of ``buf[pos:]`` that is a proper prefix of a marker starts, else
@@ -185,7 +187,7 @@ class Markers:
         size = len(buf)
         low = max(pos, size - self.longest + 1)
         earliest = size
-        prefixes = self._prefixes
+        prefixes = self.prefixes
         for char in self.first_chars:
             start = buf.find(char, low, earliest)
             while start >= 0:

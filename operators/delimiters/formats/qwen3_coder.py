@@ -23,7 +23,16 @@ _NAME_END: Final = re.compile(r"[>\s<]")
 _KEY_END: Final = Markers(">")
 _IN_FUNCTION: Final = Markers(_PARAMETER, _FUNCTION_END, _TOOL_CALL_END)
 # A structural "<parameter=" or "</function>" starts a line; inside a value the same text mid-line is content.
-_VALUE: Final = Markers(_PARAMETER_END, "\n" + _PARAMETER, "\n" + _FUNCTION_END, "\n" + _TOOL_CALL_END)
+_VALUE: Final = Markers(
+    _PARAMETER_END,
+    "\n" + _PARAMETER_END,
+    "\n" + _PARAMETER,
+    "\n" + _FUNCTION_END,
+    "\n" + _TOOL_CALL_END,
+)
+# "\n</parameter>" is "</parameter>" with the value's newline before it (kept in the value, stripped there as
+# any trailing newline): the held "\n<" then grows into a marker instead of being lexed on "\n</pa".
+_KEPT: Final = frozenset(("\n" + _PARAMETER_END,))
 _TEXT: Final = Markers(_TOOL_CALL, _FUNCTION)
 _ORPHAN_BODY: Final = Markers(_FUNCTION_END, _TOOL_CALL)
 
@@ -111,9 +120,9 @@ class Qwen3CoderLexer(TaggedCallLexer):
         return resume
 
     def _value(self, buf: str, pos: int, final: bool) -> int:
-        resume, marker = self.stream_value(buf, pos, final, _VALUE)
+        resume, marker = self.stream_value(buf, pos, final, _VALUE, _KEPT)
         if marker is not None:
-            if marker == _PARAMETER_END:
+            if marker == _PARAMETER_END or marker in _KEPT:
                 self.switch_to_skip(self._in_function, _IN_FUNCTION)
             elif marker == "\n" + _PARAMETER:
                 self.switch_to_header(self._parameter_key, _KEY_END)
