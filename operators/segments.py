@@ -173,6 +173,27 @@ class SegmentEmitter:
         content = chunk.content
         tool_calls = chunk.tool_calls
         if (
+            content
+            and self._open_run is _TEXT
+            and not self._open_run_refusal
+            and not self._run_sealed
+            and tool_calls is None
+            and chunk.metadata is None
+            and chunk.reasoning is None
+            and chunk.reasoning_id is None
+            and chunk.reasoning_signature is None
+            and chunk.encrypted_reasoning is None
+            and chunk.citations is None
+            and chunk.content_signature is None
+            and chunk.refusal is None
+            and chunk.tool_results is None
+            and chunk.usage is None
+            and chunk.finish_reason is None
+        ):
+            # The next text of the open text run, nothing else (most chunks): what the checks below do.
+            self._run_length += len(content)
+            return [SegmentEvent(_CONTENT, self._open_run_id, None, {"delta": content})]
+        if (
             tool_calls is not None
             and not content
             and len(tool_calls) == 1
@@ -217,27 +238,6 @@ class SegmentEmitter:
                 events: list[SegmentEvent | ResponseEnd] = []
                 self._apply(events, call, delta)
                 return events
-        elif (
-            content
-            and self._open_run is _TEXT
-            and not self._open_run_refusal
-            and not self._run_sealed
-            and tool_calls is None
-            and chunk.metadata is None
-            and chunk.reasoning is None
-            and chunk.reasoning_id is None
-            and chunk.reasoning_signature is None
-            and chunk.encrypted_reasoning is None
-            and chunk.citations is None
-            and chunk.content_signature is None
-            and chunk.refusal is None
-            and chunk.tool_results is None
-            and chunk.usage is None
-            and chunk.finish_reason is None
-        ):
-            # The next text of the open text run, nothing else (most chunks): what the checks below do.
-            self._run_length += len(content)
-            return [SegmentEvent(_CONTENT, self._open_run_id, None, {"delta": content})]
         return self._feed(chunk)
 
     def _feed(self, chunk: ChunkResponse) -> list[SegmentEvent | ResponseEnd]:
