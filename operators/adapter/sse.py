@@ -525,16 +525,8 @@ class SSEPayloadDecoder:
                 return data
         return None
 
-    def live_block_data(self, block: bytes) -> bytes | None:
-        """:meth:`live_data` of one event cut from a read at its blank line (``block`` without it)."""
-        if 0x0A not in block and block.startswith(b"data:") and len(block) < self._events._max:
-            data = block[6:] if block[5:6] == b" " else block[5:]
-            if len(data) > _LIVE_MIN:
-                return data
-        return None
-
     def took_live(self, size: int) -> None:
-        """The ``size`` bytes of the event whose data :meth:`live_data` (or :meth:`live_block_data`) gave
+        """The ``size`` bytes of the event whose data :meth:`live_data` gave
         were consumed (the blank line included)."""
         self._events._lines._offset += size
         self._parser._number += 1
@@ -714,18 +706,25 @@ class FusedSSE:
         end = item.rfind(b"\n\n")
         if end < 0:
             return self._slow(item)
-        decoder, feed_json = self._decoder, self._feed_json
+        feed_json, lines, parser, largest = self._feed_json, self._lines, self._parser, self._max
         outputs: list[Any] = []
         try:
             for block in item[:end].split(b"\n\n"):
-                if self._at_boundary:
-                    data = decoder.live_block_data(block)
-                    if data is not None:
-                        chunks = feed_json(data)
-                        if chunks is not None:
-                            decoder.took_live(len(block) + 2)
-                            outputs += chunks
-                            continue
+                # SSEPayloadDecoder.live_data and took_live for one event cut at its blank line, inline
+                # (the decoder's start excerpt is already cleared: live reads wait for the first event).
+                if (
+                    self._at_boundary
+                    and block[:5] == b"data:"
+                    and 0x0A not in block
+                    and _LIVE_MIN + 5 < len(block) < largest
+                ):
+                    data = block[6:] if block[5] == 0x20 else block[5:]
+                    chunks = feed_json(data) if len(data) > _LIVE_MIN else None
+                    if chunks is not None:
+                        lines._offset += len(block) + 2
+                        parser._number += 1
+                        outputs += chunks
+                        continue
                 outputs += self._slow(block + b"\n\n")
             rest = item[end + 2 :]
             if rest:

@@ -393,6 +393,14 @@ class OpenAIChatConverter:
         self._event_number += 1
         self._last_call = call
         delta_ = ToolCallDelta(call.position, None, None, arguments, False, call.kind)
+        if (
+            event.id,
+            event.model,
+            event.created,
+            event.system_fingerprint,
+            event.service_tier,
+        ) == self._seen_metadata:
+            return [ChunkResponse(tool_calls=[delta_])]
         return [ChunkResponse(tool_calls=[delta_], metadata=self._live_metadata(event))]
 
     def _live_metadata(self, event: _LiveChunk) -> dict[str, Any] | None:
