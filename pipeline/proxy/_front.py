@@ -23,7 +23,7 @@ import httpx
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from operators.convert.openai_chat import OpenAIChatConverter
 from pipeline._jsonenc import encode_json
@@ -42,6 +42,7 @@ from pipeline.proxy._shared import (
     stream_error,
     transport_error,
 )
+from pipeline.proxy.ops import RequestLog
 from pipeline.proxy.policy import ToolPolicy, ToolPolicyFilter
 from pipeline.proxy.rewriter import AUTO, proxy_tool_format
 from pipeline.stage import Core, chain
@@ -164,11 +165,15 @@ class Wire(Protocol):
 class StreamCore:
     """Sans-IO: upstream bytes -> the wire's bytes; never raises (a failure ends the output)."""
 
-    __slots__ = ("_chunks", "wire")
+    __slots__ = ("_chunks", "chunks", "error", "wire")
 
     def __init__(self, chunks: ChunkPipeline, wire: Wire) -> None:
         self._chunks = chunks
         self.wire = wire
+        self.chunks = 0
+        """Chunks encoded to the wire (metrics)."""
+        self.error: str | None = None
+        """The error code the output ended with, if any (metrics, access log)."""
 
     def feed(self, data: bytes) -> bytes:
         if self.wire.ended:
@@ -177,6 +182,7 @@ class StreamCore:
             chunks = self._chunks.feed(data)
         except StreamfoldError as exc:
             return self._failed(exc.partial_outputs, stream_error(exc))
+        self.chunks += len(chunks)
         return b"".join(map(self.wire.feed, chunks))
 
     def finish(self) -> bytes:
@@ -186,6 +192,7 @@ class StreamCore:
             chunks = self._chunks.finish()
         except StreamfoldError as exc:
             return self._failed(exc.partial_outputs, stream_error(exc))
+        self.chunks += len(chunks)
         return b"".join(map(self.wire.feed, chunks)) + self.wire.finish()
 
     def fail(self, error: Mapping[str, Any]) -> bytes:
@@ -195,6 +202,7 @@ class StreamCore:
 
     def _failed(self, chunks: list[Any], error: Mapping[str, Any]) -> bytes:
         details = error["error"]
+        self.error = str(details.get("code") or "upstream_error")
         out = b"".join(self.wire.feed(chunk) for chunk in chunks if isinstance(chunk, ChunkResponse))
         return out + self.wire.fail(str(details.get("message")), str(details.get("code") or "upstream_error"))
 
@@ -209,17 +217,34 @@ class FrontDoor(Response):
         core: StreamCore,
         *,
         streaming: bool,
+        route: str,
+        model: str | None = None,
     ) -> None:
         self._proxy = proxy
         self._request = request
         self._core = core
         self._streaming = streaming
+        self._log = RequestLog(route, request.method, model, streaming)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
-            await self._exchange(send)
-            tasks.cancel_scope.cancel()
+        log = self._log
+        log.start()
+
+        async def tracked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                log.status = message["status"]
+            await send(message)
+
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
+                await self._exchange(tracked)
+                tasks.cancel_scope.cancel()
+        finally:
+            log.error = log.error or self._core.error
+            if self._streaming:
+                self._proxy.metrics.chunks += self._core.chunks
+            log.done(self._proxy.metrics, scope)
 
     async def _send_upstream(self) -> httpx.Response:
         """The upstream's response; sent again once if a pooled connection closed before any answer
@@ -235,6 +260,7 @@ class FrontDoor(Response):
             upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
             status, body = transport_error(exc)
+            self._log.error = body["error"]["code"]
             await _json(send, status, wire.error(status, body["error"]["message"], body["error"]["code"]))
             return
         try:
@@ -245,6 +271,7 @@ class FrontDoor(Response):
                     raw = b""
                 message = _upstream_message(raw) or f"the upstream answered {upstream.status_code}"
                 status = upstream.status_code
+                self._log.error = "upstream_error"
                 await _json(send, status, wire.error(status, message, "upstream_error"))
                 return
             if self._streaming:
@@ -255,6 +282,7 @@ class FrontDoor(Response):
                 await _json(send, status, whole)
         except httpx.HTTPError as exc:  # the non-streamed answer broke off
             error = cut_stream_error(exc)
+            self._log.error = error["error"]["code"]
             await _json(send, 502, wire.error(502, error["error"]["message"], error["error"]["code"]))
         finally:
             with anyio.CancelScope(shield=True):
@@ -276,6 +304,8 @@ class FrontDoor(Response):
             (b"x-accel-buffering", b"no"),
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
+        metrics = self._proxy.metrics
+        metrics.streams_open += 1
         try:
             async for data in upstream.aiter_bytes():
                 piece = core.feed(data)
@@ -287,6 +317,8 @@ class FrontDoor(Response):
                 piece = core.finish()
         except httpx.HTTPError as exc:
             piece = core.fail(cut_stream_error(exc))
+        finally:
+            metrics.streams_open -= 1
         await send({"type": "http.response.body", "body": piece, "more_body": False})
 
 
