@@ -14,6 +14,7 @@ translated its own ``tool_choice`` and parallel-call switch into.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any, Protocol
@@ -23,7 +24,7 @@ import httpx
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from operators.convert.openai_chat import OpenAIChatConverter
 from pipeline._jsonenc import encode_json
@@ -43,6 +44,7 @@ from pipeline.proxy._shared import (
     stream_error,
     transport_error,
 )
+from pipeline.proxy.ops import RequestLog
 from pipeline.proxy.policy import ToolPolicy, ToolPolicyFilter
 from pipeline.proxy.rewriter import AUTO, proxy_tool_format
 from pipeline.stage import Core, chain
@@ -165,11 +167,17 @@ class Wire(Protocol):
 class StreamCore:
     """Sans-IO: upstream bytes -> the wire's bytes; never raises (a failure ends the output)."""
 
-    __slots__ = ("_chunks", "wire")
+    __slots__ = ("_chunks", "calls", "chunks", "error", "wire")
 
     def __init__(self, chunks: ChunkPipeline, wire: Wire) -> None:
         self._chunks = chunks
         self.wire = wire
+        self.chunks = 0
+        """Chunks encoded to the wire (metrics)."""
+        self.calls = 0
+        """Tool calls encoded to the wire (metrics, access log)."""
+        self.error: str | None = None
+        """The error code the output ended with, if any (metrics, access log)."""
 
     def feed(self, data: bytes) -> bytes:
         if self.wire.ended:
@@ -178,7 +186,20 @@ class StreamCore:
             chunks = self._chunks.feed(data)
         except StreamfoldError as exc:
             return self._failed(exc.partial_outputs, stream_error(exc))
+        self._count(chunks)
         return b"".join(map(self.wire.feed, chunks))
+
+    @property
+    def calls_dropped(self) -> int:
+        """Calls the request's tool rules dropped (metrics)."""
+        policy_filter = self._chunks.policy_filter
+        return 0 if policy_filter is None else policy_filter.dropped
+
+    def _count(self, chunks: list[ChunkResponse]) -> None:
+        self.chunks += len(chunks)
+        for chunk in chunks:
+            if chunk.tool_calls:
+                self.calls += sum(1 for delta in chunk.tool_calls if delta.name is not None)
 
     def finish(self) -> bytes:
         if self.wire.ended:
@@ -187,6 +208,7 @@ class StreamCore:
             chunks = self._chunks.finish()
         except StreamfoldError as exc:
             return self._failed(exc.partial_outputs, stream_error(exc))
+        self._count(chunks)
         return b"".join(map(self.wire.feed, chunks)) + self.wire.finish()
 
     def fail(self, error: Mapping[str, Any]) -> bytes:
@@ -196,6 +218,7 @@ class StreamCore:
 
     def _failed(self, chunks: list[Any], error: Mapping[str, Any]) -> bytes:
         details = error["error"]
+        self.error = str(details.get("code") or "upstream_error")
         out = b"".join(self.wire.feed(chunk) for chunk in chunks if isinstance(chunk, ChunkResponse))
         return out + self.wire.fail(str(details.get("message")), str(details.get("code") or "upstream_error"))
 
@@ -210,17 +233,38 @@ class FrontDoor(Response):
         core: StreamCore,
         *,
         streaming: bool,
+        route: str,
+        model: str | None = None,
     ) -> None:
         self._proxy = proxy
         self._request = request
         self._core = core
         self._streaming = streaming
+        self._log = RequestLog(route, request.method, model, streaming)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
-            await self._exchange(send)
-            tasks.cancel_scope.cancel()
+        log = self._log
+        log.start()
+
+        async def tracked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                log.status = message["status"]
+            await send(message)
+
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
+                await self._exchange(tracked)
+                tasks.cancel_scope.cancel()
+        finally:
+            core, metrics = self._core, self._proxy.metrics
+            log.error = log.error or core.error
+            log.tool_calls = core.calls
+            if self._streaming:
+                metrics.chunks += core.chunks
+                metrics.calls_rewritten += core.calls
+                metrics.calls_dropped += core.calls_dropped
+            log.done(metrics, scope)
 
     async def _send_upstream(self) -> httpx.Response:
         """The upstream's response; sent again once if a pooled connection closed before any answer
@@ -236,6 +280,7 @@ class FrontDoor(Response):
             upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
             status, body = transport_error(exc)
+            self._log.error = body["error"]["code"]
             await _json(send, status, wire.error(status, body["error"]["message"], body["error"]["code"]))
             return
         try:
@@ -246,6 +291,7 @@ class FrontDoor(Response):
                     raw = b""
                 message = _upstream_message(raw) or f"the upstream answered {upstream.status_code}"
                 status = upstream.status_code
+                self._log.error = "upstream_error"
                 await _json(send, status, wire.error(status, message, "upstream_error"))
                 return
             if self._streaming:
@@ -256,6 +302,7 @@ class FrontDoor(Response):
                 await _json(send, status, whole)
         except httpx.HTTPError as exc:  # the non-streamed answer broke off
             error = cut_stream_error(exc)
+            self._log.error = error["error"]["code"]
             await _json(send, 502, wire.error(502, error["error"]["message"], error["error"]["code"]))
         finally:
             with anyio.CancelScope(shield=True):
@@ -277,25 +324,32 @@ class FrontDoor(Response):
             (b"x-accel-buffering", b"no"),
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
+        metrics = self._proxy.metrics
+        clock = time.perf_counter
         last = b""
 
         async def forward(data: bytes) -> bool:
             nonlocal last
+            received = clock()
             piece = core.feed(data)
             if core.wire.ended:
                 last = piece  # an error event ended the answer: piece is its last part
                 return False
             if piece:
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
+            metrics.added_latency(clock() - received)
             return True
 
         encoding = upstream.headers.get("content-encoding", "identity").lower()
         body = upstream.aiter_raw() if encoding in ("", "identity") else upstream.aiter_bytes()
+        metrics.streams_open += 1
         try:
             await forward_reads(body, forward)
             piece = last if core.wire.ended else core.finish()
         except httpx.HTTPError as exc:
             piece = core.fail(cut_stream_error(exc))
+        finally:
+            metrics.streams_open -= 1
         await send({"type": "http.response.body", "body": piece, "more_body": False})
 
 

@@ -129,7 +129,12 @@ async def messages_endpoint(proxy: ProxyConfig, request: Request) -> Response:
     chunks = chat_pipeline(proxy, chat)
     core = StreamCore(chunks, MessagesWire(str(payload.get("model") or "")))
     return FrontDoor(
-        proxy, upstream_request(proxy, request, chat), core, streaming=payload.get("stream") is True
+        proxy,
+        upstream_request(proxy, request, chat),
+        core,
+        streaming=payload.get("stream") is True,
+        route="messages",
+        model=str(payload["model"]) if payload.get("model") is not None else None,
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from pipeline._jsonenc import encode_json
 
-__all__ = ["ACCESS_LOG", "LATENCY_BUCKETS", "Metrics", "access_record"]
+__all__ = ["ACCESS_LOG", "LATENCY_BUCKETS", "Metrics", "RequestLog", "access_record"]
 
 ACCESS_LOG: Final = logging.getLogger("streamfold.proxy.access")
 """Where the access records go: one INFO record per request, its message one JSON object."""
@@ -137,3 +137,47 @@ class Metrics:
 def access_record(**fields: Any) -> str:
     """One access-log line: ``fields`` (``None`` values left out) as a JSON object."""
     return encode_json({key: value for key, value in fields.items() if value is not None}).decode()
+
+
+class RequestLog:
+    """One request's metrics and access record, for routes outside the Chat exchange (the front doors):
+    the same ``requests_total`` / ``upstream_errors_total`` counts and the same JSON access line."""
+
+    __slots__ = ("_started", "error", "method", "model", "route", "status", "stream", "tool_calls")
+
+    def __init__(self, route: str, method: str, model: str | None, stream: bool) -> None:
+        self.route = route
+        self.method = method
+        self.model = model
+        self.stream = stream
+        self.status = 0
+        self.error: str | None = None
+        self.tool_calls = 0
+        self._started = time.perf_counter()
+
+    def start(self) -> None:
+        self._started = time.perf_counter()
+
+    def done(self, metrics: Metrics, scope: Any) -> None:
+        """Count the request and write its access line (status 499 when the client went away)."""
+        status = self.status or 499
+        metrics.request_done(self.route, status)
+        if self.error is not None and self.error.startswith("upstream"):
+            metrics.upstream_error(self.error)
+        if ACCESS_LOG.isEnabledFor(logging.INFO):
+            client = scope.get("client")
+            ACCESS_LOG.info(
+                access_record(
+                    time=round(time.time(), 3),
+                    client=f"{client[0]}:{client[1]}" if client else None,
+                    method=self.method,
+                    path=scope.get("path"),
+                    route=self.route,
+                    model=self.model,
+                    stream=self.stream or None,
+                    status=status,
+                    duration_ms=round((time.perf_counter() - self._started) * 1000, 3),
+                    tool_calls=self.tool_calls or None,
+                    error=self.error,
+                )
+            )

@@ -107,7 +107,12 @@ async def responses_endpoint(proxy: ProxyConfig, request: Request) -> Response:
     chunks = chat_pipeline(proxy, chat)
     core = StreamCore(chunks, ResponsesWire(payload))
     return FrontDoor(
-        proxy, upstream_request(proxy, request, chat), core, streaming=payload.get("stream") is True
+        proxy,
+        upstream_request(proxy, request, chat),
+        core,
+        streaming=payload.get("stream") is True,
+        route="responses",
+        model=str(payload["model"]) if payload.get("model") is not None else None,
     )
 
 
