@@ -9,11 +9,13 @@ and yields a :class:`Browser`; without Chromium the test is skipped with the rea
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
@@ -152,11 +154,14 @@ class Browser:
 async def chromium() -> AsyncIterator[Browser]:
     """A fresh headless Chromium, stopped (and its profile removed) when the block ends."""
     path = require_chromium()
-    with tempfile.TemporaryDirectory(prefix="streamfold-chromium-") as profile:
+    # Chromium's helper processes may still write to the profile as the browser exits: they are killed
+    # with its process group, and what one wrote last does not fail the test.
+    with tempfile.TemporaryDirectory(prefix="streamfold-chromium-", ignore_cleanup_errors=True) as profile:
         process = await anyio.open_process(
             [path, *_FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            start_new_session=True,
         )
         try:
             assert process.stderr is not None
@@ -184,6 +189,8 @@ async def chromium() -> AsyncIterator[Browser]:
                 if process.returncode is None:
                     process.kill()
                     await process.wait()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
             await process.aclose()
 
 
