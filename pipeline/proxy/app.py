@@ -67,7 +67,7 @@ from pipeline.proxy._shared import (
 )
 from pipeline.proxy.autodetect import detect_tool_format
 from pipeline.proxy.messages import messages_endpoint
-from pipeline.proxy.ops import ACCESS_LOG, Metrics, access_record
+from pipeline.proxy.ops import ACCESS_LOG, Metrics, RequestLog
 from pipeline.proxy.policy import UNKNOWN_TOOLS, ToolChoiceError, ToolPolicy, UnknownTools
 from pipeline.proxy.responses import responses_endpoint
 from pipeline.proxy.rewriter import (
@@ -158,22 +158,19 @@ class _Exchange(Response):
         self._proxy = proxy
         self._request = request
         self._mode = mode
-        self._route = route
-        self._model = model
-        self._status = 0
-        self._error: str | None = None
-        """The error code the answer carried, if any (access log, metrics)."""
-        self._calls = 0
+        self._log = RequestLog(route, request.method, model, mode == "stream")
+        """The request's status, error code and calls, for its metrics and access record."""
         self._tool_format = tool_format
         self._tool_schemas = tool_schemas
         self._policy = policy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
+        log = self._log
+        log.start()
 
         async def tracked(message: Message) -> None:
             if message["type"] == "http.response.start":
-                self._status = message["status"]
+                log.status = message["status"]
             await send(message)
 
         try:
@@ -182,32 +179,8 @@ class _Exchange(Response):
                 await self._exchange(tracked)
                 tasks.cancel_scope.cancel()
         finally:
-            self._done(scope, time.perf_counter() - started)
-
-    def _done(self, scope: Scope, seconds: float) -> None:
-        """Metrics and the access record of the request (also when the client went away: status 499)."""
-        status = self._status or 499
-        metrics = self._proxy.metrics
-        metrics.request_done(self._route, status)
-        if self._error is not None and self._error.startswith("upstream"):
-            metrics.upstream_error(self._error)
-        if ACCESS_LOG.isEnabledFor(logging.INFO):
-            client = scope.get("client")
-            ACCESS_LOG.info(
-                access_record(
-                    time=round(time.time(), 3),
-                    client=f"{client[0]}:{client[1]}" if client else None,
-                    method=self._request.method,
-                    path=scope.get("path"),
-                    route=self._route,
-                    model=self._model,
-                    stream=self._mode == "stream" or None,
-                    status=status,
-                    duration_ms=round(seconds * 1000, 3),
-                    tool_calls=self._calls or None,
-                    error=self._error,
-                )
-            )
+            # Also when the client went away: status 499.
+            log.done(self._proxy.metrics, scope)
 
     async def _send_upstream(self) -> httpx.Response:
         """The upstream's response; sent again once if the connection closed before any answer.
@@ -230,7 +203,7 @@ class _Exchange(Response):
         except httpx.HTTPError as exc:
             _log.warning("upstream request %s failed: %r", self._request.url, exc)
             status, body = transport_error(exc)
-            self._error = body["error"]["code"]
+            self._log.error = body["error"]["code"]
             await _send_whole(send, status, [("content-type", "application/json")], msgspec.json.encode(body))
             return
         try:
@@ -278,7 +251,7 @@ class _Exchange(Response):
             )
             return
         if upstream.status_code != 200:
-            self._error = f"upstream_status_{upstream.status_code}"
+            self._log.error = f"upstream_status_{upstream.status_code}"
         headers = forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
         content_type = upstream.headers.get("content-type", "application/json")
         if upstream.status_code == 200 and self._mode == "complete":
@@ -286,7 +259,7 @@ class _Exchange(Response):
                 body = self._rewrite_completion(body)
             except _PolicyFailure as failure:
                 _log.warning("answer of %s breaks the tool rules: %s", self._request.url, failure.error)
-                self._error = failure.error["error"]["code"]
+                self._log.error = failure.error["error"]["code"]
                 await _send_whole(
                     send, 502, [("content-type", "application/json")], msgspec.json.encode(failure.error)
                 )
@@ -377,12 +350,12 @@ class _Exchange(Response):
                 piece = core.fail(error)
             if core.error is not None:
                 _log.warning("stream of %s ended with an error: %s", self._request.url, core.error)
-                self._error = str(core.error.get("code") or "upstream_error")
+                self._log.error = str(core.error.get("code") or "upstream_error")
             await send({"type": "http.response.body", "body": piece, "more_body": False})
         finally:
             metrics.streams_open -= 1
             metrics.chunks += core.chunks
-            self._calls = core.calls
+            self._log.tool_calls = core.calls
             metrics.calls_rewritten += core.calls
             if core.policy_filter is not None:
                 metrics.calls_dropped += core.policy_filter.dropped

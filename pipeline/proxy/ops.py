@@ -140,8 +140,8 @@ def access_record(**fields: Any) -> str:
 
 
 class RequestLog:
-    """One request's metrics and access record, for routes outside the Chat exchange (the front doors):
-    the same ``requests_total`` / ``upstream_errors_total`` counts and the same JSON access line."""
+    """One request's status, error code and tool calls, and at its end its metrics and access record:
+    the same ``requests_total`` / ``upstream_errors_total`` counts and JSON access line on every route."""
 
     __slots__ = ("_started", "error", "method", "model", "route", "status", "stream", "tool_calls")
 
