@@ -188,7 +188,7 @@ class DelimiterRewriter:
                     piece = True
                 elif item.tool_calls is None and not item.is_complete and item.finish_reason is None:
                     return [item]  # content that goes on as it is: only those fields would change it
-        if (  # a chunk with more than text (inline: this runs for most chunks)
+        if (  # _more_than_text(item), inline: this runs for most chunks
             item.is_complete
             or item.tool_calls
             or item.finish_reason

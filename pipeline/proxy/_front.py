@@ -24,7 +24,7 @@ import httpx
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from operators.convert.openai_chat import OpenAIChatConverter
 from pipeline._jsonenc import encode_json
@@ -37,8 +37,8 @@ from pipeline.proxy._shared import (
     ProxyConfig,
     Releasing,
     UpstreamBody,
-    cancel_on_disconnect,
     cut_stream_error,
+    exchange_while_connected,
     forwarded_headers,
     read_capped,
     stream_error,
@@ -244,18 +244,8 @@ class FrontDoor(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         log = self._log
-        log.start()
-
-        async def tracked(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                log.status = message["status"]
-            await send(message)
-
         try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
-                await self._exchange(tracked)
-                tasks.cancel_scope.cancel()
+            await exchange_while_connected(self._exchange, receive, send, log)
         finally:
             core, metrics = self._core, self._proxy.metrics
             log.error = log.error or core.error

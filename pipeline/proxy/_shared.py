@@ -8,7 +8,7 @@ imported only where used, so that the sans-IO rewriter stays importable without 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     import httpx
     from starlette.requests import Request
     from starlette.responses import Response
-    from starlette.types import Receive
+    from starlette.types import Message, Receive, Send
 
-    from pipeline.proxy.ops import Metrics
+    from pipeline.proxy.ops import Metrics, RequestLog
 
 __all__ = [
     "HOP_BY_HOP",
@@ -39,6 +39,7 @@ __all__ = [
     "cancel_on_disconnect",
     "cut_stream_error",
     "error_body",
+    "exchange_while_connected",
     "forwarded_headers",
     "read_capped",
     "stream_error",
@@ -133,6 +134,24 @@ async def cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> No
         if message["type"] == "http.disconnect":
             scope.cancel()
             return
+
+
+async def exchange_while_connected(
+    exchange: Callable[[Send], Awaitable[None]], receive: Receive, send: Send, log: RequestLog
+) -> None:
+    """Run ``exchange`` with a ``send`` that records the response status in ``log``, until it ends or
+    the client disconnects, which cancels it wherever it waits."""
+    log.start()
+
+    async def tracked(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            log.status = message["status"]
+        await send(message)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
+        await exchange(tracked)
+        tasks.cancel_scope.cancel()
 
 
 class BodyTooLarge(Exception):

@@ -47,7 +47,7 @@ with needs_extra("server", "streamfold proxy"):
     from starlette.requests import ClientDisconnect, Request
     from starlette.responses import Response
     from starlette.routing import Route
-    from starlette.types import Message, Receive, Scope, Send
+    from starlette.types import Receive, Scope, Send
 
 from operators.registry import check_choice
 from pipeline._jsonenc import encode_json
@@ -58,9 +58,9 @@ from pipeline.proxy._shared import (
     HOP_BY_HOP,
     REQUEST_DROPPED,
     BodyTooLarge,
-    cancel_on_disconnect,
     cut_stream_error,
     error_body,
+    exchange_while_connected,
     forwarded_headers,
     read_capped,
     transport_error,
@@ -166,18 +166,8 @@ class _Exchange(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         log = self._log
-        log.start()
-
-        async def tracked(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                log.status = message["status"]
-            await send(message)
-
         try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(cancel_on_disconnect, receive, tasks.cancel_scope)
-                await self._exchange(tracked)
-                tasks.cancel_scope.cancel()
+            await exchange_while_connected(self._exchange, receive, send, log)
         finally:
             # Also when the client went away: status 499.
             log.done(self._proxy.metrics, scope)
