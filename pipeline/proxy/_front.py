@@ -14,7 +14,6 @@ translated its own ``tool_choice`` and parallel-call switch into.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any, Protocol
@@ -30,7 +29,7 @@ from operators.convert.openai_chat import OpenAIChatConverter
 from pipeline._jsonenc import encode_json
 from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse
-from pipeline.proxy._reads import forward_reads
+from pipeline.proxy._reads import relay_upstream
 from pipeline.proxy._shared import (
     REQUEST_DROPPED,
     BodyTooLarge,
@@ -179,6 +178,11 @@ class StreamCore:
         self.error: str | None = None
         """The error code the output ended with, if any (metrics, access log)."""
 
+    @property
+    def ended(self) -> bool:
+        """The wire has written its end (an error event ended the answer, or the answer is complete)."""
+        return self.wire.ended
+
     def feed(self, data: bytes) -> bytes:
         if self.wire.ended:
             return b""
@@ -315,29 +319,9 @@ class FrontDoor(Response):
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         metrics = self._proxy.metrics
-        clock = time.perf_counter
-        last = b""
-
-        async def forward(data: bytes) -> bool:
-            nonlocal last
-            received = clock()
-            piece = core.feed(data)
-            if core.wire.ended:
-                last = piece  # an error event ended the answer: piece is its last part
-                return False
-            if piece:
-                await send({"type": "http.response.body", "body": piece, "more_body": True})
-            metrics.added_latency(clock() - received)
-            return True
-
-        encoding = upstream.headers.get("content-encoding", "identity").lower()
-        body = upstream.aiter_raw() if encoding in ("", "identity") else upstream.aiter_bytes()
         metrics.streams_open += 1
         try:
-            await forward_reads(body, forward)
-            piece = last if core.wire.ended else core.finish()
-        except httpx.HTTPError as exc:
-            piece = core.fail(cut_stream_error(exc))
+            piece = await relay_upstream(upstream, core, send, metrics)
         finally:
             metrics.streams_open -= 1
         await send({"type": "http.response.body", "body": piece, "more_body": False})

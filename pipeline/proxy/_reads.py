@@ -10,12 +10,19 @@ It adds no latency: a batch ends exactly where the reader would wait for the net
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, Awaitable, Callable
-from typing import Final
+import time
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 
-__all__ = ["MAX_PENDING", "forward_reads"]
+if TYPE_CHECKING:
+    import httpx
+    from starlette.types import Send
+
+    from pipeline.proxy.ops import Metrics
+
+__all__ = ["MAX_PENDING", "RelayCore", "forward_reads", "relay_upstream"]
 
 MAX_PENDING: Final = 1024 * 1024
 """Bytes read ahead of the handler at most (the upstream is not read further until it catches up)."""
@@ -138,3 +145,48 @@ async def forward_reads(
         tasks.cancel_scope.cancel()
     if failure is not None:
         raise failure
+
+
+class RelayCore(Protocol):
+    """What :func:`relay_upstream` drives: upstream bytes in, the client's bytes out, never raising."""
+
+    @property
+    def ended(self) -> bool:
+        """An error event has ended the answer."""
+        ...
+
+    def feed(self, data: bytes) -> bytes: ...
+    def finish(self) -> bytes: ...
+    def fail(self, error: Mapping[str, Any]) -> bytes: ...
+
+
+async def relay_upstream(upstream: httpx.Response, core: RelayCore, send: Send, metrics: Metrics) -> bytes:
+    """Send what ``core`` makes of each upstream read as the next body part, timing each read into the
+    added-latency histogram; return the answer's last part (the error event that ended it, or what
+    ``core.finish`` or, when the upstream broke off, ``core.fail`` gives)."""
+    import httpx
+
+    from pipeline.proxy._shared import cut_stream_error
+
+    clock = time.perf_counter
+    last = b""
+
+    async def forward(data: bytes) -> bool:
+        nonlocal last
+        received = clock()
+        piece = core.feed(data)
+        if core.ended:
+            last = piece  # an error event ended the answer: piece is its last part
+            return False
+        if piece:
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        metrics.added_latency(clock() - received)
+        return True
+
+    encoding = upstream.headers.get("content-encoding", "identity").lower()
+    body = upstream.aiter_raw() if encoding in ("", "identity") else upstream.aiter_bytes()
+    try:
+        await forward_reads(body, forward)
+    except httpx.HTTPError as exc:
+        return core.fail(cut_stream_error(exc))
+    return last if core.ended else core.finish()

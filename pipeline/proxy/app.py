@@ -30,7 +30,6 @@ client that disconnects closes the upstream request at once.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from functools import partial
@@ -53,12 +52,11 @@ from operators.registry import check_choice
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
 from pipeline.proxy._front import reasoning_splitter, split_completion_reasoning
-from pipeline.proxy._reads import forward_reads
+from pipeline.proxy._reads import relay_upstream
 from pipeline.proxy._shared import (
     HOP_BY_HOP,
     REQUEST_DROPPED,
     BodyTooLarge,
-    cut_stream_error,
     error_body,
     exchange_while_connected,
     forwarded_headers,
@@ -307,31 +305,11 @@ class _Exchange(Response):
             ("x-accel-buffering", "no"),
         ]
         await send({"type": "http.response.start", "status": 200, "headers": _raw(headers)})
-        encoding = upstream.headers.get("content-encoding", "identity").lower()
-        body = upstream.aiter_raw() if encoding in ("", "identity") else upstream.aiter_bytes()
         metrics = self._proxy.metrics
-        clock = time.perf_counter
-        last = b""
-
-        async def forward(data: bytes) -> bool:
-            nonlocal last
-            received = clock()
-            piece = core.feed(data)
-            if core.ended:
-                last = piece  # an error event ended the answer: piece is its last part
-                return False
-            if piece:
-                await send({"type": "http.response.body", "body": piece, "more_body": True})
-            metrics.added_latency(clock() - received)
-            return True
-
         metrics.streams_open += 1
         try:
             try:
-                await forward_reads(body, forward)
-                piece = last if core.ended else core.finish()
-            except httpx.HTTPError as exc:
-                piece = core.fail(cut_stream_error(exc))
+                piece = await relay_upstream(upstream, core, send, metrics)
             except Exception:  # a defect of the proxy: the client still gets a proper end, not a cut one
                 _log.exception("rewriting the upstream stream of %s failed", self._request.url)
                 error = error_body(
