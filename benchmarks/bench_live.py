@@ -32,6 +32,8 @@ from typing import Any
 import anyio
 import msgspec
 
+from benchmarks.bench_stages import collect, stage_factories
+
 SENTENCE = "The quick brown fox jumps over the lazy dog while the agent streams its answer live"
 WORDS = SENTENCE.split()
 
@@ -158,32 +160,6 @@ def streamfold_piped(events: list[bytes]) -> float:
     return anyio.run(run)
 
 
-def live_cores() -> list[tuple[str, Callable[[], Any]]]:
-    """The sync cores of ``process(source, provider="openai")`` in order, as factories of fresh instances."""
-    from operators.adapter.sse import SSEPayloadDecoder
-    from operators.arguments.splitter import ArgumentSplitter
-    from operators.convert.openai_chat import OpenAIChatConverter
-    from operators.invocations import InvocationFolder
-    from operators.segments import SegmentEmitter
-
-    return [
-        ("SSE framing + JSON decode", SSEPayloadDecoder),
-        ("OpenAI chat converter", OpenAIChatConverter),
-        ("argument splitter", ArgumentSplitter),
-        ("segment emitter", SegmentEmitter),
-        ("invocation folder", InvocationFolder),
-    ]
-
-
-def _run_core(core: Any, items: list[Any]) -> list[Any]:
-    outputs: list[Any] = []
-    feed = core.feed
-    for item in items:
-        outputs.extend(feed(item))
-    outputs.extend(core.finish())
-    return outputs
-
-
 def fused_adapter() -> Any:
     """What ``process(source, provider="openai")`` runs for the first two cores: SSE framing fused with
     the converter, which decodes live events straight into its own types."""
@@ -196,9 +172,9 @@ def core_rows(events: list[bytes], repeat: int) -> list[tuple[str, float]]:
     """Seconds of CPU time of each core alone on its captured inputs (best of ``repeat``), then of the
     fused SSE + converter core that ``process()`` runs instead of the first two."""
     inputs: list[list[Any]] = [list(events)]
-    for _, factory in live_cores():
-        inputs.append(_run_core(factory(), inputs[-1]))
-    cores = [*live_cores(), ("SSE+converter fused (process)", fused_adapter)]
+    for _, factory in stage_factories():
+        inputs.append(collect(factory(), inputs[-1]))
+    cores = [*stage_factories(), ("SSE+converter fused (process)", fused_adapter)]
     inputs[len(cores) - 1] = inputs[0]  # (the folder's outputs are not an input of any core)
     rows = []
     for position, (name, factory) in enumerate(cores):
@@ -207,7 +183,7 @@ def core_rows(events: list[bytes], repeat: int) -> list[tuple[str, float]]:
             core = factory()
             gc.collect()
             start = time.process_time()
-            _run_core(core, inputs[position])
+            collect(core, inputs[position])
             times.append(time.process_time() - start)
         rows.append((f"  core: {name}", min(times)))
     return rows
