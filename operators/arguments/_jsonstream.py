@@ -389,7 +389,7 @@ class JSONStreamParser:
                     self._carry = text[cut:]
             else:
                 return self._feed_string(text, events)
-            if piece:
+            if piece:  # _take_piece, inline: this runs once per delta of a long string
                 parts = self._parts
                 parts.append(piece)
                 events.append(ArgumentDelta(self._string_path, piece))
@@ -423,11 +423,7 @@ class JSONStreamParser:
         if cut < end:
             self._carry = text[cut:]
         if piece:
-            parts = self._parts
-            parts.append(piece)
-            events.append(ArgumentDelta(self._string_path, piece))
-            if len(parts) - self._blocks >= _COMPACT_EVERY:
-                self._compact_parts()
+            self._take_piece(piece, events)
         return events
 
     def _feed_past_limit(self, text: str) -> list[ArgumentEvent]:
@@ -684,13 +680,17 @@ class JSONStreamParser:
             self._surrogate_error(text, position, cut, events)
             return end
         if piece:
-            parts = self._parts
-            parts.append(piece)
-            if self._state == _STRING:
-                events.append(ArgumentDelta(self._string_path, piece))
-            if len(parts) - self._blocks >= _COMPACT_EVERY:
-                self._compact_parts()
+            self._take_piece(piece, events)
         return end
+
+    def _take_piece(self, piece: str, events: list[ArgumentEvent]) -> None:
+        """Keep a decoded piece of the string being read, streamed when it is part of a value (not a key)."""
+        parts = self._parts
+        parts.append(piece)
+        if self._state == _STRING:
+            events.append(ArgumentDelta(self._string_path, piece))
+        if len(parts) - self._blocks >= _COMPACT_EVERY:
+            self._compact_parts()
 
     def _compact_parts(self) -> None:
         """Join the pieces read since the last compaction into one block; blocks stay at the head."""
