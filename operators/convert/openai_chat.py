@@ -367,19 +367,15 @@ class OpenAIChatConverter:
         delta = choice.delta
         content = delta.content
         tool_calls = delta.tool_calls
+        # The metadata fields, compared here and read only when they change (most events repeat them).
+        seen = (event.id, event.model, event.created, event.system_fingerprint, event.service_tier)
         if tool_calls is None:
             if not content:
                 return None
             self._event_number += 1
-            if (
-                event.id,
-                event.model,
-                event.created,
-                event.system_fingerprint,
-                event.service_tier,
-            ) == self._seen_metadata:
+            if seen == self._seen_metadata:
                 return [ChunkResponse(content=content)]
-            return [ChunkResponse(content=content, metadata=self._live_metadata(event))]
+            return [ChunkResponse(content=content, metadata=self._live_metadata(seen))]
         if content or len(tool_calls) != 1:
             return None
         raw = tool_calls[0]
@@ -393,21 +389,12 @@ class OpenAIChatConverter:
         self._event_number += 1
         self._last_call = call
         delta_ = ToolCallDelta(call.position, None, None, arguments, False, call.kind)
-        if (
-            event.id,
-            event.model,
-            event.created,
-            event.system_fingerprint,
-            event.service_tier,
-        ) == self._seen_metadata:
-            return [ChunkResponse(tool_calls=[delta_])]
-        return [ChunkResponse(tool_calls=[delta_], metadata=self._live_metadata(event))]
-
-    def _live_metadata(self, event: _LiveChunk) -> dict[str, Any] | None:
-        """:meth:`_metadata_changes` of a typed live chunk."""
-        seen = (event.id, event.model, event.created, event.system_fingerprint, event.service_tier)
         if seen == self._seen_metadata:
-            return None
+            return [ChunkResponse(tool_calls=[delta_])]
+        return [ChunkResponse(tool_calls=[delta_], metadata=self._live_metadata(seen))]
+
+    def _live_metadata(self, seen: tuple[Any, ...]) -> dict[str, Any] | None:
+        """:meth:`_metadata_changes` of a typed live chunk's metadata fields (in ``_METADATA_KEYS`` order)."""
         return self._metadata_changes(
             {key: value for key, value in zip(_METADATA_KEYS, seen, strict=True) if value is not None}
         )
