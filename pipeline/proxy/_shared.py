@@ -18,7 +18,7 @@ from operators.adapter.sse import EventParser, SSEDecoder
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse
 from pipeline.proxy.policy import ToolChoiceError, UnknownTools
-from pipeline.stage import Core
+from pipeline.stage import Core, chain
 
 if TYPE_CHECKING:
     import httpx
@@ -191,11 +191,10 @@ class UpstreamBody:
     """The upstream body's bytes to payload dicts: SSE events, or, when the body starts with ``{``, one
     whole ``chat.completion`` read to its end (capped) and given as one chunk payload."""
 
-    __slots__ = ("_events", "_json", "_json_size", "_max_response_bytes", "_sniffing", "_sse")
+    __slots__ = ("_json", "_json_size", "_max_response_bytes", "_sniffing", "_sse")
 
     def __init__(self, max_event_size: int, max_response_bytes: int) -> None:
-        self._sse = SSEDecoder(max_event_size=max_event_size)
-        self._events = EventParser()
+        self._sse = chain(SSEDecoder(max_event_size=max_event_size), EventParser())
         self._sniffing = True
         self._json: list[bytes] | None = None
         self._json_size = 0
@@ -216,28 +215,12 @@ class UpstreamBody:
                 )
             self._json.append(data)
             return []
-        try:
-            events = self._sse.feed(data)
-        except StreamfoldError as exc:
-            exc.partial_outputs = self._payloads(exc.partial_outputs)
-            raise
-        return self._payloads(events) if events else []
+        return self._sse.feed(data)
 
     def finish(self) -> list[Any]:
         if self._json is not None:
             return [_completion_as_chunk(b"".join(self._json))]
-        return self._payloads(self._sse.finish())
-
-    def _payloads(self, events: list[Any]) -> list[Any]:
-        payloads: list[Any] = []
-        parse = self._events.feed
-        try:
-            for event in events:
-                payloads += parse(event)
-        except StreamfoldError as exc:
-            exc.partial_outputs = payloads + exc.partial_outputs
-            raise
-        return payloads
+        return self._sse.finish()
 
 
 class Releasing:
