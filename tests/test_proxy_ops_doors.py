@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 
+import anyio
 import httpx
 import openai
 import pytest
 
-from tests.proxy_upstream import Scenario
+from tests.proxy_upstream import FakeUpstream, Scenario, chat_completion
 from tests.test_proxy_doors import (
     MESSAGES_TOOLS,
     RESPONSES_TOOLS,
@@ -124,3 +126,65 @@ async def test_front_doors_count_dropped_calls_and_log_broken_tool_rules(
         ("three", 200, 1, None),
         ("text", 200, None, "tool_choice_not_satisfied"),
     ]
+
+
+class CountingHandler(logging.Handler):
+    """Sets ``reached`` once ``wanted`` records have been logged."""
+
+    def __init__(self, wanted: int) -> None:
+        super().__init__()
+        self.wanted = wanted
+        self.count = 0
+        self.reached = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+        if self.count == self.wanted:
+            self.reached.set()
+
+
+@pytest.mark.anyio
+async def test_front_doors_log_a_client_that_went_away_as_499(caplog: pytest.LogCaptureFixture) -> None:
+    """A client that gives up before the answer starts: the upstream request is cancelled at once, and the
+    access line and the request count say 499, on both front doors."""
+    upstream = FakeUpstream()
+    caplog.set_level(logging.INFO, logger="streamfold.proxy.access")
+    logged = CountingHandler(2)
+    logging.getLogger("streamfold.proxy.access").addHandler(logged)
+    requests: dict[str, dict[str, object]] = {
+        "/v1/responses": {"input": "x"},
+        "/v1/messages": {"max_tokens": 10, "messages": [{"role": "user", "content": "x"}]},
+    }
+    try:
+        async with proxy(upstream) as url, httpx.AsyncClient(base_url=url) as http:
+            for path, body in requests.items():
+                model = "held" + path
+                held = upstream.add(
+                    model, Scenario([chat_completion("late")], media_type="application/json", hold=True)
+                )
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(partial(http.post, path, json=body | {"model": model}))
+                    with anyio.fail_after(10):
+                        await held.arrived.wait()
+                    tasks.cancel_scope.cancel()  # the client gives up: its connection to the proxy closes
+                record = upstream.requests_for(model)[0]
+                with anyio.fail_after(10):
+                    await record.ended.wait()
+                assert record.outcome == "cancelled"
+                assert not held.release.is_set()
+            with anyio.fail_after(10):
+                await (
+                    logged.reached.wait()
+                )  # written as the proxy's request unwinds, maybe after the upstream's
+            lines = set((await http.get("/metrics")).text.splitlines())
+    finally:
+        logging.getLogger("streamfold.proxy.access").removeHandler(logged)
+    assert [(r["path"], r["route"], r["status"], r["model"]) for r in access_lines(caplog)] == [
+        ("/v1/responses", "responses", 499, "held/v1/responses"),
+        ("/v1/messages", "messages", 499, "held/v1/messages"),
+    ]
+    assert {
+        'streamfold_proxy_requests_total{route="responses",status="499"} 1',
+        'streamfold_proxy_requests_total{route="messages",status="499"} 1',
+        "streamfold_proxy_streams_open 0",
+    } <= lines
