@@ -335,6 +335,30 @@ class FormatLexer:
         if pos < size:
             self._held = text[pos:]
 
+    def feed_watched(self, text: str, step: Callable[[str], None]) -> None:
+        """:meth:`feed`, calling ``step(raw)`` after each state consumed ``raw``, the input it took (held
+        text included once it is taken): what the rewriter's guard for unknown tools follows."""
+        held = self._held
+        if held:
+            self._held = ""
+            text = held + text
+        pos = 0
+        size = len(text)
+        while pos < size:
+            state = self.state
+            resume = state(text, pos, False)
+            if resume == pos and self.state == state:
+                break
+            step(text[pos:resume])
+            pos = resume
+        if pos < size:
+            self._held = text[pos:]
+
+    @property
+    def held_text(self) -> str:
+        """The input held back from the last chunk (the start of a marker, say), not yet taken."""
+        return self._held
+
     def shortcut(self, text: str) -> ToolCallDelta | bool | None:
         """What ``text``, all of the next piece of this channel, does without running the states, when
         that is known at once; the rewriter's fast path (the lexer ends as lexing would leave it):
@@ -571,6 +595,16 @@ class FormatLexer:
             return False
         self._call_has_args = True
         return ToolCallDelta(index, None, None, text, False, self.call_kind)
+
+    def at_rest(self) -> bool:
+        """Whether the lexer is in its text state holding nothing: what follows starts afresh."""
+        return (
+            self.state == self._text_state
+            and not self._held
+            and self.tentative is None
+            and self.call_index is None
+            and not self._skip_newline
+        )
 
     def partial_markers(self) -> Markers | None:
         """The markers the current state looks for when what it holds back can only be the start of one

@@ -3,11 +3,12 @@ they report into :class:`~pipeline.models.ChunkResponse`\\ s, in order."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Final, TypeAlias
 
 import msgspec
 
+from operators.delimiters._guard import UnknownCallGuard
 from operators.delimiters._lexer import (
     DEFAULT_MAX_BUFFERED_CHARS,
     Channel,
@@ -46,7 +47,17 @@ _RANK: Final = {"reasoning": 0, "content": 1, "tool": 2}
 class _Output:
     """Collects, in order, what the lexers emit for one incoming chunk; allocates call positions."""
 
-    __slots__ = ("calls_started", "id_factory", "kinds", "next_index", "ops")
+    __slots__ = (
+        "calls_started",
+        "id_factory",
+        "kinds",
+        "next_index",
+        "offered",
+        "ops",
+        "unknown_calls",
+        "unknown_ended",
+        "unknown_started",
+    )
 
     def __init__(self, id_factory: IdFactory) -> None:
         self.id_factory = id_factory
@@ -55,6 +66,13 @@ class _Output:
         self.calls_started = 0
         self.kinds: dict[int, ToolCallKind] = {}
         """The kind of each call that is not a ``function`` call, repeated on every delta of the call."""
+        self.offered: frozenset[str] | None = None
+        """The tools calls may name (None: any); a call to another one is kept out of the output."""
+        self.unknown_calls = 0
+        self.unknown_started = False
+        """A call to a tool not offered started (the guard reads and clears it)."""
+        self.unknown_ended = False
+        """A call to a tool not offered ended (the guard reads and clears it)."""
 
     def text(self, channel: Channel, text: str) -> None:
         ops = self.ops
@@ -64,6 +82,12 @@ class _Output:
             ops.append((channel, [text]))
 
     def start_call(self, name: str, call_id: str | None, kind: ToolCallKind = "function") -> int:
+        offered = self.offered
+        if offered is not None and name not in offered:
+            # Not numbered and never written: a negative index its lexer reports to, ignored below.
+            self.unknown_started = True
+            self.unknown_calls += 1
+            return -self.unknown_calls
         index = self.next_index
         self.next_index += 1
         self.calls_started += 1
@@ -87,10 +111,14 @@ class _Output:
         return piece
 
     def args(self, index: int, text: str) -> None:
-        self._piece(index).args.append(text)
+        if index >= 0:
+            self._piece(index).args.append(text)
 
     def end_call(self, index: int) -> None:
-        self._piece(index).finished = True
+        if index < 0:
+            self.unknown_ended = True
+        else:
+            self._piece(index).finished = True
 
 
 class DelimiterRewriter:
@@ -114,12 +142,18 @@ class DelimiterRewriter:
     with arguments text that the argument splitter reports (``invalid_json`` at the offset). JSON
     arguments are never held (they stream as they arrive); headers (ids, names, tags) are capped at
     :data:`~._scan.HEADER_LIMIT`.
+
+    ``offered_tools`` (the names of the tools the request offers; ``None``, the default: any name) gives a
+    call to any other tool back as the text the model wrote for it, markers and all, where the call was
+    (see :mod:`~._guard` for the cases where it is dropped instead); it is not numbered, so the offered
+    calls keep positions 0, 1, ... and a ``finish_reason`` of ``stop`` stays ``stop`` without them.
     """
 
     __slots__ = (
         "_api_positions",
         "_content",
         "_content_fast",
+        "_guards",
         "_lexer_type",
         "_options",
         "_output",
@@ -134,12 +168,18 @@ class DelimiterRewriter:
         id_factory: IdFactory | None = None,
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         max_buffered_chars: int = DEFAULT_MAX_BUFFERED_CHARS,
+        offered_tools: Collection[str] | None = None,
     ) -> None:
         if max_buffered_chars < 1:
             raise ConfigurationError(f"max_buffered_chars must be positive, not {max_buffered_chars}")
+        if isinstance(offered_tools, str):
+            raise ConfigurationError("offered_tools must be a collection of tool names, not one string")
         self._lexer_type = get_format(format) if isinstance(format, str) else format
         self._options = LexerOptions(dict(tool_schemas or {}), max_buffered_chars)
         self._output = _Output(id_factory or new_call_id)
+        self._output.offered = None if offered_tools is None else frozenset(offered_tools)
+        self._guards: tuple[UnknownCallGuard, UnknownCallGuard] | None = None
+        """The content and reasoning lexers' guards, when ``offered_tools`` is given."""
         self._content: FormatLexer
         self._reasoning: FormatLexer
         self._api_positions: dict[int, int]
@@ -159,9 +199,19 @@ class DelimiterRewriter:
         self._api_positions = {}
         self._content_fast = self._content.fast_path()
         self._reasoning_fast = self._reasoning.fast_path()
+        if output.offered is not None:
+            output.unknown_calls = 0
+            output.unknown_started = output.unknown_ended = False
+            self._guards = (
+                UnknownCallGuard(self._content, output),
+                UnknownCallGuard(self._reasoning, output),
+            )
 
     def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
         """Rewrite one chunk; see the class doc."""
+        guards = self._guards
+        if guards is not None and not (guards[0].lexes_as_usual and guards[1].lexes_as_usual):
+            return self._lex(item, _more_than_text(item))
         # The fast path: text in one channel that holds none of the characters that could change what the
         # lexer does with it (FormatLexer.fast_path, kept until the lexer runs again).
         reasoning = item.reasoning
@@ -252,6 +302,8 @@ class DelimiterRewriter:
                         ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])
                     ]
         # Text in one channel and nothing else: the common cases need no lexing.
+        if guards is not None:
+            return self._lex(item, False)
         shortcut = lexer.shortcut(text)
         if shortcut is False:
             return self._lex(item, False)
@@ -269,13 +321,23 @@ class DelimiterRewriter:
         """Rewrite ``item`` through the lexers' states (``more``: it has more than text)."""
         reasoning = item.reasoning
         content = item.content
-        if reasoning:
-            self._reasoning.feed(reasoning)
-        if content:
-            self._content.feed(content)
-        if item.is_complete:
-            self._reasoning.finish()
-            self._content.finish()
+        guards = self._guards
+        if guards is not None:
+            if reasoning:
+                guards[1].feed(reasoning)
+            if content:
+                guards[0].feed(content)
+            if item.is_complete:
+                guards[1].finish()
+                guards[0].finish()
+        else:
+            if reasoning:
+                self._reasoning.feed(reasoning)
+            if content:
+                self._content.feed(content)
+            if item.is_complete:
+                self._reasoning.finish()
+                self._content.finish()
         chunks = self._pack(item, more)
         if item.is_complete:
             self._reset()
@@ -288,8 +350,13 @@ class DelimiterRewriter:
 
     def finish(self) -> list[ChunkResponse]:
         """The input ended: release held text and end open calls (cut off ones without ``finished``)."""
-        self._reasoning.finish()
-        self._content.finish()
+        guards = self._guards
+        if guards is not None:
+            guards[1].finish()
+            guards[0].finish()
+        else:
+            self._reasoning.finish()
+            self._content.finish()
         chunks = self._pack(None, False)
         self._reset()
         return chunks
