@@ -27,7 +27,7 @@ from pipeline.proxy.responses import chat_request as responses_chat_request
 from pipeline.proxy.rewriter import ChatStreamRewriter
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import pieces_at
-from tests.proxy_upstream import FakeUpstream, Scenario, chat_sse, serving, split_bytes
+from tests.proxy_upstream import FakeUpstream, Scenario, chat_completion, chat_sse, serving, split_bytes
 from tests.test_proxy import read_back
 from tests.test_proxy_doors import anthropic_client, openai_client, parse_sse
 
@@ -256,7 +256,7 @@ def response_parts(response: Any) -> tuple[str, list[Any], str]:
 @pytest.mark.anyio
 async def test_responses_route_applies_the_tool_rules_with_the_openai_client() -> None:
     upstream = three_calls_upstream()
-    async with proxied(upstream) as url, openai_client(url) as client:
+    async with proxied(upstream, unknown_tools="drop") as url, openai_client(url) as client:
         offered = responses_tools("get_weather", "get_news")
 
         async def both(**request: Any) -> tuple[Any, ...]:
@@ -338,7 +338,7 @@ def message_parts(message: Any) -> tuple[str, list[Any], str | None]:
 @pytest.mark.anyio
 async def test_messages_route_applies_the_tool_rules_with_the_anthropic_client() -> None:
     upstream = three_calls_upstream()
-    async with proxied(upstream) as url, anthropic_client(url) as client:
+    async with proxied(upstream, unknown_tools="drop") as url, anthropic_client(url) as client:
         offered = messages_tools("get_weather", "get_news")
         ask: dict[str, Any] = {
             "model": "three",
@@ -460,7 +460,7 @@ async def test_xml_parameters_without_a_schema_stay_strings_on_both_doors() -> N
 async def test_auto_tool_format_serves_both_doors() -> None:
     """``--tool-format auto`` builds the auto rewriter on the front doors too (it once failed with a 500)."""
     upstream = three_calls_upstream()
-    async with proxied(upstream, tool_format="auto") as url:
+    async with proxied(upstream, tool_format="auto", unknown_tools="drop") as url:
         async with openai_client(url) as client:
             response = await client.responses.create(
                 model="three", input="x", tools=responses_tools("get_weather"), parallel_tool_calls=False
@@ -487,7 +487,7 @@ def tool_rules(draw: st.DrawFn) -> tuple[list[str], str | None, bool, UnknownToo
     whether parallel calls are allowed, and ``--unknown-tools``."""
     names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=4, unique=True))
     choice = draw(st.sampled_from([None, "auto", "none", "required", *names]))
-    unknown: UnknownTools = draw(st.sampled_from(["drop", "refuse", "allow"]))
+    unknown: UnknownTools = draw(st.sampled_from(["text", "drop", "refuse", "allow"]))
     return names, choice, draw(st.booleans()), unknown
 
 
@@ -607,3 +607,85 @@ def test_doors_answer_as_the_chat_route_for_any_rules(
 ) -> None:
     body = chat_sse(pieces_at(THREE_CALLS, cuts))
     assert door_end(door, rules, body) == chat_outcome(rules, body)
+
+
+# --- unknown tools stay text (the default) ----------------------------------------------------------------
+
+NEWS_TEXT = THREE_CALLS[
+    THREE_CALLS.index("<|tool_call_begin|>functions.get_news") : THREE_CALLS.index(
+        "<|tool_call_begin|>functions.send_email"
+    )
+]
+"""The model's raw text of its call to get_news (offered below: get_weather and send_email)."""
+SEND = ("send_email", {"to": "user@example.com", "subject": "Daily Update"})
+
+
+@pytest.mark.anyio
+async def test_unknown_tools_stay_text_on_every_route_streamed_and_whole() -> None:
+    """By default a call to a tool the request does not offer goes back as the text the model wrote, in
+    order between the offered calls, with the real openai and anthropic clients."""
+    assert NEWS_TEXT.endswith("<|tool_call_end|>")
+    expected = (TEXT + NEWS_TEXT, [WEATHER, SEND])
+    offered = ("get_weather", "send_email")
+    upstream = three_calls_upstream()
+    upstream.add("three-whole", Scenario([chat_completion(THREE_CALLS)], media_type="application/json"))
+    async with proxied(upstream) as url:
+        async with openai_client(url) as client:
+            chat_tools = [{"type": "function", "function": {"name": name}} for name in offered]
+            chat_request: dict[str, Any] = {
+                "model": "three",
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": chat_tools,
+            }
+            async with client.chat.completions.stream(**chat_request) as stream:
+                completion = await stream.get_final_completion()
+            whole = await client.chat.completions.create(**chat_request | {"model": "three-whole"})
+            for answer in (completion, whole):
+                message = answer.choices[0].message
+                calls = [
+                    (call.function.name, json.loads(call.function.arguments)) for call in message.tool_calls
+                ]
+                assert (message.content, calls) == expected
+                assert answer.choices[0].finish_reason == "tool_calls"
+            async with client.responses.stream(
+                model="three", input="x", tools=responses_tools(*offered)
+            ) as events:
+                streamed = await events.get_final_response()
+            whole_response = await client.responses.create(
+                model="three", input="x", tools=responses_tools(*offered)
+            )
+            for response in (streamed, whole_response):
+                assert response_parts(response) == (*expected, "completed")
+        async with anthropic_client(url) as messages_client:
+            request: dict[str, Any] = {
+                "model": "three",
+                "max_tokens": 9,
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": messages_tools(*offered),
+            }
+            async with messages_client.messages.stream(**request) as message_stream:
+                streamed_message = await message_stream.get_final_message()
+            whole_message = await messages_client.messages.create(**request)
+            for message in (streamed_message, whole_message):
+                assert message_parts(message) == (*expected, "tool_use")
+
+
+@pytest.mark.anyio
+async def test_qwen3_coder_unknown_call_stays_text_through_the_proxy() -> None:
+    text = (FIXTURES / "raw_model_output" / "vllm-test_qwen3-coder_text_then_tool_xml_params.txt").read_text()
+    upstream = FakeUpstream()
+    upstream.add("qwen", Scenario(split_bytes(chat_sse(list(text)), [40, 90])))
+    upstream.add("qwen-whole", Scenario([chat_completion(text)], media_type="application/json"))
+    async with proxied(upstream, tool_format="qwen3_coder") as url, openai_client(url) as client:
+        request: dict[str, Any] = {
+            "model": "qwen",
+            "messages": [{"role": "user", "content": "x"}],
+            "tools": [{"type": "function", "function": {"name": "something_else"}}],
+        }
+        async with client.chat.completions.stream(**request) as stream:
+            completion = await stream.get_final_completion()
+        whole = await client.chat.completions.create(**request | {"model": "qwen-whole"})
+    for answer in (completion, whole):
+        assert answer.choices[0].message.content == text
+        assert not answer.choices[0].message.tool_calls
+        assert answer.choices[0].finish_reason == "stop"

@@ -155,7 +155,7 @@ def test_help_lists_the_choices_and_defaults(capsys: pytest.CaptureFixture[str])
     for expected in [
         "(default: kimi_k2)",
         "auto (detected per answer from the model's markers: kimi_k2, deepseek_v3, deepseek_v31,",
-        "{drop,refuse,allow}",
+        "{text,drop,refuse,allow}",
         "--workers N processes (default: 1)",
         "--graceful-shutdown SECONDS",
         "(default: 30.0)",

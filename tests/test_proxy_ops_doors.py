@@ -99,7 +99,7 @@ async def test_front_doors_count_dropped_calls_and_log_broken_tool_rules(
     """Calls the tool rules drop are counted; a required call not made is the access line's error."""
     caplog.set_level(logging.INFO, logger="streamfold.proxy.access")
     async with (
-        proxied(three_calls_upstream()) as url,
+        proxied(three_calls_upstream(), unknown_tools="drop") as url,
         openai_client(url) as client,
         httpx.AsyncClient() as http,
     ):

@@ -7,7 +7,7 @@
                            [--tool-format none|kimi_k2|...] [--output pretty|jsonl|openai-sse]
                            [--speed PIECES_PER_SECOND] [--chunk-size N] [--plain]
     streamfold proxy --upstream URL [--host 127.0.0.1] [--port 8000] [--tool-format kimi_k2|auto|none|...]
-                     [--unknown-tools drop|refuse|allow] [--workers N] [--graceful-shutdown SECONDS]
+                     [--unknown-tools text|drop|refuse|allow] [--workers N] [--graceful-shutdown SECONDS]
                      [--access-log json|plain|off] [--connect-timeout S] [--read-timeout S] [--max-...]
     streamfold serve [FILE | --demo [--stream NAME] | --upstream URL --model NAME] [--host] [--port]
     streamfold --version
@@ -153,6 +153,8 @@ def _port(value: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from pipeline.proxy.policy import UNKNOWN_TOOLS
+
     parser = argparse.ArgumentParser(prog="streamfold", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"streamfold {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,replay,proxy,serve}")
@@ -248,10 +250,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     proxy.add_argument(
         "--unknown-tools",
-        choices=("drop", "refuse", "allow"),
-        default="drop",
-        help="a call to a tool the request does not offer: dropped, refused with an error, or allowed"
-        " (default: %(default)s)",
+        choices=UNKNOWN_TOOLS,
+        default=UNKNOWN_TOOLS[0],
+        help="a call to a tool the request does not offer: given back as the text the model wrote,"
+        " dropped, refused with an error, or allowed (default: %(default)s)",
     )
     proxy.add_argument(
         "--workers", type=_positive_int, default=1, metavar="N", help="processes (default: %(default)s)"

@@ -111,14 +111,17 @@ class ChunkPipeline:
         if splitter is not None:
             cores.append(splitter)
         resolved = proxy_tool_format(tool_format)
+        offered = policy.offered_names if policy is not None else None  # calls to other tools stay text
         if resolved == AUTO:
             from pipeline.proxy.autodetect import AutoToolRewriter
 
-            cores.append(AutoToolRewriter(tool_schemas=tool_schemas))
+            cores.append(AutoToolRewriter(tool_schemas=tool_schemas, offered_tools=offered))
         elif resolved is not None:
             from operators.delimiters import DelimiterRewriter
 
-            cores.append(Releasing(DelimiterRewriter(resolved, tool_schemas=tool_schemas)))
+            cores.append(
+                Releasing(DelimiterRewriter(resolved, tool_schemas=tool_schemas, offered_tools=offered))
+            )
         self.policy_filter: ToolPolicyFilter | None = None
         """The stage applying ``policy``, if one was given and it changes anything."""
         if resolved is not None and policy is not None and not policy.is_trivial:

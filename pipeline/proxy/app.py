@@ -272,7 +272,10 @@ class _Exchange(Response):
         if tool_format == AUTO:
             tool_format = detect_tool_format(_message_text(completion)) or ""
         if tool_format:
-            folded = fold_openai_completion(completion, tool_format, tool_schemas=self._tool_schemas)
+            offered = self._policy.offered_names if self._policy is not None else None
+            folded = fold_openai_completion(
+                completion, tool_format, tool_schemas=self._tool_schemas, offered_tools=offered
+            )
         elif self._policy is None or self._policy.is_trivial:
             # no calls to rewrite: the answer as the upstream gave it (with its reasoning split, if asked)
             return body if tags is None else encode_json(completion)
@@ -369,7 +372,7 @@ class _Proxy:
         max_request_bytes: int,
         max_response_bytes: int,
         max_event_size: int,
-        unknown_tools: UnknownTools = "drop",
+        unknown_tools: UnknownTools = "text",
         reasoning_tags: str | None = None,
     ) -> None:
         self.base = httpx.URL(upstream)
@@ -548,7 +551,7 @@ def create_app(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     keepalive_expiry: float = DEFAULT_KEEPALIVE_EXPIRY,
     timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-    unknown_tools: UnknownTools = "drop",
+    unknown_tools: UnknownTools = "text",
     reasoning_tags: str | None = None,
 ) -> Starlette:
     """The proxy as a Starlette app (see the module doc).

@@ -26,7 +26,7 @@ Bare JSON calls (``llama3_json``) have no marker and are not detected: name that
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from operators.convert._base import IdFactory
@@ -138,8 +138,8 @@ def _may_start(text: str) -> bool:
 
 class AutoToolRewriter:
     """Sans-IO stage: chunks in, chunks with tool calls rewritten in the format detected (see the module
-    doc). ``tool_schemas`` and ``id_factory`` go to the rewriter once it is built; :attr:`format` tells
-    which was detected (``None`` so far)."""
+    doc). ``tool_schemas``, ``id_factory`` and ``offered_tools`` go to the rewriter once it is built;
+    :attr:`format` tells which was detected (``None`` so far)."""
 
     __slots__ = ("_held", "_options", "_rewriter", "_scanned", "_window", "format")
 
@@ -148,8 +148,9 @@ class AutoToolRewriter:
         *,
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         id_factory: IdFactory | None = None,
+        offered_tools: Collection[str] | None = None,
     ) -> None:
-        self._options: dict[str, Any] = {"tool_schemas": tool_schemas}
+        self._options: dict[str, Any] = {"tool_schemas": tool_schemas, "offered_tools": offered_tools}
         if id_factory is not None:
             self._options["id_factory"] = id_factory
         self._rewriter: Any = None

@@ -10,9 +10,11 @@ broken rule in its own error shape (:mod:`pipeline.proxy.responses`, :mod:`pipel
 The policy choices, documented in docs/proxy.md:
 
 - A call whose name is not among the request's ``tools`` (or, with a named ``tool_choice``, is not that
-  function) is dropped by default, as SGLang's tool parsers drop a call to an undefined function; with
-  ``unknown_tools="refuse"`` it ends the answer with an error (``unknown_tool``), with ``"allow"`` it
-  passes. The proxy cannot give it back as the model's raw text: the rewriter has consumed its markers.
+  function) stays text by default (``unknown_tools="text"``): the delimiter rewriter, told the offered
+  names (:attr:`ToolPolicy.offered_names`), gives back the text the model wrote for it, markers and all,
+  where it was (:mod:`operators.delimiters._guard`; where that text cannot be told apart it is dropped).
+  ``"drop"`` drops it, as SGLang's tool parsers drop a call to an undefined function; ``"refuse"`` ends
+  the answer with an error (``unknown_tool``); ``"allow"`` lets it pass.
 - ``parallel_tool_calls: false`` keeps the first call; later ones are dropped.
 - Dropped calls are renumbered away (the client sees indices 0, 1, ...), and a ``finish_reason`` of
   ``tool_calls`` becomes ``stop`` again when no call is left.
@@ -41,8 +43,8 @@ __all__ = [
     "UnknownTools",
 ]
 
-UnknownTools: TypeAlias = Literal["drop", "refuse", "allow"]
-UNKNOWN_TOOLS: Final[tuple[UnknownTools, ...]] = ("drop", "refuse", "allow")
+UnknownTools: TypeAlias = Literal["text", "drop", "refuse", "allow"]
+UNKNOWN_TOOLS: Final[tuple[UnknownTools, ...]] = ("text", "drop", "refuse", "allow")
 """What to do with a call to a tool the request does not offer (the first is the default)."""
 
 
@@ -70,10 +72,10 @@ class ToolPolicy(msgspec.Struct, frozen=True):
     names: frozenset[str] | None = None
     required: bool | str = False
     parallel: bool = True
-    unknown_tools: UnknownTools = "drop"
+    unknown_tools: UnknownTools = "text"
 
     @classmethod
-    def from_request(cls, payload: Mapping[str, Any], unknown_tools: UnknownTools = "drop") -> ToolPolicy:
+    def from_request(cls, payload: Mapping[str, Any], unknown_tools: UnknownTools = "text") -> ToolPolicy:
         """The rules of a Chat Completions request body (malformed fields are read as absent)."""
         if unknown_tools not in UNKNOWN_TOOLS:
             raise ConfigurationError(
@@ -102,6 +104,12 @@ class ToolPolicy(msgspec.Struct, frozen=True):
             parallel=payload.get("parallel_tool_calls") is not False,
             unknown_tools=unknown_tools,
         )
+
+    @property
+    def offered_names(self) -> frozenset[str] | None:
+        """The names the delimiter rewriter is told, so that calls to other tools stay text (``None``:
+        it is not told, with any other ``unknown_tools``)."""
+        return self.names if self.unknown_tools == "text" else None
 
     @property
     def is_trivial(self) -> bool:

@@ -7,7 +7,7 @@ OpenAI encoder. It knows nothing of HTTP: :mod:`pipeline.proxy.app` feeds it eac
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import suppress
 from typing import Any, Final
 
@@ -85,6 +85,9 @@ class ChatStreamRewriter:
         reasoning_tags: str | None = None,
     ) -> None:
         options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
+        rewriting = dict(options)
+        if policy is not None and policy.offered_names is not None:
+            rewriting["offered_tools"] = policy.offered_names  # calls to other tools stay text
         self._encoder = OpenAIChunkEncoder()
         cores: list[Core[Any, Any]] = [
             UpstreamBody(max_event_size, max_response_bytes),
@@ -99,11 +102,11 @@ class ChatStreamRewriter:
         if tool_format == AUTO:
             from pipeline.proxy.autodetect import AutoToolRewriter
 
-            cores.append(AutoToolRewriter(tool_schemas=tool_schemas, **options))
+            cores.append(AutoToolRewriter(tool_schemas=tool_schemas, **rewriting))
         elif tool_format is not None:
             from operators.delimiters import DelimiterRewriter
 
-            cores.append(Releasing(DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **options)))
+            cores.append(Releasing(DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **rewriting)))
         self.policy_filter: ToolPolicyFilter | None = None
         """The stage applying ``policy``, if one was given and it changes anything."""
         if policy is not None and not policy.is_trivial:
@@ -203,6 +206,7 @@ def fold_openai_completion(
     *,
     id_factory: IdFactory | None = None,
     tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+    offered_tools: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """A whole ``chat.completion`` with the delimiter tool calls of each choice's message moved out.
 
@@ -210,7 +214,8 @@ def fold_openai_completion(
     them (content becomes ``None`` when nothing else is left), the calls are appended to
     ``message.tool_calls`` after any the server already parsed, and a ``finish_reason`` of ``stop`` becomes
     ``tool_calls`` when calls were found. Everything else (``id``, ``model``, ``usage``, ...) is kept.
-    A choice whose content is not a string (a list of parts) is left as it is.
+    A choice whose content is not a string (a list of parts) is left as it is. With ``offered_tools``, a
+    call to any other tool stays in the text as the model wrote it (see :class:`DelimiterRewriter`).
     """
     result = dict(completion)
     choices = completion.get("choices")
@@ -228,7 +233,9 @@ def fold_openai_completion(
         if not isinstance(content, str | None) or not isinstance(reasoning, str | None):
             rewritten.append(choice)
             continue
-        rewriter = DelimiterRewriter(tool_format, id_factory=id_factory, tool_schemas=tool_schemas)
+        rewriter = DelimiterRewriter(
+            tool_format, id_factory=id_factory, tool_schemas=tool_schemas, offered_tools=offered_tools
+        )
         chunks = rewriter.feed(ChunkResponse(content=content or "", reasoning=reasoning, is_complete=True))
         texts: list[str] = []
         reasonings: list[str] = []
