@@ -572,9 +572,10 @@ def create_app(
             idle timeout (uvicorn's is 5 s).
         timeout: seconds, or an ``httpx.Timeout``; the read timeout bounds the gap between two upstream
             reads, not the whole stream.
-        unknown_tools: a rewritten call to a tool the request does not offer is dropped (``drop``), ends
-            the answer with an ``unknown_tool`` error (``refuse``) or passes (``allow``); see
-            :mod:`pipeline.proxy.policy` for ``tool_choice`` and ``parallel_tool_calls``.
+        unknown_tools: a call to a tool the request does not offer stays the text the model wrote
+            (``text``, the default), is dropped (``drop``), ends the answer with an ``unknown_tool``
+            error (``refuse``) or passes (``allow``); see :mod:`pipeline.proxy.policy` for
+            ``tool_choice`` and ``parallel_tool_calls``.
         reasoning_tags: ``think``, ``kimi`` (or ``None``): reasoning the model writes between these tags
             in its text becomes ``reasoning_content`` (Chat), reasoning items (Responses) and thinking
             blocks (Messages), before the tool rewriter reads the text.
