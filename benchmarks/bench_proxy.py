@@ -343,12 +343,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _http_stack() -> str:
-    """What uvicorn serves the proxy with here (it takes uvloop and httptools when they are installed)."""
+    """What uvicorn serves the proxy with here (it takes uvloop and httptools when they are installed), and
+    the proxy's upstream transport (aiohttp when installed, else httpx's own, on h11)."""
     from importlib.util import find_spec
 
     loop = "uvloop" if find_spec("uvloop") else "asyncio"
     http = "httptools" if find_spec("httptools") else "h11"
-    return f"uvicorn, {loop} loop, {http}; upstream client httpx (h11)"
+    upstream = "aiohttp (llhttp)" if find_spec("aiohttp") else "h11"
+    return f"uvicorn, {loop} loop, {http}; upstream client httpx on {upstream}"
 
 
 def _latency(arguments: argparse.Namespace, pid: int, proxy_url: str, upstream_url: str) -> None:

@@ -345,6 +345,16 @@ def _message_text(completion: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def _upstream_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
+    """The upstream transport on aiohttp when it is installed (:mod:`pipeline.proxy._transport`: its C
+    parser costs the proxy about a third less CPU per chunk), else ``None``: httpx's own."""
+    try:
+        from pipeline.proxy._transport import AiohttpTransport
+    except ImportError:
+        return None
+    return AiohttpTransport(limits)
+
+
 def _is_event_stream(response: httpx.Response) -> bool:
     media_type: str = response.headers.get("content-type", "").partition(";")[0]
     return media_type.strip().lower() == "text/event-stream"
@@ -588,14 +598,13 @@ def create_app(
     reasoning_splitter(reasoning_tags)  # a ConfigurationError naming the styles
     owned = client is None
     if client is None:
+        limits = httpx.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=keepalive_expiry,
+        )
         client = httpx.AsyncClient(
-            timeout=timeout,
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=max_connections,
-                keepalive_expiry=keepalive_expiry,
-            ),
-            follow_redirects=False,
+            timeout=timeout, limits=limits, follow_redirects=False, transport=_upstream_transport(limits)
         )
     proxy = _Proxy(
         upstream,
