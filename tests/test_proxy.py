@@ -833,7 +833,7 @@ async def test_n_equal_to_one_passes_with_stream() -> None:
         ({"tools": TOOLS}, True),
         ({"tools": TOOLS, "tool_choice": "auto"}, True),
         ({"tools": TOOLS, "tool_choice": "required"}, True),
-        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "any_tool"}}}, True),
+        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "process_data"}}}, True),
     ],
 )
 async def test_text_is_rewritten_only_when_the_request_lets_the_model_call_tools(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pipeline.errors import ConfigurationError
 from pipeline.proxy.app import create_app
-from pipeline.proxy.policy import ToolPolicy
+from pipeline.proxy.policy import ToolChoiceError, ToolPolicy
 from pipeline.proxy.rewriter import ChatStreamRewriter
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import numbered_ids, pieces_at
@@ -208,3 +208,23 @@ async def test_required_is_checked_on_a_whole_answer_with_auto_and_no_marker() -
             )
         whole = await client.chat.completions.create(model="whole", messages=MESSAGES, tools=tools("search"))
     assert (whole.choices[0].message.content, whole.choices[0].finish_reason) == ("no call here", "stop")
+
+
+def test_named_tool_choice_is_not_satisfied_by_another_function_that_allow_lets_pass() -> None:
+    """``allow`` keeps the calls to get_weather, get_news and send_email, but the named function (search) was
+    not called: the answer ends with tool_choice_not_satisfied, streamed and whole."""
+    named = {"type": "function", "function": {"name": "search"}}
+    rules = policy(tools=tools("search"), tool_choice=named, unknown_tools="allow")
+    content, calls, _, errors = core_output(THREE_CALLS, [9], rules)
+    assert (content, len(calls), [error["code"] for error in errors]) == (
+        "Multiple tasks. ",
+        3,
+        ["tool_choice_not_satisfied"],
+    )
+    whole = {
+        "choices": [{"message": {"tool_calls": [{"function": {"name": "get_news", "arguments": "{}"}}]}}]
+    }
+    with pytest.raises(ToolChoiceError, match="the function 'search'"):
+        rules.apply_to_completion(whole)
+    called = {"choices": [{"message": {"tool_calls": [{"function": {"name": "search", "arguments": "{}"}}]}}]}
+    assert rules.apply_to_completion(called) == called

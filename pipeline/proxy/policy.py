@@ -18,7 +18,8 @@ The policy choices, documented in docs/proxy.md:
 - ``parallel_tool_calls: false`` keeps the first call; later ones are dropped.
 - Dropped calls are renumbered away (the client sees indices 0, 1, ...), and a ``finish_reason`` of
   ``tool_calls`` becomes ``stop`` again when no call is left.
-- ``tool_choice: "required"`` (or a named function) that the model did not honour (no call kept) ends
+- ``tool_choice: "required"`` (or a named function) that the model did not honour (no call kept; for a
+  named function, no call to it kept, even when ``"allow"`` kept a call to another one) ends
   the answer with an error, code ``tool_choice_not_satisfied``, after everything the model wrote: a
   stream's last event is that error instead of ``[DONE]``; a whole answer is a 502 whose error object
   carries the rewritten completion under ``completion``.
@@ -136,12 +137,14 @@ class ToolPolicy(msgspec.Struct, frozen=True):
             return choice
         calls = message.get("tool_calls")
         kept: list[Any] = []
+        named_made = False
         for call in calls if isinstance(calls, list) else ():
             function = call.get("function") if isinstance(call, Mapping) else None
             name = function.get("name") if isinstance(function, Mapping) else None
             if self.admits(name if isinstance(name, str) else None, len(kept)):
                 kept.append(call)
-        self.check_made(len(kept))
+                named_made = named_made or name == self.required
+        self.check_made(len(kept), named_made)
         if not isinstance(calls, list) or len(kept) == len(calls):
             return choice
         new_message = dict(message)
@@ -172,9 +175,12 @@ class ToolPolicy(msgspec.Struct, frozen=True):
             return False
         return self.parallel or kept == 0
 
-    def check_made(self, kept: int) -> None:
-        """Raises :class:`ToolChoiceError` when a required call was not made (``kept`` calls kept)."""
-        if self.required and kept == 0:
+    def check_made(self, kept: int, named_made: bool = False) -> None:
+        """Raises :class:`ToolChoiceError` when a required call was not made (``kept`` calls kept;
+        ``named_made``: one of them called the function a named ``tool_choice`` requires, which a call
+        to another function kept by ``unknown_tools="allow"`` does not satisfy)."""
+        named = isinstance(self.required, str) and bool(self.required)
+        if (self.required and kept == 0) or (named and not named_made):
             wanted = f"the function {self.required!r}" if isinstance(self.required, str) else "a tool"
             raise ToolChoiceError(
                 f"tool_choice requires {wanted} to be called, but the model answered without a call",
@@ -191,7 +197,7 @@ class ToolPolicyFilter:
     It holds nothing: each chunk is answered at once. :attr:`dropped` counts the calls removed.
     """
 
-    __slots__ = ("_policy", "_positions", "dropped", "kept")
+    __slots__ = ("_policy", "_positions", "dropped", "kept", "named_made")
 
     def __init__(self, policy: ToolPolicy) -> None:
         self._policy = policy
@@ -199,6 +205,8 @@ class ToolPolicyFilter:
         """A call's incoming index -> its outgoing index, or ``_DROPPED``."""
         self.kept = 0
         self.dropped = 0
+        self.named_made = False
+        """A kept call named the function a named ``tool_choice`` requires."""
 
     def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
         calls = item.tool_calls
@@ -234,7 +242,7 @@ class ToolPolicyFilter:
         return [item]
 
     def finish(self) -> list[ChunkResponse]:
-        self._policy.check_made(self.kept)
+        self._policy.check_made(self.kept, self.named_made)
         return []
 
     def _call(self, call: ToolCallDelta) -> ToolCallDelta | None:
@@ -243,6 +251,8 @@ class ToolPolicyFilter:
             if self._policy.admits(call.name, self.kept):
                 position = self.kept
                 self.kept += 1
+                if call.name is not None and call.name == self._policy.required:
+                    self.named_made = True
             else:
                 position = _DROPPED
                 self.dropped += 1
