@@ -4,6 +4,7 @@ it."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,23 @@ def test_markup_longer_than_the_cap_is_rewritten_as_without_the_guard() -> None:
 def test_offered_tools_is_a_collection_of_names() -> None:
     with pytest.raises(ConfigurationError, match="offered_tools"):
         DelimiterRewriter("hermes", offered_tools="get_weather")
+
+
+@pytest.mark.anyio
+async def test_the_operator_takes_offered_tools() -> None:
+    from operators.delimiters import rewrite_delimiters
+
+    text = HERMES.format("bad", "good")
+
+    async def source() -> AsyncIterator[ChunkResponse]:
+        for piece in pieces_at(text, range(4, len(text), 9)):
+            yield ChunkResponse(content=piece)
+
+    async with rewrite_delimiters(source(), "hermes", offered_tools={"good"}).stream() as stream:
+        chunks = [chunk async for chunk in stream]
+    content = "".join(chunk.content for chunk in chunks)
+    names = [call.name for chunk in chunks for call in chunk.tool_calls or () if call.name]
+    assert (content, names) == (
+        'Hi <tool_call>\n{"name": "bad", "arguments": {"a": 1}}\n</tool_call>\n bye',
+        ["good"],
+    )

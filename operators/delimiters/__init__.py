@@ -10,7 +10,7 @@ XML-style arguments), ``formats/`` (one module per family of models, registered 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiostream import pipable_operator
@@ -49,9 +49,15 @@ def rewrite_delimiters(
     id_factory: IdFactory | None = None,
     tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
     max_buffered_chars: int = DEFAULT_MAX_BUFFERED_CHARS,
+    offered_tools: Collection[str] | None = None,
 ) -> AsyncIterator[ChunkResponse]:
-    """Move the tool calls that ``format`` writes into ``content`` and ``reasoning`` to ``tool_calls``."""
+    """Move the tool calls that ``format`` writes into ``content`` and ``reasoning`` to ``tool_calls``
+    (with ``offered_tools``, only calls to those tools: others stay the text the model wrote)."""
     core = DelimiterRewriter(
-        format, id_factory=id_factory, tool_schemas=tool_schemas, max_buffered_chars=max_buffered_chars
+        format,
+        id_factory=id_factory,
+        tool_schemas=tool_schemas,
+        max_buffered_chars=max_buffered_chars,
+        offered_tools=offered_tools,
     )
     return _drive(source, core)
