@@ -94,6 +94,20 @@ class UnknownCallGuard:
         and lexing goes through :meth:`feed` only when they cannot decide it."""
         return self.mode in (_REST, _KNOWN, _PASS)
 
+    @property
+    def probing(self) -> bool:
+        """Whether markup began and no call started yet (its raw text is being kept)."""
+        return self.mode == _PROBE
+
+    def took(self, text: str) -> None:
+        """The lexer took ``text`` into what it collects (a header), by the rewriter's fast path: kept."""
+        self._journal.append(text)
+        self._size += len(text)
+        if self._size > MAX_UNDECIDED_CHARS:
+            if self._owed:
+                self._give_back()
+            self.mode = _PASS
+
     def feed(self, text: str) -> None:
         """Lex ``text``; what it gives goes to the output as the rewriter packs it."""
         output = self._output

@@ -162,6 +162,7 @@ class FastPath:
 
     __slots__ = (
         "collect",
+        "holds",
         "index",
         "json_args",
         "kind",
@@ -185,6 +186,7 @@ class FastPath:
         json_args: JsonArgs | None = None,
         markers: Markers | None = None,
         xml_args: XmlArguments | None = None,
+        holds: bool = False,
     ) -> None:
         self.stops = stops
         self.tail = tail
@@ -196,6 +198,8 @@ class FastPath:
         self.markers = markers
         self.xml_args = xml_args
         self.passes = index is None and route is None and collect is None
+        self.holds = holds
+        """``collect`` holds the text back (the start of a marker growing) rather than taking it."""
 
 
 def _dropped(text: str) -> bool:
@@ -300,7 +304,7 @@ class FormatLexer:
         self._fast: FastPath | None = None
         self._header_fast: FastPath | None = None
         self._skip_fast: FastPath | None = None
-        self._grow_fast = FastPath((), collect=self._grow_held)
+        self._grow_fast = FastPath((), collect=self._grow_held, holds=True)
         self._grow_prefixes: frozenset[str] = frozenset()
         """What the held start of a marker may grow into while :attr:`_grow_fast` is the rule."""
         """The last rule for arguments :meth:`fast_path` made, reused while it holds."""

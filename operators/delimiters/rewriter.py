@@ -159,6 +159,7 @@ class DelimiterRewriter:
         "_output",
         "_reasoning",
         "_reasoning_fast",
+        "_watching",
     )
 
     def __init__(
@@ -180,6 +181,9 @@ class DelimiterRewriter:
         self._output.offered = None if offered_tools is None else frozenset(offered_tools)
         self._guards: tuple[UnknownCallGuard, UnknownCallGuard] | None = None
         """The content and reasoning lexers' guards, when ``offered_tools`` is given."""
+        self._watching = False
+        """A guard follows markup (not plain text, an offered call or markup with text of its own): the
+        next chunk goes to :meth:`_guarded_feed`. Set after each lexing, where the guards' modes change."""
         self._content: FormatLexer
         self._reasoning: FormatLexer
         self._api_positions: dict[int, int]
@@ -199,6 +203,7 @@ class DelimiterRewriter:
         self._api_positions = {}
         self._content_fast = self._content.fast_path()
         self._reasoning_fast = self._reasoning.fast_path()
+        self._watching = False
         if output.offered is not None:
             output.unknown_calls = 0
             output.unknown_started = output.unknown_ended = False
@@ -209,9 +214,8 @@ class DelimiterRewriter:
 
     def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
         """Rewrite one chunk; see the class doc."""
-        guards = self._guards
-        if guards is not None and not (guards[0].lexes_as_usual and guards[1].lexes_as_usual):
-            return self._lex(item, _more_than_text(item))
+        if self._watching:
+            return self._guarded_feed(item)
         # The fast path: text in one channel that holds none of the characters that could change what the
         # lexer does with it (FormatLexer.fast_path, kept until the lexer runs again).
         reasoning = item.reasoning
@@ -301,9 +305,8 @@ class DelimiterRewriter:
                     return [
                         ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])
                     ]
-        # Text in one channel and nothing else: the common cases need no lexing.
-        if guards is not None:
-            return self._lex(item, False)
+        # Text in one channel and nothing else: the common cases need no lexing. (With guards, only in
+        # plain text or an offered call: the shortcut never starts or ends a call.)
         shortcut = lexer.shortcut(text)
         if shortcut is False:
             return self._lex(item, False)
@@ -316,6 +319,34 @@ class DelimiterRewriter:
         if shortcut is None:
             return self._pack(item, False) if self._output.ops else []
         return [ChunkResponse(tool_calls=[shortcut])]
+
+    def _guarded_feed(self, item: ChunkResponse) -> list[ChunkResponse]:
+        """:meth:`feed` while a guard follows markup: lexed, except the next piece of a marker or header
+        that the lexer's rule holds or takes as it is (the guard keeps what it takes as raw text; held
+        text is kept when a state takes it)."""
+        guards = self._guards
+        assert guards is not None
+        more = _more_than_text(item)
+        if not more and item.reasoning is None and item.content:
+            guard, fast, text = guards[0], self._content_fast, item.content
+        elif not more and not item.content and item.reasoning:
+            guard, fast, text = guards[1], self._reasoning_fast, item.reasoning
+        else:
+            return self._lex(item, more)
+        if (
+            fast is not None
+            and guard.probing
+            and fast.collect is not None
+            and fast.index is None
+            and not any(stop in text for stop in fast.stops)
+            and (fast.tail is None or text[-1] not in fast.tail)
+            and fast.collect(text)
+        ):
+            if not fast.holds:
+                guard.took(text)
+                self._watching = not (guards[0].lexes_as_usual and guards[1].lexes_as_usual)
+            return []
+        return self._lex(item, more)
 
     def _lex(self, item: ChunkResponse, more: bool) -> list[ChunkResponse]:
         """Rewrite ``item`` through the lexers' states (``more``: it has more than text)."""
@@ -330,6 +361,7 @@ class DelimiterRewriter:
             if item.is_complete:
                 guards[1].finish()
                 guards[0].finish()
+            self._watching = not (guards[0].lexes_as_usual and guards[1].lexes_as_usual)
         else:
             if reasoning:
                 self._reasoning.feed(reasoning)
