@@ -4,7 +4,7 @@
 call (its markers, name and arguments) comes out as text of the channel, in order, while calls to offered
 tools are rewritten as usual. The rewriter's output does not number or write a call to a tool it was not
 offered (it tells the guard through two flags). The guard follows the lexer state by state
-(:meth:`~._lexer.FormatLexer.feed_watched`: each state reports the input it took), so it knows the raw
+(:meth:`~._lexer.FormatLexer.feed` with ``step``: each state reports the input it took), so it knows the raw
 text from the moment the lexer leaves plain text until the call's name is decided, and keeps it; it is
 given back when the name is not offered, and what follows of that call goes out as it came. The text
 kept is bounded by :data:`MAX_UNDECIDED_CHARS`; plain text and the arguments of offered calls still take
@@ -113,7 +113,7 @@ class UnknownCallGuard:
         output = self._output
         self._saved, output.ops = output.ops, []
         try:
-            self._lexer.feed_watched(text, self._step)
+            self._lexer.feed(text, step=self._step)
         finally:
             left, output.ops = output.ops, self._saved
             if left:  # (a state that held text without consuming any emits nothing; kept safe anyway)

@@ -320,8 +320,11 @@ class FormatLexer:
 
     # --- the engine -------------------------------------------------------------------------------------
 
-    def feed(self, text: str, final: bool = False) -> None:
-        """Lex the next piece of the channel's text (``final``: nothing follows, nothing may be held)."""
+    def feed(self, text: str, final: bool = False, step: Callable[[str], None] | None = None) -> None:
+        """Lex the next piece of the channel's text (``final``: nothing follows, nothing may be held).
+
+        ``step(raw)`` is called after each state took ``raw``, the input it consumed (held text included
+        once it is taken): what the rewriter's guard for unknown tools follows."""
         held = self._held
         if held:
             self._held = ""
@@ -335,25 +338,8 @@ class FormatLexer:
                 if final:
                     raise AssertionError(f"{type(self).__name__}.{state.__name__} did not consume at the end")
                 break
-            pos = resume
-        if pos < size:
-            self._held = text[pos:]
-
-    def feed_watched(self, text: str, step: Callable[[str], None]) -> None:
-        """:meth:`feed`, calling ``step(raw)`` after each state consumed ``raw``, the input it took (held
-        text included once it is taken): what the rewriter's guard for unknown tools follows."""
-        held = self._held
-        if held:
-            self._held = ""
-            text = held + text
-        pos = 0
-        size = len(text)
-        while pos < size:
-            state = self.state
-            resume = state(text, pos, False)
-            if resume == pos and self.state == state:
-                break
-            step(text[pos:resume])
+            if step is not None:
+                step(text[pos:resume])
             pos = resume
         if pos < size:
             self._held = text[pos:]
