@@ -22,7 +22,7 @@ the option and its choices. ``tool_format="none"`` (or ``None``, the default) me
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from aiostream import Stream, operator
@@ -145,6 +145,7 @@ def process(
     segment_ids: Callable[[Any], str] | None = None,
     choice: int = 0,
     telemetry: Telemetry | None = None,
+    offered_tools: Collection[str] | None = None,
 ) -> Stream[PipelineEvent]:
     """The whole pipeline: adapter, converter, [delimiter rewriter], splitter, emitter, folder.
 
@@ -175,6 +176,9 @@ def process(
             others are ignored: run one pipeline per choice to follow several).
         telemetry: a :class:`pipeline.telemetry.Telemetry` (the ``telemetry`` extra): the response gets an
             OpenTelemetry GenAI span and metrics. ``None`` (the default): nothing is measured.
+        offered_tools: with ``tool_format``, the names of the tools the request offered: a delimiter call
+            to any other tool stays the text the model wrote (see
+            :class:`operators.delimiters.DelimiterRewriter`). ``None`` (the default): any name is a call.
 
     Returns:
         An aiostream ``Stream`` of :data:`PipelineEvent`: iterate it with ``async with ....stream()``, or
@@ -200,6 +204,7 @@ def process(
             segment_ids=segment_ids,
             choice=choice,
             telemetry=telemetry,
+            offered_tools=offered_tools,
         )
     )
 
@@ -254,6 +259,7 @@ def _pipeline(
     segment_ids: Callable[[Any], str] | None,
     choice: int,
     telemetry: Telemetry | None = None,
+    offered_tools: Collection[str] | None = None,
 ) -> AsyncIterator[PipelineEvent]:
     """:func:`process`'s stream. Its cores are made with it (so bad options raise at once) and anew for
     each later iteration, as the operators' are."""
@@ -269,10 +275,12 @@ def _pipeline(
 
         stages.append(ReasoningTagSplitter(reasoning_tags, start_in_reasoning=start_in_reasoning))
     delimiter_format = resolve_tool_format(tool_format)
+    if offered_tools is not None and delimiter_format is None:
+        raise ConfigurationError("offered_tools names the tools of delimiter calls: give a tool_format too")
     if delimiter_format is not None:
         from operators.delimiters import DelimiterRewriter
 
-        stages.append(DelimiterRewriter(delimiter_format, id_factory=id_factory))
+        stages.append(DelimiterRewriter(delimiter_format, id_factory=id_factory, offered_tools=offered_tools))
     split_options: dict[str, Any] = {}
     if max_argument_size is not None:
         split_options["max_argument_size"] = check_count("max_argument_size", max_argument_size, minimum=0)

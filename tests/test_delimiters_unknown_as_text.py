@@ -244,3 +244,34 @@ async def test_the_operator_takes_offered_tools() -> None:
         'Hi <tool_call>\n{"name": "bad", "arguments": {"a": 1}}\n</tool_call>\n bye',
         ["good"],
     )
+
+
+@pytest.mark.anyio
+async def test_process_takes_offered_tools() -> None:
+    """Through the whole pipeline: the unknown call's text is text, the offered one an invocation."""
+    from pipeline import ToolInvocation, process
+    from pipeline.models import SegmentEvent, SegmentEventType
+    from tests.proxy_upstream import chat_sse
+
+    text = KIMI.format("bad", "good")
+    body = chat_sse(pieces_at(text, range(3, len(text), 5)))
+    async with process(
+        body, provider="openai", tool_format="kimi_k2", offered_tools={"good"}, id_factory=numbered_ids
+    ).stream() as stream:
+        events = [event async for event in stream]
+    segments = [event for event in events if isinstance(event, SegmentEvent)]
+    texts = {event.segment_id for event in segments if event.segment_type == "text"}
+    content = "".join(
+        event.payload["delta"]
+        for event in segments
+        if event.event_type is SegmentEventType.CONTENT and event.segment_id in texts
+    )
+    invocations = [(event.name, event.arguments) for event in events if isinstance(event, ToolInvocation)]
+    # the section's closing marker closes the offered call's markup, as without offered_tools
+    offered_call = (
+        '<|tool_call_begin|>functions.good:1<|tool_call_argument_begin|>{"b": 2}<|tool_call_end|>'
+        "<|tool_calls_section_end|>"
+    )
+    assert (content, invocations) == (text.replace(offered_call, ""), [("good", {"b": 2})])
+    with pytest.raises(ConfigurationError, match="tool_format"):
+        process([], offered_tools={"good"})

@@ -14,8 +14,9 @@ Where the text of a call cannot be told apart, the call is dropped instead, as t
 does: a call to an unknown tool after text the same markup already produced before the call's name, or
 after the text kept passes its cap. An offered call that follows an unknown one in the same tool-call
 section is rewritten as usual: the section's markers before it went out as text with the unknown call,
-and what closed the unknown call goes out up to the first marker that opens a call's markup. An unknown
-call after an offered one goes out from that marker on (what closed the offered call is that call's).
+and what closed the unknown call goes out up to the first marker that opens a call's markup; what closes
+the section then closes the offered call's markup, as without the guard. An unknown call after an offered
+one goes out from that marker on (what closed the offered call is that call's).
 """
 
 from __future__ import annotations
