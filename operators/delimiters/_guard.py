@@ -33,7 +33,7 @@ MAX_UNDECIDED_CHARS: Final = 8192
 _REST: Final = 0
 """The lexer is in plain text, holding nothing."""
 _PROBE: Final = 1
-"""Markup began and no call has started yet: its raw text is kept, character by character."""
+"""Markup began and no call has started yet: its raw text is kept, as each state takes it."""
 _KNOWN: Final = 2
 """A call to an offered tool is open: the lexer's output goes on."""
 _TEXT: Final = 3
@@ -115,9 +115,11 @@ class UnknownCallGuard:
         self._saved, output.ops = output.ops, []
         try:
             self._lexer.feed(text, step=self._step)
+            if output.ops:  # what a state emitted without taking input (none do today)
+                self._step("")
         finally:
             left, output.ops = output.ops, self._saved
-            if left:  # (a state that held text without consuming any emits nothing; kept safe anyway)
+            if left:  # a lexer's error cut a step short: what it emitted goes on
                 _merge(output.ops, left)
 
     def finish(self) -> None:
