@@ -51,28 +51,18 @@ def space_end(text: str, pos: int) -> int:
     return _SPACE.match(text, pos).end()  # type: ignore[union-attr]
 
 
-_NEEDS_ESCAPE: Final = re.compile(r'["\\\x00-\x1f\ud800-\udfff]')
-"""What JSON escapes in a string (surrogates included, so that msgspec reports a lone one)."""
-
-
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
 def json_escape(text: str) -> str:
     """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is).
 
     A lone surrogate (only a Python-object source can carry one) is written as its ``\\uXXXX`` escape,
     which the argument parser then reports as ``invalid_json`` (I-JSON has no lone surrogates)."""
-    if _NEEDS_ESCAPE.search(text) is None:
-        return text
-    # Most text to escape has only quotes, backslashes, newlines and tabs (code): escaped with str.replace
-    # when nothing else is left to escape (no other control character, no surrogate).
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    if escaped.isprintable():
-        return escaped
-    if _SURROGATE.search(text) is not None:
+    try:
+        return _json_encode(text)[1:-1].decode()
+    except UnicodeEncodeError:  # a lone surrogate, which UTF-8 cannot encode
         return json.dumps(text)[1:-1]
-    return _json_encode(text).decode()[1:-1]
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def without_surrogates(decoded: str, raw: str) -> str:
