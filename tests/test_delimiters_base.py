@@ -43,6 +43,62 @@ def test_markers_hold_a_marker_that_may_grow_into_a_longer_one() -> None:
     assert markers.find("x<t>y", 0, False) == (1, 4, "<t>")
 
 
+def reference_find(markers: tuple[str, ...], buf: str, pos: int, final: bool) -> tuple[int, int, str | None]:
+    """What ``Markers.find`` means, one position at a time: the first place that starts a marker (the
+    longest there) or, unless ``final``, that starts a proper prefix of one running to the end."""
+    for start in range(pos, len(buf)):
+        rest = buf[start:]
+        if not final and any(len(rest) < len(marker) and marker.startswith(rest) for marker in markers):
+            return start, start, None
+        found = [marker for marker in markers if rest.startswith(marker)]
+        if found:
+            marker = max(found, key=len)
+            return start, start + len(marker), marker
+    return len(buf), len(buf), None
+
+
+MARKER_SETS = (
+    ("<a>", "<bc>"),
+    ("<t>", "<t>\n"),
+    ("</parameter>", "\n</parameter>", "\n<parameter=", "\n</function>", "\n</tool_call>"),
+    ("<|end|>", "<|return|>", "<|call|>", "<|start|>", "<|channel|>"),
+    ("ab", "abc", "bcd"),
+    (">",),
+    ("[TOOL_CALLS]", "x"),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(MARKER_SETS),
+    st.lists(st.one_of(st.sampled_from(("<", "</", "\n", "\n<", "x", " ", "|", "<|", "ab"))), max_size=12),
+    st.lists(st.integers(min_value=0, max_value=12), min_size=1, max_size=12),
+    st.integers(min_value=0, max_value=40),
+    st.booleans(),
+)
+def test_markers_find_agrees_with_the_reference(
+    markers: tuple[str, ...], noise: list[str], cuts: list[int], pos: int, final: bool
+) -> None:
+    """Text made of markers, their prefixes and look-alikes (many places that start like a marker
+    without being one, so that the search past the first few runs too)."""
+    pieces = [
+        markers[cut % len(markers)][: cut % 5 + 1] if cut % 3 else markers[cut % len(markers)] for cut in cuts
+    ]
+    buf = "".join(piece for pair in zip(noise, pieces, strict=False) for piece in pair) + "".join(
+        pieces[len(noise) :]
+    )
+    pos = min(pos, len(buf))
+    assert Markers(*markers).find(buf, pos, final) == reference_find(markers, buf, pos, final)
+
+
+def test_markers_find_past_many_look_alikes() -> None:
+    markers = Markers("</parameter>", "\n</parameter>")
+    buf = "</p> " * 10 + "</parameter>" + "</pa"
+    assert markers.find(buf, 0, False) == (50, 62, "</parameter>")
+    assert markers.find(buf, 62, False) == (62, 62, None)
+    assert markers.find(buf, 62, True) == (66, 66, None)
+
+
 def test_markers_reject_quote_and_empty() -> None:
     with pytest.raises(ValueError, match="quote"):
         Markers('"x')

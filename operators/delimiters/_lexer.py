@@ -377,20 +377,7 @@ class FormatLexer:
                 # The next piece of a string value (most pieces of an XML-style call): its own delta.
                 stream = self._stream
                 if stream is not None and stream[2] is _VALUE and self.state == stream[0]:
-                    markers = stream[1]
-                    for char in markers.first_chars:
-                        if char in text:
-                            if not markers.absent_from(text):  # a marker, or the start of one at the end
-                                return self._stream_shortcut(text, None, index)
-                            break
-                    last = text[-1]
-                    if last.isspace() and (last == "\n" or xml_args.strips_space):
-                        xml_args.value(text)  # whitespace at the end, perhaps not part of the value
-                        return None
-                    self._call_has_args = True
-                    if not text.isprintable() or '"' in text or "\\" in text:
-                        text = json_escape(text)
-                    return ToolCallDelta(index, None, None, text, False, self.call_kind)
+                    return self._value_piece(text, stream[1], xml_args, index)
             if self.state == self._text_state:
                 if self.tentative is not None:
                     return False
@@ -529,10 +516,40 @@ class FormatLexer:
         if stream is None or stream[2] is _JSON or stream[2] is _HEADER:
             return False
         self._held = ""
-        shortcut = self._stream_shortcut(longer, self.json_args, self.call_index)
+        xml_args = self.xml_args
+        index = self.call_index
+        if stream[2] is _VALUE and xml_args is not None and xml_args.streaming and index is not None:
+            shortcut = self._value_piece(longer, markers, xml_args, index)
+        else:
+            shortcut = self._stream_shortcut(longer, self.json_args, index)
         if shortcut is False:
             self._held = held
         return shortcut
+
+    def _value_piece(
+        self, text: str, markers: Markers, xml_args: XmlArguments, index: int
+    ) -> ToolCallDelta | bool | None:
+        """:meth:`shortcut` for ``text``, the next piece of a string value that ``xml_args`` streams up to
+        ``markers``: its delta (False: a marker in it; None: held or taken by ``xml_args``)."""
+        for char in markers.first_chars:
+            if char in text:
+                stop, _resume, marker = markers.find(text, 0, False)
+                if marker is not None:
+                    return False
+                if stop < len(text):  # the start of a marker at the end: held, as the state does
+                    self._held = text[stop:]
+                    if not stop:
+                        return None
+                    text = text[:stop]
+                break
+        last = text[-1]
+        if last.isspace() and (last == "\n" or xml_args.strips_space):
+            xml_args.value(text)  # whitespace at the end, perhaps not part of the value
+            return None
+        self._call_has_args = True
+        if not text.isprintable() or '"' in text or "\\" in text:
+            text = json_escape(text)
+        return ToolCallDelta(index, None, None, text, False, self.call_kind)
 
     def _stream_shortcut(
         self, text: str, json_args: JsonArgs | None, index: int | None

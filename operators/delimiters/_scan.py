@@ -80,6 +80,7 @@ class Markers:
     """
 
     __slots__ = (
+        "_pairs",
         "_pattern",
         "_scan",
         "first_chars",
@@ -114,8 +115,10 @@ class Markers:
         if all(len(pair) == 2 for pair in pairs):
             self.starts: tuple[str, ...] = tuple(sorted(pairs))
             self.tail: str | None = "".join(self.first_chars)
+            self._pairs: re.Pattern[str] | None = re.compile("|".join(map(re.escape, self.starts)))
         else:
             self.starts, self.tail = self.first_chars, None
+            self._pairs = None
         """Text that holds none of ``starts`` and, when ``tail`` is set, does not end with one of its
         characters holds no marker and no start of one at its end (:meth:`absent_from` is True): the
         first two characters of every marker when none is shorter (the start of a marker at the end is
@@ -132,6 +135,31 @@ class Markers:
         ``stop == resume`` is where a suffix that could still become a marker starts (``len(buf)`` when
         ``final`` or when there is none): the caller holds that suffix back.
         """
+        pairs = self._pairs
+        if pairs is None:
+            return self._search(buf, pos, final)
+        # Every marker starts with one of the pairs in ``starts``: look at those places only, each with
+        # an anchored match (a short chunk holds at most one or two of them).
+        hit = pairs.search(buf, pos)
+        tries = 0
+        while hit is not None:
+            start = hit.start()
+            if not final and len(buf) - start < self.longest and buf[start:] in self.prefixes:
+                return start, start, None  # the start of a marker (perhaps a shorter one) that may still grow
+            match = self._pattern.match(buf, start)
+            if match is not None:
+                return start, match.end(), match.group()
+            tries += 1
+            if tries == _PAIR_TRIES:  # text with many pairs that start no marker: one search for the rest
+                return self._search(buf, start + 1, final)
+            hit = pairs.search(buf, start + 1)
+        size = len(buf)
+        if not final and pos < size and buf[-1] in self.tail:  # type: ignore[operator]
+            return size - 1, size - 1, None  # the first character of a marker ends the text
+        return size, size, None
+
+    def _search(self, buf: str, pos: int, final: bool) -> tuple[int, int, str | None]:
+        """:meth:`find` by one regular expression search over ``buf[pos:]``."""
         for char in self.first_chars:
             if buf.find(char, pos) >= 0:
                 break
@@ -186,6 +214,11 @@ class Markers:
                     break
                 start = buf.find(char, start + 1, earliest)
         return earliest
+
+
+_PAIR_TRIES: Final = 4
+"""Places that start like a marker but hold none that :meth:`Markers.find` looks at one by one before it
+searches the rest of the text in one go."""
 
 
 def _partial(marker: str) -> str:
