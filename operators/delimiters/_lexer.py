@@ -384,7 +384,7 @@ class FormatLexer:
                 text_markers = self.text_markers
                 for char in text_markers.first_chars:  # most text has none of them: decided without a call
                     if char in text:
-                        return text_markers.absent_from(text)
+                        return self._text_piece(text, text_markers)
                 return True
         elif index is not None:
             # Inside a string with no quote or backslash to follow (most pieces of a call): nothing changes.
@@ -526,6 +526,21 @@ class FormatLexer:
             self._held = held
         return shortcut
 
+    def _text_piece(self, text: str, markers: Markers, channel: Channel | None = None) -> bool | None:
+        """:meth:`shortcut` for ``text``, the next piece of text that a state streams up to ``markers``
+        (as :meth:`stream_text`) and that holds the start of one: True when it is none (``text`` goes
+        on as it is), None when a marker may begin at its end (that is held and what comes before it
+        emitted), False when a marker is in it."""
+        stop, _resume, marker = markers.find(text, 0, False)
+        if marker is not None:
+            return False
+        if stop == len(text):
+            return True
+        self._held = text[stop:]
+        if stop:
+            self.emit_text(text[:stop], channel)
+        return None
+
     def _value_piece(
         self, text: str, markers: Markers, xml_args: XmlArguments, index: int
     ) -> ToolCallDelta | bool | None:
@@ -569,9 +584,18 @@ class FormatLexer:
             return False
         _state, markers, helper = stream
         if helper is _JSON:
-            if json_args is None or index is None or not markers.cannot_start_in(text):
+            if json_args is None or index is None:
                 return False
-            json_args.scan(text, 0, markers, True)  # no marker can start in it: nothing to hold back
+            if markers.cannot_start_in(text):
+                json_args.follow(text, markers)  # no marker can start in it: nothing to hold back
+            else:
+                marker = markers.find(text, 0, False)[2]
+                if marker is not None:
+                    return False  # (perhaps in a string: the state decides)
+                stop, resume, _none = json_args.scan(text, 0, markers, False)
+                if resume < len(text):
+                    self._held = text[resume:]  # the start of a marker, outside a string: held
+                text = text[:stop]
             text = json_args.trim(text)
             if not text:
                 return None

@@ -230,6 +230,8 @@ def _partial(marker: str) -> str:
 
 
 _STRING_STOP: Final = re.compile(r'[\\"]')
+_STRUCTURE: Final = re.compile(r"[\\{}\[\]]")
+"""What :meth:`JsonArgs.follow` leaves to :meth:`JsonArgs.scan`: an escape or a bracket."""
 _BRACKETS: Final = "{}[]"
 
 
@@ -270,6 +272,19 @@ class JsonArgs:
         else:
             self.escape = False
         return True
+
+    def follow(self, text: str, markers: Markers) -> None:
+        """Follow ``text``, the next JSON text, in which none of ``markers`` can start (as :meth:`scan`
+        does to the end): a piece without a backslash or bracket only opens and closes strings."""
+        if self.escape or _STRUCTURE.search(text) is not None:
+            self.scan(text, 0, markers, True)
+            return
+        quotes = text.count('"')
+        if quotes:
+            if self.depth == 0 and (quotes > 1 or not self.in_string):
+                self.opened = True  # a string at the root
+            if quotes % 2:
+                self.in_string = not self.in_string
 
     def scan(
         self, buf: str, pos: int, markers: Markers, final: bool, *, stop_at_close: bool = False

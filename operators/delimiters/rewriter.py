@@ -298,7 +298,7 @@ class DelimiterRewriter:
                     ]
                 markers = fast.markers
                 if markers is not None and markers.cannot_start_in(text):
-                    json_args.scan(text, 0, markers, True)  # no end marker can start in it
+                    json_args.follow(text, markers)  # no end marker can start in it
                     text = json_args.trim(text)
                     if not text:
                         return []

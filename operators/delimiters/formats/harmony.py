@@ -53,7 +53,8 @@ _CHANNEL_ROUTES: Final[dict[str, Channel]] = {
 
 
 class _Header:
-    """What a message header says: who wrote it, on which channel, to whom, in which content type."""
+    """What a message header says: who wrote it, on which channel, to whom, in which content type
+    (read-only once parsed: see :func:`_header`)."""
 
     __slots__ = ("author", "channel", "content_type", "recipient")
 
@@ -79,6 +80,21 @@ class _Header:
         plain = [word for word in channel_words if not word.startswith("to=")]
         self.channel = plain[0] if plain else ""
         self.content_type = constraint or " ".join(plain[1:])
+
+
+_HEADERS: dict[str, _Header] = {}
+_HEADERS_KEPT: Final = 256
+"""Distinct headers kept parsed (a model writes the same few again and again)."""
+
+
+def _header(raw: str) -> _Header:
+    """The parsed header ``raw`` (read-only: one object serves every message with this header)."""
+    header = _HEADERS.get(raw)
+    if header is None:
+        header = _Header(raw)
+        if len(_HEADERS) < _HEADERS_KEPT:
+            _HEADERS[raw] = header
+    return header
 
 
 @register_format
@@ -179,13 +195,16 @@ class HarmonyLexer(FormatLexer):
             if _BODY.may_grow(text, 0):
                 self._held = text
                 return None
-        if not _BODY.absent_from(text):
-            return False
         if held:
             self._held = ""
-        elif self._route == self.channel:
-            return True  # a message's text on the channel it came in
-        self.emit_text(text, self._route)  # (an analysis message in content, a final one in reasoning)
+        route = self._route
+        piece = self._text_piece(text, _BODY, route)
+        if piece is False:
+            self._held = held
+            return False
+        if piece is None or (not held and route == self.channel):
+            return piece  # (True: a message's text on the channel it came in)
+        self.emit_text(text, route)  # (an analysis message in content, a final one in reasoning)
         return None
 
     def _header_shortcut(self, text: str) -> bool | None:
@@ -198,10 +217,19 @@ class HarmonyLexer(FormatLexer):
                 return None
             return False
         size = self._head_size + len(text)
-        if size > _HEADER_LIMIT or not _HEADER.cannot_start_in(text):
+        if size > _HEADER_LIMIT:
             return False
+        stop = len(text)
+        if not _HEADER.cannot_start_in(text):
+            stop, _resume, marker = _HEADER.find(text, 0, False)
+            if marker is not None:
+                return False
+            self._held = text[stop:]  # the start of a marker: held, as the state does
+            if not stop:
+                return None
+            text = text[:stop]
         self._head.append(text)
-        self._head_size = size
+        self._head_size += stop
         return None
 
     # --- the header -----------------------------------------------------------------------------------------
@@ -228,7 +256,7 @@ class HarmonyLexer(FormatLexer):
         elif marker in (_CHANNEL, _CONSTRAIN):
             self._head.append(marker)
         elif marker == _MESSAGE:
-            self._begin_body(_Header("".join(self._head)))
+            self._begin_body(_header("".join(self._head)))
         else:
             self._drop_header()
             if marker == _START:
