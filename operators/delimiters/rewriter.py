@@ -222,26 +222,28 @@ class DelimiterRewriter:
         if reasoning is None:
             text = item.content
             fast = self._content_fast
-            lexer = self._content
         elif not item.content:
             text = reasoning
             fast = self._reasoning_fast
-            lexer = self._reasoning
         else:
             return self._lex(item, _more_than_text(item))
-        piece = False  # the chunk is a piece the fast path takes, if it carries nothing else
-        if fast is not None and text:
+        if fast is None or not text:
+            return self._shortcut(item, text, _more_than_text(item))
+        json_args = fast.json_args
+        taken = True  # the rule takes the chunk, if it carries nothing else
+        if json_args is None:  # (the rule for JSON arguments has no stops)
             for stop in fast.stops:
                 if stop in text:
+                    taken = False
                     break
             else:
                 tail = fast.tail
                 if tail is not None and text[-1] in tail:
-                    pass  # perhaps the start of a marker
-                elif not fast.passes or reasoning is not None:
-                    piece = True
-                elif item.tool_calls is None and not item.is_complete and item.finish_reason is None:
-                    return [item]  # content that goes on as it is: only those fields would change it
+                    taken = False  # perhaps the start of a marker
+                elif fast.passes and reasoning is None:
+                    if item.tool_calls is None and not item.is_complete and item.finish_reason is None:
+                        return [item]  # content that goes on as it is: only those fields would change it
+                    return self._lex(item, _more_than_text(item))
         if (  # _more_than_text(item), inline: this runs for most chunks
             item.is_complete
             or item.tool_calls
@@ -261,52 +263,56 @@ class DelimiterRewriter:
             or item.video_urls
         ):
             return self._lex(item, True)
-        if piece:
-            assert fast is not None
-            index = fast.index
-            if index is None:
-                collect = fast.collect
-                if collect is None:
-                    return [item] if fast.route is None else [_rerouted(text, fast.route)]
-                if collect(text):
+        if not taken:
+            return self._shortcut(item, text, False)
+        index = fast.index
+        if json_args is not None:
+            assert index is not None  # (the rule of a call's arguments)
+            if json_args.in_string and '"' not in text:  # a piece of a string: JsonArgs.take_in_string
+                if json_args.escape or "\\" in text:
+                    run = len(text) - len(text.rstrip("\\"))
+                    json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
+                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
+            markers = fast.markers
+            if markers is not None and markers.cannot_start_in(text):
+                json_args.follow(text, markers)  # no end marker can start in it
+                text = json_args.trim(text)
+                if not text:
                     return []
-            else:
-                json_args = fast.json_args
-                if json_args is None:
-                    xml_args = fast.xml_args
-                    assert xml_args is not None
-                    if (
-                        xml_args.streaming
-                    ):  # a piece of a string value, unless it ends with space it may strip
-                        last = text[-1]
-                        if not (last.isspace() and (last == "\n" or xml_args.strips_space)):
-                            if not text.isprintable() or '"' in text or "\\" in text:
-                                text = json_escape(text)
-                            return [
-                                ChunkResponse(
-                                    tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)]
-                                )
-                            ]
-                    xml_args.value(text)  # held until the value ends, or written by the value's writer
-                    return self._pack(item, False) if self._output.ops else []
-                if json_args.in_string and '"' not in text:  # a piece of a string: JsonArgs.take_in_string
-                    if json_args.escape or "\\" in text:
-                        run = len(text) - len(text.rstrip("\\"))
-                        json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
-                    return [
-                        ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])
-                    ]
-                markers = fast.markers
-                if markers is not None and markers.cannot_start_in(text):
-                    json_args.follow(text, markers)  # no end marker can start in it
-                    text = json_args.trim(text)
-                    if not text:
-                        return []
-                    return [
-                        ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])
-                    ]
+                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
+            return self._shortcut(item, text, False)
+        if index is None:
+            collect = fast.collect
+            if collect is None:
+                route = fast.route  # text of the other channel (a harmony analysis message in content)
+                if route is None:
+                    return [item]
+                return [
+                    ChunkResponse(reasoning=text) if route == "reasoning" else ChunkResponse(content=text)
+                ]
+            if collect(text):
+                return []
+            return self._shortcut(item, text, False)
+        xml_args = fast.xml_args
+        assert xml_args is not None
+        if xml_args.streaming:  # a piece of a string value, unless it ends with space it may strip
+            last = text[-1]
+            if not (last.isspace() and (last == "\n" or xml_args.strips_space)):
+                if not text.isprintable() or '"' in text or "\\" in text:
+                    text = json_escape(text)
+                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
+        xml_args.value(text)  # held until the value ends, or written by the value's writer
+        return self._pack(item, False) if self._output.ops else []
+
+    def _shortcut(self, item: ChunkResponse, text: str, more: bool) -> list[ChunkResponse]:
+        """:meth:`feed` when the channel's rule does not take ``text``: the lexer's shortcut, else a run
+        of its states (``more``: ``item`` carries more than its text)."""
+        if more:
+            return self._lex(item, True)
         # Text in one channel and nothing else: the common cases need no lexing. (With guards, only in
         # plain text or an offered call: the shortcut never starts or ends a call.)
+        reasoning = item.reasoning
+        lexer = self._content if reasoning is None else self._reasoning
         shortcut = lexer.shortcut(text)
         if shortcut is False:
             return self._lex(item, False)
@@ -504,11 +510,6 @@ def _more_than_text(item: ChunkResponse) -> bool:
         or item.audio_urls
         or item.video_urls
     )
-
-
-def _rerouted(text: str, channel: Channel) -> ChunkResponse:
-    """A chunk of ``text`` alone, on ``channel``."""
-    return ChunkResponse(reasoning=text) if channel == "reasoning" else ChunkResponse(content=text)
 
 
 def _chunk(content: list[str], reasoning: list[str], calls: list[ToolCallDelta]) -> ChunkResponse:
