@@ -70,6 +70,7 @@ class UnknownCallGuard:
 
     def __init__(self, lexer: FormatLexer, output: GuardedOutput) -> None:
         self._lexer = lexer
+        lexer.watched = True
         self._output = output
         self._channel: Channel = lexer.channel
         self.mode = _REST

@@ -263,6 +263,7 @@ class FormatLexer:
         "options",
         "state",
         "tentative",
+        "watched",
         "xml_args",
     )
 
@@ -299,6 +300,9 @@ class FormatLexer:
         """Text held while deciding whether it opens a call; released as text if it does not."""
         self._tentative_size = 0
         self._held = ""
+        self.watched = False
+        """A guard follows this lexer (``._guard``): a format's shortcut must not leave plain text, the
+        guard keeps the raw text from there (the engine's shortcut never does)."""
         self._skip_newline = False
         self._text_fast = FastPath(self.text_markers.starts, self.text_markers.tail)
         self._fast: FastPath | None = None
@@ -468,6 +472,12 @@ class FormatLexer:
                 fast = self._skip_fast = FastPath(markers.starts, markers.tail, collect=_dropped)
             return fast
         return None
+
+    def grow_rule(self, markers: Markers) -> FastPath:
+        """The rule while the start of one of ``markers`` is held back: the next chunk that only extends
+        it is held with it (a format's :meth:`fast_path` for the states it writes itself)."""
+        self._grow_prefixes = markers.prefixes
+        return self._grow_fast
 
     def _grow_held(self, text: str) -> bool:
         """Hold ``text`` with the held start of a marker when together they are still the start of one

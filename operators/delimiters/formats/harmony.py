@@ -149,10 +149,15 @@ class HarmonyLexer(FormatLexer):
         super().__init__(output, channel, options)
         self._body_state: State = self._text_body
         self._header_state: State = self._header
+        """The states :meth:`shortcut` knows, kept to compare without building a bound method per chunk."""
         self._head: list[str] = []
         self._head_size = 0
         self._head_fast: FastPath | None = None
-        """The states :meth:`shortcut` knows, kept to compare without building a bound method per chunk."""
+        self._body_fast = FastPath(_BODY.starts, _BODY.tail)
+        self._rerouted_fast = FastPath(
+            _BODY.starts, _BODY.tail, route="content" if channel == "reasoning" else "reasoning"
+        )
+        """The rules for a message's text on this lexer's channel, and on the other one."""
 
     def shortcut(self, text: str) -> ToolCallDelta | bool | None:
         if self.call_index is None:  # (in a call, the engine's shortcut follows the arguments)
@@ -161,17 +166,40 @@ class HarmonyLexer(FormatLexer):
                 return self._body_shortcut(text)
             if state == self._header_state:
                 return self._header_shortcut(text)
+            held = self._held
+            if held and not self.watched and state == self._text_state and self.tentative is None:
+                opened = self._open_shortcut(held + text)
+                if opened is not False:
+                    return opened
         return FormatLexer.shortcut(self, text)
+
+    def _open_shortcut(self, text: str) -> bool | None:
+        """:meth:`shortcut` between messages for ``text`` (what was held, and the next chunk) when it
+        starts with a header's opener: the header opens and takes the rest, as the states do, when no
+        other marker is in it (else False: it has to be lexed)."""
+        for opener in _OPENERS:
+            if text.startswith(opener):
+                rest = text[len(opener) :]
+                if len(rest) > _HEADER_LIMIT or not (
+                    _HEADER.cannot_start_in(rest) or _HEADER.find(rest, 0, False)[2] is None
+                ):
+                    return False
+                self._held = ""
+                self._open_header(opener)
+                return self._header_shortcut(rest) if rest else None
+        return False
 
     def fast_path(self) -> FastPath | None:
         if self.call_index is None and self.state == self._body_state:
             if self._held:
-                return None
-            route = self._route  # a message's text without a marker start: on its channel, as it is
-            return FastPath(_BODY.starts, _BODY.tail, route=None if route == self.channel else route)
+                return self.grow_rule(_BODY)
+            # A message's text without a marker start: on its channel, as it is.
+            if self._route == self.channel:
+                return self._body_fast
+            return self._rerouted_fast
         if self.call_index is None and self.state == self._header_state:
             if self._held:
-                return None
+                return self.grow_rule(_HEADER)
             fast = self._head_fast
             if fast is None:
                 fast = self._head_fast = FastPath(_HEADER.first_chars, collect=self._collect_head)
@@ -208,28 +236,36 @@ class HarmonyLexer(FormatLexer):
         return None
 
     def _header_shortcut(self, text: str) -> bool | None:
-        """:meth:`shortcut` in a header: what :meth:`_header` would do with ``text``."""
+        """:meth:`shortcut` in a header: what :meth:`_header` would do with ``text`` (False: it has to be
+        lexed). A held start of ``<|channel|>`` (the first) or ``<|constrain|>`` that the text completes
+        only goes into the header, as the state puts it there."""
         held = self._held
+        recorded = ""
         if held:
             text = held + text
             if _HEADER.may_grow(text, 0):
                 self._held = text
                 return None
-            return False
-        size = self._head_size + len(text)
-        if size > _HEADER_LIMIT:
+            if text.startswith(_CONSTRAIN):
+                recorded = _CONSTRAIN
+            elif text.startswith(_CHANNEL) and _CHANNEL not in self._head:
+                recorded = _CHANNEL
+            else:
+                return False
+            text = text[len(recorded) :]
+        if self._head_size + len(text) > _HEADER_LIMIT:
             return False
         stop = len(text)
         if not _HEADER.cannot_start_in(text):
             stop, _resume, marker = _HEADER.find(text, 0, False)
             if marker is not None:
                 return False
-            self._held = text[stop:]  # the start of a marker: held, as the state does
-            if not stop:
-                return None
-            text = text[:stop]
-        self._head.append(text)
-        self._head_size += stop
+        if recorded:
+            self._head.append(recorded)
+        self._held = text[stop:]  # the start of a marker, or nothing: held, as the state does
+        if stop:
+            self._head.append(text[:stop])
+            self._head_size += stop
         return None
 
     # --- the header -----------------------------------------------------------------------------------------
