@@ -141,6 +141,34 @@ def test_json_args_find_markers_outside_strings_only(cuts: set[int]) -> None:
     )
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet='"\\{}[]a :,', max_size=40),
+    st.booleans(),
+    st.booleans(),
+    st.integers(min_value=-1, max_value=3),
+    st.booleans(),
+)
+def test_json_args_follow_agrees_with_scan(
+    text: str, in_string: bool, escape: bool, depth: int, opened: bool
+) -> None:
+    """The fast path's follow (character by character up to 16, else by scan) leaves the scanner as
+    scanning the same text to its end does, from any state."""
+    followed, scanned = JsonArgs(), JsonArgs()
+    for scanner in (followed, scanned):
+        scanner.in_string, scanner.escape, scanner.depth, scanner.opened = (
+            in_string,
+            escape and in_string,
+            depth,
+            opened,
+        )
+    markers = Markers("<end>")
+    followed.follow(text, markers)
+    scanned.scan(text, 0, markers, True)
+    state = (followed.in_string, followed.escape, followed.depth, followed.opened)
+    assert state == (scanned.in_string, scanned.escape, scanned.depth, scanned.opened)
+
+
 def test_json_args_cut_off_is_incomplete_and_keeps_string_whitespace() -> None:
     assert scan_all(['{"a": "x  '], Markers("<end>")) == ('{"a": "x  ', None, False)
     assert scan_all(['{"a": [1, ', "2"], Markers("<end>")) == ('{"a": [1, 2', None, False)

@@ -231,6 +231,8 @@ def _partial(marker: str) -> str:
 
 _STRING_STOP: Final = re.compile(r'[\\"]')
 _STRUCTURE: Final = re.compile(r"[\\{}\[\]]")
+_SHORT: Final = 16
+"""Longest piece :meth:`JsonArgs.follow` reads character by character (a regex search costs more)."""
 """What :meth:`JsonArgs.follow` leaves to :meth:`JsonArgs.scan`: an escape or a bracket."""
 _BRACKETS: Final = "{}[]"
 
@@ -275,16 +277,43 @@ class JsonArgs:
 
     def follow(self, text: str, markers: Markers) -> None:
         """Follow ``text``, the next JSON text, in which none of ``markers`` can start (as :meth:`scan`
-        does to the end): a piece without a backslash or bracket only opens and closes strings."""
-        if self.escape or _STRUCTURE.search(text) is not None:
-            self.scan(text, 0, markers, True)
+        does to the end): a short piece character by character, a longer one by :meth:`scan` (a piece
+        without a backslash or bracket only opens and closes strings)."""
+        if len(text) > _SHORT:
+            if self.escape or _STRUCTURE.search(text) is not None:
+                self.scan(text, 0, markers, True)
+                return
+            quotes = text.count('"')
+            if quotes:
+                if self.depth == 0 and (quotes > 1 or not self.in_string):
+                    self.opened = True  # a string at the root
+                if quotes % 2:
+                    self.in_string = not self.in_string
             return
-        quotes = text.count('"')
-        if quotes:
-            if self.depth == 0 and (quotes > 1 or not self.in_string):
-                self.opened = True  # a string at the root
-            if quotes % 2:
-                self.in_string = not self.in_string
+        in_string = self.in_string
+        escape = self.escape
+        depth = self.depth
+        opened = self.opened
+        for char in text:
+            if in_string:
+                if escape:
+                    escape = False
+                elif char == "\\":
+                    escape = True
+                elif char == '"':
+                    in_string = False
+            elif char == '"':
+                in_string = True
+                opened = opened or depth == 0
+            elif char == "{" or char == "[":
+                depth += 1
+                opened = True
+            elif char == "}" or char == "]":
+                depth -= 1
+        self.in_string = in_string
+        self.escape = escape
+        self.depth = depth
+        self.opened = opened
 
     def scan(
         self, buf: str, pos: int, markers: Markers, final: bool, *, stop_at_close: bool = False
