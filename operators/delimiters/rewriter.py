@@ -270,8 +270,11 @@ class DelimiterRewriter:
             assert index is not None  # (the rule of a call's arguments)
             if json_args.in_string and '"' not in text:  # a piece of a string: JsonArgs.take_in_string
                 if json_args.escape or "\\" in text:
-                    run = len(text) - len(text.rstrip("\\"))
-                    json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
+                    if text[-1] != "\\":
+                        json_args.escape = False  # whatever came before, nothing is left to escape
+                    else:
+                        run = len(text) - len(text.rstrip("\\"))
+                        json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
                 return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
             markers = fast.markers
             if markers is not None and markers.cannot_start_in(text):
