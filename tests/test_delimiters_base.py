@@ -148,25 +148,32 @@ def test_json_args_find_markers_outside_strings_only(cuts: set[int]) -> None:
     st.booleans(),
     st.integers(min_value=-1, max_value=3),
     st.booleans(),
+    st.booleans(),
+    st.sampled_from(("", " ", "\n ")),
 )
-def test_json_args_follow_agrees_with_scan(
-    text: str, in_string: bool, escape: bool, depth: int, opened: bool
+def test_json_args_take_agrees_with_scan(
+    text: str, in_string: bool, escape: bool, depth: int, opened: bool, emitted: bool, pending: str
 ) -> None:
-    """The fast path's follow (character by character up to 16, else by scan) leaves the scanner as
-    scanning the same text to its end does, from any state."""
-    followed, scanned = JsonArgs(), JsonArgs()
-    for scanner in (followed, scanned):
-        scanner.in_string, scanner.escape, scanner.depth, scanner.opened = (
-            in_string,
-            escape and in_string,
-            depth,
-            opened,
-        )
+    """The fast path's take (character by character up to 16, else by scan) leaves the scanner as
+    scanning the same text to its end does, from any state, and emits what trim does."""
+    taker, scanner = JsonArgs(), JsonArgs()
+    for args in (taker, scanner):
+        args.in_string, args.escape, args.depth = in_string, escape and in_string, depth
+        args.opened, args.emitted = opened, emitted
+        args._pending_space = "" if in_string else pending
     markers = Markers("<end>")
-    followed.follow(text, markers)
-    scanned.scan(text, 0, markers, True)
-    state = (followed.in_string, followed.escape, followed.depth, followed.opened)
-    assert state == (scanned.in_string, scanned.escape, scanned.depth, scanned.opened)
+    taken = taker.take(text, markers)
+    scanner.scan(text, 0, markers, True)
+    assert taken == scanner.trim(text)
+    state = (taker.in_string, taker.escape, taker.depth, taker.opened, taker.emitted, taker._pending_space)
+    assert state == (
+        scanner.in_string,
+        scanner.escape,
+        scanner.depth,
+        scanner.opened,
+        scanner.emitted,
+        scanner._pending_space,
+    )
 
 
 def test_json_args_cut_off_is_incomplete_and_keeps_string_whitespace() -> None:

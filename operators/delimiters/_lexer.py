@@ -597,7 +597,7 @@ class FormatLexer:
             if json_args is None or index is None:
                 return False
             if markers.cannot_start_in(text):
-                json_args.follow(text, markers)  # no marker can start in it: nothing to hold back
+                text = json_args.take(text, markers)  # no marker can start in it: nothing to hold back
             else:
                 marker = markers.find(text, 0, False)[2]
                 if marker is not None:
@@ -605,8 +605,7 @@ class FormatLexer:
                 stop, resume, _none = json_args.scan(text, 0, markers, False)
                 if resume < len(text):
                     self._held = text[resume:]  # the start of a marker, outside a string: held
-                text = text[:stop]
-            text = json_args.trim(text)
+                text = json_args.trim(text[:stop])
             if not text:
                 return None
             self._call_has_args = True

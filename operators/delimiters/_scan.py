@@ -232,8 +232,8 @@ def _partial(marker: str) -> str:
 _STRING_STOP: Final = re.compile(r'[\\"]')
 _STRUCTURE: Final = re.compile(r"[\\{}\[\]]")
 _SHORT: Final = 16
-"""Longest piece :meth:`JsonArgs.follow` reads character by character (a regex search costs more)."""
-"""What :meth:`JsonArgs.follow` leaves to :meth:`JsonArgs.scan`: an escape or a bracket."""
+"""Longest piece :meth:`JsonArgs.take` reads character by character (a regex search costs more)."""
+"""What :meth:`JsonArgs.take` leaves to :meth:`JsonArgs.scan`: an escape or a bracket."""
 _BRACKETS: Final = "{}[]"
 
 
@@ -275,21 +275,22 @@ class JsonArgs:
             self.escape = False
         return True
 
-    def follow(self, text: str, markers: Markers) -> None:
+    def take(self, text: str, markers: Markers) -> str:
         """Follow ``text``, the next JSON text, in which none of ``markers`` can start (as :meth:`scan`
-        does to the end): a short piece character by character, a longer one by :meth:`scan` (a piece
-        without a backslash or bracket only opens and closes strings)."""
+        does to the end), and return what of it to emit now (:meth:`trim`). A short piece is read
+        character by character, a longer one by :meth:`scan` (one without a backslash or bracket only
+        opens and closes strings)."""
         if len(text) > _SHORT:
             if self.escape or _STRUCTURE.search(text) is not None:
                 self.scan(text, 0, markers, True)
-                return
+                return self.trim(text)
             quotes = text.count('"')
             if quotes:
                 if self.depth == 0 and (quotes > 1 or not self.in_string):
                     self.opened = True  # a string at the root
                 if quotes % 2:
                     self.in_string = not self.in_string
-            return
+            return self.trim(text)
         in_string = self.in_string
         escape = self.escape
         depth = self.depth
@@ -314,6 +315,9 @@ class JsonArgs:
         self.escape = escape
         self.depth = depth
         self.opened = opened
+        if in_string and self.emitted and not self._pending_space:
+            return text  # (what trim gives inside a string, with nothing held)
+        return self.trim(text)
 
     def scan(
         self, buf: str, pos: int, markers: Markers, final: bool, *, stop_at_close: bool = False

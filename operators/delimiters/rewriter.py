@@ -278,8 +278,7 @@ class DelimiterRewriter:
                 return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
             markers = fast.markers
             if markers is not None and markers.cannot_start_in(text):
-                json_args.follow(text, markers)  # no end marker can start in it
-                text = json_args.trim(text)
+                text = json_args.take(text, markers)  # no end marker can start in it
                 if not text:
                     return []
                 return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
