@@ -408,7 +408,10 @@ complete, then converted; a string when it does not convert)."""
 
 _SCALAR_TYPES: Final = frozenset({"integer", "number", "boolean", "null", "object", "array"})
 _NUMBER_PREFIX: Final = re.compile(r"-?(?:0|[1-9]\d*)?(?:\.\d*)?(?:[eE][+-]?\d*)?")
-_LITERALS: Final = ("true", "false", "null")
+_LITERAL_STARTS: Final = frozenset(
+    literal[:size] for literal in ("true", "false", "null") for size in range(1, len(literal) + 1)
+)
+"""``true``, ``false``, ``null`` and every start of them: a value that may still become one of them."""
 _SMALL_LIMIT: Final = 256
 """Longest number or literal candidate held before it is taken for a string."""
 
@@ -587,7 +590,7 @@ class XmlArguments:
             if first in "-0123456789":
                 if _NUMBER_PREFIX.fullmatch(candidate) is not None:
                     return
-            elif any(literal.startswith(candidate) for literal in _LITERALS):
+            elif candidate in _LITERAL_STARTS:
                 return
         self._stream_held()
 
