@@ -210,6 +210,9 @@ def _dropped(text: str) -> bool:
 _QUOTE: Final = ('"',)
 """What ends a run of JSON string content."""
 
+_SHORT_PIECE: Final = 16
+"""Longest rest of a chunk that :meth:`FormatLexer.stream_json_args` follows as the fast path does."""
+
 _HEADER: Final = "header"
 _JSON: Final = "json"
 _VALUE: Final = "value"
@@ -952,6 +955,12 @@ class FormatLexer:
         json_args = self.json_args
         if json_args is None:
             json_args = self.json_args = JsonArgs()
+        size = len(buf)
+        if size - pos <= _SHORT_PIECE:
+            rest = buf[pos:] if pos else buf
+            if markers.cannot_start_in(rest):  # (a short rest without a marker: as the fast path takes it)
+                self.emit_args(json_args.take(rest, markers))
+                return size, None
         stop, resume, marker = json_args.scan(buf, pos, markers, final)
         if stop > pos:
             self.emit_args(json_args.trim(buf[pos:stop]))
