@@ -378,6 +378,46 @@ def test_usage_is_cumulative_in_openai_terms() -> None:
     ]
 
 
+def test_a_second_message_is_a_new_response() -> None:
+    """Two messages in one stream (a client that streams an agent's turns on): the second one's call
+    positions restart at 0, and its usage and finish reason are its own."""
+    turn = [
+        tool(0, "toolu_a", "get_weather"),
+        json_delta(0, "{}"),
+        block_stop(0),
+        message_delta("tool_use", output_tokens=7),
+        MESSAGE_STOP,
+    ]
+    chunks = convert(
+        [
+            message_start(input_tokens=100),
+            *turn,
+            message_start(input_tokens=20),
+            block_start(0, {"type": "text", "text": ""}),
+            text(0, "Done."),
+            block_stop(0),
+            message_delta("end_turn", output_tokens=3),
+            MESSAGE_STOP,
+        ]
+    )
+    second = chunks[chunks.index(ChunkResponse(is_complete=True, finish_reason="tool_calls")) + 1 :]
+    assert second == [
+        ChunkResponse(
+            usage=TokenUsage(prompt_tokens=20, completion_tokens=0, total_tokens=20),
+            metadata={"id": "msg_1", "model": "claude-x"},
+        ),
+        ChunkResponse(content="Done."),
+        ChunkResponse(
+            finish_reason="stop",
+            usage=TokenUsage(prompt_tokens=20, completion_tokens=3, total_tokens=23),
+            metadata={"stop_reason": "end_turn"},
+        ),
+        ChunkResponse(is_complete=True, finish_reason="stop"),
+    ]
+    chunks = convert([message_start(), *turn, message_start(), *turn])
+    assert [delta.index for chunk in chunks for delta in chunk.tool_calls or ()] == [0, 0, 0, 0, 0, 0]
+
+
 def test_service_tier_goes_to_metadata() -> None:
     assert convert([message_start(input_tokens=3, service_tier="standard")]) == [
         ChunkResponse(

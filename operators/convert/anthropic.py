@@ -151,6 +151,13 @@ class AnthropicConverter(TypedEventConverter):
 
     def _message_start(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
         message = self._mapping(event, "message", "message_start")
+        # A new message starts a new response: call positions restart at 0, usage counts from nothing.
+        self._call_count = 0
+        self._tool_blocks.clear()
+        self._reasoning_blocks.clear()
+        self._finish_reason = None
+        self._usage_counts.clear()
+        self._thinking_tokens = None
         metadata = {key: message[key] for key in ("id", "model") if isinstance(message.get(key), str)}
         raw_usage = message.get("usage")
         usage = self._merge_usage(raw_usage, "message_start") if raw_usage is not None else None
