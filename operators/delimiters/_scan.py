@@ -80,6 +80,7 @@ class Markers:
     """
 
     __slots__ = (
+        "_pair",
         "_pairs",
         "_pattern",
         "_scan",
@@ -119,6 +120,8 @@ class Markers:
         else:
             self.starts, self.tail = self.first_chars, None
             self._pairs = None
+        self._pair = self.starts[0] if self._pairs is not None and len(self.starts) == 1 else None
+        """The one pair every marker starts with, if they share it (found with ``str.find``)."""
         """Text that holds none of ``starts`` and, when ``tail`` is set, does not end with one of its
         characters holds no marker and no start of one at its end (:meth:`absent_from` is True): the
         first two characters of every marker when none is shorter (the start of a marker at the end is
@@ -140,10 +143,14 @@ class Markers:
             return self._search(buf, pos, final)
         # Every marker starts with one of the pairs in ``starts``: look at those places only, each with
         # an anchored match (a short chunk holds at most one or two of them).
-        hit = pairs.search(buf, pos)
+        pair = self._pair
+        if pair is not None:
+            start = buf.find(pair, pos)
+        else:
+            hit = pairs.search(buf, pos)
+            start = -1 if hit is None else hit.start()
         tries = 0
-        while hit is not None:
-            start = hit.start()
+        while start >= 0:
             if not final and len(buf) - start < self.longest and buf[start:] in self.prefixes:
                 return start, start, None  # the start of a marker (perhaps a shorter one) that may still grow
             match = self._pattern.match(buf, start)
@@ -152,7 +159,11 @@ class Markers:
             tries += 1
             if tries == _PAIR_TRIES:  # text with many pairs that start no marker: one search for the rest
                 return self._search(buf, start + 1, final)
-            hit = pairs.search(buf, start + 1)
+            if pair is not None:
+                start = buf.find(pair, start + 1)
+            else:
+                hit = pairs.search(buf, start + 1)
+                start = -1 if hit is None else hit.start()
         size = len(buf)
         if not final and pos < size and buf[-1] in self.tail:  # type: ignore[operator]
             return size - 1, size - 1, None  # the first character of a marker ends the text
