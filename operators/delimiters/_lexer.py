@@ -87,6 +87,11 @@ How to add a format
 7. Test it with ``tests/delimiter_cases.py`` (``assert_chunking_invariant`` feeds a text whole, one
    character at a time, split around every marker, and at random splits; ``run`` gives the text per
    channel and the calls).
+8. Only for speed, once it works: states the engine's shortcut does not know may get a ``shortcut`` and
+   ``fast_path`` of the format's own (harmony's headers and bodies; ``grow_rule`` while a marker's start
+   is held). Each must do exactly what the states do (``tests/test_delimiters_fast_paths_equal.py``), and
+   one that leaves plain text must not run while ``watched`` (a guard for unknown tools keeps the raw
+   text from there).
 """
 
 from __future__ import annotations
