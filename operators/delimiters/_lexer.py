@@ -104,6 +104,7 @@ import msgspec
 
 from operators.delimiters._scan import (
     HEADER_LIMIT,
+    SHORT_PIECE,
     JsonArgs,
     Markers,
     ValueType,
@@ -214,9 +215,6 @@ def _dropped(text: str) -> bool:
 
 _QUOTE: Final = ('"',)
 """What ends a run of JSON string content."""
-
-_SHORT_PIECE: Final = 16
-"""Longest rest of a chunk that :meth:`FormatLexer.stream_json_args` follows as the fast path does."""
 
 _HEADER: Final = "header"
 _JSON: Final = "json"
@@ -961,7 +959,7 @@ class FormatLexer:
         if json_args is None:
             json_args = self.json_args = JsonArgs()
         size = len(buf)
-        if size - pos <= _SHORT_PIECE:
+        if size - pos <= SHORT_PIECE:  # (longer: one scan, no copy of the rest)
             rest = buf[pos:] if pos else buf
             if markers.cannot_start_in(rest):  # (a short rest without a marker: as the fast path takes it)
                 self.emit_args(json_args.take(rest, markers))

@@ -23,6 +23,7 @@ import msgspec
 
 __all__ = [
     "HEADER_LIMIT",
+    "SHORT_PIECE",
     "JsonArgs",
     "Markers",
     "ValueType",
@@ -120,12 +121,12 @@ class Markers:
         else:
             self.starts, self.tail = self.first_chars, None
             self._pairs = None
-        self._pair = self.starts[0] if self._pairs is not None and len(self.starts) == 1 else None
-        """The one pair every marker starts with, if they share it (found with ``str.find``)."""
         """Text that holds none of ``starts`` and, when ``tail`` is set, does not end with one of its
         characters holds no marker and no start of one at its end (:meth:`absent_from` is True): the
         first two characters of every marker when none is shorter (the start of a marker at the end is
         one of them or its first character), else the first characters."""
+        self._pair = self.starts[0] if self._pairs is not None and len(self.starts) == 1 else None
+        """The one pair every marker starts with, if they share it (found with ``str.find``)."""
 
     def __contains__(self, marker: object) -> bool:
         return marker in self.markers
@@ -242,9 +243,9 @@ def _partial(marker: str) -> str:
 
 _STRING_STOP: Final = re.compile(r'[\\"]')
 _STRUCTURE: Final = re.compile(r"[\\{}\[\]]")
-_SHORT: Final = 16
-"""Longest piece :meth:`JsonArgs.take` reads character by character (a regex search costs more)."""
 """What :meth:`JsonArgs.take` leaves to :meth:`JsonArgs.scan`: an escape or a bracket."""
+SHORT_PIECE: Final = 16
+"""Longest piece :meth:`JsonArgs.take` reads character by character (a regex search costs more)."""
 _BRACKETS: Final = "{}[]"
 
 
@@ -291,7 +292,7 @@ class JsonArgs:
         does to the end), and return what of it to emit now (:meth:`trim`). A short piece is read
         character by character, a longer one by :meth:`scan` (one without a backslash or bracket only
         opens and closes strings)."""
-        if len(text) > _SHORT:
+        if len(text) > SHORT_PIECE:
             if self.escape or _STRUCTURE.search(text) is not None:
                 self.scan(text, 0, markers, True)
                 return self.trim(text)

@@ -277,17 +277,11 @@ class DelimiterRewriter:
                         json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
                 return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
             markers = fast.markers
-            if markers is not None:
-                for char in markers.first_chars:  # (Markers.cannot_start_in, inline)
-                    if char in text:
-                        break
-                else:  # no end marker can start in it
-                    text = json_args.take(text, markers)
-                    if not text:
-                        return []
-                    return [
-                        ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])
-                    ]
+            if markers is not None and markers.cannot_start_in(text):
+                text = json_args.take(text, markers)  # no end marker can start in it
+                if not text:
+                    return []
+                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
             return self._shortcut(item, text, False)
         if index is None:
             collect = fast.collect
