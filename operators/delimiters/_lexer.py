@@ -542,19 +542,29 @@ class FormatLexer:
             self._held = held
         return shortcut
 
+    def _hold_marker_start(self, text: str, markers: Markers) -> str | None:
+        """What a state streaming up to ``markers`` takes of ``text``: all of it, or what comes before
+        the start of a marker at its end (that start is held back, as the state holds it); None when a
+        marker is in ``text`` (nothing held: it has to be lexed)."""
+        stop, _resume, marker = markers.find(text, 0, False)
+        if marker is not None:
+            return None
+        if stop < len(text):
+            self._held = text[stop:]
+            return text[:stop]
+        return text
+
     def _text_piece(self, text: str, markers: Markers, channel: Channel | None = None) -> bool | None:
         """:meth:`shortcut` for ``text``, the next piece of text that a state streams up to ``markers``
         (as :meth:`stream_text`) and that holds the start of one: True when it is none (``text`` goes
         on as it is), None when a marker may begin at its end (that is held and what comes before it
         emitted), False when a marker is in it."""
-        stop, _resume, marker = markers.find(text, 0, False)
-        if marker is not None:
+        taken = self._hold_marker_start(text, markers)
+        if taken is None:
             return False
-        if stop == len(text):
+        if taken is text:
             return True
-        self._held = text[stop:]
-        if stop:
-            self.emit_text(text[:stop], channel)
+        self.emit_text(taken, channel)
         return None
 
     def _value_piece(
@@ -564,14 +574,12 @@ class FormatLexer:
         ``markers``: its delta (False: a marker in it; None: held or taken by ``xml_args``)."""
         for char in markers.first_chars:
             if char in text:
-                stop, _resume, marker = markers.find(text, 0, False)
-                if marker is not None:
+                taken = self._hold_marker_start(text, markers)
+                if taken is None:
                     return False
-                if stop < len(text):  # the start of a marker at the end: held, as the state does
-                    self._held = text[stop:]
-                    if not stop:
-                        return None
-                    text = text[:stop]
+                if not taken:
+                    return None
+                text = taken
                 break
         last = text[-1]
         if last.isspace() and (last == "\n" or xml_args.strips_space):
@@ -624,16 +632,13 @@ class FormatLexer:
             self._header_chars = size
             return None
         if helper is _SKIP or helper is _VALUE:
-            # As the state: up to a start of a marker at the end, which is held back; a marker is lexed.
-            stop, _resume, marker = markers.find(text, 0, False)
-            if marker is not None:
+            taken = self._hold_marker_start(text, markers)
+            if taken is None:
                 return False
-            if stop < len(text):
-                self._held = text[stop:]
-            if helper is _VALUE and stop:
+            if helper is _VALUE and taken:
                 xml_args = self.xml_args
                 if xml_args is not None:
-                    xml_args.value(text[:stop])
+                    xml_args.value(taken)
             return None
         if not markers.absent_from(text):
             return False
