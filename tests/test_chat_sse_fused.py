@@ -66,7 +66,9 @@ EXTRA = st.fixed_dictionaries(
         "type": st.just("error"),
     },
 )
-LIVE_EVENT = st.builds(lambda event, extra: {**event, **extra}, EVENT, EXTRA).map(sse)
+LIVE_EVENT = st.builds(
+    lambda event, extra, space: sse({**event, **extra}, space=space), EVENT, EXTRA, st.booleans()
+)
 ODD_READ = st.sampled_from(
     [
         b"data: [DONE]\n\n",
@@ -90,6 +92,8 @@ ODD_READ = st.sampled_from(
         b'data: {"choices": [{"delta": {"content": "a"}}]}\n\ndata: {"choices": []}\n',
         b'data {"choices": [{"delta": {"content": "a"}}]}\n\n',
         b'id: 7\ndata: {"choices": [{"delta": {"content": "a"}}]}\n\n',
+        b"retry: 1000\n\n",
+        b'data:  {"choices": [{"delta": {"content": "two spaces"}}]}\n\n',
     ]
 )
 
@@ -182,3 +186,34 @@ def test_a_read_of_several_live_events_skips_the_event_dicts() -> None:
         ChunkResponse(content="b"),
         ChunkResponse(content="c"),
     ]
+
+
+def test_live_events_after_a_comment_skip_the_event_dicts_with_or_without_the_space() -> None:
+    """A read that starts with something else (a keep-alive comment) gives that to the chain as read, and
+    takes the live events after it live; so does a stream that writes ``data:`` without the space."""
+    head = {"id": "c", "model": "m"}
+    first = sse({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    texts = [
+        sse({**head, "choices": [{"index": 0, "delta": {"content": text}}]}, space=False) for text in "abc"
+    ]
+    core = auto_adapter(provider="openai", framing="sse", id_factory=ids)
+    outputs = core.feed(first)
+    with mock.patch.object(
+        SSEPayloadDecoder, "feed", autospec=True, side_effect=SSEPayloadDecoder.feed
+    ) as decoder_feed:
+        outputs += core.feed(b": keep-alive\n\n" + b"".join(texts))
+    assert [call.args[1] for call in decoder_feed.call_args_list] == [b": keep-alive\n\n"]
+    assert [chunk.content for chunk in outputs] == ["", "a", "b", "c"]
+    assert core.finish() == [ChunkResponse(is_complete=True)]
+
+
+def test_an_error_after_live_events_in_one_read_keeps_them() -> None:
+    head = {"id": "c", "model": "m"}
+    first = sse({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    texts = [sse({**head, "choices": [{"index": 0, "delta": {"content": text}}]}) for text in "ab"]
+    for bad in (b"data: not json at all\n\n", b": ping\n\ndata: not json\n\n", b"data: []\n\n"):
+        reads = [first, b"".join(texts) + bad + texts[0]]
+        got = fused(reads)
+        assert got == chained(reads)
+        assert [chunk.content for chunk in got[1][0]] == ["a", "b"]
+        assert got[1][1] is not None and "StreamDecodeError" in got[1][1]

@@ -702,36 +702,68 @@ class FusedSSE:
 
     def _events(self, item: bytes) -> list[Any]:
         """A read of several events (a replay, a burst): each whole one as a live read of its own (the
-        bytes are the same, cut at the blank lines; the decoder's offsets run on), the rest as read."""
+        bytes are the same, cut at the blank lines; the decoder's offsets run on), the rest as read.
+
+        The read is cut where a blank line is followed by a ``data`` field, so that each piece is the
+        data of a live event when it is one line: measured, half the cost of cutting at blank lines and
+        looking at each event's field name."""
         end = item.rfind(b"\n\n")
         if end < 0:
             return self._slow(item)
-        feed_json, lines, parser, largest = self._feed_json, self._lines, self._parser, self._max
         outputs: list[Any] = []
         try:
-            for block in item[:end].split(b"\n\n"):
-                # SSEPayloadDecoder.live_data and took_live for one event cut at its blank line, inline
-                # (the decoder's start excerpt is already cleared: live reads wait for the first event).
-                if (
-                    self._at_boundary
-                    and block[:5] == b"data:"
-                    and 0x0A not in block
-                    and _LIVE_MIN + 5 < len(block) < largest
-                ):
-                    data = block[6:] if block[5] == 0x20 else block[5:]
-                    chunks = feed_json(data) if len(data) > _LIVE_MIN else None
-                    if chunks is not None:
-                        lines._offset += len(block) + 2
-                        parser._number += 1
-                        outputs += chunks
-                        continue
-                outputs += self._slow(block + b"\n\n")
+            prefix = b"data: " if item.startswith(b"data: ") else b"data:"
+            if not item.startswith(prefix):
+                # Something else first (a comment, an ``event`` field): as read, up to the first data event.
+                first = item.find(b"\n\n" + prefix, 0, end)
+                if first < 0:
+                    return self._slow(item)
+                outputs += self._slow(item[: first + 2])
+                if not self._at_boundary:
+                    return outputs + self._slow(item[first + 2 :])
+                item, end = item[first + 2 :], end - first - 2
+            outputs += self._data_events(item[len(prefix) : end].split(b"\n\n" + prefix), prefix)
             rest = item[end + 2 :]
             if rest:
                 outputs += self._slow(rest)
         except StreamfoldError as error:
             error.partial_outputs = outputs + error.partial_outputs
             raise
+        return outputs
+
+    def _data_events(self, pieces: list[bytes], prefix: bytes) -> list[Any]:
+        """Whole events that each began with ``prefix`` (a ``data`` field), without it and their blank line:
+        one whose data is one line is a live read (SSEPayloadDecoder.live_data and took_live, inline);
+        another goes through the chain as it was read."""
+        feed_json, lines, parser = self._feed_json, self._lines, self._parser
+        largest = self._max - len(prefix)
+        framing = len(prefix) + 2
+        outputs: list[Any] = []
+        taken = count = 0  # the bytes and events of live reads, added to the decoder's counts in one go
+        try:
+            for position, data in enumerate(pieces):
+                if 0x0A not in data and _LIVE_MIN < len(data) < largest:
+                    chunks = feed_json(data)
+                    if chunks is not None:
+                        taken += len(data)
+                        count += 1
+                        outputs += chunks
+                        continue
+                lines._offset += taken + framing * count
+                parser._number += count
+                taken = count = 0
+                outputs += self._slow(prefix + data + b"\n\n")
+                if not self._at_boundary:  # (a whole event leaves it at one: this is for safety's sake)
+                    rest = pieces[position + 1 :]
+                    if rest:
+                        outputs += self._slow(prefix + (b"\n\n" + prefix).join(rest) + b"\n\n")
+                    return outputs
+        except StreamfoldError as error:
+            error.partial_outputs = outputs + error.partial_outputs
+            raise
+        finally:
+            lines._offset += taken + framing * count
+            parser._number += count
         return outputs
 
 
