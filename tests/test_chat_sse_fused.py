@@ -216,4 +216,4 @@ def test_an_error_after_live_events_in_one_read_keeps_them() -> None:
         got = fused(reads)
         assert got == chained(reads)
         assert [chunk.content for chunk in got[1][0]] == ["a", "b"]
-        assert got[1][1] is not None and "StreamDecodeError" in got[1][1]
+        assert (got[1][1] or "").startswith("StreamDecodeError: ")
