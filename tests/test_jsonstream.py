@@ -1131,3 +1131,21 @@ def test_the_fast_route_holds_back_escapes_cut_by_the_chunk_end() -> None:
         assert all(not ("\ud800" <= d[-1] <= "\udbff") for d in deltas), (head, deltas)
         assert second[-1] == V((), {"c": value})
         assert_fast_route_is_the_general_one(['{"c": "', head, tail + '"}'])
+
+
+def test_remembered_pieces_decode_as_new_ones_and_the_memory_is_capped() -> None:
+    """Short string pieces are decoded once and remembered: a piece seen before (an escape cut by its
+    end included) gives what the general route gives, and no more than ``_MEMO_SIZE`` are kept."""
+    chunks = ['{"a": "', 'x\\"y', "\\u00", "e9\\n", 'x\\"y', "\\ud83d", "\\ude00", "\\u00", "e9\\n", '"}']
+    assert_fast_route_is_the_general_one(chunks)
+    assert_fast_route_is_the_general_one(chunks)  # every piece remembered now
+    assert jsonstream._decoded_pieces['x\\"y'] == ('x"y', 4)
+    assert jsonstream._decoded_pieces["\\u00"] == ("", 0)
+    parser = JSONStreamParser()
+    parser.feed('{"a": "')
+    pieces = [f"\\t{number:x}" for number in range(jsonstream._MEMO_SIZE + 10)]
+    for piece in pieces:
+        parser.feed(piece)
+        assert len(jsonstream._decoded_pieces) <= jsonstream._MEMO_SIZE
+    value = json.loads('"' + "".join(pieces) + '"')
+    assert parser.feed('"}') == [ArgumentValue(("a",), value), ArgumentValue((), {"a": value})]

@@ -209,6 +209,42 @@ def _first_surrogate_error(text: str, start: int, end: int) -> tuple[int, str]:
         position = low.end()
 
 
+def _string_piece(text: str) -> tuple[str, int] | None:
+    """String content that starts outside any escape, decoded by one C call up to an escape cut by its
+    end: ``(decoded, where the cut is)``; None when it closes the string or holds an error (the general
+    route says which)."""
+    end = len(text)
+    cut = end
+    backslash = text.rfind("\\", -6)
+    if backslash >= 0:
+        if backslash == end - 1:
+            # A run of backslashes at the end: an odd one leaves the last escape open.
+            if (end - len(text.rstrip("\\"))) & 1:
+                cut = end - 1 if end < 7 or text[end - 7] != "\\" else _held_back_from(text, 0, end)
+        elif text[backslash + 1] == "u":
+            if text[backslash - 1 : backslash] == "\\" or (backslash >= 6 and text[backslash - 6] == "\\"):
+                cut = _held_back_from(text, 0, end)  # maybe escaped, or after another escape
+            else:
+                digits = text[backslash + 2 :]
+                if not digits.strip(_HEX_DIGITS) and (len(digits) < 4 or _is_high_surrogate(digits)):
+                    cut = backslash  # cut short, or a high surrogate whose low one may follow
+    try:
+        return _decode_string('"' + (text[:cut] if cut < end else text) + '"'), cut
+    except (msgspec.DecodeError, UnicodeEncodeError):
+        return None
+
+
+_MEMO_PIECE: Final = 16
+_MEMO_SIZE: Final = 4096
+_NOT_KNOWN: Final = ("", -1)
+_decoded_pieces: dict[str, tuple[str, int] | None] = {}
+""":func:`_string_piece` of pieces of at most ``_MEMO_PIECE`` characters, remembered (up to ``_MEMO_SIZE``
+of them, about 1 MB; then forgotten all at once): the pieces of strings streamed a token at a time repeat
+(an escaped quote or newline and what is next to it), and a lookup costs an eighth of a decode. Measured
+on Python sources as JSON in 3- to 6-character pieces: 67% to 97% of the escaped pieces are known, and
+the parser takes 5% to 14% less time per piece (on random text full of escapes, up to 25% more)."""
+
+
 def _number_step(state: int, char: str) -> int:
     """The number DFA: the state after ``char``, or -1 if ``char`` cannot continue the number."""
     is_digit = "0" <= char <= "9"
@@ -360,32 +396,17 @@ class JSONStreamParser:
             if '"' not in text and "\\" not in text and text.isprintable():
                 piece = text  # nothing to decode (checked in C, much cheaper than a decoder call)
             elif _FAST_STRINGS:
-                end = len(text)
-                cut = end
-                backslash = text.rfind("\\", -6)
-                if backslash >= 0:
-                    if backslash == end - 1:
-                        # A run of backslashes at the end: an odd one leaves the last escape open.
-                        if (end - len(text.rstrip("\\"))) & 1:
-                            cut = (
-                                end - 1 if end < 7 or text[end - 7] != "\\" else _held_back_from(text, 0, end)
-                            )
-                    elif text[backslash + 1] == "u":
-                        if text[backslash - 1 : backslash] == "\\" or (
-                            backslash >= 6 and text[backslash - 6] == "\\"
-                        ):
-                            cut = _held_back_from(text, 0, end)  # maybe escaped, or after another escape
-                        else:
-                            digits = text[backslash + 2 :]
-                            if not digits.strip(_HEX_DIGITS) and (
-                                len(digits) < 4 or _is_high_surrogate(digits)
-                            ):  # cut short, or a high surrogate whose low one may follow
-                                cut = backslash
-                try:
-                    piece = _decode_string('"' + (text[:cut] if cut < end else text) + '"')
-                except (msgspec.DecodeError, UnicodeEncodeError):  # a closing quote, or an error
+                decoded = _decoded_pieces.get(text, _NOT_KNOWN)
+                if decoded is _NOT_KNOWN:
+                    decoded = _string_piece(text)
+                    if len(text) <= _MEMO_PIECE:
+                        if len(_decoded_pieces) >= _MEMO_SIZE:
+                            _decoded_pieces.clear()
+                        _decoded_pieces[text] = decoded
+                if decoded is None:  # a closing quote, or an error
                     return self._feed_string(text, events)
-                if cut < end:
+                piece, cut = decoded
+                if cut < len(text):
                     self._carry = text[cut:]
             else:
                 return self._feed_string(text, events)
