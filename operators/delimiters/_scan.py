@@ -81,6 +81,7 @@ class Markers:
     """
 
     __slots__ = (
+        "_char",
         "_pair",
         "_pairs",
         "_pattern",
@@ -127,6 +128,8 @@ class Markers:
         one of them or its first character), else the first characters."""
         self._pair = self.starts[0] if self._pairs is not None and len(self.starts) == 1 else None
         """The one pair every marker starts with, if they share it (found with ``str.find``)."""
+        self._char = ordered[0] if len(ordered) == 1 and len(ordered[0]) == 1 else None
+        """The marker when it is one character (``>`` ending a tag): nothing else starts it."""
 
     def __contains__(self, marker: object) -> bool:
         return marker in self.markers
@@ -141,7 +144,13 @@ class Markers:
         """
         pairs = self._pairs
         if pairs is None:
-            return self._search(buf, pos, final)
+            char = self._char
+            if char is None:
+                return self._search(buf, pos, final)
+            start = buf.find(char, pos)
+            if start < 0:
+                return len(buf), len(buf), None
+            return start, start + 1, char
         # Every marker starts with one of the pairs in ``starts``: look at those places only, each with
         # an anchored match (a short chunk holds at most one or two of them).
         pair = self._pair
