@@ -160,9 +160,17 @@ class Passing:
         return []
 
 
+PLAIN_LIVE = st.builds(
+    lambda text, space: sse({"id": "c", "choices": [{"index": 0, "delta": {"content": text}}]}, space=space),
+    st.sampled_from(["a", "bc", " fox", "é"]),
+    st.booleans(),
+)
+"""The live event of nearly every stream (the next text), which the fused core takes without the chain."""
+
+
 @settings(max_examples=400, deadline=None)
 @given(
-    events=st.lists(st.one_of(LIVE_EVENT, LIVE_EVENT, ODD_READ), max_size=14),
+    events=st.lists(st.one_of(LIVE_EVENT, PLAIN_LIVE, PLAIN_LIVE, ODD_READ), max_size=14),
     cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=4),
 )
 def test_reads_of_several_events_give_what_the_chain_gives(events: list[bytes], cuts: list[int]) -> None:
@@ -217,3 +225,16 @@ def test_an_error_after_live_events_in_one_read_keeps_them() -> None:
         assert got == chained(reads)
         assert [chunk.content for chunk in got[1][0]] == ["a", "b"]
         assert (got[1][1] or "").startswith("StreamDecodeError: ")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    events=st.lists(st.one_of(LIVE_EVENT, PLAIN_LIVE, PLAIN_LIVE, ODD_READ), min_size=1, max_size=14),
+    cuts=st.lists(st.integers(min_value=1, max_value=13), max_size=4),
+)
+def test_reads_of_whole_events_give_what_the_chain_gives(events: list[bytes], cuts: list[int]) -> None:
+    """Reads cut between events (as a server flushes them), so that most reads after the first one are
+    read event by event in one go (:meth:`FusedSSE._events`)."""
+    bounds = [0, *sorted({cut % len(events) for cut in cuts} - {0}), len(events)]
+    reads = [b"".join(events[start:end]) for start, end in itertools.pairwise(bounds)]
+    assert fused(reads) == chained(reads)
