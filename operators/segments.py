@@ -107,6 +107,7 @@ class _Call:
     name: str | None = None
     kind: str = "function"
     signature: str | None = None
+    server_name: str | None = None
     file_tool: FileTool | None = None
     content_path: tuple[str] | None = None
     """``(file_tool.content_key,)``: the path whose string is the segment's CONTENT."""
@@ -416,6 +417,8 @@ class SegmentEmitter:
             call.name = delta.name
         if delta.signature is not None:
             call.signature = delta.signature
+        if delta.server_name is not None:
+            call.server_name = delta.server_name
         call.kind = delta.kind
         if not call.started:
             if call.name is None and not delta.finished:
@@ -452,6 +455,8 @@ class SegmentEmitter:
             metadata["provider_call_id"] = call.provider_call_id
         if call.kind == "server":
             metadata["provider_executed"] = True
+            if call.server_name is not None:
+                metadata["server_name"] = call.server_name
         elif call.kind == "custom":
             metadata["custom"] = True
         events.append(SegmentEvent.start(call.segment_id, segment_type, metadata))

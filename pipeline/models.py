@@ -144,6 +144,9 @@ class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
     signature: str | None = None
     """Opaque reasoning signature bound to this call (Gemini ``thoughtSignature``), for multi-turn use."""
     argument_events: tuple[ArgumentEvent, ...] = ()
+    server_name: str | None = None
+    """The MCP server that runs a provider-executed MCP call (Anthropic ``mcp_tool_use``), on the call's
+    first delta: a next turn that replays the call names it."""
 
 
 class ToolResult(msgspec.Struct, frozen=True, gc=False, kw_only=True):

@@ -271,14 +271,15 @@ def anthropic_oracle(path: Path) -> list[dict[str, Any]]:
             arguments, _, partial = judge_arguments(
                 "".join(raw[index]) or json.dumps(block.get("input") or {})
             )
-            out.append(
-                {
-                    "type": kind,
-                    "id": block["id"],
-                    "name": block["name"],
-                    "input": arguments if arguments is not None else partial,
-                }
-            )
+            call = {
+                "type": kind,
+                "id": block["id"],
+                "name": block["name"],
+                "input": arguments if arguments is not None else partial,
+            }
+            if kind == "mcp_tool_use":
+                call["server_name"] = block["server_name"]
+            out.append(call)
         elif kind.endswith("_tool_result"):
             want = {"type": kind, "tool_use_id": block["tool_use_id"], "content": block.get("content")}
             if kind == "mcp_tool_result" and block.get("is_error"):
@@ -296,14 +297,7 @@ def test_anthropic_on_every_recording(path: Path) -> None:
     assert message["role"] == "assistant"
     blocks = message["content"]
     for block in blocks:
-        if block["type"] == "mcp_tool_use":
-            # The MCP server's name is not in the events (see the report): all else is checked.
-            assert same_after_sdk(ANTHROPIC_BLOCK, {**block, "server_name": "s"}) == {
-                **block,
-                "server_name": "s",
-            }
-        else:
-            assert same_after_sdk(ANTHROPIC_BLOCK, block) == block
+        assert same_after_sdk(ANTHROPIC_BLOCK, block) == block
     assert blocks == anthropic_oracle(path)
     # Provider rules: each server call is followed (after the other calls of its group) by its result.
     calls = [b["id"] for b in blocks if b["type"] in {"server_tool_use", "mcp_tool_use"}]

@@ -208,7 +208,7 @@ def test_server_and_mcp_tools_are_server_calls_and_result_blocks_are_tool_result
                 )
             ]
         ),
-        ChunkResponse(tool_calls=[ToolCallDelta(1, "mcptoolu_1", "echo", kind="server")]),
+        ChunkResponse(tool_calls=[ToolCallDelta(1, "mcptoolu_1", "echo", kind="server", server_name="echo")]),
         ChunkResponse(tool_calls=[ToolCallDelta(1, arguments_delta="{}", kind="server")]),
         ChunkResponse(tool_calls=[ToolCallDelta(1, finished=True, kind="server")]),
         ChunkResponse(
@@ -674,3 +674,29 @@ async def test_operator_raises_the_provider_error_after_yielding_what_came_befor
     with pytest.raises(ProviderError, match="boom"):
         await consume()
     assert received == [ChunkResponse(content="a")]
+
+
+@pytest.mark.anyio
+async def test_an_mcp_call_names_its_server_in_its_segment() -> None:
+    """The MCP server of an ``mcp_tool_use`` block reaches the tool segment's START (a next turn that
+    replays the call must name it)."""
+    from pipeline.compose import process
+    from pipeline.models import SegmentEvent, SegmentEventType, SegmentType
+
+    body = (FIXTURES / "vercel_claude-sonnet-4-5_mcp_tool_use.jsonl").read_bytes()
+    async with process(body, provider="anthropic", framing="jsonl").stream() as events:
+        starts = [
+            event.metadata
+            async for event in events
+            if isinstance(event, SegmentEvent)
+            and event.event_type is SegmentEventType.START
+            and event.segment_type is SegmentType.TOOL_CALL
+        ]
+    assert starts == [
+        {
+            "tool_name": "echo",
+            "call_id": "mcptoolu_017CuqaJcXe5ZHJjaz3KS1AT",
+            "provider_executed": True,
+            "server_name": "echo",
+        }
+    ]

@@ -204,7 +204,9 @@ class AnthropicConverter(TypedEventConverter):
         if kind == "server":
             self._server_call_names[call_id] = name
         self._tool_blocks[block_index] = _ToolBlock(position, kind, block.get("input"))
-        return [ChunkResponse(tool_calls=[ToolCallDelta(position, call_id, name, kind=kind)])]
+        server_name = self._optional_string(block, "server_name", where) or None
+        delta = ToolCallDelta(position, call_id, name, kind=kind, server_name=server_name)
+        return [ChunkResponse(tool_calls=[delta])]
 
     def _tool_result(self, block_type: str, block: Mapping[str, Any], where: str) -> ToolResult:
         """A server tool's result block, whole in its ``content_block_start``."""

@@ -409,8 +409,16 @@ class TurnBuilder:
                 arguments = call.arguments if call is not None else end.get("arguments", {})
                 name = _call_name(segment)
                 if segment.start.get("provider_executed"):
-                    block_type = "mcp_tool_use" if segment.id.startswith("mcptoolu_") else "server_tool_use"
-                    blocks.append({"type": block_type, "id": segment.id, "name": name, "input": arguments})
+                    server_name = segment.start.get("server_name")
+                    if server_name is not None or segment.id.startswith("mcptoolu_"):
+                        block = {"type": "mcp_tool_use", "id": segment.id, "name": name, "input": arguments}
+                        if server_name is not None:
+                            block["server_name"] = server_name
+                        blocks.append(block)
+                    else:
+                        blocks.append(
+                            {"type": "server_tool_use", "id": segment.id, "name": name, "input": arguments}
+                        )
                 else:
                     blocks.append({"type": "tool_use", "id": segment.id, "name": name, "input": arguments})
             elif segment.kind is SegmentType.TOOL_RESULT:
