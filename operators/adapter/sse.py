@@ -670,17 +670,13 @@ class FusedSSE:
 
     def feed(self, item: bytes) -> list[Any]:
         if self._at_boundary and type(item) is bytes:
-            # SSEPayloadDecoder.live_data, feed_json and took_live, inline. (``partition`` takes its
-            # argument without parsing it, unlike ``find`` and ``startswith``: measured, 80 ns less.)
-            line, _, rest = item.partition(b"\n")
-            if (
-                rest == b"\n"  # one line, then the blank line: one whole event
-                and 0x0D not in line
-                and line[:5] == b"data:"
-                and _LIVE_MIN + 5 < len(line) < self._max
-            ):
-                data = line[6:] if line[5] == 0x20 else line[5:]
-                if len(data) > _LIVE_MIN:
+            # SSEPayloadDecoder.live_data, feed_json and took_live, inline, for one whole event of one
+            # ``data: `` line. (Slices compared, not ``startswith``, which parses its argument: measured,
+            # 25 ns less than cutting the line off with ``partition``; ``data:`` without the space is read
+            # live by _events.)
+            if item[:6] == b"data: " and item[-2:] == b"\n\n":
+                data = item[6:-2]
+                if 0x0A not in data and 0x0D not in data and _LIVE_MIN < len(data) < self._max - 6:
                     outputs = self._feed_json(data)
                     if outputs is not None:
                         self._lines._offset += len(item)
