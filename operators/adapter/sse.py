@@ -715,8 +715,6 @@ class FusedSSE:
                 if first < 0:
                     return self._slow(item)
                 outputs += self._slow(item[: first + 2])
-                if not self._at_boundary:
-                    return outputs + self._slow(item[first + 2 :])
                 item, end = item[first + 2 :], end - first - 2
             outputs += self._data_events(item[len(prefix) : end].split(b"\n\n" + prefix), prefix)
             rest = item[end + 2 :]
@@ -730,14 +728,15 @@ class FusedSSE:
     def _data_events(self, pieces: list[bytes], prefix: bytes) -> list[Any]:
         """Whole events that each began with ``prefix`` (a ``data`` field), without it and their blank line:
         one whose data is one line is a live read (SSEPayloadDecoder.live_data and took_live, inline);
-        another goes through the chain as it was read."""
+        another goes through the chain as it was read. (The chain reads whole events, so the decoder stays
+        at an event boundary from one to the next, as live reads need.)"""
         feed_json, lines, parser = self._feed_json, self._lines, self._parser
         largest = self._max - len(prefix)
         framing = len(prefix) + 2
         outputs: list[Any] = []
         taken = count = 0  # the bytes and events of live reads, added to the decoder's counts in one go
         try:
-            for position, data in enumerate(pieces):
+            for data in pieces:
                 if 0x0A not in data and _LIVE_MIN < len(data) < largest:
                     chunks = feed_json(data)
                     if chunks is not None:
@@ -749,11 +748,6 @@ class FusedSSE:
                 parser._number += count
                 taken = count = 0
                 outputs += self._slow(prefix + data + b"\n\n")
-                if not self._at_boundary:  # (a whole event leaves it at one: this is for safety's sake)
-                    rest = pieces[position + 1 :]
-                    if rest:
-                        outputs += self._slow(prefix + (b"\n\n" + prefix).join(rest) + b"\n\n")
-                    return outputs
         except StreamfoldError as error:
             error.partial_outputs = outputs + error.partial_outputs
             raise
