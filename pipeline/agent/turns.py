@@ -410,15 +410,12 @@ class TurnBuilder:
                 name = _call_name(segment)
                 if segment.start.get("provider_executed"):
                     server_name = segment.start.get("server_name")
-                    if server_name is not None or segment.id.startswith("mcptoolu_"):
-                        block = {"type": "mcp_tool_use", "id": segment.id, "name": name, "input": arguments}
-                        if server_name is not None:
-                            block["server_name"] = server_name
-                        blocks.append(block)
-                    else:
-                        blocks.append(
-                            {"type": "server_tool_use", "id": segment.id, "name": name, "input": arguments}
-                        )
+                    mcp = server_name is not None or segment.id.startswith("mcptoolu_")
+                    block_type = "mcp_tool_use" if mcp else "server_tool_use"
+                    block = {"type": block_type, "id": segment.id, "name": name, "input": arguments}
+                    if server_name is not None:
+                        block["server_name"] = server_name
+                    blocks.append(block)
                 else:
                     blocks.append({"type": "tool_use", "id": segment.id, "name": name, "input": arguments})
             elif segment.kind is SegmentType.TOOL_RESULT:
