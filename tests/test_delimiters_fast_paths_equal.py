@@ -311,6 +311,51 @@ def test_qwen3_coder_a_marker_start_ending_a_value_or_a_gap_is_held_without_lexi
     ]
 
 
+def test_a_held_marker_start_completed_goes_to_the_states_without_the_shortcut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rewriter = DelimiterRewriter("kimi_k2", id_factory=numbered_ids)
+    opening = "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argu"
+    assert rewriter.feed(ChunkResponse(content=opening)) == []
+
+    def refuse(self: FormatLexer, text: str) -> None:
+        raise AssertionError(f"shortcut({text!r}) called: it could not have taken the text")
+
+    monkeypatch.setattr(FormatLexer, "shortcut", refuse)
+    assert rewriter.feed(ChunkResponse(content="ment_begin|>{}")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "functions.f:0", "f", "{}", False)])
+    ]
+
+
+def test_qwen3_coder_tags_around_a_value_are_taken_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter=a>\nab\n</par")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": "ab', False)])
+    ]
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="amet")) == []
+    assert rewriter.feed(ChunkResponse(content="er>\n")) == [  # </parameter>: the value ends
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '"', False)])
+    ]
+    assert rewriter.feed(ChunkResponse(content="<par")) == []
+    assert rewriter.feed(ChunkResponse(content="ameter=k")) == []  # <parameter=, the key begins
+    assert rewriter.feed(ChunkResponse(content="ey>\nx\n")) == [  # the key ends, the value begins
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, ', "key": "x', False)])
+    ]
+    monkeypatch.setattr(FormatLexer, "feed", feed)  # (two tags in one chunk: lexed)
+    assert rewriter.feed(ChunkResponse(content="</parameter>\n<parameter=n>7\n<")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '", "n": ', False)])
+    ]
+    assert rewriter.feed(ChunkResponse(content="/parameter>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "7}", True)])
+    ]
+
+
 def test_qwen3_coder_function_name_pieces_are_held_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
     assert rewriter.feed(ChunkResponse(content="Hi <tool_call>\n<function=wr")) == [

@@ -89,7 +89,8 @@ How to add a format
    channel and the calls).
 8. Only for speed, once it works: states the engine's shortcut does not know may get a ``shortcut`` and
    ``fast_path`` of the format's own (harmony's headers and bodies; ``grow_rule`` while a marker's start
-   is held). Each must do exactly what the states do (``tests/test_delimiters_fast_paths_equal.py``), and
+   is held), and a rule's ``complete`` may take a marker that the states would (Qwen3-Coder's tags around
+   a value). Each must do exactly what the states do (``tests/test_delimiters_fast_paths_equal.py``), and
    one that leaves plain text must not run while ``watched`` (a guard for unknown tools keeps the raw
    text from there).
 """
@@ -161,13 +162,19 @@ class LexerOutput(Protocol):
 class FastPath:
     """How the next chunk of a channel goes when it holds none of ``stops`` and does not end with a
     character of ``tail`` (see :meth:`FormatLexer.fast_path`): on as it is (``passes``), as text of the
-    other channel (``route``), into a header (``collect`` takes it, or refuses it past the cap), into
-    the JSON arguments of call ``index`` (``json_args``: a piece of a string, or, with ``markers``, JSON
-    text in which none of the end markers can start), or into the XML-style value of call ``index``
-    that ``xml_args`` writes."""
+    other channel (``route``), into a header (``collect`` takes it: True; refuses it past the cap:
+    False, the shortcut looks at it; or None: the states take it), into the JSON arguments of call
+    ``index`` (``json_args``: a piece of a string, or, with ``markers``, JSON text in which none of the
+    end markers can start), or into the XML-style value of call ``index`` that ``xml_args`` writes.
+
+    ``stopped_by_states``: a chunk that holds one of ``stops`` goes straight to the states (the shortcut
+    could not take it). ``complete``: a chunk that the states would take (``collect`` gave None, or
+    ``stopped_by_states``) is offered to it first: True when it did what the states do (the format's
+    own way past a marker; its output is packed and the rule made again), False: the states take it."""
 
     __slots__ = (
         "collect",
+        "complete",
         "holds",
         "index",
         "json_args",
@@ -175,6 +182,7 @@ class FastPath:
         "markers",
         "passes",
         "route",
+        "stopped_by_states",
         "stops",
         "tail",
         "xml_args",
@@ -188,11 +196,13 @@ class FastPath:
         kind: ToolCallKind = "function",
         *,
         route: Channel | None = None,
-        collect: Callable[[str], bool] | None = None,
+        collect: Callable[[str], bool | None] | None = None,
         json_args: JsonArgs | None = None,
         markers: Markers | None = None,
         xml_args: XmlArguments | None = None,
         holds: bool = False,
+        stopped_by_states: bool = False,
+        complete: Callable[[str], bool] | None = None,
     ) -> None:
         self.stops = stops
         self.tail = tail
@@ -206,6 +216,12 @@ class FastPath:
         self.passes = index is None and route is None and collect is None
         self.holds = holds
         """``collect`` holds the text back (the start of a marker growing) rather than taking it."""
+        self.stopped_by_states = stopped_by_states
+        self.complete = complete
+
+
+_ANYTHING: Final = re.compile("")
+"""Matches at the start of any text."""
 
 
 def _dropped(text: str) -> bool:
@@ -247,6 +263,7 @@ class FormatLexer:
         "_call_has_args",
         "_expect",
         "_fast",
+        "_grow_ends",
         "_grow_fast",
         "_grow_prefixes",
         "_header_chars",
@@ -312,12 +329,16 @@ class FormatLexer:
         self._skip_newline = False
         self._text_fast = FastPath(self.text_markers.starts, self.text_markers.tail)
         self._fast: FastPath | None = None
+        """The last rule for arguments :meth:`fast_path` made, reused while it holds."""
         self._header_fast: FastPath | None = None
         self._skip_fast: FastPath | None = None
         self._grow_fast = FastPath((), collect=self._grow_held, holds=True)
         self._grow_prefixes: frozenset[str] = frozenset()
         """What the held start of a marker may grow into while :attr:`_grow_fast` is the rule."""
-        """The last rule for arguments :meth:`fast_path` made, reused while it holds."""
+        self._grow_ends: re.Pattern[str] | None = None
+        """While :attr:`_grow_fast` is the rule: matches at the start of the held text and the next
+        chunk when the states must take them (the held start became what it was the start of: the
+        shortcut would give up on it), None when the shortcut may take them."""
         self._expect: tuple[State, tuple[str, ...], int] | None = None
         """The state that last held the start of a literal it expects after whitespace
         (:meth:`expect_after_space`), the literals and the longest length."""
@@ -418,11 +439,12 @@ class FormatLexer:
             # extends it is held with it, as :meth:`_held_shortcut` would.
             markers = self.partial_markers()
             if markers is not None:
-                self._grow_prefixes = markers.prefixes
-                return self._grow_fast
+                return self.grow_rule(markers)
             expect = self._expect
             if expect is not None and self.state == expect[0]:
                 self._grow_prefixes = _literal_prefixes(expect[1])
+                self._grow_ends = _ANYTHING  # (the shortcut only grows it: see _held_shortcut)
+                self._grow_fast.complete = None
                 return self._grow_fast
             return None
         if self.tentative is not None:
@@ -470,7 +492,10 @@ class FormatLexer:
         if helper is _HEADER:
             fast = self._header_fast
             if fast is None or fast.stops is not markers.first_chars:
-                fast = self._header_fast = FastPath(markers.first_chars, collect=self._collect_header)
+                # (a marker can start in text with a stop: the engine's shortcut never takes it)
+                fast = self._header_fast = FastPath(
+                    markers.first_chars, collect=self._collect_header, stopped_by_states=True
+                )
             return fast
         if helper is _SKIP:
             fast = self._skip_fast
@@ -479,19 +504,35 @@ class FormatLexer:
             return fast
         return None
 
-    def grow_rule(self, markers: Markers) -> FastPath:
+    def grow_rule(
+        self,
+        markers: Markers,
+        *,
+        completed_by_states: bool = True,
+        complete: Callable[[str], bool] | None = None,
+    ) -> FastPath:
         """The rule while the start of one of ``markers`` is held back: the next chunk that only extends
-        it is held with it (a format's :meth:`fast_path` for the states it writes itself)."""
+        it is held with it (a format's :meth:`fast_path` for the states it writes itself).
+
+        ``completed_by_states``: a chunk that completes the marker goes to ``complete``, if given, then
+        to the states (False: to :meth:`shortcut`, when the format's shortcut takes some completed
+        markers itself)."""
         self._grow_prefixes = markers.prefixes
+        self._grow_ends = markers.pattern if completed_by_states else None
+        self._grow_fast.complete = complete
         return self._grow_fast
 
-    def _grow_held(self, text: str) -> bool:
+    def _grow_held(self, text: str) -> bool | None:
         """Hold ``text`` with the held start of a marker when together they are still the start of one
-        (the rule :meth:`fast_path` gives while something is held); False: it has to be looked at."""
+        (the rule :meth:`fast_path` gives while something is held): True. None when they start with
+        the marker (or literal) itself, which the states take; False: it has to be looked at."""
         longer = self._held + text
         if longer in self._grow_prefixes:
             self._held = longer
             return True
+        ends = self._grow_ends
+        if ends is not None and ends.match(longer) is not None:
+            return None
         return False
 
     def _collect_header(self, text: str) -> bool:

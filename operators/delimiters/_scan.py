@@ -84,12 +84,12 @@ class Markers:
         "_char",
         "_pair",
         "_pairs",
-        "_pattern",
         "_scan",
         "first_chars",
         "json_stops",
         "longest",
         "markers",
+        "pattern",
         "prefixes",
         "starts",
         "tail",
@@ -101,7 +101,8 @@ class Markers:
             raise ValueError(f"markers must be non-empty and not start with a quote: {markers!r}")
         self.markers: tuple[str, ...] = tuple(ordered)
         alternation = "|".join(map(re.escape, ordered))
-        self._pattern = re.compile(alternation)
+        self.pattern = re.compile(alternation)
+        """Any of the markers (``pattern.match(text)``: ``text`` starts with one)."""
         self.json_stops = re.compile(alternation + r'|["{}\[\]]')
         """A marker, a quote or a bracket: where scanning JSON outside strings stops (a marker that starts
         with a bracket, Mistral's ``[TOOL_CALLS]``, is a marker)."""
@@ -163,7 +164,7 @@ class Markers:
         while start >= 0:
             if not final and len(buf) - start < self.longest and buf[start:] in self.prefixes:
                 return start, start, None  # the start of a marker (perhaps a shorter one) that may still grow
-            match = self._pattern.match(buf, start)
+            match = self.pattern.match(buf, start)
             if match is not None:
                 return start, match.end(), match.group()
             tries += 1
@@ -187,7 +188,7 @@ class Markers:
         else:  # no marker can start here: the common case, one str.find per marker-start character
             return len(buf), len(buf), None
         if final:
-            match = self._pattern.search(buf, pos)
+            match = self.pattern.search(buf, pos)
             if match is None:
                 return len(buf), len(buf), None
             return match.start(), match.end(), match.group()

@@ -264,6 +264,8 @@ class DelimiterRewriter:
         ):
             return self._lex(item, True)
         if not taken:
+            if fast.stopped_by_states:
+                return self._complete(item, text, fast)
             return self._shortcut(item, text, False)
         index = fast.index
         if json_args is not None:
@@ -292,8 +294,11 @@ class DelimiterRewriter:
                 return [
                     ChunkResponse(reasoning=text) if route == "reasoning" else ChunkResponse(content=text)
                 ]
-            if collect(text):
+            collected = collect(text)
+            if collected:
                 return []
+            if collected is None:  # (the held start of a marker became one)
+                return self._complete(item, text, fast)
             return self._shortcut(item, text, False)
         xml_args = fast.xml_args
         assert xml_args is not None
@@ -305,6 +310,19 @@ class DelimiterRewriter:
                 return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
         xml_args.value(text)  # held until the value ends, or written by the value's writer
         return self._pack(item, False) if self._output.ops else []
+
+    def _complete(self, item: ChunkResponse, text: str, fast: FastPath) -> list[ChunkResponse]:
+        """:meth:`feed` when the channel's rule leaves ``text``, all of ``item``, to the states: the
+        format's own way past the marker (``fast.complete``), else a run of the states."""
+        complete = fast.complete
+        if complete is None or not complete(text):
+            return self._lex(item, False)
+        chunks = self._pack(item, False) if self._output.ops else []
+        if item.reasoning is None:
+            self._content_fast = self._content.fast_path()
+        else:
+            self._reasoning_fast = self._reasoning.fast_path()
+        return chunks
 
     def _shortcut(self, item: ChunkResponse, text: str, more: bool) -> list[ChunkResponse]:
         """:meth:`feed` when the channel's rule does not take ``text``: the lexer's shortcut, else a run

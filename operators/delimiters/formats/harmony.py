@@ -199,11 +199,14 @@ class HarmonyLexer(FormatLexer):
             return self._rerouted_fast
         if self.call_index is None and self.state == self._header_state:
             if self._held:
-                return self.grow_rule(_HEADER)
+                return self.grow_rule(_HEADER, completed_by_states=False)  # (see _header_shortcut)
             fast = self._head_fast
             if fast is None:
                 fast = self._head_fast = FastPath(_HEADER.first_chars, collect=self._collect_head)
             return fast
+        if self._held and self.state == self._text_state and self.tentative is None:
+            # A header's opener completed between messages is taken by the shortcut (_open_shortcut).
+            return self.grow_rule(self.text_markers, completed_by_states=self.watched)
         return FormatLexer.fast_path(self)
 
     def _collect_head(self, text: str) -> bool:

@@ -7,8 +7,9 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._families import TaggedCallLexer
+from operators.delimiters._lexer import Channel, FastPath, FormatLexer, LexerOptions, LexerOutput
 from operators.delimiters._registry import register_format
-from operators.delimiters._scan import Markers, space_end
+from operators.delimiters._scan import HEADER_LIMIT, Markers, space_end
 
 __all__ = ["Qwen3CoderLexer"]
 
@@ -32,7 +33,8 @@ _VALUE: Final = Markers(
 )
 # "\n</parameter>" is "</parameter>" with the value's newline before it (kept in the value, stripped there as
 # any trailing newline): the held "\n<" then grows into a marker instead of being lexed on "\n</pa".
-_KEPT: Final = frozenset(("\n" + _PARAMETER_END,))
+_KEPT_END: Final = "\n" + _PARAMETER_END
+_KEPT: Final = frozenset((_KEPT_END,))
 _TEXT: Final = Markers(_TOOL_CALL, _FUNCTION)
 _ORPHAN_BODY: Final = Markers(_FUNCTION_END, _TOOL_CALL)
 
@@ -78,6 +80,104 @@ class Qwen3CoderLexer(TaggedCallLexer):
         _PARAMETER,
         _PARAMETER_END,
     )
+
+    def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
+        super().__init__(output, channel, options)
+        self._value_state = self._value
+        self._key_state = self._parameter_key
+        self._between_state = self._in_function
+        """The states :meth:`fast_path` knows, kept to compare without building a bound method per chunk."""
+        self._key_fast = FastPath(
+            _KEY_END.first_chars,
+            collect=self._collect_header,
+            stopped_by_states=True,
+            complete=self._complete_key,
+        )
+
+    def fast_path(self) -> FastPath | None:
+        """The engine's rules, with the three tags around a value taken as the states take them
+        (``</parameter>``, ``<parameter=``, the key's ``>``) when nothing else is in the chunk."""
+        rule = FormatLexer.fast_path(self)
+        if rule is self._grow_fast and self.xml_args is not None:
+            state = self.state
+            if state == self._value_state:
+                rule.complete = self._complete_value
+            elif state == self._between_state:
+                rule.complete = self._complete_parameter
+        elif rule is self._header_fast and self.xml_args is not None and self.state == self._key_state:
+            return self._key_fast
+        return rule
+
+    def _complete_value(self, text: str) -> bool:
+        """:meth:`_value` taking ``</parameter>`` (the held start of it and ``text``) and what follows
+        it in the chunk, when that holds no other marker: False, nothing done, otherwise."""
+        longer = self._held + text
+        if longer.startswith(_KEPT_END):
+            size = len(_KEPT_END)
+        elif longer.startswith(_PARAMETER_END):
+            size = len(_PARAMETER_END)
+        else:
+            return False
+        rest = longer[size:]
+        stop = len(rest)
+        if rest:
+            stop, _resume, marker = _IN_FUNCTION.find(rest, 0, False)
+            if marker is not None:
+                return False
+        xml_args = self.xml_args
+        assert xml_args is not None  # (see fast_path)
+        if size == len(_KEPT_END):
+            xml_args.value("\n")
+        xml_args.end_value()
+        self.switch_to_skip(self._in_function, _IN_FUNCTION)
+        self._held = rest[stop:]  # what follows is dropped up to the start of a tag
+        return True
+
+    def _complete_parameter(self, text: str) -> bool:
+        """:meth:`_in_function` taking ``<parameter=`` (the held start of it and ``text``) and the key
+        after it (:meth:`_complete_key` when it ends in the chunk): False, nothing done, otherwise."""
+        longer = self._held + text
+        if not longer.startswith(_PARAMETER):
+            return False
+        key = longer[len(_PARAMETER) :]
+        if ">" in key:
+            return self._complete_key(key, opening=True)
+        if len(key) > HEADER_LIMIT:
+            return False
+        self._held = ""
+        self.switch_to_header(self._parameter_key, _KEY_END)
+        if key:
+            self._header_parts.append(key)
+            self._header_chars += len(key)
+        return True
+
+    def _complete_key(self, text: str, opening: bool = False) -> bool:
+        """:meth:`_parameter_key` taking the key's end in ``text`` and the start of the value after it,
+        when that holds no marker (``opening``: the key's ``<parameter=`` came just before, the key is
+        all in ``text``): False, nothing done, otherwise."""
+        close = text.find(">")
+        if close < 0 or self._header_chars + close > HEADER_LIMIT:
+            return False
+        rest = text[close + 1 :]
+        stop = len(rest)
+        if rest:
+            stop, _resume, marker = _VALUE.find(rest, 0, False)
+            if marker is not None:
+                return False
+        if opening:
+            self._held = ""
+            self.switch_to_header(self._parameter_key, _KEY_END)
+        if close:
+            self._header_parts.append(text[:close])
+            self._header_chars += close
+        self.begin_value(self.take_header().strip())
+        self.switch_to_value(self._value, _VALUE)
+        if stop:
+            xml_args = self.xml_args
+            assert xml_args is not None  # (see fast_path)
+            xml_args.value(rest[:stop])
+        self._held = rest[stop:]  # the start of a marker, held as the state holds it
+        return True
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: whitespace, then ``<function=``."""
