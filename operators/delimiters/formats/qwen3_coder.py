@@ -87,26 +87,62 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._key_state = self._parameter_key
         self._between_state = self._in_function
         """The states :meth:`fast_path` knows, kept to compare without building a bound method per chunk."""
-        self._key_fast = FastPath(
-            _KEY_END.first_chars,
-            collect=self._collect_header,
-            stopped_by_states=True,
-            complete=self._complete_key,
+        self._between_fast = FastPath(
+            (), collect=self._collect_between, holds=True, complete=self._complete_between
         )
 
     def fast_path(self) -> FastPath | None:
-        """The engine's rules, with the three tags around a value taken as the states take them
-        (``</parameter>``, ``<parameter=``, the key's ``>``) when nothing else is in the chunk."""
-        rule = FormatLexer.fast_path(self)
-        if rule is self._grow_fast and self.xml_args is not None:
+        """The engine's rules, with the tags around a value taken as the states take them: between two
+        values (whitespace, ``<parameter=``, the key up to its ``>``) by one rule, and ``</parameter>``
+        ending a value, when nothing else is in the chunk."""
+        if self.xml_args is not None and not self.watched:
             state = self.state
-            if state == self._value_state:
-                rule.complete = self._complete_value
-            elif state == self._between_state:
-                rule.complete = self._complete_parameter
-        elif rule is self._header_fast and self.xml_args is not None and self.state == self._key_state:
-            return self._key_fast
+            if state == self._between_state or state == self._key_state:
+                return self._between_fast
+        rule = FormatLexer.fast_path(self)
+        if rule is self._grow_fast and self.xml_args is not None and self.state == self._value_state:
+            rule.complete = self._complete_value
         return rule
+
+    def _collect_between(self, text: str) -> bool | None:
+        """What :meth:`_in_function` and :meth:`_parameter_key` do with ``text`` when they emit nothing:
+        whitespace dropped, the start of a tag held, ``<parameter=`` and a key collected (True).
+        None: the chunk ends the key or holds anything else (:meth:`_complete_between`, else the
+        states)."""
+        if self.state == self._key_state:
+            size = self._header_chars + len(text)
+            if ">" in text or size > HEADER_LIMIT:
+                return None
+            self._header_parts.append(text)
+            self._header_chars = size
+            return True
+        held = self._held
+        longer = held + text if held else text.lstrip()
+        if not longer or longer in _IN_FUNCTION.prefixes:
+            self._held = longer
+            return True
+        if not longer.startswith(_PARAMETER):
+            return None
+        key = longer[len(_PARAMETER) :]
+        if ">" in key or len(key) > HEADER_LIMIT:
+            return None
+        self._held = ""
+        self.switch_to_header(self._parameter_key, _KEY_END)
+        if key:
+            self._header_parts.append(key)
+            self._header_chars += len(key)
+        return True
+
+    def _complete_between(self, text: str) -> bool:
+        """The key's ``>`` in ``text`` (after ``<parameter=`` and the key, when they are in it too):
+        :meth:`_complete_key`. False, nothing done, for anything else."""
+        if self.state == self._key_state:
+            return self._complete_key(text)
+        held = self._held
+        longer = held + text if held else text.lstrip()
+        if not longer.startswith(_PARAMETER):
+            return False
+        return self._complete_key(longer[len(_PARAMETER) :], opening=True)
 
     def _complete_value(self, text: str) -> bool:
         """:meth:`_value` taking ``</parameter>`` (the held start of it and ``text``) and what follows
@@ -131,24 +167,6 @@ class Qwen3CoderLexer(TaggedCallLexer):
         xml_args.end_value()
         self.switch_to_skip(self._in_function, _IN_FUNCTION)
         self._held = rest[stop:]  # what follows is dropped up to the start of a tag
-        return True
-
-    def _complete_parameter(self, text: str) -> bool:
-        """:meth:`_in_function` taking ``<parameter=`` (the held start of it and ``text``) and the key
-        after it (:meth:`_complete_key` when it ends in the chunk): False, nothing done, otherwise."""
-        longer = self._held + text
-        if not longer.startswith(_PARAMETER):
-            return False
-        key = longer[len(_PARAMETER) :]
-        if ">" in key:
-            return self._complete_key(key, opening=True)
-        if len(key) > HEADER_LIMIT:
-            return False
-        self._held = ""
-        self.switch_to_header(self._parameter_key, _KEY_END)
-        if key:
-            self._header_parts.append(key)
-            self._header_chars += len(key)
         return True
 
     def _complete_key(self, text: str, opening: bool = False) -> bool:
