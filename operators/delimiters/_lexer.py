@@ -623,7 +623,7 @@ class FormatLexer:
                 text = taken
                 break
         last = text[-1]
-        if last.isspace() and (last == "\n" or xml_args.strips_space):
+        if last == "\n" or (xml_args.strips_space and last.isspace()):
             xml_args.value(text)  # whitespace at the end, perhaps not part of the value
             return None
         self._call_has_args = True

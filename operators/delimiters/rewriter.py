@@ -304,7 +304,7 @@ class DelimiterRewriter:
         assert xml_args is not None
         if xml_args.streaming:  # a piece of a string value, unless it ends with space it may strip
             last = text[-1]
-            if not (last.isspace() and (last == "\n" or xml_args.strips_space)):
+            if last != "\n" and not (xml_args.strips_space and last.isspace()):
                 if not text.isprintable() or '"' in text or "\\" in text:
                     text = json_escape(text)
                 return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
