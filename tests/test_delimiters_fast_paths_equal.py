@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.delimiters import DelimiterRewriter, _scan
+from operators.delimiters import DelimiterRewriter
 from operators.delimiters._lexer import FormatLexer
 from operators.delimiters._scan import Markers, XmlArguments, json_escape
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
@@ -435,17 +435,6 @@ def test_markers_find_equals_the_reference(markers: Markers, buf: str, pos: int,
 def test_json_escape_equals_msgspec(text: str) -> None:
     if not any("\ud800" <= char <= "\udfff" for char in text):
         assert json_escape(text) == msgspec.json.encode(text).decode()[1:-1]
-        assert json_escape(text) == msgspec.json.encode(text).decode()[1:-1]  # (a short one remembered)
-
-
-def test_remembered_escapes_are_capped() -> None:
-    pieces = [f'"\t{number:x}' for number in range(_scan._MEMO_SIZE + 10)]
-    for piece in pieces:
-        assert json_escape(piece) == msgspec.json.encode(piece).decode()[1:-1]
-        assert len(_scan._escaped_pieces) <= _scan._MEMO_SIZE
-    assert _scan._escaped_pieces[pieces[-1]] == '\\"\\t' + f"{len(pieces) - 1:x}"
-    assert json_escape("\ud800x") == "\\ud800x"  # a lone surrogate: its escape (remembered too)
-    assert json_escape("\ud800x") == "\\ud800x"
 
 
 _EXTRAS = st.sampled_from(

@@ -57,26 +57,10 @@ def json_escape(text: str) -> str:
 
     A lone surrogate (only a Python-object source can carry one) is written as its ``\\uXXXX`` escape,
     which the argument parser then reports as ``invalid_json`` (I-JSON has no lone surrogates)."""
-    escaped = _escaped_pieces.get(text)
-    if escaped is not None:
-        return escaped
     try:
-        escaped = _json_encode(text)[1:-1].decode()
+        return _json_encode(text)[1:-1].decode()
     except UnicodeEncodeError:  # a lone surrogate, which UTF-8 cannot encode
-        escaped = json.dumps(text)[1:-1]
-    if len(text) <= _MEMO_PIECE:
-        if len(_escaped_pieces) >= _MEMO_SIZE:
-            _escaped_pieces.clear()
-        _escaped_pieces[text] = escaped
-    return escaped
-
-
-_MEMO_PIECE: Final = 16
-_MEMO_SIZE: Final = 4096
-_escaped_pieces: dict[str, str] = {}
-""":func:`json_escape` of pieces of at most ``_MEMO_PIECE`` characters, remembered (up to ``_MEMO_SIZE``
-of them, about 1 MB at most; then forgotten all at once): the pieces of a value streamed a token at a
-time repeat (a quote, a newline, an indent), and a lookup costs half of an escape."""
+        return json.dumps(text)[1:-1]
 
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
