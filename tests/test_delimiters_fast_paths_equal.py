@@ -356,6 +356,61 @@ def test_qwen3_coder_tags_around_a_value_are_taken_without_lexing(monkeypatch: p
     ]
 
 
+def test_qwen3_coder_a_call_opening_is_held_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="Hi <to")) == [ChunkResponse(content="Hi ")]
+    feed = FormatLexer.feed
+
+    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
+        raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    for piece in ("ol_c", "all>", "\n <f", "unct", "ion=", "fi"):
+        assert rewriter.feed(ChunkResponse(content=piece)) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content="nd>\n</function>\n</tool_call>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "find", "{}", True)])
+    ]
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    for piece in ("\n\n<", "tool_call>", "\n<function=", "g"):  # the next call's opening
+        assert rewriter.feed(ChunkResponse(content=piece)) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.feed(ChunkResponse(content=">\n<")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(1, "call_1", "g", None, False)])
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A <tool_call>\n<function=f>\n</function>\n</tool_call>\n<tool_call>\n<function=g>\n"
+        "<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>\nB",
+        "<tool_call><function=f></function></tool_call><tool_call> x",
+        "<tool_call>\n<function=f>\n</function>\n</tool_call>\n</tool_call> <tool <function=",
+        "<tool_call>\n<function=f>\n</function>\n \n</tool_call>\n<tool_call>\n<function=a b>",
+    ],
+)
+def test_qwen3_coder_calls_in_a_row_at_every_boundary(text: str) -> None:
+    for cut in range(1, len(text)):
+        assert_same_chunks("qwen3_coder", [text[:cut], text[cut:]])
+    for size in (1, 2, 3, 4, 5):
+        assert_same_chunks("qwen3_coder", pieces_at(text, range(size, len(text), size)))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<tool_call>" + " " * 5000 + "<function=f></function></tool_call>",
+        "<tool_call>\n<function=" + "f" * 5000 + "></function></tool_call>",
+        "<tool_call><function=f></function></tool_call>" + "\n" * 5000 + "<tool_call><function=g>",
+        "<tool_call><function=f></function>" + " " * 5000 + "</tool_call> after",
+    ],
+)
+def test_qwen3_coder_a_long_opening_is_given_up_as_the_states_give_it_up(text: str) -> None:
+    for size in (3, 4, 64):
+        assert_same_chunks("qwen3_coder", pieces_at(text, range(size, len(text), size)))
+
+
 def test_qwen3_coder_function_name_pieces_are_held_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
     assert rewriter.feed(ChunkResponse(content="Hi <tool_call>\n<function=wr")) == [

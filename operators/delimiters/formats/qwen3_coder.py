@@ -36,6 +36,16 @@ _VALUE: Final = Markers(
 _KEPT_END: Final = "\n" + _PARAMETER_END
 _KEPT: Final = frozenset((_KEPT_END,))
 _TEXT: Final = Markers(_TOOL_CALL, _FUNCTION)
+_AFTER_FUNCTION: Final = -2
+_BETWEEN_CALLS: Final = -1
+_AFTER_OPENER: Final = 1
+_NAME: Final = 2
+_OPENING: Final = {
+    _AFTER_FUNCTION: (_TOOL_CALL_END, _BETWEEN_CALLS),
+    _BETWEEN_CALLS: (_TOOL_CALL, _AFTER_OPENER),
+    _AFTER_OPENER: (_FUNCTION, _NAME),
+}
+"""The steps of :meth:`Qwen3CoderLexer._collect_opening` at a tag after whitespace: the tag, the next step."""
 _ORPHAN_BODY: Final = Markers(_FUNCTION_END, _TOOL_CALL)
 
 
@@ -90,6 +100,14 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._between_fast = FastPath(
             (), collect=self._collect_between, holds=True, complete=self._complete_between
         )
+        self._after_state = self._after_function
+        self._between_calls_state = self._between_calls
+        self._opening_fast = FastPath((), collect=self._collect_opening, holds=True)
+        self._opening_step = 0
+        """How far the held opening of a call has come (:meth:`_collect_opening`): 0 in ``<tool_call>``
+        in text, else at a tag after whitespace (``_OPENING``), 2 in the name after ``<function=``."""
+        self._opening_tag = ""
+        """The start of the tag held after whitespace."""
 
     def fast_path(self) -> FastPath | None:
         """The engine's rules, with the tags around a value taken as the states take them: between two
@@ -99,6 +117,16 @@ class Qwen3CoderLexer(TaggedCallLexer):
             state = self.state
             if state == self._between_state or state == self._key_state:
                 return self._between_fast
+        elif not self.watched:
+            state = self.state
+            if state == self._text_state:
+                if self._held and self.tentative is None:
+                    self._opening_step = 0
+                    return self._opening_fast
+            elif state == self._after_state or state == self._between_calls_state:
+                self._opening_step = _AFTER_FUNCTION if state == self._after_state else _BETWEEN_CALLS
+                self._opening_tag = self._held
+                return self._opening_fast
         rule = FormatLexer.fast_path(self)
         if rule is self._grow_fast and self.xml_args is not None and self.state == self._value_state:
             rule.complete = self._complete_value
@@ -143,6 +171,43 @@ class Qwen3CoderLexer(TaggedCallLexer):
         if not longer.startswith(_PARAMETER):
             return False
         return self._complete_key(longer[len(_PARAMETER) :], opening=True)
+
+    def _collect_opening(self, text: str) -> bool | None:
+        """Hold ``text`` with the held start of a call's opening while it can still be one: in text,
+        ``<tool_call>``; after a call, whitespace, ``</tool_call>``, whitespace and ``<tool_call>``;
+        then whitespace, ``<function=`` and the name, up to its ``>``. Nothing is emitted before the
+        name ends, whichever it turns out to be. None: the states take it (the name ended, or it is
+        text); False: the shortcut looks at it (the start of a marker that it was not)."""
+        longer = self._held + text
+        size = len(longer) + (self._tentative_size if self.tentative is not None else 0)
+        if size > HEADER_LIMIT:
+            return None  # (the states give up on it)
+        step = self._opening_step
+        if step == 0:
+            if longer in _TEXT.prefixes:
+                self._held = longer
+                return True
+            if not longer.startswith(_TOOL_CALL):
+                return None if _TEXT.pattern.match(longer) is not None else False
+            self._opening_step = step = _AFTER_OPENER
+            self._opening_tag = ""
+            text = longer[len(_TOOL_CALL) :]
+        while step != _NAME:
+            tag = self._opening_tag + text if self._opening_tag else text.lstrip()
+            literal, after = _OPENING[step]
+            if len(tag) < len(literal) and literal.startswith(tag):
+                self._opening_tag = tag
+                self._held = longer
+                return True
+            if not tag.startswith(literal):
+                return None
+            self._opening_step = step = after
+            self._opening_tag = ""
+            text = tag[len(literal) :]
+        if _NAME_END.search(text) is not None:
+            return None
+        self._held = longer
+        return True
 
     def _complete_value(self, text: str) -> bool:
         """:meth:`_value` taking ``</parameter>`` (the held start of it and ``text``) and what follows
