@@ -351,9 +351,16 @@ def test_qwen3_coder_tags_around_a_value_are_taken_without_lexing(monkeypatch: p
     assert rewriter.feed(ChunkResponse(content="</parameter>\n<parameter=n>7\n<")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '", "n": ', False)])
     ]
-    assert rewriter.feed(ChunkResponse(content="/parameter>\n</function>\n</tool_call>")) == [
-        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "7}", True)])
+    monkeypatch.setattr(FormatLexer, "feed", refuse)
+    assert rewriter.feed(ChunkResponse(content="/parameter>\n")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "7", False)])
     ]
+    assert rewriter.feed(ChunkResponse(content="</function>\n")) == [  # </function>: the call ends
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "}", True)])
+    ]
+    assert rewriter.feed(ChunkResponse(content="</tool_call>")) == []
+    monkeypatch.setattr(FormatLexer, "feed", feed)
+    assert rewriter.finish() == []
 
 
 def test_qwen3_coder_a_call_opening_is_held_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -125,7 +125,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
                     return self._opening_fast
             elif state == self._after_state or state == self._between_calls_state:
                 self._opening_step = _AFTER_FUNCTION if state == self._after_state else _BETWEEN_CALLS
-                self._opening_tag = self._held
+                self._opening_tag = self._held.lstrip()
                 return self._opening_fast
         rule = FormatLexer.fast_path(self)
         if rule is self._grow_fast and self.xml_args is not None and self.state == self._value_state:
@@ -163,14 +163,23 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def _complete_between(self, text: str) -> bool:
         """The key's ``>`` in ``text`` (after ``<parameter=`` and the key, when they are in it too):
-        :meth:`_complete_key`. False, nothing done, for anything else."""
+        :meth:`_complete_key`; ``</function>`` followed by whitespace and perhaps the start of
+        ``</tool_call>``: the call ends. False, nothing done, for anything else."""
         if self.state == self._key_state:
             return self._complete_key(text)
         held = self._held
         longer = held + text if held else text.lstrip()
-        if not longer.startswith(_PARAMETER):
+        if longer.startswith(_PARAMETER):
+            return self._complete_key(longer[len(_PARAMETER) :], opening=True)
+        if not longer.startswith(_FUNCTION_END):
             return False
-        return self._complete_key(longer[len(_PARAMETER) :], opening=True)
+        rest = longer[len(_FUNCTION_END) :]
+        tag = rest.lstrip()
+        if tag and (len(tag) >= len(_TOOL_CALL_END) or not _TOOL_CALL_END.startswith(tag)):
+            return False
+        self._end_function(_FUNCTION_END)
+        self._held = rest  # (what _after_function holds, :meth:`_collect_opening` takes on from there)
+        return True
 
     def _collect_opening(self, text: str) -> bool | None:
         """Hold ``text`` with the held start of a call's opening while it can still be one: in text,
