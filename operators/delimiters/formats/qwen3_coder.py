@@ -110,9 +110,10 @@ class Qwen3CoderLexer(TaggedCallLexer):
         """The start of the tag held after whitespace."""
 
     def fast_path(self) -> FastPath | None:
-        """The engine's rules, with the tags around a value taken as the states take them: between two
-        values (whitespace, ``<parameter=``, the key up to its ``>``) by one rule, and ``</parameter>``
-        ending a value, when nothing else is in the chunk."""
+        """The engine's rules, with the tags around values taken as the states take them, when nothing
+        else is in the chunk: a call's opening, up to its name's ``>``, by one rule; between two values
+        (whitespace, ``<parameter=``, the key up to its ``>``, or ``</function>``) by another; and
+        ``</parameter>`` ending a value. Not while a guard watches (``watched``), except in a value."""
         if self.xml_args is not None and not self.watched:
             state = self.state
             if state == self._between_state or state == self._key_state:
