@@ -94,9 +94,14 @@ def outputs(rewriter: DelimiterRewriter, pieces: list[str], channel: str) -> Ite
     yield from rewriter.finish()
 
 
-def assert_same_chunks(format: str, pieces: list[str], channel: str = "content") -> None:
-    fast = list(outputs(DelimiterRewriter(format, id_factory=numbered_ids), pieces, channel))
-    slow = list(outputs(_NoShortcut(format, id_factory=numbered_ids), pieces, channel))
+def assert_same_chunks(
+    format: str, pieces: list[str], channel: str = "content", offered: set[str] | None = None
+) -> None:
+    rewriters = (DelimiterRewriter, _NoShortcut)
+    fast, slow = (
+        list(outputs(kind(format, id_factory=numbered_ids, offered_tools=offered), pieces, channel))
+        for kind in rewriters
+    )
     assert fast == slow, f"{format} at {pieces!r}"
 
 
@@ -109,6 +114,20 @@ def test_fast_paths_equal_the_states_at_any_chunking(
     text = STREAMS[format](value, prose)
     assert_same_chunks(format, pieces_at(text, cuts))
     assert_same_chunks(format, pieces_at(text, range(4, len(text), 4)))  # the benchmark's 4-character deltas
+
+
+@pytest.mark.parametrize("format", sorted(STREAMS))
+@pytest.mark.parametrize("offered", [{"f"}, {"g"}])
+@given(value=_VALUE_TEXT, cuts=st.lists(st.integers(1, 200)))
+@settings(max_examples=40, deadline=None)
+def test_fast_paths_equal_the_states_with_a_guard(
+    format: str, offered: set[str], value: str, cuts: list[int]
+) -> None:
+    """With ``offered_tools`` (the call's tool offered, or not), the rules a guard allows give what the
+    states give."""
+    text = STREAMS[format](value, "Hi <b> | ") + STREAMS[format](value, "")
+    assert_same_chunks(format, pieces_at(text, cuts), offered=offered)
+    assert_same_chunks(format, pieces_at(text, range(4, len(text), 4)), offered=offered)
 
 
 @pytest.mark.parametrize("format", sorted(STREAMS))

@@ -113,8 +113,9 @@ class Qwen3CoderLexer(TaggedCallLexer):
         """The engine's rules, with the tags around values taken as the states take them, when nothing
         else is in the chunk: a call's opening, up to its name's ``>``, by one rule; between two values
         (whitespace, ``<parameter=``, the key up to its ``>``, or ``</function>``) by another; and
-        ``</parameter>`` ending a value. Not while a guard watches (``watched``), except in a value."""
-        if self.xml_args is not None and not self.watched:
+        ``</parameter>`` ending a value. While a guard watches (``watched``) only those inside a call,
+        which it does not follow."""
+        if self.xml_args is not None:
             state = self.state
             if state == self._between_state or state == self._key_state:
                 return self._between_fast
@@ -172,8 +173,8 @@ class Qwen3CoderLexer(TaggedCallLexer):
         longer = held + text if held else text.lstrip()
         if longer.startswith(_PARAMETER):
             return self._complete_key(longer[len(_PARAMETER) :], opening=True)
-        if not longer.startswith(_FUNCTION_END):
-            return False
+        if self.watched or not longer.startswith(_FUNCTION_END):
+            return False  # (a guard follows the end of a call through the states)
         rest = longer[len(_FUNCTION_END) :]
         tag = rest.lstrip()
         if tag and (len(tag) >= len(_TOOL_CALL_END) or not _TOOL_CALL_END.startswith(tag)):
