@@ -4,6 +4,7 @@ through the states gives, for the XML-style, harmony and Kimi-K2 calls, at any c
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import msgspec
 import pytest
@@ -94,6 +95,18 @@ def outputs(rewriter: DelimiterRewriter, pieces: list[str], channel: str) -> Ite
     yield from rewriter.finish()
 
 
+def _lexed(self: FormatLexer, text: str, final: bool = False) -> None:
+    raise AssertionError(f"feed({text!r}) called: the text was lexed")
+
+
+@contextmanager
+def not_lexed() -> Iterator[None]:
+    """Within it, a chunk that reaches the lexer's states fails the test (a fast path must take it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FormatLexer, "feed", _lexed)
+        yield
+
+
 def assert_same_chunks(
     format: str, pieces: list[str], channel: str = "content", offered: set[str] | None = None
 ) -> None:
@@ -161,59 +174,39 @@ def test_a_piece_of_an_xml_string_value_is_its_own_delta_without_the_value_write
     ]
 
 
-def test_text_after_a_held_marker_start_goes_out_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_text_after_a_held_marker_start_goes_out_without_lexing() -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
     assert rewriter.feed(ChunkResponse(content="2 <")) == [ChunkResponse(content="2 ")]
 
-    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
-        raise AssertionError(f"feed({text!r}) called: the text was lexed")
-
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content=" 3 a")) == [ChunkResponse(content="< 3 a")]
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content=" 3 a")) == [ChunkResponse(content="< 3 a")]
 
 
-def test_harmony_analysis_text_in_content_goes_to_reasoning_without_lexing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_harmony_analysis_text_in_content_goes_to_reasoning_without_lexing() -> None:
     rewriter = DelimiterRewriter("harmony")
     rewriter.feed(ChunkResponse(content="<|channel|>analysis<|message|>"))
 
-    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
-        raise AssertionError(f"feed({text!r}) called: the text was lexed")
-
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="Need x")) == [ChunkResponse(reasoning="Need x")]
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="Need x")) == [ChunkResponse(reasoning="Need x")]
 
 
-def test_harmony_header_words_are_collected_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_harmony_header_words_are_collected_without_lexing() -> None:
     rewriter = DelimiterRewriter("harmony", id_factory=numbered_ids)
     rewriter.feed(ChunkResponse(content="<|start|>assistant<|channel|>"))
-    feed = FormatLexer.feed
 
-    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
-        raise AssertionError(f"feed({text!r}) called: the text was lexed")
-
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="commentary to=functions.f ")) == []
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="commentary to=functions.f ")) == []
     assert rewriter.feed(ChunkResponse(content='<|message|>{"a": 1}<|call|>')) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": 1}', True)])
     ]
 
 
-def test_qwen3_coder_parameter_key_after_its_tag_is_collected_without_lexing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_qwen3_coder_parameter_key_after_its_tag_is_collected_without_lexing() -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
     rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter="))
-    feed = FormatLexer.feed
 
-    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
-        raise AssertionError(f"feed({text!r}) called: the text was lexed")
-
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="cont")) == []
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="cont")) == []
     assert rewriter.feed(ChunkResponse(content="ent>\nx\n</parameter>\n</function>\n</tool_call>")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '{"content": "x"}', True)])
     ]
@@ -255,76 +248,55 @@ _MARKER_SETS = [
 ]
 
 
-def test_qwen3_coder_closing_tag_after_a_value_newline_is_held_without_lexing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_qwen3_coder_closing_tag_after_a_value_newline_is_held_without_lexing() -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
     assert rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter=a>\nab\n\n<")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": "ab', False)])
     ]
-    feed = FormatLexer.feed
 
-    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
-        raise AssertionError(f"feed({text!r}) called: the text was lexed")
-
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="/par")) == []
-    assert rewriter.feed(ChunkResponse(content="amet")) == []
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="/par")) == []
+        assert rewriter.feed(ChunkResponse(content="amet")) == []
     # The newline before the closing tag is the value's trailing one: stripped; the one before it stays.
     assert rewriter.feed(ChunkResponse(content="er>\n</function>\n</tool_call>")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '\\n"}', True)])
     ]
 
 
-def test_qwen3_coder_tags_expected_after_a_tag_grow_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_qwen3_coder_tags_expected_after_a_tag_grow_without_lexing() -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
-    feed = FormatLexer.feed
-
-    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
-        raise AssertionError(f"feed({text!r}) called: the text was lexed")
 
     assert rewriter.feed(ChunkResponse(content="Hi <tool_call>\n<f")) == [ChunkResponse(content="Hi ")]
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="unct")) == []  # <function= after <tool_call>
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="unct")) == []  # <function= after <tool_call>
     assert rewriter.feed(ChunkResponse(content="ion=f>\n</function>\n</to")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", "{}", True)])
     ]
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="ol_c")) == []  # </tool_call> after </function>
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="ol_c")) == []  # </tool_call> after </function>
     assert rewriter.feed(ChunkResponse(content="all> bye")) == [ChunkResponse(content=" bye")]
     # What stops being the expected tag is lexed: it was text.
     rewriter.feed(ChunkResponse(content="<tool_call> <fun"))
     assert rewriter.feed(ChunkResponse(content="ny")) == [ChunkResponse(content="<tool_call> <funny")]
 
 
-def test_qwen3_coder_a_marker_start_ending_a_value_or_a_gap_is_held_without_lexing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_qwen3_coder_a_marker_start_ending_a_value_or_a_gap_is_held_without_lexing() -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
     assert rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter=a>\nab")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": "ab', False)])
     ]
-    feed = FormatLexer.feed
 
-    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
-        raise AssertionError(f"feed({text!r}) called: the text was lexed")
-
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="c\n<")) == [
-        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "c", False)])
-    ]
-    assert rewriter.feed(ChunkResponse(content="/par")) == []
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="c\n<")) == [
+            ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "c", False)])
+        ]
+        assert rewriter.feed(ChunkResponse(content="/par")) == []
     assert rewriter.feed(ChunkResponse(content="ameter>")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '"', False)])
     ]
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content=" \n<p")) == []  # between parameters: dropped, "<p" held
-    assert rewriter.feed(ChunkResponse(content="aram")) == []
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content=" \n<p")) == []  # between parameters: dropped, "<p" held
+        assert rewriter.feed(ChunkResponse(content="aram")) == []
     assert rewriter.feed(ChunkResponse(content="eter=b>\nx\n</parameter>\n</function>\n</tool_call>")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, ', "b": "x"}', True)])
     ]
@@ -346,61 +318,50 @@ def test_a_held_marker_start_completed_goes_to_the_states_without_the_shortcut(
     ]
 
 
-def test_qwen3_coder_tags_around_a_value_are_taken_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_qwen3_coder_tags_around_a_value_are_taken_without_lexing() -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
     assert rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter=a>\nab\n</par")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "f", '{"a": "ab', False)])
     ]
-    feed = FormatLexer.feed
 
-    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
-        raise AssertionError(f"feed({text!r}) called: the text was lexed")
-
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="amet")) == []
-    assert rewriter.feed(ChunkResponse(content="er>\n")) == [  # </parameter>: the value ends
-        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '"', False)])
-    ]
-    assert rewriter.feed(ChunkResponse(content="<par")) == []
-    assert rewriter.feed(ChunkResponse(content="ameter=k")) == []  # <parameter=, the key begins
-    assert rewriter.feed(ChunkResponse(content="ey>\nx\n")) == [  # the key ends, the value begins
-        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, ', "key": "x', False)])
-    ]
-    monkeypatch.setattr(FormatLexer, "feed", feed)  # (two tags in one chunk: lexed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="amet")) == []
+        assert rewriter.feed(ChunkResponse(content="er>\n")) == [  # </parameter>: the value ends
+            ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '"', False)])
+        ]
+        assert rewriter.feed(ChunkResponse(content="<par")) == []
+        assert rewriter.feed(ChunkResponse(content="ameter=k")) == []  # <parameter=, the key begins
+        assert rewriter.feed(ChunkResponse(content="ey>\nx\n")) == [  # the key ends, the value begins
+            ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, ', "key": "x', False)])
+        ]
+    # (two tags in one chunk: lexed)
     assert rewriter.feed(ChunkResponse(content="</parameter>\n<parameter=n>7\n<")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '", "n": ', False)])
     ]
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="/parameter>\n")) == [
-        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "7", False)])
-    ]
-    assert rewriter.feed(ChunkResponse(content="</function>\n")) == [  # </function>: the call ends
-        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "}", True)])
-    ]
-    assert rewriter.feed(ChunkResponse(content="</tool_call>")) == []
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="/parameter>\n")) == [
+            ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "7", False)])
+        ]
+        assert rewriter.feed(ChunkResponse(content="</function>\n")) == [  # </function>: the call ends
+            ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "}", True)])
+        ]
+        assert rewriter.feed(ChunkResponse(content="</tool_call>")) == []
     assert rewriter.finish() == []
 
 
-def test_qwen3_coder_a_call_opening_is_held_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_qwen3_coder_a_call_opening_is_held_without_lexing() -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
     assert rewriter.feed(ChunkResponse(content="Hi <to")) == [ChunkResponse(content="Hi ")]
-    feed = FormatLexer.feed
 
-    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
-        raise AssertionError(f"feed({text!r}) called: the text was lexed")
-
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    for piece in ("ol_c", "all>", "\n <f", "unct", "ion=", "fi"):
-        assert rewriter.feed(ChunkResponse(content=piece)) == []
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        for piece in ("ol_c", "all>", "\n <f", "unct", "ion=", "fi"):
+            assert rewriter.feed(ChunkResponse(content=piece)) == []
     assert rewriter.feed(ChunkResponse(content="nd>\n</function>\n</tool_call>")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "find", "{}", True)])
     ]
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    for piece in ("\n\n<", "tool_call>", "\n<function=", "g"):  # the next call's opening
-        assert rewriter.feed(ChunkResponse(content=piece)) == []
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        for piece in ("\n\n<", "tool_call>", "\n<function=", "g"):  # the next call's opening
+            assert rewriter.feed(ChunkResponse(content=piece)) == []
     assert rewriter.feed(ChunkResponse(content=">\n<")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(1, "call_1", "g", None, False)])
     ]
@@ -437,27 +398,21 @@ def test_qwen3_coder_a_long_opening_is_given_up_as_the_states_give_it_up(text: s
         assert_same_chunks("qwen3_coder", pieces_at(text, range(size, len(text), size)))
 
 
-def test_qwen3_coder_function_name_pieces_are_held_without_lexing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_qwen3_coder_function_name_pieces_are_held_without_lexing() -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
     assert rewriter.feed(ChunkResponse(content="Hi <tool_call>\n<function=wr")) == [
         ChunkResponse(content="Hi ")
     ]
-    feed = FormatLexer.feed
 
-    def refuse(self: FormatLexer, text: str, final: bool = False) -> None:
-        raise AssertionError(f"feed({text!r}) called: the text was lexed")
-
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="ite_")) == []
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="ite_")) == []
     assert rewriter.feed(ChunkResponse(content="file>\n</function>\n</tool_call>")) == [
         ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "write_file", "{}", True)])
     ]
     # A name that turns out not to be one goes out as the text it was, the held pieces included.
     rewriter.feed(ChunkResponse(content="<tool_call><function=a"))
-    monkeypatch.setattr(FormatLexer, "feed", refuse)
-    assert rewriter.feed(ChunkResponse(content="bc")) == []
-    monkeypatch.setattr(FormatLexer, "feed", feed)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="bc")) == []
     assert rewriter.feed(ChunkResponse(content=" x")) == [ChunkResponse(content="<tool_call><function=abc x")]
 
 

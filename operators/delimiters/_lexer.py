@@ -89,8 +89,9 @@ How to add a format
    channel and the calls).
 8. Only for speed, once it works: states the engine's shortcut does not know may get a ``shortcut`` and
    ``fast_path`` of the format's own (harmony's headers and bodies; ``grow_rule`` while a marker's start
-   is held), and a rule's ``complete`` may take a marker that the states would (Qwen3-Coder's tags around
-   a value). Each must do exactly what the states do (``tests/test_delimiters_fast_paths_equal.py``), and
+   is held), and a rule's ``complete`` may take a marker that the states would (Qwen3-Coder's rules for
+   the tags around its values and its calls' openings). Each must do exactly what the states do
+   (``tests/test_delimiters_fast_paths_equal.py``), and
    one that leaves plain text must not run while ``watched`` (a guard for unknown tools keeps the raw
    text from there).
 """
