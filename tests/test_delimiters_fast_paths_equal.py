@@ -375,13 +375,20 @@ def test_qwen3_coder_a_call_opening_is_held_without_lexing() -> None:
         "<tool_call><function=f></function></tool_call><tool_call> x",
         "<tool_call>\n<function=f>\n</function>\n</tool_call>\n</tool_call> <tool <function=",
         "<tool_call>\n<function=f>\n</function>\n \n</tool_call>\n<tool_call>\n<function=a b>",
+        "A <tool <tool_call> x <function=f> y\n<function=g>\n<parameter=a>\n1\n</parameter>\n</function>\n"
+        "</tool_call> z",
+        "<tool_call>\n<function=f>\n<parameter= a b >\n\n\nv\n\n</parameter>\n junk <parameter=c>\n1\n"
+        "</parameter>\n</function></tool_call>\n</tool_call>",
     ],
 )
-def test_qwen3_coder_calls_in_a_row_at_every_boundary(text: str) -> None:
+@pytest.mark.parametrize("offered", [None, {"f"}, set()])
+def test_qwen3_coder_calls_in_a_row_at_every_boundary(text: str, offered: set[str] | None) -> None:
+    """Calls one after another, and what only looks like one, with and without a guard (``f``
+    offered or not)."""
     for cut in range(1, len(text)):
-        assert_same_chunks("qwen3_coder", [text[:cut], text[cut:]])
+        assert_same_chunks("qwen3_coder", [text[:cut], text[cut:]], offered=offered)
     for size in (1, 2, 3, 4, 5):
-        assert_same_chunks("qwen3_coder", pieces_at(text, range(size, len(text), size)))
+        assert_same_chunks("qwen3_coder", pieces_at(text, range(size, len(text), size)), offered=offered)
 
 
 @pytest.mark.parametrize(

@@ -113,13 +113,14 @@ class Qwen3CoderLexer(TaggedCallLexer):
         """The engine's rules, with the tags around values taken as the states take them, when nothing
         else is in the chunk: a call's opening, up to its name's ``>``, by one rule; between two values
         (whitespace, ``<parameter=``, the key up to its ``>``, or ``</function>``) by another; and
-        ``</parameter>`` ending a value. While a guard watches (``watched``) only those inside a call,
-        which it does not follow."""
+        ``</parameter>`` ending a value. While a guard watches (``watched``), ``</function>`` goes to
+        the states: the guard follows a call's end through them (what the opening rule holds it sees
+        when the states take it)."""
         if self.xml_args is not None:
             state = self.state
             if state == self._between_state or state == self._key_state:
                 return self._between_fast
-        elif not self.watched:
+        else:
             state = self.state
             if state == self._text_state:
                 if self._held and self.tentative is None:
