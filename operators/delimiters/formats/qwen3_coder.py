@@ -36,6 +36,7 @@ _VALUE: Final = Markers(
 _KEPT_END: Final = "\n" + _PARAMETER_END
 _KEPT: Final = frozenset((_KEPT_END,))
 _TEXT: Final = Markers(_TOOL_CALL, _FUNCTION)
+_IN_TEXT: Final = 0
 _AFTER_FUNCTION: Final = -2
 _BETWEEN_CALLS: Final = -1
 _AFTER_OPENER: Final = 1
@@ -45,7 +46,8 @@ _OPENING: Final = {
     _BETWEEN_CALLS: (_TOOL_CALL, _AFTER_OPENER),
     _AFTER_OPENER: (_FUNCTION, _NAME),
 }
-"""The steps of :meth:`Qwen3CoderLexer._collect_opening` at a tag after whitespace: the tag, the next step."""
+"""The steps of :meth:`Qwen3CoderLexer._collect_opening` at a tag after whitespace: the tag, the next step
+(``_IN_TEXT``: at ``<tool_call>`` in text, no whitespace before it; ``_NAME``: in the name)."""
 _ORPHAN_BODY: Final = Markers(_FUNCTION_END, _TOOL_CALL)
 
 
@@ -96,16 +98,16 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._value_state = self._value
         self._key_state = self._parameter_key
         self._between_state = self._in_function
+        self._after_state = self._after_function
+        self._between_calls_state = self._between_calls
         """The states :meth:`fast_path` knows, kept to compare without building a bound method per chunk."""
         self._between_fast = FastPath(
             (), collect=self._collect_between, holds=True, complete=self._complete_between
         )
-        self._after_state = self._after_function
-        self._between_calls_state = self._between_calls
         self._opening_fast = FastPath((), collect=self._collect_opening, holds=True)
-        self._opening_step = 0
-        """How far the held opening of a call has come (:meth:`_collect_opening`): 0 in ``<tool_call>``
-        in text, else at a tag after whitespace (``_OPENING``), 2 in the name after ``<function=``."""
+        self._opening_step = _IN_TEXT
+        """How far the held opening of a call has come (:meth:`_collect_opening`): ``_IN_TEXT``, at a
+        tag after whitespace (a step of ``_OPENING``), or in the name after ``<function=`` (``_NAME``)."""
         self._opening_tag = ""
         """The start of the tag held after whitespace."""
 
@@ -124,7 +126,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
             state = self.state
             if state == self._text_state:
                 if self._held and self.tentative is None:
-                    self._opening_step = 0
+                    self._opening_step = _IN_TEXT
                     return self._opening_fast
             elif state == self._after_state or state == self._between_calls_state:
                 self._opening_step = _AFTER_FUNCTION if state == self._after_state else _BETWEEN_CALLS
@@ -195,7 +197,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         if size > HEADER_LIMIT:
             return None  # (the states give up on it)
         step = self._opening_step
-        if step == 0:
+        if step == _IN_TEXT:
             if longer in _TEXT.prefixes:
                 self._held = longer
                 return True
