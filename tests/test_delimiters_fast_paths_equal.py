@@ -362,9 +362,10 @@ def test_qwen3_coder_a_call_opening_is_held_without_lexing() -> None:
     with not_lexed():
         for piece in ("\n\n<", "tool_call>", "\n<function=", "g"):  # the next call's opening
             assert rewriter.feed(ChunkResponse(content=piece)) == []
-    assert rewriter.feed(ChunkResponse(content=">\n<")) == [
-        ChunkResponse(tool_calls=[ToolCallDelta(1, "call_1", "g", None, False)])
-    ]
+        assert rewriter.feed(ChunkResponse(content="o>\n<")) == [  # the name ends: the call starts
+            ChunkResponse(tool_calls=[ToolCallDelta(1, "call_1", "go", None, False)])
+        ]
+        assert rewriter.feed(ChunkResponse(content="param")) == []
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,14 @@ _OPENING: Final = {
 _ORPHAN_BODY: Final = Markers(_FUNCTION_END, _TOOL_CALL)
 
 
+def _between_takes(text: str) -> bool:
+    """Whether the rule between two values takes all of ``text`` (``_collect_between`` gives True)."""
+    tag = text.lstrip()
+    if not tag or tag in _IN_FUNCTION.prefixes:
+        return True
+    return tag.startswith(_PARAMETER) and ">" not in tag and len(tag) - len(_PARAMETER) <= HEADER_LIMIT
+
+
 @register_format
 class Qwen3CoderLexer(TaggedCallLexer):
     """``<tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n...</function>\\n
@@ -104,12 +112,16 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._between_fast = FastPath(
             (), collect=self._collect_between, holds=True, complete=self._complete_between
         )
-        self._opening_fast = FastPath((), collect=self._collect_opening, holds=True)
+        self._opening_fast = FastPath(
+            (), collect=self._collect_opening, holds=True, complete=self._complete_opening
+        )
         self._opening_step = _IN_TEXT
         """How far the held opening of a call has come (:meth:`_collect_opening`): ``_IN_TEXT``, at a
         tag after whitespace (a step of ``_OPENING``), or in the name after ``<function=`` (``_NAME``)."""
         self._opening_tag = ""
-        """The start of the tag held after whitespace."""
+        """The start of the tag held after whitespace; in the name, the name so far."""
+        self._opening_end: tuple[str, str] | None = None
+        """The name and what follows its ``>`` in the chunk :meth:`_collect_opening` just gave up."""
 
     def fast_path(self) -> FastPath | None:
         """The engine's rules, with the tags around values taken as the states take them, when nothing
@@ -127,10 +139,12 @@ class Qwen3CoderLexer(TaggedCallLexer):
             if state == self._text_state:
                 if self._held and self.tentative is None:
                     self._opening_step = _IN_TEXT
+                    self._opening_end = None
                     return self._opening_fast
             elif state == self._after_state or state == self._between_calls_state:
                 self._opening_step = _AFTER_FUNCTION if state == self._after_state else _BETWEEN_CALLS
                 self._opening_tag = self._held.lstrip()
+                self._opening_end = None
                 return self._opening_fast
         rule = FormatLexer.fast_path(self)
         if rule is self._grow_fast and self.xml_args is not None and self.state == self._value_state:
@@ -218,9 +232,32 @@ class Qwen3CoderLexer(TaggedCallLexer):
             self._opening_step = step = after
             self._opening_tag = ""
             text = tag[len(literal) :]
-        if _NAME_END.search(text) is not None:
+        hit = _NAME_END.search(text)
+        if hit is not None:
+            if hit.group() == ">":  # (for _complete_opening)
+                self._opening_end = (self._opening_tag + text[: hit.start()], text[hit.end() :])
             return None
+        self._opening_tag += text  # (a name: at most HEADER_LIMIT characters)
         self._held = longer
+        return True
+
+    def _complete_opening(self, text: str) -> bool:
+        """The name's ``>`` in ``text``, after the held opening: the call starts, as
+        :meth:`_function_name` starts it, when what follows in the chunk is what the rule between two
+        values takes. False, nothing done, for anything else, and while a guard watches (it decides on
+        the call as the states start it)."""
+        end, self._opening_end = self._opening_end, None
+        if end is None or self.watched:
+            return False
+        name, rest = end
+        size = len(self._held) + len(text) + (self._tentative_size if self.tentative is not None else 0)
+        if not name or size > HEADER_LIMIT or not _between_takes(rest):
+            return False
+        self._held = ""
+        self.confirmed()
+        self.start_xml_call(name, strip="newline")
+        self.switch_to_skip(self._in_function, _IN_FUNCTION)
+        self._collect_between(rest)
         return True
 
     def _complete_value(self, text: str) -> bool:
