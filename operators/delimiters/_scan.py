@@ -534,12 +534,14 @@ class XmlArguments:
         self._pending = ""
         self._held.clear()
         self._held_size = 0
+        if not key.isprintable() or '"' in key or "\\" in key:
+            key = json_escape(key)
         if value_type == "string":
             self._mode = "stream"
-            self._emit(prefix + '"' + json_escape(key) + '": "')
+            self._emit(prefix + '"' + key + '": "')
         else:
             self._mode = "decide" if value_type == "auto" else "hold"
-            self._emit(prefix + '"' + json_escape(key) + '": ')
+            self._emit(prefix + '"' + key + '": ')
 
     def value(self, text: str) -> None:
         """The next characters of the current value (free of markers)."""

@@ -294,7 +294,9 @@ class Qwen3CoderLexer(TaggedCallLexer):
             return False
         rest = text[close + 1 :]
         stop = len(rest)
-        if rest:
+        if rest in _VALUE.prefixes:  # (the newline after the tag, most often)
+            stop = 0
+        elif rest:
             stop, _resume, marker = _VALUE.find(rest, 0, False)
             if marker is not None:
                 return False
