@@ -349,6 +349,19 @@ def test_qwen3_coder_tags_around_a_value_are_taken_without_lexing() -> None:
     assert rewriter.finish() == []
 
 
+def test_qwen3_coder_text_between_values_is_dropped_without_lexing() -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    rewriter.feed(ChunkResponse(content="<tool_call>\n<function=f>\n<parameter=a>\nx\n"))
+    with not_lexed():  # what is not a tag between two values is dropped, as the states drop it
+        assert rewriter.feed(ChunkResponse(content="</parameter> stray words <")) == [
+            ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, '"', False)])
+        ]
+        assert rewriter.feed(ChunkResponse(content="b> more <param")) == []
+    assert rewriter.feed(ChunkResponse(content="eter=b>\n1\n</parameter>\n</function>")) == [
+        ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, ', "b": 1}', True)])
+    ]
+
+
 def test_qwen3_coder_a_call_opening_is_held_without_lexing() -> None:
     rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
     assert rewriter.feed(ChunkResponse(content="Hi <to")) == [ChunkResponse(content="Hi ")]

@@ -153,7 +153,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def _collect_between(self, text: str) -> bool | None:
         """What :meth:`_in_function` and :meth:`_parameter_key` do with ``text`` when they emit nothing:
-        whitespace dropped, the start of a tag held, ``<parameter=`` and a key collected (True).
+        anything but a tag dropped, the start of a tag held, ``<parameter=`` and a key collected (True).
         None: the chunk ends the key or holds anything else (:meth:`_complete_between`, else the
         states)."""
         if self.state == self._key_state:
@@ -169,7 +169,12 @@ class Qwen3CoderLexer(TaggedCallLexer):
             self._held = longer
             return True
         if not longer.startswith(_PARAMETER):
-            return None
+            # Anything else is dropped, up to a tag or the start of one at its end (held).
+            stop, _resume, marker = _IN_FUNCTION.find(longer, 0, False)
+            if marker is not None:
+                return None
+            self._held = longer[stop:]
+            return True
         key = longer[len(_PARAMETER) :]
         if ">" in key or len(key) > HEADER_LIMIT:
             return None
