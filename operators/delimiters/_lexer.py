@@ -176,6 +176,7 @@ class FastPath:
     __slots__ = (
         "collect",
         "complete",
+        "ends_plain",
         "holds",
         "index",
         "json_args",
@@ -219,6 +220,11 @@ class FastPath:
         """``collect`` holds the text back (the start of a marker growing) rather than taking it."""
         self.stopped_by_states = stopped_by_states
         self.complete = complete
+        self.ends_plain = (
+            xml_args is not None and tail is not None and "\n" in tail and not xml_args.strips_space
+        )
+        """A piece of a string value that the rule takes never ends with whitespace the value may strip
+        (a newline ends none: it is in ``tail``)."""
 
 
 _ANYTHING: Final = re.compile("")

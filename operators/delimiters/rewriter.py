@@ -302,12 +302,14 @@ class DelimiterRewriter:
             return self._shortcut(item, text, False)
         xml_args = fast.xml_args
         assert xml_args is not None
-        if xml_args.streaming:  # a piece of a string value, unless it ends with space it may strip
-            last = text[-1]
-            if last != "\n" and not (xml_args.strips_space and last.isspace()):
-                if not text.isprintable() or '"' in text or "\\" in text:
-                    text = json_escape(text)
-                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
+        # A piece of a string value, unless it ends with whitespace the value may strip (which a rule
+        # with a newline in its tail has ruled out, unless the value strips all whitespace).
+        if xml_args.streaming and (
+            fast.ends_plain or (text[-1] != "\n" and not (xml_args.strips_space and text[-1].isspace()))
+        ):
+            if not text.isprintable() or '"' in text or "\\" in text:
+                text = json_escape(text)
+            return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
         xml_args.value(text)  # held until the value ends, or written by the value's writer
         return self._pack(item, False) if self._output.ops else []
 
