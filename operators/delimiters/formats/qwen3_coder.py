@@ -52,7 +52,8 @@ _ORPHAN_BODY: Final = Markers(_FUNCTION_END, _TOOL_CALL)
 
 
 def _between_takes(text: str) -> bool:
-    """Whether the rule between two values takes all of ``text`` (``_collect_between`` gives True)."""
+    """Whether ``text`` is whitespace, then perhaps the start of a tag or ``<parameter=`` and a key: what
+    the rule between two values takes without a search (``_collect_between`` takes more)."""
     tag = text.lstrip()
     if not tag or tag in _IN_FUNCTION.prefixes:
         return True
@@ -154,8 +155,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
     def _collect_between(self, text: str) -> bool | None:
         """What :meth:`_in_function` and :meth:`_parameter_key` do with ``text`` when they emit nothing:
         anything but a tag dropped, the start of a tag held, ``<parameter=`` and a key collected (True).
-        None: the chunk ends the key or holds anything else (:meth:`_complete_between`, else the
-        states)."""
+        None: the chunk ends the key or holds a tag (:meth:`_complete_between`, else the states)."""
         if self.state == self._key_state:
             size = self._header_chars + len(text)
             if ">" in text or size > HEADER_LIMIT:
