@@ -51,13 +51,20 @@ _OPENING: Final = {
 _ORPHAN_BODY: Final = Markers(_FUNCTION_END, _TOOL_CALL)
 
 
-def _between_takes(text: str) -> bool:
-    """Whether ``text`` is whitespace, then perhaps the start of a tag or ``<parameter=`` and a key: what
-    the rule between two values takes without a search (``_collect_between`` takes more)."""
-    tag = text.lstrip()
-    if not tag or tag in _IN_FUNCTION.prefixes:
-        return True
-    return tag.startswith(_PARAMETER) and ">" not in tag and len(tag) - len(_PARAMETER) <= HEADER_LIMIT
+def _between(text: str) -> tuple[str, str | None] | None:
+    """What :meth:`~Qwen3CoderLexer._in_function` does with ``text`` (the held start of a tag and what
+    follows it, or text after its leading whitespace) when it emits nothing: the text it then holds
+    (anything but a tag is dropped, the start of one held) and the key begun after ``<parameter=``
+    (None: no key). None when a tag other than ``<parameter=`` is in it, or the key ends in it."""
+    if not text or text in _IN_FUNCTION.prefixes:
+        return text, None
+    if not text.startswith(_PARAMETER):
+        stop, _resume, marker = _IN_FUNCTION.find(text, 0, False)
+        return None if marker is not None else (text[stop:], None)
+    key = text[len(_PARAMETER) :]
+    if ">" in key or len(key) > HEADER_LIMIT:
+        return None
+    return "", key
 
 
 @register_format
@@ -120,9 +127,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         """How far the held opening of a call has come (:meth:`_collect_opening`): ``_IN_TEXT``, at a
         tag after whitespace (a step of ``_OPENING``), or in the name after ``<function=`` (``_NAME``)."""
         self._opening_tag = ""
-        """The start of the tag held after whitespace; in the name, the name so far."""
-        self._opening_end: tuple[str, str] | None = None
-        """The name and what follows its ``>`` in the chunk :meth:`_collect_opening` just gave up."""
+        """The start of the tag held after whitespace."""
 
     def fast_path(self) -> FastPath | None:
         """The engine's rules, with the tags around values taken as the states take them, when nothing
@@ -131,26 +136,21 @@ class Qwen3CoderLexer(TaggedCallLexer):
         ``</parameter>`` ending a value. While a guard watches (``watched``), ``</function>`` goes to
         the states: the guard follows a call's end through them (what the opening rule holds it sees
         when the states take it)."""
+        state = self.state
         if self.xml_args is not None:
-            state = self.state
             if state == self._between_state or state == self._key_state:
                 return self._between_fast
-        else:
-            state = self.state
-            if state == self._text_state:
-                if self._held and self.tentative is None:
-                    self._opening_step = _IN_TEXT
-                    self._opening_end = None
-                    return self._opening_fast
-            elif state == self._after_state or state == self._between_calls_state:
-                self._opening_step = _AFTER_FUNCTION if state == self._after_state else _BETWEEN_CALLS
-                self._opening_tag = self._held.lstrip()
-                self._opening_end = None
+            if state == self._value_state and self._held:
+                return self.grow_rule(_VALUE, complete=self._complete_value)
+        elif state == self._text_state:
+            if self._held and self.tentative is None:
+                self._opening_step = _IN_TEXT
                 return self._opening_fast
-        rule = FormatLexer.fast_path(self)
-        if rule is self._grow_fast and self.xml_args is not None and self.state == self._value_state:
-            rule.complete = self._complete_value
-        return rule
+        elif state == self._after_state or state == self._between_calls_state:
+            self._opening_step = _AFTER_FUNCTION if state == self._after_state else _BETWEEN_CALLS
+            self._opening_tag = self._held.lstrip()
+            return self._opening_fast
+        return FormatLexer.fast_path(self)
 
     def _collect_between(self, text: str) -> bool | None:
         """What :meth:`_in_function` and :meth:`_parameter_key` do with ``text`` when they emit nothing:
@@ -164,26 +164,20 @@ class Qwen3CoderLexer(TaggedCallLexer):
             self._header_chars = size
             return True
         held = self._held
-        longer = held + text if held else text.lstrip()
-        if not longer or longer in _IN_FUNCTION.prefixes:
-            self._held = longer
-            return True
-        if not longer.startswith(_PARAMETER):
-            # Anything else is dropped, up to a tag or the start of one at its end (held).
-            stop, _resume, marker = _IN_FUNCTION.find(longer, 0, False)
-            if marker is not None:
-                return None
-            self._held = longer[stop:]
-            return True
-        key = longer[len(_PARAMETER) :]
-        if ">" in key or len(key) > HEADER_LIMIT:
+        taken = _between(held + text if held else text.lstrip())
+        if taken is None:
             return None
-        self._held = ""
-        self.switch_to_header(self._parameter_key, _KEY_END)
-        if key:
-            self._header_parts.append(key)
-            self._header_chars += len(key)
+        self._take_between(*taken)
         return True
+
+    def _take_between(self, held: str, key: str | None) -> None:
+        """Hold ``held`` in :meth:`_in_function`, or begin collecting ``key`` (see :func:`_between`)."""
+        self._held = held
+        if key is not None:
+            self.switch_to_header(self._parameter_key, _KEY_END)
+            if key:
+                self._header_parts.append(key)
+                self._header_chars += len(key)
 
     def _complete_between(self, text: str) -> bool:
         """The key's ``>`` in ``text`` (after ``<parameter=`` and the key, when they are in it too):
@@ -237,12 +231,8 @@ class Qwen3CoderLexer(TaggedCallLexer):
             self._opening_step = step = after
             self._opening_tag = ""
             text = tag[len(literal) :]
-        hit = _NAME_END.search(text)
-        if hit is not None:
-            if hit.group() == ">":  # (for _complete_opening)
-                self._opening_end = (self._opening_tag + text[: hit.start()], text[hit.end() :])
+        if _NAME_END.search(text) is not None:
             return None
-        self._opening_tag += text  # (a name: at most HEADER_LIMIT characters)
         self._held = longer
         return True
 
@@ -251,23 +241,27 @@ class Qwen3CoderLexer(TaggedCallLexer):
         :meth:`_function_name` starts it, when what follows in the chunk is what the rule between two
         values takes. False, nothing done, for anything else, and while a guard watches (it decides on
         the call as the states start it)."""
-        end, self._opening_end = self._opening_end, None
-        if end is None or self.watched:
+        if self.watched or self._opening_step != _NAME:
             return False
-        name, rest = end
-        size = len(self._held) + len(text) + (self._tentative_size if self.tentative is not None else 0)
-        if not name or size > HEADER_LIMIT or not _between_takes(rest):
+        longer = self._held + text
+        size = len(longer) + (self._tentative_size if self.tentative is not None else 0)
+        start = longer.find(_FUNCTION) + len(_FUNCTION)  # (the opening holds one, before the name)
+        hit = _NAME_END.search(longer, start)
+        if hit is None or hit.group() != ">" or hit.start() == start or size > HEADER_LIMIT:
             return False
-        self._held = ""
+        taken = _between(longer[hit.end() :].lstrip())
+        if taken is None:
+            return False
         self.confirmed()
-        self.start_xml_call(name, strip="newline")
+        self.start_xml_call(longer[start : hit.start()], strip="newline")
         self.switch_to_skip(self._in_function, _IN_FUNCTION)
-        self._collect_between(rest)
+        self._take_between(*taken)
         return True
 
     def _complete_value(self, text: str) -> bool:
         """:meth:`_value` taking ``</parameter>`` (the held start of it and ``text``) and what follows
-        it in the chunk, when that holds no other marker: False, nothing done, otherwise."""
+        it in the chunk as :meth:`_in_function` takes it (:func:`_between`): False, nothing done,
+        otherwise."""
         longer = self._held + text
         if longer.startswith(_KEPT_END):
             size = len(_KEPT_END)
@@ -275,19 +269,16 @@ class Qwen3CoderLexer(TaggedCallLexer):
             size = len(_PARAMETER_END)
         else:
             return False
-        rest = longer[size:]
-        stop = len(rest)
-        if rest:
-            stop, _resume, marker = _IN_FUNCTION.find(rest, 0, False)
-            if marker is not None:
-                return False
+        taken = _between(longer[size:].lstrip())
+        if taken is None:
+            return False
         xml_args = self.xml_args
         assert xml_args is not None  # (see fast_path)
         if size == len(_KEPT_END):
             xml_args.value("\n")
         xml_args.end_value()
         self.switch_to_skip(self._in_function, _IN_FUNCTION)
-        self._held = rest[stop:]  # what follows is dropped up to the start of a tag
+        self._take_between(*taken)
         return True
 
     def _complete_key(self, text: str, opening: bool = False) -> bool:
