@@ -449,10 +449,8 @@ class FormatLexer:
                 return self.grow_rule(markers)
             expect = self._expect
             if expect is not None and self.state == expect[0]:
-                self._grow_prefixes = _literal_prefixes(expect[1])
-                self._grow_ends = _ANYTHING  # (the shortcut only grows it: see _held_shortcut)
-                self._grow_fast.complete = None
-                return self._grow_fast
+                # (the shortcut only grows it: whatever else comes goes to the states, _held_shortcut)
+                return self._grow(_literal_prefixes(expect[1]), _ANYTHING, None)
             return None
         if self.tentative is not None:
             return None
@@ -524,8 +522,14 @@ class FormatLexer:
         ``completed_by_states``: a chunk that completes the marker goes to ``complete``, if given, then
         to the states (False: to :meth:`shortcut`, when the format's shortcut takes some completed
         markers itself)."""
-        self._grow_prefixes = markers.prefixes
-        self._grow_ends = markers.pattern if completed_by_states else None
+        return self._grow(markers.prefixes, markers.pattern if completed_by_states else None, complete)
+
+    def _grow(
+        self, prefixes: frozenset[str], ends: re.Pattern[str] | None, complete: Callable[[str], bool] | None
+    ) -> FastPath:
+        """:attr:`_grow_fast`, set to grow the held text into ``prefixes`` (see :attr:`_grow_ends`)."""
+        self._grow_prefixes = prefixes
+        self._grow_ends = ends
         self._grow_fast.complete = complete
         return self._grow_fast
 

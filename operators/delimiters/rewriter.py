@@ -4,7 +4,7 @@ they report into :class:`~pipeline.models.ChunkResponse`\\ s, in order."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -319,12 +319,7 @@ class DelimiterRewriter:
         complete = fast.complete
         if complete is None or not complete(text):
             return self._lex(item, False)
-        chunks = self._pack(item, False) if self._output.ops else []
-        if item.reasoning is None:
-            self._content_fast = self._content.fast_path()
-        else:
-            self._reasoning_fast = self._reasoning.fast_path()
-        return chunks
+        return self._taken(item, text, None)
 
     def _shortcut(self, item: ChunkResponse, text: str, more: bool) -> list[ChunkResponse]:
         """:meth:`feed` when the channel's rule does not take ``text``: the lexer's shortcut, else a run
@@ -333,15 +328,20 @@ class DelimiterRewriter:
             return self._lex(item, True)
         # Text in one channel and nothing else: the common cases need no lexing. (With guards, only in
         # plain text or an offered call: the shortcut never starts or ends a call.)
-        reasoning = item.reasoning
-        lexer = self._content if reasoning is None else self._reasoning
-        shortcut = lexer.shortcut(text)
+        shortcut = (self._content if item.reasoning is None else self._reasoning).shortcut(text)
         if shortcut is False:
             return self._lex(item, False)
-        if reasoning is None:
-            self._content_fast = lexer.fast_path()
+        return self._taken(item, text, shortcut)
+
+    def _taken(
+        self, item: ChunkResponse, text: str, shortcut: ToolCallDelta | Literal[True] | None
+    ) -> list[ChunkResponse]:
+        """The chunks of ``item``, whose ``text`` its channel's lexer took without running its states
+        (``shortcut``: see :meth:`FormatLexer.shortcut`); the channel's rule made again."""
+        if item.reasoning is None:
+            self._content_fast = self._content.fast_path()
         else:
-            self._reasoning_fast = lexer.fast_path()
+            self._reasoning_fast = self._reasoning.fast_path()
         if shortcut is True:
             return [item] if text else []  # the chunk goes on as it is
         if shortcut is None:
