@@ -171,7 +171,11 @@ class FastPath:
     ``stopped_by_states``: a chunk that holds one of ``stops`` goes straight to the states (the shortcut
     could not take it). ``complete``: a chunk that the states would take (``collect`` gave None, or
     ``stopped_by_states``) is offered to it first: True when it did what the states do (the format's
-    own way past a marker; its output is packed and the rule made again), False: the states take it."""
+    own way past a marker; its output is packed and the rule made again), False: the states take it.
+
+    ``piece``: a chunk the rule does not take goes to it instead of the shortcut, with what the shortcut
+    gives (False: ``complete``, then the states, take it); the rule stays the rule (an XML-style value's
+    rule, which takes the held start of a marker itself: :meth:`FormatLexer.value_chunk`)."""
 
     __slots__ = (
         "collect",
@@ -183,6 +187,7 @@ class FastPath:
         "kind",
         "markers",
         "passes",
+        "piece",
         "route",
         "stopped_by_states",
         "stops",
@@ -205,6 +210,7 @@ class FastPath:
         holds: bool = False,
         stopped_by_states: bool = False,
         complete: Callable[[str], bool] | None = None,
+        piece: Callable[[str], ToolCallDelta | bool | None] | None = None,
     ) -> None:
         self.stops = stops
         self.tail = tail
@@ -220,6 +226,7 @@ class FastPath:
         """``collect`` holds the text back (the start of a marker growing) rather than taking it."""
         self.stopped_by_states = stopped_by_states
         self.complete = complete
+        self.piece = piece
         self.ends_plain = (
             xml_args is not None and tail is not None and "\n" in tail and not xml_args.strips_space
         )
@@ -229,6 +236,9 @@ class FastPath:
 
 _ANYTHING: Final = re.compile("")
 """Matches at the start of any text."""
+
+_EVERY: Final = ("",)
+"""Stops that every chunk holds: a rule with them takes no chunk itself."""
 
 
 def _dropped(text: str) -> bool:
@@ -404,18 +414,17 @@ class FormatLexer:
         A start of a marker held back from the previous chunk is extended while it stays one (None), and
         so is the start of the literal a state expects after whitespace (:meth:`expect_after_space`).
         """
+        json_args = self.json_args
+        index = self.call_index
+        if json_args is None and self.xml_args is not None and index is not None and text:
+            # The next piece of an XML-style value (most pieces of such a call).
+            stream = self._stream
+            if stream is not None and stream[2] is _VALUE and self.state == stream[0]:
+                return self.value_chunk(text)
         held = self._held
         if held:
             return self._held_shortcut(held, held + text)
-        json_args = self.json_args
-        index = self.call_index
         if json_args is None:
-            xml_args = self.xml_args
-            if xml_args is not None and xml_args.streaming and index is not None and text:
-                # The next piece of a string value (most pieces of an XML-style call): its own delta.
-                stream = self._stream
-                if stream is not None and stream[2] is _VALUE and self.state == stream[0]:
-                    return self._value_piece(text, stream[1], xml_args, index)
             if self.state == self._text_state:
                 if self.tentative is not None:
                     return False
@@ -446,7 +455,8 @@ class FormatLexer:
             # extends it is held with it, as :meth:`_held_shortcut` would.
             markers = self.partial_markers()
             if markers is not None:
-                return self.grow_rule(markers)
+                value = None if self.xml_args is None else self.value_rule()
+                return self.grow_rule(markers) if value is None else value
             expect = self._expect
             if expect is not None and self.state == expect[0]:
                 # (the shortcut only grows it: whatever else comes goes to the states, _held_shortcut)
@@ -481,19 +491,8 @@ class FormatLexer:
             return None
         helper = stream[2]
         markers = stream[1]
-        xml_args = self.xml_args
-        if helper is _VALUE and xml_args is not None and index is not None and self._call_has_args:
-            fast = self._fast
-            if (
-                fast is None
-                or fast.index != index
-                or fast.xml_args is not xml_args
-                or fast.stops is not markers.starts
-            ):
-                fast = self._fast = FastPath(
-                    markers.starts, markers.tail, index, self.call_kind, xml_args=xml_args
-                )
-            return fast
+        if helper is _VALUE:
+            return self.value_rule()
         if helper is _HEADER:
             fast = self._header_fast
             if fast is None or fast.stops is not markers.first_chars:
@@ -508,6 +507,90 @@ class FormatLexer:
                 fast = self._skip_fast = FastPath(markers.starts, markers.tail, collect=_dropped)
             return fast
         return None
+
+    def value_rule(self, complete: Callable[[str], bool] | None = None) -> FastPath | None:
+        """The rule of the XML-style value being streamed (None: no such value, or it is not yet part of
+        the arguments): a piece without a marker or the start of one goes into it (a string's piece as
+        its JSON escape, in one delta), any other chunk to :meth:`value_chunk`, also while the start of a
+        marker is held (the rule holds none of ``stops`` then). The same rule object is kept for the
+        value: :meth:`value_chunk` sets its ``stops`` as it holds or releases. ``complete``: the format's
+        way past a marker (see :class:`FastPath`)."""
+        stream = self._stream
+        xml_args = self.xml_args
+        index = self.call_index
+        if (
+            stream is None
+            or stream[2] is not _VALUE
+            or self.state != stream[0]
+            or xml_args is None
+            or index is None
+            or not self._call_has_args
+            or self.tentative is not None
+        ):
+            return None
+        markers = stream[1]
+        fast = self._fast
+        if (
+            fast is None
+            or fast.index != index
+            or fast.xml_args is not xml_args
+            or fast.markers is not markers
+        ):
+            fast = self._fast = FastPath(
+                markers.starts,
+                markers.tail,
+                index,
+                self.call_kind,
+                xml_args=xml_args,
+                markers=markers,
+                piece=self.value_chunk,
+            )
+        fast.stops = _EVERY if self._held else markers.starts
+        fast.complete = complete
+        return fast
+
+    def value_chunk(self, text: str) -> ToolCallDelta | bool | None:
+        """:meth:`shortcut` for ``text``, all of the next piece of the value the state streams (the value
+        rule's ``piece``, see :meth:`value_rule`): held with the start of a marker held back while they
+        are still one; False when a marker starts them or is in them; else a string's piece (the start
+        of a marker at its end held back) as its delta, or None: taken by the value's writer (whitespace
+        at the end, perhaps not part of the value; a value held to be typed) or held."""
+        held = self._held
+        stream = self._stream
+        xml_args = self.xml_args
+        index = self.call_index
+        assert stream is not None  # (the value's state)
+        assert xml_args is not None
+        assert index is not None
+        markers = stream[1]
+        if held:
+            text = held + text
+            if text in markers.prefixes:
+                self._held = text
+                return None
+            if markers.pattern.match(text) is not None:
+                return False
+        stop, _resume, marker = markers.find(text, 0, False)
+        if marker is not None:
+            return False
+        fast = self._fast
+        if stop < len(text):
+            self._held = text[stop:]
+            text = text[:stop]
+        else:
+            self._held = ""
+        if fast is not None and fast.xml_args is xml_args:  # (the rule stays the rule: see value_rule)
+            fast.stops = _EVERY if self._held else markers.starts
+        if not text:
+            return None
+        last = text[-1]
+        if not xml_args.streaming or last == "\n" or (xml_args.strips_space and last.isspace()):
+            xml_args.value(text)
+            return None
+        self._call_has_args = True
+        if not text.isprintable() or '"' in text or "\\" in text:
+            text = json_escape(text)
+        return ToolCallDelta(index, None, None, text, False, self.call_kind)
 
     def grow_rule(
         self,
@@ -584,12 +667,7 @@ class FormatLexer:
         if stream is None or stream[2] is _JSON or stream[2] is _HEADER:
             return False
         self._held = ""
-        xml_args = self.xml_args
-        index = self.call_index
-        if stream[2] is _VALUE and xml_args is not None and xml_args.streaming and index is not None:
-            shortcut = self._value_piece(longer, markers, xml_args, index)
-        else:
-            shortcut = self._stream_shortcut(longer, self.json_args, index)
+        shortcut = self._stream_shortcut(longer, self.json_args, self.call_index)
         if shortcut is False:
             self._held = held
         return shortcut
@@ -618,29 +696,6 @@ class FormatLexer:
             return True
         self.emit_text(taken, channel)
         return None
-
-    def _value_piece(
-        self, text: str, markers: Markers, xml_args: XmlArguments, index: int
-    ) -> ToolCallDelta | bool | None:
-        """:meth:`shortcut` for ``text``, the next piece of a string value that ``xml_args`` streams up to
-        ``markers``: its delta (False: a marker in it; None: held or taken by ``xml_args``)."""
-        for char in markers.first_chars:
-            if char in text:
-                taken = self._hold_marker_start(text, markers)
-                if taken is None:
-                    return False
-                if not taken:
-                    return None
-                text = taken
-                break
-        last = text[-1]
-        if last == "\n" or (xml_args.strips_space and last.isspace()):
-            xml_args.value(text)  # whitespace at the end, perhaps not part of the value
-            return None
-        self._call_has_args = True
-        if not text.isprintable() or '"' in text or "\\" in text:
-            text = json_escape(text)
-        return ToolCallDelta(index, None, None, text, False, self.call_kind)
 
     def _stream_shortcut(
         self, text: str, json_args: JsonArgs | None, index: int | None

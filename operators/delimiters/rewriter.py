@@ -266,7 +266,16 @@ class DelimiterRewriter:
         if not taken:
             if fast.stopped_by_states:
                 return self._complete(item, text, fast)
-            return self._shortcut(item, text, False)
+            piece = fast.piece
+            if piece is None:
+                return self._shortcut(item, text, False)
+            shortcut = piece(text)  # (the rule stays the rule)
+            if shortcut is None:
+                return self._pack(item, False) if self._output.ops else []
+            if shortcut is False:
+                return self._complete(item, text, fast)
+            assert shortcut is not True  # (a value's piece is never text)
+            return [ChunkResponse(tool_calls=[shortcut])]
         index = fast.index
         if json_args is not None:
             assert index is not None  # (the rule of a call's arguments)

@@ -140,8 +140,12 @@ class Qwen3CoderLexer(TaggedCallLexer):
         if self.xml_args is not None:
             if state == self._between_state or state == self._key_state:
                 return self._between_fast
-            if state == self._value_state and self._held:
-                return self.grow_rule(_VALUE, complete=self._complete_value)
+            if state == self._value_state:
+                value = self.value_rule(self._complete_value)
+                if value is not None:
+                    return value
+                if self._held:
+                    return self.grow_rule(_VALUE, complete=self._complete_value)
         elif state == self._text_state:
             if self._held and self.tentative is None:
                 self._opening_step = _IN_TEXT
