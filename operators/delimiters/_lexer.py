@@ -111,6 +111,7 @@ from operators.delimiters._scan import (
     Markers,
     ValueType,
     XmlArguments,
+    common_char,
     json_escape,
     space_end,
     value_type_from_schema,
@@ -179,6 +180,7 @@ class FastPath:
 
     __slots__ = (
         "collect",
+        "common",
         "complete",
         "ends_plain",
         "holds",
@@ -213,6 +215,7 @@ class FastPath:
         piece: Callable[[str], ToolCallDelta | bool | None] | None = None,
     ) -> None:
         self.stops = stops
+        self.common = common_char(stops)
         self.tail = tail
         self.index = index
         self.kind = kind
@@ -545,7 +548,10 @@ class FormatLexer:
                 markers=markers,
                 piece=self.value_chunk,
             )
-        fast.stops = _EVERY if self._held else markers.starts
+        if self._held:
+            fast.stops, fast.common = _EVERY, ""
+        else:
+            fast.stops, fast.common = markers.starts, markers.common
         fast.complete = complete
         return fast
 
@@ -580,7 +586,10 @@ class FormatLexer:
         else:
             self._held = ""
         if fast is not None and fast.xml_args is xml_args:  # (the rule stays the rule: see value_rule)
-            fast.stops = _EVERY if self._held else markers.starts
+            if self._held:
+                fast.stops, fast.common = _EVERY, ""
+            else:
+                fast.stops, fast.common = markers.starts, markers.common
         if not text:
             return None
         last = text[-1]

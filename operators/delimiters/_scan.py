@@ -72,6 +72,17 @@ def without_surrogates(decoded: str, raw: str) -> str:
     return raw if _SURROGATE.search(decoded) is not None else decoded
 
 
+def common_char(stops: tuple[str, ...]) -> str | None:
+    """A character that each of ``stops`` holds (text without it holds none of them), else None; ``""``
+    when one of them is empty (every text holds it)."""
+    if not stops:
+        return None
+    for char in stops[0] or ("",):
+        if all(char in stop for stop in stops):
+            return char
+    return None
+
+
 class Markers:
     """A set of literal markers searched for together.
 
@@ -85,6 +96,7 @@ class Markers:
         "_pair",
         "_pairs",
         "_scan",
+        "common",
         "first_chars",
         "json_stops",
         "longest",
@@ -127,6 +139,8 @@ class Markers:
         characters holds no marker and no start of one at its end (:meth:`absent_from` is True): the
         first two characters of every marker when none is shorter (the start of a marker at the end is
         one of them or its first character), else the first characters."""
+        self.common = common_char(self.starts)
+        """A character that each of ``starts`` holds, if any: text without it holds none of them."""
         self._pair = self.starts[0] if self._pairs is not None and len(self.starts) == 1 else None
         """The one pair every marker starts with, if they share it (found with ``str.find``)."""
         self._char = ordered[0] if len(ordered) == 1 and len(ordered[0]) == 1 else None
@@ -436,6 +450,8 @@ _LITERAL_STARTS: Final = frozenset(
 """``true``, ``false``, ``null`` and every start of them: a value that may still become one of them."""
 _SMALL_LIMIT: Final = 256
 """Longest number or literal candidate held before it is taken for a string."""
+_OTHER_STARTS: Final = frozenset("-0123456789{[tfn")
+"""What JSON other than a string starts with: a number, an object, an array, ``true``, ``false``, ``null``."""
 
 
 def value_type_from_schema(schema: Mapping[str, Any] | None, key: str) -> ValueType:
@@ -583,9 +599,16 @@ class XmlArguments:
     def _take(self, text: str) -> None:
         mode = self._mode
         if mode == "stream":
-            self._emit(json_escape(text))
+            if not text.isprintable() or '"' in text or "\\" in text:
+                text = json_escape(text)
+            self._emit(text)
         elif mode == "raw":
             self._emit(text)
+        elif mode == "decide" and not self._held and text[0] not in _OTHER_STARTS and not text[0].isspace():
+            self._mode = "stream"  # (what _decide finds: a string, from its first character on)
+            if not text.isprintable() or '"' in text or "\\" in text:
+                text = json_escape(text)
+            self._emit('"' + text)
         else:
             self._held.append(text)
             self._held_size += len(text)

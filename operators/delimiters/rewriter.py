@@ -232,11 +232,13 @@ class DelimiterRewriter:
         json_args = fast.json_args
         taken = True  # the rule takes the chunk, if it carries nothing else
         if json_args is None:  # (the rule for JSON arguments has no stops)
-            for stop in fast.stops:
-                if stop in text:
-                    taken = False
-                    break
-            else:
+            common = fast.common
+            if common is None or common in text:  # (a chunk without it holds no stop)
+                for stop in fast.stops:
+                    if stop in text:
+                        taken = False
+                        break
+            if taken:
                 tail = fast.tail
                 if tail is not None and text[-1] in tail:
                     taken = False  # perhaps the start of a marker
