@@ -168,7 +168,11 @@ class Qwen3CoderLexer(TaggedCallLexer):
             self._header_chars = size
             return True
         held = self._held
-        taken = _between(held + text if held else text.lstrip())
+        longer = held + text if held else text.lstrip()
+        if longer in _IN_FUNCTION.prefixes:  # (the start of a tag growing: most often)
+            self._held = longer
+            return True
+        taken = _between(longer)
         if taken is None:
             return None
         self._take_between(*taken)
