@@ -78,7 +78,10 @@ def common_char(stops: tuple[str, ...]) -> str | None:
     if not stops:
         return None
     for char in stops[0] or ("",):
-        if all(char in stop for stop in stops):
+        for stop in stops:  # (loops, not all(): a rule is made for each call)
+            if char not in stop:
+                break
+        else:
             return char
     return None
 
