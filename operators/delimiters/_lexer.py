@@ -992,7 +992,8 @@ class FormatLexer:
         if self.xml_args is None:
             return
         if value_type is None:
-            value_type = value_type_from_schema(self.options.tool_schemas.get(self.call_name), key)
+            schemas = self.options.tool_schemas
+            value_type = value_type_from_schema(schemas.get(self.call_name), key) if schemas else "auto"
         self.xml_args.begin(key, value_type)
 
     def stream_value(
