@@ -442,6 +442,8 @@ class DelimiterRewriter:
             kind, payload = ops[0]
             ops.clear()
             if kind == "tool":
+                if not carries:
+                    return [ChunkResponse(tool_calls=[payload.delta()])]
                 return [self._finalise(item, carries, "", None, [payload.delta()])]
             text = payload[0] if len(payload) == 1 else "".join(payload)
             if kind == "content":

@@ -282,7 +282,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
             return False
         xml_args = self.xml_args
         assert xml_args is not None  # (see fast_path)
-        if size == len(_KEPT_END):
+        if size == len(_KEPT_END) and not xml_args.streaming:  # (a streaming string strips it)
             xml_args.value("\n")
         xml_args.end_value()
         self.switch_to_skip(self._in_function, _IN_FUNCTION)
