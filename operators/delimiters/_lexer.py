@@ -576,9 +576,15 @@ class FormatLexer:
                 return None
             if markers.pattern.match(text) is not None:
                 return False
-        stop, _resume, marker = markers.find(text, 0, False)
-        if marker is not None:
-            return False
+        common = markers.common
+        if common is not None and common not in text:
+            # No marker starts in it (Markers.find, without the search): perhaps at its last character.
+            tail = markers.tail
+            stop = len(text) - 1 if tail is not None and text[-1] in tail else len(text)
+        else:
+            stop, _resume, marker = markers.find(text, 0, False)
+            if marker is not None:
+                return False
         fast = self._fast
         if stop < len(text):
             self._held = text[stop:]
