@@ -569,14 +569,14 @@ class FormatLexer:
         assert xml_args is not None
         assert index is not None
         markers = stream[1]
+        common = markers.common
         if held:
             text = held + text
             if text in markers.prefixes:
                 self._held = text
                 return None
-            if markers.pattern.match(text) is not None:
-                return False
-        common = markers.common
+            if (common is None or common in text) and markers.pattern.match(text) is not None:
+                return False  # (the held start became its marker: most often)
         if common is not None and common not in text:
             # No marker starts in it (Markers.find, without the search): perhaps at its last character.
             tail = markers.tail
