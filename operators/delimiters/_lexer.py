@@ -581,6 +581,8 @@ class FormatLexer:
             # No marker starts in it (Markers.find, without the search): perhaps at its last character.
             tail = markers.tail
             stop = len(text) - 1 if tail is not None and text[-1] in tail else len(text)
+        elif text in markers.prefixes:  # (all of it the start of one: "\n</p" before "</parameter>")
+            stop = 0
         else:
             stop, _resume, marker = markers.find(text, 0, False)
             if marker is not None:

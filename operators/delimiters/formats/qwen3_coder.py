@@ -116,7 +116,8 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._between_state = self._in_function
         self._after_state = self._after_function
         self._between_calls_state = self._between_calls
-        """The states :meth:`fast_path` knows, kept to compare without building a bound method per chunk."""
+        """The states :meth:`fast_path` knows, kept to compare and switch to without building a bound
+        method each time."""
         self._between_fast = FastPath(
             (), collect=self._collect_between, holds=True, complete=self._complete_between
         )
@@ -182,7 +183,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         """Hold ``held`` in :meth:`_in_function`, or begin collecting ``key`` (see :func:`_between`)."""
         self._held = held
         if key is not None:
-            self.switch_to_header(self._parameter_key, _KEY_END)
+            self.switch_to_header(self._key_state, _KEY_END)
             if key:
                 self._header_parts.append(key)
                 self._header_chars += len(key)
@@ -262,7 +263,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
             return False
         self.confirmed()
         self.start_xml_call(longer[start : hit.start()], strip="newline")
-        self.switch_to_skip(self._in_function, _IN_FUNCTION)
+        self.switch_to_skip(self._between_state, _IN_FUNCTION)
         self._take_between(*taken)
         return True
 
@@ -285,7 +286,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         if size == len(_KEPT_END) and not xml_args.streaming:  # (a streaming string strips it)
             xml_args.value("\n")
         xml_args.end_value()
-        self.switch_to_skip(self._in_function, _IN_FUNCTION)
+        self.switch_to_skip(self._between_state, _IN_FUNCTION)
         self._take_between(*taken)
         return True
 
@@ -306,12 +307,12 @@ class Qwen3CoderLexer(TaggedCallLexer):
                 return False
         if opening:
             self._held = ""
-            self.switch_to_header(self._parameter_key, _KEY_END)
+            self.switch_to_header(self._key_state, _KEY_END)
         if close:
             self._header_parts.append(text[:close])
             self._header_chars += close
         self.begin_value(self.take_header().strip())
-        self.switch_to_value(self._value, _VALUE)
+        self.switch_to_value(self._value_state, _VALUE)
         if stop:
             xml_args = self.xml_args
             assert xml_args is not None  # (see fast_path)
@@ -340,14 +341,14 @@ class Qwen3CoderLexer(TaggedCallLexer):
             return stop
         self.confirmed()
         self.start_xml_call(name, strip="newline")
-        self.switch_to_skip(self._in_function, _IN_FUNCTION)
+        self.switch_to_skip(self._between_state, _IN_FUNCTION)
         return stop + 1
 
     def _in_function(self, buf: str, pos: int, final: bool) -> int:
         """Between parameters: whitespace (anything else is dropped)."""
         resume, marker = self.skip_to(buf, pos, final, _IN_FUNCTION)
         if marker == _PARAMETER:
-            self.switch_to_header(self._parameter_key, _KEY_END)
+            self.switch_to_header(self._key_state, _KEY_END)
         elif marker is not None:
             self._end_function(marker)
         return resume
@@ -356,16 +357,16 @@ class Qwen3CoderLexer(TaggedCallLexer):
         resume, marker = self.collect_header(buf, pos, final, _KEY_END)
         if marker is not None:
             self.begin_value(self.take_header().strip())
-            self.switch_to_value(self._value, _VALUE)
+            self.switch_to_value(self._value_state, _VALUE)
         return resume
 
     def _value(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_value(buf, pos, final, _VALUE, _KEPT)
         if marker is not None:
             if marker == _PARAMETER_END or marker in _KEPT:
-                self.switch_to_skip(self._in_function, _IN_FUNCTION)
+                self.switch_to_skip(self._between_state, _IN_FUNCTION)
             elif marker == "\n" + _PARAMETER:
-                self.switch_to_header(self._parameter_key, _KEY_END)
+                self.switch_to_header(self._key_state, _KEY_END)
             else:
                 self._end_function(marker.lstrip())
         return resume
