@@ -34,8 +34,9 @@ can start, or of free-text input, becomes its delta; a piece of a header or of a
 where the state would put it), leaving the lexer as the states would. Most of those never reach the
 shortcut either: after each run of a lexer, :meth:`FormatLexer.fast_path` gives a rule (a few characters or
 character pairs, and what a chunk without them does) that the rewriter applies to the next chunks of that
-channel until the lexer runs again; ``tests/test_delimiters_fast_paths_equal.py`` checks that the rules,
-the shortcut and the states give the same chunks.
+channel until the lexer runs again (an XML-style value's rule stays the rule through the start of a
+marker held back: :meth:`FormatLexer.value_chunk`); ``tests/test_delimiters_fast_paths_equal.py`` checks
+that the rules, the shortcut and the states give the same chunks.
 
 How to add a format
 ===================
@@ -90,10 +91,10 @@ How to add a format
 8. Only for speed, once it works: states the engine's shortcut does not know may get a ``shortcut`` and
    ``fast_path`` of the format's own (harmony's headers and bodies; ``grow_rule`` while a marker's start
    is held), and a rule's ``complete`` may take a marker that the states would (Qwen3-Coder's rules for
-   the tags around its values and its calls' openings). Each must do exactly what the states do
-   (``tests/test_delimiters_fast_paths_equal.py``), and
-   one that leaves plain text must not run while ``watched`` (a guard for unknown tools keeps the raw
-   text from there).
+   the tags around its values, ``value_rule(complete)`` for ``</parameter>``, and its calls' openings).
+   Each must do exactly what the states do (``tests/test_delimiters_fast_paths_equal.py``), and one that
+   leaves plain text must not run while ``watched`` (a guard for unknown tools keeps the raw text from
+   there).
 """
 
 from __future__ import annotations
