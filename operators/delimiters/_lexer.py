@@ -584,8 +584,8 @@ class FormatLexer:
             stop = len(text) - 1 if tail is not None and text[-1] in tail else len(text)
         elif text in markers.prefixes:  # (all of it the start of one: "\n</p" before "</parameter>")
             stop = 0
-        else:
-            stop, _resume, marker = markers.find(text, 0, False)
+        else:  # (a held start that neither grew nor became its marker starts none: looked for after it)
+            stop, _resume, marker = markers.find(text, 1 if held else 0, False)
             if marker is not None:
                 return False
         fast = self._fast
