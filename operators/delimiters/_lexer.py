@@ -231,11 +231,22 @@ class FastPath:
         self.stopped_by_states = stopped_by_states
         self.complete = complete
         self.piece = piece
-        self.ends_plain = (
-            xml_args is not None and tail is not None and "\n" in tail and not xml_args.strips_space
-        )
+        self.ends_plain = _ends_plain(xml_args, tail)
         """A piece of a string value that the rule takes never ends with whitespace the value may strip
         (a newline ends none: it is in ``tail``)."""
+
+    def follow(self, index: int, kind: ToolCallKind, xml_args: XmlArguments) -> None:
+        """Make this rule of an XML-style value the rule of call ``index``'s values, which ``xml_args``
+        writes (one rule serves a lexer's values, call after call: :meth:`FormatLexer.value_rule`)."""
+        self.index = index
+        self.kind = kind
+        self.xml_args = xml_args
+        self.ends_plain = _ends_plain(xml_args, self.tail)
+
+
+def _ends_plain(xml_args: XmlArguments | None, tail: str | None) -> bool:
+    """:attr:`FastPath.ends_plain` of a rule with ``xml_args`` and ``tail``."""
+    return xml_args is not None and tail is not None and "\n" in tail and not xml_args.strips_space
 
 
 _ANYTHING: Final = re.compile("")
@@ -534,12 +545,10 @@ class FormatLexer:
             return None
         markers = stream[1]
         fast = self._fast
-        if (
-            fast is None
-            or fast.index != index
-            or fast.xml_args is not xml_args
-            or fast.markers is not markers
-        ):
+        if fast is not None and fast.piece is not None and fast.markers is markers:
+            if fast.index != index or fast.xml_args is not xml_args:
+                fast.follow(index, self.call_kind, xml_args)
+        else:
             fast = self._fast = FastPath(
                 markers.starts,
                 markers.tail,
