@@ -3,7 +3,7 @@ through the states gives, for the XML-style, harmony and Kimi-K2 calls, at any c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import msgspec
@@ -88,10 +88,11 @@ def _no_fast_path() -> None:
     return None
 
 
-def outputs(rewriter: DelimiterRewriter, pieces: list[str], channel: str) -> Iterator[ChunkResponse]:
+def outputs(
+    rewriter: DelimiterRewriter, pieces: list[str], channel: str, extras: Mapping[str, object] | None = None
+) -> Iterator[ChunkResponse]:
     for piece in pieces:
-        chunk = ChunkResponse(content=piece) if channel == "content" else ChunkResponse(reasoning=piece)
-        yield from rewriter.feed(chunk)
+        yield from rewriter.feed(ChunkResponse(**{channel: piece}, **(extras or {})))  # type: ignore[arg-type]
     yield from rewriter.finish()
 
 
@@ -108,11 +109,15 @@ def not_lexed() -> Iterator[None]:
 
 
 def assert_same_chunks(
-    format: str, pieces: list[str], channel: str = "content", offered: set[str] | None = None
+    format: str,
+    pieces: list[str],
+    channel: str = "content",
+    offered: set[str] | None = None,
+    extras: Mapping[str, object] | None = None,
 ) -> None:
     rewriters = (DelimiterRewriter, _NoShortcut)
     fast, slow = (
-        list(outputs(kind(format, id_factory=numbered_ids, offered_tools=offered), pieces, channel))
+        list(outputs(kind(format, id_factory=numbered_ids, offered_tools=offered), pieces, channel, extras))
         for kind in rewriters
     )
     assert fast == slow, f"{format} at {pieces!r}"
@@ -154,6 +159,26 @@ def test_fast_paths_equal_the_states_at_every_boundary(format: str, value: str) 
     for size in (1, 2, 3, 4, 5):  # every piece small
         assert_same_chunks(format, pieces_at(text, range(size, len(text), size)))
         assert_same_chunks(format, pieces_at(text, range(size, len(text), size)), channel="reasoning")
+
+
+@pytest.mark.parametrize("format", sorted(STREAMS))
+@pytest.mark.parametrize(
+    "extras",
+    [
+        {"usage": TokenUsage(total_tokens=3)},
+        {"refusal": "no", "metadata": {"k": 1}},
+        {"reasoning_signature": "sig", "citations": [{"url": "https://example.com/"}]},
+    ],
+)
+@pytest.mark.parametrize("channel", ["content", "reasoning"])
+def test_fast_paths_equal_the_states_when_every_chunk_carries_more(
+    format: str, extras: dict[str, object], channel: str
+) -> None:
+    """Each chunk also carries fields the rewriter passes on: a piece of a call's arguments keeps them
+    on its chunk, as the states keep them."""
+    text = STREAMS[format]('print("x")\n  y = "C:\\\\dir" <b> ', "Hi <b> | ")
+    for size in (1, 2, 3, 4, 5):
+        assert_same_chunks(format, pieces_at(text, range(size, len(text), size)), channel, extras=extras)
 
 
 def test_a_piece_of_an_xml_string_value_is_its_own_delta_without_the_value_writer(
@@ -504,6 +529,10 @@ _EXTRAS = st.sampled_from(
         {"tool_calls": []},
         {"tool_calls": [ToolCallDelta(0, "srv", "g", "{}", True)]},
         {"reasoning_done": True},
+        {"refusal": "no"},
+        {"reasoning_signature": "sig", "reasoning_id": "rs_1"},
+        {"citations": [{"url": "https://example.com/"}]},
+        {"image_urls": ["https://example.com/a.png"]},
     ]
 )
 
@@ -514,15 +543,16 @@ _EXTRAS = st.sampled_from(
     prose=st.sampled_from(["", "Hi <b> | ", "a\n"]),
     cuts=st.lists(st.integers(1, 200)),
     extras=st.lists(_EXTRAS, min_size=1, max_size=8),
+    channel=st.sampled_from(["content", "reasoning"]),
 )
 @settings(max_examples=40, deadline=None)
 def test_fast_paths_equal_the_states_with_other_fields_on_the_chunks(
-    format: str, value: str, prose: str, cuts: list[int], extras: list[dict[str, object]]
+    format: str, value: str, prose: str, cuts: list[int], extras: list[dict[str, object]], channel: str
 ) -> None:
     text = STREAMS[format](value, prose)
     pieces = pieces_at(text, cuts)
     chunks = [
-        ChunkResponse(content=piece, **extras[number % len(extras)])  # type: ignore[arg-type]
+        ChunkResponse(**{channel: piece}, **extras[number % len(extras)])  # type: ignore[arg-type]
         for number, piece in enumerate(pieces)
     ]
 

@@ -41,6 +41,7 @@ class _Piece(msgspec.Struct, gc=False):
 
 
 _Op: TypeAlias = tuple[str, Any]
+_replace: Final = msgspec.structs.replace
 _RANK: Final = {"reasoning": 0, "content": 1, "tool": 2}
 
 
@@ -246,26 +247,13 @@ class DelimiterRewriter:
                     if item.tool_calls is None and not item.is_complete and item.finish_reason is None:
                         return [item]  # content that goes on as it is: only those fields would change it
                     return self._lex(item, _more_than_text(item))
-        if (  # _more_than_text(item), inline: this runs for most chunks
-            item.is_complete
-            or item.tool_calls
-            or item.finish_reason
-            or item.usage
-            or item.metadata
-            or item.refusal
-            or item.reasoning_signature
-            or item.encrypted_reasoning
-            or item.reasoning_id
-            or item.content_signature
-            or item.reasoning_done
-            or item.tool_results
-            or item.citations
-            or item.image_urls
-            or item.audio_urls
-            or item.video_urls
-        ):
-            return self._lex(item, True)
+        if item.is_complete or item.tool_calls or item.finish_reason:
+            return self._lex(item, True)  # (what changes the chunks, not only their text)
+        # A piece of a call's arguments goes out as its delta on a copy of the chunk that keeps what else
+        # it carries (the states would too); anything else the rule does with a chunk of text alone.
         if not taken:
+            if _carries_more(item):
+                return self._lex(item, True)
             if fast.stopped_by_states:
                 return self._complete(item, text, fast)
             piece = fast.piece
@@ -288,7 +276,12 @@ class DelimiterRewriter:
                     else:
                         run = len(text) - len(text.rstrip("\\"))
                         json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
-                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
+                delta = ToolCallDelta(index, None, None, text, False, fast.kind)
+                if reasoning is None:
+                    return [_replace(item, content="", tool_calls=[delta])]
+                return [_replace(item, reasoning=None, tool_calls=[delta])]
+            if _carries_more(item):
+                return self._lex(item, True)
             markers = fast.markers
             if markers is not None and markers.cannot_start_in(text):
                 text = json_args.take(text, markers)  # no end marker can start in it
@@ -297,6 +290,8 @@ class DelimiterRewriter:
                 return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
             return self._shortcut(item, text, False)
         if index is None:
+            if _carries_more(item):
+                return self._lex(item, True)
             collect = fast.collect
             if collect is None:
                 route = fast.route  # text of the other channel (a harmony analysis message in content)
@@ -320,7 +315,12 @@ class DelimiterRewriter:
         ):
             if not text.isprintable() or '"' in text or "\\" in text:
                 text = json_escape(text)
-            return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
+            delta = ToolCallDelta(index, None, None, text, False, fast.kind)
+            if reasoning is None:
+                return [_replace(item, content="", tool_calls=[delta])]
+            return [_replace(item, reasoning=None, tool_calls=[delta])]
+        if _carries_more(item):
+            return self._lex(item, True)
         xml_args.value(text)  # held until the value ends, or written by the value's writer
         return self._pack(item, False) if self._output.ops else []
 
@@ -527,11 +527,14 @@ class DelimiterRewriter:
 
 def _more_than_text(item: ChunkResponse) -> bool:
     """Whether ``item`` carries more than its ``content`` and ``reasoning``."""
+    return bool(item.is_complete or item.tool_calls or item.finish_reason or _carries_more(item))
+
+
+def _carries_more(item: ChunkResponse) -> bool:
+    """Whether ``item`` carries more than its text besides ``is_complete``, ``tool_calls`` and
+    ``finish_reason`` (fields that the rewriter passes on unchanged)."""
     return bool(
-        item.is_complete
-        or item.tool_calls
-        or item.finish_reason
-        or item.usage
+        item.usage
         or item.metadata
         or item.refusal
         or item.reasoning_signature
