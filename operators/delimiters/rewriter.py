@@ -267,28 +267,6 @@ class DelimiterRewriter:
             assert shortcut is not True  # (a value's piece is never text)
             return [ChunkResponse(tool_calls=[shortcut])]
         index = fast.index
-        if json_args is not None:
-            assert index is not None  # (the rule of a call's arguments)
-            if json_args.in_string and '"' not in text:  # a piece of a string: JsonArgs.take_in_string
-                if json_args.escape or "\\" in text:
-                    if text[-1] != "\\":
-                        json_args.escape = False  # whatever came before, nothing is left to escape
-                    else:
-                        run = len(text) - len(text.rstrip("\\"))
-                        json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
-                delta = ToolCallDelta(index, None, None, text, False, fast.kind)
-                if reasoning is None:
-                    return [_replace(item, content="", tool_calls=[delta])]
-                return [_replace(item, reasoning=None, tool_calls=[delta])]
-            if _carries_more(item):
-                return self._lex(item, True)
-            markers = fast.markers
-            if markers is not None and markers.cannot_start_in(text):
-                text = json_args.take(text, markers)  # no end marker can start in it
-                if not text:
-                    return []
-                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
-            return self._shortcut(item, text, False)
         if index is None:
             if _carries_more(item):
                 return self._lex(item, True)
@@ -306,23 +284,42 @@ class DelimiterRewriter:
             if collected is None:  # (the held start of a marker became one)
                 return self._complete(item, text, fast)
             return self._shortcut(item, text, False)
-        xml_args = fast.xml_args
-        assert xml_args is not None
-        # A piece of a string value, unless it ends with whitespace the value may strip (which a rule
-        # with a newline in its tail has ruled out, unless the value strips all whitespace).
-        if xml_args.streaming and (
-            fast.ends_plain or (text[-1] != "\n" and not (xml_args.strips_space and text[-1].isspace()))
-        ):
+        if json_args is not None:
+            if not json_args.in_string or '"' in text:
+                if _carries_more(item):
+                    return self._lex(item, True)
+                markers = fast.markers
+                if markers is None or not markers.cannot_start_in(text):
+                    return self._shortcut(item, text, False)
+                text = json_args.take(text, markers)  # no end marker can start in it
+                if not text:
+                    return []
+                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
+            # A piece of a string (JsonArgs.take_in_string):
+            if json_args.escape or "\\" in text:
+                if text[-1] != "\\":
+                    json_args.escape = False  # whatever came before, nothing is left to escape
+                else:
+                    run = len(text) - len(text.rstrip("\\"))
+                    json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
+        else:
+            xml_args = fast.xml_args
+            assert xml_args is not None
+            # A piece of a string value, unless it ends with whitespace the value may strip (which a rule
+            # with a newline in its tail has ruled out, unless the value strips all whitespace).
+            if not xml_args.streaming or (
+                not fast.ends_plain and (text[-1] == "\n" or (xml_args.strips_space and text[-1].isspace()))
+            ):
+                if _carries_more(item):
+                    return self._lex(item, True)
+                xml_args.value(text)  # held until the value ends, or written by the value's writer
+                return self._pack(item, False) if self._output.ops else []
             if not text.isprintable() or '"' in text or "\\" in text:
                 text = json_escape(text)
-            delta = ToolCallDelta(index, None, None, text, False, fast.kind)
-            if reasoning is None:
-                return [_replace(item, content="", tool_calls=[delta])]
-            return [_replace(item, reasoning=None, tool_calls=[delta])]
-        if _carries_more(item):
-            return self._lex(item, True)
-        xml_args.value(text)  # held until the value ends, or written by the value's writer
-        return self._pack(item, False) if self._output.ops else []
+        delta = ToolCallDelta(index, None, None, text, False, fast.kind)
+        if reasoning is None:
+            return [_replace(item, content="", tool_calls=[delta])]
+        return [_replace(item, reasoning=None, tool_calls=[delta])]
 
     def _complete(self, item: ChunkResponse, text: str, fast: FastPath) -> list[ChunkResponse]:
         """:meth:`feed` when the channel's rule leaves ``text``, all of ``item``, to the states: the
