@@ -177,7 +177,8 @@ class FastPath:
 
     ``piece``: a chunk the rule does not take goes to it instead of the shortcut, with what the shortcut
     gives (False: ``complete``, then the states, take it); the rule stays the rule (an XML-style value's
-    rule, which takes the held start of a marker itself: :meth:`FormatLexer.value_chunk`)."""
+    rule, which takes the held start of a marker itself: :meth:`FormatLexer.value_chunk`). ``common``: a
+    character each of ``stops`` holds, if any (a chunk without it holds none of them)."""
 
     __slots__ = (
         "collect",
