@@ -18,9 +18,13 @@ checked (text and every call's arguments) against what the generator wrote. The 
 same number of deltas of prose alone, the rewriter's pass-through path.
 
 Times are CPU time of this process (nothing here waits), so that other work on the machine does not
-count. The rewriter is linear: the target is ns/byte at 10 MB within 1.3x of 1 MB, for every format. Wall
-time is noisy on a shared machine: instruction counts (``valgrind --tool=callgrind``, the run minus
-building the stream) compare the formats steadily.
+count. The output chunks are kept until the run ends (and checked); ``--drop`` times a consumer that lets
+each chunk go as it comes instead (the check then runs on one more run, untimed). The two differ by how
+the allocator serves the chunks (freed memory reused at once, or fresh memory), and JSON escapes
+(Qwen3-Coder's values) change that balance: compare formats under both. The rewriter is linear: the target
+is ns/byte at 10 MB within 1.3x of 1 MB, for every format. Wall time is noisy on a shared machine:
+instruction counts (``valgrind --tool=callgrind``, the run minus building the stream) compare the formats
+steadily.
 """
 
 from __future__ import annotations
@@ -206,7 +210,11 @@ def fold(chunks: Sequence[ChunkResponse]) -> tuple[str, Calls]:
     return content, [(*ids[index], "".join(calls[index])) for index in sorted(ids)]
 
 
-def run_core(items: list[ChunkResponse], fmt: str = "kimi_k2") -> tuple[float, list[ChunkResponse]]:
+def run_core(
+    items: list[ChunkResponse], fmt: str = "kimi_k2", keep: bool = True
+) -> tuple[float, list[ChunkResponse]]:
+    """Seconds to rewrite ``items`` and the output (``keep=False``: each output dropped as it comes, as a
+    consumer lets it go; the output returned is then empty)."""
     rewriter = DelimiterRewriter(fmt, id_factory=str)
     out: list[ChunkResponse] = []
     extend = out.extend
@@ -215,18 +223,25 @@ def run_core(items: list[ChunkResponse], fmt: str = "kimi_k2") -> tuple[float, l
     gc.disable()
     try:
         start = time.process_time()
-        for item in items:
-            extend(feed(item))
-        extend(rewriter.finish())
+        if keep:
+            for item in items:
+                extend(feed(item))
+            extend(rewriter.finish())
+        else:
+            for item in items:
+                feed(item)
+            rewriter.finish()
         elapsed = time.process_time() - start
     finally:
         gc.enable()
     return elapsed, out
 
 
-async def _run_operator(items: list[ChunkResponse], fmt: str) -> tuple[float, list[ChunkResponse]]:
+async def _run_operator(
+    items: list[ChunkResponse], fmt: str, keep: bool = True
+) -> tuple[float, list[ChunkResponse]]:
     out: list[ChunkResponse] = []
-    append = out.append
+    append = out.append if keep else _drop
 
     async def source() -> AsyncIterator[ChunkResponse]:
         for item in items:
@@ -245,8 +260,14 @@ async def _run_operator(items: list[ChunkResponse], fmt: str) -> tuple[float, li
     return elapsed, out
 
 
-def run_operator(items: list[ChunkResponse], fmt: str = "kimi_k2") -> tuple[float, list[ChunkResponse]]:
-    return asyncio.run(_run_operator(items, fmt))
+def _drop(chunk: ChunkResponse) -> None:
+    """What a consumer that lets each chunk go does with it."""
+
+
+def run_operator(
+    items: list[ChunkResponse], fmt: str = "kimi_k2", keep: bool = True
+) -> tuple[float, list[ChunkResponse]]:
+    return asyncio.run(_run_operator(items, fmt, keep))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -261,6 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-async", action="store_true", help="skip the async operator rows")
     parser.add_argument("--repeat", type=int, default=3, help="runs per row; the fastest counts")
+    parser.add_argument(
+        "--drop",
+        action="store_true",
+        help="time a consumer that drops each output chunk (checked on one more, untimed run)",
+    )
     args = parser.parse_args(argv)
     print(
         f"{'stream':>10} {'path':<40} {'deltas':>10} {'calls':>7} {'seconds':>8} {'MB/s':>7} {'ns/byte':>8}"
@@ -314,7 +340,7 @@ def _rows(fmt: str, size: int, args: argparse.Namespace, per_byte: dict[str, lis
 def _row(
     stream_label: str,
     label: str,
-    runner: Callable[[list[ChunkResponse]], tuple[float, list[ChunkResponse]]],
+    runner: Callable[..., tuple[float, list[ChunkResponse]]],
     items: list[ChunkResponse],
     size_bytes: int,
     args: argparse.Namespace,
@@ -324,13 +350,17 @@ def _row(
     core: float | None = None,
 ) -> float:
     """Time ``runner`` over ``items`` (the fastest of ``--repeat`` runs, the output of the first checked
-    and dropped before the next), print its row and return the seconds."""
-    elapsed, out = runner(items)
+    and dropped before the next; with ``--drop``, the output of one more run that keeps it, untimed),
+    print its row and return the seconds."""
+    elapsed, out = runner(items, keep=True)
     if not check(out):
         raise SystemExit(f"{label} on {stream_label.strip() or 'the stream'} gave the wrong text or calls")
     del out
-    for _ in range(args.repeat - 1):
-        elapsed = min(elapsed, runner(items)[0])
+    if args.drop:
+        elapsed = min(runner(items, keep=False)[0] for _ in range(args.repeat))
+    else:
+        for _ in range(args.repeat - 1):
+            elapsed = min(elapsed, runner(items, keep=True)[0])
     added = f"{(elapsed - core) * 1e9 / len(items):>9.0f}" if core is not None else ""
     print(
         f"{stream_label:>10} {label:<40} {len(items):>10} {calls:>7} {elapsed:>8.2f} "
