@@ -162,12 +162,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         anything but a tag dropped, the start of a tag held, ``<parameter=`` and a key collected (True).
         None: the chunk ends the key or holds a tag (:meth:`_complete_between`, else the states)."""
         if self.state == self._key_state:
-            size = self._header_chars + len(text)
-            if ">" in text or size > HEADER_LIMIT:
-                return None
-            self._header_parts.append(text)
-            self._header_chars = size
-            return True
+            return None if ">" in text or not self._collect_header(text) else True
         held = self._held
         longer = held + text if held else text.lstrip()
         if longer in _IN_FUNCTION.prefixes:  # (the start of a tag growing: most often)
