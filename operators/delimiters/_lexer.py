@@ -236,6 +236,16 @@ class FastPath:
         """A piece of a string value that the rule takes never ends with whitespace the value may strip
         (a newline ends none: it is in ``tail``)."""
 
+    def hold(self, held: bool) -> None:
+        """This rule of an XML-style value while the start of a marker is ``held`` (every chunk goes to
+        ``piece``) or not (a chunk without the start of a marker is taken)."""
+        markers = self.markers
+        assert markers is not None  # (see FormatLexer.value_rule)
+        if held:
+            self.stops, self.common = _EVERY, ""
+        else:
+            self.stops, self.common = markers.starts, markers.common
+
     def follow(self, index: int, kind: ToolCallKind, xml_args: XmlArguments) -> None:
         """Make this rule of an XML-style value the rule of call ``index``'s values, which ``xml_args``
         writes (one rule serves a lexer's values, call after call: :meth:`FormatLexer.value_rule`)."""
@@ -559,10 +569,7 @@ class FormatLexer:
                 markers=markers,
                 piece=self.value_chunk,
             )
-        if self._held:
-            fast.stops, fast.common = _EVERY, ""
-        else:
-            fast.stops, fast.common = markers.starts, markers.common
+        fast.hold(bool(self._held))
         fast.complete = complete
         return fast
 
@@ -605,10 +612,7 @@ class FormatLexer:
         else:
             self._held = ""
         if fast is not None and fast.xml_args is xml_args:  # (the rule stays the rule: see value_rule)
-            if self._held:
-                fast.stops, fast.common = _EVERY, ""
-            else:
-                fast.stops, fast.common = markers.starts, markers.common
+            fast.hold(bool(self._held))
         if not text:
             return None
         last = text[-1]

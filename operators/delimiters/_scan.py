@@ -78,7 +78,7 @@ def common_char(stops: tuple[str, ...]) -> str | None:
     if not stops:
         return None
     for char in stops[0] or ("",):
-        for stop in stops:  # (loops, not all(): a rule is made for each call)
+        for stop in stops:
             if char not in stop:
                 break
         else:
