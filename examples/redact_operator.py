@@ -1,7 +1,7 @@
 """Writing your own stage: a sans-IO core plus a thin operator, like every stage of streamfold.
 
-The core follows :class:`pipeline.stage.Core` (``feed`` / ``finish``); :func:`pipeline.stage.drive` makes
-it an async operator, and :func:`pipeline.stage.chain` would fuse it with other cores into one.
+The core follows :class:`pipeline.stage.Core` (``feed`` / ``finish``); :func:`pipeline.stage.operator_stream`
+makes it an async operator, and :func:`pipeline.stage.chain` would fuse it with other cores into one.
 
 ``redact_secrets`` masks known secret strings (API keys, tokens) in the text and reasoning the model
 streams, even when a secret is split across deltas: the core holds back the end of a delta while it could
@@ -16,7 +16,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from aiostream import pipable_operator
 
 from pipeline import PipelineEvent, SegmentEvent, SegmentEventType, SegmentType
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 MASK = "[redacted]"
 
@@ -70,4 +70,4 @@ def redact_secrets(
     source: AsyncIterable[PipelineEvent], *, secrets: Iterable[str]
 ) -> AsyncIterator[PipelineEvent]:
     """Mask ``secrets`` in text and reasoning segments: ``events | redact_secrets.pipe(secrets=[key])``."""
-    return drive(source, SecretRedactor(secrets))
+    return operator_stream(source, SecretRedactor(secrets))

@@ -25,7 +25,7 @@ from pipeline.models import (
     ToolCallError,
     ToolInvocation,
 )
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = ["InvocationFolder", "ToolSchemas", "fold_invocations"]
 
@@ -127,4 +127,4 @@ def fold_invocations(
     source: AsyncIterable[SegmentEvent | ResponseEnd], *, tools: ToolSchemas | None = None
 ) -> AsyncIterator[SegmentEvent | ToolInvocation | ResponseEnd]:
     """Pass segment events through and yield each :class:`ToolInvocation` right after its segment's END."""
-    return drive(source, InvocationFolder(tools=tools))
+    return operator_stream(source, InvocationFolder(tools=tools))

@@ -46,7 +46,7 @@ from pipeline.models import (
     ToolCallError,
     ToolResult,
 )
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = [
     "DEFAULT_FILE_TOOLS",
@@ -581,4 +581,4 @@ def emit_segments(
     folder still gives exactly one invocation per call) and then the exception propagates.
     """
     emitter = SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=call_ids)
-    return drive(source, emitter)
+    return operator_stream(source, emitter)

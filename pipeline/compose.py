@@ -41,7 +41,7 @@ from operators.registry import (
 from pipeline._options import check_count
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, PipelineEvent
-from pipeline.stage import Core, chain, drive
+from pipeline.stage import Core, GeneratorStreamer, chain, drive
 
 if TYPE_CHECKING:
     from pipeline.telemetry import Telemetry
@@ -224,7 +224,7 @@ class _EventStream(Stream[T]):
 
     def stream(self) -> Streamer[T]:
         """A streamer context that closes the pipeline (and so the source) on leaving ``async with``."""
-        return _Streamer(self._iterator())
+        return GeneratorStreamer(self._iterator())
 
     def __aiter__(self) -> AsyncIterator[T]:  # type: ignore[override]  # the generator itself
         """``async for event in process(...)`` iterates the pipeline's generator directly (no context, so no
@@ -234,14 +234,6 @@ class _EventStream(Stream[T]):
     def _iterator(self) -> AsyncIterator[T]:
         iterator, self._first = self._first or self._factory(), None
         return iterator
-
-
-class _Streamer(Streamer[T]):
-    """aiostream's streamer context (closing the pipeline on leaving ``async with``), whose ``async for``
-    runs on the pipeline's generator directly."""
-
-    def __aiter__(self) -> AsyncIterator[T]:  # type: ignore[override]  # the generator, not a wrapper
-        return self._aiterator
 
 
 def _pipeline(

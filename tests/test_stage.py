@@ -5,12 +5,13 @@ propagates. ``process()`` is ``drive(source, chain(...))``, so the recorded-stre
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import inspect
+from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiostream import Stream, stream
+from aiostream import Stream, pipable_operator, stream, streamcontext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ from operators.segments import emit_segments
 from pipeline.compose import process, to_chunks
 from pipeline.errors import ConfigurationError, ConverterError
 from pipeline.models import PipelineEvent, SegmentEvent, ToolInvocation
-from pipeline.stage import Core, chain, drive
+from pipeline.stage import Core, chain, drive, operator_stream
 from pipeline.testing import chunked, counter_segment_ids, sequential_call_ids
 from tests.reference import FIXTURES
 
@@ -206,6 +207,56 @@ async def test_drive_reads_an_aiostream_stream_in_its_context() -> None:
     'iterated outside of its context' warning: warnings are errors here)."""
     events, error = await run(drive(stream.iterate(items([1, 2])), Stage("a")))
     assert (events, error) == ([("a", 1, 0), ("a", 2, 0), ("a", "end")], None)
+
+
+@pipable_operator
+def tagged(source: AsyncIterable[Any], name: str) -> AsyncIterator[Any]:
+    """A test operator, as the library's operators are written."""
+    return operator_stream(source, Stage(name))
+
+
+@pytest.mark.anyio
+async def test_an_operator_stream_iterates_the_generator_in_its_context_and_closes_its_source() -> None:
+    closed: list[str] = []
+
+    async def source() -> AsyncIterator[int]:
+        try:
+            for value in range(100):
+                yield value
+        finally:
+            closed.append("source")
+
+    events = tagged(source(), "a") | tagged.pipe("b")
+    async with events.stream() as streamer:
+        iterator = aiter(streamer)
+        assert inspect.isasyncgen(iterator)  # drive's own generator: no wrapper's __anext__ per item
+        assert [await anext(iterator) for _ in range(2)] == [("b", ("a", 0, 0), 0), ("b", ("a", 1, 0), 0)]
+        assert closed == []
+    assert closed == ["source"]
+    assert await outcome_of(tagged(items([1, 2]), "a") | tagged.pipe("b")) == [
+        ("b", ("a", 1, 0), 0),
+        ("b", ("a", 2, 0), 0),
+        ("b", ("a", "end"), 0),
+        ("b", "end"),
+    ]
+
+
+@pytest.mark.anyio
+async def test_an_operator_stream_outside_its_context_is_aiostreams_streamer() -> None:
+    streamer = streamcontext(tagged(items([1]), "a"))
+    with pytest.warns(UserWarning, match="iterated outside of its context"):
+        assert [event async for event in streamer] == [("a", 1, 0), ("a", "end")]
+    async with streamcontext(tagged(items([1]), "a")) as left:
+        pass
+    with pytest.raises(RuntimeError, match="is closed and cannot be iterated"):
+        async for _ in left:
+            pass
+
+
+async def outcome_of(events: Stream[Any]) -> list[Any]:
+    async with events.stream() as streamer:
+        received = [event async for event in streamer]
+    return received
 
 
 def piped(source: Any, *, provider: Any = "auto", tool_format: Any = None) -> Stream[Any]:

@@ -28,7 +28,7 @@ from aiostream import pipable_operator
 
 from operators.adapter.sse import _JSON_ERRORS, _json_problem
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = ["DEFAULT_MAX_FRAME_SIZE", "EventStreamDecoder", "decode_eventstream"]
 
@@ -230,4 +230,4 @@ def decode_eventstream(
     source: AsyncIterable[bytes], *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
     """Bedrock event-stream body bytes -> the model's event dicts (Anthropic events for Claude models)."""
-    return drive(source, EventStreamDecoder(max_frame_size=max_frame_size))
+    return operator_stream(source, EventStreamDecoder(max_frame_size=max_frame_size))

@@ -26,7 +26,7 @@ from operators.adapter.sse import (
     sse_events,
 )
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 if TYPE_CHECKING:
     import httpx
@@ -251,11 +251,11 @@ def provider_events(
     if framing == "sse":
         return sse_events.raw(source, max_event_size=max_event_size)
     if framing == "jsonl":
-        return drive(source, JSONLinesDecoder(max_line_size=max_event_size, objects_only=True))
+        return operator_stream(source, JSONLinesDecoder(max_line_size=max_event_size, objects_only=True))
     if framing == "json":
-        return drive(source, JSONSequenceDecoder(max_value_size=max_event_size))
+        return operator_stream(source, JSONSequenceDecoder(max_value_size=max_event_size))
     if framing == "eventstream":
         from operators.adapter.eventstream import EventStreamDecoder
 
-        return drive(source, EventStreamDecoder(max_frame_size=max_event_size))
+        return operator_stream(source, EventStreamDecoder(max_frame_size=max_event_size))
     raise ConfigurationError(f"unknown framing {framing!r}: expected 'sse', 'jsonl', 'json' or 'eventstream'")

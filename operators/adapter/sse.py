@@ -26,7 +26,7 @@ import msgspec
 from aiostream import pipable_operator
 
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
-from pipeline.stage import chain, drive
+from pipeline.stage import chain, operator_stream
 
 __all__ = [
     "DEFAULT_MAX_EVENT_SIZE",
@@ -1037,7 +1037,7 @@ def decode_sse(
     source: AsyncIterable[bytes], *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE
 ) -> AsyncIterator[ServerSentEvent]:
     """Decode an SSE byte stream into :class:`ServerSentEvent`\\ s."""
-    return drive(source, SSEDecoder(max_event_size=max_event_size))
+    return operator_stream(source, SSEDecoder(max_event_size=max_event_size))
 
 
 @pipable_operator
@@ -1045,7 +1045,7 @@ def decode_jsonl(
     source: AsyncIterable[bytes], *, max_line_size: int = DEFAULT_MAX_EVENT_SIZE, check_errors: bool = True
 ) -> AsyncIterator[Any]:
     """Decode a JSON Lines byte stream into one value per non-blank line."""
-    return drive(source, JSONLinesDecoder(max_line_size=max_line_size, check_errors=check_errors))
+    return operator_stream(source, JSONLinesDecoder(max_line_size=max_line_size, check_errors=check_errors))
 
 
 @pipable_operator
@@ -1054,13 +1054,13 @@ def decode_json_sequence(
 ) -> AsyncIterator[dict[str, Any]]:
     """Decode a JSON array of objects (or objects one after another) into one dict per object, as each
     object's bytes arrive (Gemini's ``streamGenerateContent`` without ``alt=sse``)."""
-    return drive(source, JSONSequenceDecoder(max_value_size=max_value_size))
+    return operator_stream(source, JSONSequenceDecoder(max_value_size=max_value_size))
 
 
 @pipable_operator
 def parse_events(source: AsyncIterable[ServerSentEvent]) -> AsyncIterator[dict[str, Any]]:
     """Decode each event's JSON data into the provider's event dict; raise on in-band errors."""
-    return drive(source, EventParser())
+    return operator_stream(source, EventParser())
 
 
 @pipable_operator
@@ -1068,4 +1068,4 @@ def sse_events(
     source: AsyncIterable[bytes], *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
     """SSE bytes to provider event dicts: :func:`decode_sse` and :func:`parse_events` in one step."""
-    return drive(source, SSEPayloadDecoder(max_event_size=max_event_size))
+    return operator_stream(source, SSEPayloadDecoder(max_event_size=max_event_size))

@@ -38,7 +38,7 @@ from pipeline.models import (
     ToolCallDelta,
     ToolCallKind,
 )
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = [
     "DEFAULT_MAX_ARGUMENT_SIZE",
@@ -211,4 +211,4 @@ def split_arguments(
 ) -> AsyncIterator[ChunkResponse]:
     """Attach to each tool-call delta the argument events (string deltas, complete values, errors) its
     arguments text streamed; calls left open at the end of the stream are finished in one extra chunk."""
-    return drive(source, ArgumentSplitter(max_argument_size=max_argument_size))
+    return operator_stream(source, ArgumentSplitter(max_argument_size=max_argument_size))

@@ -24,7 +24,7 @@ from aiostream import pipable_operator
 from operators.arguments._jsonstream import DEFAULT_MAX_SIZE, MAX_DEPTH, JSONStreamParser
 from pipeline._options import check_count
 from pipeline.models import ArgumentEvent, ChunkResponse
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = ["DEFAULT_MAX_OUTPUT_SIZE", "ContentJSONParser", "parse_content_json"]
 
@@ -84,4 +84,4 @@ def parse_content_json(
     field_depth: int = MAX_DEPTH,
 ) -> AsyncIterator[ArgumentEvent]:
     """Path-addressed events of the JSON value written as the responses' content."""
-    return drive(source, ContentJSONParser(max_size=max_size, field_depth=field_depth))
+    return operator_stream(source, ContentJSONParser(max_size=max_size, field_depth=field_depth))

@@ -43,7 +43,7 @@ from operators.convert._base import (
 )
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = ["AnthropicConverter", "convert_anthropic", "normalize_anthropic_stop_reason"]
 
@@ -384,4 +384,4 @@ def convert_anthropic(
     source: AsyncIterable[Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
     """Anthropic Messages stream events (dicts) -> normalised :class:`ChunkResponse`\\ s."""
-    return drive(source, AnthropicConverter(id_factory=id_factory))
+    return operator_stream(source, AnthropicConverter(id_factory=id_factory))

@@ -28,7 +28,7 @@ from aiostream import pipable_operator
 from operators.convert._base import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = ["CohereConverter", "convert_cohere"]
 
@@ -241,4 +241,4 @@ def convert_cohere(
     source: AsyncIterable[Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
     """Convert Cohere v2 chat stream events (dicts) into :class:`ChunkResponse` items."""
-    return drive(source, CohereConverter(id_factory=id_factory))
+    return operator_stream(source, CohereConverter(id_factory=id_factory))

@@ -43,7 +43,7 @@ from operators.convert._base import IdFactory, field_error, new_call_id
 from pipeline._options import check_count
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = ["DEFAULT_MAX_HELD_ARGUMENTS", "OpenAIChatConverter", "convert_openai_chat"]
 
@@ -924,4 +924,4 @@ def convert_openai_chat(
     source: AsyncIterable[Mapping[str, Any]], *, id_factory: IdFactory | None = None, choice: int = 0
 ) -> AsyncIterator[ChunkResponse]:
     """OpenAI Chat Completions (or compatible) chunk dicts to :class:`ChunkResponse`\\ s."""
-    return drive(source, OpenAIChatConverter(id_factory=id_factory, choice=choice))
+    return operator_stream(source, OpenAIChatConverter(id_factory=id_factory, choice=choice))

@@ -66,7 +66,7 @@ from operators.convert._base import CallIndexer, IdFactory, TypedEventConverter,
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = ["OpenAIResponsesConverter", "convert_openai_responses"]
 
@@ -745,4 +745,4 @@ def convert_openai_responses(
     source: AsyncIterable[Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
     """Convert OpenAI Responses stream events (dicts) into :class:`ChunkResponse` items."""
-    return drive(source, OpenAIResponsesConverter(id_factory=id_factory))
+    return operator_stream(source, OpenAIResponsesConverter(id_factory=id_factory))

@@ -21,7 +21,7 @@ from operators.delimiters._lexer import DEFAULT_MAX_BUFFERED_CHARS, FormatLexer
 from operators.delimiters._registry import FORMATS, get_format, register_format
 from operators.delimiters.rewriter import DelimiterRewriter
 from pipeline.models import IdFactory
-from pipeline.stage import drive as _drive
+from pipeline.stage import operator_stream as _operator_stream
 
 if TYPE_CHECKING:
     from pipeline.models import ChunkResponse
@@ -60,4 +60,4 @@ def rewrite_delimiters(
         max_buffered_chars=max_buffered_chars,
         offered_tools=offered_tools,
     )
-    return _drive(source, core)
+    return _operator_stream(source, core)

@@ -38,7 +38,7 @@ from aiostream import pipable_operator
 
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = ["REASONING_TAG_STYLES", "ReasoningTagSplitter", "ReasoningTagStyle", "split_reasoning_tags"]
 
@@ -206,4 +206,4 @@ def split_reasoning_tags(
     start_in_reasoning: bool = False,
 ) -> AsyncIterator[ChunkResponse]:
     """Move reasoning written between tags in the text (``<think>...</think>``) to ``reasoning``."""
-    return drive(source, ReasoningTagSplitter(style, start_in_reasoning=start_in_reasoning))
+    return operator_stream(source, ReasoningTagSplitter(style, start_in_reasoning=start_in_reasoning))

@@ -48,7 +48,7 @@ from pipeline.models import (
     ToolInvocation,
     ToolOutput,
 )
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = ["AGUI_HEADERS", "AGUIEncoder", "agui_usage", "encode_agui"]
 
@@ -395,4 +395,4 @@ def encode_agui(
     extras: bool = True,
 ) -> AsyncIterator[bytes]:
     """Pipeline items -> AG-UI SSE frames (see :class:`AGUIEncoder`)."""
-    return drive(source, AGUIEncoder(run_id=run_id, thread_id=thread_id, extras=extras))
+    return operator_stream(source, AGUIEncoder(run_id=run_id, thread_id=thread_id, extras=extras))

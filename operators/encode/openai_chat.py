@@ -31,7 +31,7 @@ from aiostream import pipable_operator
 
 from pipeline._jsonenc import encode_json
 from pipeline.models import ChunkResponse, IdFactory, TokenUsage, ToolCallDelta, new_call_id
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = [
     "OpenAIChunkEncoder",
@@ -272,4 +272,4 @@ class _SSEText:
 @pipable_operator
 def encode_openai_chat(source: AsyncIterable[ChunkResponse], *, choice_index: int = 0) -> AsyncIterator[str]:
     """Chunks to OpenAI Chat Completions SSE text, one ``data: {...}\\n\\n`` per chunk (no ``[DONE]``)."""
-    return drive(source, _SSEText(OpenAIChunkEncoder(choice_index=choice_index)))
+    return operator_stream(source, _SSEText(OpenAIChunkEncoder(choice_index=choice_index)))

@@ -24,7 +24,7 @@ from aiostream import pipable_operator
 from operators.encode._ui import error_text
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError, StreamfoldError
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = [
     "PROTOCOLS",
@@ -154,4 +154,4 @@ def encoder_for(protocol: str) -> WireEncoding:
 @pipable_operator
 def encode_streamfold(source: AsyncIterable[Any]) -> AsyncIterator[bytes]:
     """Pipeline items -> streamfold's own SSE frames (see :class:`StreamfoldSSEEncoder`)."""
-    return drive(source, StreamfoldSSEEncoder())
+    return operator_stream(source, StreamfoldSSEEncoder())

@@ -54,7 +54,7 @@ from pipeline.models import (
     ToolInvocation,
     ToolOutput,
 )
-from pipeline.stage import drive
+from pipeline.stage import operator_stream
 
 __all__ = [
     "VERCEL_DONE",
@@ -437,4 +437,4 @@ def encode_vercel(
     extras: bool = True,
 ) -> AsyncIterator[bytes]:
     """Pipeline items -> Vercel AI SDK UI message stream v1 SSE frames (see :class:`VercelUIEncoder`)."""
-    return drive(source, VercelUIEncoder(message_id=message_id, provider=provider, extras=extras))
+    return operator_stream(source, VercelUIEncoder(message_id=message_id, provider=provider, extras=extras))

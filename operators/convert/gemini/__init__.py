@@ -18,7 +18,7 @@ from operators.convert.gemini.generate import GenerateContentConverter as _Gener
 from operators.convert.gemini.generate import normalize_gemini_finish_reason
 from operators.convert.gemini.interactions import InteractionsConverter as _InteractionsConverter
 from pipeline.models import ChunkResponse as _ChunkResponse
-from pipeline.stage import drive as _drive
+from pipeline.stage import operator_stream as _operator_stream
 
 __all__ = ["GeminiConverter", "convert_gemini", "normalize_gemini_finish_reason"]
 
@@ -55,4 +55,4 @@ def convert_gemini(
     source: AsyncIterable[Mapping[str, Any]], *, id_factory: _IdFactory | None = None
 ) -> AsyncIterator[_ChunkResponse]:
     """Gemini ``streamGenerateContent`` chunks or Interactions API events (dicts) -> chunks."""
-    return _drive(source, GeminiConverter(id_factory=id_factory))
+    return _operator_stream(source, GeminiConverter(id_factory=id_factory))
