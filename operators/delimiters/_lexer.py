@@ -178,7 +178,8 @@ class FastPath:
     ``piece``: a chunk the rule does not take goes to it instead of the shortcut, with what the shortcut
     gives (False: ``complete``, then the states, take it); the rule stays the rule (an XML-style value's
     rule, which takes the held start of a marker itself: :meth:`FormatLexer.value_chunk`). ``common``: a
-    character each of ``stops`` holds, if any (a chunk without it holds none of them)."""
+    character each of ``stops`` holds (a chunk without it holds none of them), else ``""`` (every chunk is
+    looked at); ``tail`` is ``""`` when no last character is refused (both tested with ``in`` alone)."""
 
     __slots__ = (
         "collect",
@@ -217,8 +218,8 @@ class FastPath:
         piece: Callable[[str], ToolCallDelta | bool | None] | None = None,
     ) -> None:
         self.stops = stops
-        self.common = common_char(stops)
-        self.tail = tail
+        self.common = common_char(stops) or ""
+        self.tail = tail or ""
         self.index = index
         self.kind = kind
         self.route = route
@@ -244,7 +245,7 @@ class FastPath:
         if held:
             self.stops, self.common = _EVERY, ""
         else:
-            self.stops, self.common = markers.starts, markers.common
+            self.stops, self.common = markers.starts, markers.common or ""
 
     def follow(self, index: int, kind: ToolCallKind, xml_args: XmlArguments) -> None:
         """Make this rule of an XML-style value the rule of call ``index``'s values, which ``xml_args``

@@ -233,15 +233,13 @@ class DelimiterRewriter:
         json_args = fast.json_args
         taken = True  # the rule takes the chunk, if it carries nothing else
         if json_args is None:  # (the rule for JSON arguments has no stops)
-            common = fast.common
-            if common is None or common in text:  # (a chunk without it holds no stop)
+            if fast.common in text:  # (a chunk without it holds no stop)
                 for stop in fast.stops:
                     if stop in text:
                         taken = False
                         break
             if taken:
-                tail = fast.tail
-                if tail is not None and text[-1] in tail:
+                if text[-1] in fast.tail:
                     taken = False  # perhaps the start of a marker
                 elif fast.passes and reasoning is None:
                     if item.tool_calls is None and not item.is_complete and item.finish_reason is None:
@@ -375,7 +373,7 @@ class DelimiterRewriter:
             and fast.collect is not None
             and fast.index is None
             and not any(stop in text for stop in fast.stops)
-            and (fast.tail is None or text[-1] not in fast.tail)
+            and text[-1] not in fast.tail
             and fast.collect(text)
         ):
             if not fast.holds:
