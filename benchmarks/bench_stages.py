@@ -5,24 +5,28 @@ Run: ``python -m benchmarks.bench_stages`` (``--sizes 200000 2000000``, ``--repe
 The stages' inputs are captured once by running the cores in a row (SSE payload decoder, OpenAI chat
 converter, argument splitter, segment emitter, invocation folder); then each core is timed alone, fed its
 captured inputs by a plain loop. Also timed: the async ``drive`` loop around a core that does nothing, which
-is the cost of one stage's async generator hop per item, and the whole pipeline as
-``bench_pipeline`` runs it. Costs are in nanoseconds per 4-character argument delta (the unit of the
-issue's targets), best of ``--repeat`` runs, in CPU time of this process (other work on the machine
-inflates wall-clock time), with the garbage collector enabled as in real use.
+is the cost of one stage's async generator hop per item; one operator around that core as users iterate
+it (``async with ....stream()``), beside the same operator returning ``drive``'s generator for aiostream to
+wrap in its own streamer (which checks its context with four Python calls per item); and the whole
+pipeline as ``bench_pipeline`` runs it. Costs are in nanoseconds per 4-character argument delta (the unit
+of the issue's targets), best of ``--repeat`` runs, in CPU time of this process (other work on the
+machine inflates wall-clock time), with the garbage collector enabled as in real use.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from typing import Any
 
 import anyio
+from aiostream import Stream, pipable_operator
 
 from benchmarks.bench_pipeline import CHUNK, arguments_text, bench_streamfold, sse_blocks
-from pipeline.stage import drive
+from pipeline.stage import drive, operator_stream
 
 
 def stage_factories() -> list[tuple[str, Callable[[], Any]]]:
@@ -103,6 +107,33 @@ def drive_hop(items: list[Any]) -> None:
     anyio.run(run)
 
 
+@pipable_operator
+def _passthrough_operator(source: AsyncIterable[Any]) -> AsyncIterator[Any]:
+    """A streamfold operator around a core that passes every item through."""
+    return operator_stream(source, _Passthrough())
+
+
+@pipable_operator
+def _generator_operator(source: AsyncIterable[Any]) -> AsyncIterator[Any]:
+    """The same operator returning ``drive``'s plain generator, which aiostream wraps in its own streamer."""
+    return drive(source, _Passthrough())
+
+
+def operator_hop(items: list[Any], operator: Callable[[AsyncIterable[Any]], Stream[Any]]) -> None:
+    """One aiostream operator iterated as users do (``async with ....stream()``, then ``async for``)."""
+
+    async def source() -> AsyncIterator[Any]:
+        for item in items:
+            yield item
+
+    async def run() -> None:
+        async with operator(source()).stream() as streamer:
+            async for _ in streamer:
+                pass
+
+    anyio.run(run)
+
+
 def report(size: int, repeat: int) -> None:
     text = arguments_text(size)
     delta_count = len(text) // CHUNK
@@ -124,6 +155,13 @@ def report(size: int, repeat: int) -> None:
     chunks = inputs[2]  # about one item per delta, as between most stages
     hop = best_of(repeat, lambda: drive_hop(chunks))
     print(f"{'one drive() hop':<28}{len(chunks):>12,}{'':>12}{hop / delta_count * 1e9:>10.0f}")
+    operators: list[tuple[str, Callable[[AsyncIterable[Any]], Stream[Any]]]] = [
+        ("one operator (streamfold)", _passthrough_operator),
+        ("same, aiostream's streamer", _generator_operator),
+    ]
+    for label, operator in operators:
+        seconds = best_of(repeat, functools.partial(operator_hop, chunks, operator))
+        print(f"{label:<28}{len(chunks):>12,}{'':>12}{seconds / delta_count * 1e9:>10.0f}")
     gc.unfreeze()
     whole = min(bench_streamfold(text)[0] for _ in range(repeat))
     print(f"{'whole pipeline (wall clock)':<52}{whole / delta_count * 1e9:>10.0f}")
