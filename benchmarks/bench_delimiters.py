@@ -18,13 +18,15 @@ checked (text and every call's arguments) against what the generator wrote. The 
 same number of deltas of prose alone, the rewriter's pass-through path.
 
 Times are CPU time of this process (nothing here waits), so that other work on the machine does not
-count. The output chunks are kept until the run ends (and checked); ``--drop`` times a consumer that lets
-each chunk go as it comes instead (the check then runs on one more run, untimed). The two differ by how
-the allocator serves the chunks (freed memory reused at once, or fresh memory), and JSON escapes
-(Qwen3-Coder's values) change that balance: compare formats under both. The rewriter is linear: the target
-is ns/byte at 10 MB within 1.3x of 1 MB, for every format. Wall time is noisy on a shared machine:
-instruction counts (``valgrind --tool=callgrind``, the run minus building the stream) compare the formats
-steadily.
+count. Each timed run lets every output chunk go as it comes, as a consumer that encodes and sends it
+does (the output of one more run, untimed, is kept and checked). ``--keep`` times a consumer that keeps
+every chunk until the run ends instead: that adds the allocator's cost of fresh memory, which is not the
+rewriter's and not the same for every format. Kept chunks fill new memory pages, and between runs
+pymalloc returns the emptied arenas to the system or keeps them: measured, Kimi-K2's and harmony's runs
+took 12,600-13,600 page faults each (about 20-24 ns/byte of system time) and Qwen3-Coder's none, which
+made Qwen3-Coder look 1.1x Kimi-K2 kept and 1.35x dropped. The rewriter is linear: the target is ns/byte
+at 10 MB within 1.3x of 1 MB, for every format. Wall time is noisy on a shared machine: instruction
+counts (``valgrind --tool=callgrind``, the run minus building the stream) compare the formats steadily.
 """
 
 from __future__ import annotations
@@ -283,9 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-async", action="store_true", help="skip the async operator rows")
     parser.add_argument("--repeat", type=int, default=3, help="runs per row; the fastest counts")
     parser.add_argument(
-        "--drop",
+        "--keep",
         action="store_true",
-        help="time a consumer that drops each output chunk (checked on one more, untimed run)",
+        help="time a consumer that keeps every output chunk until the run ends (fresh memory: see above)",
     )
     args = parser.parse_args(argv)
     print(
@@ -349,18 +351,18 @@ def _row(
     *,
     core: float | None = None,
 ) -> float:
-    """Time ``runner`` over ``items`` (the fastest of ``--repeat`` runs, the output of the first checked
-    and dropped before the next; with ``--drop``, the output of one more run that keeps it, untimed),
-    print its row and return the seconds."""
+    """Time ``runner`` over ``items`` (the fastest of ``--repeat`` runs, after one more that keeps its
+    output, checked and then dropped; with ``--keep``, that run is one of them), print its row and return
+    the seconds."""
     elapsed, out = runner(items, keep=True)
     if not check(out):
         raise SystemExit(f"{label} on {stream_label.strip() or 'the stream'} gave the wrong text or calls")
     del out
-    if args.drop:
-        elapsed = min(runner(items, keep=False)[0] for _ in range(args.repeat))
-    else:
+    if args.keep:
         for _ in range(args.repeat - 1):
             elapsed = min(elapsed, runner(items, keep=True)[0])
+    else:
+        elapsed = min(runner(items, keep=False)[0] for _ in range(args.repeat))
     added = f"{(elapsed - core) * 1e9 / len(items):>9.0f}" if core is not None else ""
     print(
         f"{stream_label:>10} {label:<40} {len(items):>10} {calls:>7} {elapsed:>8.2f} "
