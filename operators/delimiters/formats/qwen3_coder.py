@@ -33,9 +33,6 @@ _VALUE: Final = Markers(
 )
 # "\n</parameter>" is "</parameter>" with the value's newline before it (kept in the value, stripped there as
 # any trailing newline): the held "\n<" then grows into a marker instead of being lexed on "\n</pa".
-_VALUE_START: Final = _VALUE.common or ""
-"""A character that every marker ending a value holds; ``_VALUE_TAIL``: those they start with."""
-_VALUE_TAIL: Final = _VALUE.tail or ""
 _KEPT_END: Final = "\n" + _PARAMETER_END
 _KEPT: Final = frozenset((_KEPT_END,))
 _TEXT: Final = Markers(_TOOL_CALL, _FUNCTION)
@@ -299,10 +296,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         stop = len(rest)
         if rest in _VALUE.prefixes:  # (the newline after the tag, most often)
             stop = 0
-        elif _VALUE_START not in rest:  # (no marker starts in it: perhaps at its last character)
-            if rest and rest[-1] in _VALUE_TAIL:
-                stop -= 1
-        else:
+        elif rest:
             stop, _resume, marker = _VALUE.find(rest, 0, False)
             if marker is not None:
                 return False
