@@ -218,7 +218,7 @@ class FastPath:
         piece: Callable[[str], ToolCallDelta | bool | None] | None = None,
     ) -> None:
         self.stops = stops
-        self.common = common_char(stops) or ""
+        self.common = common_char(stops)
         self.tail = tail or ""
         self.index = index
         self.kind = kind
@@ -233,7 +233,7 @@ class FastPath:
         self.stopped_by_states = stopped_by_states
         self.complete = complete
         self.piece = piece
-        self.ends_plain = _ends_plain(xml_args, tail)
+        self.ends_plain = _ends_plain(xml_args, self.tail)
         """A piece of a string value that the rule takes never ends with whitespace the value may strip
         (a newline ends none: it is in ``tail``)."""
 
@@ -245,7 +245,7 @@ class FastPath:
         if held:
             self.stops, self.common = _EVERY, ""
         else:
-            self.stops, self.common = markers.starts, markers.common or ""
+            self.stops, self.common = markers.starts, markers.common
 
     def follow(self, index: int, kind: ToolCallKind, xml_args: XmlArguments) -> None:
         """Make this rule of an XML-style value the rule of call ``index``'s values, which ``xml_args``
@@ -256,9 +256,9 @@ class FastPath:
         self.ends_plain = _ends_plain(xml_args, self.tail)
 
 
-def _ends_plain(xml_args: XmlArguments | None, tail: str | None) -> bool:
+def _ends_plain(xml_args: XmlArguments | None, tail: str) -> bool:
     """:attr:`FastPath.ends_plain` of a rule with ``xml_args`` and ``tail``."""
-    return xml_args is not None and tail is not None and "\n" in tail and not xml_args.strips_space
+    return xml_args is not None and "\n" in tail and not xml_args.strips_space
 
 
 _ANYTHING: Final = re.compile("")
@@ -594,9 +594,9 @@ class FormatLexer:
             if text in markers.prefixes:
                 self._held = text
                 return None
-            if (common is None or common in text) and markers.pattern.match(text) is not None:
+            if common in text and markers.pattern.match(text) is not None:
                 return False  # (the held start became its marker: most often)
-        if common is not None and common not in text:
+        if common not in text:
             # No marker starts in it (Markers.find, without the search): perhaps at its last character.
             tail = markers.tail
             stop = len(text) - 1 if tail is not None and text[-1] in tail else len(text)

@@ -72,18 +72,16 @@ def without_surrogates(decoded: str, raw: str) -> str:
     return raw if _SURROGATE.search(decoded) is not None else decoded
 
 
-def common_char(stops: tuple[str, ...]) -> str | None:
-    """A character that each of ``stops`` holds (text without it holds none of them), else None; ``""``
-    when one of them is empty (every text holds it)."""
-    if not stops:
-        return None
-    for char in stops[0] or ("",):
+def common_char(stops: tuple[str, ...]) -> str:
+    """A character that each of ``stops`` holds (text without it holds none of them), else ``""``, which
+    every text holds (so ``common_char(stops) in text`` alone says whether to look for them)."""
+    for char in stops[0] if stops else "":
         for stop in stops:
             if char not in stop:
                 break
         else:
             return char
-    return None
+    return ""
 
 
 class Markers:
@@ -143,7 +141,7 @@ class Markers:
         first two characters of every marker when none is shorter (the start of a marker at the end is
         one of them or its first character), else the first characters."""
         self.common = common_char(self.starts)
-        """A character that each of ``starts`` holds, if any: text without it holds none of them."""
+        """A character that each of ``starts`` holds (text without it holds none of them), else ``""``."""
         self._pair = self.starts[0] if self._pairs is not None and len(self.starts) == 1 else None
         """The one pair every marker starts with, if they share it (found with ``str.find``)."""
         self._char = ordered[0] if len(ordered) == 1 and len(ordered[0]) == 1 else None
