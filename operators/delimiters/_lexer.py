@@ -113,6 +113,7 @@ from operators.delimiters._scan import (
     ValueType,
     XmlArguments,
     common_char,
+    escape_json_text,
     json_escape,
     space_end,
     value_type_from_schema,
@@ -621,8 +622,8 @@ class FormatLexer:
             xml_args.value(text)
             return None
         self._call_has_args = True
-        if not text.isprintable() or '"' in text or "\\" in text:
-            text = json_escape(text)
+        if not text.isprintable() or '"' in text or "\\" in text:  # (json_escape's test, inline)
+            text = escape_json_text(text)
         return ToolCallDelta(index, None, None, text, False, self.call_kind)
 
     def grow_rule(

@@ -28,6 +28,7 @@ __all__ = [
     "Markers",
     "ValueType",
     "XmlArguments",
+    "escape_json_text",
     "json_escape",
     "space_end",
     "value_type_from_schema",
@@ -53,7 +54,16 @@ def space_end(text: str, pos: int) -> int:
 
 
 def json_escape(text: str) -> str:
-    """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is).
+    """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is):
+    ``text`` itself when nothing in it needs an escape (a hot path makes this test inline, then calls
+    :func:`escape_json_text`)."""
+    if not text.isprintable() or '"' in text or "\\" in text:
+        return escape_json_text(text)
+    return text
+
+
+def escape_json_text(text: str) -> str:
+    """:func:`json_escape` of ``text`` that holds a character to escape.
 
     A lone surrogate (only a Python-object source can carry one) is written as its ``\\uXXXX`` escape,
     which the argument parser then reports as ``invalid_json`` (I-JSON has no lone surrogates)."""
@@ -551,8 +561,7 @@ class XmlArguments:
         self._pending = ""
         self._held.clear()
         self._held_size = 0
-        if not key.isprintable() or '"' in key or "\\" in key:
-            key = json_escape(key)
+        key = json_escape(key)
         if value_type == "string":
             self._mode = "stream"
             self._emit(prefix + '"' + key + '": "')
@@ -600,16 +609,12 @@ class XmlArguments:
     def _take(self, text: str) -> None:
         mode = self._mode
         if mode == "stream":
-            if not text.isprintable() or '"' in text or "\\" in text:
-                text = json_escape(text)
-            self._emit(text)
+            self._emit(json_escape(text))
         elif mode == "raw":
             self._emit(text)
         elif mode == "decide" and not self._held and text[0] not in _OTHER_STARTS and not text[0].isspace():
             self._mode = "stream"  # (what _decide finds: a string, from its first character on)
-            if not text.isprintable() or '"' in text or "\\" in text:
-                text = json_escape(text)
-            self._emit('"' + text)
+            self._emit('"' + json_escape(text))
         else:
             self._held.append(text)
             self._held_size += len(text)

@@ -17,7 +17,7 @@ from operators.delimiters._lexer import (
     LexerOptions,
 )
 from operators.delimiters._registry import get_format
-from operators.delimiters._scan import json_escape
+from operators.delimiters._scan import escape_json_text
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, IdFactory, ToolCallDelta, ToolCallKind, new_call_id
 
@@ -312,8 +312,8 @@ class DelimiterRewriter:
                     return self._lex(item, True)
                 xml_args.value(text)  # held until the value ends, or written by the value's writer
                 return self._pack(item, False) if self._output.ops else []
-            if not text.isprintable() or '"' in text or "\\" in text:
-                text = json_escape(text)
+            if not text.isprintable() or '"' in text or "\\" in text:  # (json_escape's test, inline)
+                text = escape_json_text(text)
         delta = ToolCallDelta(index, None, None, text, False, fast.kind)
         if reasoning is None:
             return [_replace(item, content="", tool_calls=[delta])]
