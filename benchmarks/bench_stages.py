@@ -7,8 +7,10 @@ converter, argument splitter, segment emitter, invocation folder); then each cor
 captured inputs by a plain loop. Also timed: the async ``drive`` loop around a core that does nothing, which
 is the cost of one stage's async generator hop per item; one operator around that core as users iterate
 it (``async with ....stream()``), beside the same operator returning ``drive``'s generator for aiostream to
-wrap in its own streamer (which checks its context with four Python calls per item); and the whole
-pipeline as ``bench_pipeline`` runs it. Costs are in nanoseconds per 4-character argument delta (the unit
+wrap in its own streamer (which checks its context with four Python calls per item); a source
+(``from_dicts`` over the converter's input dicts) iterated the same way, beside a plain async generator
+over them (the floor) and beside the same source left to aiostream's streamer; and the whole pipeline as
+``bench_pipeline`` runs it. Costs are in nanoseconds per 4-character argument delta (the unit
 of the issue's targets), best of ``--repeat`` runs, in CPU time of this process (other work on the
 machine inflates wall-clock time), with the garbage collector enabled as in real use.
 """
@@ -22,10 +24,12 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from typing import Any
 
+import aiostream
 import anyio
 from aiostream import Stream, pipable_operator
 
 from benchmarks.bench_pipeline import CHUNK, arguments_text, bench_streamfold, sse_blocks
+from operators.adapter.sources import from_dicts
 from pipeline.stage import drive, operator_stream
 
 
@@ -134,6 +138,40 @@ def operator_hop(items: list[Any], operator: Callable[[AsyncIterable[Any]], Stre
     anyio.run(run)
 
 
+async def _copies(items: list[Any]) -> AsyncIterator[dict[str, Any]]:
+    """What ``from_dicts`` yields, as a plain async generator."""
+    for item in items:
+        yield dict(item)
+
+
+@aiostream.operator
+async def _dicts_in_aiostreams_streamer(items: list[Any]) -> AsyncIterator[dict[str, Any]]:
+    """``from_dicts`` as an async generator operator, which aiostream wraps in its own streamer."""
+    for item in items:
+        yield dict(item)
+
+
+def generator_loop(items: list[Any]) -> None:
+    """A plain async generator over ``items``, iterated: the floor of a source."""
+
+    async def run() -> None:
+        async for _ in _copies(items):
+            pass
+
+    anyio.run(run)
+
+
+def source_loop(items: list[Any], source: Callable[[list[Any]], Stream[Any]]) -> None:
+    """A source operator iterated as users do (``async with ....stream()``, then ``async for``)."""
+
+    async def run() -> None:
+        async with source(items).stream() as streamer:
+            async for _ in streamer:
+                pass
+
+    anyio.run(run)
+
+
 def report(size: int, repeat: int) -> None:
     text = arguments_text(size)
     delta_count = len(text) // CHUNK
@@ -162,6 +200,16 @@ def report(size: int, repeat: int) -> None:
     for label, operator in operators:
         seconds = best_of(repeat, functools.partial(operator_hop, chunks, operator))
         print(f"{label:<28}{len(chunks):>12,}{'':>12}{seconds / delta_count * 1e9:>10.0f}")
+    dicts = inputs[1]
+    floor = best_of(repeat, lambda: generator_loop(dicts))
+    print(f"{'plain async generator':<28}{len(dicts):>12,}{'':>12}{floor / delta_count * 1e9:>10.0f}")
+    sources: list[tuple[str, Callable[[list[Any]], Stream[Any]]]] = [
+        ("source (from_dicts)", from_dicts),
+        ("same, aiostream's streamer", _dicts_in_aiostreams_streamer),
+    ]
+    for label, source in sources:
+        seconds = best_of(repeat, functools.partial(source_loop, dicts, source))
+        print(f"{label:<28}{len(dicts):>12,}{'':>12}{seconds / delta_count * 1e9:>10.0f}")
     gc.unfreeze()
     whole = min(bench_streamfold(text)[0] for _ in range(repeat))
     print(f"{'whole pipeline (wall clock)':<52}{whole / delta_count * 1e9:>10.0f}")

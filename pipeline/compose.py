@@ -41,7 +41,7 @@ from operators.registry import (
 from pipeline._options import check_count
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, PipelineEvent
-from pipeline.stage import Core, GeneratorStreamer, chain, drive
+from pipeline.stage import Core, GeneratorStreamer, chain, drive, operator_stream
 
 if TYPE_CHECKING:
     from pipeline.telemetry import Telemetry
@@ -127,7 +127,7 @@ def to_chunks(
     ``choice`` picks which of an OpenAI response's ``n`` choices becomes the stream (the others are
     ignored); run one pipeline per choice to follow several. The source may be a plain iterable too."""
     core = chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice)
-    return drive(_adapted(_async_source(source)), core)
+    return operator_stream(_adapted(_async_source(source)), core)
 
 
 def process(

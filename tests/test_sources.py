@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import AsyncIterable, AsyncIterator
@@ -280,3 +281,37 @@ class TestDicts:
         stream = FakeSDKStream(items)
         assert await collect(from_dicts(stream)) == items
         assert stream.closed
+
+
+class TestIteration:
+    """Inside its stream's context each source is its generator itself (no per-item wrapper), and outside
+    it aiostream's streamer, which warns."""
+
+    @pytest.mark.parametrize(
+        "make",
+        [
+            lambda tmp_path: from_bytes(b"abcd", chunk_size=2),
+            lambda tmp_path: from_file(tmp_path / "body", chunk_size=2),
+            lambda tmp_path: from_dicts([{"a": 1}, {"b": 2}]),
+            lambda tmp_path: from_sdk(FakeSDKStream([{"a": 1}, {"b": 2}])),
+        ],
+        ids=["from_bytes", "from_file", "from_dicts", "from_sdk"],
+    )
+    async def test_in_its_context_the_generator_itself(self, make: Any, tmp_path: Path) -> None:
+        (tmp_path / "body").write_bytes(b"abcd")
+        async with make(tmp_path).stream() as streamer:
+            iterator = aiter(streamer)
+            assert inspect.isasyncgen(iterator)
+            assert len([item async for item in iterator]) == 2
+
+    async def test_from_httpx_in_its_context_and_piped(self) -> None:
+        response = await open_response(200, ClosingStream([b"data: {", b'"a": 1}\n\n']))
+        async with from_httpx(response).stream() as streamer:
+            assert inspect.isasyncgen(aiter(streamer))
+        response = await open_response(200, ClosingStream([b"data: {", b'"a": 1}\n\n']))
+        assert await collect(from_httpx(response) | provider_events.pipe()) == [{"a": 1}]
+
+    async def test_outside_its_context_aiostreams_streamer_warns(self) -> None:
+        streamer = streamcontext(from_dicts([{"a": 1}]))
+        with pytest.warns(UserWarning, match="iterated outside of its context"):
+            assert [item async for item in streamer] == [{"a": 1}]

@@ -235,6 +235,15 @@ async def test_an_operator_stream_iterates_the_generator_in_its_context_and_clos
 
 
 @pytest.mark.anyio
+async def test_to_chunks_in_its_context_is_drives_generator() -> None:
+    chunks = to_chunks([b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'])
+    async with chunks.stream() as streamer:
+        iterator = aiter(streamer)
+        assert inspect.isasyncgen(iterator)
+        assert [chunk.content async for chunk in iterator] == ["hi", ""]
+
+
+@pytest.mark.anyio
 async def test_an_operator_stream_outside_its_context_is_aiostreams_streamer() -> None:
     streamer = streamcontext(tagged(items([1]), "a"))
     with pytest.warns(UserWarning, match="iterated outside of its context"):
