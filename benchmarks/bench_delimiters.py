@@ -15,7 +15,10 @@ fresh :class:`~operators.delimiters.DelimiterRewriter` (``feed`` per delta, then
 the ``rewrite_delimiters`` operator over a plain async generator (what a converter stage hands it; the
 operator adds one ``drive`` hop, the ``+ns/delta`` column); the output is folded after timing and
 checked (text and every call's arguments) against what the generator wrote. The ``prose`` row is the
-same number of deltas of prose alone, the rewriter's pass-through path.
+same number of deltas of prose alone, the rewriter's pass-through path. The ``markup`` column is the share of
+the stream's characters that are markup (tags, call headers, parameter keys: neither text nor argument
+text as the model wrote it), counted by the generator. Per byte, a stream with more markup costs more
+whatever the format: it is what the lexer's states read, where most other deltas take one rule.
 
 Times are CPU time of this process (nothing here waits), so that other work on the machine does not
 count. Each timed run lets every output chunk go as it comes, as a consumer that encodes and sends it
@@ -39,6 +42,7 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import NamedTuple
 
 from aiostream import streamcontext
 
@@ -67,13 +71,24 @@ _VALUES = (
 Calls = list[tuple[str, str, str]]
 
 
-def kimi_stream(size: int, seed: int = 7) -> tuple[str, str, Calls]:
-    """About ``size`` characters of Kimi-K2 output; the expected content and calls ``(id, name, args)``."""
+class Stream(NamedTuple):
+    """A benchmark stream: its text, the content and calls ``(id, name, args)`` it should give, and how
+    many of its characters are markup (tags, headers, parameter keys: neither text nor argument text as
+    the model wrote it), which the lexer's states read rather than its rules pass on."""
+
+    text: str
+    content: str
+    calls: Calls
+    markup: int
+
+
+def kimi_stream(size: int, seed: int = 7) -> Stream:
+    """About ``size`` characters of Kimi-K2 output."""
     rng = random.Random(seed)
     parts: list[str] = []
     content: list[str] = []
     calls: Calls = []
-    total = 0
+    total = markup = 0
     while total < size:
         prose = "".join(rng.choice(_PROSE) for _ in range(rng.randint(3, 12)))
         parts.append(prose)
@@ -101,7 +116,8 @@ def kimi_stream(size: int, seed: int = 7) -> tuple[str, str, Calls]:
         text = "".join(section)
         parts.append(text)
         total += len(prose) + len(text)
-    return "".join(parts), "".join(content), calls
+        markup += len(text) - sum(len(arguments) for _, _, arguments in calls[-(len(section) - 2) :])
+    return Stream("".join(parts), "".join(content), calls, markup)
 
 
 _QWEN_VALUES = (
@@ -121,13 +137,13 @@ def _arguments(rng: random.Random, values: tuple[str, ...]) -> dict[str, object]
     }
 
 
-def qwen3_coder_stream(size: int, seed: int = 7) -> tuple[str, str, Calls]:
+def qwen3_coder_stream(size: int, seed: int = 7) -> Stream:
     """About ``size`` characters of Qwen3-Coder output: prose, then one to three XML calls, and so on."""
     rng = random.Random(seed)
     parts: list[str] = []
     content: list[str] = []
     calls: Calls = []
-    total = 0
+    total = markup = 0
     while total < size:
         prose = "".join(rng.choice(_PROSE) for _ in range(rng.randint(3, 12)))
         parts.append(prose)
@@ -136,25 +152,27 @@ def qwen3_coder_stream(size: int, seed: int = 7) -> tuple[str, str, Calls]:
         for _ in range(rng.randint(1, 3)):
             name = rng.choice(("read_file", "write_file", "search", "run_shell"))
             arguments = _arguments(rng, _QWEN_VALUES)
-            params = "".join(
-                f"<parameter={key}>\n{value if isinstance(value, str) else json.dumps(value)}\n</parameter>\n"
+            values = {
+                key: value if isinstance(value, str) else json.dumps(value)
                 for key, value in arguments.items()
-            )
+            }
+            params = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in values.items())
             text = f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
             parts.append(text)
             total += len(text)
+            markup += len(text) - sum(map(len, values.values()))
             calls.append((str(len(calls)), name, json.dumps(arguments, ensure_ascii=False)))
-    return "".join(parts), "".join(content), calls
+    return Stream("".join(parts), "".join(content), calls, markup)
 
 
-def harmony_stream(size: int, seed: int = 7) -> tuple[str, str, Calls]:
+def harmony_stream(size: int, seed: int = 7) -> Stream:
     """About ``size`` characters of gpt-oss harmony output: ``analysis`` and ``final`` messages (their
     text, the reasoning and the content) with one to three function calls between them."""
     rng = random.Random(seed)
     parts: list[str] = []
     content: list[str] = []
     calls: Calls = []
-    total = 0
+    total = markup = 0
     while total < size:
         thought = "".join(rng.choice(_PROSE) for _ in range(rng.randint(1, 6)))
         prose = "".join(rng.choice(_PROSE) for _ in range(rng.randint(3, 12)))
@@ -172,10 +190,16 @@ def harmony_stream(size: int, seed: int = 7) -> tuple[str, str, Calls]:
         text = "".join(messages)
         parts.append(text)
         total += len(text)
-    return "".join(parts), "".join(content), calls
+        written = (
+            len(thought)
+            + len(prose)
+            + sum(len(arguments) for _, _, arguments in calls[-(len(messages) - 2) :])
+        )
+        markup += len(text) - written
+    return Stream("".join(parts), "".join(content), calls, markup)
 
 
-STREAMS: dict[str, Callable[[int], tuple[str, str, Calls]]] = {
+STREAMS: dict[str, Callable[[int], Stream]] = {
     "kimi_k2": kimi_stream,
     "qwen3_coder": qwen3_coder_stream,
     "harmony": harmony_stream,
@@ -291,7 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     print(
-        f"{'stream':>10} {'path':<40} {'deltas':>10} {'calls':>7} {'seconds':>8} {'MB/s':>7} {'ns/byte':>8}"
+        f"{'stream':>10} {'path':<40} {'markup':>7} {'deltas':>10} {'calls':>7} {'seconds':>8} {'MB/s':>7}"
+        f" {'ns/byte':>8}"
         f" {'ns/delta':>9} {'+ns/delta':>9}"
     )
     per_byte: dict[str, list[float]] = {}
@@ -310,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _rows(fmt: str, size: int, args: argparse.Namespace, per_byte: dict[str, list[float]]) -> None:
     """The rows of one format's stream of about ``size`` characters; ns/byte kept in ``per_byte``."""
-    text, content, calls = STREAMS[fmt](size)
+    text, content, calls, markup = STREAMS[fmt](size)
     items = deltas(text)
     size_bytes = len(text.encode())
     # XML-style parameters are rewritten as JSON: their calls are compared parsed.
@@ -323,7 +348,17 @@ def _rows(fmt: str, size: int, args: argparse.Namespace, per_byte: dict[str, lis
 
     core_runner = functools.partial(run_core, fmt=fmt)
     label = f"{fmt} DelimiterRewriter.feed"
-    core = _row(f"{size_bytes / 1e6:>8.1f}MB", label, core_runner, items, size_bytes, args, check, len(calls))
+    core = _row(
+        f"{size_bytes / 1e6:>8.1f}MB",
+        label,
+        core_runner,
+        items,
+        size_bytes,
+        args,
+        check,
+        len(calls),
+        markup=markup / len(text),
+    )
     per_byte.setdefault(label, []).append(core * 1e9 / size_bytes)
     if not args.no_async:
         label = f"{fmt} rewrite_delimiters (async)"
@@ -350,6 +385,7 @@ def _row(
     calls: int,
     *,
     core: float | None = None,
+    markup: float | None = None,
 ) -> float:
     """Time ``runner`` over ``items`` (the fastest of ``--repeat`` runs, after one more that keeps its
     output, checked and then dropped; with ``--keep``, that run is one of them), print its row and return
@@ -364,8 +400,9 @@ def _row(
     else:
         elapsed = min(runner(items, keep=False)[0] for _ in range(args.repeat))
     added = f"{(elapsed - core) * 1e9 / len(items):>9.0f}" if core is not None else ""
+    share = f"{markup:>7.1%}" if markup is not None else ""
     print(
-        f"{stream_label:>10} {label:<40} {len(items):>10} {calls:>7} {elapsed:>8.2f} "
+        f"{stream_label:>10} {label:<40} {share:>7} {len(items):>10} {calls:>7} {elapsed:>8.2f} "
         f"{size_bytes / elapsed / 1e6:>7.2f} {elapsed * 1e9 / size_bytes:>8.1f} "
         f"{elapsed * 1e9 / len(items):>9.0f} {added}"
     )
