@@ -32,7 +32,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from benchmarks.bench_stages import collect, stage_factories
+from benchmarks.bench_stages import collect, fused_adapter, stage_factories
 
 SENTENCE = "The quick brown fox jumps over the lazy dog while the agent streams its answer live"
 WORDS = SENTENCE.split()
@@ -158,14 +158,6 @@ def streamfold_piped(events: list[bytes]) -> float:
         return elapsed
 
     return anyio.run(run)
-
-
-def fused_adapter() -> Any:
-    """What ``process(source, provider="openai")`` runs for the first two cores: SSE framing fused with
-    the converter, which decodes live events straight into its own types."""
-    from operators.auto import auto_adapter
-
-    return auto_adapter(provider="openai", framing="sse")
 
 
 def core_rows(events: list[bytes], repeat: int) -> list[tuple[str, float]]:

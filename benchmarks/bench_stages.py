@@ -4,14 +4,15 @@ Run: ``python -m benchmarks.bench_stages`` (``--sizes 200000 2000000``, ``--repe
 
 The stages' inputs are captured once by running the cores in a row (SSE payload decoder, OpenAI chat
 converter, argument splitter, segment emitter, invocation folder); then each core is timed alone, fed its
-captured inputs by a plain loop. Also timed: the async ``drive`` loop around a core that does nothing, which
-is the cost of one stage's async generator hop per item; one operator around that core as users iterate
-it (``async with ....stream()``), beside the same operator returning ``drive``'s generator for aiostream to
-wrap in its own streamer (which checks its context with four Python calls per item); a source
-(``from_dicts`` over the converter's input dicts) iterated the same way, beside a plain async generator
-over them (the floor) and beside the same source left to aiostream's streamer; and the whole pipeline as
-``bench_pipeline`` runs it. Costs are in nanoseconds per 4-character argument delta (the unit
-of the issue's targets), best of ``--repeat`` runs, in CPU time of this process (other work on the
+captured inputs by a plain loop, and the SSE framing and converter fused in one core, as ``process()`` runs
+them (its live OpenAI events are decoded straight into the converter's types). Also timed: the async ``drive``
+loop around a core that does nothing, which is the cost of one stage's async generator hop per item; one
+operator around that core as users iterate it (``async with ....stream()``), beside the same operator
+returning ``drive``'s generator for aiostream to wrap in its own streamer (which checks its context with four
+Python calls per item); a source (``from_dicts`` over the converter's input dicts) iterated the same way,
+beside a plain async generator over them (the floor) and beside the same source left to aiostream's streamer;
+and the whole pipeline as ``bench_pipeline`` runs it. Costs are in nanoseconds per 4-character argument delta
+(the unit of the issue's targets), best of ``--repeat`` runs, in CPU time of this process (other work on the
 machine inflates wall-clock time), with the garbage collector enabled as in real use.
 """
 
@@ -48,6 +49,14 @@ def stage_factories() -> list[tuple[str, Callable[[], Any]]]:
         ("segment emitter", SegmentEmitter),
         ("invocation folder", InvocationFolder),
     ]
+
+
+def fused_adapter() -> Any:
+    """What ``process(source, provider="openai")`` runs in place of the first two cores: SSE framing fused
+    with the converter, which decodes live events straight into its own types."""
+    from operators.auto import auto_adapter
+
+    return auto_adapter(provider="openai", framing="sse")
 
 
 def collect(core: Any, items: Iterable[Any]) -> list[Any]:
@@ -179,6 +188,7 @@ def report(size: int, repeat: int) -> None:
     print(f"arguments: {len(text):,} characters, {delta_count:,} deltas of {CHUNK} characters")
     print(f"{'stage':<28}{'items in':>12}{'items out':>12}{'ns/delta':>10}")
     total = 0.0
+    seconds_of: list[float] = []
     for position, (name, factory) in enumerate(stage_factories()):
         stage_inputs = inputs[position]
 
@@ -186,10 +196,18 @@ def report(size: int, repeat: int) -> None:
             run_core(factory(), stage_inputs)
 
         seconds = best_of(repeat, run)
+        seconds_of.append(seconds)
         total += seconds
         outputs = len(inputs[position + 1])
         print(f"{name:<28}{len(stage_inputs):>12,}{outputs:>12,}{seconds / delta_count * 1e9:>10.0f}")
     print(f"{'sum of the sync cores':<52}{total / delta_count * 1e9:>10.0f}")
+    fused = best_of(repeat, lambda: run_core(fused_adapter(), inputs[0]))
+    outputs = len(inputs[2])
+    print(
+        f"{'SSE + converter, fused':<28}{len(inputs[0]):>12,}{outputs:>12,}{fused / delta_count * 1e9:>10.0f}"
+    )
+    fused_total = total - seconds_of[0] - seconds_of[1] + fused
+    print(f"{'sum, as process() runs them':<52}{fused_total / delta_count * 1e9:>10.0f}")
     chunks = inputs[2]  # about one item per delta, as between most stages
     hop = best_of(repeat, lambda: drive_hop(chunks))
     print(f"{'one drive() hop':<28}{len(chunks):>12,}{'':>12}{hop / delta_count * 1e9:>10.0f}")
