@@ -162,6 +162,8 @@ def test_help_lists_the_choices_and_defaults(capsys: pytest.CaptureFixture[str])
         "{json,plain,off}",
         "--read-timeout SECONDS between two upstream reads, not the whole stream (default: 600.0)",
         "--max-request-bytes N",
+        "/v1/chat/completions, /v1/responses (OpenAI Responses) and /v1/messages (Anthropic Messages)",
+        "/health and /metrics (Prometheus text) report on the proxy",
     ]:
         assert expected in out
 

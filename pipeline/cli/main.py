@@ -231,8 +231,10 @@ def _parser() -> argparse.ArgumentParser:
         "proxy",
         help="an OpenAI-compatible proxy rewriting delimiter tool calls",
         description=(
-            "An OpenAI-compatible /v1/chat/completions proxy in front of a model server whose tool calls"
-            " arrive as delimiter tokens in the text (needs the server extra)."
+            "A proxy in front of an OpenAI-compatible model server whose tool calls arrive as delimiter"
+            " tokens in the text: /v1/chat/completions, /v1/responses (OpenAI Responses) and /v1/messages"
+            " (Anthropic Messages) answer with standard tool calls, /health and /metrics (Prometheus text)"
+            " report on the proxy, and any other path is relayed as it is (needs the server extra)."
         ),
     )
     proxy.add_argument(
