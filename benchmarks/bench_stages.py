@@ -19,7 +19,6 @@ machine inflates wall-clock time), with the garbage collector enabled as in real
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
@@ -185,9 +184,13 @@ def report(size: int, repeat: int) -> None:
     text = arguments_text(size)
     delta_count = len(text) // CHUNK
     inputs = capture(list(sse_blocks(text)))
+
+    def row(label: str, seconds: float, items_in: int | None = None, items_out: int | None = None) -> None:
+        counts = "".join(f"{'':>12}" if count is None else f"{count:>12,}" for count in (items_in, items_out))
+        print(f"{label:<28}{counts}{seconds / delta_count * 1e9:>10.0f}")
+
     print(f"arguments: {len(text):,} characters, {delta_count:,} deltas of {CHUNK} characters")
     print(f"{'stage':<28}{'items in':>12}{'items out':>12}{'ns/delta':>10}")
-    total = 0.0
     seconds_of: list[float] = []
     for position, (name, factory) in enumerate(stage_factories()):
         stage_inputs = inputs[position]
@@ -195,42 +198,27 @@ def report(size: int, repeat: int) -> None:
         def run(factory: Callable[[], Any] = factory, stage_inputs: list[Any] = stage_inputs) -> None:
             run_core(factory(), stage_inputs)
 
-        seconds = best_of(repeat, run)
-        seconds_of.append(seconds)
-        total += seconds
-        outputs = len(inputs[position + 1])
-        print(f"{name:<28}{len(stage_inputs):>12,}{outputs:>12,}{seconds / delta_count * 1e9:>10.0f}")
-    print(f"{'sum of the sync cores':<52}{total / delta_count * 1e9:>10.0f}")
+        seconds_of.append(best_of(repeat, run))
+        row(name, seconds_of[-1], len(stage_inputs), len(inputs[position + 1]))
+    total = sum(seconds_of)
+    row("sum of the sync cores", total)
     fused = best_of(repeat, lambda: run_core(fused_adapter(), inputs[0]))
-    outputs = len(inputs[2])
-    print(
-        f"{'SSE + converter, fused':<28}{len(inputs[0]):>12,}{outputs:>12,}{fused / delta_count * 1e9:>10.0f}"
-    )
-    fused_total = total - seconds_of[0] - seconds_of[1] + fused
-    print(f"{'sum, as process() runs them':<52}{fused_total / delta_count * 1e9:>10.0f}")
+    row("SSE + converter, fused", fused, len(inputs[0]), len(inputs[2]))
+    row("sum, as process() runs them", total - seconds_of[0] - seconds_of[1] + fused)
     chunks = inputs[2]  # about one item per delta, as between most stages
-    hop = best_of(repeat, lambda: drive_hop(chunks))
-    print(f"{'one drive() hop':<28}{len(chunks):>12,}{'':>12}{hop / delta_count * 1e9:>10.0f}")
-    operators: list[tuple[str, Callable[[AsyncIterable[Any]], Stream[Any]]]] = [
-        ("one operator (streamfold)", _passthrough_operator),
-        ("same, aiostream's streamer", _generator_operator),
-    ]
-    for label, operator in operators:
-        seconds = best_of(repeat, functools.partial(operator_hop, chunks, operator))
-        print(f"{label:<28}{len(chunks):>12,}{'':>12}{seconds / delta_count * 1e9:>10.0f}")
     dicts = inputs[1]
-    floor = best_of(repeat, lambda: generator_loop(dicts))
-    print(f"{'plain async generator':<28}{len(dicts):>12,}{'':>12}{floor / delta_count * 1e9:>10.0f}")
-    sources: list[tuple[str, Callable[[list[Any]], Stream[Any]]]] = [
-        ("source (from_dicts)", from_dicts),
-        ("same, aiostream's streamer", _dicts_in_aiostreams_streamer),
+    hops: list[tuple[str, list[Any], Callable[[], None]]] = [
+        ("one drive() hop", chunks, lambda: drive_hop(chunks)),
+        ("one operator (streamfold)", chunks, lambda: operator_hop(chunks, _passthrough_operator)),
+        ("same, aiostream's streamer", chunks, lambda: operator_hop(chunks, _generator_operator)),
+        ("plain async generator", dicts, lambda: generator_loop(dicts)),
+        ("source (from_dicts)", dicts, lambda: source_loop(dicts, from_dicts)),
+        ("same, aiostream's streamer", dicts, lambda: source_loop(dicts, _dicts_in_aiostreams_streamer)),
     ]
-    for label, source in sources:
-        seconds = best_of(repeat, functools.partial(source_loop, dicts, source))
-        print(f"{label:<28}{len(dicts):>12,}{'':>12}{seconds / delta_count * 1e9:>10.0f}")
+    for label, items, runner in hops:
+        row(label, best_of(repeat, runner), len(items))
     gc.unfreeze()
-    whole = min(bench_streamfold(text)[0] for _ in range(repeat))
-    print(f"{'whole pipeline (wall clock)':<52}{whole / delta_count * 1e9:>10.0f}")
+    row("whole pipeline (wall clock)", min(bench_streamfold(text)[0] for _ in range(repeat)))
     print()
 
 
