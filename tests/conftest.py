@@ -5,9 +5,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 UI_CLIENTS = Path(__file__).parent / "ui_clients"
+
+# No test asserts a wall-clock time, and hypothesis' default 200 ms deadline per example and its "too slow"
+# health check both do: a busy machine can fail a property test that has not set them off itself.
+settings.register_profile(
+    "streamfold", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("streamfold")
 
 
 @pytest.fixture
