@@ -137,6 +137,7 @@ _PROBE = 64
 """Bytes of content that auto framing looks at, at most (also the length of the excerpt it quotes)."""
 _SMALL_HEAD = 256
 _SPACE = re.compile(rb"[ \t\r\n]*")
+_BOM = codecs.BOM_UTF8
 
 
 class _AutoChunks:
@@ -246,15 +247,18 @@ class _AutoChunks:
                 # The first read, or a few hundred bytes at most: bounded work per read.
                 head = data if len(self._head) == 1 else b"".join(self._head)
                 self._start = head[:12]
-                if len(head) < 3 and b"\xef\xbb\xbf".startswith(head) and not complete:
+                if len(head) < len(_BOM) and _BOM.startswith(head) and not complete:
                     return None  # maybe a BOM, split
-                content = _SPACE.match(head, 3 if head.startswith(b"\xef\xbb\xbf") else 0).end()  # type: ignore[union-attr]
+                content = _SPACE.match(head, len(_BOM) if head.startswith(_BOM) else 0).end()  # type: ignore[union-attr]
                 self._probe = head[content : content + _PROBE]
             else:
                 if len(self._start) < 12:  # a first read of fewer than 12 bytes, then a large one
                     self._start = (self._start + data)[:12]
                 if not self._probe:
-                    content = _SPACE.match(data).end()  # type: ignore[union-attr]
+                    # The earlier reads held whitespace, or the start of a BOM whose rest opens this one.
+                    before = self._head_size - len(data)
+                    rest = len(_BOM) - before if before < len(_BOM) and self._start.startswith(_BOM) else 0
+                    content = _SPACE.match(data, rest).end()  # type: ignore[union-attr]
                     self._probe = data[content : content + _PROBE]
                 elif len(self._probe) < _PROBE:
                     self._probe += data[: _PROBE - len(self._probe)]

@@ -514,3 +514,18 @@ async def test_a_tiny_first_read_then_a_large_one_still_tells_the_framing(framin
     reference, error = await run([body])
     assert error is None
     assert await run(chunked(body, [1, 256])) == (reference, None)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("framing", sorted(set(RECHUNKED) - {"eventstream"}))
+@pytest.mark.parametrize("cut", [1, 2])
+@pytest.mark.parametrize("lead", [b"", b"\r\n"])
+async def test_a_bom_split_by_the_first_read_then_a_large_read(framing: str, cut: int, lead: bytes) -> None:
+    """The first read ends inside a UTF-8 BOM and the next one, past the small head, starts with the BOM's
+    rest (found by the property test above: the rest was taken for the content, ``\\xbb\\xbf[...``)."""
+    body = b"\xef\xbb\xbf" + lead + RECHUNKED[framing]
+    reference, error = await run([body])
+    assert error is None
+    assert reference
+    assert await run(chunked(body, [cut, 256])) == (reference, None)
+    assert await run(chunked(body, [1, 1, 256])) == (reference, None)
