@@ -186,6 +186,7 @@ async def cli_proxy(
             ):
                 log.append(await process.stderr.receive())
         shutting_down = anyio.Event()
+        drained = anyio.Event()
         async with anyio.create_task_group() as tasks:
 
             async def drain() -> None:
@@ -195,6 +196,7 @@ async def cli_proxy(
                         log.append(data)
                         if b"Shutting down" in data:
                             shutting_down.set()
+                drained.set()
 
             tasks.start_soon(drain)
             try:
@@ -202,6 +204,10 @@ async def cli_proxy(
             finally:
                 if process.returncode is None:
                     process.kill()
+                # The log is whole when the context ends: the process's exit can be seen before its last
+                # lines are read (the access log line of a stream that ended just before it).
+                with anyio.move_on_after(10):
+                    await drained.wait()
                 tasks.cancel_scope.cancel()
 
 
