@@ -16,19 +16,22 @@ partial outputs, then raises.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from aiostream.core import Streamer
+from aiostream import operator
+from aiostream.core import Operator, Streamer
 
 from pipeline.errors import ConfigurationError, StreamfoldError
 
-__all__ = ["Core", "GeneratorStreamer", "chain", "drive", "operator_stream"]
+__all__ = ["Core", "GeneratorStreamer", "chain", "drive", "operator_stream", "source_operator"]
 
 In_contra = TypeVar("In_contra", contravariant=True)
 In = TypeVar("In")
 Out = TypeVar("Out")
+P = ParamSpec("P")
 
 
 class Core(Protocol[In_contra, Out]):
@@ -120,6 +123,17 @@ def operator_stream(source: AsyncIterable[In], core: Core[In, Out]) -> Streamer[
     ``@pipable_operator`` function gives the same items, and ``async for`` inside the stream's context runs
     on :func:`drive`'s generator itself (see :class:`GeneratorStreamer`)."""
     return GeneratorStreamer(drive(source, core))
+
+
+def source_operator(generator: Callable[P, AsyncIterator[Out]]) -> Operator[P, Out]:
+    """aiostream's ``@operator`` for an async generator function (a source), whose stream hands the stage
+    reading it, inside the stream's context, the generator itself (see :class:`GeneratorStreamer`)."""
+
+    @functools.wraps(generator)
+    def stream(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[Out]:
+        return GeneratorStreamer(generator(*args, **kwargs))
+
+    return operator(stream)
 
 
 class GeneratorStreamer(Streamer[Out]):

@@ -2,9 +2,8 @@
 
 Each source is an aiostream operator, so it pipes into the stages (``from_file(path) | sse_events.pipe()``),
 and each closes what it opened as soon as the consumer stops, early or not: the file, the HTTP response,
-the SDK stream. Each returns its generator in a :class:`~pipeline.stage.GeneratorStreamer`, so that the
-stage reading it, inside the stream's context, iterates the generator itself (aiostream's own streamer
-adds about 230 ns per item).
+the SDK stream. Each is a :func:`~pipeline.stage.source_operator`: the stage reading it, inside the
+stream's context, iterates its generator itself (aiostream's own streamer adds about 230 ns per item).
 
 :func:`provider_events` is the whole provider adapter: bytes in, provider event dicts out.
 """
@@ -18,7 +17,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from aiostream import operator, pipable_operator
+from aiostream import pipable_operator
 from pydantic_core import to_jsonable_python
 
 from operators.adapter.sse import (
@@ -28,7 +27,7 @@ from operators.adapter.sse import (
     sse_events,
 )
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
-from pipeline.stage import GeneratorStreamer, operator_stream
+from pipeline.stage import operator_stream, source_operator
 
 if TYPE_CHECKING:
     import httpx
@@ -51,13 +50,9 @@ _SDK_ONLY_FIELDS = frozenset({"sdk_http_response", "automatic_function_calling_h
 """Fields google-genai adds to its response objects that are not part of the wire payload."""
 
 
-@operator
-def from_file(path: str | os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:
+@source_operator
+async def from_file(path: str | os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:
     """The bytes of a file, ``chunk_size`` at a time, read in a worker thread (the loop never blocks)."""
-    return GeneratorStreamer(_file_chunks(path, chunk_size))
-
-
-async def _file_chunks(path: str | os.PathLike[str], chunk_size: int) -> AsyncIterator[bytes]:
     if chunk_size <= 0:
         raise ConfigurationError(f"chunk_size must be positive, got {chunk_size}")
     async with await anyio.open_file(path, "rb") as file:
@@ -65,13 +60,9 @@ async def _file_chunks(path: str | os.PathLike[str], chunk_size: int) -> AsyncIt
             yield chunk
 
 
-@operator
-def from_bytes(data: bytes, chunk_size: int | None = None) -> AsyncIterator[bytes]:
+@source_operator
+async def from_bytes(data: bytes, chunk_size: int | None = None) -> AsyncIterator[bytes]:
     """``data`` in pieces of ``chunk_size`` bytes (all at once when ``None``): for tests and replays."""
-    return GeneratorStreamer(_byte_pieces(data, chunk_size))
-
-
-async def _byte_pieces(data: bytes, chunk_size: int | None) -> AsyncIterator[bytes]:
     if chunk_size is None:
         if data:
             yield data
@@ -83,18 +74,14 @@ async def _byte_pieces(data: bytes, chunk_size: int | None) -> AsyncIterator[byt
         yield bytes(view[start : start + chunk_size])
 
 
-@operator
-def from_httpx(response: httpx.Response) -> AsyncIterator[bytes]:
+@source_operator
+async def from_httpx(response: httpx.Response) -> AsyncIterator[bytes]:
     """The body of a streaming ``httpx.Response`` (from ``client.stream(...)`` or ``send(..., stream=True)``).
 
     Bytes come from ``aiter_bytes`` (content-encoding such as gzip undone). The response is closed when the
     consumer stops. An error status raises :class:`ProviderError` with the provider's message and the
     status, instead of feeding an error page to the SSE decoder.
     """
-    return GeneratorStreamer(_response_body(response))
-
-
-async def _response_body(response: httpx.Response) -> AsyncIterator[bytes]:
     try:
         if response.is_error:
             await response.aread()
@@ -125,8 +112,8 @@ def _http_error(response: httpx.Response) -> ProviderError:
     return ProviderError.from_payload(details, payload, f"HTTP {status} from {response.url}")
 
 
-@operator
-def from_sdk(stream: AsyncIterable[Any]) -> AsyncIterator[dict[str, Any]]:
+@source_operator
+async def from_sdk(stream: AsyncIterable[Any]) -> AsyncIterator[dict[str, Any]]:
     """The events of an ``openai``, ``anthropic`` or ``google-genai`` async stream, as wire-format dicts.
 
     Each SDK object becomes the dict its JSON payload was (see :func:`sdk_object_to_dict`), so the
@@ -135,10 +122,6 @@ def from_sdk(stream: AsyncIterable[Any]) -> AsyncIterator[dict[str, Any]]:
     ``google.genai.errors.APIError``) is raised as :class:`ProviderError`, as from raw bytes (see
     :func:`sdk_error`). The SDK stream is closed (``aclose()`` or ``close()``) when the consumer stops.
     """
-    return GeneratorStreamer(_sdk_events(stream))
-
-
-async def _sdk_events(stream: AsyncIterable[Any]) -> AsyncIterator[dict[str, Any]]:
     iterator = aiter(stream)
     try:
         while True:
@@ -237,17 +220,11 @@ def _wire_json(value: Any) -> Any:
     return to_jsonable_python(value)  # enums, datetimes: as pydantic writes them in JSON
 
 
-@operator
-def from_dicts(
+@source_operator
+async def from_dicts(
     items: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
 ) -> AsyncIterator[dict[str, Any]]:
     """Provider event dicts from memory (a list, a generator) or from any async iterable."""
-    return GeneratorStreamer(_dict_events(items))
-
-
-async def _dict_events(
-    items: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
-) -> AsyncIterator[dict[str, Any]]:
     if isinstance(items, AsyncIterable):
         try:
             async for item in items:
