@@ -112,11 +112,12 @@ def kimi_stream(size: int, seed: int = 7) -> Stream:
                 f"<|tool_call_begin|>{call_id}<|tool_call_argument_begin|>{arguments}<|tool_call_end|>"
             )
             calls.append((call_id, name, arguments))
+            markup -= len(arguments)  # (what the model wrote, not markup)
         section.append("<|tool_calls_section_end|>")
         text = "".join(section)
         parts.append(text)
         total += len(prose) + len(text)
-        markup += len(text) - sum(len(arguments) for _, _, arguments in calls[-(len(section) - 2) :])
+        markup += len(text)
     return Stream("".join(parts), "".join(content), calls, markup)
 
 
@@ -185,17 +186,13 @@ def harmony_stream(size: int, seed: int = 7) -> Stream:
                 f"<|message|>{arguments}<|call|>"
             )
             calls.append((str(len(calls)), name, arguments))
+            markup -= len(arguments)  # (what the model wrote, not markup)
         messages.append(f"<|start|>assistant<|channel|>final<|message|>{prose}<|end|>")
         content.append(prose)
         text = "".join(messages)
         parts.append(text)
         total += len(text)
-        written = (
-            len(thought)
-            + len(prose)
-            + sum(len(arguments) for _, _, arguments in calls[-(len(messages) - 2) :])
-        )
-        markup += len(text) - written
+        markup += len(text) - len(thought) - len(prose)
     return Stream("".join(parts), "".join(content), calls, markup)
 
 
