@@ -105,15 +105,16 @@ class _Passthrough:
         return []
 
 
+async def _each(items: list[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
+
+
 def drive_hop(items: list[Any]) -> None:
     """One ``drive`` stage around a core that passes every item through: the async cost of a stage."""
 
-    async def source() -> AsyncIterator[Any]:
-        for item in items:
-            yield item
-
     async def run() -> None:
-        async for _ in drive(source(), _Passthrough()):
+        async for _ in drive(_each(items), _Passthrough()):
             pass
 
     anyio.run(run)
@@ -131,32 +132,14 @@ def _generator_operator(source: AsyncIterable[Any]) -> AsyncIterator[Any]:
     return drive(source, _Passthrough())
 
 
-def operator_hop(items: list[Any], operator: Callable[[AsyncIterable[Any]], Stream[Any]]) -> None:
-    """One aiostream operator iterated as users do (``async with ....stream()``, then ``async for``)."""
-
-    async def source() -> AsyncIterator[Any]:
-        for item in items:
-            yield item
-
-    async def run() -> None:
-        async with operator(source()).stream() as streamer:
-            async for _ in streamer:
-                pass
-
-    anyio.run(run)
-
-
 async def _copies(items: list[Any]) -> AsyncIterator[dict[str, Any]]:
     """What ``from_dicts`` yields, as a plain async generator."""
     for item in items:
         yield dict(item)
 
 
-@aiostream.operator
-async def _dicts_in_aiostreams_streamer(items: list[Any]) -> AsyncIterator[dict[str, Any]]:
-    """``from_dicts`` as an async generator operator, which aiostream wraps in its own streamer."""
-    for item in items:
-        yield dict(item)
+_dicts_in_aiostreams_streamer = aiostream.operator(_copies)
+"""``from_dicts`` as an async generator operator, which aiostream wraps in its own streamer."""
 
 
 def generator_loop(items: list[Any]) -> None:
@@ -169,11 +152,11 @@ def generator_loop(items: list[Any]) -> None:
     anyio.run(run)
 
 
-def source_loop(items: list[Any], source: Callable[[list[Any]], Stream[Any]]) -> None:
-    """A source operator iterated as users do (``async with ....stream()``, then ``async for``)."""
+def stream_loop(make: Callable[[], Stream[Any]]) -> None:
+    """An aiostream stream iterated as users do (``async with ....stream()``, then ``async for``)."""
 
     async def run() -> None:
-        async with source(items).stream() as streamer:
+        async with make().stream() as streamer:
             async for _ in streamer:
                 pass
 
@@ -209,11 +192,23 @@ def report(size: int, repeat: int) -> None:
     dicts = inputs[1]
     hops: list[tuple[str, list[Any], Callable[[], None]]] = [
         ("one drive() hop", chunks, lambda: drive_hop(chunks)),
-        ("one operator (streamfold)", chunks, lambda: operator_hop(chunks, _passthrough_operator)),
-        ("same, aiostream's streamer", chunks, lambda: operator_hop(chunks, _generator_operator)),
+        (
+            "one operator (streamfold)",
+            chunks,
+            lambda: stream_loop(lambda: _passthrough_operator(_each(chunks))),
+        ),
+        (
+            "same, aiostream's streamer",
+            chunks,
+            lambda: stream_loop(lambda: _generator_operator(_each(chunks))),
+        ),
         ("plain async generator", dicts, lambda: generator_loop(dicts)),
-        ("source (from_dicts)", dicts, lambda: source_loop(dicts, from_dicts)),
-        ("same, aiostream's streamer", dicts, lambda: source_loop(dicts, _dicts_in_aiostreams_streamer)),
+        ("source (from_dicts)", dicts, lambda: stream_loop(lambda: from_dicts(dicts))),
+        (
+            "same, aiostream's streamer",
+            dicts,
+            lambda: stream_loop(lambda: _dicts_in_aiostreams_streamer(dicts)),
+        ),
     ]
     for label, items, runner in hops:
         row(label, best_of(repeat, runner), len(items))
