@@ -23,7 +23,7 @@ from pipeline.compose import process, to_chunks
 from pipeline.errors import ConfigurationError, ConverterError
 from pipeline.models import PipelineEvent, SegmentEvent, ToolInvocation
 from pipeline.stage import Core, chain, drive, operator_stream
-from pipeline.testing import chunked, counter_segment_ids, sequential_call_ids
+from pipeline.testing import chunked, collect, counter_segment_ids, sequential_call_ids
 from tests.reference import FIXTURES
 
 PARALLEL_CALLS = FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse"
@@ -226,7 +226,7 @@ async def test_an_operator_stream_iterates_the_generator_in_its_context_and_clos
         assert [await anext(iterator) for _ in range(2)] == [("b", ("a", 0, 0), 0), ("b", ("a", 1, 0), 0)]
         assert closed == []
     assert closed == ["source"]
-    assert await outcome_of(tagged(items([1, 2]), "a") | tagged.pipe("b")) == [
+    assert await collect(tagged(items([1, 2]), "a") | tagged.pipe("b")) == [
         ("b", ("a", 1, 0), 0),
         ("b", ("a", 2, 0), 0),
         ("b", ("a", "end"), 0),
@@ -253,12 +253,6 @@ async def test_an_operator_stream_outside_its_context_is_aiostreams_streamer() -
     with pytest.raises(RuntimeError, match="is closed and cannot be iterated"):
         async for _ in left:
             pass
-
-
-async def outcome_of(events: Stream[Any]) -> list[Any]:
-    async with events.stream() as streamer:
-        received = [event async for event in streamer]
-    return received
 
 
 def piped(source: Any, *, provider: Any = "auto", tool_format: Any = None) -> Stream[Any]:
