@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+import anyio
 import pytest
 
+from pipeline.errors import EventLogUnavailable, ServingError
 from pipeline.fanout.serving._log import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_RETENTION, EventLog, Retention
 from pipeline.fanout.serving.nats import NatsEventLog
-from tests.servers import NatsServer, nats_server
+from tests.servers import NatsServer, nats_server, own_server
 from tests.serving_conformance import EventLogConformance, ServingBackend
 
 __all__ = ["nats_server"]
 
 pytestmark = pytest.mark.anyio
+GUARD = 20.0  # seconds: only a hang guard
 
 
 class NatsBackend:
@@ -45,3 +49,21 @@ class TestNatsConformance(EventLogConformance):
         yield backend
         for log in backend.logs:
             await log.aclose()
+
+
+async def test_aclose_with_the_server_gone_for_good_returns(tmp_path: Path) -> None:
+    """Items the client buffered while the server was down cannot be flushed at close: the close is
+    still clean (nats-py raises ``ConnectionResetError`` from its final flush)."""
+    server = own_server(NatsServer, tmp_path / "nats")
+    assert isinstance(server, NatsServer)
+    try:
+        log = await NatsEventLog.connect(server.url, retry_for=0.2)
+        await log.create("gone")
+    finally:
+        server.stop()
+    with pytest.raises(EventLogUnavailable):
+        await log.append("gone", [b'{"n": 1}'])  # buffered by the client, then given up
+    with anyio.fail_after(GUARD):
+        await log.aclose()
+    with pytest.raises(ServingError, match="the event log is closed"):
+        await log.append("gone", [b'{"n": 2}'])

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -66,11 +67,15 @@ with needs_extra("nats", "the NATS event log"):
     from nats.js import api
     from nats.js.kv import KeyValue
 
-__all__ = ["DEFAULT_TOMBSTONE_TTL", "NatsEventLog"]
+__all__ = ["CLOSE_TIMEOUT", "DEFAULT_TOMBSTONE_TTL", "NatsEventLog"]
 
 DEFAULT_TOMBSTONE_TTL: Final = 86_400.0
 _END_HEADER: Final = "Sf-End"
 _END: Final = {_END_HEADER: "1"}
+CLOSE_TIMEOUT: Final = 5.0
+"""Seconds :meth:`NatsEventLog.aclose` waits for the connection to close (the server may be gone)."""
+
+_logger = logging.getLogger("streamfold")
 
 
 class _Ack(msgspec.Struct):
@@ -569,5 +574,9 @@ class NatsEventLog(RemoteLogBase):
         for tail in self._tails.values():
             tail.notify()
         if self._url is not None and self.nc is not None:
-            with anyio.CancelScope(shield=True):
-                await self.nc.close()
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                try:
+                    await self.nc.close()
+                except (*self.transient, nats.errors.Error) as exc:
+                    # The server is gone: what the client buffered for it cannot be flushed.
+                    _logger.info("closing the NATS connection of the event log failed: %r", exc)
