@@ -39,7 +39,6 @@ import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
 
-from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError, ResponseNotFound, ServingError, StreamfoldError
 from pipeline.fanout.serving._log import (
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -60,6 +59,7 @@ __all__ = [
 ]
 
 _logger = logging.getLogger("streamfold")
+_encode = msgspec.json.encode
 
 SourceFactory: TypeAlias = Callable[[], Awaitable[AsyncIterable[Any]] | AsyncIterable[Any]]
 """Makes a response's source: an SDK stream, ``process(...)``, any async iterable of items."""
@@ -71,9 +71,30 @@ STOPPED_ERROR: Final = {"type": "ResponseStopped", "message": "the response was 
 
 
 def encode_item(item: Any) -> bytes:
-    """An item as JSON bytes: its ``to_dict()`` if it has one, else msgspec's builtins form."""
+    """An item as JSON bytes: its ``to_dict()`` if it has one, else msgspec's builtins form.
+
+    A lone surrogate in a string (a provider's broken ``\\u`` escape, half an emoji), which UTF-8
+    cannot hold, is written as U+FFFD: the log holds valid UTF-8 JSON, so every reader (the SSE and
+    WebSocket routes, the Vercel and AG-UI encoders, a browser, another process) reads the whole answer
+    the same way. This is the serving routes' one policy, applied here, where items enter the log.
+    """
     to_dict = getattr(item, "to_dict", None)
-    return encode_json(to_dict() if to_dict is not None else msgspec.to_builtins(item))
+    value = to_dict() if to_dict is not None else msgspec.to_builtins(item)
+    try:
+        return _encode(value)
+    except UnicodeEncodeError:
+        return _encode(_replace_lone_surrogates(value))
+
+
+def _replace_lone_surrogates(value: Any) -> Any:
+    """``value`` (JSON builtins) with every lone surrogate in its strings (keys too) made U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {_replace_lone_surrogates(key): _replace_lone_surrogates(v) for key, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_replace_lone_surrogates(v) for v in value]
+    return value
 
 
 class _Running:
