@@ -4,7 +4,6 @@ response among others, in an app's lifespan on a real uvicorn."""
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,7 +13,6 @@ import anyio.lowlevel
 import httpx
 import msgspec
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 
 from pipeline.errors import ConfigurationError, EventLogUnavailable, ProviderError, ResponseExists
@@ -23,6 +21,7 @@ from pipeline.fanout.serving.manager import STOPPED_ERROR, ResponseManager
 from pipeline.fanout.serving.memory import MemoryEventLog
 from pipeline.fanout.web import serving_routes
 from pipeline.models import SegmentEvent
+from tests.proxy_upstream import serving  # uvicorn with the app's lifespan on
 from tests.serving_conformance import collect
 
 pytestmark = pytest.mark.anyio
@@ -372,21 +371,6 @@ async def test_a_cancel_scope_of_the_source_firing_while_it_waits_at_a_yield_fai
     assert json_of(await collect(log, after)) == [{"n": 1}, ("END", None)]
 
 
-@asynccontextmanager
-async def lifespan_served(app: Starlette) -> AsyncIterator[str]:
-    """uvicorn serving ``app`` with its lifespan on 127.0.0.1 (as ``tests.test_web.serving``, which
-    turns the lifespan off); yields the base URL."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", http="h11"))
-    with listener:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(lambda: server.serve(sockets=[listener]))
-            yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-            server.should_exit = True
-
-
 async def test_a_bad_response_leaves_the_app_lifespan_running() -> None:
     log = MemoryEventLog()
     manager = ResponseManager(log)
@@ -414,7 +398,7 @@ async def test_a_bad_response_leaves_the_app_lifespan_running() -> None:
             return [line async for line in response.aiter_lines() if line.startswith(("event:", "data:"))]
 
     with anyio.fail_after(GUARD):
-        async with lifespan_served(app) as url, httpx.AsyncClient(base_url=url) as client:
+        async with serving(app) as url, httpx.AsyncClient(base_url=url) as client:
             bad = (await client.post("/responses", json={"source": "bad"})).json()["response_id"]
             good = (await client.post("/responses", json={"source": "good"})).json()["response_id"]
             bad_events = await events(client, bad)
