@@ -10,9 +10,11 @@ import pytest
 
 from pipeline.errors import EventLogUnavailable, ServingError
 from pipeline.fanout.serving._log import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_RETENTION, EventLog, Retention
+from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.nats import NatsEventLog
 from tests.servers import NatsServer, nats_server, own_server
-from tests.serving_conformance import EventLogConformance, ServingBackend
+from tests.serving_conformance import EventLogConformance, ServingBackend, collect
+from tests.test_serving_manager import Upstream
 
 __all__ = ["nats_server"]
 
@@ -67,3 +69,30 @@ async def test_aclose_with_the_server_gone_for_good_returns(tmp_path: Path) -> N
         await log.aclose()
     with pytest.raises(ServingError, match="the event log is closed"):
         await log.append("gone", [b'{"n": 2}'])
+
+
+async def test_an_item_over_the_server_s_max_payload_fails_its_response_alone(
+    nats_server: NatsServer,
+) -> None:
+    log = await NatsEventLog.connect(nats_server.url)
+    assert log.nc is not None
+    max_payload = log.nc.max_payload  # 1 MiB unless the server's configuration says otherwise
+    big = {"blob": "x" * max_payload}
+    try:
+        with anyio.fail_after(GUARD):
+            async with ResponseManager(log) as manager:
+                bad = await manager.start(Upstream([{"n": 1}, big]))
+                await manager.wait(bad)
+                good = await manager.start(Upstream([{"n": 1}]))
+                await manager.wait(good)
+        entries = await collect(log, bad)
+        assert [entry.data for entry in entries[:-1]] == [b'{"n":1}']
+        assert entries[-1].error == {
+            "type": "ServingError",
+            "message": f"an item of {max_payload + 11} bytes for response {bad!r} is over the NATS"
+            f" server's max_payload of {max_payload} bytes (raise it in the server's configuration)",
+            "kind": None,
+        }
+        assert [(e.data, e.end) for e in await collect(log, good)] == [(b'{"n":1}', False), (None, True)]
+    finally:
+        await log.aclose()

@@ -108,6 +108,16 @@ class _Producing:
         self.nbytes = 0
 
 
+def _too_large(response_id: str, size: int, max_payload: int) -> ServingError:
+    if size > MAX_ITEM_BYTES:
+        why = f"the {MAX_ITEM_BYTES}-byte cap (MAX_ITEM_BYTES)"
+    else:
+        why = f"the NATS server's max_payload of {max_payload} bytes (raise it in the server's configuration)"
+    return ServingError(
+        f"an item of {size} bytes for response {response_id!r} is over {why}", response_id=response_id
+    )
+
+
 class NatsEventLog(RemoteLogBase):
     """An :class:`~pipeline.fanout.serving._log.EventLog` on NATS JetStream; see the module docs.
 
@@ -373,13 +383,12 @@ class NatsEventLog(RemoteLogBase):
             )
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
-        for data in items:
-            if len(data) > MAX_ITEM_BYTES:
-                raise ServingError(
-                    f"an item of {len(data)} bytes for response {response_id!r} is over the"
-                    f" {MAX_ITEM_BYTES}-byte cap (MAX_ITEM_BYTES)",
-                    response_id=response_id,
-                )
+        max_payload = self._ready(response_id)[0].max_payload
+        for position, data in enumerate(items):
+            if len(data) > min(MAX_ITEM_BYTES, max_payload):
+                if position:  # what came before it is kept
+                    await self.append(response_id, items[:position])
+                raise _too_large(response_id, len(data), max_payload)
         producing = await self._producer(response_id)
         if not items:
             return producing.last
