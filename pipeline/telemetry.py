@@ -27,11 +27,15 @@ subscriber (:meth:`Telemetry.watch_hub`, read from :meth:`Hub.statistics` at eac
 
 Outcome: a response read to its end ends its span with status UNSET; a failure (the source's or a stage's)
 with status ERROR, ``error.type`` (the exception's class) and the exception recorded; a consumer that stops
-early, or a cancelled task, ends it with ``streamfold.response.outcome = "closed"`` and no error.
+early, or a cancelled task, ends it with ``streamfold.response.outcome = "closed"`` and no error. A span
+processor that raises (at the span's start or end) never fails the response: the error is logged with its
+traceback as a warning on the ``streamfold`` logger, and the response goes on (without its span, if the
+start failed).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping, Sequence
@@ -51,6 +55,8 @@ if TYPE_CHECKING:
     from pipeline.fanout.hub import Hub, SubscriberStatistics
 
 __all__ = ["MAX_PENDING_CHUNK_TIMES", "PROVIDER_NAMES", "Telemetry"]
+
+_logger = logging.getLogger("streamfold")
 
 PROVIDER_NAMES: Final[Mapping[str, str]] = {
     "openai": "openai",
@@ -318,9 +324,12 @@ class _Response:
         else:
             start_time = time.time_ns() - int((now - self.started) * 1e9)
         name, attributes = self._span_args
-        self.span = self.instruments.tracer.start_span(
-            name, kind=SpanKind.CLIENT, attributes=attributes, start_time=start_time
-        )
+        try:
+            self.span = self.instruments.tracer.start_span(
+                name, kind=SpanKind.CLIENT, attributes=attributes, start_time=start_time
+            )
+        except Exception:  # a span processor's on_start: the response goes on without the span
+            _span_failed("starting", name)
 
     def chunks(self, chunks: list[ChunkResponse], *, timed: bool) -> None:
         if not chunks:
@@ -427,7 +436,20 @@ class _Response:
         if error is not None:
             span.record_exception(error)
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
-        span.end()
+        try:
+            span.end()
+        except Exception:  # a span processor's on_end
+            _span_failed("ending", self._span_args[0])
+
+
+def _span_failed(step: str, name: str) -> None:
+    """Report a span processor that raised (with its traceback): telemetry never fails a response."""
+    _logger.warning(
+        "%s the telemetry span %r failed (a span processor raised); the response goes on",
+        step,
+        name,
+        exc_info=True,
+    )
 
 
 class _TimedAdapter:

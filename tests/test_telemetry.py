@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -13,9 +14,10 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader, NumberDataPoint
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -416,3 +418,48 @@ async def test_hub_statistics_read_racing_the_loop_is_tried_again(
         monkeypatch.setattr(hub, "statistics", racing)
         points = otel.points("streamfold.hub.subscriber.lag")
         assert [dict(point.attributes)["streamfold.subscriber.name"] for point in points] == ["agent"]
+
+
+class RaisingProcessor(SpanProcessor):
+    """A span processor with a bug in ``on_start`` or ``on_end``."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self.where == "on_start":
+            raise RuntimeError("processor bug at start")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.where == "on_end":
+            raise RuntimeError("processor bug at end")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["on_start", "on_end"])
+async def test_a_raising_span_processor_is_logged_and_the_response_goes_on(
+    otel: Otel, where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    otel.tracer_provider.add_span_processor(RaisingProcessor(where))
+    telemetry = otel.telemetry(request_model="gpt-4o")
+    with caplog.at_level(logging.WARNING, logger="streamfold"):
+        measured = await collect(
+            process(CHAT_WITH_CALL, provider="openai", segment_ids=numbered(), telemetry=telemetry)
+        )
+
+    assert measured == await collect(process(CHAT_WITH_CALL, provider="openai", segment_ids=numbered()))
+    step = "starting" if where == "on_start" else "ending"
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        (
+            "streamfold",
+            "WARNING",
+            f"{step} the telemetry span 'chat gpt-4o' failed (a span processor raised); the response goes on",
+        )
+    ]
+    (record,) = caplog.records
+    assert record.exc_info is not None
+    assert str(record.exc_info[1]) == f"processor bug at {where[3:]}"
+    (duration,) = otel.points("gen_ai.client.operation.duration")
+    assert "error.type" not in dict(duration.attributes)
+    exported = otel.spans.get_finished_spans()
+    assert [span.name for span in exported] == ([] if where == "on_start" else ["chat gpt-4o"])

@@ -13,6 +13,12 @@ before it), or is stopped (:meth:`ResponseManager.stop` here, or ``log.request_s
 ``stopped``). A stop cancels the source and closes it (``aclose()`` or ``close()``: the provider's HTTP
 response). Leaving the manager's block stops the responses still running.
 
+One response's failure is its own: an item that cannot be served (not JSON, over
+:data:`~pipeline.fanout.serving._log.MAX_ITEM_BYTES`), a failing log or a bug ends that response
+``failed`` with the error on its terminal entry, and the manager (and the app's lifespan around it) goes
+on. A source may hold a cancel scope across its yields (``anyio.fail_after`` around them, a tool runner's
+task group): it is closed from where it yielded, so its scopes unwind in order and its cleanup runs.
+
 Appends are batched: a pump pulls the source and queues encoded items; a writer appends all the queued
 items in one call while the pump goes on. The log never waits for readers, so neither does the source;
 only a log that cannot keep up (a server restarting) holds the source back, once ``max_pending`` items or
@@ -25,14 +31,14 @@ from __future__ import annotations
 import inspect
 import logging
 import uuid
-from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final, TypeAlias
 
 import anyio
+import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
 
-from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError, ResponseNotFound, ServingError, StreamfoldError
 from pipeline.fanout.serving._log import (
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -53,6 +59,7 @@ __all__ = [
 ]
 
 _logger = logging.getLogger("streamfold")
+_encode = msgspec.json.encode
 
 SourceFactory: TypeAlias = Callable[[], Awaitable[AsyncIterable[Any]] | AsyncIterable[Any]]
 """Makes a response's source: an SDK stream, ``process(...)``, any async iterable of items."""
@@ -64,20 +71,50 @@ STOPPED_ERROR: Final = {"type": "ResponseStopped", "message": "the response was 
 
 
 def encode_item(item: Any) -> bytes:
-    """An item as JSON bytes: its ``to_dict()`` if it has one, else msgspec's builtins form."""
+    """An item as JSON bytes: its ``to_dict()`` if it has one, else msgspec's builtins form.
+
+    A lone surrogate in a string (a provider's broken ``\\u`` escape, half an emoji), which UTF-8
+    cannot hold, is written as U+FFFD: the log holds valid UTF-8 JSON, so every reader (the SSE and
+    WebSocket routes, the Vercel and AG-UI encoders, a browser, another process) reads the whole answer
+    the same way. This is the serving routes' one policy, applied here, where items enter the log.
+    """
     to_dict = getattr(item, "to_dict", None)
-    return encode_json(to_dict() if to_dict is not None else msgspec.to_builtins(item))
+    value = to_dict() if to_dict is not None else msgspec.to_builtins(item)
+    try:
+        return _encode(value)
+    except UnicodeEncodeError:
+        return _encode(_replace_lone_surrogates(value))
+
+
+def _replace_lone_surrogates(value: Any) -> Any:
+    """``value`` (JSON builtins) with every lone surrogate in its strings (keys too) made U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {_replace_lone_surrogates(key): _replace_lone_surrogates(v) for key, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_replace_lone_surrogates(v) for v in value]
+    return value
 
 
 class _Running:
     """One response this manager produces."""
 
-    __slots__ = ("done", "scope", "stopping")
+    __slots__ = ("done", "scope", "stopping", "writer")
 
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
         self.done = anyio.Event()
         self.stopping = False
+        self.writer: _Writer | None = None  # set when its task starts
+
+    def stop(self) -> None:
+        """Stop the response: its pump returns (see :meth:`_Writer.interrupt`)."""
+        self.stopping = True
+        if self.writer is None:
+            self.scope.cancel()
+        else:
+            self.writer.interrupt()
 
 
 class ResponseManager:
@@ -124,8 +161,7 @@ class ResponseManager:
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         assert self._tasks is not None
         for running in list(self._running.values()):
-            running.stopping = True
-            running.scope.cancel()
+            running.stop()
         return await self._tasks.__aexit__(*exc_info)
 
     async def start(
@@ -176,8 +212,7 @@ class ResponseManager:
         if running is None:
             await self.log.request_stop(response_id)
             return
-        running.stopping = True
-        running.scope.cancel()
+        running.stop()
         await running.done.wait()
 
     async def wait(self, response_id: str) -> None:
@@ -200,24 +235,23 @@ class ResponseManager:
     # -- one response ---------------------------------------------------------------------------
 
     async def _run(self, response_id: str, source: AsyncIterable[Any], running: _Running) -> None:
-        writer = _Writer(self, response_id)
+        """Produce one response, end it in the log, whatever happens: a failure here (the source's, the
+        log's, or a bug) ends this response alone, never the manager's other responses."""
+        writer = running.writer = _Writer(self, response_id, running)
         outcome: BaseException | None = None
         try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._watch_stop, response_id, running)
-                tasks.start_soon(self._heartbeats, response_id)
-                tasks.start_soon(writer.run)
-                with running.scope:
-                    try:
-                        await writer.pump(source)
-                    except Exception as exc:
-                        outcome = exc
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await _close(source)
-                writer.close()
-                await writer.flushed.wait()
-                tasks.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._watch_stop, response_id, running)
+                    tasks.start_soon(self._heartbeats, response_id)
+                    tasks.start_soon(writer.run)
+                    outcome = await _produce(source, writer, running)
+                    writer.close()
+                    await writer.flushed.wait()
+                    tasks.cancel_scope.cancel()
+            except Exception as exc:
+                _logger.error("producing response %s failed", response_id, exc_info=exc)
+                outcome = outcome or exc
             if writer.error is not None:
                 outcome = writer.error
             with anyio.CancelScope(shield=True):
@@ -244,8 +278,7 @@ class ResponseManager:
         server gone past its retries) is logged and ends: the response runs on, stoppable from here."""
         try:
             async for _ in self.log.stop_requested(response_id):
-                running.stopping = True
-                running.scope.cancel()
+                running.stop()
                 return
         except Exception:
             _logger.warning("watching response %s for a stop request failed", response_id, exc_info=True)
@@ -262,12 +295,26 @@ class ResponseManager:
 class _Writer:
     """The pump's queue of encoded items and the task appending them in batches."""
 
-    __slots__ = ("closed", "error", "flushed", "log", "manager", "nbytes", "pending", "response_id", "wake")
+    __slots__ = (
+        "at_yield",
+        "closed",
+        "error",
+        "flushed",
+        "log",
+        "manager",
+        "nbytes",
+        "pending",
+        "response_id",
+        "running",
+        "wake",
+    )
 
-    def __init__(self, manager: ResponseManager, response_id: str) -> None:
+    def __init__(self, manager: ResponseManager, response_id: str, running: _Running) -> None:
         self.manager = manager
         self.log = manager.log
         self.response_id = response_id
+        self.running = running
+        self.at_yield = False  # the pump holds the source suspended at a yield (not awaiting in it)
         self.pending: list[bytes] = []
         self.nbytes = 0
         self.wake = anyio.Event()  # set when the pending list or the state changed
@@ -279,12 +326,28 @@ class _Writer:
         wake, self.wake = self.wake, anyio.Event()
         wake.set()
 
-    async def pump(self, source: AsyncIterable[Any]) -> None:
-        """Pull the source; queue each item; wait only when the queue is over its caps."""
+    def interrupt(self) -> None:
+        """Make the pump return: cancel the source while the pump awaits in it (the source unwinds its
+        own cancel scopes there); while the source is suspended at a yield (the pump waits for room),
+        wake the pump instead, which returns and closes the source where it yielded (see
+        :func:`_close_source`)."""
+        if self.at_yield:
+            self._notify()
+        else:
+            self.running.scope.cancel()
+
+    async def pump(self, source: AsyncIterator[Any]) -> None:
+        """Pull the source; queue each item; wait only when the queue is over its caps.
+
+        Returns early when the response is stopped or an append failed; raises ``ServingError`` for an
+        item that cannot be served. Either way, ``at_yield`` tells whether the source is suspended at a
+        yield."""
         encode = self.manager.encode
         max_pending, max_bytes = self.manager.max_pending, self.manager.max_pending_bytes
+        running = self.running
         position = 0
         async for item in source:
+            self.at_yield = True
             if self.error is not None:
                 return
             position += 1
@@ -307,9 +370,10 @@ class _Writer:
             if len(self.pending) == 1:
                 self._notify()
             while len(self.pending) >= max_pending or self.nbytes >= max_bytes:
-                if self.error is not None:
-                    return
                 await self.wake.wait()
+                if self.error is not None or running.stopping:
+                    return
+            self.at_yield = False
 
     def close(self) -> None:
         self.closed = True
@@ -329,10 +393,56 @@ class _Writer:
                 await self.log.append(self.response_id, batch)
         except Exception as exc:
             self.error = exc
-            self._notify()
-            self.manager._running[self.response_id].scope.cancel()
+            self.interrupt()
         finally:
             self.flushed.set()
+
+
+async def _produce(source: AsyncIterable[Any], writer: _Writer, running: _Running) -> BaseException | None:
+    """Pump ``source`` into ``writer`` in the response's cancel scope, then close it; the source's
+    failure (or an item it gave that cannot be served), or None."""
+    with running.scope:
+        iterator = aiter(source)
+        try:
+            await writer.pump(iterator)
+            return None
+        except Exception as exc:
+            return exc
+        except anyio.get_cancelled_exc_class():
+            if not writer.at_yield:
+                raise
+            # A stop never cancels a pump that holds its source at a yield: this cancel came from
+            # outside, or from a cancel scope the source holds across its yields (its deadline passed
+            # while it waited), which the source leaves as it closes.
+        finally:
+            await _close_source(source, iterator, at_yield=writer.at_yield)
+        await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled from outside: go on cancelling
+        return ServingError(
+            f"response {writer.response_id!r} was cancelled by a cancel scope its source holds across its"
+            " yields (such as anyio.fail_after), while the source waited at a yield",
+            response_id=writer.response_id,
+        )
+    return None  # stopped: the source was cancelled inside
+
+
+async def _close_source(source: AsyncIterable[Any], iterator: AsyncIterator[Any], *, at_yield: bool) -> None:
+    """Close the iterator the pump pulled, then its source if that is another object (an SDK stream).
+
+    A source suspended at a yield is closed right there, in no new cancel scope: an async generator
+    holding a cancel scope across its yields (``anyio.fail_after``, a task group) must leave it from the
+    scope it entered it in, or anyio's scopes of the whole task break. The response is not cancelled
+    then (a stop wakes the pump instead), so its cleanup runs in full. Otherwise (the source ended,
+    failed, or was cancelled inside) the close is shielded: a stopped SDK stream still closes its HTTP
+    response."""
+    try:
+        if at_yield:
+            await _close(iterator)
+    finally:
+        with anyio.CancelScope(shield=True):
+            if not at_yield:
+                await _close(iterator)
+            if iterator is not source:
+                await _close(source)
 
 
 async def _close(source: AsyncIterable[Any]) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -66,11 +67,15 @@ with needs_extra("nats", "the NATS event log"):
     from nats.js import api
     from nats.js.kv import KeyValue
 
-__all__ = ["DEFAULT_TOMBSTONE_TTL", "NatsEventLog"]
+__all__ = ["CLOSE_TIMEOUT", "DEFAULT_TOMBSTONE_TTL", "NatsEventLog"]
 
 DEFAULT_TOMBSTONE_TTL: Final = 86_400.0
 _END_HEADER: Final = "Sf-End"
 _END: Final = {_END_HEADER: "1"}
+CLOSE_TIMEOUT: Final = 5.0
+"""Seconds :meth:`NatsEventLog.aclose` waits for the connection to close (the server may be gone)."""
+
+_logger = logging.getLogger("streamfold")
 
 
 class _Ack(msgspec.Struct):
@@ -101,6 +106,16 @@ class _Producing:
         self.first = 1
         self.sizes: deque[int] = deque()
         self.nbytes = 0
+
+
+def _too_large(response_id: str, size: int, max_payload: int) -> ServingError:
+    if size > MAX_ITEM_BYTES:
+        why = f"the {MAX_ITEM_BYTES}-byte cap (MAX_ITEM_BYTES)"
+    else:
+        why = f"the NATS server's max_payload of {max_payload} bytes (raise it in the server's configuration)"
+    return ServingError(
+        f"an item of {size} bytes for response {response_id!r} is over {why}", response_id=response_id
+    )
 
 
 class NatsEventLog(RemoteLogBase):
@@ -368,13 +383,12 @@ class NatsEventLog(RemoteLogBase):
             )
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
-        for data in items:
-            if len(data) > MAX_ITEM_BYTES:
-                raise ServingError(
-                    f"an item of {len(data)} bytes for response {response_id!r} is over the"
-                    f" {MAX_ITEM_BYTES}-byte cap (MAX_ITEM_BYTES)",
-                    response_id=response_id,
-                )
+        max_payload = self._ready(response_id)[0].max_payload
+        for position, data in enumerate(items):
+            if len(data) > min(MAX_ITEM_BYTES, max_payload):
+                if position:  # what came before it is kept
+                    await self.append(response_id, items[:position])
+                raise _too_large(response_id, len(data), max_payload)
         producing = await self._producer(response_id)
         if not items:
             return producing.last
@@ -569,5 +583,9 @@ class NatsEventLog(RemoteLogBase):
         for tail in self._tails.values():
             tail.notify()
         if self._url is not None and self.nc is not None:
-            with anyio.CancelScope(shield=True):
-                await self.nc.close()
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                try:
+                    await self.nc.close()
+                except (*self.transient, nats.errors.Error) as exc:
+                    # The server is gone: what the client buffered for it cannot be flushed.
+                    _logger.info("closing the NATS connection of the event log failed: %r", exc)
