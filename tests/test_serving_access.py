@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager, suppress
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import anyio
@@ -31,6 +33,7 @@ from pipeline.fanout.protocols import chat_routes
 from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.memory import MemoryEventLog
 from pipeline.fanout.web import serving_routes
+from tests.proxy_upstream import serving as proxy_serving
 from tests.test_serving_web import Gated, items, read_frames
 from tests.test_web import serving
 
@@ -382,3 +385,40 @@ async def test_hooks_may_be_async() -> None:
         assert (await client.post("/responses", json={}, headers=BOB)).status_code == 403
         [status] = await app.log.active()
         assert status.meta == {"owner": "alice"}
+
+
+def security_page_app() -> Any:
+    """The app of the Python block of ``docs/serving-security.md``, run as written."""
+    page = (Path(__file__).parent.parent / "docs" / "serving-security.md").read_text()
+    [block] = re.findall(r"```python\n(.*?)```", page, re.DOTALL)
+    namespace: dict[str, Any] = {"__name__": "security_page"}
+    exec(compile(block, "docs/serving-security.md", "exec"), namespace)
+    return namespace["app"]
+
+
+async def test_the_security_page_example_serves_each_user_their_own() -> None:
+    alice = {"authorization": "Bearer token-of-alice"}
+    bob = {"authorization": "Bearer token-of-bob"}
+    async with (
+        proxy_serving(security_page_app()) as address,
+        httpx.AsyncClient(base_url=address) as client,
+    ):
+        created = await client.post("/responses", json={}, headers=alice)
+        assert created.status_code == 201
+        rid = created.json()["response_id"]
+        assert (await client.get(f"/responses/{rid}/events", headers=bob)).status_code == 403
+        assert (await client.get("/responses", headers=bob)).json() == {"responses": []}
+        events = await client.get(f"/responses/{rid}/events", headers=alice)
+        assert '"delta":"Hello"' in events.text
+        preflight = {
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "content-type",
+        }
+        allowed = await client.options(
+            "/api/chat", headers={"origin": "https://app.example.com", **preflight}
+        )
+        assert allowed.headers["access-control-allow-origin"] == "https://app.example.com"
+        assert allowed.headers["access-control-allow-credentials"] == "true"
+        other = await client.options("/api/chat", headers={"origin": "https://evil.example", **preflight})
+        assert other.status_code == 400
+        assert "access-control-allow-origin" not in other.headers
