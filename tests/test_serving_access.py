@@ -32,12 +32,15 @@ from pipeline.fanout.access import (
 from pipeline.fanout.protocols import chat_routes
 from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.memory import MemoryEventLog
+from pipeline.fanout.serving.redis import RedisEventLog
 from pipeline.fanout.web import serving_routes
 from tests.proxy_upstream import serving as proxy_serving
+from tests.servers import RedisServer, redis_server
 from tests.test_serving_web import Gated, items, read_frames
 from tests.test_web import serving
 
 pytestmark = pytest.mark.anyio
+__all__ = ["redis_server"]  # the fixture
 GUARD = 10.0
 JSON_TYPE = {"content-type": "application/json"}
 TOKENS = {"token-a": "alice", "token-b": "bob"}
@@ -422,3 +425,38 @@ async def test_the_security_page_example_serves_each_user_their_own() -> None:
         other = await client.options("/api/chat", headers={"origin": "https://evil.example", **preflight})
         assert other.status_code == 400
         assert "access-control-allow-origin" not in other.headers
+
+
+async def test_the_owner_travels_with_the_response_to_another_process(redis_server: RedisServer) -> None:
+    """A web replica over the same Redis log checks the owner the producing process stored."""
+    producer_log, replica_log = RedisEventLog(redis_server.url), RedisEventLog(redis_server.url)
+    access: dict[str, Any] = {"authorize": owner_only(user), "owner": user}
+
+    async def start(body: Any) -> Any:
+        return Gated(items(2), 2)
+
+    try:
+        async with ResponseManager(producer_log) as manager:
+            producer = Starlette(routes=serving_routes(manager, start=start, **access))
+            replica = Starlette(routes=serving_routes(replica_log, **access))
+            async with (
+                serving(producer) as producer_address,
+                serving(replica) as replica_address,
+                httpx.AsyncClient() as client,
+            ):
+                created = await client.post(f"http://{producer_address}/responses", json={}, headers=ALICE)
+                rid = created.json()["response_id"]
+                await manager.wait(rid)
+                there = f"http://{replica_address}/responses"
+                refused = await client.get(f"{there}/{rid}/events", headers=BOB)
+                assert (refused.status_code, refused.json()) == (
+                    403,
+                    denied(f"not allowed to read response {rid!r}"),
+                )
+                assert (await client.get(there, headers=BOB)).json() == {"responses": []}
+                events = await client.get(f"{there}/{rid}/events", headers=ALICE)
+                assert events.status_code == 200
+                assert events.text.endswith('event: end\ndata: {"id":3,"type":"END"}\n\n')
+    finally:
+        await producer_log.aclose()
+        await replica_log.aclose()

@@ -142,7 +142,7 @@ def create_serve_app(
         from starlette.responses import JSONResponse, RedirectResponse, Response
         from starlette.routing import Route
 
-    from pipeline.fanout.access import Access, AccessDenied, bearer_token
+    from pipeline.fanout.access import DEFAULT_MAX_BODY_BYTES, Access, AccessDenied, bearer_token
     from pipeline.fanout.serving.manager import ResponseManager
     from pipeline.fanout.serving.memory import MemoryEventLog
     from pipeline.fanout.web import serving_routes
@@ -151,7 +151,7 @@ def create_serve_app(
         log = MemoryEventLog(retention=retention) if retention is not None else MemoryEventLog()
     manager = ResponseManager(log)
     authorize = bearer_token(token, cookie=TOKEN_COOKIE) if token is not None else None
-    access = Access(authorize, None, 1)
+    access = Access(authorize, None, DEFAULT_MAX_BODY_BYTES)
 
     async def start(body: Any) -> AsyncIterator[Any]:
         if not isinstance(body, dict):
