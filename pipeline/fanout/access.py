@@ -316,8 +316,17 @@ def decode_json_body(body: bytes) -> Any:
         return msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
         reason = str(exc)
-    except UnicodeDecodeError as exc:
-        reason = f"it is not UTF-8 ({exc})"
+    except UnicodeDecodeError:
+        reason = _not_utf8(body)
     except RecursionError:
         reason = "it is nested deeper than the decoder allows"
     return _refusal(400, "StreamDecodeError", f"the body is not JSON: {reason}")
+
+
+def _not_utf8(body: bytes) -> str:
+    """Where ``body`` stops being UTF-8 (msgspec's own error counts within one string, not the body)."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"it is not UTF-8: byte {body[exc.start]:#04x} at offset {exc.start} ({exc.reason})"
+    return "it is not UTF-8"
