@@ -148,6 +148,9 @@ async def test_a_second_client_cannot_list_read_resume_or_stop_anothers_response
         message, code, reason = await websocket_refusal(f"{app.ws}/responses/{rid}/ws?after=1", **BOB)
         assert message == [read_denied]
         assert (code, reason) == (4403, read_denied["message"])
+        for unknown in ["/responses/nope", "/responses/nope/events", "/responses/nope/events?protocol=agui"]:
+            hidden = await client.get(unknown, headers=BOB)  # not 404: an unknown id looks like another's
+            assert (hidden.status_code, hidden.json()) == (403, denied("not allowed to read response 'nope'"))
         stop = await client.post(f"/responses/{rid}/stop", json={}, headers=BOB)
         assert (stop.status_code, stop.json()) == (403, denied(f"not allowed to stop response {rid!r}"))
         assert (await client.post(f"/responses/{rid}/stop", json={})).status_code == 403  # nobody
@@ -310,6 +313,11 @@ async def test_by_default_a_client_on_another_machine_is_refused() -> None:
         message, code, _ = await websocket_refusal(f"{app.ws}/responses/{rid}/ws")
         assert message == [denied(f"not allowed to read response {rid!r}: {far}")]
         assert code == 4403
+        unknown = await client.get("/responses/nope/events?after=1")  # refused before anything else
+        assert (unknown.status_code, unknown.json()) == (
+            403,
+            denied(f"not allowed to read response 'nope': {far}"),
+        )
         assert app.calls == []
         status = await app.log.status(rid)
         assert status is not None

@@ -12,8 +12,9 @@ anything for a client:
 - ``"stop"``: ``POST /responses/{id}/stop``.
 
 ``meta`` is the response's meta as the log keeps it, so the same check works in every process sharing a
-Redis or NATS log. The hook returns a bool, or an awaitable of one; a refusal answers 403 in the route's
-error shape (a WebSocket: an ``ERROR`` message, then close 4403).
+Redis or NATS log; ``{}`` for an unknown id (the hook is asked before the 404: a refused client cannot tell
+an unknown id from somebody else's). The hook returns a bool, or an awaitable of one; a refusal answers
+403 in the route's error shape (a WebSocket: an ``ERROR`` message, then close 4403).
 
 An ``owner(connection) -> str | None`` hook names who starts a response; the name is kept in the
 response's meta under :data:`OWNER_KEY` (``"owner"``). :func:`owner_only` is the policy that lets each
@@ -235,7 +236,8 @@ class Access:
     async def check_response(
         self, connection: HTTPConnection, action: Action, log: EventLog, response_id: str
     ) -> None:
-        """:meth:`check` with the response's meta as the log keeps it (empty for an unknown response)."""
+        """:meth:`check` with the response's meta as the log keeps it (empty for an unknown response: asked
+        before anything else, so a refused client learns nothing, not even whether the id exists)."""
         status = await log.status(response_id)
         await self.check(connection, action, response_id, status.meta if status is not None else {})
 

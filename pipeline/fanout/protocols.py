@@ -110,10 +110,10 @@ class ProtocolStream:
         from pipeline.fanout.web import check_readable
 
         encoding = encoder_for(protocol)
+        if reader is not None:
+            await self.access.check_response(reader, "read", self.log, response_id)
         await check_readable(self.log, response_id, after)
         status = await self.log.status(response_id)
-        if reader is not None:
-            await self.access.check(reader, "read", response_id, status.meta if status is not None else {})
         if status is not None and status.first_id > 1:
             raise ResponseGone(
                 f"the {protocol} protocol replays response {response_id!r} from its start, but entries"

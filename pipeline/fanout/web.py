@@ -664,8 +664,8 @@ class ServedSSEEndpoint(_ServedEndpoint):
         response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
         try:
             after = read_cursor(scope)
-            await check_readable(self.log, response_id, after)
             await self.access.check_response(_connection(scope), "read", self.log, response_id)
+            await check_readable(self.log, response_id, after)
         except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
             await _send_json_response(send, _status_code(exc), _problem(exc))
             return
@@ -732,8 +732,8 @@ class ServedWebSocketEndpoint(_ServedEndpoint):
         await send({"type": "websocket.accept"})
         try:
             after = read_cursor(scope)
-            await check_readable(self.log, response_id, after)
             await self.access.check_response(_connection(scope), "read", self.log, response_id)
+            await check_readable(self.log, response_id, after)
         except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
             code = {404: _WS_NOT_FOUND, 410: _WS_GONE, 403: _WS_FORBIDDEN}.get(
                 _status_code(exc), _WS_BAD_REQUEST
@@ -930,12 +930,12 @@ def serving_routes(
     async def response_status(request: Request) -> Response:
         response_id = request.path_params["response_id"]
         status = await log.status(response_id)
-        if status is None:
-            return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         try:
-            await access.check(request, "read", response_id, status.meta)
+            await access.check(request, "read", response_id, status.meta if status is not None else {})
         except AccessDenied as exc:
             return problem(exc)
+        if status is None:
+            return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         return JSONResponse(msgspec.to_builtins(status))
 
     async def start_response(request: Request) -> Response:
@@ -963,12 +963,12 @@ def serving_routes(
     async def stop_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
         status = await log.status(response_id)
-        if status is None:
-            return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         try:
-            await access.check(request, "stop", response_id, status.meta)
+            await access.check(request, "stop", response_id, status.meta if status is not None else {})
         except AccessDenied as exc:
             return problem(exc)
+        if status is None:
+            return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         refusal = json_content_type(request)
         body = refusal or await read_body(request, request.receive, access.max_body_bytes)
         if isinstance(body, BodyRefused):  # the body is not used: its type and size are checked only
