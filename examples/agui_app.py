@@ -10,6 +10,9 @@ Run (needs ``pip install 'streamfold[server,sdk]'`` and ``OPENAI_API_KEY``)::
 
     uvicorn examples.agui_app:app --port 8000
 
+Only clients on this machine are served; to serve others pass ``authorize=`` and ``owner=`` to both route
+sets (``docs/serving-security.md``). A browser client on another origin also needs ``CORSMiddleware``.
+
 The client side::
 
     import { HttpAgent } from "@ag-ui/client";

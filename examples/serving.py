@@ -8,9 +8,13 @@ browser's ``EventSource`` that reconnects sends ``Last-Event-ID`` and gets exact
 
 Run: ``uvicorn examples.serving:app``, then::
 
-    curl -X POST localhost:8000/responses -d '{}'            # {"response_id": "...", "events": ...}
+    curl -X POST -H 'content-type: application/json' localhost:8000/responses -d '{}'   # {"response_id": ...}
     curl -N localhost:8000/responses/ID/events
     curl -N -H 'Last-Event-ID: 40' localhost:8000/responses/ID/events     # resume after id 40
+    curl -X POST -H 'content-type: application/json' localhost:8000/responses/ID/stop
+
+Only clients on this machine are served (the routes' default; a POST must be JSON): to serve others, pass
+``authorize=`` and ``owner=`` to ``serving_routes`` (``docs/serving-security.md``).
 """
 
 from __future__ import annotations

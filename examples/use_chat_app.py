@@ -10,6 +10,10 @@ Run (needs ``pip install 'streamfold[server,sdk]'`` and ``OPENAI_API_KEY``)::
 
     uvicorn examples.use_chat_app:app --port 8000
 
+Only clients on this machine are served (a dev server proxying ``/api`` is one); in production pass
+``authorize=`` and ``owner=`` to both ``chat_routes`` and ``serving_routes``, e.g.
+``owner_only(user)`` and ``user`` with ``user(request)`` reading your session (``docs/serving-security.md``).
+
 The React side (``npm i ai @ai-sdk/react``; proxy ``/api`` to this server)::
 
     import { useChat } from "@ai-sdk/react";

@@ -27,6 +27,7 @@ from tests.test_web import serving
 
 pytestmark = pytest.mark.anyio
 GUARD = 10.0
+JSON_TYPE = {"content-type": "application/json"}
 
 
 class Frame(NamedTuple):
@@ -194,12 +195,13 @@ async def test_post_starts_a_detached_response_and_stop_closes_its_upstream(app:
         with anyio.fail_after(GUARD):
             async with client.stream("GET", f"/responses/{rid}/events") as response:
                 assert [f.id for f in await read_frames(response, stop_after=2)] == [1, 2]
-        stopped = await client.post(f"/responses/{rid}/stop")
+        stopped = await client.post(f"/responses/{rid}/stop", json={})
         assert stopped.status_code == 200
         assert stopped.json()["state"] == "stopped"
         assert upstream.closed
         assert (await client.post("/responses/nope/stop")).status_code == 404
-        assert (await client.post("/responses", content=b"{not json")).status_code == 400
+        not_json = await client.post("/responses", content=b"{not json", headers=JSON_TYPE)
+        assert not_json.status_code == 400
         refused = await client.post("/responses", json={"source": "missing"})
         assert refused.status_code == 502
         assert refused.json()["error"] == "ProviderError"

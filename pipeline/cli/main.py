@@ -9,7 +9,7 @@
     streamfold proxy --upstream URL [--host 127.0.0.1] [--port 8000] [--tool-format kimi_k2|auto|none|...]
                      [--unknown-tools text|drop|refuse|allow] [--workers N] [--graceful-shutdown SECONDS]
                      [--access-log json|plain|off] [--connect-timeout S] [--read-timeout S] [--max-...]
-    streamfold serve [FILE | --demo [--stream NAME] | --upstream URL --model NAME] [--host] [--port]
+    streamfold serve [FILE | --demo [--stream NAME] | --upstream URL --model NAME] [--host] [--port] [--token]
     streamfold --version
 
 Errors are one line on stderr: exit status 2 for a usage error (a bad option, a file that cannot be
@@ -370,6 +370,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--speed", type=_speed, default=60.0, metavar="RATE", help=_SPEED_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
     serve.add_argument("--port", type=_port, default=8765, help="port to listen on (default: %(default)s)")
+    serve.add_argument(
+        "--token",
+        help="serve every client presenting this token (Authorization: Bearer, or the page opened as"
+        " /?token=TOKEN) rather than this machine's only; needed to listen on another interface"
+        " (default: $STREAMFOLD_SERVE_TOKEN)",
+    )
     return parser
 
 
@@ -681,9 +687,25 @@ async def _demo(arguments: argparse.Namespace) -> None:
     )
 
 
+def _serve_token(arguments: argparse.Namespace) -> str | None:
+    """The ``serve`` command's token (``--token``, else ``$STREAMFOLD_SERVE_TOKEN``), or None; without one
+    only a loopback ``--host`` is allowed (every other client would be refused)."""
+    from pipeline.cli.serve import TOKEN_ENV, is_loopback_host
+
+    token: str | None = arguments.token or os.environ.get(TOKEN_ENV) or None
+    if token is None and not is_loopback_host(arguments.host):
+        raise _InputError(
+            f"serve: --host {arguments.host} is not a loopback address; without a token only clients on"
+            f" this machine are served: pass --token TOKEN (or set {TOKEN_ENV}) to serve others"
+        )
+    return token
+
+
 def serve_app(arguments: argparse.Namespace) -> Any:
     """The ``serve`` command's app for its parsed arguments (a usage error raises ``_InputError``)."""
     from pipeline.cli.serve import create_serve_app, recorded_source, upstream_source
+
+    token = _serve_token(arguments)
 
     chosen = [name for name, given in (("FILE", arguments.file), ("--demo", arguments.demo)) if given]
     if arguments.upstream:
@@ -695,6 +717,7 @@ def serve_app(arguments: argparse.Namespace) -> Any:
             upstream_source(arguments.upstream, model=arguments.model, tool_format=arguments.tool_format),
             mode="upstream",
             label=f"{arguments.model} at {arguments.upstream}",
+            token=token,
         )
     if arguments.file is not None:
         path: Path = arguments.file
@@ -704,7 +727,10 @@ def serve_app(arguments: argparse.Namespace) -> Any:
             return _source(path, provider=arguments.provider, speed=arguments.speed, chunk_size=None)
 
         return create_serve_app(
-            recorded_source(read_file, tool_format=arguments.tool_format), mode="file", label=path.name
+            recorded_source(read_file, tool_format=arguments.tool_format),
+            mode="file",
+            label=path.name,
+            token=token,
         )
     name, provider = _DEMO_STREAMS[arguments.stream]
 
@@ -712,7 +738,9 @@ def serve_app(arguments: argparse.Namespace) -> Any:
         resource = resources.files("pipeline.cli") / "demo" / name
         return _paced(_sse_event_pieces(resource.read_bytes()), arguments.speed), provider
 
-    return create_serve_app(recorded_source(read_demo), mode="demo", label=f"demo: {arguments.stream}")
+    return create_serve_app(
+        recorded_source(read_demo), mode="demo", label=f"demo: {arguments.stream}", token=token
+    )
 
 
 def _serve(arguments: argparse.Namespace) -> None:
@@ -722,7 +750,7 @@ def _serve(arguments: argparse.Namespace) -> None:
         from pipeline.cli.serve import run
 
         app = serve_app(arguments)
-        run(app, host=arguments.host, port=arguments.port)
+        run(app, host=arguments.host, port=arguments.port, token=_serve_token(arguments))
 
 
 if __name__ == "__main__":

@@ -12,14 +12,23 @@ The app (:func:`create_serve_app`) is the page (``/``, ``/static/...``: plain HT
 start a response, then reads
 ``/responses/{id}/events`` with ``EventSource``, which reconnects by itself with ``Last-Event-ID``; the page
 shows the reconnect and the stream resumes exactly after the last event it got.
+
+Who is served: without a token, clients on this machine only (the routes' loopback default), and only
+requests addressed to it by a local name (``Host: localhost``, ``127.x.x.x``, ``[::1]``), so a page of
+another site whose name resolves to 127.0.0.1 (DNS rebinding) is refused. With ``--token`` (or
+``STREAMFOLD_SERVE_TOKEN``), every client presenting the token: ``Authorization: Bearer <token>``, or
+the cookie the page sets when it is opened as ``/?token=<token>`` (the address the command prints).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
+import ipaddress
 from collections.abc import AsyncIterator, Callable, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, cast
+from urllib.parse import urlencode, urlsplit
 
 from pipeline.errors import ConfigurationError, ProviderError
 
@@ -31,8 +40,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SERVE_SPEED",
     "STATIC_FILES",
+    "TOKEN_COOKIE",
+    "TOKEN_ENV",
     "SourceMaker",
     "create_serve_app",
+    "is_loopback_host",
     "recorded_source",
     "run",
     "upstream_source",
@@ -48,6 +60,12 @@ STATIC_FILES: Final = {
 }
 """The page's files in ``pipeline/cli/web`` and their media types (nothing else is served from there)."""
 
+TOKEN_ENV: Final = "STREAMFOLD_SERVE_TOKEN"
+"""The environment variable ``streamfold serve`` takes its token from when ``--token`` is not given."""
+
+TOKEN_COOKIE: Final = "streamfold_token"
+"""The cookie (HttpOnly, SameSite=Strict) that carries the token for the page's own requests."""
+
 SourceMaker = Callable[[Mapping[str, Any]], AsyncIterator[Any]]
 """``(request_json) -> pipeline events``: one new response's source, from the page's ``POST`` body."""
 
@@ -58,6 +76,43 @@ def _static(name: str) -> bytes:
     return (resources.files("pipeline.cli") / "web" / name).read_bytes()
 
 
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 with or without brackets) is this machine only."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _LocalNamesOnly:
+    """ASGI middleware: answer only requests whose ``Host`` names this machine (403 otherwise; a
+    WebSocket is refused at its handshake). A page of another site served from a name that resolves to
+    127.0.0.1 (DNS rebinding) is same-origin for the browser; its ``Host`` gives it away."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        host = dict(scope.get("headers", ())).get(b"host")
+        hostname = urlsplit("//" + host.decode("latin-1")).hostname if host else None
+        if scope["type"] == "lifespan" or hostname is None or is_loopback_host(hostname):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 4403, "reason": "not a local host name"})
+            return
+        body = (
+            f"streamfold serve without --token answers only requests to localhost, 127.0.0.1 or [::1],"
+            f" not to {hostname}\n"
+        ).encode()
+        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 403, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
 def create_serve_app(
     make_source: SourceMaker | None,
     *,
@@ -66,6 +121,7 @@ def create_serve_app(
     retention: Retention | None = None,
     heartbeat: float | None = 15.0,
     log: EventLog | None = None,
+    token: str | None = None,
 ) -> Starlette:
     """The page plus the serving routes; each ``POST /responses`` runs ``make_source(body)`` detached.
 
@@ -73,16 +129,20 @@ def create_serve_app(
     the page: with ``upstream`` it asks for a prompt before it starts a response; a viewer only shows
     the response named in its URL (``/?response=ID``). ``log``: the event log (default: a new in-memory
     one with ``retention``); with ``make_source=None`` nothing is started here (a web replica reading a
-    log another process writes).
+    log another process writes). ``token``: serve every client presenting it (a bearer header, or the
+    cookie set by opening ``/?token=<token>``) instead of this machine's clients only (see the module
+    docstring).
     """
     from pipeline._extras import needs_extra
 
     with needs_extra("server", "streamfold serve"):
         from starlette.applications import Starlette
+        from starlette.middleware import Middleware
         from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response
+        from starlette.responses import JSONResponse, RedirectResponse, Response
         from starlette.routing import Route
 
+    from pipeline.fanout.access import DEFAULT_MAX_BODY_BYTES, Access, AccessDenied, bearer_token
     from pipeline.fanout.serving.manager import ResponseManager
     from pipeline.fanout.serving.memory import MemoryEventLog
     from pipeline.fanout.web import serving_routes
@@ -90,6 +150,8 @@ def create_serve_app(
     if log is None:
         log = MemoryEventLog(retention=retention) if retention is not None else MemoryEventLog()
     manager = ResponseManager(log)
+    authorize = bearer_token(token, cookie=TOKEN_COOKIE) if token is not None else None
+    access = Access(authorize, None, DEFAULT_MAX_BODY_BYTES)
 
     async def start(body: Any) -> AsyncIterator[Any]:
         if not isinstance(body, dict):
@@ -98,7 +160,17 @@ def create_serve_app(
         return make_source(body)
 
     async def page(request: Request) -> Response:
-        return Response(_static("index.html"), media_type=STATIC_FILES["index.html"])
+        given = request.query_params.get("token")
+        if token is None or given is None:
+            return Response(_static("index.html"), media_type=STATIC_FILES["index.html"])
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return Response("not the token streamfold serve was given\n", 403, media_type="text/plain")
+        kept = [(key, value) for key, value in request.query_params.multi_items() if key != "token"]
+        rest = urlencode(kept)
+        entered = RedirectResponse("./" + (f"?{rest}" if rest else ""), status_code=303)
+        secure = request.url.scheme == "https"
+        entered.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", secure=secure)
+        return entered
 
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
@@ -107,6 +179,10 @@ def create_serve_app(
         return Response(_static(name), media_type=STATIC_FILES[name], headers={"cache-control": "no-cache"})
 
     async def config(request: Request) -> Response:
+        try:
+            await access.check(request, "list", None, {})  # what is served is for those who may list it
+        except AccessDenied as exc:
+            return JSONResponse({"type": "ERROR", "error": "AccessDenied", "message": str(exc)}, 403)
         return JSONResponse({"mode": mode, "label": label})
 
     @contextlib.asynccontextmanager
@@ -118,9 +194,15 @@ def create_serve_app(
         Route("/", page, methods=["GET"]),
         Route("/config", config, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
-        *serving_routes(manager, start=start if make_source is not None else None, heartbeat=heartbeat),
+        *serving_routes(
+            manager,
+            start=start if make_source is not None else None,
+            heartbeat=heartbeat,
+            authorize=authorize,
+        ),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    local_only = [Middleware(_LocalNamesOnly)] if token is None else []
+    return Starlette(routes=routes, lifespan=lifespan, middleware=local_only)
 
 
 def upstream_source(
@@ -194,9 +276,11 @@ def recorded_source(
     return make
 
 
-def run(app: Starlette, *, host: str, port: int) -> None:
-    """Serve ``app`` with uvicorn until interrupted, printing the page's address."""
+def run(app: Starlette, *, host: str, port: int, token: str | None = None) -> None:
+    """Serve ``app`` with uvicorn until interrupted, printing the page's address (with the token)."""
     import uvicorn
 
-    print(f"streamfold serve: open http://{host}:{port}/", flush=True)
+    where = f"[{host}]" if ":" in host else host
+    entry = f"?{urlencode({'token': token})}" if token is not None else ""
+    print(f"streamfold serve: open http://{where}:{port}/{entry}", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -32,11 +32,21 @@ import anyio
 import msgspec
 
 from pipeline.errors import ConfigurationError, ResponseGone, ResponseNotFound, StreamfoldError
+from pipeline.fanout.access import (
+    DEFAULT_MAX_BODY_BYTES,
+    Access,
+    AccessDenied,
+    Authorize,
+    BodyRefused,
+    Principal,
+    read_json_body,
+)
 from pipeline.fanout.serving._edge import Edge
 from pipeline.fanout.serving._log import RESPONSE_ID_PATTERN, Entry, EventLog
 from pipeline.fanout.serving.manager import ResponseManager
 
 if TYPE_CHECKING:
+    from starlette.requests import HTTPConnection
     from starlette.routing import BaseRoute
 
     from operators.encode.protocols import UICore, WireEncoding
@@ -75,8 +85,10 @@ class ProtocolStream:
         max_buffer_bytes: int,
         send_timeout: float | None,
         heartbeat: float | None,
+        access: Access | None = None,
     ) -> None:
         self.log = log
+        self.access = access if access is not None else Access(None, None, DEFAULT_MAX_BODY_BYTES)
         self.policy = policy
         self.max_buffer = max_buffer
         self.max_buffer_bytes = max_buffer_bytes
@@ -84,14 +96,22 @@ class ProtocolStream:
         self.heartbeat = heartbeat
 
     async def prepare(
-        self, response_id: str, protocol: str, after: int, core_options: Mapping[str, Any]
+        self,
+        response_id: str,
+        protocol: str,
+        after: int,
+        core_options: Mapping[str, Any],
+        reader: HTTPConnection | None = None,
     ) -> tuple[WireEncoding, UICore]:
         """The encoding and a core fed with entries ``1..after``, or the error to answer with at once:
-        ``ConfigurationError`` (an unknown protocol, a bad cursor), ``ResponseNotFound``, ``ResponseGone``."""
+        ``ConfigurationError`` (an unknown protocol, a bad cursor), ``ResponseNotFound``, ``ResponseGone``,
+        ``AccessDenied`` (``reader`` may not read it; None: not checked)."""
         from operators.encode.protocols import encoder_for
         from pipeline.fanout.web import check_readable
 
         encoding = encoder_for(protocol)
+        if reader is not None:
+            await self.access.check_response(reader, "read", self.log, response_id)
         await check_readable(self.log, response_id, after)
         status = await self.log.status(response_id)
         if status is not None and status.first_id > 1:
@@ -128,8 +148,12 @@ class ProtocolStream:
         after: int,
         core_options: Mapping[str, Any] = {},
         status: int = 200,
+        check_read: bool = True,
     ) -> None:
-        """Answer the request: 4xx JSON at once, or the stream from ``after`` on."""
+        """Answer the request: 4xx JSON at once, or the stream from ``after`` on. ``check_read``: ask the
+        access hook whether this client may read the response (not for the POST that started it)."""
+        from starlette.requests import HTTPConnection
+
         from pipeline.fanout.web import (
             _bounded_send,
             _cancel_on_disconnect,
@@ -140,8 +164,9 @@ class ProtocolStream:
         )
 
         try:
-            encoding, core = await self.prepare(response_id, protocol, after, core_options)
-        except (ConfigurationError, ResponseNotFound, ResponseGone) as exc:
+            reader = HTTPConnection(scope) if check_read else None
+            encoding, core = await self.prepare(response_id, protocol, after, core_options, reader)
+        except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
             await _send_json_response(send, _status_code(exc), _problem(exc))
             return
         headers = [(name.encode(), value.encode()) for name, value in encoding.headers]
@@ -218,6 +243,9 @@ def chat_routes(
     max_buffer_bytes: int = 1024 * 1024,
     send_timeout: float | None = 10.0,
     heartbeat: float | None = None,
+    authorize: Authorize | None = None,
+    owner: Principal | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> list[BaseRoute]:
     """Starlette routes a framework's client calls; see the module doc.
 
@@ -231,6 +259,11 @@ def chat_routes(
 
     ``vercel``: the chat id is the body's ``id``, the UI message's id the response id. ``agui``: the
     thread id is ``threadId``; the response id is ``runId`` when it is a valid response id, else new.
+
+    Access, as in ``serving_routes`` (:mod:`pipeline.fanout.access`): ``authorize`` decides the POST
+    (``start``) and the resume (``read``: only responses the caller may read are resumed), 403 when
+    refused; without it only clients on this machine are served. ``owner`` names who starts a response.
+    The POST must be ``application/json`` (else 415) and at most ``max_body_bytes`` (else 413).
     """
     from pipeline._extras import needs_extra
 
@@ -239,11 +272,12 @@ def chat_routes(
         from starlette.responses import JSONResponse, Response
         from starlette.routing import Route
 
-    from pipeline.fanout.web import _problem, read_cursor
+    from pipeline.fanout.web import _problem, _status_code, read_cursor
 
     if protocol not in CHAT_PROTOCOLS:
         raise ConfigurationError(f"chat_routes serves {' or '.join(CHAT_PROTOCOLS)}, not {protocol!r}")
     log = manager.log
+    access = Access(authorize, owner, max_body_bytes)
     streams = ProtocolStream(
         log,
         policy=policy,
@@ -251,26 +285,28 @@ def chat_routes(
         max_buffer_bytes=max_buffer_bytes,
         send_timeout=send_timeout,
         heartbeat=heartbeat,
+        access=access,
     )
+
+    async def refuse(scope: _Scope, receive: _Receive, send: _Send, status: int, body: Any) -> None:
+        await JSONResponse(body, status_code=status)(scope, receive, send)
 
     class PostChat:
         async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
             request = Request(scope, receive)
+            owned = await access.start_meta(request)
             try:
-                body = msgspec.json.decode(await request.body())
-            except msgspec.DecodeError as exc:
-                await JSONResponse(
-                    {
-                        "type": "ERROR",
-                        "error": "StreamDecodeError",
-                        "message": f"the body is not JSON: {exc}",
-                    },
-                    status_code=400,
-                )(scope, receive, send)
+                await access.check(request, "start", None, owned)
+            except AccessDenied as exc:
+                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
+                return
+            body = await read_json_body(request, receive, access.max_body_bytes)
+            if isinstance(body, BodyRefused):
+                await refuse(scope, receive, send, body.status, body.error)
                 return
             if not isinstance(body, dict):
                 error = ConfigurationError(f"the body is a JSON object, got {type(body).__name__}")
-                await JSONResponse(_problem(error), status_code=400)(scope, receive, send)
+                await refuse(scope, receive, send, 400, _problem(error))
                 return
             chat_key = "id" if protocol == "vercel" else "threadId"
             chat_id = body.get(chat_key)
@@ -280,14 +316,14 @@ def chat_routes(
                 if isinstance(run_id, str) and RESPONSE_ID_PATTERN.fullmatch(run_id)
                 else uuid.uuid4().hex
             )
-            meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None}
+            meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None, **owned}
             try:
                 await manager.start(lambda: start(body), response_id=response_id, meta=meta)
             except ConfigurationError as exc:
-                await JSONResponse(_problem(exc), status_code=400)(scope, receive, send)
+                await refuse(scope, receive, send, 400, _problem(exc))
                 return
             except StreamfoldError as exc:
-                await JSONResponse(_problem(exc), status_code=502)(scope, receive, send)
+                await refuse(scope, receive, send, 502, _problem(exc))
                 return
             options = _core_options(protocol, meta)
             await streams.serve(
@@ -298,24 +334,33 @@ def chat_routes(
                 protocol=protocol,
                 after=0,
                 core_options=options,
+                check_read=False,
             )
 
     class ResumeChat:
         async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+            request = Request(scope, receive)
             chat_id = scope["path_params"]["chat_id"]
             running = [
                 status
                 for status in await log.active()
                 if status.state == "running" and status.meta.get("chat_id") == chat_id
             ]
+            readable = [
+                status
+                for status in running
+                if await access.allows(request, "read", status.response_id, status.meta)
+            ]
             if not running:
                 await Response(status_code=204)(scope, receive, send)
                 return
-            newest = running[-1]
+            newest = (readable or running)[-1]
             try:
+                if not readable:  # refused: say why (403) rather than that nothing runs
+                    await access.check(request, "read", newest.response_id, newest.meta)
                 after = read_cursor(scope)
-            except ConfigurationError as exc:
-                await JSONResponse(_problem(exc), status_code=400)(scope, receive, send)
+            except (ConfigurationError, AccessDenied) as exc:
+                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
                 return
             await streams.serve(
                 scope,

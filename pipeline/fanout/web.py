@@ -69,6 +69,17 @@ from pipeline.errors import (
     SubscriberError,
 )
 from pipeline.fanout._buffer import POLICIES
+from pipeline.fanout.access import (
+    DEFAULT_MAX_BODY_BYTES,
+    Access,
+    AccessDenied,
+    Authorize,
+    BodyRefused,
+    Principal,
+    json_content_type,
+    read_body,
+    read_json_body,
+)
 from pipeline.fanout.hub import Hub, Policy, ReplayUnavailableError, Subscription
 from pipeline.fanout.serving._edge import DEFAULT_EDGE_MAX_BYTES, Edge
 from pipeline.fanout.serving._log import RESPONSE_ID_PATTERN, Entry, EventLog
@@ -517,6 +528,13 @@ ResponseStarter: TypeAlias = Callable[[Any], Awaitable[AsyncIterable[Any]]]
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _WS_BAD_REQUEST: Final = 4400
+_WS_FORBIDDEN: Final = 4403
+
+
+def _connection(scope: Scope) -> HTTPConnection:
+    from starlette.requests import HTTPConnection
+
+    return HTTPConnection(scope)
 
 
 def _problem(error: StreamfoldError) -> dict[str, Any]:
@@ -531,6 +549,8 @@ def _status_code(error: StreamfoldError) -> int:
         return 404
     if isinstance(error, ResponseGone):
         return 410
+    if isinstance(error, AccessDenied):
+        return 403
     return 400
 
 
@@ -599,6 +619,7 @@ class _ServedEndpoint:
         max_buffer_bytes: int,
         send_timeout: float | None,
         path_param: str = "response_id",
+        access: Access | None = None,
     ) -> None:
         if send_timeout is not None and not send_timeout > 0:
             raise ConfigurationError(
@@ -612,6 +633,7 @@ class _ServedEndpoint:
         self.max_buffer_bytes = max_buffer_bytes
         self.send_timeout = send_timeout
         self.path_param = path_param
+        self.access = access if access is not None else Access(None, None, DEFAULT_MAX_BODY_BYTES)
 
     def _bounded(self, send: Send) -> Send:
         return _bounded_send(send, self.send_timeout)
@@ -642,8 +664,9 @@ class ServedSSEEndpoint(_ServedEndpoint):
         response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
         try:
             after = read_cursor(scope)
+            await self.access.check_response(_connection(scope), "read", self.log, response_id)
             await check_readable(self.log, response_id, after)
-        except (ConfigurationError, ResponseNotFound, ResponseGone) as exc:
+        except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
             await _send_json_response(send, _status_code(exc), _problem(exc))
             return
         edge = self._edge()
@@ -709,9 +732,12 @@ class ServedWebSocketEndpoint(_ServedEndpoint):
         await send({"type": "websocket.accept"})
         try:
             after = read_cursor(scope)
+            await self.access.check_response(_connection(scope), "read", self.log, response_id)
             await check_readable(self.log, response_id, after)
-        except (ConfigurationError, ResponseNotFound, ResponseGone) as exc:
-            code = {404: _WS_NOT_FOUND, 410: _WS_GONE}.get(_status_code(exc), _WS_BAD_REQUEST)
+        except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
+            code = {404: _WS_NOT_FOUND, 410: _WS_GONE, 403: _WS_FORBIDDEN}.get(
+                _status_code(exc), _WS_BAD_REQUEST
+            )
             await send({"type": "websocket.send", "text": encode_json(_problem(exc)).decode()})
             await _send_close(send, code, str(exc))
             return
@@ -754,12 +780,17 @@ class _ProtocolDispatch:
     """The events route: streamfold's JSON frames, or ``?protocol=`` another protocol's."""
 
     def __init__(
-        self, plain: ServedSSEEndpoint, log: EventLog, heartbeat: float | None, options: dict[str, Any]
+        self,
+        plain: ServedSSEEndpoint,
+        log: EventLog,
+        heartbeat: float | None,
+        options: dict[str, Any],
+        access: Access,
     ) -> None:
         from pipeline.fanout.protocols import ProtocolStream
 
         self.plain = plain
-        self.streams = ProtocolStream(log, heartbeat=heartbeat, **options)
+        self.streams = ProtocolStream(log, heartbeat=heartbeat, access=access, **options)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         from pipeline.fanout.protocols import query_protocol
@@ -827,10 +858,13 @@ def serving_routes(
     max_buffer_bytes: int = DEFAULT_EDGE_MAX_BYTES,
     send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
     heartbeat: float | None = None,
+    authorize: Authorize | None = None,
+    owner: Principal | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> list[BaseRoute]:
     """Starlette routes serving responses kept in an event log, resumable from any id.
 
-    - ``GET {path}``: ``{"responses": [status, ...]}`` (running and retained).
+    - ``GET {path}``: ``{"responses": [status, ...]}`` (running and retained, those the caller may read).
     - ``POST {path}``: start a response: ``await start(request_json)`` gives its source, the manager
       runs it detached; ``201 {"response_id", "events", "ws"}``. Only with a manager and ``start``.
       A body that is not JSON or a ``ConfigurationError`` from ``start``: 400; another streamfold
@@ -848,6 +882,13 @@ def serving_routes(
     ``first_id``, the oldest retained id, in the body, never a partial replay; a bad cursor: 400 (4400).
     ``policy``, ``max_buffer``, ``max_buffer_bytes``: each connection's edge (see
     :mod:`pipeline.fanout.serving._edge`); ``send_timeout`` and ``heartbeat`` as in :func:`sse_endpoint`.
+
+    Access (:mod:`pipeline.fanout.access`): ``authorize(connection, action, response_id, meta)`` decides
+    every ``start``, ``list``, ``read`` and ``stop`` (refused: 403, WebSocket close 4403); without it
+    only clients on this machine are served, each of them allowed everything. ``owner(connection)``
+    names who starts a response (kept in its meta as ``"owner"``). Every POST must be
+    ``application/json`` (else 415, so a page of another site cannot post a form here) and at most
+    ``max_body_bytes`` (else 413).
     """
     from pipeline._extras import needs_extra
 
@@ -860,6 +901,7 @@ def serving_routes(
     log = source.log if isinstance(source, ResponseManager) else source
     if start is not None and manager is None:
         raise ConfigurationError("serving_routes(start=...) needs a ResponseManager, not a bare log")
+    access = Access(authorize, owner, max_body_bytes)
     options: dict[str, Any] = {
         "policy": policy,
         "max_buffer": max_buffer,
@@ -870,12 +912,28 @@ def serving_routes(
     def problem(error: StreamfoldError) -> Response:
         return JSONResponse(_problem(error), status_code=_status_code(error))
 
+    def refused(refusal: BodyRefused) -> Response:
+        return JSONResponse(refusal.error, status_code=refusal.status)
+
     async def list_responses(request: Request) -> Response:
-        return JSONResponse({"responses": msgspec.to_builtins(await log.active())})
+        try:
+            await access.check(request, "list", None, {})
+        except AccessDenied as exc:
+            return problem(exc)
+        visible = [
+            status
+            for status in await log.active()
+            if await access.allows(request, "read", status.response_id, status.meta)
+        ]
+        return JSONResponse({"responses": msgspec.to_builtins(visible)})
 
     async def response_status(request: Request) -> Response:
         response_id = request.path_params["response_id"]
         status = await log.status(response_id)
+        try:
+            await access.check(request, "read", response_id, status.meta if status is not None else {})
+        except AccessDenied as exc:
+            return problem(exc)
         if status is None:
             return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         return JSONResponse(msgspec.to_builtins(status))
@@ -883,15 +941,16 @@ def serving_routes(
     async def start_response(request: Request) -> Response:
         assert manager is not None
         assert start is not None
+        meta = await access.start_meta(request)
         try:
-            body = msgspec.json.decode(await request.body())
-        except msgspec.DecodeError as exc:
-            return JSONResponse(
-                {"type": "ERROR", "error": "StreamDecodeError", "message": f"the body is not JSON: {exc}"},
-                status_code=400,
-            )
+            await access.check(request, "start", None, meta)
+        except AccessDenied as exc:
+            return problem(exc)
+        body = await read_json_body(request, request.receive, access.max_body_bytes)
+        if isinstance(body, BodyRefused):
+            return refused(body)
         try:
-            response_id = await manager.start(lambda: start(body))
+            response_id = await manager.start(lambda: start(body), meta=meta)
         except ConfigurationError as exc:  # the request asked for something unknown
             return JSONResponse(_problem(exc), status_code=400)
         except StreamfoldError as exc:  # the upstream refused (a ProviderError from the SDK, ...)
@@ -903,6 +962,17 @@ def serving_routes(
 
     async def stop_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
+        status = await log.status(response_id)
+        try:
+            await access.check(request, "stop", response_id, status.meta if status is not None else {})
+        except AccessDenied as exc:
+            return problem(exc)
+        if status is None:
+            return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
+        refusal = json_content_type(request)
+        body = refusal or await read_body(request, request.receive, access.max_body_bytes)
+        if isinstance(body, BodyRefused):  # the body is not used: its type and size are checked only
+            return refused(body)
         try:
             if manager is not None:
                 await manager.stop(response_id)
@@ -916,16 +986,15 @@ def serving_routes(
     routes: list[BaseRoute] = [Route(path, list_responses, methods=["GET"])]
     if start is not None:
         routes.append(Route(path, start_response, methods=["POST"]))
+    plain = ServedSSEEndpoint(log, heartbeat=heartbeat, access=access, **options)
     routes += [
         Route(f"{path}/{{response_id}}", response_status, methods=["GET"]),
         Route(
             f"{path}/{{response_id}}/events",
-            _ProtocolDispatch(
-                ServedSSEEndpoint(log, heartbeat=heartbeat, **options), log, heartbeat, options
-            ),
+            _ProtocolDispatch(plain, log, heartbeat, options, access),
             methods=["GET"],
         ),
-        WebSocketRoute(f"{path}/{{response_id}}/ws", ServedWebSocketEndpoint(log, **options)),
+        WebSocketRoute(f"{path}/{{response_id}}/ws", ServedWebSocketEndpoint(log, access=access, **options)),
         Route(f"{path}/{{response_id}}/stop", stop_response, methods=["POST"]),
     ]
     return routes

@@ -237,7 +237,9 @@ async function begin(body) {
 }
 
 async function init() {
-  const config = await (await fetch("config")).json();
+  const answer = await fetch("config");
+  const config = await answer.json();
+  if (!answer.ok) { main.append(el("div", "segment error", config.message)); finish("failed", "refused"); return; }
   $("source").textContent = config.label;
   const wanted = new URLSearchParams(location.search).get("response");
   if (wanted) { watch(wanted); return; }
