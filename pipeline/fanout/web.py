@@ -53,6 +53,7 @@ ends one connection but not the response (the producer lost, the log trimmed pas
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -517,6 +518,7 @@ ResponseStarter: TypeAlias = Callable[[Any], Awaitable[AsyncIterable[Any]]]
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _WS_BAD_REQUEST: Final = 4400
+_CURSOR: Final = re.compile(r"[0-9]{1,18}")
 
 
 def _problem(error: StreamfoldError) -> dict[str, Any]:
@@ -536,7 +538,8 @@ def _status_code(error: StreamfoldError) -> int:
 
 def read_cursor(scope: Scope) -> int:
     """The id a reader has seen up to: the ``Last-Event-ID`` header (an ``EventSource`` reconnecting),
-    else the ``after`` query parameter, else 0. Raises ``ConfigurationError`` when it is not an integer."""
+    else the ``after`` query parameter, else 0. Raises ``ConfigurationError`` unless it is 1 to 18 ASCII
+    digits (``str.isdigit`` and ``int`` take superscripts and other scripts' digits: not here)."""
     raw: str | None = None
     for name, value in scope.get("headers", ()):
         if name == b"last-event-id":
@@ -548,7 +551,7 @@ def read_cursor(scope: Scope) -> int:
         raw = values[-1] if values else None
     if raw is None or raw == "":
         return 0
-    if not raw.isdigit() or len(raw) > 18:
+    if _CURSOR.fullmatch(raw) is None:
         raise ConfigurationError(f"a cursor (Last-Event-ID or ?after=) is an entry id >= 0, got {raw!r}")
     return int(raw)
 
