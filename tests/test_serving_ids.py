@@ -16,11 +16,13 @@ from starlette.applications import Starlette
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from pipeline.fanout.protocols import chat_routes
 from pipeline.fanout.serving._log import EventLog
 from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.memory import MemoryEventLog
 from pipeline.fanout.web import serving_routes
 from tests.servers import NatsServer, RedisServer, nats_server, redis_server
+from tests.serving_conformance import UNHOLDABLE_IDS, new_id
 from tests.test_serving_web import GUARD, Gated
 from tests.test_web import serving
 
@@ -110,3 +112,62 @@ async def test_a_last_event_id_that_is_not_ascii_digits_is_400(app: App) -> None
             assert response.json()["message"].endswith(f"got {seen!r}")
         resumed = await client.get(f"/responses/{rid}/events", headers={"Last-Event-ID": "2"})
         assert resumed.status_code == 200
+
+
+def path_segment(response_id: str) -> str:
+    """``response_id`` percent-encoded byte by byte, so that no client normalises ``..`` away."""
+    return "".join(f"%{byte:02X}" for byte in response_id.encode())
+
+
+ROUTABLE = [bad for bad in UNHOLDABLE_IDS if bad != ""]  # "" is no path segment: the router's own 404
+
+
+@pytest.mark.parametrize("bad", ROUTABLE)
+async def test_an_id_no_backend_can_hold_is_404_on_every_route(app: App, bad: str) -> None:
+    unknown = {"type": "ERROR", "error": "ResponseNotFound", "message": f"no response {bad!r}"}
+    segment = path_segment(bad)
+    async with httpx.AsyncClient(base_url=app.http) as client:
+        for method, path in [
+            ("GET", f"/responses/{segment}"),
+            ("GET", f"/responses/{segment}/events"),
+            ("GET", f"/responses/{segment}/events?protocol=vercel"),
+            ("GET", f"/responses/{segment}/events?protocol=agui"),
+            ("POST", f"/responses/{segment}/stop"),
+        ]:
+            response = await client.request(method, path)
+            assert (response.status_code, response.json()) == (404, unknown), path
+    code, first = await ws_refusal(f"{app.ws}/responses/{segment}/ws")
+    assert (code, first) == (4404, unknown)
+
+
+class Recorder:
+    """A chat starter that records its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    async def __call__(self, body: Any) -> Gated:
+        self.calls.append(body)
+        return Gated([], 0)
+
+
+@pytest.mark.parametrize("bad", ["..", "*", ">", "$JS", "a.b", "é", "²", "", "x" * 129, 42])
+async def test_an_ag_ui_run_id_no_backend_can_hold_is_400_before_the_model_is_called(
+    log: EventLog, bad: object
+) -> None:
+    start = Recorder()
+    thread = new_id()
+    async with (
+        ResponseManager(log) as manager,
+        serving(Starlette(routes=chat_routes(manager, start, path="/agent", protocol="agui"))) as address,
+        httpx.AsyncClient(base_url=f"http://{address}") as client,
+    ):
+        response = await client.post("/agent", json={"threadId": thread, "runId": bad, "messages": []})
+    assert response.status_code == 400
+    assert response.json() == {
+        "type": "ERROR",
+        "error": "ConfigurationError",
+        "message": f"a response id is 1 to 128 letters, digits, '_' or '-', got {bad!r}",
+    }
+    assert start.calls == []
+    assert [status for status in await log.active() if status.meta.get("chat_id") == thread] == []

@@ -33,7 +33,7 @@ import msgspec
 
 from pipeline.errors import ConfigurationError, ResponseGone, ResponseNotFound, StreamfoldError
 from pipeline.fanout.serving._edge import Edge
-from pipeline.fanout.serving._log import RESPONSE_ID_PATTERN, Entry, EventLog
+from pipeline.fanout.serving._log import Entry, EventLog
 from pipeline.fanout.serving.manager import ResponseManager
 
 if TYPE_CHECKING:
@@ -230,7 +230,9 @@ def chat_routes(
       start, 204 when none runs (the AI SDK's ``reconnectToStream``).
 
     ``vercel``: the chat id is the body's ``id``, the UI message's id the response id. ``agui``: the
-    thread id is ``threadId``; the response id is ``runId`` when it is a valid response id, else new.
+    thread id is ``threadId``; the response id is ``runId`` (new when the body has none): a ``runId``
+    that is not a valid response id (see :data:`~pipeline.fanout.serving._log.RESPONSE_ID_PATTERN`)
+    answers 400 before ``start`` is called.
     """
     from pipeline._extras import needs_extra
 
@@ -275,11 +277,7 @@ def chat_routes(
             chat_key = "id" if protocol == "vercel" else "threadId"
             chat_id = body.get(chat_key)
             run_id = body.get("runId") if protocol == "agui" else None
-            response_id = (
-                run_id
-                if isinstance(run_id, str) and RESPONSE_ID_PATTERN.fullmatch(run_id)
-                else uuid.uuid4().hex
-            )
+            response_id = uuid.uuid4().hex if run_id is None else run_id  # start() checks it: else 400
             meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None}
             try:
                 await manager.start(lambda: start(body), response_id=response_id, meta=meta)

@@ -45,9 +45,10 @@ started by ``POST`` and stopped, and every frame carries the entry's id: SSE ``i
 frames too), WebSocket ``{"id": N, "item": ...}``. A client resumes with ``Last-Event-ID`` (SSE; wins
 over the query) or ``?after=N`` and gets exactly the entries after ``N``. A cursor older than what is
 retained gets 410 Gone with ``first_id`` in the JSON body (WebSocket: an ``ERROR`` message, close 4410),
-never a partial replay; an unknown response 404 (4404), a malformed cursor 400 (4400). An error that
-ends one connection but not the response (the producer lost, the log trimmed past a slow client) is an
-``event: error`` without ``id:``, so a reconnect resumes after the last entry received.
+never a partial replay; an unknown response (or an id no backend can hold) 404 (4404), a cursor that
+is not ASCII digits 400 (4400). An error that ends one connection but not the response (the producer
+lost, the log trimmed past a slow client) is an ``event: error`` without ``id:``, so a reconnect resumes
+after the last entry received.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ from pipeline.errors import (
 from pipeline.fanout._buffer import POLICIES
 from pipeline.fanout.hub import Hub, Policy, ReplayUnavailableError, Subscription
 from pipeline.fanout.serving._edge import DEFAULT_EDGE_MAX_BYTES, Edge
-from pipeline.fanout.serving._log import RESPONSE_ID_PATTERN, Entry, EventLog
+from pipeline.fanout.serving._log import Entry, EventLog, check_lookup_id, is_response_id
 from pipeline.fanout.serving.manager import ResponseManager
 
 if TYPE_CHECKING:
@@ -560,8 +561,7 @@ async def check_readable(log: EventLog, response_id: str, after: int) -> None:
     """Raise what a reader of ``response_id`` from ``after`` would get at once: ``ResponseNotFound``,
     ``ResponseGone`` (expired, or ``after`` older than retained), ``ConfigurationError`` (a cursor past
     the last id). Lets the endpoints answer 404 / 410 / 400 before the stream starts."""
-    if RESPONSE_ID_PATTERN.fullmatch(response_id) is None:
-        raise ResponseNotFound(f"no response {response_id!r}", response_id=response_id)
+    check_lookup_id(response_id)
     status = await log.status(response_id)
     if status is None:
         entries = log.read(response_id)
@@ -847,8 +847,11 @@ def serving_routes(
     - ``GET {path}/{response_id}/ws``: WebSocket, messages ``{"id", "item"}``, from ``?after=``.
     - ``POST {path}/{response_id}/stop``: stop it (here, or in the producer's process via the log).
 
-    Unknown: 404 (WebSocket close 4404); expired or a cursor older than retained: 410 (4410) with
-    ``first_id``, the oldest retained id, in the body, never a partial replay; a bad cursor: 400 (4400).
+    Unknown, or an id no backend can hold (anything but 1 to 128 ASCII letters, digits, ``_`` and ``-``:
+    a NATS subject cannot hold ``.``, ``*``, ``>``, ``$JS``), on every backend alike: 404 (WebSocket
+    close 4404); expired or a cursor older than retained: 410 (4410) with ``first_id``, the oldest
+    retained id, in the body, never a partial replay; a cursor that is not 1 to 18 ASCII digits, or past
+    the last id: 400 (4400). Every error body is ``{"type": "ERROR", "error", "message"}``.
     ``policy``, ``max_buffer``, ``max_buffer_bytes``: each connection's edge (see
     :mod:`pipeline.fanout.serving._edge`); ``send_timeout`` and ``heartbeat`` as in :func:`sse_endpoint`.
     """
@@ -878,7 +881,7 @@ def serving_routes(
 
     async def response_status(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        status = await log.status(response_id)
+        status = await log.status(response_id) if is_response_id(response_id) else None
         if status is None:
             return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         return JSONResponse(msgspec.to_builtins(status))
@@ -907,6 +910,7 @@ def serving_routes(
     async def stop_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
         try:
+            check_lookup_id(response_id)
             if manager is not None:
                 await manager.stop(response_id)
             else:

@@ -39,6 +39,7 @@ from pipeline.fanout.serving._log import (
     ResponseState,
     ResponseStatus,
     Retention,
+    check_lookup_id,
     check_response_id,
 )
 
@@ -197,6 +198,7 @@ class MemoryEventLog:
             self._forget(next(iter(self._ended)))
 
     def _get(self, response_id: str) -> _Response:
+        check_lookup_id(response_id)
         if self._closed:
             raise ServingError("the event log is closed", response_id=response_id)
         self._expire()

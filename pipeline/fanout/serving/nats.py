@@ -53,7 +53,9 @@ from pipeline.fanout.serving._log import (
     ResponseState,
     ResponseStatus,
     Retention,
+    check_lookup_id,
     check_response_id,
+    is_response_id,
 )
 from pipeline.fanout.serving._remote import DEFAULT_RETRY_FOR, RemoteLogBase, Snapshot
 
@@ -178,6 +180,11 @@ class NatsEventLog(RemoteLogBase):
         return f"{self.prefix}.r.{response_id}"
 
     def _ready(self, response_id: str) -> tuple[NATS, KeyValue]:
+        """The connection for work on one response; an id no subject can hold is unknown."""
+        check_lookup_id(response_id)
+        return self._client(response_id)
+
+    def _client(self, response_id: str) -> tuple[NATS, KeyValue]:
         if self._closed:
             raise ServingError("the event log is closed", response_id=response_id)
         if self.nc is None or self._kv is None:
@@ -537,6 +544,8 @@ class NatsEventLog(RemoteLogBase):
         )
 
     async def status(self, response_id: str) -> ResponseStatus | None:
+        if not is_response_id(response_id):
+            return None
         nc, _ = self._ready(response_id)
         found = await self._retry("status", response_id, lambda: self._record(response_id))
         if found is None or found[0].state == "expired":
@@ -552,7 +561,7 @@ class NatsEventLog(RemoteLogBase):
     async def active(self) -> list[ResponseStatus]:
         if self._closed:
             return []
-        _, kv = self._ready("*")
+        _, kv = self._client("*")
         try:
             keys = await self._retry("listing", "*", lambda: kv.keys())
         except nats.js.errors.NoKeysError:
