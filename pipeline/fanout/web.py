@@ -65,6 +65,7 @@ import msgspec
 from pipeline._jsonenc import encode_json
 from pipeline.errors import (
     ConfigurationError,
+    EventLogFull,
     ResponseGone,
     ResponseNotFound,
     StreamfoldError,
@@ -78,6 +79,7 @@ from pipeline.fanout.serving.manager import ResponseManager
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
+    from starlette.responses import JSONResponse
     from starlette.routing import BaseRoute
 
 __all__ = [
@@ -529,6 +531,14 @@ def _problem(error: StreamfoldError) -> dict[str, Any]:
     return body
 
 
+def _full_response(error: EventLogFull) -> JSONResponse:
+    """503 with ``Retry-After``: the log has no room for a new response now."""
+    from starlette.responses import JSONResponse
+
+    headers = {"Retry-After": str(error.retry_after)}
+    return JSONResponse(_problem(error), status_code=503, headers=headers)
+
+
 def _status_code(error: StreamfoldError) -> int:
     if isinstance(error, ResponseNotFound):
         return 404
@@ -837,7 +847,9 @@ def serving_routes(
     - ``POST {path}``: start a response: ``await start(request_json)`` gives its source, the manager
       runs it detached; ``201 {"response_id", "events", "ws"}``. Only with a manager and ``start``.
       A body that is not JSON or a ``ConfigurationError`` from ``start``: 400; another streamfold
-      error (the provider refused): 502 with the error's JSON.
+      error (the provider refused): 502 with the error's JSON. A log with no room for another running
+      response (``MemoryEventLog``'s ``max_responses``): 503 with ``Retry-After``, before ``start``
+      is called.
     - ``GET {path}/{response_id}``: its status.
     - ``GET {path}/{response_id}/events``: SSE, ``id:`` on every frame, from ``Last-Event-ID`` or
       ``?after=``; ``event: end`` / ``event: error`` (with ``id:``) at the end. With
@@ -898,6 +910,8 @@ def serving_routes(
             )
         try:
             response_id = await manager.start(lambda: start(body))
+        except EventLogFull as exc:  # refused before the model was called
+            return _full_response(exc)
         except ConfigurationError as exc:  # the request asked for something unknown
             return JSONResponse(_problem(exc), status_code=400)
         except StreamfoldError as exc:  # the upstream refused (a ProviderError from the SDK, ...)
