@@ -349,6 +349,22 @@ class EventLogConformance:
         with pytest.raises((ResponseGone, ResponseNotFound)):
             await collect(log, rid)
         assert rid not in {status.response_id for status in await log.active()}
+        with pytest.raises(ResponseExists):  # an expired id is never reused: refused before a source
+            await log.check_create(rid)
+
+    async def test_check_create_refuses_what_create_would(self, log: EventLog) -> None:
+        rid = new_id()
+        await log.check_create(rid)
+        assert await log.status(rid) is None  # nothing created
+        await log.create(rid)
+        with pytest.raises(ResponseExists, match=re.escape(f"response {rid!r} already exists")):
+            await log.check_create(rid)
+        await log.end(rid)
+        with pytest.raises(ResponseExists):
+            await log.check_create(rid)
+        for bad in UNHOLDABLE_IDS:
+            with pytest.raises(ConfigurationError, match="response id"):
+                await log.check_create(bad)
 
 
 async def collect_running(log: EventLog, response_id: str, after: int, count: int) -> list[Entry]:

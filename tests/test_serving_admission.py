@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 
 from pipeline.errors import EventLogFull, ResponseExists
 from pipeline.fanout.protocols import chat_routes
-from pipeline.fanout.serving._log import EventLog
+from pipeline.fanout.serving._log import EventLog, Retention
 from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.memory import RETRY_AFTER_FULL, MemoryEventLog
 from pipeline.fanout.web import serving_routes
@@ -55,15 +55,15 @@ class Recorder:
 async def test_the_memory_log_says_it_is_full_before_a_create() -> None:
     log = MemoryEventLog(max_responses=1)
     first, second = new_id(), new_id()
-    await log.check_room(first)
+    await log.check_create(first)
     await log.create(first)
     with pytest.raises(EventLogFull, match="max_responses") as full:
-        await log.check_room(second)
+        await log.check_create(second)
     assert (full.value.response_id, full.value.retry_after) == (second, RETRY_AFTER_FULL)
     with pytest.raises(EventLogFull):
         await log.create(second)
     await log.end(first)
-    await log.check_room(second)  # an ended response makes room: create evicts it
+    await log.check_create(second)  # an ended response makes room: create evicts it
     await log.create(second)
 
 
@@ -163,6 +163,28 @@ async def test_a_repeated_ag_ui_run_id_resumes_the_run_without_a_second_model_ca
     assert len(start.calls) == 1
 
 
+async def test_the_run_id_of_an_expired_run_is_409_without_a_model_call() -> None:
+    log = MemoryEventLog(retention=Retention(ttl_after_end=0))
+    thread, run = new_id(), new_id()
+    async with agent(log, first=0) as (manager, client, start):
+        with anyio.fail_after(GUARD):
+            async with client.stream("POST", "/agent", json=run_input(thread, run)) as first:
+                start.gates[0].release.set()
+                await first.aread()
+            await manager.wait(run)
+            assert await log.status(run) is None  # expired at once
+            again = await client.post("/agent", json=run_input(thread, run))
+    assert (again.status_code, again.json()) == (
+        409,
+        {
+            "type": "ERROR",
+            "error": "ResponseExists",
+            "message": f"run {run!r} has ended and is no longer retained; a runId names one run",
+        },
+    )
+    assert len(start.calls) == 1
+
+
 async def test_a_run_id_repeated_in_another_thread_is_409(log: EventLog) -> None:
     run = new_id()
     async with agent(log, first=0) as (_, client, start):
@@ -177,7 +199,7 @@ async def test_a_run_id_repeated_in_another_thread_is_409(log: EventLog) -> None
         {
             "type": "ERROR",
             "error": "ResponseExists",
-            "message": f"run {run!r} already exists in another thread; a runId names one run",
+            "message": f"run {run!r} exists in another thread; a runId names one run",
         },
     )
     assert len(start.calls) == 1

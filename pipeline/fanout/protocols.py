@@ -326,10 +326,8 @@ def chat_routes(
                 meta["protocol"],
                 meta["chat_id"],
             ):
-                where = "is no longer retained" if status is None else "exists in another thread"
-                conflict = ResponseExists(
-                    f"run {run_id!r} already {where}; a runId names one run", response_id=run_id
-                )
+                why = "has ended and is no longer retained" if status is None else "exists in another thread"
+                conflict = ResponseExists(f"run {run_id!r} {why}; a runId names one run", response_id=run_id)
                 await JSONResponse(_problem(conflict), status_code=409)(scope, receive, send)
                 return
             await streams.serve(

@@ -18,8 +18,9 @@ Changes from the interface in the issue brief (decided while writing this module
   :class:`~pipeline.errors.ResponseNotFound`).
 - ``stop_requested`` yields once when a stop is requested (at once if one was requested before), and ends
   when the response ends.
-- ``check_room`` tells whether a ``create`` would be refused for want of room
-  (:class:`~pipeline.errors.EventLogFull`), so that a start is refused before its model is called.
+- ``check_create`` raises what a ``create`` would (``ResponseExists``, or
+  :class:`~pipeline.errors.EventLogFull` for want of room), so that a start is refused before its
+  model is called.
 - The errors share a base, :class:`~pipeline.errors.ServingError`, with ``response_id``; a backend whose
   server stays unreachable past its retry bound raises :class:`~pipeline.errors.EventLogUnavailable`.
 - Retention keeps at least the newest entry even if it alone is over ``max_bytes`` (an item's size is
@@ -130,9 +131,10 @@ class EventLog(Protocol):
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = ...) -> None:
         """Start a response (``running``, no entries). Raises ``ResponseExists`` if the id was used."""
 
-    async def check_room(self, response_id: str) -> None:
-        """Raise ``EventLogFull`` if ``create(response_id)`` would now be refused for want of room (a log
-        without a cap on responses never does): the manager asks before it makes a source."""
+    async def check_create(self, response_id: str) -> None:
+        """Raise what ``create(response_id)`` would raise now, creating nothing: ``ResponseExists`` (the
+        id is in use, or remembered as expired), ``EventLogFull`` (no room; a log without a cap on
+        responses never is full). The manager asks before it makes a source (calls the model)."""
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
         """Append ``items`` in order (ids assigned by the log) and return the last id.

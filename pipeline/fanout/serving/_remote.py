@@ -131,9 +131,6 @@ class RemoteLogBase:
         self._tails: dict[str, _Tail] = {}
         self._closed = False
 
-    async def check_room(self, response_id: str) -> None:
-        """Never full: the server's own memory and limits are the cap on responses."""
-
     # -- what a backend provides ----------------------------------------------------------------
 
     async def _snapshot(self, response_id: str, after: int, count: int) -> Snapshot:

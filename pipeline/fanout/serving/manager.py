@@ -35,7 +35,6 @@ from anyio.abc import TaskGroup
 from pipeline._jsonenc import encode_json
 from pipeline.errors import (
     ConfigurationError,
-    ResponseExists,
     ResponseNotFound,
     ServingError,
     StreamfoldError,
@@ -182,13 +181,8 @@ class ResponseManager:
 
     async def _admit(self, response_id: str | None) -> str:
         """The new response's id, once the log has room and the id is free: before a source is made."""
-        if response_id is None:
-            response_id = uuid.uuid4().hex
-        else:
-            check_response_id(response_id)
-            if await self.log.status(response_id) is not None:
-                raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
-        await self.log.check_room(response_id)
+        response_id = check_response_id(response_id) if response_id is not None else uuid.uuid4().hex
+        await self.log.check_create(response_id)
         return response_id
 
     async def stop(self, response_id: str) -> None:

@@ -10,7 +10,7 @@ Memory is bounded by the caps: each response keeps at most ``retention.max_items
 the log keeps at most ``max_responses`` responses and ``max_total_bytes`` bytes of items, evicting the
 oldest ended responses first (their ids then answer 410 Gone); creating a response when
 ``max_responses`` are all running raises :class:`~pipeline.errors.EventLogFull` (the routes answer 503
-with ``Retry-After:`` :data:`RETRY_AFTER_FULL`; ``check_room`` says so before). Ended responses are
+with ``Retry-After:`` :data:`RETRY_AFTER_FULL`; ``check_create`` says so before). Ended responses are
 kept for ``retention.ttl_after_end`` seconds; ids of expired responses are remembered (up to
 ``max_responses`` of them) to answer 410 rather than 404.
 """
@@ -245,8 +245,11 @@ class MemoryEventLog:
             retry_after=RETRY_AFTER_FULL,
         )
 
-    async def check_room(self, response_id: str) -> None:
+    async def check_create(self, response_id: str) -> None:
+        check_response_id(response_id)
         self._expire()
+        if response_id in self._responses or response_id in self._gone:
+            raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
         if len(self._responses) - len(self._ended) >= self.max_responses:  # create evicts ended ones
             raise self._full(response_id)
 

@@ -274,6 +274,13 @@ class NatsEventLog(RemoteLogBase):
         await self._retry("create", response_id, lambda: nc.jetstream().add_stream(config))
         self._producing[response_id] = _Producing(0)
 
+    async def check_create(self, response_id: str) -> None:
+        """Never full (the server's limits are the cap); an id with a registry record (an expired one
+        too, for ``tombstone_ttl``) exists."""
+        check_response_id(response_id)
+        if await self._retry("create", response_id, lambda: self._record(response_id)) is not None:
+            raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
+
     async def _producer(self, response_id: str) -> _Producing:
         producing = self._producing.get(response_id)
         if producing is not None:

@@ -273,6 +273,14 @@ class RedisEventLog(RemoteLogBase):
         self._expected[response_id] = 0
         await self._retry("create", response_id, lambda: self.client.zadd(self._registry, {response_id: now}))
 
+    async def check_create(self, response_id: str) -> None:
+        """Never full (the server's memory is the cap); an id in use or tombstoned exists."""
+        check_response_id(response_id)
+        self._check_open(response_id)
+        _, meta, _, gone = self._keys(response_id)
+        if await self._retry("create", response_id, lambda: self.client.exists(meta, gone)):
+            raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
+
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
         self._check_open(response_id)
         for data in items:
