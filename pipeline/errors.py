@@ -15,7 +15,8 @@
     │   ├── ResponseExists       a response with this id was already created
     │   ├── ResponseGone         expired, or the cursor is older than what is retained (HTTP 410)
     │   ├── ProducerLost         a running response's producer stopped sending heartbeats
-    │   └── EventLogUnavailable  the log's server could not be reached within the retry bound
+    │   ├── EventLogUnavailable  the log's server could not be reached within the retry bound
+    │   └── EventLogFull         the log runs as many responses as it may (HTTP 503, Retry-After)
     └── MissingExtraError    an optional dependency is missing (also an ImportError); names the extra
 
 Every message says what went wrong and where (event number, byte or character offset). A stage that fails
@@ -31,6 +32,7 @@ from typing import Any
 __all__ = [
     "ConfigurationError",
     "ConverterError",
+    "EventLogFull",
     "EventLogUnavailable",
     "HubClosedError",
     "MissingExtraError",
@@ -176,6 +178,15 @@ class ProducerLost(ServingError):
 class EventLogUnavailable(ServingError):
     """The log's server (Redis, NATS) could not be reached within the retry bound; the message says
     which operation failed and how often it was tried."""
+
+
+class EventLogFull(ServingError):
+    """The log runs as many responses as it may (``MemoryEventLog``'s ``max_responses``): no new one
+    until one ends. ``retry_after`` is the seconds a client is told to wait (HTTP 503, ``Retry-After``)."""
+
+    def __init__(self, message: str, *, response_id: str, retry_after: int) -> None:
+        super().__init__(message, response_id=response_id)
+        self.retry_after = retry_after
 
 
 class MissingExtraError(StreamfoldError, ImportError):

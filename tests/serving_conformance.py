@@ -14,6 +14,7 @@ short timeouts and wait for the outcome with a hang guard; nothing sleeps to syn
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Protocol
@@ -35,7 +36,7 @@ from pipeline.fanout.serving._log import (
     Retention,
 )
 
-__all__ = ["EventLogConformance", "ServingBackend", "collect", "items", "new_id"]
+__all__ = ["UNHOLDABLE_IDS", "EventLogConformance", "ServingBackend", "collect", "items", "new_id"]
 
 GUARD = 10.0  # seconds: only a hang guard
 
@@ -49,6 +50,10 @@ class ServingBackend(Protocol):
     async def peer(self, log: EventLog) -> EventLog:
         """Another log over the same responses as ``log``, as another process would open it (the
         in-memory backend returns ``log`` itself)."""
+
+
+UNHOLDABLE_IDS = ["..", "*", ">", "$JS", "$JS.API.>", "a.b", "a b", "a{b}", "é", "²", "", "x" * 129]
+"""Ids a NATS subject (wildcards, ``$JS``, dots), a Redis hash tag (braces) or a URL cannot hold."""
 
 
 def new_id() -> str:
@@ -185,6 +190,26 @@ class EventLogConformance:
         for bad in ["", "a{b}", "a.b", "a b", "x" * 129]:
             with pytest.raises(ConfigurationError, match="response id"):
                 await log.create(bad)
+
+    @pytest.mark.parametrize("bad", UNHOLDABLE_IDS)
+    async def test_an_id_no_backend_can_hold_is_unknown_everywhere(self, log: EventLog, bad: str) -> None:
+        with pytest.raises(ConfigurationError, match="response id"):
+            await log.create(bad)
+        assert await log.status(bad) is None
+        unknown = f"no response {bad!r}"
+        with pytest.raises(ResponseNotFound, match=re.escape(unknown)):
+            await collect(log, bad)
+        with pytest.raises(ResponseNotFound, match=re.escape(unknown)):
+            await log.request_stop(bad)
+        with pytest.raises(ResponseNotFound, match=re.escape(unknown)):
+            await log.append(bad, items("a"))
+        with pytest.raises(ResponseNotFound, match=re.escape(unknown)):
+            await log.heartbeat(bad)
+        with pytest.raises(ResponseNotFound, match=re.escape(unknown)):
+            await log.end(bad)
+        with pytest.raises(ResponseNotFound, match=re.escape(unknown)):
+            async for _ in log.stop_requested(bad):
+                pass
 
     async def test_trimming_by_items_answers_gone_with_the_first_retained_id(
         self, serving_backend: ServingBackend
@@ -324,6 +349,22 @@ class EventLogConformance:
         with pytest.raises((ResponseGone, ResponseNotFound)):
             await collect(log, rid)
         assert rid not in {status.response_id for status in await log.active()}
+        with pytest.raises(ResponseExists):  # an expired id is never reused: refused before a source
+            await log.check_create(rid)
+
+    async def test_check_create_refuses_what_create_would(self, log: EventLog) -> None:
+        rid = new_id()
+        await log.check_create(rid)
+        assert await log.status(rid) is None  # nothing created
+        await log.create(rid)
+        with pytest.raises(ResponseExists, match=re.escape(f"response {rid!r} already exists")):
+            await log.check_create(rid)
+        await log.end(rid)
+        with pytest.raises(ResponseExists):
+            await log.check_create(rid)
+        for bad in UNHOLDABLE_IDS:
+            with pytest.raises(ConfigurationError, match="response id"):
+                await log.check_create(bad)
 
 
 async def collect_running(log: EventLog, response_id: str, after: int, count: int) -> list[Entry]:

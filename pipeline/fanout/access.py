@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from pipeline.errors import ConfigurationError, StreamfoldError
-from pipeline.fanout.serving._log import RESPONSE_ID_PATTERN
+from pipeline.fanout.serving._log import is_response_id
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
@@ -239,8 +239,7 @@ class Access:
     ) -> None:
         """:meth:`check` with the response's meta as the log keeps it (empty for an unknown response: asked
         before anything else, so a refused client learns nothing, not even whether the id exists)."""
-        valid = RESPONSE_ID_PATTERN.fullmatch(response_id) is not None  # never a malformed key to the log
-        status = await log.status(response_id) if valid else None
+        status = await log.status(response_id) if is_response_id(response_id) else None
         await self.check(connection, action, response_id, status.meta if status is not None else {})
 
     async def start_meta(self, connection: HTTPConnection) -> dict[str, Any]:

@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import msgspec
 
-from pipeline.errors import ConfigurationError, ResponseGone, ResponseNotFound, StreamfoldError
+from pipeline.errors import (
+    ConfigurationError,
+    EventLogFull,
+    ResponseExists,
+    ResponseGone,
+    ResponseNotFound,
+    StreamfoldError,
+)
 from pipeline.fanout.access import (
     DEFAULT_MAX_BODY_BYTES,
     Access,
@@ -42,7 +49,7 @@ from pipeline.fanout.access import (
     read_json_body,
 )
 from pipeline.fanout.serving._edge import Edge
-from pipeline.fanout.serving._log import RESPONSE_ID_PATTERN, Entry, EventLog
+from pipeline.fanout.serving._log import Entry, EventLog
 from pipeline.fanout.serving.manager import ResponseManager
 
 if TYPE_CHECKING:
@@ -253,12 +260,19 @@ def chat_routes(
       (a client that goes away does not stop it: stop it with ``POST /responses/{id}/stop`` of
       :func:`~pipeline.fanout.web.serving_routes`); the answer is its stream in ``protocol``, with the
       header ``x-streamfold-response-id``. A body that is not a JSON object, or a ``ConfigurationError``
-      from ``start``: 400; another streamfold error from ``start`` (the provider refused): 502.
+      from ``start``: 400; another streamfold error from ``start`` (the provider refused): 502; a log
+      with no room for another running response (``MemoryEventLog``'s ``max_responses``): 503 with
+      ``Retry-After``, before ``start`` is called. Errors are ``{"type": "ERROR", "error", "message"}``.
+    - A repeated AG-UI ``runId`` (a client retrying) does not call ``start`` again: the answer is that
+      run's stream from its start, as for a first request, while the run is retained and was started
+      by this route in the same ``threadId``; else 409 (a runId names one run).
     - ``GET {path}/{chat_id}/stream`` (``vercel`` only): the chat's newest running response from its
       start, 204 when none runs (the AI SDK's ``reconnectToStream``).
 
     ``vercel``: the chat id is the body's ``id``, the UI message's id the response id. ``agui``: the
-    thread id is ``threadId``; the response id is ``runId`` when it is a valid response id, else new.
+    thread id is ``threadId``; the response id is ``runId`` (new when the body has none): a ``runId``
+    that is not a valid response id (see :data:`~pipeline.fanout.serving._log.RESPONSE_ID_PATTERN`)
+    answers 400 before ``start`` is called.
 
     Access, as in ``serving_routes`` (:mod:`pipeline.fanout.access`): ``authorize`` decides the POST
     (``start``) and the resume (``read``: only responses the caller may read are resumed), 403 when
@@ -272,7 +286,7 @@ def chat_routes(
         from starlette.responses import JSONResponse, Response
         from starlette.routing import Route
 
-    from pipeline.fanout.web import _problem, _status_code, read_cursor
+    from pipeline.fanout.web import _full_response, _problem, _status_code, read_cursor
 
     if protocol not in CHAT_PROTOCOLS:
         raise ConfigurationError(f"chat_routes serves {' or '.join(CHAT_PROTOCOLS)}, not {protocol!r}")
@@ -311,14 +325,16 @@ def chat_routes(
             chat_key = "id" if protocol == "vercel" else "threadId"
             chat_id = body.get(chat_key)
             run_id = body.get("runId") if protocol == "agui" else None
-            response_id = (
-                run_id
-                if isinstance(run_id, str) and RESPONSE_ID_PATTERN.fullmatch(run_id)
-                else uuid.uuid4().hex
-            )
+            response_id = uuid.uuid4().hex if run_id is None else run_id  # start() checks it: else 400
             meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None, **owned}
             try:
                 await manager.start(lambda: start(body), response_id=response_id, meta=meta)
+            except EventLogFull as exc:  # refused before the model was called
+                await _full_response(exc)(scope, receive, send)
+                return
+            except ResponseExists as exc:  # a repeated AG-UI runId: that run again, not a second one
+                await self.repeated(scope, receive, send, exc.response_id, meta)
+                return
             except ConfigurationError as exc:
                 await refuse(scope, receive, send, 400, _problem(exc))
                 return
@@ -335,6 +351,30 @@ def chat_routes(
                 after=0,
                 core_options=options,
                 check_read=False,
+            )
+
+        async def repeated(
+            self, scope: _Scope, receive: _Receive, send: _Send, run_id: str, meta: dict[str, Any]
+        ) -> None:
+            """A ``runId`` already used: the run from its start when this thread's AG-UI run made it (a
+            client retrying a request), else 409."""
+            status = await log.status(run_id)
+            if status is None or (status.meta.get("protocol"), status.meta.get("chat_id")) != (
+                meta["protocol"],
+                meta["chat_id"],
+            ):
+                why = "has ended and is no longer retained" if status is None else "exists in another thread"
+                conflict = ResponseExists(f"run {run_id!r} {why}; a runId names one run", response_id=run_id)
+                await JSONResponse(_problem(conflict), status_code=409)(scope, receive, send)
+                return
+            await streams.serve(
+                scope,
+                receive,
+                _with_header(send, run_id),
+                response_id=run_id,
+                protocol=protocol,
+                after=0,
+                core_options=_core_options(protocol, status.meta),
             )
 
     class ResumeChat:

@@ -45,14 +45,16 @@ started by ``POST`` and stopped, and every frame carries the entry's id: SSE ``i
 frames too), WebSocket ``{"id": N, "item": ...}``. A client resumes with ``Last-Event-ID`` (SSE; wins
 over the query) or ``?after=N`` and gets exactly the entries after ``N``. A cursor older than what is
 retained gets 410 Gone with ``first_id`` in the JSON body (WebSocket: an ``ERROR`` message, close 4410),
-never a partial replay; an unknown response 404 (4404), a malformed cursor 400 (4400). An error that
-ends one connection but not the response (the producer lost, the log trimmed past a slow client) is an
-``event: error`` without ``id:``, so a reconnect resumes after the last entry received.
+never a partial replay; an unknown response (or an id no backend can hold) 404 (4404), a cursor that
+is not ASCII digits 400 (4400). An error that ends one connection but not the response (the producer
+lost, the log trimmed past a slow client) is an ``event: error`` without ``id:``, so a reconnect resumes
+after the last entry received.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -63,6 +65,7 @@ import msgspec
 from pipeline._jsonenc import encode_json
 from pipeline.errors import (
     ConfigurationError,
+    EventLogFull,
     ResponseGone,
     ResponseNotFound,
     StreamfoldError,
@@ -82,11 +85,12 @@ from pipeline.fanout.access import (
 )
 from pipeline.fanout.hub import Hub, Policy, ReplayUnavailableError, Subscription
 from pipeline.fanout.serving._edge import DEFAULT_EDGE_MAX_BYTES, Edge
-from pipeline.fanout.serving._log import RESPONSE_ID_PATTERN, Entry, EventLog
+from pipeline.fanout.serving._log import Entry, EventLog, check_lookup_id, is_response_id
 from pipeline.fanout.serving.manager import ResponseManager
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
+    from starlette.responses import JSONResponse
     from starlette.routing import BaseRoute
 
 __all__ = [
@@ -529,6 +533,7 @@ ResponseStarter: TypeAlias = Callable[[Any], Awaitable[AsyncIterable[Any]]]
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _WS_BAD_REQUEST: Final = 4400
 _WS_FORBIDDEN: Final = 4403
+_CURSOR: Final = re.compile(r"[0-9]{1,18}")
 
 
 def _connection(scope: Scope) -> HTTPConnection:
@@ -544,6 +549,14 @@ def _problem(error: StreamfoldError) -> dict[str, Any]:
     return body
 
 
+def _full_response(error: EventLogFull) -> JSONResponse:
+    """503 with ``Retry-After``: the log has no room for a new response now."""
+    from starlette.responses import JSONResponse
+
+    headers = {"Retry-After": str(error.retry_after)}
+    return JSONResponse(_problem(error), status_code=503, headers=headers)
+
+
 def _status_code(error: StreamfoldError) -> int:
     if isinstance(error, ResponseNotFound):
         return 404
@@ -556,7 +569,8 @@ def _status_code(error: StreamfoldError) -> int:
 
 def read_cursor(scope: Scope) -> int:
     """The id a reader has seen up to: the ``Last-Event-ID`` header (an ``EventSource`` reconnecting),
-    else the ``after`` query parameter, else 0. Raises ``ConfigurationError`` when it is not an integer."""
+    else the ``after`` query parameter, else 0. Raises ``ConfigurationError`` unless it is 1 to 18 ASCII
+    digits (``str.isdigit`` and ``int`` take superscripts and other scripts' digits: not here)."""
     raw: str | None = None
     for name, value in scope.get("headers", ()):
         if name == b"last-event-id":
@@ -568,7 +582,7 @@ def read_cursor(scope: Scope) -> int:
         raw = values[-1] if values else None
     if raw is None or raw == "":
         return 0
-    if not raw.isdigit() or len(raw) > 18:
+    if _CURSOR.fullmatch(raw) is None:
         raise ConfigurationError(f"a cursor (Last-Event-ID or ?after=) is an entry id >= 0, got {raw!r}")
     return int(raw)
 
@@ -577,8 +591,7 @@ async def check_readable(log: EventLog, response_id: str, after: int) -> None:
     """Raise what a reader of ``response_id`` from ``after`` would get at once: ``ResponseNotFound``,
     ``ResponseGone`` (expired, or ``after`` older than retained), ``ConfigurationError`` (a cursor past
     the last id). Lets the endpoints answer 404 / 410 / 400 before the stream starts."""
-    if RESPONSE_ID_PATTERN.fullmatch(response_id) is None:
-        raise ResponseNotFound(f"no response {response_id!r}", response_id=response_id)
+    check_lookup_id(response_id)
     status = await log.status(response_id)
     if status is None:
         entries = log.read(response_id)
@@ -868,7 +881,9 @@ def serving_routes(
     - ``POST {path}``: start a response: ``await start(request_json)`` gives its source, the manager
       runs it detached; ``201 {"response_id", "events", "ws"}``. Only with a manager and ``start``.
       A body that is not JSON or a ``ConfigurationError`` from ``start``: 400; another streamfold
-      error (the provider refused): 502 with the error's JSON.
+      error (the provider refused): 502 with the error's JSON. A log with no room for another running
+      response (``MemoryEventLog``'s ``max_responses``): 503 with ``Retry-After``, before ``start``
+      is called.
     - ``GET {path}/{response_id}``: its status.
     - ``GET {path}/{response_id}/events``: SSE, ``id:`` on every frame, from ``Last-Event-ID`` or
       ``?after=``; ``event: end`` / ``event: error`` (with ``id:``) at the end. With
@@ -878,8 +893,11 @@ def serving_routes(
     - ``GET {path}/{response_id}/ws``: WebSocket, messages ``{"id", "item"}``, from ``?after=``.
     - ``POST {path}/{response_id}/stop``: stop it (here, or in the producer's process via the log).
 
-    Unknown: 404 (WebSocket close 4404); expired or a cursor older than retained: 410 (4410) with
-    ``first_id``, the oldest retained id, in the body, never a partial replay; a bad cursor: 400 (4400).
+    Unknown, or an id no backend can hold (anything but 1 to 128 ASCII letters, digits, ``_`` and ``-``:
+    a NATS subject cannot hold ``.``, ``*``, ``>``, ``$JS``), on every backend alike: 404 (WebSocket
+    close 4404); expired or a cursor older than retained: 410 (4410) with ``first_id``, the oldest
+    retained id, in the body, never a partial replay; a cursor that is not 1 to 18 ASCII digits, or past
+    the last id: 400 (4400). Every error body is ``{"type": "ERROR", "error", "message"}``.
     ``policy``, ``max_buffer``, ``max_buffer_bytes``: each connection's edge (see
     :mod:`pipeline.fanout.serving._edge`); ``send_timeout`` and ``heartbeat`` as in :func:`sse_endpoint`.
 
@@ -929,7 +947,7 @@ def serving_routes(
 
     async def response_status(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        status = await log.status(response_id)
+        status = await log.status(response_id) if is_response_id(response_id) else None
         try:
             await access.check(request, "read", response_id, status.meta if status is not None else {})
         except AccessDenied as exc:
@@ -951,6 +969,8 @@ def serving_routes(
             return refused(body)
         try:
             response_id = await manager.start(lambda: start(body), meta=meta)
+        except EventLogFull as exc:  # refused before the model was called
+            return _full_response(exc)
         except ConfigurationError as exc:  # the request asked for something unknown
             return JSONResponse(_problem(exc), status_code=400)
         except StreamfoldError as exc:  # the upstream refused (a ProviderError from the SDK, ...)
@@ -974,6 +994,7 @@ def serving_routes(
         if isinstance(body, BodyRefused):  # the body is not used: its type and size are checked only
             return refused(body)
         try:
+            check_lookup_id(response_id)
             if manager is not None:
                 await manager.stop(response_id)
             else:

@@ -8,7 +8,9 @@ at its edge (see :mod:`pipeline.fanout.web`).
 Changes from the interface in the issue brief (decided while writing this module):
 
 - ``response_id`` must match :data:`RESPONSE_ID_PATTERN` (letters, digits, ``_`` and ``-``, 1 to 128
-  characters): safe as a URL segment, inside a Redis hash tag and as a NATS subject token.
+  characters): safe as a URL segment, inside a Redis hash tag and as a NATS subject token. Every backend
+  refuses any other id alike: ``create`` with ``ConfigurationError``, the others as an unknown id
+  (``status`` None, else ``ResponseNotFound``), without asking its server.
 - The terminal entry has an id of its own (``last_id`` counts it), so a reader that saw it can resume
   after it and gets nothing more.
 - ``create`` raises :class:`~pipeline.errors.ResponseExists` for an id already used; ``append``, ``end``
@@ -16,6 +18,9 @@ Changes from the interface in the issue brief (decided while writing this module
   :class:`~pipeline.errors.ResponseNotFound`).
 - ``stop_requested`` yields once when a stop is requested (at once if one was requested before), and ends
   when the response ends.
+- ``check_create`` raises what a ``create`` would (``ResponseExists``, or
+  :class:`~pipeline.errors.EventLogFull` for want of room), so that a start is refused before its
+  model is called.
 - The errors share a base, :class:`~pipeline.errors.ServingError`, with ``response_id``; a backend whose
   server stays unreachable past its retry bound raises :class:`~pipeline.errors.EventLogUnavailable`.
 - Retention keeps at least the newest entry even if it alone is over ``max_bytes`` (an item's size is
@@ -26,11 +31,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias, TypeGuard
 
 import msgspec
 
-from pipeline.errors import ConfigurationError, ProviderError, StreamfoldError
+from pipeline.errors import ConfigurationError, ProviderError, ResponseNotFound, StreamfoldError
 
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT",
@@ -43,8 +48,10 @@ __all__ = [
     "ResponseState",
     "ResponseStatus",
     "Retention",
+    "check_lookup_id",
     "check_response_id",
     "error_to_entry",
+    "is_response_id",
 ]
 
 ResponseState: TypeAlias = Literal["running", "done", "failed", "stopped"]
@@ -124,6 +131,11 @@ class EventLog(Protocol):
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = ...) -> None:
         """Start a response (``running``, no entries). Raises ``ResponseExists`` if the id was used."""
 
+    async def check_create(self, response_id: str) -> None:
+        """Raise what ``create(response_id)`` would raise now, creating nothing: ``ResponseExists`` (the
+        id is in use, or remembered as expired), ``EventLogFull`` (no room; a log without a cap on
+        responses never is full). The manager asks before it makes a source (calls the model)."""
+
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
         """Append ``items`` in order (ids assigned by the log) and return the last id.
 
@@ -166,12 +178,25 @@ class EventLog(Protocol):
         """Release connections; readers still open end with an error."""
 
 
+def is_response_id(value: object) -> TypeGuard[str]:
+    """Whether ``value`` matches :data:`RESPONSE_ID_PATTERN`: what every backend can hold (a NATS subject
+    cannot hold ``.``, ``*``, ``>``, ``$JS`` or non-ASCII; a Redis hash tag cannot hold braces)."""
+    return isinstance(value, str) and RESPONSE_ID_PATTERN.fullmatch(value) is not None
+
+
 def check_response_id(response_id: object) -> str:
-    """``response_id`` if it matches :data:`RESPONSE_ID_PATTERN`, else a ``ConfigurationError``."""
-    if not isinstance(response_id, str) or RESPONSE_ID_PATTERN.fullmatch(response_id) is None:
-        raise ConfigurationError(
-            f"a response id is 1 to 128 letters, digits, '_' or '-', got {response_id!r}"
-        )
+    """``response_id`` for creating a response: a ``ConfigurationError`` (HTTP 400) unless it matches
+    :data:`RESPONSE_ID_PATTERN`."""
+    if is_response_id(response_id):
+        return response_id
+    raise ConfigurationError(f"a response id is 1 to 128 letters, digits, '_' or '-', got {response_id!r}")
+
+
+def check_lookup_id(response_id: str) -> str:
+    """``response_id`` for looking a response up: one no backend can hold names no response, so
+    :class:`~pipeline.errors.ResponseNotFound` (HTTP 404), on every backend alike."""
+    if not is_response_id(response_id):
+        raise ResponseNotFound(f"no response {response_id!r}", response_id=response_id)
     return response_id
 
 

@@ -175,14 +175,23 @@ class ResponseManager:
 
         ``source`` is an async iterable, or a function (sync or async) returning one; the response
         exists in the log when this returns. A factory that raises raises here, and no response is made.
+        A factory is called only once the log has room and ``response_id`` is free (the model is not
+        called for a start that will be refused; two starts racing for the last room or for one id may
+        still both call theirs, and the loser's source is closed).
 
-        Raises:
-            ResponseExists: ``response_id`` was used before (the source is closed).
+        Raises (a source already made is closed):
+            ResponseExists: ``response_id`` was used before.
+            EventLogFull: the log has no room for another running response.
             ConfigurationError: the manager's block is not entered, or an invalid ``response_id``.
         """
         if self._tasks is None:
             raise ConfigurationError("start a response inside `async with ResponseManager(...)`")
-        response_id = check_response_id(response_id) if response_id is not None else uuid.uuid4().hex
+        try:
+            response_id = await self._admit(response_id)
+        except BaseException:
+            if isinstance(source, AsyncIterable):
+                await _close(source)
+            raise
         # An async iterable is the source, whatever else it is: aiostream's streams (process(...)) are
         # callable and awaitable too (awaiting one gives its last item).
         made = source if isinstance(source, AsyncIterable) else source()
@@ -199,6 +208,12 @@ class ResponseManager:
         running = _Running()
         self._running[response_id] = running
         self._tasks.start_soon(self._run, response_id, iterable, running, name=f"response {response_id}")
+        return response_id
+
+    async def _admit(self, response_id: str | None) -> str:
+        """The new response's id, once the log has room and the id is free: before a source is made."""
+        response_id = check_response_id(response_id) if response_id is not None else uuid.uuid4().hex
+        await self.log.check_create(response_id)
         return response_id
 
     async def stop(self, response_id: str) -> None:

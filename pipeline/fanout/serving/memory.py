@@ -9,7 +9,8 @@ Memory is bounded by the caps: each response keeps at most ``retention.max_items
 ``retention.max_bytes`` bytes of items (the oldest are trimmed first; the newest entry is always kept);
 the log keeps at most ``max_responses`` responses and ``max_total_bytes`` bytes of items, evicting the
 oldest ended responses first (their ids then answer 410 Gone); creating a response when
-``max_responses`` are all running raises :class:`~pipeline.errors.ServingError`. Ended responses are
+``max_responses`` are all running raises :class:`~pipeline.errors.EventLogFull` (the routes answer 503
+with ``Retry-After:`` :data:`RETRY_AFTER_FULL`; ``check_create`` says so before). Ended responses are
 kept for ``retention.ttl_after_end`` seconds; ids of expired responses are remembered (up to
 ``max_responses`` of them) to answer 410 rather than 404.
 """
@@ -25,6 +26,7 @@ import anyio
 
 from pipeline.errors import (
     ConfigurationError,
+    EventLogFull,
     ProducerLost,
     ResponseExists,
     ResponseGone,
@@ -39,15 +41,24 @@ from pipeline.fanout.serving._log import (
     ResponseState,
     ResponseStatus,
     Retention,
+    check_lookup_id,
     check_response_id,
 )
 
-__all__ = ["DEFAULT_MAX_RESPONSES", "DEFAULT_MAX_TOTAL_BYTES", "READ_BATCH", "MemoryEventLog"]
+__all__ = [
+    "DEFAULT_MAX_RESPONSES",
+    "DEFAULT_MAX_TOTAL_BYTES",
+    "READ_BATCH",
+    "RETRY_AFTER_FULL",
+    "MemoryEventLog",
+]
 
 DEFAULT_MAX_RESPONSES: Final = 1_000
 DEFAULT_MAX_TOTAL_BYTES: Final = 256 * 1024 * 1024
 READ_BATCH: Final = 256
 """A reader takes at most this many entries from the log at a time."""
+RETRY_AFTER_FULL: Final = 5
+"""Seconds a start refused for a full log (``max_responses`` running) is told to wait before retrying."""
 
 
 class _Response:
@@ -197,6 +208,7 @@ class MemoryEventLog:
             self._forget(next(iter(self._ended)))
 
     def _get(self, response_id: str) -> _Response:
+        check_lookup_id(response_id)
         if self._closed:
             raise ServingError("the event log is closed", response_id=response_id)
         self._expire()
@@ -225,6 +237,22 @@ class MemoryEventLog:
 
     # -- the producer's side --------------------------------------------------------------------
 
+    def _full(self, response_id: str) -> EventLogFull:
+        return EventLogFull(
+            f"no room for a new response: {self.max_responses} responses are running (max_responses);"
+            f" retry in {RETRY_AFTER_FULL} s",
+            response_id=response_id,
+            retry_after=RETRY_AFTER_FULL,
+        )
+
+    async def check_create(self, response_id: str) -> None:
+        check_response_id(response_id)
+        self._expire()
+        if response_id in self._responses or response_id in self._gone:
+            raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
+        if len(self._responses) - len(self._ended) >= self.max_responses:  # create evicts ended ones
+            raise self._full(response_id)
+
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = {}) -> None:
         check_response_id(response_id)
         if self._closed:
@@ -234,11 +262,7 @@ class MemoryEventLog:
             raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
         self._evict_for_room()
         if len(self._responses) >= self.max_responses:
-            raise ServingError(
-                f"cannot create response {response_id!r}: {self.max_responses} responses are running"
-                " (max_responses)",
-                response_id=response_id,
-            )
+            raise self._full(response_id)
         self._responses[response_id] = _Response(
             response_id, dict(meta), self._clock(), anyio.current_time() + self.heartbeat_timeout
         )

@@ -54,7 +54,9 @@ from pipeline.fanout.serving._log import (
     ResponseState,
     ResponseStatus,
     Retention,
+    check_lookup_id,
     check_response_id,
+    is_response_id,
 )
 from pipeline.fanout.serving._remote import DEFAULT_RETRY_FOR, RemoteLogBase, Snapshot
 
@@ -193,6 +195,11 @@ class NatsEventLog(RemoteLogBase):
         return f"{self.prefix}.r.{response_id}"
 
     def _ready(self, response_id: str) -> tuple[NATS, KeyValue]:
+        """The connection for work on one response; an id no subject can hold is unknown."""
+        check_lookup_id(response_id)
+        return self._client(response_id)
+
+    def _client(self, response_id: str) -> tuple[NATS, KeyValue]:
         if self._closed:
             raise ServingError("the event log is closed", response_id=response_id)
         if self.nc is None or self._kv is None:
@@ -281,6 +288,13 @@ class NatsEventLog(RemoteLogBase):
         )
         await self._retry("create", response_id, lambda: nc.jetstream().add_stream(config))
         self._producing[response_id] = _Producing(0)
+
+    async def check_create(self, response_id: str) -> None:
+        """Never full (the server's limits are the cap); an id with a registry record (an expired one
+        too, for ``tombstone_ttl``) exists."""
+        check_response_id(response_id)
+        if await self._retry("create", response_id, lambda: self._record(response_id)) is not None:
+            raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
 
     async def _producer(self, response_id: str) -> _Producing:
         producing = self._producing.get(response_id)
@@ -551,6 +565,8 @@ class NatsEventLog(RemoteLogBase):
         )
 
     async def status(self, response_id: str) -> ResponseStatus | None:
+        if not is_response_id(response_id):
+            return None
         nc, _ = self._ready(response_id)
         found = await self._retry("status", response_id, lambda: self._record(response_id))
         if found is None or found[0].state == "expired":
@@ -566,7 +582,7 @@ class NatsEventLog(RemoteLogBase):
     async def active(self) -> list[ResponseStatus]:
         if self._closed:
             return []
-        _, kv = self._ready("*")
+        _, kv = self._client("*")
         try:
             keys = await self._retry("listing", "*", lambda: kv.keys())
         except nats.js.errors.NoKeysError:

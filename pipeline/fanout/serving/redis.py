@@ -51,7 +51,9 @@ from pipeline.fanout.serving._log import (
     ResponseState,
     ResponseStatus,
     Retention,
+    check_lookup_id,
     check_response_id,
+    is_response_id,
 )
 from pipeline.fanout.serving._remote import DEFAULT_RETRY_FOR, RemoteLogBase, Snapshot
 
@@ -246,6 +248,7 @@ class RedisEventLog(RemoteLogBase):
         return ResponseNotFound(f"no response {response_id!r}", response_id=response_id)
 
     def _check_open(self, response_id: str) -> None:
+        check_lookup_id(response_id)
         if self._closed:
             raise ServingError("the event log is closed", response_id=response_id)
 
@@ -269,6 +272,14 @@ class RedisEventLog(RemoteLogBase):
             raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
         self._expected[response_id] = 0
         await self._retry("create", response_id, lambda: self.client.zadd(self._registry, {response_id: now}))
+
+    async def check_create(self, response_id: str) -> None:
+        """Never full (the server's memory is the cap); an id in use or tombstoned exists."""
+        check_response_id(response_id)
+        self._check_open(response_id)
+        _, meta, _, gone = self._keys(response_id)
+        if await self._retry("create", response_id, lambda: self.client.exists(meta, gone)):
+            raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
         self._check_open(response_id)
@@ -416,6 +427,8 @@ class RedisEventLog(RemoteLogBase):
         return [], beats
 
     async def status(self, response_id: str) -> ResponseStatus | None:
+        if not is_response_id(response_id):
+            return None
         self._check_open(response_id)
         meta = self._keys(response_id)[1]
         values: Any = await self._retry("status", response_id, lambda: self.client.hmget(meta, _META_FIELDS))
