@@ -163,7 +163,7 @@ async def test_side_effecting_tools_run_one_at_a_time_in_call_order_beside_read_
     log: list[str] = []
     gate = anyio.Event()
 
-    @tools.tool
+    @tools.tool(start="eager")  # side effects, started while the response streams
     async def write(label: str) -> str:
         log.append(f"{label} start")
         if label == "A":
@@ -280,13 +280,13 @@ async def test_when_the_response_fails_running_tools_finish_and_queued_ones_neve
     tools = ToolRegistry()
     started, ran_after = anyio.Event(), []
 
-    @tools.tool
+    @tools.tool(start="eager")
     async def slow() -> str:
         started.set()
         await anyio.wait_all_tasks_blocked()  # the failure has arrived meanwhile
         return "finished"
 
-    @tools.tool
+    @tools.tool(start="eager")
     async def after() -> str:
         ran_after.append("after")
         return "after"
@@ -313,7 +313,7 @@ async def test_on_failure_cancel_cancels_running_tools_and_reports_them() -> Non
     tools = ToolRegistry()
     started, cancelled = anyio.Event(), anyio.Event()
 
-    @tools.tool
+    @tools.tool(start="eager")
     async def slow() -> str:
         started.set()
         try:
@@ -322,7 +322,7 @@ async def test_on_failure_cancel_cancels_running_tools_and_reports_them() -> Non
             cancelled.set()
         return "never"
 
-    @tools.tool
+    @tools.tool(start="eager")
     async def after() -> str:
         return "after"
 

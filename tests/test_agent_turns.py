@@ -572,6 +572,9 @@ def test_events_fed_twice_are_an_error_not_repeated_tool_call_ids() -> None:
     ]
 
 
+NOT_RUN = "not run: the response ended with finish_reason 'length', not stop or tool_calls"
+
+
 def test_error_and_not_run_outputs_go_back_as_errors_in_every_format() -> None:
     events = events_of(PARALLEL_CALLS)
     first, second = (e for e in events if isinstance(e, ToolInvocation))
@@ -583,7 +586,7 @@ def test_error_and_not_run_outputs_go_back_as_errors_in_every_format() -> None:
             call_id=second.id,
             name=second.name,
             status="not_run",
-            output="not run: the response ended with finish_reason 'length'",
+            output=NOT_RUN,
         ),
     ]
     assert assistant_turn(events, "anthropic").tool_results(outputs) == [
@@ -599,7 +602,7 @@ def test_error_and_not_run_outputs_go_back_as_errors_in_every_format() -> None:
                 {
                     "type": "tool_result",
                     "tool_use_id": second.id,
-                    "content": "not run: the response ended with finish_reason 'length'",
+                    "content": NOT_RUN,
                     "is_error": True,
                 },
             ],
@@ -620,7 +623,7 @@ def test_error_and_not_run_outputs_go_back_as_errors_in_every_format() -> None:
         {
             "role": "tool",
             "tool_call_id": second.id,
-            "content": "not run: the response ended with finish_reason 'length'",
+            "content": NOT_RUN,
         },
     ]
     assert assistant_turn(events, "openai_responses").tool_results(outputs) == [
@@ -628,7 +631,7 @@ def test_error_and_not_run_outputs_go_back_as_errors_in_every_format() -> None:
         {
             "type": "function_call_output",
             "call_id": second.id,
-            "output": "not run: the response ended with finish_reason 'length'",
+            "output": NOT_RUN,
         },
     ]
     assert assistant_turn(events, "gemini").tool_results(outputs) == [
@@ -646,7 +649,7 @@ def test_error_and_not_run_outputs_go_back_as_errors_in_every_format() -> None:
                     "functionResponse": {
                         "name": "multiply",
                         "id": second.id,
-                        "response": {"error": "not run: the response ended with finish_reason 'length'"},
+                        "response": {"error": NOT_RUN},
                     }
                 },
             ],
