@@ -456,15 +456,16 @@ ToolOutputStatus: TypeAlias = Literal[
 
 
 class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
-    """The result of running a client-side tool for a :class:`ToolInvocation` (the eager runner of
+    """The result of running a client-side tool for a :class:`ToolInvocation` (the tool runner of
     ``pipeline.agent`` puts one in the stream per invocation). Not :class:`ToolResult`, which is what the
     provider sent for a call it executed itself.
 
     ``output`` is what goes back to the model: the tool's return value when ``status`` is ``ok``, else a
-    message saying what failed and where. ``status``: ``ok``; ``error`` (the tool raised); ``timeout``;
-    ``invalid_arguments`` (malformed or failing validation; not run); ``unknown_tool``; ``not_run`` (cut
-    off, interrupted, or the response failed before its turn); ``cancelled`` (stopped while running,
-    because the response failed under ``on_failure="cancel"``).
+    message saying what failed and where. ``status``: ``ok``; ``error`` (the tool raised, or returned what
+    cannot be sent as JSON); ``timeout``; ``invalid_arguments`` (malformed or failing validation; not
+    run); ``unknown_tool``; ``not_run`` (cut off, interrupted, the response failed before its turn, or a
+    tool held until the finish and the response did not end ``stop`` / ``tool_calls``); ``cancelled``
+    (stopped while running, because the response failed under ``on_failure="cancel"``).
     """
 
     call_id: str

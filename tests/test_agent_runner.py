@@ -163,7 +163,7 @@ async def test_side_effecting_tools_run_one_at_a_time_in_call_order_beside_read_
     log: list[str] = []
     gate = anyio.Event()
 
-    @tools.tool
+    @tools.tool(start="eager")  # side effects, started while the response streams
     async def write(label: str) -> str:
         log.append(f"{label} start")
         if label == "A":
@@ -280,13 +280,13 @@ async def test_when_the_response_fails_running_tools_finish_and_queued_ones_neve
     tools = ToolRegistry()
     started, ran_after = anyio.Event(), []
 
-    @tools.tool
+    @tools.tool(start="eager")
     async def slow() -> str:
         started.set()
         await anyio.wait_all_tasks_blocked()  # the failure has arrived meanwhile
         return "finished"
 
-    @tools.tool
+    @tools.tool(start="eager")
     async def after() -> str:
         ran_after.append("after")
         return "after"
@@ -313,7 +313,7 @@ async def test_on_failure_cancel_cancels_running_tools_and_reports_them() -> Non
     tools = ToolRegistry()
     started, cancelled = anyio.Event(), anyio.Event()
 
-    @tools.tool
+    @tools.tool(start="eager")
     async def slow() -> str:
         started.set()
         try:
@@ -322,7 +322,7 @@ async def test_on_failure_cancel_cancels_running_tools_and_reports_them() -> Non
             cancelled.set()
         return "never"
 
-    @tools.tool
+    @tools.tool(start="eager")
     async def after() -> str:
         return "after"
 
@@ -511,12 +511,14 @@ BEHAVIOURS = ("ok", "raise", "invalid", "unknown", "truncated")
     calls=st.lists(st.tuples(st.booleans(), st.sampled_from(BEHAVIOURS)), max_size=8),
     fail_at=st.none() | st.integers(min_value=0, max_value=8),
     on_failure=st.sampled_from(["finish", "cancel"]),
+    finish=st.sampled_from(["stop", "tool_calls", "length", "content_filter", None]),
 )
 def test_every_invocation_gets_exactly_one_output_after_it(
-    calls: list[tuple[bool, str]], fail_at: int | None, on_failure: str
+    calls: list[tuple[bool, str]], fail_at: int | None, on_failure: str, finish: str | None
 ) -> None:
-    """Whatever the mix of read-only and side-effecting tools, failures and cut-offs: one output per
-    invocation, after it; the side-effecting tools run in call order; a failure raised after all of them."""
+    """Whatever the mix of read-only and side-effecting tools, failures, cut-offs and finishes: one output
+    per invocation, after it; the side-effecting tools run in call order, and only after a safe finish; a
+    failure raised after all of them."""
     tools = ToolRegistry()
 
     @tools.tool(read_only=True)
@@ -543,7 +545,7 @@ def test_every_invocation_gets_exactly_one_output_after_it(
             if number == fail_at:
                 raise ProviderError("boom")
             yield invocation
-        yield END
+        yield ResponseEnd(finish_reason=finish)
 
     async def run() -> tuple[list[Any], BaseException | None]:
         got: list[Any] = []
@@ -564,3 +566,8 @@ def test_every_invocation_gets_exactly_one_output_after_it(
     # The side-effecting tools that ran, in call order (a cut-off call's not_run comes at once, out of turn).
     writers = [o.call_id for o in outputs if o.name == "writer" and o.status in ("ok", "error")]
     assert writers == sorted(writers, key=lambda call_id: int(call_id[1:]))
+    if failed or finish not in ("stop", "tool_calls"):
+        assert writers == []
+    else:
+        runnable = [i.id for i in sent if i.name == "writer" and i.arguments["behaviour"] in ("ok", "raise")]
+        assert writers == runnable

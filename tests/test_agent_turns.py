@@ -534,3 +534,124 @@ def test_gemini_code_execution_parts_go_back_with_their_signatures() -> None:
         }
     ]
     genai_types.Content.model_validate(turn.messages[0])
+
+
+PARALLEL_CALLS = FIXTURES / "anthropic/fantasy_claude-sonnet-4_text_then_2_parallel_tool_use.sse"
+
+
+def test_events_fed_twice_are_an_error_not_repeated_tool_call_ids() -> None:
+    events = events_of(PARALLEL_CALLS)
+    invocation = next(e for e in events if isinstance(e, ToolInvocation))
+    start = next(e for e in events if isinstance(e, SegmentEvent) and e.segment_id == invocation.id)
+
+    builder = TurnBuilder("anthropic")
+    for event in events:
+        builder.feed(event)
+    with pytest.raises(TurnError) as fed_twice:
+        builder.feed(events[0])
+    assert str(fed_twice.value) == (
+        f"segment {events[0].segment_id!r} starts a second time (the same events fed twice?)"  # type: ignore[union-attr]
+    )
+    with pytest.raises(TurnError) as segment_twice:
+        builder.feed(start)
+    assert str(segment_twice.value) == (
+        f"segment {invocation.id!r} starts a second time (the same events fed twice?)"
+    )
+    with pytest.raises(TurnError) as invocation_twice:
+        builder.feed(invocation)
+    assert str(invocation_twice.value) == (
+        f"invocation {invocation.id!r} folded a second time (the same events fed twice?)"
+    )
+    with pytest.raises(TurnError) as end_twice:
+        builder.feed(events[-1])
+    assert str(end_twice.value) == "a second ResponseEnd (the same events fed twice?)"
+    turn = builder.finish()  # the rejected events left the turn as it was
+    assert turn == assistant_turn(events, "anthropic")
+    assert [block["id"] for block in turn.messages[0]["content"] if block["type"] == "tool_use"] == [
+        call.id for call in turn.invocations
+    ]
+
+
+NOT_RUN = "not run: the response ended with finish_reason 'length', not stop or tool_calls"
+
+
+def test_error_and_not_run_outputs_go_back_as_errors_in_every_format() -> None:
+    events = events_of(PARALLEL_CALLS)
+    first, second = (e for e in events if isinstance(e, ToolInvocation))
+    outputs = [
+        ToolOutput(
+            call_id=first.id, name=first.name, status="error", output="tool 'add' raised KeyError: 'a'"
+        ),
+        ToolOutput(
+            call_id=second.id,
+            name=second.name,
+            status="not_run",
+            output=NOT_RUN,
+        ),
+    ]
+    assert assistant_turn(events, "anthropic").tool_results(outputs) == [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": first.id,
+                    "content": "tool 'add' raised KeyError: 'a'",
+                    "is_error": True,
+                },
+                {
+                    "type": "tool_result",
+                    "tool_use_id": second.id,
+                    "content": NOT_RUN,
+                    "is_error": True,
+                },
+            ],
+        }
+    ]
+    ok = [ToolOutput(call_id=first.id, output=5), ToolOutput(call_id=second.id, output="6")]
+    assert assistant_turn(events, "anthropic").tool_results(ok) == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": first.id, "content": "5"},
+                {"type": "tool_result", "tool_use_id": second.id, "content": "6"},
+            ],
+        }
+    ]
+    assert assistant_turn(events, "openai_chat").tool_results(outputs) == [
+        {"role": "tool", "tool_call_id": first.id, "content": "tool 'add' raised KeyError: 'a'"},
+        {
+            "role": "tool",
+            "tool_call_id": second.id,
+            "content": NOT_RUN,
+        },
+    ]
+    assert assistant_turn(events, "openai_responses").tool_results(outputs) == [
+        {"type": "function_call_output", "call_id": first.id, "output": "tool 'add' raised KeyError: 'a'"},
+        {
+            "type": "function_call_output",
+            "call_id": second.id,
+            "output": NOT_RUN,
+        },
+    ]
+    assert assistant_turn(events, "gemini").tool_results(outputs) == [
+        {
+            "role": "user",
+            "parts": [
+                {
+                    "functionResponse": {
+                        "name": "add",
+                        "id": first.id,
+                        "response": {"error": "tool 'add' raised KeyError: 'a'"},
+                    }
+                },
+                {
+                    "functionResponse": {
+                        "name": "multiply",
+                        "id": second.id,
+                        "response": {"error": NOT_RUN},
+                    }
+                },
+            ],
+        }
+    ]

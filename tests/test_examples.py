@@ -23,13 +23,15 @@ def load(name: str) -> ModuleType:
 
 
 @pytest.mark.anyio
-async def test_agent_loop_starts_each_tool_before_the_response_ends(tmp_path: Path) -> None:
+async def test_agent_loop_starts_the_read_only_tool_early_and_the_other_at_the_end(tmp_path: Path) -> None:
     example = load("agent_loop")
     results, streamed = await example.run_agent(
         example.paced_response(speed=2000), example.make_tools(tmp_path)
     )
     weather_started = next(at for call_id, _, at in results if call_id == "toolu_01WeatherDemo")
     assert weather_started < streamed  # it ran while the model was still writing the file
+    write_started = next(at for call_id, _, at in results if call_id == "toolu_01WriteFileDemo")
+    assert write_started == streamed  # held until the response ended with tool_calls
     assert [call_id for call_id, _, _ in sorted(results, key=lambda r: r[2])] == [
         "toolu_01WeatherDemo",
         "toolu_01WriteFileDemo",

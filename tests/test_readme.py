@@ -234,3 +234,17 @@ def test_the_files_and_modules_the_readme_points_to_exist() -> None:
         assert (ROOT / path).exists(), path
     for module in re.findall(r"python -m (benchmarks\.\w+)", README):
         assert (ROOT / (module.replace(".", "/") + ".py")).exists(), module
+
+
+def test_the_tool_gate_and_the_cancel_grace_are_as_the_agent_section_says() -> None:
+    from pipeline.agent import DEFAULT_CANCEL_GRACE, SAFE_FINISH_REASONS, ToolRegistry
+
+    text = " ".join(section("The agent's side").split())
+    assert "only if its `finish_reason` is `stop` or `tool_calls`" in text
+    assert sorted(SAFE_FINISH_REASONS) == ["stop", "tool_calls"]
+    assert "`run_tools(..., cancel_grace=1.0)`, the default" in text
+    assert DEFAULT_CANCEL_GRACE == 1.0
+    tools = ToolRegistry()
+    tools.add(lambda: None, name="reader", read_only=True)
+    tools.add(lambda: None, name="writer")
+    assert (tools["reader"].start, tools["writer"].start) == ("eager", "after_finish")

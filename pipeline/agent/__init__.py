@@ -1,7 +1,9 @@
-"""The agent's side, above the stages: next-turn messages, the eager tool runner, the loop."""
+"""The agent's side, above the stages: next-turn messages, the tool runner, the loop."""
 
 from pipeline.agent.runner import (
+    DEFAULT_CANCEL_GRACE,
     DEFAULT_MAX_BUFFER,
+    SAFE_FINISH_REASONS,
     AgentRun,
     OnFailure,
     RunnerEvent,
@@ -10,7 +12,7 @@ from pipeline.agent.runner import (
     run_loop,
     run_tools,
 )
-from pipeline.agent.tools import Tool, ToolRegistry
+from pipeline.agent.tools import TOOL_STARTS, Tool, ToolRegistry, ToolStart
 from pipeline.agent.turns import (
     WIRE_FORMATS,
     AssistantTurn,
@@ -23,7 +25,10 @@ from pipeline.agent.turns import (
 from pipeline.models import ToolOutput, ToolOutputStatus
 
 __all__ = [
+    "DEFAULT_CANCEL_GRACE",
     "DEFAULT_MAX_BUFFER",
+    "SAFE_FINISH_REASONS",
+    "TOOL_STARTS",
     "WIRE_FORMATS",
     "AgentRun",
     "AssistantTurn",
@@ -34,6 +39,7 @@ __all__ = [
     "ToolOutputStatus",
     "ToolRegistry",
     "ToolRun",
+    "ToolStart",
     "Turn",
     "TurnBuilder",
     "TurnError",

@@ -1,4 +1,5 @@
-"""The eager tool runner: each tool starts the moment its call is folded, while the model keeps streaming.
+"""The tool runner: each tool starts as soon as its call is folded and its tool gate allows, while the
+model keeps streaming.
 
 ::
 
@@ -10,27 +11,40 @@ The response's events pass through unchanged and in order; each client-side :cla
 followed, as soon as its tool returns, by one :class:`ToolOutput` (exactly one per invocation, whatever
 happens, unless the consumer leaves the block early). Its ``output`` is what goes back to the model: the
 tool's return value, or for a call that did not succeed a message saying what failed, with ``status``
-saying how it ended. After the response's :class:`ResponseEnd` come the
-outputs still running. So a hub, the web endpoints and the UI encoders show tool output like any other item
-(``to_dict()`` gives ``{"type": "TOOL_OUTPUT", ...}``).
+saying how it ended. After the response's :class:`ResponseEnd` come the outputs still running. So a hub,
+the web endpoints and the UI encoders show tool output like any other item (``to_dict()`` gives
+``{"type": "TOOL_OUTPUT", ...}``).
 
-Scheduling: a ``read_only`` tool starts at once and runs in parallel with everything else; other tools run
-one at a time in call order (a call waits for the side-effecting call before it), in parallel with the
-read-only ones. Provider-executed calls are not run. A call whose arguments are cut off (``truncated`` by
-the token limit, ``interrupted`` by a failed stream) is never run (``not_run``); malformed or invalid
-arguments give ``invalid_arguments``; an unknown name ``unknown_tool``; a tool that raises ``error``; one
-that outlives its ``timeout`` ``timeout``.
+The tool gate (``start`` of :meth:`ToolRegistry.tool`): an ``eager`` tool (the default for ``read_only``
+ones) starts the moment its call is folded; an ``after_finish`` tool (the default for the others) starts
+only after the :class:`ResponseEnd`, and only if its ``finish_reason`` is in :data:`SAFE_FINISH_REASONS`
+(``stop``, ``tool_calls``). A complete call in a response that then ends ``length``, ``content_filter``,
+without a finish reason or without a ``ResponseEnd`` is not run: its output (``not_run``, right after the
+``ResponseEnd``) says why. The outputs of eager tools stand whatever the finish: they are meant to be
+read-only.
 
-When the response fails (the source raises): no further call starts (a side-effecting call still waiting
-for its turn gets ``not_run``). With ``on_failure="finish"`` (the default), calls already running finish
+Scheduling: a ``read_only`` tool runs in parallel with everything else; other tools run one at a time in
+call order (a call waits for the side-effecting call before it), in parallel with the read-only ones.
+Provider-executed calls are not run. A call whose arguments are cut off (``truncated`` by the token limit,
+``interrupted`` by a failed stream) is never run (``not_run``); malformed or invalid arguments give
+``invalid_arguments``; an unknown name ``unknown_tool``; a tool that raises ``error`` (a ``CancelledError``
+of its own too, when the run was not cancelled), one that returns what cannot be sent as JSON ``error``;
+one that outlives its ``timeout`` ``timeout``.
+
+When the response fails (the source raises): no further call starts (a call still waiting for its turn or
+for the finish gets ``not_run``). With ``on_failure="finish"`` (the default), calls already running finish
 (each within its timeout): a side effect half done is worse than a late result, and their outputs are
 what the caller needs to report or undo them. With ``on_failure="cancel"`` they are cancelled and give
 ``cancelled``. Either way their outputs are delivered, then the response's exception is raised.
 
 Leaving the ``async with`` block (or cancelling it) cancels every tool still running and closes the
-source: no task is left behind. A sync tool's worker thread cannot be interrupted; the runner stops
-waiting for it. Cost: one memory-stream hand-off per item (a few microseconds), at most ``max_buffer``
-items waiting for the consumer, which paces the source through the pull.
+source. The bound: a cancelled tool (its timeout, or the block left) has ``cancel_grace`` seconds
+(default :data:`DEFAULT_CANCEL_GRACE`, 1 s) to stop; one that swallows the cancellation is then abandoned
+(its task goes on alone, with a warning on the ``streamfold`` logger), so a ``timeout`` output comes at
+most ``timeout + cancel_grace`` seconds after the call started, and the block exits at most
+``cancel_grace`` seconds after it is left. A sync tool's worker thread cannot be interrupted; the runner
+stops waiting for it. Cost: one memory-stream hand-off per item (a few microseconds), at most
+``max_buffer`` items waiting for the consumer, which paces the source through the pull.
 """
 
 from __future__ import annotations
@@ -49,12 +63,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from operators.registry import check_choice
 from pipeline._options import check_count
+from pipeline.agent._calls import DEFAULT_CANCEL_GRACE, check_cancel_grace, execute, tool_output
 from pipeline.agent.tools import Tool, ToolRegistry
 from pipeline.errors import ConfigurationError
-from pipeline.models import PipelineEvent, ToolInvocation, ToolOutput
+from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation, ToolOutput
 
 __all__ = [
+    "DEFAULT_CANCEL_GRACE",
     "DEFAULT_MAX_BUFFER",
+    "SAFE_FINISH_REASONS",
     "AgentRun",
     "OnFailure",
     "RunnerEvent",
@@ -70,6 +87,10 @@ DEFAULT_MAX_BUFFER = 64
 OnFailure: TypeAlias = Literal["finish", "cancel"]
 RunnerEvent: TypeAlias = PipelineEvent | ToolOutput
 """What the runner yields: the response's events and one :class:`ToolOutput` per client-side call."""
+
+SAFE_FINISH_REASONS = frozenset({"stop", "tool_calls"})
+"""The finishes after which an ``after_finish`` tool may start (the other calls of such a response are
+``not_run``)."""
 
 _NOT_RUN_KINDS = frozenset({"truncated", "interrupted"})
 
@@ -117,11 +138,14 @@ async def run_tools(
     *,
     on_failure: OnFailure = "finish",
     max_buffer: int = DEFAULT_MAX_BUFFER,
+    cancel_grace: float = DEFAULT_CANCEL_GRACE,
 ) -> AsyncIterator[ToolRun]:
-    """Run each invocation of ``events`` (a :func:`pipeline.process` stream) as soon as it is folded.
+    """Run each invocation of ``events`` (a :func:`pipeline.process` stream) as soon as it is folded and
+    its tool's gate allows (``eager`` tools at once, ``after_finish`` ones after a safe finish).
 
     Yields a :class:`ToolRun`: iterate it for the events and the :class:`ToolOutput`\\ s. See the module
-    docstring for the ordering, scheduling and failure policy.
+    docstring for the ordering, the tool gate, scheduling, the failure policy and ``cancel_grace`` (the
+    seconds a cancelled tool has to stop before it is abandoned).
 
     Raises:
         ConfigurationError: on entering, for a bad option.
@@ -130,8 +154,9 @@ async def run_tools(
         raise ConfigurationError(f"tools must be a ToolRegistry, got {tools!r}")
     check_choice("on_failure", on_failure, ("finish", "cancel"))
     check_count("max_buffer", max_buffer, minimum=1)
+    check_cancel_grace(cancel_grace)
     send, receive = anyio.create_memory_object_stream[_Item](max_buffer)
-    runner = _Runner(tools, on_failure, send)
+    runner = _Runner(tools, on_failure, cancel_grace, send)
     with receive, _sole_exception_unwrapped():
         async with anyio.create_task_group() as group:
             group.start_soon(runner.pump, events)
@@ -163,12 +188,17 @@ def _sole_exception_unwrapped() -> Iterator[None]:
 class _Runner:
     tools: ToolRegistry
     on_failure: OnFailure
+    cancel_grace: float
     send: MemoryObjectSendStream[_Item]
     failed: bool = False
     running: dict[str, ToolInvocation] = field(default_factory=dict)
     """Started, output not yet delivered."""
     queued: dict[str, ToolInvocation] = field(default_factory=dict)
     """Side-effecting calls waiting for their turn."""
+    held: dict[str, ToolInvocation] = field(default_factory=dict)
+    """``after_finish`` calls waiting for the response's finish."""
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the response's end is known (its ResponseEnd, the end of its events, or its failure)."""
     serial_tail: anyio.Event | None = None
     """Set when the last side-effecting call scheduled so far is over."""
 
@@ -186,42 +216,63 @@ class _Runner:
                             await send.send(event)
                             if early is not None:
                                 await send.send(early)
+                            if isinstance(event, ResponseEnd):
+                                await self._open_gate(_declined_by(event.finish_reason))
                 except Exception as exc:
                     failure, self.failed = exc, True
                     if self.on_failure == "cancel":
                         group.cancel_scope.cancel()
+                    self.finished.set()  # the held calls give up; reported below
+                await self._open_gate("not run: the response's events ended without a ResponseEnd")
             for invocation in self.running.values():
                 await send.send(
-                    _output(invocation, "cancelled", "cancelled: the response failed while it ran")
+                    tool_output(invocation, "cancelled", "cancelled: the response failed while it ran")
                 )
-            for invocation in self.queued.values():
+            for invocation in [*self.queued.values(), *self.held.values()]:
                 await send.send(_not_run(invocation))
             if failure is not None:
                 await send.send(_Failure(failure))
 
+    async def _open_gate(self, declined: str | None) -> None:
+        """The response's end is known: the held calls may run (``declined`` None), or are not run."""
+        if self.finished.is_set():
+            return
+        if declined is None:
+            self.queued.update(self.held)
+        else:
+            for invocation in self.held.values():
+                await self.send.send(tool_output(invocation, "not_run", declined))
+        self.held.clear()
+        self.finished.set()
+
     def _dispatch(self, invocation: ToolInvocation, group: TaskGroup) -> ToolOutput | None:
-        """Start the call's tool (or queue it behind the side-effecting call before it); or return the
-        output of a call that cannot run."""
+        """Start the call's tool (or queue it behind the side-effecting call before it, or hold it until
+        the finish); or return the output of a call that cannot run."""
         error = invocation.error
         if error is not None:
             if error.kind in _NOT_RUN_KINDS:
-                return _output(invocation, "not_run", f"not run: {error.kind}: {error.message}")
-            return _output(invocation, "invalid_arguments", f"{error.kind}: {error.message}")
+                return tool_output(invocation, "not_run", f"not run: {error.kind}: {error.message}")
+            return tool_output(invocation, "invalid_arguments", f"{error.kind}: {error.message}")
         tool = self.tools.get(invocation.name)
         if tool is None:
-            return _output(invocation, "unknown_tool", f"no tool named {invocation.name!r}")
+            return tool_output(invocation, "unknown_tool", f"no tool named {invocation.name!r}")
         try:
             arguments = tool.validate(invocation.arguments)
         except pydantic.ValidationError as exc:
-            return _output(invocation, "invalid_arguments", f"invalid_arguments: {exc}")
-        if tool.read_only:
-            self.running[invocation.id] = invocation
-            group.start_soon(self._run, invocation, tool, arguments, None, None)
-        else:
+            return tool_output(invocation, "invalid_arguments", f"invalid_arguments: {exc}")
+        held = tool.start == "after_finish"
+        after: anyio.Event | None = None
+        done: anyio.Event | None = None
+        if not tool.read_only:
             after, done = self.serial_tail, anyio.Event()
             self.serial_tail = done
+        if held:
+            self.held[invocation.id] = invocation
+        elif done is not None:
             self.queued[invocation.id] = invocation
-            group.start_soon(self._run, invocation, tool, arguments, after, done)
+        else:
+            self.running[invocation.id] = invocation
+        group.start_soon(self._run, invocation, tool, arguments, held, after, done)
         return None
 
     async def _run(
@@ -229,6 +280,7 @@ class _Runner:
         invocation: ToolInvocation,
         tool: Tool,
         arguments: pydantic.BaseModel,
+        held: bool,
         after: anyio.Event | None,
         done: anyio.Event | None,
     ) -> None:
@@ -236,12 +288,14 @@ class _Runner:
         try:
             if after is not None:
                 await after.wait()
-            if done is not None:
-                if self.failed:
-                    return  # the pump reports it as not run
+            if held:
+                await self.finished.wait()
+            if call_id not in self.running:  # it waited for its turn or for the finish
+                if self.failed or call_id not in self.queued:
+                    return  # failed or declined: the pump reports it as not run
                 del self.queued[call_id]
                 self.running[call_id] = invocation
-            output = await _execute(invocation, tool, arguments)
+            output = await execute(invocation, tool, arguments, self.cancel_grace)
             await self.send.send(output)
             del self.running[call_id]
         finally:
@@ -249,25 +303,17 @@ class _Runner:
                 done.set()
 
 
-async def _execute(invocation: ToolInvocation, tool: Tool, arguments: pydantic.BaseModel) -> ToolOutput:
-    with anyio.move_on_after(tool.timeout) as scope:
-        try:
-            value = await tool.call(arguments)
-        except Exception as exc:
-            return _output(invocation, "error", f"tool {tool.name!r} raised {type(exc).__name__}: {exc}")
-    if scope.cancelled_caught:
-        return _output(invocation, "timeout", f"tool {tool.name!r} timed out after {tool.timeout} s")
-    if isinstance(value, pydantic.BaseModel):
-        value = value.model_dump(mode="json")
-    return ToolOutput(call_id=invocation.id, name=invocation.name, output=value)
-
-
-def _output(invocation: ToolInvocation, status: Any, error: str) -> ToolOutput:
-    return ToolOutput(call_id=invocation.id, name=invocation.name, status=status, output=error)
+def _declined_by(finish_reason: str | None) -> str | None:
+    """Why the held calls of a response that ended with ``finish_reason`` are not run; None: they run."""
+    if finish_reason in SAFE_FINISH_REASONS:
+        return None
+    if finish_reason is None:
+        return "not run: the response ended without a finish_reason"
+    return f"not run: the response ended with finish_reason {finish_reason!r}, not stop or tool_calls"
 
 
 def _not_run(invocation: ToolInvocation) -> ToolOutput:
-    return _output(invocation, "not_run", "not run: the response failed before this call's turn")
+    return tool_output(invocation, "not_run", "not run: the response failed before this call's turn")
 
 
 # --- the loop -----------------------------------------------------------------------------------------
@@ -305,11 +351,13 @@ async def run_loop(
     max_steps: int = 10,
     on_event: Callable[[RunnerEvent], Awaitable[None] | None] | None = None,
     on_failure: OnFailure = "finish",
+    cancel_grace: float = DEFAULT_CANCEL_GRACE,
 ) -> AgentRun:
     """Drive turns until a response makes no client-side call, or ``max_steps`` responses.
 
     Each turn: ``call_model(messages)`` gives the response's events (e.g. a :func:`pipeline.process`
-    stream; it may be a coroutine returning one), whose tools :func:`run_tools` runs eagerly; every item
+    stream; it may be a coroutine returning one), whose tools :func:`run_tools` runs (``on_failure`` and
+    ``cancel_grace`` are its options); every item
     goes to ``on_event`` (sync or async) as it comes; then ``next_messages(events, outputs)`` gives the
     messages to append (the assistant message, then the tool results: a builder of
     :mod:`pipeline.agent.messages` fits). A failed response raises, its outputs already delivered.
@@ -323,7 +371,7 @@ async def run_loop(
         if not isinstance(source, AsyncIterable):  # a coroutine (an aiostream Stream is awaitable too)
             source = await source
         events: list[PipelineEvent] = []
-        async with run_tools(source, tools, on_failure=on_failure) as run:
+        async with run_tools(source, tools, on_failure=on_failure, cancel_grace=cancel_grace) as run:
             async for item in run:
                 if not isinstance(item, ToolOutput):
                     events.append(item)

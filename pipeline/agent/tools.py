@@ -13,7 +13,16 @@ The arguments' schema comes from the function's signature (each parameter a fiel
 type, its default the default), or from a pydantic model when the function takes exactly one parameter
 annotated with one (the model instance is passed). ``read_only=True`` declares a tool without side
 effects: the runner may run it in parallel with anything else. Other tools run one at a time, in call
-order. A sync function runs in a worker thread (:func:`anyio.to_thread.run_sync`), so it blocks neither
+order.
+
+``start`` says when the runner may start a call (the tool gate): ``"eager"``, as soon as the call is
+folded, while the model is still streaming; ``"after_finish"``, only once the response has ended with a
+finish of ``stop`` or ``tool_calls``: a response that then ends ``length``, ``content_filter`` or any
+other way (or fails) never runs it, and the call's output is ``not_run``. The default follows
+``read_only``: read-only tools are eager, side-effecting ones wait for a safe finish. A side-effecting
+tool given ``start="eager"`` takes that risk knowingly.
+
+A sync function runs in a worker thread (:func:`anyio.to_thread.run_sync`), so it blocks neither
 the stream nor the other tools; a thread cannot be interrupted, so on a timeout or a cancellation the
 runner stops waiting for it and the thread finishes on its own.
 """
@@ -24,16 +33,20 @@ import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, get_type_hints, overload
+from typing import Any, Literal, TypeAlias, TypeVar, get_type_hints, overload
 
 import anyio
 import pydantic
 
 from pipeline.errors import ConfigurationError
 
-__all__ = ["Tool", "ToolRegistry"]
+__all__ = ["TOOL_STARTS", "Tool", "ToolRegistry", "ToolStart"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+ToolStart: TypeAlias = Literal["eager", "after_finish"]
+"""When the runner may start a call: as soon as it is folded, or after a ``stop`` / ``tool_calls`` finish."""
+TOOL_STARTS: tuple[ToolStart, ...] = ("eager", "after_finish")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +62,9 @@ class Tool:
     """No side effects: may run in parallel with any other call."""
     timeout: float | None = None
     """Seconds the call may take before its output is a ``timeout`` error; ``None``: no limit."""
+    start: ToolStart = "after_finish"
+    """``eager``: start as soon as the call is folded; ``after_finish``: only after a ``stop`` or
+    ``tool_calls`` finish (else the output is ``not_run``)."""
     takes_model: bool = False
     """The function takes the validated model itself (its one parameter), not keyword arguments."""
     is_async: bool = field(default=False)
@@ -97,6 +113,7 @@ class ToolRegistry:
         description: str | None = None,
         read_only: bool = False,
         timeout: float | None = None,
+        start: ToolStart | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -107,11 +124,20 @@ class ToolRegistry:
         description: str | None = None,
         read_only: bool = False,
         timeout: float | None = None,
+        start: ToolStart | None = None,
     ) -> Any:
-        """Register a function as a tool (a decorator, with or without options); returns it unchanged."""
+        """Register a function as a tool (a decorator, with or without options); returns it unchanged.
+        The options are :meth:`add`'s."""
 
         def register(function: Callable[..., Any]) -> Callable[..., Any]:
-            self.add(function, name=name, description=description, read_only=read_only, timeout=timeout)
+            self.add(
+                function,
+                name=name,
+                description=description,
+                read_only=read_only,
+                timeout=timeout,
+                start=start,
+            )
             return function
 
         return register(function) if function is not None else register
@@ -124,9 +150,15 @@ class ToolRegistry:
         description: str | None = None,
         read_only: bool = False,
         timeout: float | None = None,
+        start: ToolStart | None = None,
     ) -> Tool:
-        """Register ``function``; :class:`ConfigurationError` for a duplicate name, a bad timeout, or a
-        signature pydantic cannot make a schema of (``*args``, positional-only parameters)."""
+        """Register ``function``; :class:`ConfigurationError` for a duplicate name, a bad timeout or
+        ``start``, or a signature pydantic cannot make a schema of (``*args``, positional-only parameters).
+
+        ``read_only``: no side effects (runs in parallel with anything). ``timeout``: seconds before the
+        output is ``timeout``. ``start``: ``"eager"`` or ``"after_finish"`` (see the module docstring);
+        None (default): eager when ``read_only``, else after a safe finish.
+        """
         if not callable(function):
             raise ConfigurationError(f"a tool must be a function, got {function!r}")
         tool_name = name or getattr(function, "__name__", "")
@@ -138,6 +170,12 @@ class ToolRegistry:
             raise ConfigurationError(
                 f"tool {tool_name!r}: timeout must be a positive number, got {timeout!r}"
             )
+        if start is None:
+            start = "eager" if read_only else "after_finish"
+        if start not in TOOL_STARTS:
+            raise ConfigurationError(
+                f"tool {tool_name!r}: start must be one of {', '.join(TOOL_STARTS)}; got {start!r}"
+            )
         model, takes_model = _arguments_model(tool_name, function)
         tool = Tool(
             name=tool_name,
@@ -146,6 +184,7 @@ class ToolRegistry:
             description=description if description is not None else inspect.getdoc(function) or "",
             read_only=read_only,
             timeout=timeout,
+            start=start,
             takes_model=takes_model,
             is_async=inspect.iscoroutinefunction(function),
         )

@@ -78,8 +78,8 @@ _DEFAULT_ID = re.compile(r"call_[0-9a-f]{24}")
 
 
 class TurnError(StreamfoldError):
-    """A turn cannot be built: an event that is not a pipeline event, or tool outputs that do not answer
-    exactly the turn's client calls."""
+    """A turn cannot be built: an event that is not a pipeline event, the same events fed twice, or tool
+    outputs that do not answer exactly the turn's client calls."""
 
 
 def is_default_generated_id(call_id: str) -> bool:
@@ -202,6 +202,9 @@ class TurnBuilder:
 
     ``feed`` each :data:`~pipeline.models.PipelineEvent` (segment events, invocations, the response end),
     then ``finish``. Memory: the text of each segment is kept (as received pieces, joined once at the end).
+    A segment that starts twice, an invocation folded twice or a second ``ResponseEnd`` (the same events
+    fed twice) raises :class:`TurnError` and leaves the turn as it was: a provider rejects repeated
+    tool-call ids.
 
     Args:
         format: the wire format of the next request.
@@ -213,11 +216,13 @@ class TurnBuilder:
     __slots__ = (
         "_end",
         "_format",
+        "_invocation_ids",
         "_invocations",
         "_is_generated_id",
         "_open",
         "_reasoning_key",
         "_segments",
+        "_started",
     )
 
     def __init__(
@@ -236,7 +241,9 @@ class TurnBuilder:
         self._is_generated_id = is_generated_id
         self._segments: list[_Segment] = []
         self._open: dict[str, _Segment] = {}
+        self._started: set[str] = set()
         self._invocations: list[ToolInvocation] = []
+        self._invocation_ids: set[str] = set()
         self._end: ResponseEnd | None = None
 
     def feed(self, event: Any) -> None:
@@ -244,26 +251,37 @@ class TurnBuilder:
         if isinstance(event, SegmentEvent):
             kind = event.event_type
             if kind is SegmentEventType.START:
-                assert_type = event.segment_type
-                if assert_type is None:
-                    raise TurnError(f"segment {event.segment_id!r} starts without a segment type")
-                segment = _Segment(assert_type, event.segment_id, dict(event.metadata))
-                self._segments.append(segment)
-                self._open[event.segment_id] = segment
+                self._start(event)
             elif kind is SegmentEventType.CONTENT:
                 self._segment(event).pieces.append(event.payload["delta"])
             elif kind is SegmentEventType.END:
                 self._segment(event).end = dict(event.metadata)
                 del self._open[event.segment_id]
         elif isinstance(event, ToolInvocation):
+            if event.id in self._invocation_ids:
+                raise TurnError(f"invocation {event.id!r} folded a second time (the same events fed twice?)")
+            self._invocation_ids.add(event.id)
             self._invocations.append(event)
         elif isinstance(event, ResponseEnd):
+            if self._end is not None:
+                raise TurnError("a second ResponseEnd (the same events fed twice?)")
             self._end = event
         else:
             raise TurnError(
                 f"a {type(event).__name__} is not a pipeline event "
                 "(SegmentEvent, ToolInvocation, ResponseEnd)"
             )
+
+    def _start(self, event: SegmentEvent) -> None:
+        segment_type = event.segment_type
+        if segment_type is None:
+            raise TurnError(f"segment {event.segment_id!r} starts without a segment type")
+        if event.segment_id in self._started:
+            raise TurnError(f"segment {event.segment_id!r} starts a second time (the same events fed twice?)")
+        segment = _Segment(segment_type, event.segment_id, dict(event.metadata))
+        self._segments.append(segment)
+        self._started.add(event.segment_id)
+        self._open[event.segment_id] = segment
 
     def _segment(self, event: SegmentEvent) -> _Segment:
         segment = self._open.get(event.segment_id)

@@ -1,0 +1,220 @@
+"""The runner against tools that misbehave: a CancelledError of their own, a cancellation ignored, a result
+that cannot be sent. No sleep synchronises anything; ``fail_after`` is only a hang guard."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+
+from pipeline.agent import ToolOutput, ToolRegistry, run_tools
+from pipeline.errors import ConfigurationError
+from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
+
+GUARD = 10  # seconds: only a hang guard, never a timing assertion
+
+END = ResponseEnd(finish_reason="tool_calls")
+
+
+def call(call_id: str, name: str, **arguments: Any) -> ToolInvocation:
+    return ToolInvocation(call_id, name, arguments)
+
+
+async def items(*events: PipelineEvent) -> AsyncIterator[PipelineEvent]:
+    for event in events:
+        yield event
+
+
+async def collect(source: Any, tools: ToolRegistry, **options: Any) -> list[Any]:
+    with anyio.fail_after(GUARD):
+        async with run_tools(source, tools, **options) as run:
+            return [item async for item in run]
+
+
+def split(got: list[Any]) -> tuple[list[Any], list[ToolOutput]]:
+    """The response's events in order, and the outputs by call id."""
+    events = [item for item in got if not isinstance(item, ToolOutput)]
+    outputs = sorted((item for item in got if isinstance(item, ToolOutput)), key=lambda o: o.call_id)
+    return events, outputs
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_error_the_run_did_not_cause_is_that_tools_error_output() -> None:
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    async def raises_cancelled() -> str:
+        raise asyncio.CancelledError("made up")
+
+    @tools.tool(read_only=True)
+    async def awaits_a_cancelled_future() -> str:
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        return await future
+
+    @tools.tool(read_only=True)
+    async def fine() -> str:
+        return "fine"
+
+    sent: list[PipelineEvent] = [
+        call("a", "raises_cancelled"),
+        call("b", "awaits_a_cancelled_future"),
+        call("c", "fine"),
+        END,
+    ]
+    events, outputs = split(await collect(items(*sent), tools))
+    assert events == sent
+    assert outputs == [
+        ToolOutput(
+            call_id="a",
+            name="raises_cancelled",
+            status="error",
+            output="tool 'raises_cancelled' raised CancelledError, though the run was not cancelled",
+        ),
+        ToolOutput(
+            call_id="b",
+            name="awaits_a_cancelled_future",
+            status="error",
+            output="tool 'awaits_a_cancelled_future' raised CancelledError, though the run was not cancelled",
+        ),
+        ToolOutput(call_id="c", name="fine", output="fine"),
+    ]
+
+
+class Stubborn:
+    """A tool that swallows its cancellation and goes on waiting, until ``release``."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.ended = asyncio.Event()
+        self.swallowed = 0
+
+    async def run(self) -> str:
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.swallowed += 1
+            await self.release.wait()  # as if nothing happened
+        finally:
+            self.ended.set()
+        return "late"
+
+    async def finish(self) -> None:
+        self.release.set()
+        with anyio.fail_after(GUARD):
+            await self.ended.wait()
+
+
+@pytest.mark.anyio
+async def test_a_tool_that_swallows_its_timeout_gets_timeout_and_is_abandoned_after_the_grace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tools = ToolRegistry()
+    stubborn = Stubborn()
+    tools.add(stubborn.run, name="stubborn", read_only=True, timeout=0.01)
+
+    with caplog.at_level(logging.WARNING, logger="streamfold"):
+        got = await collect(items(call("a", "stubborn"), END), tools, cancel_grace=0.01)
+        still_running = not stubborn.ended.is_set()
+        await stubborn.finish()
+    assert still_running  # the block exited while the tool went on
+    assert stubborn.swallowed == 1
+    assert got == [
+        call("a", "stubborn"),
+        END,
+        ToolOutput(
+            call_id="a", name="stubborn", status="timeout", output="tool 'stubborn' timed out after 0.01 s"
+        ),
+    ]
+    assert [record.getMessage() for record in caplog.records] == [
+        "tool 'stubborn' (call 'a') ignored its cancellation for 0.01 s: abandoned, still running"
+    ]
+
+
+@pytest.mark.anyio
+async def test_leaving_the_block_while_a_tool_swallows_cancellation_exits_after_the_grace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tools = ToolRegistry()
+    stubborn = Stubborn()
+    tools.add(stubborn.run, name="stubborn", read_only=True)  # no timeout
+
+    async def response() -> AsyncIterator[PipelineEvent]:
+        yield call("a", "stubborn")
+        await anyio.sleep_forever()
+
+    with caplog.at_level(logging.WARNING, logger="streamfold"):
+        with anyio.fail_after(GUARD):
+            async with run_tools(response(), tools, cancel_grace=0.01) as run:
+                async for item in run:
+                    assert item == call("a", "stubborn")
+                    await anyio.wait_all_tasks_blocked()  # the tool waits
+                    break
+        still_running = not stubborn.ended.is_set()
+        await stubborn.finish()
+    assert still_running
+    assert stubborn.swallowed == 1
+    assert [record.getMessage() for record in caplog.records] == [
+        "tool 'stubborn' (call 'a') ignored its cancellation for 0.01 s: abandoned, still running"
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_cancel_grace_is_checked() -> None:
+    bads: list[Any] = [-1, float("nan"), float("inf"), True, "1"]
+    for bad in bads:
+        with pytest.raises(ConfigurationError) as error:
+            async with run_tools(items(), ToolRegistry(), cancel_grace=bad):
+                pass
+        assert str(error.value) == f"cancel_grace must be a finite number of seconds >= 0, got {bad!r}"
+
+
+@pytest.mark.anyio
+async def test_a_result_that_cannot_be_sent_is_an_error_output_naming_the_tool_and_the_type() -> None:
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    async def opaque() -> Any:
+        return object()
+
+    @tools.tool(read_only=True)
+    def numbers() -> Any:
+        return (n for n in range(3))
+
+    @tools.tool(read_only=True)
+    async def cycle() -> Any:
+        loop: list[Any] = []
+        loop.append(loop)
+        return loop
+
+    @tools.tool(read_only=True)
+    async def keyed() -> Any:
+        return {(1, 2): "pair"}
+
+    @tools.tool(read_only=True)
+    async def plain() -> Any:
+        return {"a": [1, 2.5, None, True]}
+
+    sent = [call(name[0], name) for name in ("opaque", "numbers", "cycle", "keyed", "plain")]
+    events, outputs = split(await collect(items(*sent, END), tools))
+    assert events == [*sent, END]
+
+    def cannot(call_id: str, name: str, kind: str, why: str) -> ToolOutput:
+        return ToolOutput(
+            call_id=call_id,
+            name=name,
+            status="error",
+            output=f"tool {name!r} returned a {kind}, which cannot be sent to the model as JSON: {why}",
+        )
+
+    assert outputs == [
+        cannot("c", "cycle", "list", "maximum recursion depth exceeded while serializing an object"),
+        cannot("k", "keyed", "dict", "Only dicts with str-like or number-like keys are supported"),
+        cannot("n", "numbers", "generator", "Encoding objects of type generator is unsupported"),
+        cannot("o", "opaque", "object", "Encoding objects of type object is unsupported"),
+        ToolOutput(call_id="p", name="plain", output={"a": [1, 2.5, None, True]}),
+    ]
