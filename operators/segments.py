@@ -164,6 +164,9 @@ class SegmentEmitter:
         """The open reasoning run has its signature or encrypted content: its provider block is complete."""
         self._run_metadata: dict[str, Any] = {}
         self._used_ids: set[str] = set()
+        self._next_suffix: dict[str, int] = {}
+        """Base id -> the first ``_n`` suffix not yet tried for it: a repeated id is renamed in constant
+        time (amortised), not by probing ``_2``, ``_3``, ... from the start each time."""
         self._calls: dict[int, _Call] = {}
         self._finish_reason: str | None = None
         self._usage: TokenUsage | None = None
@@ -394,13 +397,21 @@ class SegmentEmitter:
         events.append(SegmentEvent.end(segment_id, end_metadata, segment_type=SegmentType.TOOL_RESULT))
 
     def _unique_id(self, segment_id: str) -> str:
-        """``segment_id``, or it + ``_2``, ``_3``... when a segment of this response has it already."""
-        if segment_id in self._used_ids:
-            number = 2
-            while f"{segment_id}_{number}" in self._used_ids:
+        """``segment_id``, or it + ``_2``, ``_3``... when a segment of this response has it already.
+
+        The next suffix to try is kept per base id, so every suffix is tried at most once: n repeats of
+        one id cost O(n), not O(n^2). A suffix is skipped only when that id is taken already (a provider
+        may send ``a_2`` itself)."""
+        used = self._used_ids
+        if segment_id in used:
+            base = segment_id
+            number = self._next_suffix.get(base, 2)
+            segment_id = f"{base}_{number}"
+            while segment_id in used:
                 number += 1
-            segment_id = f"{segment_id}_{number}"
-        self._used_ids.add(segment_id)
+                segment_id = f"{base}_{number}"
+            self._next_suffix[base] = number + 1
+        used.add(segment_id)
         return segment_id
 
     # tool calls

@@ -9,6 +9,8 @@ from hypothesis import HealthCheck, settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 UI_CLIENTS = Path(__file__).parent / "ui_clients"
+UI_CLIENT_PACKAGES = ("ai", "@ag-ui/core", "@ag-ui/client")
+"""The npm packages of tests/ui_clients/package.json: one missing (a checkout older than it) reinstalls."""
 
 # No test asserts a wall-clock time, and hypothesis' default 200 ms deadline per example and its "too slow"
 # health check both do: a busy machine can fail a property test that has not set them off itself.
@@ -27,7 +29,8 @@ def anyio_backend() -> str:
 def pytest_configure(config: pytest.Config) -> None:
     """Install the pinned npm packages of the UI clients once, before any worker starts, so that
     ``pip install -e '.[test]' && pytest`` is the whole test command wherever Node and npm are."""
-    if hasattr(config, "workerinput") or (UI_CLIENTS / "node_modules" / "ai").is_dir():
+    installed = all((UI_CLIENTS / "node_modules" / name).is_dir() for name in UI_CLIENT_PACKAGES)
+    if hasattr(config, "workerinput") or installed:
         return
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:

@@ -687,6 +687,8 @@ def _responses_item(event: Mapping[str, Any], calls: list[_Call], by_output: dic
         elif item_type == "mcp_call":
             call_id = item.get("call_id") or item.get("id")
             call = _Call(len(calls), call_id, item.get("name"), provider_executed=True)
+        elif item_type == "shell_call" and (item.get("environment") or {}).get("type", "local") != "local":
+            call = _Call(len(calls), item.get("call_id"), "shell", provider_executed=True)  # hosted
         elif item_type in _RESPONSES_CLIENT_ACTIONS:
             call = _Call(len(calls), item.get("call_id"), item_type.removesuffix("_call"))
         elif item_type in _RESPONSES_SERVER_CALLS:

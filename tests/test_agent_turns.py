@@ -157,6 +157,12 @@ def responses_oracle(path: Path) -> list[dict[str, Any]]:
             items.append(
                 {"type": kind, "call_id": item["call_id"], "name": item["name"], "input": item["input"]}
             )
+        elif kind == "shell_call" and (item.get("environment") or {}).get("type", "local") != "local":
+            items.append(
+                {"type": kind, "call_id": item["call_id"], "action": item["action"], "status": "completed"}
+            )
+        elif kind == "shell_call_output":
+            items.append({"type": kind, "call_id": item["call_id"], "output": item["output"]})
         elif kind == "local_shell_call":
             items.append({"type": "function_call", "call_id": item["call_id"], "name": "local_shell"})
         elif kind in {"tool_search_call", "tool_search_output"}:

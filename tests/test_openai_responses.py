@@ -1024,6 +1024,15 @@ def reference(events: list[Event]) -> dict[str, Any]:
             call, result = server_call(item)
             calls.append(call)
             results.append(result)
+        if item["type"] == "shell_call" and item.get("environment", {}).get("type", "local") != "local":
+            call = {"id": item["call_id"], "name": "shell", "kind": "server", "arguments": item["action"]}
+            calls.append(call | {"finished": True})
+            continue
+        if item["type"] == "shell_call_output":
+            failed = item.get("status") == "failed"
+            results.append(
+                {"call_id": item["call_id"], "name": "shell", "content": item["output"], "is_error": failed}
+            )
         if item["type"] not in CLIENT_CALL_NAMES:
             continue
         streamed = "".join(arguments.get(e["output_index"], []))
@@ -1156,6 +1165,10 @@ def test_the_recordings_cover_what_they_are_meant_to() -> None:
     assert sum(bool(result["reasoning"]) for result in results.values()) >= 5
     assert sum(bool(result["content"]) for result in results.values()) >= 5
     assert results["vercel_gpt-5-codex_local_shell_call.jsonl"]["calls"][0]["name"] == "local_shell"
+    hosted = results["vercel_gpt-5.2_hosted_shell_calls_with_outputs.jsonl"]
+    assert [(call["name"], call["kind"]) for call in hosted["calls"]] == [("shell", "server")] * 2
+    assert [result["call_id"] for result in hosted["results"]] == [call["id"] for call in hosted["calls"]]
+    assert hosted["finish_reason"] == "stop"
 
 
 # -- any split of the deltas gives the same result ---------------------------------------------------

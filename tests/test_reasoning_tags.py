@@ -282,3 +282,64 @@ def test_cli_replay_reasoning_tags(capsys: pytest.CaptureFixture[str], tmp_path:
     ]
     assert "".join(d.get("reasoning_content", "") for d in deltas) == "plan"
     assert "".join(d.get("content") or "" for d in deltas) == "answer"
+
+
+def test_a_stray_think_tag_beside_provider_reasoning_stays_text() -> None:
+    core = ReasoningTagSplitter()
+    out: list[ChunkResponse] = []
+    for chunk in [
+        ChunkResponse(reasoning="The user asks about tags."),
+        ChunkResponse(content="Use <think> to"),
+        ChunkResponse(content=" open a block."),
+        ChunkResponse(content="", finish_reason="stop", is_complete=True),
+    ]:
+        out.extend(core.feed(chunk))
+    out.extend(core.finish())
+    assert out == [
+        ChunkResponse(reasoning="The user asks about tags."),
+        ChunkResponse(content="Use <think> to"),
+        ChunkResponse(content=" open a block."),
+        ChunkResponse(content="", finish_reason="stop", is_complete=True),
+    ]
+
+
+def test_provider_reasoning_ends_a_start_in_reasoning_response_s_reasoning_and_the_next_starts_afresh() -> (
+    None
+):
+    core = ReasoningTagSplitter(start_in_reasoning=True)
+    out: list[ChunkResponse] = []
+    for chunk in [
+        ChunkResponse(content="  "),
+        ChunkResponse(reasoning="plan", content="Answer <think>"),
+        ChunkResponse(content="", is_complete=True),
+        ChunkResponse(content="again</think>done", is_complete=True),
+    ]:
+        out.extend(core.feed(chunk))
+    assert out == [
+        ChunkResponse(content=""),  # "  " held: an opening tag may follow
+        ChunkResponse(reasoning="  "),
+        ChunkResponse(reasoning="plan", content="Answer <think>"),
+        ChunkResponse(content="", is_complete=True),
+        ChunkResponse(reasoning="again"),
+        ChunkResponse(content="done", is_complete=True),
+    ]
+
+
+@pytest.mark.anyio
+async def test_process_keeps_the_answer_beside_reasoning_content_as_text() -> None:
+    from pipeline import process
+
+    events = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": "Think first."}}]},
+        {"choices": [{"index": 0, "delta": {"content": "A stray <think> here"}}]},
+        {"choices": [{"index": 0, "delta": {"content": " and the rest."}, "finish_reason": "stop"}]},
+    ]
+    out = await collect(process(events, provider="openai", reasoning_tags="think"))
+    texts = [
+        (event.segment_type, event.delta)
+        for event in out
+        if isinstance(event, SegmentEvent) and event.delta is not None
+    ]
+    assert texts == [(None, "Think first."), (None, "A stray <think> here"), (None, " and the rest.")]
+    starts = [event.segment_type for event in out if isinstance(event, SegmentEvent) and event.segment_type]
+    assert [str(kind) for kind in starts] == ["reasoning", "reasoning", "text", "text"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from operators.segments import SegmentEmitter
 from pipeline import ChunkResponse, ToolCallDelta
-from pipeline.models import ToolResult
+from pipeline.models import SegmentEvent, SegmentEventType, ToolResult
 from tests.test_segments import content, end, run, start
 
 END: dict[str, Any] = {"type": "RESPONSE_END", "finish_reason": None, "usage": None, "metadata": {}}
@@ -205,3 +206,41 @@ def test_two_signed_text_parts_are_two_text_segments_each_with_its_signature() -
         end("text1", {"signature": "s2"}),
         END,
     ]
+
+
+class _CountingSet(set[str]):
+    """A set that counts its membership tests: the probes of the emitter's unique-id search."""
+
+    probes = 0
+
+    def __contains__(self, item: object) -> bool:
+        type(self).probes += 1
+        return super().__contains__(item)
+
+
+def _probes_for_repeats(repeats: int) -> tuple[int, list[str]]:
+    emitter = SegmentEmitter()
+    _CountingSet.probes = 0
+    emitter._used_ids = _CountingSet()  # count the probes of the unique-id search
+    ids: list[str] = []
+    for index in range(repeats):
+        delta = ToolCallDelta(index, "call_1", "f", "{}", True)
+        for event in emitter.feed(ChunkResponse(tool_calls=[delta])):
+            if isinstance(event, SegmentEvent) and event.event_type is SegmentEventType.START:
+                ids.append(event.segment_id)
+    return _CountingSet.probes, ids
+
+
+def test_a_call_id_repeated_n_times_is_made_unique_with_a_constant_number_of_probes_per_call() -> None:
+    probes, ids = _probes_for_repeats(2000)
+    assert ids == ["call_1"] + [f"call_1_{number}" for number in range(2, 2001)]
+    assert probes == 2 * 2000 - 1  # one test of the id, one of its next suffix (none for the first)
+
+
+def test_a_provider_id_that_looks_like_a_renamed_one_is_skipped_once() -> None:
+    chunks = [
+        ChunkResponse(tool_calls=[ToolCallDelta(i, call_id, "f", "{}", True)])
+        for i, call_id in enumerate(["a", "a_2", "a", "a", "a_3"])
+    ]
+    starts = [item["segment_id"] for item in run(chunks) if item["type"] == "SEGMENT_START"]
+    assert starts == ["a", "a_2", "a_3", "a_4", "a_3_2"]

@@ -3,8 +3,9 @@
 Vercel: tests/ui_clients/consume.mjs runs the ``ai`` package's own reader (``parseJsonEventStream`` with
 ``uiMessageChunkSchema``, then ``readUIMessageStream``, as ``useChat`` does); the UI message it rebuilds
 must equal streamfold's own folded view. AG-UI: every event must validate with the ``ag-ui-protocol``
-package's models and ``@ag-ui/core``'s zod schemas, and the events must rebuild the same view. All the
-recordings go through one Node process per test run.
+package's models and ``@ag-ui/core``'s zod schemas, and the events must rebuild the same view; run through
+``@ag-ui/client``'s agent, a response is one assistant message and only the client's calls are left to it.
+All the recordings go through one Node process per test run.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pipeline.testing import counter_segment_ids
 from tests.reference import FIXTURES, call_id_for, fixture_paths
 
 CLIENTS = Path(__file__).parent / "ui_clients"
+NO_RESULT = "The provider ran this tool; its result is not part of this response."
 RAW_FORMATS = {
     "harmony_": "harmony",
     "vllm-test_deepseek-v3.1_": "deepseek_v31",
@@ -214,7 +216,7 @@ def node_results() -> dict[str, Any]:
         pytest.skip(
             "Node.js is not installed: the UI clients' conformance tests need it (.ci/run installs it)"
         )
-    if not (CLIENTS / "node_modules" / "ai").is_dir():
+    if not all((CLIENTS / "node_modules" / name).is_dir() for name in ("ai", "@ag-ui/client")):
         if os.environ.get("CI"):
             pytest.fail("tests/ui_clients/node_modules is missing: .ci/run must run `npm ci` there")
         pytest.skip("the UI clients are not installed: run `npm ci` in tests/ui_clients")
@@ -228,7 +230,8 @@ def node_results() -> dict[str, Any]:
         + [
             {"name": f"agent:{after_end}", "body": encode_items(agent_events(after_end), None, "agui")}
             for after_end in (False, True)
-        ],
+        ]
+        + [{"name": "x_search", "body": encode_items(X_SEARCH_STEPS, None, "agui")}],
     }
     done = subprocess.run(
         [node, "consume.mjs"],
@@ -264,6 +267,70 @@ def test_agui_events_validate_with_the_typescript_schemas(path: Path) -> None:
     result = node_results()["agui"][path.name]
     assert result["errors"] == []
     assert result["events"][0]["type"] == "RUN_STARTED"
+
+
+X_SEARCH_STEPS: list[Any] = [
+    SegmentEvent.start("text_0", SegmentType.TEXT),
+    SegmentEvent.content("text_0", "Searching X."),
+    SegmentEvent.end("text_0", segment_type=SegmentType.TEXT),
+    *[
+        event
+        for call_id, name in (("xs_call_1", "x_keyword_search"), ("xs_call_2", "view_x_video"))
+        for event in (
+            SegmentEvent.start(
+                call_id,
+                SegmentType.TOOL_CALL,
+                {"tool_name": name, "call_id": call_id, "provider_executed": True},
+            ),
+            SegmentEvent.content(call_id, "{}"),
+            SegmentEvent.end(
+                call_id,
+                {"tool_name": name, "call_id": call_id, "arguments": {}, "provider_executed": True},
+                segment_type=SegmentType.TOOL_CALL,
+            ),
+            ToolInvocation(call_id, name, {}, provider_executed=True),
+        )
+    ],
+    ResponseEnd(finish_reason="stop"),
+]
+"""xAI's x_search steps: provider-executed calls whose results the response does not carry."""
+
+
+def test_ag_ui_client_leaves_no_provider_executed_call_to_the_client() -> None:
+    result = node_results()["agui"]["x_search"]
+    assert result["clientErrors"] == []
+    assert result["pendingToolCallIds"] == []
+    assert [
+        (message["role"], message.get("content"), [call["id"] for call in message.get("toolCalls", [])])
+        for message in result["messages"]
+    ] == [
+        ("assistant", "Searching X.", ["xs_call_1", "xs_call_2"]),
+        ("tool", NO_RESULT, []),
+        ("tool", NO_RESULT, []),
+    ]
+
+
+def client_calls(events: list[PipelineEvent]) -> list[str]:
+    """The ids of the calls the client must run: every tool call but the provider-executed ones."""
+    return [
+        event.segment_id
+        for event in events
+        if isinstance(event, SegmentEvent)
+        and event.event_type is SegmentEventType.START
+        and event.segment_type in TOOL_SEGMENTS
+        and not event.metadata.get("provider_executed")
+    ]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=by_name)
+def test_ag_ui_client_makes_one_assistant_message_and_leaves_only_client_calls(path: Path) -> None:
+    result = node_results()["agui"][path.name]
+    events, error = recorded(path)
+    assert result["clientErrors"] == []
+    with_calls = [message for message in result["messages"] if message.get("toolCalls")]
+    assert len(with_calls) <= 1  # every call of the response in one assistant message
+    if error is None:
+        assert result["pendingToolCallIds"] == client_calls(events)
 
 
 # -- AG-UI in Python ----------------------------------------------------------------------------------

@@ -264,7 +264,12 @@ def test_agui_maps_each_segment_kind_and_finishes_the_run() -> None:
         {"type": "TEXT_MESSAGE_START", "messageId": "t1", "role": "assistant"},
         {"type": "TEXT_MESSAGE_CONTENT", "messageId": "t1", "delta": "Hi"},
         {"type": "TEXT_MESSAGE_END", "messageId": "t1"},
-        {"type": "TOOL_CALL_START", "toolCallId": "call_1", "toolCallName": "get_weather"},
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": "call_1",
+            "toolCallName": "get_weather",
+            "parentMessageId": "t1",
+        },
         {"type": "TOOL_CALL_ARGS", "toolCallId": "call_1", "delta": '{"city": "Pa'},
         {
             "type": "CUSTOM",
@@ -299,7 +304,12 @@ def test_agui_maps_each_segment_kind_and_finishes_the_run() -> None:
 def test_agui_file_write_and_tool_output() -> None:
     frames = run(AGUIEncoder(run_id="r"), file_write(), finish=False)
     assert frames[1:] == [
-        {"type": "TOOL_CALL_START", "toolCallId": "call_f", "toolCallName": "write_file"},
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": "call_f",
+            "toolCallName": "write_file",
+            "parentMessageId": "call_f",
+        },
         {
             "type": "CUSTOM",
             "name": "streamfold.argument",

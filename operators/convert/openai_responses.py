@@ -17,12 +17,20 @@ The Responses API streams typed events addressed to output items by ``output_ind
   has none).
 - ``function_call`` items -> ``kind="function"`` calls whose id is the item's ``call_id`` (the item ``id``
   only addresses events); arguments from ``response.function_call_arguments.delta``, else from
-  ``.done`` or the finished item. ``custom_tool_call`` items -> ``kind="custom"`` with the free-text input.
+  ``.done`` or the finished item. ``custom_tool_call`` items -> ``kind="custom"`` with the free-text input,
+  unless the response lists its ``tools`` (in ``response.created``) and none has the call's name: then the
+  provider runs it (xAI's server-side ``x_search`` steps, ``x_keyword_search``, ``view_x_video``, ...) and
+  it is a ``kind="server"`` call whose arguments are its input (JSON in every recorded xAI step).
   Client-executed built-ins (``local_shell_call``, ``shell_call``, ``computer_call``, ``apply_patch_call``,
   and ``tool_search_call`` with ``execution: "client"``) -> ``kind="function"`` calls named after the item
   type without ``_call``, whose arguments are the JSON of the finished item's ``action`` (or ``operation``,
   ``{"actions": [...]}`` or ``arguments``). ``mcp_call`` items -> ``kind="server"`` (the provider runs them).
   Every call is ``finished`` at its ``output_item.done``.
+- A hosted ``shell_call`` (its item names a container ``environment``, any type but ``local``) runs in
+  OpenAI's container: a ``kind="server"`` call named ``shell`` (id: its ``call_id``, arguments: its
+  ``action``); the ``shell_call_output`` item of the same response that answers it (by ``call_id``) gives
+  its :class:`~pipeline.models.ToolResult` (the ``output`` list) at that item's ``output_item.done``. A
+  ``shell_call_output`` that answers no hosted call of this response is skipped.
 - Provider-executed built-ins ``web_search_call``, ``file_search_call`` and ``code_interpreter_call`` ->
   ``kind="server"`` calls named ``web_search``, ``file_search``, ``code_interpreter`` whose id is the item
   id and whose arguments are the JSON of the search ``action`` (without its ``sources``), ``{"queries":
@@ -63,6 +71,13 @@ import msgspec
 from aiostream import pipable_operator
 
 from operators.convert._base import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
+from operators.convert._responses_calls import (
+    RESULT_IN_ITEM,
+    SERVER_BUILTIN_CALLS,
+    builtin_arguments,
+    call_shape,
+    server_arguments,
+)
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
@@ -72,21 +87,6 @@ __all__ = ["OpenAIResponsesConverter", "convert_openai_responses"]
 
 _REASONING_PART_SEPARATOR: Final = "\n\n"
 """Put between two separate parts of one reasoning item's text (summary parts, reasoning-text parts)."""
-
-_CLIENT_BUILTIN_CALLS: Final[Mapping[str, str]] = {
-    "local_shell_call": "local_shell",
-    "shell_call": "shell",
-    "computer_call": "computer",
-    "apply_patch_call": "apply_patch",
-}
-"""Built-in tool items the client executes, and the tool name each becomes."""
-
-_SERVER_BUILTIN_CALLS: Final[Mapping[str, str]] = {
-    "web_search_call": "web_search",
-    "file_search_call": "file_search",
-    "code_interpreter_call": "code_interpreter",
-}
-"""Built-in tool items the provider executes itself, and the tool name each becomes."""
 
 _INCOMPLETE_FINISH_REASONS: Final[Mapping[str, str]] = {
     "max_output_tokens": "length",
@@ -209,6 +209,10 @@ class OpenAIResponsesConverter(TypedEventConverter):
         self._items_by_position: dict[int, _OutputItem] = {}
         self._item_count = 0
         self._metadata: dict[str, Any] = {}
+        self._offered_names: frozenset[str] | None = None
+        """The names of the tools the response lists (``response.tools``); ``None`` until it lists them."""
+        self._hosted_shell_calls: dict[str, _OutputItem] = {}
+        """``call_id`` -> hosted ``shell_call`` item whose ``shell_call_output`` has not come yet."""
         self._client_call_made = False
         self._complete = False
 
@@ -221,8 +225,18 @@ class OpenAIResponsesConverter(TypedEventConverter):
     def _on_response_started(self, event: Mapping[str, Any]) -> Chunks:
         if self._complete:
             self._start_response()
-        facts = self._new_facts(self._mapping(event, "response"))
+        response = self._mapping(event, "response")
+        self._note_offered_tools(response.get("tools"))
+        facts = self._new_facts(response)
         return [ChunkResponse(metadata=facts)] if facts else []
+
+    def _note_offered_tools(self, tools: object) -> None:
+        """Remember the names of the tools the response lists: a custom call to none of them is the
+        provider's own step. Tools without a name (built-ins) name nothing."""
+        if isinstance(tools, list):
+            self._offered_names = frozenset(
+                tool["name"] for tool in tools if is_mapping(tool) and isinstance(tool.get("name"), str)
+            )
 
     def _on_response_completed(self, event: Mapping[str, Any]) -> Chunks:
         return self._end("tool_calls" if self._client_call_made else "stop", "completed", event)
@@ -349,25 +363,10 @@ class OpenAIResponsesConverter(TypedEventConverter):
     def _call_start(self, item: _OutputItem, raw: Mapping[str, Any]) -> ToolCallDelta | None:
         """Start the tool call of a call item (with whatever arguments it already carries), else ``None``."""
         item_type = item.item_type
-        initial: object = None
-        call_id: object = raw.get("call_id")
-        if item_type == "function_call":
-            kind: ToolCallKind = "function"
-            name: object = raw.get("name")
-            initial = raw.get("arguments")
-        elif item_type == "custom_tool_call":
-            kind, name, initial = "custom", raw.get("name"), raw.get("input")
-        elif item_type == "mcp_call":
-            kind, name, initial = "server", raw.get("name"), raw.get("arguments")
-            call_id = raw.get("id")
-        elif item_type is not None and item_type in _SERVER_BUILTIN_CALLS:
-            kind, name, call_id = "server", _SERVER_BUILTIN_CALLS[item_type], raw.get("id")
-        elif item_type is not None and item_type in _CLIENT_BUILTIN_CALLS:
-            kind, name = "function", _CLIENT_BUILTIN_CALLS[item_type]
-        elif item_type == "tool_search_call" and raw.get("execution") == "client":
-            kind, name = "function", "tool_search"
-        else:
+        shape = call_shape(item_type, raw, self._offered_names)
+        if shape is None:
             return None
+        kind, name, initial, call_id = shape
         if not isinstance(name, str) or not name:
             raise self._field_error(raw, "item.name", "a non-empty string")
         index = item.call_index = self._calls.position(item.serial)
@@ -379,6 +378,8 @@ class OpenAIResponsesConverter(TypedEventConverter):
         if not isinstance(call_id, str) or not call_id:
             call_id = self._new_call_id(index)
         item.call_id, item.call_name = call_id, name
+        if item_type == "shell_call" and kind == "server":
+            self._hosted_shell_calls[call_id] = item
         return ToolCallDelta(index, call_id, name, arguments, kind=kind)
 
     def _on_item_done(self, event: Mapping[str, Any]) -> Chunks:
@@ -393,6 +394,8 @@ class OpenAIResponsesConverter(TypedEventConverter):
             return self._message_rest(item, raw)
         if item_type == "reasoning":
             return self._reasoning_rest(item, raw)
+        if item_type == "shell_call_output":
+            return self._shell_output(raw)
         # An item first seen here (no output_item.added) starts and finishes its call in one delta.
         start = None if item.call_index is not None else self._call_start(item, raw)
         if item.call_index is None or item.finished:
@@ -411,8 +414,23 @@ class OpenAIResponsesConverter(TypedEventConverter):
             )
         else:
             call = msgspec.structs.replace(start, arguments_delta=arguments, finished=True)
-        result = self._server_result(item, raw) if item.call_kind == "server" else None
+        result = self._server_result(item, raw) if item_type in RESULT_IN_ITEM else None
         return [ChunkResponse(tool_calls=[call], tool_results=None if result is None else [result])]
+
+    def _shell_output(self, raw: Mapping[str, Any]) -> Chunks:
+        """The output of a hosted shell call of this response, as its result."""
+        call_id = raw.get("call_id")
+        item = self._hosted_shell_calls.pop(call_id, None) if isinstance(call_id, str) else None
+        if item is None or item.call_id is None:
+            return []
+        result = ToolResult(
+            call_id=item.call_id,
+            name=item.call_name,
+            content=raw.get("output"),
+            is_error=raw.get("status") == "failed",
+            result_type="shell_call_output",
+        )
+        return [ChunkResponse(tool_results=[result])]
 
     def _server_result(self, item: _OutputItem, raw: Mapping[str, Any]) -> ToolResult:
         """What a provider-executed call item returned, from its finished item."""
@@ -460,42 +478,17 @@ class OpenAIResponsesConverter(TypedEventConverter):
         """The whole arguments text of a finished call item whose arguments were not streamed."""
         if item_type in ("function_call", "mcp_call"):
             text = raw.get("arguments")
-        elif item_type is not None and item_type in _SERVER_BUILTIN_CALLS:
-            text = _object_json(self._server_arguments(item_type, raw))
+        elif item_type is not None and item_type in SERVER_BUILTIN_CALLS:
+            text = _object_json(server_arguments(item_type, raw))
         elif item_type == "custom_tool_call":
             text = raw.get("input")
         else:
-            text = _object_json(self._builtin_arguments(raw))
+            text = _object_json(builtin_arguments(raw))
         if text is None:
             return None
         if not isinstance(text, str):
             raise self._field_error(raw, "item.arguments", "a string")
         return text or None
-
-    @staticmethod
-    def _server_arguments(item_type: str, raw: Mapping[str, Any]) -> object:
-        """A provider-executed built-in call's input: what it searched for or ran."""
-        if item_type == "web_search_call":
-            action = raw.get("action")
-            if not is_mapping(action):
-                return {}
-            return {key: value for key, value in action.items() if key != "sources"}
-        if item_type == "file_search_call":
-            return {"queries": raw.get("queries") or []}
-        arguments = {"code": raw.get("code") or ""}
-        if isinstance(raw.get("container_id"), str):
-            arguments["container_id"] = raw["container_id"]
-        return arguments
-
-    @staticmethod
-    def _builtin_arguments(raw: Mapping[str, Any]) -> object:
-        for field in ("action", "operation"):
-            if raw.get(field) is not None:
-                return raw[field]
-        if raw.get("actions") is not None:
-            return {"actions": raw["actions"]}
-        arguments = raw.get("arguments")
-        return arguments if is_mapping(arguments) else {}
 
     def _message_rest(self, item: _OutputItem, raw: Mapping[str, Any]) -> Chunks:
         """Text and refusal parts of a finished message that no delta or ``.done`` event carried."""

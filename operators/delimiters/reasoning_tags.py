@@ -25,6 +25,12 @@ Policies:
 - Without it, a closing tag outside reasoning is ordinary text (passed through, nothing is lost).
 - Unclosed reasoning at the end of the response stays reasoning; a held-back partial tag is flushed as
   the text it is (``"<thi"`` at the end is content).
+- A response whose provider already separates reasoning (a chunk arrives with ``reasoning`` of its own:
+  OpenAI-compatible ``reasoning_content``, ``reasoning``, Anthropic thinking, ...) keeps its ``content`` as
+  text from that chunk on: a stray ``<think>`` there is text, not the start of reasoning that would swallow
+  the rest of the answer. Text held back then (a partial tag, leading whitespace) is given out as what it
+  was (as :meth:`~ReasoningTagSplitter.finish` does); what was split before stays as it was. Decided from
+  the stream, per response; the check costs one attribute test per chunk.
 - A chunk with ``is_complete=True`` ends the response: the next response starts afresh.
 """
 
@@ -67,7 +73,7 @@ class ReasoningTagSplitter:
     Chunks without content pass through as the same object (after any held-back text).
     """
 
-    __slots__ = ("_at_start", "_close", "_held", "_inside", "_open", "_start_inside")
+    __slots__ = ("_at_start", "_close", "_held", "_inside", "_open", "_passing", "_start_inside")
 
     def __init__(
         self, style: ReasoningTagStyle | str | tuple[str, str] = "think", *, start_in_reasoning: bool = False
@@ -98,9 +104,13 @@ class ReasoningTagSplitter:
         dropped."""
         self._held = ""
         """Text not yet given out: a possible partial tag (or leading whitespace while ``_at_start``)."""
+        self._passing = False
+        """The provider sent reasoning of its own in this response: content passes through as text."""
 
     def feed(self, chunk: ChunkResponse) -> list[ChunkResponse]:
         """Move the reasoning between tags in ``chunk.content`` to ``reasoning``."""
+        if self._passing or chunk.reasoning:
+            return self._pass_through(chunk)
         text = chunk.content
         if not text and not self._held:
             if chunk.is_complete:
@@ -123,9 +133,21 @@ class ReasoningTagSplitter:
             return []
         return [ChunkResponse(reasoning=held) if inside else ChunkResponse(content=held)]
 
+    def _pass_through(self, chunk: ChunkResponse) -> list[ChunkResponse]:
+        """The provider separates reasoning itself: ``chunk`` as it is, after any held-back text."""
+        self._passing = True
+        out = [chunk]
+        if self._held:
+            held, self._held = self._held, ""
+            out.insert(0, ChunkResponse(reasoning=held) if self._inside else ChunkResponse(content=held))
+        if chunk.is_complete:
+            self._reset()
+        return out
+
     def _reset(self) -> None:
         self._inside = self._at_start = self._start_inside
         self._held = ""
+        self._passing = False
 
     def _split(self, text: str, *, final: bool) -> list[tuple[bool, str]]:
         """``text`` as (is_reasoning, piece) runs, tags dropped; a possible partial tag at the end is held

@@ -14,7 +14,14 @@ One stream is one run: ``RUN_STARTED``, the events, then ``RUN_FINISHED`` (with 
   whole, a file tool's or a custom tool's input: one ARGS with the whole JSON when the call ends), and
   ``TOOL_CALL_END`` as soon as the call is folded; a call that could not be folded also gets a
   ``CUSTOM`` ``streamfold.tool_call_error``;
-- a :class:`~pipeline.models.ToolOutput` or a provider-executed tool's result: ``TOOL_CALL_RESULT``;
+- every ``TOOL_CALL_START`` of one response carries one ``parentMessageId``: the response's first text
+  message, else its first tool call's id, so that ``@ag-ui/client`` builds one assistant message for the
+  model's turn (without it, each call becomes an assistant message of its own);
+- a :class:`~pipeline.models.ToolOutput` or a provider-executed tool's result: ``TOOL_CALL_RESULT``. A
+  provider-executed call whose result is not in the response (xAI's ``x_search`` steps, say) gets a
+  ``TOOL_CALL_RESULT`` saying so (``"The provider ran this tool; its result is not part of this
+  response."``) when the response ends: a call without a result is one the client must
+  run, for ``@ag-ui/client`` (its ``pendingToolCallIds``) and the frontends built on it;
 - streamfold's extras, unless ``extras=False``, as ``CUSTOM`` events: ``streamfold.argument``
   ``{toolCallId, path, delta | value}``, ``streamfold.file_delta`` ``{toolCallId, toolName, delta}``.
 
@@ -57,6 +64,9 @@ AGUI_HEADERS: Final = (
     ("cache-control", "no-cache"),
     ("x-accel-buffering", "no"),
 )
+_NO_PROVIDER_RESULT: Final = "The provider ran this tool; its result is not part of this response."
+"""The ``content`` of the ``TOOL_CALL_RESULT`` that answers a provider-executed call whose result did not
+come: the client has nothing to run."""
 _START, _CONTENT, _ARGUMENT, _END = (
     SegmentEventType.START,
     SegmentEventType.CONTENT,
@@ -95,6 +105,7 @@ class AGUIEncoder:
     """
 
     __slots__ = (
+        "_answered",
         "_calls",
         "_done",
         "_extras",
@@ -103,7 +114,9 @@ class AGUIEncoder:
         "_reasoning",
         "_results",
         "_run",
+        "_server_calls",
         "_started",
+        "_turn_message",
         "_usage",
     )
 
@@ -118,6 +131,12 @@ class AGUIEncoder:
         self._calls: dict[str, ToolCallState] = {}
         self._reasoning: set[str] = set()
         self._results: set[str] = set()
+        self._answered: set[str] = set()
+        """Calls that got their ``TOOL_CALL_RESULT``."""
+        self._turn_message: str | None = None
+        """The ``parentMessageId`` of the tool calls of the response under way (``None`` before any)."""
+        self._server_calls: list[str] = []
+        """The provider-executed calls of the response under way, in order."""
         self._finish_reason: str | None = None
         self._usage: TokenUsage | None = None
         self._model: Any = None
@@ -150,6 +169,7 @@ class AGUIEncoder:
         if not self._started:
             self._start(frames)
         self._flush_calls(frames)
+        self._end_turn(frames)
         event: dict[str, Any] = {"type": "RUN_FINISHED", **self._run}
         if self._finish_reason is not None:
             event["result"] = {"finishReason": self._finish_reason}
@@ -224,6 +244,8 @@ class AGUIEncoder:
         segment_id = event.segment_id
         segment_type = event.segment_type
         if segment_type is SegmentType.TEXT:
+            if self._turn_message is None:
+                self._turn_message = segment_id
             frames.append(
                 sse_data({"type": "TEXT_MESSAGE_START", "messageId": segment_id, "role": "assistant"})
             )
@@ -245,9 +267,44 @@ class AGUIEncoder:
                 raw=raw,
             )
             self._calls[segment_id] = call
-            frames.append(
-                sse_data({"type": "TOOL_CALL_START", "toolCallId": segment_id, "toolCallName": call.name})
+            frames.append(self._tool_call_start(segment_id, call))
+
+    def _tool_call_start(self, call_id: str, call: ToolCallState) -> bytes:
+        """``TOOL_CALL_START`` under the assistant message of the response under way."""
+        if self._turn_message is None:
+            self._turn_message = call_id
+        if call.provider_executed:
+            self._server_calls.append(call_id)
+        return sse_data(
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": call_id,
+                "toolCallName": call.name,
+                "parentMessageId": self._turn_message,
+            }
+        )
+
+    def _result(self, frames: list[bytes], message_id: str, call_id: str, content: str) -> None:
+        self._answered.add(call_id)
+        frames.append(
+            sse_data(
+                {
+                    "type": "TOOL_CALL_RESULT",
+                    "messageId": message_id,
+                    "toolCallId": call_id,
+                    "content": content,
+                    "role": "tool",
+                }
             )
+        )
+
+    def _end_turn(self, frames: list[bytes]) -> None:
+        """The response is over: provider-executed calls still without a result get one saying so."""
+        for call_id in self._server_calls:
+            if call_id not in self._answered:
+                self._result(frames, f"{call_id}:result", call_id, _NO_PROVIDER_RESULT)
+        self._server_calls = []
+        self._turn_message = None
 
     def _segment_end(self, frames: list[bytes], event: SegmentEvent) -> None:
         segment_id = event.segment_id
@@ -261,17 +318,7 @@ class AGUIEncoder:
             self._results.discard(segment_id)
             result = metadata.get("result")
             content = result if isinstance(result, str) else encode_json(result).decode()
-            frames.append(
-                sse_data(
-                    {
-                        "type": "TOOL_CALL_RESULT",
-                        "messageId": segment_id,
-                        "toolCallId": metadata.get("call_id", segment_id),
-                        "content": content,
-                        "role": "tool",
-                    }
-                )
-            )
+            self._result(frames, segment_id, metadata.get("call_id", segment_id), content)
         elif segment_id in self._reasoning:
             self._reasoning.discard(segment_id)
             frames.append(sse_data({"type": "REASONING_MESSAGE_END", "messageId": segment_id}))
@@ -314,11 +361,7 @@ class AGUIEncoder:
                 raw=False,
             )
             self._calls[invocation.id] = call
-            frames.append(
-                sse_data(
-                    {"type": "TOOL_CALL_START", "toolCallId": invocation.id, "toolCallName": invocation.name}
-                )
-            )
+            frames.append(self._tool_call_start(invocation.id, call))
         if call.announced:
             return
         if not call.args_sent:
@@ -353,17 +396,7 @@ class AGUIEncoder:
                 self._announce(frames, call_id, invocation)
 
     def _output(self, frames: list[bytes], output: ToolOutput) -> None:
-        frames.append(
-            sse_data(
-                {
-                    "type": "TOOL_CALL_RESULT",
-                    "messageId": f"{output.call_id}:output",
-                    "toolCallId": output.call_id,
-                    "content": output.text,
-                    "role": "tool",
-                }
-            )
-        )
+        self._result(frames, f"{output.call_id}:output", output.call_id, output.text)
         if output.status != "ok" and self._extras:
             frames.append(
                 self._custom(
@@ -373,6 +406,7 @@ class AGUIEncoder:
 
     def _response_end(self, frames: list[bytes], end: ResponseEnd) -> None:
         self._flush_calls(frames)
+        self._end_turn(frames)
         if end.finish_reason is not None:
             self._finish_reason = end.finish_reason
         if end.usage is not None:

@@ -28,8 +28,8 @@ The messages are plain dicts in the provider's request JSON (what the official S
 - OpenAI Responses: text goes back as an assistant message with string content (the output message's
   ``msg_`` id is not part of the events); reasoning text as one ``summary_text``; a reasoning block without
   an id is dropped (the API requires one). Provider-executed calls go back whole where the events hold the
-  item (``web_search_call``, ``file_search_call``, ``code_interpreter_call``), else as an
-  ``item_reference`` to their id (which needs ``store=true``).
+  item (``web_search_call``, ``file_search_call``, ``code_interpreter_call``, a hosted ``shell_call`` with
+  its ``shell_call_output``), else as an ``item_reference`` to their id (which needs ``store=true``).
 - Gemini: code execution goes back as ``executableCode`` / ``codeExecutionResult`` parts; the parts of
   other built-in tools (``toolCall``, ``toolResponse``) are left out. A call id goes back
   (``functionCall.id``, ``functionResponse.id``) only when the provider minted it: models before Gemini 3
@@ -399,7 +399,11 @@ class TurnBuilder:
                         }
                     )
             elif segment.kind is SegmentType.TOOL_CALL:
-                items.append(_responses_server_item(segment, results.get(segment.id)))
+                result = results.get(segment.id)
+                if result is not None and result.start.get("result_type") == "shell_call_output":
+                    items += _hosted_shell_items(segment, result)
+                else:
+                    items.append(_responses_server_item(segment, result))
         return items
 
     def _anthropic(self) -> list[Message]:
@@ -552,6 +556,16 @@ def _responses_server_item(segment: _Segment, result: _Segment | None) -> Messag
             "outputs": output,
         }
     return {"type": "item_reference", "id": segment.id}
+
+
+def _hosted_shell_items(segment: _Segment, result: _Segment) -> list[Message]:
+    """A shell call OpenAI ran in its container, and its output: both items whole, by their call id."""
+    action = (segment.end or {}).get("arguments") or {}
+    output = (result.end or {}).get("result") or []
+    return [
+        {"type": "shell_call", "call_id": segment.id, "action": action, "status": "completed"},
+        {"type": "shell_call_output", "call_id": segment.id, "output": output},
+    ]
 
 
 def _as_text(output: Any) -> str:

@@ -1,14 +1,19 @@
 // Reads encoded streams the way the real clients do and prints what they make of them.
 //
 // stdin: {"vercel": [{"name", "body"}], "agui": [{"name", "body"}]}, each body an SSE text.
-// stdout: {"vercel": {name: {"message", "errors", "extraKeys"}}, "agui": {name: {"events", "errors"}}}.
+// stdout: {"vercel": {name: {"message", "errors", "extraKeys"}},
+//          "agui": {name: {"events", "errors", "messages", "pendingToolCallIds", "clientErrors"}}}.
 //
 // Vercel: the body goes through the AI SDK's own pipeline, as useChat's transport runs it: the JSON event
 // stream parsed and validated by uiMessageChunkSchema, then readUIMessageStream, whose last value is the
 // UI message useChat would show. Keys outside the strict (pre-looseObject) schemas are reported too.
-// AG-UI: every event is parsed with @ag-ui/core's zod EventSchemas.
+// AG-UI: every event is parsed with @ag-ui/core's zod EventSchemas, then the events are run through
+// @ag-ui/client's agent (its event verification and its defaultApplyEvents), as a frontend's HttpAgent
+// runs them: the messages it builds, and the tool calls it leaves to the client (pendingToolCallIds).
 import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema } from "ai";
 import { EventSchemas } from "@ag-ui/core/schemas";
+import { AbstractAgent } from "@ag-ui/client";
+import { Observable } from "rxjs";
 
 const common = ["type"];
 const strictKeys = {
@@ -86,7 +91,41 @@ async function consumeVercel(body) {
   return { message: message && JSON.parse(JSON.stringify(message)), errors, extraKeys, data, finishReason };
 }
 
-function consumeAgui(body) {
+class ReplayAgent extends AbstractAgent {
+  constructor(events) {
+    super({ threadId: "streamfold" });
+    this.events = events;
+  }
+
+  run() {
+    return new Observable((subscriber) => {
+      for (const event of this.events) subscriber.next(event);
+      subscriber.complete();
+    });
+  }
+}
+
+async function applyAgui(events) {
+  const clientErrors = [];
+  let pendingToolCallIds = null;
+  let messages = null;
+  const warn = console.warn;
+  console.warn = (...args) => clientErrors.push(`warn: ${args.join(" ")}`);
+  try {
+    const result = await new ReplayAgent(events).runAgent(
+      { runId: "streamfold" },
+      { onRunFinishedEvent: (params) => { pendingToolCallIds = params.pendingToolCallIds ?? null; } },
+    );
+    messages = result.newMessages;
+  } catch (e) {
+    clientErrors.push(`agent: ${e.message ?? e}`);
+  } finally {
+    console.warn = warn;
+  }
+  return { messages, pendingToolCallIds, clientErrors };
+}
+
+async function consumeAgui(body) {
   const errors = [];
   const events = [];
   for (const block of body.split("\n\n")) {
@@ -101,7 +140,7 @@ function consumeAgui(body) {
     if (!parsed.success) errors.push(`${event.type}: ${parsed.error.message}`);
     events.push(event);
   }
-  return { events, errors };
+  return { events, errors, ...(await applyAgui(events)) };
 }
 
 let input = "";
@@ -109,5 +148,5 @@ for await (const piece of process.stdin) input += piece;
 const request = JSON.parse(input);
 const out = { vercel: {}, agui: {} };
 for (const { name, body } of request.vercel ?? []) out.vercel[name] = await consumeVercel(body);
-for (const { name, body } of request.agui ?? []) out.agui[name] = consumeAgui(body);
+for (const { name, body } of request.agui ?? []) out.agui[name] = await consumeAgui(body);
 process.stdout.write(JSON.stringify(out));
