@@ -23,9 +23,9 @@ from pipeline.stage import Core, chain
 if TYPE_CHECKING:
     import httpx
     from starlette.requests import Request
-    from starlette.responses import Response
     from starlette.types import Message, Receive, Send
 
+    from pipeline.proxy._requests import RequestError
     from pipeline.proxy.ops import Metrics, RequestLog
 
 __all__ = [
@@ -60,7 +60,7 @@ class ProxyConfig(Protocol):
     max_response_bytes: int
     max_event_size: int
 
-    async def read_body(self, request: Request) -> bytes | Response: ...
+    async def read_body(self, request: Request) -> bytes | RequestError: ...
 
 
 def error_body(message: str, *, type: str = "upstream_error", code: str | None = None) -> dict[str, Any]:

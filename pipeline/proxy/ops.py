@@ -143,7 +143,18 @@ class RequestLog:
     """One request's status, error code and tool calls, and at its end its metrics and access record:
     the same ``requests_total`` / ``upstream_errors_total`` counts and JSON access line on every route."""
 
-    __slots__ = ("_started", "error", "method", "model", "route", "status", "stream", "tool_calls")
+    __slots__ = (
+        "_started",
+        "error",
+        "input_tokens",
+        "method",
+        "model",
+        "output_tokens",
+        "route",
+        "status",
+        "stream",
+        "tool_calls",
+    )
 
     def __init__(self, route: str, method: str, model: str | None, stream: bool) -> None:
         self.route = route
@@ -153,6 +164,9 @@ class RequestLog:
         self.status = 0
         self.error: str | None = None
         self.tool_calls = 0
+        self.input_tokens: int | None = None
+        """The upstream's usage, when it reported one (the access record's tokens)."""
+        self.output_tokens: int | None = None
         self._started = time.perf_counter()
 
     def start(self) -> None:
@@ -178,6 +192,8 @@ class RequestLog:
                     status=status,
                     duration_ms=round((time.perf_counter() - self._started) * 1000, 3),
                     tool_calls=self.tool_calls or None,
+                    input_tokens=self.input_tokens,
+                    output_tokens=self.output_tokens,
                     error=self.error,
                 )
             )
