@@ -14,6 +14,7 @@ translated its own ``tool_choice`` and parallel-call switch into.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any, Protocol
@@ -40,6 +41,7 @@ from pipeline.proxy._shared import (
     cut_stream_error,
     exchange_while_connected,
     forwarded_headers,
+    log_failure,
     read_capped,
     stream_error,
     transport_error,
@@ -48,6 +50,9 @@ from pipeline.proxy.ops import RequestLog
 from pipeline.proxy.policy import ToolPolicy, ToolPolicyFilter
 from pipeline.proxy.rewriter import AUTO, proxy_tool_format
 from pipeline.stage import Core, chain
+
+_log = logging.getLogger("pipeline.proxy.app")
+"""The proxy's log (one logger for all its routes)."""
 
 __all__ = [
     "ChunkPipeline",
@@ -291,6 +296,7 @@ class FrontDoor(Response):
         try:
             upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
+            log_failure(_log, self._request, exc)
             status, body = transport_error(exc)
             self._log.error = body["error"]["code"]
             await _json(send, status, wire.error(status, body["error"]["message"], body["error"]["code"]))

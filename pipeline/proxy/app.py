@@ -61,7 +61,9 @@ from pipeline.proxy._shared import (
     error_body,
     exchange_while_connected,
     forwarded_headers,
+    log_failure,
     read_capped,
+    shown_url,
     transport_error,
 )
 from pipeline.proxy.autodetect import detect_tool_format
@@ -184,7 +186,9 @@ class _Exchange(Response):
             return await self._proxy.client.send(self._request, stream=True)
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             _log.info(
-                "upstream closed the connection of %s before answering (%r): retrying", self._request.url, exc
+                "upstream closed the connection of %s before answering (%r): retrying",
+                shown_url(self._request.url),
+                exc,
             )
         return await self._proxy.client.send(self._request, stream=True)
 
@@ -192,7 +196,7 @@ class _Exchange(Response):
         try:
             upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
-            _log.warning("upstream request %s failed: %r", self._request.url, exc)
+            log_failure(_log, self._request, exc)
             status, body = transport_error(exc)
             self._log.error = body["error"]["code"]
             await _send_whole(send, status, [("content-type", "application/json")], msgspec.json.encode(body))
@@ -249,7 +253,9 @@ class _Exchange(Response):
             try:
                 body = self._rewrite_completion(body)
             except _PolicyFailure as failure:
-                _log.warning("answer of %s breaks the tool rules: %s", self._request.url, failure.error)
+                _log.warning(
+                    "answer of %s breaks the tool rules: %s", shown_url(self._request.url), failure.error
+                )
                 self._log.error = failure.error["error"]["code"]
                 await _send_whole(
                     send, 502, [("content-type", "application/json")], msgspec.json.encode(failure.error)
@@ -318,13 +324,13 @@ class _Exchange(Response):
             try:
                 piece = await relay_upstream(upstream, core, send, metrics)
             except Exception:  # a defect of the proxy: the client still gets a proper end, not a cut one
-                _log.exception("rewriting the upstream stream of %s failed", self._request.url)
+                _log.exception("rewriting the upstream stream of %s failed", shown_url(self._request.url))
                 error = error_body(
                     "the proxy failed while rewriting the stream", type="server_error", code="proxy_error"
                 )
                 piece = core.fail(error)
             if core.error is not None:
-                _log.warning("stream of %s ended with an error: %s", self._request.url, core.error)
+                _log.warning("stream of %s ended with an error: %s", shown_url(self._request.url), core.error)
                 self._log.error = str(core.error.get("code") or "upstream_error")
             await send({"type": "http.response.body", "body": piece, "more_body": False})
         finally:
@@ -723,7 +729,7 @@ def serve(
         "timeout_graceful_shutdown": graceful_shutdown,
     }
     rewrites = resolve_tool_format(tool_format) is not None
-    announce = f"streamfold proxy in front of {upstream}: " + (
+    announce = f"streamfold proxy in front of {shown_url(upstream)}: " + (
         f"rewriting {tool_format} tool calls (--tool-format)"
         if rewrites
         else "tool-format none: no rewriting"
