@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from pipeline.proxy.ops import Metrics
 from tests.proxy_upstream import MODEL, USAGE, FakeUpstream, Scenario, chat_sse, sse_events
 from tests.test_proxy_doors import anthropic_client, openai_client, proxy
 
@@ -280,3 +281,45 @@ async def test_the_chat_route_asks_for_the_usage_and_hands_it_on_only_when_asked
         ("plain", 11, 22),
         ("asks", 11, 22),
     ]
+
+
+# --- /metrics: bounded series, escaped labels ---------------------------------------------------------------
+
+
+def in_band_error(code: str) -> list[bytes]:
+    """A stream that starts, then fails with an in-band error event carrying the upstream's ``code``."""
+    error = {"error": {"message": "overloaded", "type": "server_error", "code": code}}
+    return [*sse_events(chat_sse(["hi"], finish_reason=None, usage=None, done=False)), _data(error)]
+
+
+def _data(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+@pytest.mark.anyio
+async def test_an_upstreams_error_codes_do_not_mint_a_series_each() -> None:
+    codes = [f"upstream_{number}" for number in range(20)] + ['upstream_"quoted"\\\n', "upstream_timeout"]
+    upstream = FakeUpstream()
+    for number, code in enumerate(codes):
+        upstream.add(f"m{number}", Scenario(in_band_error(code)))
+    async with proxy(upstream) as url, httpx.AsyncClient(base_url=url) as http:
+        for number in range(len(codes)):
+            body = {"model": f"m{number}", "messages": USER, "stream": True}
+            answer = await http.post("/v1/chat/completions", json=body)
+            assert answer.text.endswith('"code":' + json.dumps(codes[number]) + "}}\n\n")
+        metrics = (await http.get("/metrics")).text
+    series = [
+        line for line in metrics.splitlines() if line.startswith("streamfold_proxy_upstream_errors_total")
+    ]
+    assert series == [
+        'streamfold_proxy_upstream_errors_total{code="upstream_other"} 21',
+        'streamfold_proxy_upstream_errors_total{code="upstream_timeout"} 1',
+    ]
+
+
+def test_label_values_are_escaped_as_prometheus_text_says() -> None:
+    metrics = Metrics()
+    metrics.request_done('a"b\\c\nd', 200)
+    assert (
+        'streamfold_proxy_requests_total{route="a\\"b\\\\c\\nd",status="200"} 1' in metrics.render().decode()
+    )

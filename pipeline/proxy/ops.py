@@ -18,7 +18,15 @@ from typing import Any, Final
 
 from pipeline._jsonenc import encode_json
 
-__all__ = ["ACCESS_LOG", "LATENCY_BUCKETS", "Metrics", "RequestLog", "access_record"]
+__all__ = [
+    "ACCESS_LOG",
+    "LATENCY_BUCKETS",
+    "UPSTREAM_ERROR_CODES",
+    "Metrics",
+    "RequestLog",
+    "access_record",
+    "label_value",
+]
 
 ACCESS_LOG: Final = logging.getLogger("streamfold.proxy.access")
 """Where the access records go: one INFO record per request, its message one JSON object."""
@@ -36,6 +44,28 @@ LATENCY_BUCKETS: Final[tuple[float, ...]] = (
     0.1,
 )
 """Upper bounds (seconds) of the added-latency histogram's buckets (``+Inf`` follows)."""
+
+
+UPSTREAM_ERROR_CODES: Final = frozenset(
+    {
+        "upstream_disconnected",
+        "upstream_error",
+        "upstream_error_event",
+        "upstream_response_too_large",
+        "upstream_timeout",
+        "upstream_truncated",
+        "upstream_unreachable",
+        *(f"upstream_status_{status}" for status in range(100, 600)),
+    }
+)
+"""The ``code`` label values of ``streamfold_proxy_upstream_errors_total``: the proxy's own codes and
+``upstream_status_<status>``; any other code (an upstream's own, in an error event) counts as
+``upstream_other``, so that an upstream cannot mint a series per value."""
+
+
+def label_value(value: object) -> str:
+    """``value`` escaped for a Prometheus text label (backslash, double quote, line feed)."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 class Metrics:
@@ -74,6 +104,10 @@ class Metrics:
         self.requests[key] = self.requests.get(key, 0) + 1
 
     def upstream_error(self, code: str) -> None:
+        """Count an upstream failure under ``code``, or ``upstream_other`` when it is not one of
+        :data:`UPSTREAM_ERROR_CODES`."""
+        if code not in UPSTREAM_ERROR_CODES:
+            code = "upstream_other"
         self.upstream_errors[code] = self.upstream_errors.get(code, 0) + 1
 
     def added_latency(self, seconds: float) -> None:
@@ -89,7 +123,9 @@ class Metrics:
             "# TYPE streamfold_proxy_requests_total counter",
         ]
         for (route, status), count in sorted(self.requests.items()):
-            lines.append(f'streamfold_proxy_requests_total{{route="{route}",status="{status}"}} {count}')
+            lines.append(
+                f'streamfold_proxy_requests_total{{route="{label_value(route)}",status="{status}"}} {count}'
+            )
         lines += [
             "# HELP streamfold_proxy_streams_open Rewritten streams open now.",
             "# TYPE streamfold_proxy_streams_open gauge",
@@ -107,7 +143,7 @@ class Metrics:
             "# TYPE streamfold_proxy_upstream_errors_total counter",
         ]
         for code, count in sorted(self.upstream_errors.items()):
-            lines.append(f'streamfold_proxy_upstream_errors_total{{code="{code}"}} {count}')
+            lines.append(f'streamfold_proxy_upstream_errors_total{{code="{label_value(code)}"}} {count}')
         lines += [
             "# HELP streamfold_proxy_added_latency_seconds Time in the proxy per upstream read.",
             "# TYPE streamfold_proxy_added_latency_seconds histogram",
