@@ -5,15 +5,20 @@ of the fake upstream, raw HTTP); the answers name the upstream's model; the usag
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 
+from pipeline.proxy._reads import FEED_SLICE, relay_upstream
 from pipeline.proxy.ops import Metrics
+from pipeline.proxy.rewriter import ChatStreamRewriter
 from tests.proxy_upstream import MODEL, USAGE, FakeUpstream, Scenario, chat_sse, sse_events
 from tests.test_proxy_doors import anthropic_client, openai_client, proxy
 
@@ -323,3 +328,92 @@ def test_label_values_are_escaped_as_prometheus_text_says() -> None:
     assert (
         'streamfold_proxy_requests_total{route="a\\"b\\\\c\\nd",status="200"} 1' in metrics.render().decode()
     )
+
+
+# --- fairness: one client's huge answer does not stall the others ----------------------------------------
+
+
+def many_calls_sse(count: int) -> bytes:
+    """A stream of ``count`` whole tool calls, one event each, as one upstream write."""
+    events = [_data(chunk) for chunk in (_call_chunk(index) for index in range(count))]
+    finish = json.loads(chat_sse([], usage=None, done=False).split(b"\n\n")[1].removeprefix(b"data: "))
+    finish["choices"][0]["finish_reason"] = "tool_calls"
+    return b"".join([*events, _data(finish), b"data: [DONE]\n\n"])
+
+
+def _call_chunk(index: int) -> dict[str, Any]:
+    call = {"index": index, "id": f"call_{index}", "type": "function"}
+    call["function"] = {"name": "f", "arguments": f'{{"n": {index}}}'}
+    choice = {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": MODEL, "choices": [choice]}
+
+
+@pytest.mark.anyio
+async def test_a_huge_answer_does_not_stall_another_clients_request() -> None:
+    """While the proxy rewrites a stream of 25,000 calls that arrived in one piece, another client's
+    ``GET /v1/models`` is answered before that stream ends."""
+    upstream = FakeUpstream()
+    first, *_ = sse_events(chat_sse([]))
+    huge = upstream.add("huge", Scenario([first, many_calls_sse(25_000)], pause_after=1))
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    order: list[str] = []
+    async with proxy(upstream) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
+
+        async def other_client() -> None:
+            answer = await http.get("/v1/models")
+            assert answer.status_code == 200
+            order.append("models answered")
+
+        body = {"model": "huge", "messages": USER, "tools": tools, "stream": True}
+        received: list[bytes] = []
+        async with (
+            http.stream("POST", "/v1/chat/completions", json=body) as stream,
+            anyio.create_task_group() as tasks,
+        ):
+            huge.release.set()
+            async for piece in stream.aiter_bytes():
+                if not received and b"call_0" in piece:
+                    tasks.start_soon(other_client)  # the proxy is inside the huge answer now
+                if received or b"call_0" in piece:
+                    received.append(piece)
+            order.append("huge stream ended")
+    assert order == ["models answered", "huge stream ended"]
+    assert b"".join(received).count(b'"id":"call_') == 25_000
+
+
+@pytest.mark.anyio
+async def test_one_huge_upstream_read_is_fed_in_slices_with_the_loop_turning_between() -> None:
+    """The proxy's relay of a stream (the Chat route's core, a real upstream response body of one 4 MB
+    piece): the core is fed at most FEED_SLICE bytes at a time, and other tasks run between two feeds."""
+    data = many_calls_sse(25_000)
+    ticks = 0
+    fed: list[tuple[int, int]] = []
+
+    class Recording(ChatStreamRewriter):
+        def feed(self, data: bytes) -> bytes:
+            fed.append((len(data), ticks))
+            return super().feed(data)
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.lowlevel.checkpoint()
+            ticks += 1
+
+    async def body() -> AsyncIterator[bytes]:
+        yield data
+
+    sent: list[bytes] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message["body"])
+
+    upstream = httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(ticker)
+        last = await relay_upstream(upstream, Recording("kimi_k2"), send, Metrics())
+        tasks.cancel_scope.cancel()
+    assert sum(size for size, _ in fed) == len(data)
+    assert max(size for size, _ in fed) == FEED_SLICE
+    assert all(before < after for (_, before), (_, after) in itertools.pairwise(fed))
+    assert b"".join([*sent, last]).count(b'"id":"call_') == 25_000

@@ -30,7 +30,7 @@ from operators.convert.openai_chat import OpenAIChatConverter
 from pipeline._jsonenc import encode_json
 from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse, TokenUsage
-from pipeline.proxy._reads import relay_upstream
+from pipeline.proxy._reads import feed_sliced, relay_upstream
 from pipeline.proxy._requests import RequestError, decode_object
 from pipeline.proxy._shared import (
     REQUEST_DROPPED,
@@ -328,9 +328,12 @@ class FrontDoor(Response):
 
     async def _collect(self, upstream: httpx.Response) -> None:
         core = self._core
+
+        async def going(_: bytes) -> bool:
+            return not core.wire.ended
+
         async for data in upstream.aiter_bytes():
-            core.feed(data)
-            if core.wire.ended:
+            if not await feed_sliced(core.feed, data, going):
                 return
         core.finish()
 
