@@ -193,8 +193,10 @@ def sdk_calls(tool_calls: Sequence[Any] | None) -> Calls:
 
 
 async def final_completion(client: openai.AsyncOpenAI, model: str) -> Any:
-    """The SDK's stream helper over a streamed request: its accumulated completion."""
-    async with client.chat.completions.stream(model=model, messages=MESSAGES, tools=TOOLS) as events:
+    """The SDK's stream helper over a streamed request that asks for the usage: its accumulated completion."""
+    async with client.chat.completions.stream(
+        model=model, messages=MESSAGES, tools=TOOLS, stream_options={"include_usage": True}
+    ) as events:
         async for _ in events:
             pass
         return await events.get_final_completion()
@@ -254,7 +256,11 @@ async def test_deltas_follow_the_openai_protocol_and_reasoning_is_rewritten_too(
             chunks = [
                 chunk
                 async for chunk in await client.chat.completions.create(
-                    model=model, messages=MESSAGES, tools=TOOLS, stream=True
+                    model=model,
+                    messages=MESSAGES,
+                    tools=TOOLS,
+                    stream=True,
+                    stream_options={"include_usage": True},
                 )
             ]
             deltas = [chunk.choices[0].delta for chunk in chunks if chunk.choices]
@@ -446,7 +452,13 @@ async def test_headers_body_and_other_routes_pass_through() -> None:
     request = upstream.requests_for("m")[0]
     assert request.headers["authorization"] == "Bearer test"
     assert request.headers["x-trace"] == "t-1"
-    assert request.body == {"model": "m", "messages": MESSAGES, "tools": TOOLS, "stream": True}
+    assert request.body == {
+        "model": "m",
+        "messages": MESSAGES,
+        "tools": TOOLS,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     assert [model.id for model in models.data] == [MODELS["data"][0]["id"]]
     assert raw.headers["x-upstream"] == "fake"
     assert [r.path for r in upstream.received if r.path == "/v1/models"] == ["/v1/models", "/v1/models"]

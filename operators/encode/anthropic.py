@@ -3,7 +3,9 @@
 :class:`MessagesEncoder` turns :class:`~pipeline.models.ChunkResponse`\\ s (after the delimiter rewriter)
 into ``(event name, data)`` pairs as Anthropic sends them:
 
-- ``message_start`` (the message with empty ``content``, ``usage`` zero until known);
+- ``message_start`` (the message with empty ``content``), held until a chunk brings the usage or output,
+  so that it carries the input tokens when the upstream reports them early (vLLM's and SGLang's
+  ``continuous_usage_stats``), zero otherwise; ``model`` is the upstream's when its chunks name one;
 - per block ``content_block_start``, ``content_block_delta``\\ s, ``content_block_stop``: ``text`` blocks
   (``text_delta``), ``thinking`` blocks (``thinking_delta``) and ``tool_use`` blocks (``input_json_delta``,
   the arguments JSON as the model writes it);
@@ -63,6 +65,20 @@ def _usage(usage: TokenUsage | None) -> dict[str, Any]:
     return result
 
 
+def _starts(chunk: ChunkResponse) -> bool:
+    """Whether ``chunk`` lets ``message_start`` go out: it carries the usage (the input tokens, which
+    Claude Code reads there) or output. A first chunk with neither (the role) is held for the next."""
+    return bool(
+        chunk.usage is not None
+        or chunk.content
+        or chunk.reasoning
+        or chunk.refusal
+        or chunk.tool_calls
+        or chunk.finish_reason
+        or chunk.is_complete
+    )
+
+
 class _Block:
     __slots__ = ("block", "closed", "index", "pieces")
 
@@ -112,9 +128,13 @@ class MessagesEncoder:
         """Events for one chunk (the first call also gives ``message_start``)."""
         if self.ended:
             return []
-        events = self._start()
+        if chunk.metadata is not None:
+            model = chunk.metadata.get("model")
+            if isinstance(model, str) and model:
+                self._message["model"] = model
         if chunk.usage is not None:
             self._usage = chunk.usage
+        events = self._start() if self._started or _starts(chunk) else []
         if chunk.finish_reason:
             self._finish_reason = chunk.finish_reason
         if chunk.reasoning:
@@ -171,7 +191,10 @@ class MessagesEncoder:
         if self._started:
             return []
         self._started = True
-        return [("message_start", {"type": "message_start", "message": dict(self._message, content=[])})]
+        message = dict(self._message, content=[])
+        if self._usage is not None:
+            message["usage"] = _usage(self._usage)
+        return [("message_start", {"type": "message_start", "message": message})]
 
     def _add(self, events: list[Event], block: dict[str, Any]) -> _Block:
         entry = _Block(block, len(self._blocks))

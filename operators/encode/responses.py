@@ -139,6 +139,8 @@ class ResponsesEncoder:
         """Events for one chunk (the first call also gives ``response.created`` and ``in_progress``)."""
         if self.ended:
             return []
+        if chunk.metadata is not None:
+            _take_model(self._response, chunk.metadata)
         events = self._start()
         if chunk.usage is not None:
             self._usage = chunk.usage
@@ -319,3 +321,10 @@ def _part(kind: str, text: str) -> dict[str, Any]:
     if kind == "message":
         return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
     return {"type": "reasoning_text", "text": text}
+
+
+def _take_model(target: dict[str, Any], metadata: Mapping[str, Any]) -> None:
+    """The model the upstream says it served, in place of the one asked for."""
+    model = metadata.get("model")
+    if isinstance(model, str) and model:
+        target["model"] = model

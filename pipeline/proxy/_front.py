@@ -14,6 +14,7 @@ translated its own ``tool_choice`` and parallel-call switch into.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any, Protocol
@@ -28,8 +29,9 @@ from starlette.types import Receive, Scope, Send
 from operators.convert.openai_chat import OpenAIChatConverter
 from pipeline._jsonenc import encode_json
 from pipeline.errors import StreamfoldError
-from pipeline.models import ChunkResponse
-from pipeline.proxy._reads import relay_upstream
+from pipeline.models import ChunkResponse, TokenUsage
+from pipeline.proxy._reads import feed_sliced, relay_upstream
+from pipeline.proxy._requests import RequestError, decode_object
 from pipeline.proxy._shared import (
     REQUEST_DROPPED,
     BodyTooLarge,
@@ -39,6 +41,7 @@ from pipeline.proxy._shared import (
     cut_stream_error,
     exchange_while_connected,
     forwarded_headers,
+    log_failure,
     read_capped,
     stream_error,
     transport_error,
@@ -48,7 +51,17 @@ from pipeline.proxy.policy import ToolPolicy, ToolPolicyFilter
 from pipeline.proxy.rewriter import AUTO, proxy_tool_format
 from pipeline.stage import Core, chain
 
-__all__ = ["ChunkPipeline", "FrontDoor", "Wire", "reasoning_splitter", "split_completion_reasoning"]
+_log = logging.getLogger("pipeline.proxy.app")
+"""The proxy's log (one logger for all its routes)."""
+
+__all__ = [
+    "ChunkPipeline",
+    "FrontDoor",
+    "RequestError",
+    "Wire",
+    "reasoning_splitter",
+    "split_completion_reasoning",
+]
 
 
 def reasoning_splitter(style: str | None) -> Core[ChunkResponse, ChunkResponse] | None:
@@ -169,7 +182,7 @@ class Wire(Protocol):
 class StreamCore:
     """Sans-IO: upstream bytes -> the wire's bytes; never raises (a failure ends the output)."""
 
-    __slots__ = ("_chunks", "calls", "chunks", "error", "wire")
+    __slots__ = ("_chunks", "calls", "chunks", "error", "usage", "wire")
 
     def __init__(self, chunks: ChunkPipeline, wire: Wire) -> None:
         self._chunks = chunks
@@ -180,6 +193,8 @@ class StreamCore:
         """Tool calls encoded to the wire (metrics, access log)."""
         self.error: str | None = None
         """The error code the output ended with, if any (metrics, access log)."""
+        self.usage: TokenUsage | None = None
+        """The upstream's usage, once it sent one (access log)."""
 
     @property
     def ended(self) -> bool:
@@ -205,6 +220,8 @@ class StreamCore:
     def _count(self, chunks: list[ChunkResponse]) -> None:
         self.chunks += len(chunks)
         for chunk in chunks:
+            if chunk.usage is not None:
+                self.usage = chunk.usage
             if chunk.tool_calls:
                 self.calls += sum(1 for delta in chunk.tool_calls if delta.name is not None)
 
@@ -257,6 +274,9 @@ class FrontDoor(Response):
             core, metrics = self._core, self._proxy.metrics
             log.error = log.error or core.error
             log.tool_calls = core.calls
+            if core.usage is not None:
+                log.input_tokens = core.usage.prompt_tokens
+                log.output_tokens = core.usage.completion_tokens
             if self._streaming:
                 metrics.chunks += core.chunks
                 metrics.calls_rewritten += core.calls
@@ -276,6 +296,7 @@ class FrontDoor(Response):
         try:
             upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
+            log_failure(_log, self._request, exc)
             status, body = transport_error(exc)
             self._log.error = body["error"]["code"]
             await _json(send, status, wire.error(status, body["error"]["message"], body["error"]["code"]))
@@ -307,9 +328,12 @@ class FrontDoor(Response):
 
     async def _collect(self, upstream: httpx.Response) -> None:
         core = self._core
+
+        async def going(_: bytes) -> bool:
+            return not core.wire.ended
+
         async for data in upstream.aiter_bytes():
-            core.feed(data)
-            if core.wire.ended:
+            if not await feed_sliced(core.feed, data, going):
                 return
         core.finish()
 
@@ -334,7 +358,7 @@ def _upstream_message(body: bytes) -> str | None:
     """The message of an upstream error body (OpenAI-style or plain text)."""
     try:
         payload = msgspec.json.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         text = body.decode("utf-8", "replace").strip()
         return text[:1000] or None
     error = payload.get("error") if isinstance(payload, dict) else None
@@ -352,39 +376,16 @@ async def _json(send: Send, status: int, body: Mapping[str, Any]) -> None:
     await send({"type": "http.response.body", "body": data, "more_body": False})
 
 
-async def read_json(proxy: ProxyConfig, request: Request) -> dict[str, Any] | Response:
-    """The request's JSON object body, or the error response (too large, not JSON, not an object)."""
+async def read_json(proxy: ProxyConfig, request: Request) -> dict[str, Any]:
+    """The request's JSON object body.
+
+    Raises:
+        RequestError: too large (413), not UTF-8 or not JSON, nested too deeply, not an object (400).
+    """
     body = await proxy.read_body(request)
-    if isinstance(body, Response):
-        return body
-    try:
-        payload = msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
-        return RequestError(f"the request body is not valid JSON: {exc}").response()
-    if not isinstance(payload, dict):
-        return RequestError("the request body must be a JSON object").response()
-    return payload
-
-
-class RequestError(Exception):
-    """A client request the front door cannot translate (a 400 naming the field)."""
-
-    def __init__(self, message: str, code: str = "invalid_request") -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-
-    def response(self, body: Mapping[str, Any] | None = None) -> Response:
-        if body is None:
-            body = {
-                "error": {
-                    "message": self.message,
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": self.code,
-                }
-            }
-        return Response(encode_json(body), status_code=400, media_type="application/json")
+    if isinstance(body, RequestError):
+        raise body
+    return decode_object(body)
 
 
 def upstream_request(proxy: ProxyConfig, request: Request, chat: Mapping[str, Any]) -> httpx.Request:

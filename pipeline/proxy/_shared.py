@@ -8,6 +8,7 @@ imported only where used, so that the sans-IO rewriter stays importable without 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -23,9 +24,9 @@ from pipeline.stage import Core, chain
 if TYPE_CHECKING:
     import httpx
     from starlette.requests import Request
-    from starlette.responses import Response
     from starlette.types import Message, Receive, Send
 
+    from pipeline.proxy._requests import RequestError
     from pipeline.proxy.ops import Metrics, RequestLog
 
 __all__ = [
@@ -41,7 +42,9 @@ __all__ = [
     "error_body",
     "exchange_while_connected",
     "forwarded_headers",
+    "log_failure",
     "read_capped",
+    "shown_url",
     "stream_error",
     "transport_error",
 ]
@@ -60,7 +63,7 @@ class ProxyConfig(Protocol):
     max_response_bytes: int
     max_event_size: int
 
-    async def read_body(self, request: Request) -> bytes | Response: ...
+    async def read_body(self, request: Request) -> bytes | RequestError: ...
 
 
 def error_body(message: str, *, type: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
@@ -90,27 +93,44 @@ REQUEST_DROPPED: Final = HOP_BY_HOP | {"accept-encoding"}
 
 
 def transport_error(exc: httpx.HTTPError) -> tuple[int, dict[str, Any]]:
-    """Status and error body for an upstream request that failed in transport."""
+    """Status and error body for an upstream request that failed in transport.
+
+    The message names the kind of failure only: the upstream's address, its credentials and the
+    exception's text (which may hold them) are for the log (:func:`shown_url`), not for clients.
+    """
     import httpx
 
-    where = f"{exc.request.method} {exc.request.url}" if _has_request(exc) else "the upstream"
+    kind = type(exc).__name__
     if isinstance(exc, httpx.TimeoutException):
-        return 504, error_body(
-            f"the upstream timed out ({type(exc).__name__}) on {where}", code="upstream_timeout"
-        )
+        return 504, error_body(f"the upstream timed out ({kind})", code="upstream_timeout")
     if isinstance(exc, httpx.ConnectError):
-        return 502, error_body(f"cannot connect to the upstream {where}: {exc}", code="upstream_unreachable")
-    return 502, error_body(
-        f"the upstream connection failed ({type(exc).__name__}) on {where}: {exc}", code="upstream_error"
-    )
+        return 502, error_body(f"cannot connect to the upstream ({kind})", code="upstream_unreachable")
+    return 502, error_body(f"the upstream connection failed ({kind})", code="upstream_error")
 
 
-def _has_request(exc: httpx.HTTPError) -> bool:
-    try:
-        exc.request  # noqa: B018 (raises RuntimeError when the error has no request)
-    except RuntimeError:
-        return False
-    return True
+def shown_url(url: httpx.URL | str) -> str:
+    """``url`` as a log line shows it: a password in it replaced by ``***``."""
+    import httpx
+
+    url = httpx.URL(url)
+    if not url.userinfo:
+        return str(url)
+    user = url.userinfo.partition(b":")[0]
+    return str(url.copy_with(userinfo=user + b":***"))
+
+
+def log_failure(logger: logging.Logger, request: httpx.Request, exc: BaseException) -> None:
+    """One warning line for an upstream request that failed: where (password hidden) and what."""
+    logger.warning("upstream request %s %s failed: %s", request.method, shown_url(request.url), _text(exc))
+
+
+def _text(exc: BaseException) -> str:
+    """``repr(exc)`` and its causes' (aiohttp's name the address), for the operator's log."""
+    parts = [repr(exc)]
+    cause = exc.__cause__
+    if cause is not None:
+        parts.append(repr(cause))
+    return " from ".join(parts)
 
 
 def forwarded_headers(headers: Iterable[tuple[bytes, bytes]], drop: frozenset[str]) -> list[tuple[str, str]]:

@@ -80,7 +80,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     ``limits`` caps the connections (``max_connections``) and how long an idle one is kept
     (``keepalive_expiry``); each request's httpx timeouts apply: ``connect`` to connecting, ``pool`` to
     waiting for a connection and connecting, ``read`` to the gap between two reads. Redirects are not
-    followed and bodies are not decompressed, as the proxy's httpx client is set up.
+    followed and bodies are not decompressed, as the proxy's httpx client is set up. Credentials in the
+    URL arrive as the Authorization header httpx's client made of them (Basic auth), and are left out of
+    the URL aiohttp is given.
     """
 
     def __init__(self, limits: httpx.Limits | None = None) -> None:
@@ -106,10 +108,13 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             for name, value in request.headers.raw
             if name.lower() != b"transfer-encoding"
         ]
+        url = request.url
+        if url.userinfo:  # httpx made the Authorization header of them; aiohttp refuses both at once
+            url = url.copy_with(userinfo=b"")
         with _httpx_errors(request):
             response = await session.request(
                 request.method,
-                str(request.url),
+                str(url),
                 headers=headers,
                 data=body or None,
                 allow_redirects=False,

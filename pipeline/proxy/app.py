@@ -53,6 +53,7 @@ from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
 from pipeline.proxy._front import reasoning_splitter, split_completion_reasoning
 from pipeline.proxy._reads import relay_upstream
+from pipeline.proxy._requests import RequestError, decode_object, too_large
 from pipeline.proxy._shared import (
     HOP_BY_HOP,
     REQUEST_DROPPED,
@@ -60,7 +61,9 @@ from pipeline.proxy._shared import (
     error_body,
     exchange_while_connected,
     forwarded_headers,
+    log_failure,
     read_capped,
+    shown_url,
     transport_error,
 )
 from pipeline.proxy.autodetect import detect_tool_format
@@ -152,8 +155,10 @@ class _Exchange(Response):
         policy: ToolPolicy | None = None,
         route: str = "other",
         model: str | None = None,
+        strip_usage: bool = False,
     ) -> None:
         self._proxy = proxy
+        self._strip_usage = strip_usage
         self._request = request
         self._mode = mode
         self._log = RequestLog(route, request.method, model, mode == "stream")
@@ -181,7 +186,9 @@ class _Exchange(Response):
             return await self._proxy.client.send(self._request, stream=True)
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             _log.info(
-                "upstream closed the connection of %s before answering (%r): retrying", self._request.url, exc
+                "upstream closed the connection of %s before answering (%r): retrying",
+                shown_url(self._request.url),
+                exc,
             )
         return await self._proxy.client.send(self._request, stream=True)
 
@@ -189,7 +196,7 @@ class _Exchange(Response):
         try:
             upstream = await self._send_upstream()
         except httpx.HTTPError as exc:
-            _log.warning("upstream request %s failed: %r", self._request.url, exc)
+            log_failure(_log, self._request, exc)
             status, body = transport_error(exc)
             self._log.error = body["error"]["code"]
             await _send_whole(send, status, [("content-type", "application/json")], msgspec.json.encode(body))
@@ -246,7 +253,9 @@ class _Exchange(Response):
             try:
                 body = self._rewrite_completion(body)
             except _PolicyFailure as failure:
-                _log.warning("answer of %s breaks the tool rules: %s", self._request.url, failure.error)
+                _log.warning(
+                    "answer of %s breaks the tool rules: %s", shown_url(self._request.url), failure.error
+                )
                 self._log.error = failure.error["error"]["code"]
                 await _send_whole(
                     send, 502, [("content-type", "application/json")], msgspec.json.encode(failure.error)
@@ -300,6 +309,7 @@ class _Exchange(Response):
             tool_schemas=self._tool_schemas,
             policy=self._policy,
             reasoning_tags=self._proxy.reasoning_tags,
+            strip_usage=self._strip_usage,
         )
         headers = forwarded_headers(upstream.headers.raw, _REWRITTEN_HEADERS)
         headers += [
@@ -314,19 +324,23 @@ class _Exchange(Response):
             try:
                 piece = await relay_upstream(upstream, core, send, metrics)
             except Exception:  # a defect of the proxy: the client still gets a proper end, not a cut one
-                _log.exception("rewriting the upstream stream of %s failed", self._request.url)
+                _log.exception("rewriting the upstream stream of %s failed", shown_url(self._request.url))
                 error = error_body(
                     "the proxy failed while rewriting the stream", type="server_error", code="proxy_error"
                 )
                 piece = core.fail(error)
             if core.error is not None:
-                _log.warning("stream of %s ended with an error: %s", self._request.url, core.error)
+                _log.warning("stream of %s ended with an error: %s", shown_url(self._request.url), core.error)
                 self._log.error = str(core.error.get("code") or "upstream_error")
             await send({"type": "http.response.body", "body": piece, "more_body": False})
         finally:
             metrics.streams_open -= 1
             metrics.chunks += core.chunks
             self._log.tool_calls = core.calls
+            usage = core.usage
+            if usage is not None:
+                self._log.input_tokens = _count(usage.get("prompt_tokens"))
+                self._log.output_tokens = _count(usage.get("completion_tokens"))
             metrics.calls_rewritten += core.calls
             if core.policy_filter is not None:
                 metrics.calls_dropped += core.policy_filter.dropped
@@ -404,22 +418,22 @@ class _Proxy:
         query = request.url.query
         return self.base.copy_with(path=base_path + path, query=query.encode("latin-1") if query else None)
 
-    async def read_body(self, request: Request) -> bytes | Response:
-        """The request body, or the error response when it is too large or the client went away."""
+    async def read_body(self, request: Request) -> bytes | RequestError:
+        """The request body, or the error to answer when it is too large (413) or the client went away."""
         limit = self.max_request_bytes
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            return _too_large(limit)
+            return too_large(limit)
         parts: list[bytes] = []
         size = 0
         try:
             async for data in request.stream():
                 size += len(data)
                 if size > limit:
-                    return _too_large(limit)
+                    return too_large(limit)
                 parts.append(data)
         except ClientDisconnect:
-            return Response(status_code=499)
+            return RequestError("the client went away", "client_disconnected", status=499)
         return b"".join(parts)
 
     def upstream_request(self, request: Request, body: bytes, *, identity: bool) -> httpx.Request:
@@ -437,24 +451,12 @@ class _Proxy:
     async def chat_completions(self, request: Request) -> Response:
         """``POST /v1/chat/completions``: checked here, forwarded and rewritten by the exchange."""
         body = await self.read_body(request)
-        if isinstance(body, Response):
-            return body
+        if isinstance(body, RequestError):
+            return body.response()
         try:
-            payload = msgspec.json.decode(body)
-        except msgspec.DecodeError as exc:
-            return _error_response(
-                400,
-                f"the request body is not valid JSON: {exc}",
-                type="invalid_request_error",
-                code="invalid_json",
-            )
-        if not isinstance(payload, dict):
-            return _error_response(
-                400,
-                "the request body must be a JSON object",
-                type="invalid_request_error",
-                code="invalid_json",
-            )
+            payload = decode_object(body)
+        except RequestError as exc:
+            return exc.response()
         streaming = _truthy(payload.get("stream"))
         choices = payload.get("n")
         if streaming and not _one_choice(choices):
@@ -466,6 +468,10 @@ class _Proxy:
                 code="unsupported_parameter",
             )
         mode: _Mode = "stream" if streaming else "complete"
+        strip_usage = streaming and not _asks_usage(payload)
+        if strip_usage:  # the upstream is asked for the usage (the access log's tokens), the client is not
+            payload["stream_options"] = {**_mapping(payload.get("stream_options")), "include_usage": True}
+            body = encode_json(payload)
         upstream = self.upstream_request(request, body, identity=True)
         tools = payload.get("tools")
         rewrites = bool(tools) and payload.get("tool_choice") != "none"
@@ -480,6 +486,7 @@ class _Proxy:
             else None,
             route="chat",
             model=model if isinstance(model := payload.get("model"), str) else None,
+            strip_usage=strip_usage,
         )
 
     async def health(self, request: Request) -> Response:
@@ -493,8 +500,8 @@ class _Proxy:
     async def relay(self, request: Request) -> Response:
         """Any other route: forwarded and answered as it is."""
         body = await self.read_body(request)
-        if isinstance(body, Response):
-            return body
+        if isinstance(body, RequestError):
+            return body.response()
         return _Exchange(self, self.upstream_request(request, body, identity=False), "relay", route="relay")
 
 
@@ -508,6 +515,19 @@ def _truthy(value: object) -> bool:
     if isinstance(value, int | float):
         return value == 1
     return isinstance(value, str) and value.strip().lower() in _TRUE_WORDS
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _asks_usage(payload: Mapping[str, Any]) -> bool:
+    """Whether a streamed Chat request asks for the usage chunk (``stream_options.include_usage``)."""
+    return _mapping(payload.get("stream_options")).get("include_usage") is True
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _one_choice(n: object) -> bool:
@@ -527,15 +547,6 @@ def _one_choice(n: object) -> bool:
         except ValueError:
             return False
     return False
-
-
-def _too_large(limit: int) -> Response:
-    return _error_response(
-        413,
-        f"the request body is larger than max_request_bytes={limit}",
-        type="invalid_request_error",
-        code="request_too_large",
-    )
 
 
 def _tool_schemas(tools: object) -> dict[str, Any]:
@@ -718,7 +729,7 @@ def serve(
         "timeout_graceful_shutdown": graceful_shutdown,
     }
     rewrites = resolve_tool_format(tool_format) is not None
-    announce = f"streamfold proxy in front of {upstream}: " + (
+    announce = f"streamfold proxy in front of {shown_url(upstream)}: " + (
         f"rewriting {tool_format} tool calls (--tool-format)"
         if rewrites
         else "tool-format none: no rewriting"

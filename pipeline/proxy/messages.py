@@ -37,6 +37,7 @@ from pipeline.proxy._front import (
     read_json,
     upstream_request,
 )
+from pipeline.proxy._requests import check_messages
 from pipeline.proxy._shared import ProxyConfig
 from pipeline.proxy.policy import TOOL_RULE_CODES
 
@@ -119,13 +120,12 @@ def _frames(events: list[tuple[str, dict[str, Any]]]) -> bytes:
 
 async def messages_endpoint(proxy: ProxyConfig, request: Request) -> Response:
     """``POST /v1/messages`` (see the module doc)."""
-    payload = await read_json(proxy, request)
-    if isinstance(payload, Response):
-        return payload
     try:
+        payload = await read_json(proxy, request)
+        check_messages(payload)
         chat = chat_request(payload)
     except RequestError as exc:
-        return exc.response(anthropic_error(exc.message, "invalid_request_error"))
+        return exc.response("anthropic")
     chunks = chat_pipeline(proxy, chat)
     core = StreamCore(chunks, MessagesWire(str(payload.get("model") or "")))
     return FrontDoor(
@@ -180,7 +180,8 @@ def chat_request(payload: Mapping[str, Any]) -> dict[str, Any]:
         if choice.get("disable_parallel_tool_use") is True:
             chat["parallel_tool_calls"] = False
     chat["stream"] = True
-    chat["stream_options"] = {"include_usage": True}
+    # The usage on every chunk (vLLM, SGLang): message_start then carries the input tokens.
+    chat["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     return chat
 
 

@@ -18,7 +18,15 @@ from typing import Any, Final
 
 from pipeline._jsonenc import encode_json
 
-__all__ = ["ACCESS_LOG", "LATENCY_BUCKETS", "Metrics", "RequestLog", "access_record"]
+__all__ = [
+    "ACCESS_LOG",
+    "LATENCY_BUCKETS",
+    "UPSTREAM_ERROR_CODES",
+    "Metrics",
+    "RequestLog",
+    "access_record",
+    "label_value",
+]
 
 ACCESS_LOG: Final = logging.getLogger("streamfold.proxy.access")
 """Where the access records go: one INFO record per request, its message one JSON object."""
@@ -36,6 +44,28 @@ LATENCY_BUCKETS: Final[tuple[float, ...]] = (
     0.1,
 )
 """Upper bounds (seconds) of the added-latency histogram's buckets (``+Inf`` follows)."""
+
+
+UPSTREAM_ERROR_CODES: Final = frozenset(
+    {
+        "upstream_disconnected",
+        "upstream_error",
+        "upstream_error_event",
+        "upstream_response_too_large",
+        "upstream_timeout",
+        "upstream_truncated",
+        "upstream_unreachable",
+        *(f"upstream_status_{status}" for status in range(100, 600)),
+    }
+)
+"""The ``code`` label values of ``streamfold_proxy_upstream_errors_total``: the proxy's own codes and
+``upstream_status_<status>``; any other code (an upstream's own, in an error event) counts as
+``upstream_other``, so that an upstream cannot mint a series per value."""
+
+
+def label_value(value: object) -> str:
+    """``value`` escaped for a Prometheus text label (backslash, double quote, line feed)."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 class Metrics:
@@ -74,6 +104,10 @@ class Metrics:
         self.requests[key] = self.requests.get(key, 0) + 1
 
     def upstream_error(self, code: str) -> None:
+        """Count an upstream failure under ``code``, or ``upstream_other`` when it is not one of
+        :data:`UPSTREAM_ERROR_CODES`."""
+        if code not in UPSTREAM_ERROR_CODES:
+            code = "upstream_other"
         self.upstream_errors[code] = self.upstream_errors.get(code, 0) + 1
 
     def added_latency(self, seconds: float) -> None:
@@ -89,7 +123,9 @@ class Metrics:
             "# TYPE streamfold_proxy_requests_total counter",
         ]
         for (route, status), count in sorted(self.requests.items()):
-            lines.append(f'streamfold_proxy_requests_total{{route="{route}",status="{status}"}} {count}')
+            lines.append(
+                f'streamfold_proxy_requests_total{{route="{label_value(route)}",status="{status}"}} {count}'
+            )
         lines += [
             "# HELP streamfold_proxy_streams_open Rewritten streams open now.",
             "# TYPE streamfold_proxy_streams_open gauge",
@@ -107,7 +143,7 @@ class Metrics:
             "# TYPE streamfold_proxy_upstream_errors_total counter",
         ]
         for code, count in sorted(self.upstream_errors.items()):
-            lines.append(f'streamfold_proxy_upstream_errors_total{{code="{code}"}} {count}')
+            lines.append(f'streamfold_proxy_upstream_errors_total{{code="{label_value(code)}"}} {count}')
         lines += [
             "# HELP streamfold_proxy_added_latency_seconds Time in the proxy per upstream read.",
             "# TYPE streamfold_proxy_added_latency_seconds histogram",
@@ -143,7 +179,18 @@ class RequestLog:
     """One request's status, error code and tool calls, and at its end its metrics and access record:
     the same ``requests_total`` / ``upstream_errors_total`` counts and JSON access line on every route."""
 
-    __slots__ = ("_started", "error", "method", "model", "route", "status", "stream", "tool_calls")
+    __slots__ = (
+        "_started",
+        "error",
+        "input_tokens",
+        "method",
+        "model",
+        "output_tokens",
+        "route",
+        "status",
+        "stream",
+        "tool_calls",
+    )
 
     def __init__(self, route: str, method: str, model: str | None, stream: bool) -> None:
         self.route = route
@@ -153,6 +200,9 @@ class RequestLog:
         self.status = 0
         self.error: str | None = None
         self.tool_calls = 0
+        self.input_tokens: int | None = None
+        """The upstream's usage, when it reported one (the access record's tokens)."""
+        self.output_tokens: int | None = None
         self._started = time.perf_counter()
 
     def start(self) -> None:
@@ -178,6 +228,8 @@ class RequestLog:
                     status=status,
                     duration_ms=round((time.perf_counter() - self._started) * 1000, 3),
                     tool_calls=self.tool_calls or None,
+                    input_tokens=self.input_tokens,
+                    output_tokens=self.output_tokens,
                     error=self.error,
                 )
             )

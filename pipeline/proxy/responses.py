@@ -34,6 +34,7 @@ from pipeline.proxy._front import (
     read_json,
     upstream_request,
 )
+from pipeline.proxy._requests import check_responses
 from pipeline.proxy._shared import ProxyConfig
 from pipeline.proxy.policy import TOOL_RULE_CODES
 
@@ -97,10 +98,9 @@ def _frames(events: list[dict[str, Any]]) -> bytes:
 
 async def responses_endpoint(proxy: ProxyConfig, request: Request) -> Response:
     """``POST /v1/responses`` (see the module doc)."""
-    payload = await read_json(proxy, request)
-    if isinstance(payload, Response):
-        return payload
     try:
+        payload = await read_json(proxy, request)
+        check_responses(payload)
         chat = chat_request(payload)
     except RequestError as exc:
         return exc.response()

@@ -69,9 +69,12 @@ class ChatStreamRewriter:
     SSE (the body's first non-blank byte is ``{``) is read whole, up to ``max_response_bytes``, and
     answered as a stream: the message as one chunk (its calls rewritten the same way), the finish reason,
     the usage, ``[DONE]``.
+
+    ``strip_usage``: the upstream was asked for the usage chunk and the client was not; the usage is kept
+    for :attr:`usage` (the access log) and not written to the client.
     """
 
-    __slots__ = ("_core", "_encoder", "chunks", "ended", "error", "policy_filter")
+    __slots__ = ("_core", "_encoder", "_tap", "chunks", "ended", "error", "policy_filter")
 
     def __init__(
         self,
@@ -83,15 +86,17 @@ class ChatStreamRewriter:
         id_factory: IdFactory | None = None,
         policy: ToolPolicy | None = None,
         reasoning_tags: str | None = None,
+        strip_usage: bool = False,
     ) -> None:
         options: dict[str, Any] = {"id_factory": id_factory} if id_factory is not None else {}
         rewriting = dict(options)
         if policy is not None and policy.offered_names is not None:
             rewriting["offered_tools"] = policy.offered_names  # calls to other tools stay text
         self._encoder = OpenAIChunkEncoder()
+        self._tap = _UsageTap(self._encoder, strip=strip_usage)
         cores: list[Core[Any, Any]] = [
             UpstreamBody(max_event_size, max_response_bytes),
-            _UsageTap(self._encoder),
+            self._tap,
             OpenAIChatConverter(**options),
         ]
         if reasoning_tags is not None and reasoning_tags != "none":
@@ -133,6 +138,11 @@ class ChatStreamRewriter:
             return b""
         self.chunks += len(events)
         return b"".join(map(sse_line, events))
+
+    @property
+    def usage(self) -> Mapping[str, Any] | None:
+        """The upstream's usage object (OpenAI's), once it sent one."""
+        return self._tap.usage
 
     @property
     def calls(self) -> int:
@@ -180,17 +190,25 @@ class ChatStreamRewriter:
 
 
 class _UsageTap:
-    """Passes payloads on; the client gets the server's usage as it was sent (the encoder writes it)."""
+    """Passes payloads on; the client gets the server's usage as it was sent (the encoder writes it), or,
+    with ``strip``, not at all (the proxy asked for it, the client did not); :attr:`usage` keeps it."""
 
-    __slots__ = ("_encoder",)
+    __slots__ = ("_encoder", "_strip", "usage")
 
-    def __init__(self, encoder: OpenAIChunkEncoder) -> None:
+    def __init__(self, encoder: OpenAIChunkEncoder, *, strip: bool = False) -> None:
         self._encoder = encoder
+        self._strip = strip
+        self.usage: Mapping[str, Any] | None = None
+        """The upstream's last usage object."""
 
     def feed(self, payload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         usage = payload.get("usage")
         if isinstance(usage, Mapping):
-            self._encoder.upstream_usage = usage
+            self.usage = usage
+            if self._strip:
+                payload = {key: value for key, value in payload.items() if key != "usage"}
+            else:
+                self._encoder.upstream_usage = usage
         return [payload]
 
     def finish(self) -> list[Mapping[str, Any]]:
