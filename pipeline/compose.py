@@ -158,6 +158,7 @@ def process(
         source: an async iterable (or a plain iterable, such as a list) of SSE or JSON-lines bytes (an HTTP
             body, a file), of provider event dicts, or of SDK objects; or one ``bytes`` object.
         provider: the wire format (one of :data:`PROVIDERS`), or ``auto`` to detect it from the first event.
+            A first event plainly of another wire format raises :class:`ConverterError` naming it.
         framing: ``sse`` or ``jsonl`` for byte sources, or ``auto``.
         tool_format: a delimiter format (``kimi_k2``, ``hermes``, ...) whose tool calls are embedded in
             the text; ``"none"`` (or ``None``, the default) when the provider sends structured tool calls.

@@ -1,0 +1,83 @@
+"""First use: the mistakes a new user makes first are reported, in ``process()`` and in the CLI alike.
+
+A wrong ``provider=`` is a :class:`ConverterError` naming what the first event looks like, never an empty
+response.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import anyio
+import pytest
+
+from pipeline.cli.main import main
+from pipeline.compose import process
+from pipeline.errors import ConverterError
+from pipeline.models import PipelineEvent
+from tests.conftest import FIXTURES
+
+RECORDINGS = {
+    "anthropic": FIXTURES / "anthropic" / "fantasy_claude-sonnet-4_text_then_tool_use.sse",
+    "openai": FIXTURES / "openai_chat" / "openai-python_single_tool_call_gpt4o.sse",
+    "openai-responses": FIXTURES / "openai_responses" / "fantasy_gpt-4o_2_parallel_function_calls.sse",
+    "gemini": FIXTURES / "gemini" / "fantasy_gemini-2.5-flash_thought_summary_then_function_call.sse",
+    "cohere": FIXTURES / "cohere" / "vercel_cohere_v2_tool_plan_then_2_parallel_tool_calls.jsonl",
+}
+"""One recording per wire format."""
+
+FIRST_EVENT_LOOKS = {
+    "anthropic": "type 'message_start', keys: message, type",
+    "openai": "keys: choices, created, id, model, object, system_fingerprint",
+    "openai-responses": "type 'response.created', keys: response, sequence_number, type",
+    "gemini": "keys: candidates, modelVersion, responseId, usageMetadata",
+    "cohere": "type 'message-start', keys: delta, id, type",
+}
+"""How the wrong-provider error describes each recording's first event."""
+
+WRONG_PAIRS = list(itertools.permutations(RECORDINGS, 2))
+
+
+def wrong_provider_message(actual: str, given: str) -> str:
+    return (
+        f"event 0: the stream was read as provider {given!r}, but its first event looks like {actual!r}"
+        f" ({FIRST_EVENT_LOOKS[actual]}); pass provider={actual!r} or 'auto'"
+    )
+
+
+async def events_of(path: Path, provider: str) -> list[PipelineEvent]:
+    body = await anyio.Path(path).read_bytes()
+    return [event async for event in process(body, provider=provider)]  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("actual", "given"), WRONG_PAIRS)
+async def test_process_with_the_wrong_provider_names_the_first_event(actual: str, given: str) -> None:
+    with pytest.raises(ConverterError) as failure:
+        await events_of(RECORDINGS[actual], given)
+    assert str(failure.value) == wrong_provider_message(actual, given)
+    assert failure.value.event_number == 0
+    assert failure.value.partial_outputs == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", list(RECORDINGS))
+async def test_process_with_the_right_provider_reads_the_recording(provider: str) -> None:
+    named = await events_of(RECORDINGS[provider], provider)
+    detected = await events_of(RECORDINGS[provider], "auto")
+    assert [type(event) for event in named] == [type(event) for event in detected]
+    assert named[-1] == detected[-1]
+    assert len(named) > 3
+
+
+@pytest.mark.parametrize("output", ["jsonl", "pretty", "openai-sse"])
+@pytest.mark.parametrize(("actual", "given"), WRONG_PAIRS)
+def test_replay_with_the_wrong_provider_fails_on_stderr(
+    capsys: pytest.CaptureFixture[str], actual: str, given: str, output: str
+) -> None:
+    path = RECORDINGS[actual]
+    assert main(["replay", str(path), "--provider", given, "--output", output, "--plain"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == f"streamfold: {path}: ConverterError: {wrong_provider_message(actual, given)}\n"
+    assert "RESPONSE_END" not in captured.out
