@@ -15,7 +15,7 @@ import pytest
 from pipeline.cli.main import main
 from pipeline.compose import process
 from pipeline.errors import ConverterError
-from pipeline.models import PipelineEvent
+from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
 from tests.conftest import FIXTURES
 
 RECORDINGS = {
@@ -81,3 +81,44 @@ def test_replay_with_the_wrong_provider_fails_on_stderr(
     captured = capsys.readouterr()
     assert captured.err == f"streamfold: {path}: ConverterError: {wrong_provider_message(actual, given)}\n"
     assert "RESPONSE_END" not in captured.out
+
+
+TRUNCATED_LINE = "TruncatedStreamError: the upstream stream ended without a finish_reason (truncated)"
+
+
+def cut_before_the_finish(path: Path, into: Path) -> Path:
+    """``path`` up to the event before its first finish reason."""
+    data = path.read_bytes()
+    finish = data.index(b'"finish_reason":"tool_calls"')
+    into.write_bytes(data[: data.rindex(b"data: ", 0, finish)])
+    return into
+
+
+@pytest.mark.anyio
+async def test_process_ends_a_cut_stream_with_no_finish_reason(tmp_path: Path) -> None:
+    cut = cut_before_the_finish(RECORDINGS["openai"], tmp_path / "cut.sse")
+    events = await events_of(cut, "openai")
+    end = events[-1]
+    assert isinstance(end, ResponseEnd)
+    assert end.finish_reason is None
+    invocations = [event for event in events if isinstance(event, ToolInvocation)]
+    assert [(call.name, call.error) for call in invocations] == [("GetWeatherArgs", None)]
+
+
+@pytest.mark.parametrize("output", ["jsonl", "pretty", "openai-sse"])
+def test_every_replay_output_reports_a_cut_stream_on_stderr(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, output: str
+) -> None:
+    cut = cut_before_the_finish(RECORDINGS["openai"], tmp_path / "cut.sse")
+    assert main(["replay", str(cut), "--output", output]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == f"streamfold: {cut}: {TRUNCATED_LINE}\n"
+    assert "GetWeatherArgs" in captured.out  # what came before the cut is written first
+
+
+@pytest.mark.parametrize("output", ["jsonl", "pretty", "openai-sse"])
+def test_a_whole_replay_exits_0_with_nothing_on_stderr(
+    capsys: pytest.CaptureFixture[str], output: str
+) -> None:
+    assert main(["replay", str(RECORDINGS["openai"]), "--output", output]) == 0
+    assert capsys.readouterr().err == ""

@@ -13,8 +13,8 @@
     streamfold --version
 
 Errors are one line on stderr: exit status 2 for a usage error (a bad option, a file that cannot be
-read), 1 for bad input (a stream that does not decode, a provider error) after everything before it was
-written.
+read), 1 for bad input (a stream that does not decode, a provider error, a stream cut before its finish)
+after everything before it was written.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from operators.registry import (
 )
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
-from pipeline.models import ChunkResponse
+from pipeline.models import ChunkResponse, ResponseEnd
 
 __all__ = ["TruncatedStreamError", "main", "serve_app"]
 
@@ -567,24 +567,35 @@ async def _run(
         reasoning_tags=reasoning_tags,
         start_in_reasoning=start_in_reasoning,
     )
+    last: Any = None
     if output == "jsonl":
         async with events.stream() as items:
-            async for event in items:
-                out.write(encode_json(event.to_dict()).decode() + "\n")
-        return
-    from pipeline.cli.render import make_renderer
+            async for last in items:
+                out.write(encode_json(last.to_dict()).decode() + "\n")
+    else:
+        from pipeline.cli.render import make_renderer
 
-    renderer = make_renderer(out, force_plain=plain)
-    try:
-        async with events.stream() as items:
-            async for item in items:
-                renderer.feed(item)
-    finally:
-        renderer.close()
+        renderer = make_renderer(out, force_plain=plain)
+        try:
+            async with events.stream() as items:
+                async for last in items:
+                    renderer.feed(last)
+        finally:
+            renderer.close()
+    if isinstance(last, ResponseEnd) and last.finish_reason is None:
+        raise _truncated()
 
 
 class TruncatedStreamError(StreamfoldError):
-    """``--output openai-sse``: the stream ended without a finish reason (as the proxy reports it)."""
+    """``replay``: the stream ended without a finish reason, cut before its end (every ``--output``
+    reports it so: on stderr, exit status 1; ``openai-sse`` also writes the proxy's error event)."""
+
+
+_TRUNCATED = "the upstream stream ended without a finish_reason"
+
+
+def _truncated() -> TruncatedStreamError:
+    return TruncatedStreamError(f"{_TRUNCATED} (truncated)")
 
 
 def _error_event(message: str, code: str) -> dict[str, Any]:
@@ -645,9 +656,8 @@ async def _openai_sse(
         raise
     write(encoder.finish())
     if encoder.finish_reason is None:
-        message = "the upstream stream ended without a finish_reason"
-        write([_error_event(message, "upstream_truncated")])
-        raise TruncatedStreamError(f"{message} (truncated)")
+        write([_error_event(_TRUNCATED, "upstream_truncated")])
+        raise _truncated()
     out.write("data: [DONE]\n\n")
 
 
