@@ -163,9 +163,9 @@ def test_a_text_file_that_is_not_utf8_replays_the_text_before_then_fails(
         (b"not json", "StreamDecodeError: the file is not JSON: Expecting value: line 1 column 1 (char 0)"),
         (b"\xff[]", "StreamDecodeError: the file is not valid UTF-8: byte 0xff at byte offset 0"),
         (
-            b'{"a": "b"}',
+            b'"a"',
             "StreamDecodeError: expected a JSON list of text deltas (strings) or of provider events"
-            " (objects), got an object",
+            " (objects), got a string",
         ),
         (
             b'["a", 2]',
@@ -178,7 +178,7 @@ def test_a_text_file_that_is_not_utf8_replays_the_text_before_then_fails(
         ),
         (b"[1e999]", "StreamDecodeError: the file is not I-JSON: the number 1e999 is beyond a double"),
     ],
-    ids=["not-json", "not-utf8", "object", "mixed", "surrogate", "overflow"],
+    ids=["not-json", "not-utf8", "string", "mixed", "surrogate", "overflow"],
 )
 def test_a_json_file_that_is_not_a_list_of_deltas_or_events_is_reported(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes, problem: str

@@ -122,3 +122,46 @@ def test_a_whole_replay_exits_0_with_nothing_on_stderr(
 ) -> None:
     assert main(["replay", str(RECORDINGS["openai"]), "--output", output]) == 0
     assert capsys.readouterr().err == ""
+
+
+OPENAI_ERROR_BODY = b"""{
+  "error": {
+    "message": "Incorrect API key provided",
+    "type": "invalid_request_error",
+    "param": null,
+    "code": "invalid_api_key"
+  }
+}
+"""
+ANTHROPIC_ERROR_BODY = b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'
+
+
+@pytest.mark.parametrize(
+    ("body", "provider", "error"),
+    [
+        (
+            OPENAI_ERROR_BODY,
+            "auto",
+            "JSON object 0: provider error (invalid_api_key): Incorrect API key provided",
+        ),
+        (
+            OPENAI_ERROR_BODY,
+            "openai",
+            "JSON object 0: provider error (invalid_api_key): Incorrect API key provided",
+        ),
+        (ANTHROPIC_ERROR_BODY, "auto", "line 0: provider error (overloaded_error): Overloaded"),
+        (ANTHROPIC_ERROR_BODY, "anthropic", "line 0: provider error (overloaded_error): Overloaded"),
+        (b'{"a": "b"}', "auto", "cannot tell the wire format of an event with type None and keys: a"),
+    ],
+    ids=["openai", "openai-named", "anthropic", "anthropic-named", "no-format"],
+)
+@pytest.mark.parametrize("suffix", [".json", ".sse"])
+def test_an_error_body_saved_as_json_raises_as_it_does_as_sse(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, body: bytes, provider: str, error: str, suffix: str
+) -> None:
+    path = tmp_path / f"body{suffix}"
+    path.write_bytes(body)
+    assert main(["replay", str(path), "--provider", provider, "--output", "jsonl"]) == 1
+    captured = capsys.readouterr()
+    kind = "ConfigurationError" if "cannot tell" in error else "ProviderError"
+    assert (captured.out, captured.err) == ("", f"streamfold: {path}: {kind}: {error}\n")

@@ -179,8 +179,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run a recorded stream file through the pipeline",
         description=(
             "Run a recorded stream through the pipeline. FILE: SSE (.sse) or JSON Lines (.jsonl) as the"
-            " provider sent it, plain model text (.txt), or a .json list of text deltas (strings) or of"
-            " provider events (objects)."
+            " provider sent it, plain model text (.txt), a .json list of text deltas (strings) or of"
+            " provider events (objects), or a .json body (an HTTP error body, read as the provider sent it)."
         ),
     )
     replay.add_argument("file", type=Path, metavar="FILE")
@@ -486,7 +486,9 @@ def _json_type(value: object) -> str:
 
 
 def _json_items(data: bytes, provider: str) -> tuple[list[Any], str]:
-    """A ``.json`` file: a list of text deltas (replayed as text) or of provider events (dicts)."""
+    """A ``.json`` file: a list of text deltas (replayed as text) or of provider events (dicts); or one
+    object (an error body, ``{"error": ...}``), whose bytes are read as the provider sent them, as the
+    same body saved as ``.sse`` is."""
     try:
         value = json.loads(data.decode(), parse_constant=_not_a_number, parse_float=_finite)
     except UnicodeDecodeError as exc:
@@ -496,6 +498,8 @@ def _json_items(data: bytes, provider: str) -> tuple[list[Any], str]:
         raise StreamDecodeError(f"the file is not JSON: {exc}", offset=exc.pos) from None
     except ValueError as exc:
         raise StreamDecodeError(f"the file is not I-JSON: {exc}") from None
+    if isinstance(value, dict):
+        return [data], provider
     expected = "expected a JSON list of text deltas (strings) or of provider events (objects)"
     if not isinstance(value, list):
         raise StreamDecodeError(f"{expected}, got {_json_type(value)}")
