@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx
 import pytest
 
+from operators.adapter.sources import from_httpx
 from pipeline.cli.main import main
 from pipeline.compose import process
-from pipeline.errors import ConverterError
+from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
 from tests.conftest import FIXTURES
+from tests.proxy_upstream import serving
 
 RECORDINGS = {
     "anthropic": FIXTURES / "anthropic" / "fantasy_claude-sonnet-4_text_then_tool_use.sse",
@@ -165,3 +169,59 @@ def test_an_error_body_saved_as_json_raises_as_it_does_as_sse(
     captured = capsys.readouterr()
     kind = "ConfigurationError" if "cannot tell" in error else "ProviderError"
     assert (captured.out, captured.err) == ("", f"streamfold: {path}: {kind}: {error}\n")
+
+
+ANTHROPIC_AUTH_ERROR = {
+    "type": "error",
+    "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+}
+
+
+def messages_app(recording: bytes) -> Any:
+    """A Messages endpoint on Starlette: the recording for a request with a key, a 401 error body without."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    async def messages(request: Request) -> Response:
+        if "x-api-key" not in request.headers:
+            return JSONResponse(ANTHROPIC_AUTH_ERROR, status_code=401)
+        return Response(recording, media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+
+
+@pytest.mark.anyio
+async def test_process_reads_an_httpx_response_as_from_httpx_does() -> None:
+    recording = await anyio.Path(RECORDINGS["anthropic"]).read_bytes()
+    expected = [event async for event in process(recording, id_factory=str, segment_ids=str)]
+    async with serving(messages_app(recording)) as url, httpx.AsyncClient(base_url=url) as client:
+        request = client.build_request("POST", "/v1/messages", json={}, headers={"x-api-key": "k"})
+        response = await client.send(request, stream=True)
+        assert [event async for event in process(response, id_factory=str, segment_ids=str)] == expected
+        assert response.is_closed
+
+
+@pytest.mark.anyio
+async def test_process_raises_the_error_status_of_an_httpx_response() -> None:
+    async with serving(messages_app(b"")) as url, httpx.AsyncClient(base_url=url) as client:
+        async with client.stream("POST", "/v1/messages", json={}) as response:
+            with pytest.raises(ProviderError) as failure:
+                [event async for event in process(response)]
+        async with client.stream("POST", "/v1/messages", json={}) as response:
+            with pytest.raises(ProviderError) as by_from_httpx:
+                async with from_httpx(response).stream() as body:
+                    [item async for item in body]
+    assert str(failure.value) == (
+        f"HTTP 401 from {url}/v1/messages: provider error (authentication_error): invalid x-api-key"
+    )
+    assert str(failure.value) == str(by_from_httpx.value)
+    assert (failure.value.status, failure.value.payload) == (401, ANTHROPIC_AUTH_ERROR)
+
+
+def test_the_first_readme_example_reads_an_httpx_response() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    first = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "client.stream(" in first
+    assert "process(response).stream() as events" in first
