@@ -303,15 +303,17 @@ def test_help_is_plain_text(capsys: pytest.CaptureFixture[str], argv: list[str])
 
 def test_speed_is_described_one_way(capsys: pytest.CaptureFixture[str]) -> None:
     helps = []
-    for command in ("demo", "replay"):
+    for command in ("demo", "replay", "serve"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         helps.append(" ".join(capsys.readouterr().out.split()))
     for text in helps:
-        assert (
-            "--speed RATE pieces per second: provider events (SSE events, JSON lines, .json list items)"
-            in text
-        )
+        assert "--speed RATE pieces per second: " in text
+        assert "; 0: as fast as possible (default: " in text
+    assert (
+        "--speed RATE pieces per second: provider events (SSE events, JSON lines, .json list items)"
+        in helps[1]
+    )
 
 
 def test_proxy_help_shows_the_tool_format_default_and_choices(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,10 +7,13 @@ response.
 from __future__ import annotations
 
 import itertools
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx
 import pytest
 
@@ -21,6 +24,7 @@ from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
 from tests.conftest import FIXTURES
 from tests.proxy_upstream import serving
+from tests.servers import free_port
 
 RECORDINGS = {
     "anthropic": FIXTURES / "anthropic" / "fantasy_claude-sonnet-4_text_then_tool_use.sse",
@@ -225,3 +229,129 @@ def test_the_first_readme_example_reads_an_httpx_response() -> None:
     first = readme.split("```python\n", 1)[1].split("```", 1)[0]
     assert "client.stream(" in first
     assert "process(response).stream() as events" in first
+
+
+DEMO_HELP = """\
+usage: streamfold demo [-h]
+                       [--stream {anthropic-parallel,coding-agent,gemini-thinking,openai-parallel}]
+                       [--speed RATE] [--plain]
+
+Replay a bundled recorded response through the whole pipeline, live (no network).
+
+options:
+  -h, --help            show this help message and exit
+  --stream {anthropic-parallel,coding-agent,gemini-thinking,openai-parallel}
+                        which recording (default: coding-agent)
+  --speed RATE          pieces per second: the recording's provider events (SSE events); 0: as
+                        fast as possible (default: 120.0)
+  --plain               plain lines, as on a dumb terminal
+"""
+
+
+def help_of(capsys: pytest.CaptureFixture[str], command: str) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_demo_help_is_exactly_its_options(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    assert help_of(capsys, "demo") == DEMO_HELP
+
+
+@pytest.mark.parametrize("command", ["demo", "serve", "replay"])
+def test_help_mentions_only_the_flags_its_command_takes(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    text = help_of(capsys, command)
+    usage, rest = text.split("\n\n", 1)
+    taken = set(re.findall(r"\[(--[a-z-]+)", usage))
+    assert taken
+    assert set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", rest)) <= taken | {"--help"}
+
+
+def test_serve_help_describes_speed_for_what_serve_replays(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    text = " ".join(help_of(capsys, "serve").split())
+    assert (
+        "--speed RATE pieces per second: provider events (SSE events, JSON lines, .json list items) or text"
+        " deltas; 0: as fast as possible (default: 60.0) --host HOST"
+    ) in text
+
+
+def replicas_walkthrough() -> str:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    start = readme.index("- `examples/replicas/`")
+    return readme[start : readme.index("\n- ", start + 1)]
+
+
+def test_the_replicas_walkthrough_starts_the_replicas_and_balancer_before_the_producer() -> None:
+    text = replicas_walkthrough()
+    commands = re.search(r"```bash\n(.*?)```", text, flags=re.DOTALL)
+    assert commands is not None
+    lines = [line.strip() for line in commands.group(1).splitlines() if line.strip()]
+    assert [line.split()[0] for line in lines] == [
+        "redis-server",
+        "export",
+        "REPLICA_NAME=a",
+        "REPLICA_NAME=b",
+        "python",
+        "python",
+    ]
+    assert "--port 8001" in lines[2]
+    assert "replica_8001=$!" in lines[2]
+    assert lines[4].startswith(
+        "python examples/replicas/balancer.py --port 8000 127.0.0.1:8001 127.0.0.1:8002"
+    )
+    assert lines[5].startswith("python examples/replicas/producer.py")
+    assert "--pace 0.3" in lines[5]
+    assert "`GET /responses/demo/events -> 127.0.0.1:8001`" in text
+    assert "`kill -9 $replica_8001`" in text
+
+
+@pytest.mark.anyio
+async def test_the_balancer_says_which_replica_serves_each_request() -> None:
+    """The balancer, run as the walkthrough runs it, prints the line the walkthrough quotes."""
+
+    async def backend(client: anyio.abc.SocketStream) -> None:
+        async with client:
+            await client.receive()
+            await client.send(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+
+    root = Path(__file__).parent.parent
+    async with (
+        await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0) as replica,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(replica.serve, backend)
+        replica_port = replica.extra(anyio.abc.SocketAttribute.local_port)
+        port = free_port()
+        argv = [
+            sys.executable,
+            "examples/replicas/balancer.py",
+            "--port",
+            str(port),
+            f"127.0.0.1:{replica_port}",
+        ]
+        async with await anyio.open_process(argv, cwd=root) as balancer:
+            try:
+                with anyio.fail_after(30):
+                    async with httpx.AsyncClient() as client:
+                        while True:
+                            try:
+                                answer = await client.get(f"http://127.0.0.1:{port}/responses/demo/events")
+                                break
+                            except httpx.ConnectError:
+                                await anyio.sleep(0.05)
+                    assert answer.text == "ok"
+                    assert balancer.stdout is not None
+                    line = await balancer.stdout.receive()
+            finally:
+                balancer.kill()
+        tasks.cancel_scope.cancel()
+    assert line.decode() == f"GET /responses/demo/events -> 127.0.0.1:{replica_port}\n"

@@ -55,10 +55,14 @@ _DEMO_STREAMS = {
 _DESCRIPTION = (
     "Replay recorded LLM streams through the streamfold pipeline, watch a demo, run the rewriting proxy."
 )
-_SPEED_HELP = (
-    "pieces per second: provider events (SSE events, JSON lines, .json list items), text deltas, or"
-    " --chunk-size pieces; 0: as fast as possible (default: %(default)s)"
+_SPEED_HELP = "pieces per second: {pieces}; 0: as fast as possible (default: %(default)s)"
+"""The help of ``--speed``, one wording with the pieces each command paces (only the options it takes)."""
+_FILE_PIECES = "provider events (SSE events, JSON lines, .json list items) or text deltas"
+_REPLAY_SPEED_HELP = _SPEED_HELP.format(
+    pieces=_FILE_PIECES.replace(" or ", ", ") + ", or --chunk-size pieces"
 )
+_SERVE_SPEED_HELP = _SPEED_HELP.format(pieces=_FILE_PIECES)
+_DEMO_SPEED_HELP = _SPEED_HELP.format(pieces="the recording's provider events (SSE events)")
 _TEXT_DELTA_SIZE = 4
 """Characters per delta of a text file replayed without ``--chunk-size``."""
 
@@ -170,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
         default="coding-agent",
         help="which recording (default: %(default)s)",
     )
-    demo.add_argument("--speed", type=_speed, default=120.0, metavar="RATE", help=_SPEED_HELP)
+    demo.add_argument("--speed", type=_speed, default=120.0, metavar="RATE", help=_DEMO_SPEED_HELP)
     demo.add_argument("--plain", action="store_true", help="plain lines, as on a dumb terminal")
 
     formats = _tool_format_names()
@@ -217,7 +221,7 @@ def _parser() -> argparse.ArgumentParser:
         help="pretty: a live view; jsonl: one event per line; openai-sse: as the proxy answers"
         " (default: pretty)",
     )
-    replay.add_argument("--speed", type=_speed, default=0.0, metavar="RATE", help=_SPEED_HELP)
+    replay.add_argument("--speed", type=_speed, default=0.0, metavar="RATE", help=_REPLAY_SPEED_HELP)
     replay.add_argument(
         "--chunk-size",
         type=_positive,
@@ -367,7 +371,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help=f"how the model writes tool calls in the text: {formats}, or none (the default)",
     )
-    serve.add_argument("--speed", type=_speed, default=60.0, metavar="RATE", help=_SPEED_HELP)
+    serve.add_argument("--speed", type=_speed, default=60.0, metavar="RATE", help=_SERVE_SPEED_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
     serve.add_argument("--port", type=_port, default=8765, help="port to listen on (default: %(default)s)")
     return parser
