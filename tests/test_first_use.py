@@ -6,9 +6,11 @@ response.
 
 from __future__ import annotations
 
+import io
 import itertools
 import re
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +18,12 @@ import anyio
 import anyio.abc
 import httpx
 import pytest
+from rich.cells import cell_len
+from rich.console import Console
 
 from operators.adapter.sources import from_httpx
 from pipeline.cli.main import main
+from pipeline.cli.render import LiveRenderer
 from pipeline.compose import process
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
@@ -355,3 +360,70 @@ async def test_the_balancer_says_which_replica_serves_each_request() -> None:
                 balancer.kill()
         tasks.cancel_scope.cancel()
     assert line.decode() == f"GET /responses/demo/events -> 127.0.0.1:{replica_port}\n"
+
+
+CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+async def demo_events() -> list[PipelineEvent]:
+    body = (resources.files("pipeline.cli") / "demo" / "coding_agent.sse").read_bytes()
+    return [event async for event in process(body)]
+
+
+def transcript(output: str, width: int, height: int) -> list[str]:
+    """What a terminal of ``width`` x ``height`` shows, scrollback included, once ``output`` is written."""
+    import pyte
+
+    screen = pyte.HistoryScreen(width, height, history=100_000)
+    pyte.Stream(screen).feed(output.replace("\n", "\r\n"))
+    rows = [screen.buffer[number] for number in range(height)]
+    lines = [
+        "".join(row[column].data for column in range(width)).rstrip() for row in [*screen.history.top, *rows]
+    ]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (100, 30)])
+async def test_the_live_view_leaves_a_clean_transcript(width: int, height: int) -> None:
+    events = await demo_events()
+    out = io.StringIO()
+    console = Console(file=out, width=width, height=height, force_terminal=True, color_system=None)
+    renderer = LiveRenderer(console, refresh_per_second=500)  # its ticker redraws as the events come
+    for number, event in enumerate(events):
+        renderer.feed(event)
+        if number % 5 == 0:
+            renderer.refresh()  # a redraw at least every five events, the region at every height
+    renderer.close()
+    output = out.getvalue()
+    drawn = [piece for line in CONTROL.sub("\n", output).split("\n") for piece in line.split("\r")]
+    assert max(map(cell_len, drawn)) <= width  # no line wider than the screen
+
+    lines = transcript(output, width, height)
+    heads = [
+        "The user wants the weather in Paris",
+        "I'll check the current weather in Paris",
+        "╭─",  # tool get_weather
+        "│ ✓ invocation toolu_01WeatherDemo ready",
+        "╭─",  # write_file weather/watch.py
+        "│ ✓ invocation toolu_01WriteFileDemo ready",
+        "finish: tool_calls  412 in / 389 out tokens",
+    ]
+    found = [
+        next(head for head in heads if line.startswith(head))
+        for line in lines
+        if line.startswith(tuple(heads))
+    ]
+    assert found == heads  # each block once, in order
+    titles = [line for line in lines if line.startswith("╭")]
+    assert titles == [
+        f"╭{' tool get_weather '.center(width - 2, '─')}╮",
+        f"╭{' write_file weather/watch.py '.center(width - 2, '─')}╮",
+    ]
+    assert lines[-1] == heads[6]
+    numbered = [int(match.group(1)) for line in lines if (match := re.match(r"│ +(\d+) ", line))]
+    assert numbered == list(range(1, 26))  # each line of the file once, in order
+    assert sum(line.startswith("╰─") for line in lines) == 2  # each panel closed once
+    assert not [line for line in lines if "⋮" in line or "…" in line]  # no live-region residue
