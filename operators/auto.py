@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from operators.registry import FRAMINGS, PROVIDERS, check_choice, converter_for
 from pipeline._options import check_count
-from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
+from pipeline.errors import ConfigurationError, ConverterError, ProviderError, StreamDecodeError
 from pipeline.models import ChunkResponse
 from pipeline.stage import Core, chain
 
@@ -112,12 +112,43 @@ class _LazyConverter:
                     if body is None:
                         raise
                     raise body from error
-
+            else:
+                _check_named(provider, event)
             self.core = _converter(provider, self._id_factory, self._choice)
         return self.core.feed(event)
 
     def finish(self) -> list[ChunkResponse]:
         return self.core.finish() if self.core is not None else []
+
+
+_EXCERPT_KEYS = 8
+"""Keys of a first event that a wrong ``provider=`` error quotes, at most."""
+
+
+def _check_named(provider: str, event: Any) -> None:
+    """The first event of a stream read as the wire format ``provider`` (named, not ``auto``): raise
+    :class:`ConverterError` when it is plainly another wire format's, rather than convert nothing.
+
+    Checked once, on the first event only. An event no format claims, or an error event, is left to the
+    converter, which reads errors and reports what it cannot."""
+    if not isinstance(event, Mapping) or "error" in event or event.get("type") == "error":
+        return
+    from operators.adapter.detect import detect_wire_format
+
+    try:
+        detected = detect_wire_format(event)
+    except ConfigurationError:
+        return
+    if detected != provider:
+        keys = sorted(map(str, event))
+        shown = ", ".join(keys[:_EXCERPT_KEYS]) + (", ..." if len(keys) > _EXCERPT_KEYS else "")
+        kind = event.get("type", event.get("event_type"))
+        looks = f"type {str(kind)[:40]!r}, keys: {shown}" if isinstance(kind, str) else f"keys: {shown}"
+        raise ConverterError(
+            f"event 0: the stream was read as provider {provider!r}, but its first event looks like"
+            f" {detected!r} ({looks}); pass provider={detected!r} or 'auto'",
+            event_number=0,
+        )
 
 
 def _error_body(event: Any) -> ProviderError | None:
@@ -219,10 +250,9 @@ class _AutoChunks:
         self._decoder = decoder
         if self._provider == "text":
             return decoder
-        if self._provider == "auto":
-            self._lazy = _LazyConverter(self._provider, self._id_factory, self._choice)
-            return chain(decoder, self._lazy)
-        return _fused(decoder, _converter(self._provider, self._id_factory, self._choice))
+        # The converter is made at the first event: chosen from it (auto), or checked against it (named).
+        self._lazy = _LazyConverter(self._provider, self._id_factory, self._choice)
+        return chain(decoder, self._lazy)
 
     def _decoder_for(self, item: Any) -> Core[Any, Any] | None:
         if self._provider == "text":

@@ -22,6 +22,7 @@ the option and its choices. ``tool_format="none"`` (or ``None``, the default) me
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
@@ -44,6 +45,8 @@ from pipeline.models import ChunkResponse, PipelineEvent
 from pipeline.stage import Core, GeneratorStreamer, chain, drive, operator_stream
 
 if TYPE_CHECKING:
+    import httpx
+
     from pipeline.telemetry import Telemetry
 
 __all__ = [
@@ -64,13 +67,21 @@ Provider: TypeAlias = ProviderOption
 Framing: TypeAlias = FramingOption
 """The ``framing=`` option (:data:`operators.registry.FramingOption`)."""
 ChunkSource: TypeAlias = (
-    AsyncIterable[bytes] | AsyncIterable[Mapping[str, Any]] | AsyncIterable[Any] | Iterable[Any] | bytes
+    "AsyncIterable[bytes] | AsyncIterable[Mapping[str, Any]] | AsyncIterable[Any] | Iterable[Any] | bytes"
+    " | httpx.Response"
 )
 
 
 def _async_source(source: object) -> AsyncIterable[Any]:
-    """``source`` as an async iterable: async iterables as they are, a ``bytes`` body as one item, a plain
-    iterable (a list of provider dicts, a generator of SDK objects) item by item."""
+    """``source`` as an async iterable: async iterables as they are, an ``httpx.Response`` as
+    :func:`operators.adapter.sources.from_httpx` reads it (an error status raises the provider's error), a
+    ``bytes`` body as one item, a plain iterable (a list of provider dicts, a generator of SDK objects) item
+    by item."""
+    httpx = sys.modules.get("httpx")  # not imported: the source cannot be one of its responses
+    if httpx is not None and isinstance(source, httpx.Response):
+        from operators.adapter.sources import from_httpx
+
+        return cast(AsyncIterable[Any], from_httpx.raw(source))
     if isinstance(source, AsyncIterable):
         return source
     if isinstance(source, bytes | bytearray | memoryview):
@@ -155,9 +166,13 @@ def process(
     stage.
 
     Args:
-        source: an async iterable (or a plain iterable, such as a list) of SSE or JSON-lines bytes (an HTTP
-            body, a file), of provider event dicts, or of SDK objects; or one ``bytes`` object.
+        source: an ``httpx.Response`` (streaming, from ``client.stream(...)``: read as
+            :func:`~operators.adapter.sources.from_httpx` reads it, so an error status raises
+            :class:`ProviderError` with the provider's message and the status); an async iterable (or a
+            plain iterable, such as a list) of SSE or JSON-lines bytes (an HTTP body, a file), of provider
+            event dicts, or of SDK objects; or one ``bytes`` object.
         provider: the wire format (one of :data:`PROVIDERS`), or ``auto`` to detect it from the first event.
+            A first event plainly of another wire format raises :class:`ConverterError` naming it.
         framing: ``sse`` or ``jsonl`` for byte sources, or ``auto``.
         tool_format: a delimiter format (``kimi_k2``, ``hermes``, ...) whose tool calls are embedded in
             the text; ``"none"`` (or ``None``, the default) when the provider sends structured tool calls.

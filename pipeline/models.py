@@ -432,6 +432,9 @@ class ResponseEnd(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """The last item of a response's event stream: how it ended and what it cost."""
 
     finish_reason: str | None = None
+    """Why the provider ended the response (``stop``, ``tool_calls``, ``length``, ...); ``None``: no finish
+    reason came, the stream was cut before its finish (``streamfold replay`` fails with
+    ``TruncatedStreamError``)."""
     usage: TokenUsage | None = None
     metadata: Mapping[str, Any] = {}
 

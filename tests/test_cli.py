@@ -163,9 +163,9 @@ def test_a_text_file_that_is_not_utf8_replays_the_text_before_then_fails(
         (b"not json", "StreamDecodeError: the file is not JSON: Expecting value: line 1 column 1 (char 0)"),
         (b"\xff[]", "StreamDecodeError: the file is not valid UTF-8: byte 0xff at byte offset 0"),
         (
-            b'{"a": "b"}',
+            b'"a"',
             "StreamDecodeError: expected a JSON list of text deltas (strings) or of provider events"
-            " (objects), got an object",
+            " (objects), got a string",
         ),
         (
             b'["a", 2]',
@@ -178,7 +178,7 @@ def test_a_text_file_that_is_not_utf8_replays_the_text_before_then_fails(
         ),
         (b"[1e999]", "StreamDecodeError: the file is not I-JSON: the number 1e999 is beyond a double"),
     ],
-    ids=["not-json", "not-utf8", "object", "mixed", "surrogate", "overflow"],
+    ids=["not-json", "not-utf8", "string", "mixed", "surrogate", "overflow"],
 )
 def test_a_json_file_that_is_not_a_list_of_deltas_or_events_is_reported(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes, problem: str
@@ -303,15 +303,17 @@ def test_help_is_plain_text(capsys: pytest.CaptureFixture[str], argv: list[str])
 
 def test_speed_is_described_one_way(capsys: pytest.CaptureFixture[str]) -> None:
     helps = []
-    for command in ("demo", "replay"):
+    for command in ("demo", "replay", "serve"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         helps.append(" ".join(capsys.readouterr().out.split()))
     for text in helps:
-        assert (
-            "--speed RATE pieces per second: provider events (SSE events, JSON lines, .json list items)"
-            in text
-        )
+        assert "--speed RATE pieces per second: " in text
+        assert "; 0: as fast as possible (default: " in text
+    assert (
+        "--speed RATE pieces per second: provider events (SSE events, JSON lines, .json list items)"
+        in helps[1]
+    )
 
 
 def test_proxy_help_shows_the_tool_format_default_and_choices(capsys: pytest.CaptureFixture[str]) -> None:

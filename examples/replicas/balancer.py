@@ -16,12 +16,21 @@ from anyio.abc import ByteStream, SocketStream
 
 class Balancer:
     """Round-robin over ``backends`` (``host:port``); ``routed`` records (first bytes, backend) per
-    connection, so a test can tell which replica holds which request."""
+    request, so a test can tell which replica holds which request. ``announce``: also print each request
+    line and its backend (``GET /responses/demo/events -> 127.0.0.1:8001``), so a person can tell which
+    replica to kill."""
 
-    def __init__(self, backends: Sequence[str]) -> None:
+    def __init__(self, backends: Sequence[str], *, announce: bool = False) -> None:
         self.backends = list(backends)
         self._next = itertools.cycle(range(len(self.backends)))
         self.routed: list[tuple[bytes, str]] = []
+        self._announce = announce
+
+    def _route(self, first: bytes, backend: str) -> None:
+        self.routed.append((first[:200], backend))
+        if self._announce:
+            line = first[:200].split(b"\r\n", 1)[0].rsplit(b" HTTP/", 1)[0]
+            print(f"{line.decode('latin-1')} -> {backend}", flush=True)
 
     async def _connect(self) -> tuple[SocketStream, str]:
         for _ in self.backends:
@@ -40,7 +49,7 @@ class Balancer:
                 upstream, backend = await self._connect()
             except (OSError, anyio.EndOfStream, anyio.BrokenResourceError):
                 return
-            self.routed.append((first[:200], backend))
+            self._route(first, backend)
             async with upstream, anyio.create_task_group() as tasks:
                 await upstream.send(first)
                 tasks.start_soon(self._requests, client, upstream, backend, tasks.cancel_scope)
@@ -53,7 +62,7 @@ class Balancer:
         try:
             async for chunk in client:
                 if chunk[:4] in (b"GET ", b"POST"):
-                    self.routed.append((chunk[:200], backend))
+                    self._route(chunk, backend)
                 await upstream.send(chunk)
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
@@ -75,7 +84,7 @@ async def _pipe(source: ByteStream, target: ByteStream, scope: anyio.CancelScope
 
 async def main(port: int, backends: Sequence[str]) -> None:
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=port)
-    await listener.serve(Balancer(backends).handle)
+    await listener.serve(Balancer(backends, announce=True).handle)
 
 
 if __name__ == "__main__":

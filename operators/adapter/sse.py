@@ -661,9 +661,9 @@ class FusedSSE:
         self._chain = chain(decoder, converter)
         self.finish = self._chain.finish
         self.abort: Callable[[BaseException], list[Any]] = getattr(self._chain, "abort")  # noqa: B009  # a _Chain has one
-        self._at_boundary = False
+        self._at_boundary = decoder._start is None and decoder.at_event_boundary()
         """Whether the decoder is at an event boundary, after its first event: set after each read the
-        chain takes."""
+        chain takes (and here, for a decoder that has read the stream's first events already)."""
         self._lines = decoder._events._lines
         self._max = decoder._events._max
         self._parser = decoder._parser

@@ -13,8 +13,8 @@
     streamfold --version
 
 Errors are one line on stderr: exit status 2 for a usage error (a bad option, a file that cannot be
-read), 1 for bad input (a stream that does not decode, a provider error) after everything before it was
-written.
+read), 1 for bad input (a stream that does not decode, a provider error, a stream cut before its finish)
+after everything before it was written.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from operators.registry import (
 )
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
-from pipeline.models import ChunkResponse
+from pipeline.models import ChunkResponse, ResponseEnd
 
 __all__ = ["TruncatedStreamError", "main", "serve_app"]
 
@@ -55,10 +55,14 @@ _DEMO_STREAMS = {
 _DESCRIPTION = (
     "Replay recorded LLM streams through the streamfold pipeline, watch a demo, run the rewriting proxy."
 )
-_SPEED_HELP = (
-    "pieces per second: provider events (SSE events, JSON lines, .json list items), text deltas, or"
-    " --chunk-size pieces; 0: as fast as possible (default: %(default)s)"
+_SPEED_HELP = "pieces per second: {pieces}; 0: as fast as possible (default: %(default)s)"
+"""The help of ``--speed``, one wording with the pieces each command paces (only the options it takes)."""
+_FILE_PIECES = "provider events (SSE events, JSON lines, .json list items) or text deltas"
+_REPLAY_SPEED_HELP = _SPEED_HELP.format(
+    pieces=_FILE_PIECES.replace(" or ", ", ") + ", or --chunk-size pieces"
 )
+_SERVE_SPEED_HELP = _SPEED_HELP.format(pieces=_FILE_PIECES)
+_DEMO_SPEED_HELP = _SPEED_HELP.format(pieces="the recording's provider events (SSE events)")
 _TEXT_DELTA_SIZE = 4
 """Characters per delta of a text file replayed without ``--chunk-size``."""
 
@@ -170,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
         default="coding-agent",
         help="which recording (default: %(default)s)",
     )
-    demo.add_argument("--speed", type=_speed, default=120.0, metavar="RATE", help=_SPEED_HELP)
+    demo.add_argument("--speed", type=_speed, default=120.0, metavar="RATE", help=_DEMO_SPEED_HELP)
     demo.add_argument("--plain", action="store_true", help="plain lines, as on a dumb terminal")
 
     formats = _tool_format_names()
@@ -179,8 +183,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run a recorded stream file through the pipeline",
         description=(
             "Run a recorded stream through the pipeline. FILE: SSE (.sse) or JSON Lines (.jsonl) as the"
-            " provider sent it, plain model text (.txt), or a .json list of text deltas (strings) or of"
-            " provider events (objects)."
+            " provider sent it, plain model text (.txt), a .json list of text deltas (strings) or of"
+            " provider events (objects), or a .json body (an HTTP error body, read as the provider sent it)."
         ),
     )
     replay.add_argument("file", type=Path, metavar="FILE")
@@ -217,7 +221,7 @@ def _parser() -> argparse.ArgumentParser:
         help="pretty: a live view; jsonl: one event per line; openai-sse: as the proxy answers"
         " (default: pretty)",
     )
-    replay.add_argument("--speed", type=_speed, default=0.0, metavar="RATE", help=_SPEED_HELP)
+    replay.add_argument("--speed", type=_speed, default=0.0, metavar="RATE", help=_REPLAY_SPEED_HELP)
     replay.add_argument(
         "--chunk-size",
         type=_positive,
@@ -367,7 +371,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help=f"how the model writes tool calls in the text: {formats}, or none (the default)",
     )
-    serve.add_argument("--speed", type=_speed, default=60.0, metavar="RATE", help=_SPEED_HELP)
+    serve.add_argument("--speed", type=_speed, default=60.0, metavar="RATE", help=_SERVE_SPEED_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
     serve.add_argument("--port", type=_port, default=8765, help="port to listen on (default: %(default)s)")
     serve.add_argument(
@@ -492,7 +496,9 @@ def _json_type(value: object) -> str:
 
 
 def _json_items(data: bytes, provider: str) -> tuple[list[Any], str]:
-    """A ``.json`` file: a list of text deltas (replayed as text) or of provider events (dicts)."""
+    """A ``.json`` file: a list of text deltas (replayed as text) or of provider events (dicts); or one
+    object (an error body, ``{"error": ...}``), whose bytes are read as the provider sent them, as the
+    same body saved as ``.sse`` is."""
     try:
         value = json.loads(data.decode(), parse_constant=_not_a_number, parse_float=_finite)
     except UnicodeDecodeError as exc:
@@ -502,6 +508,8 @@ def _json_items(data: bytes, provider: str) -> tuple[list[Any], str]:
         raise StreamDecodeError(f"the file is not JSON: {exc}", offset=exc.pos) from None
     except ValueError as exc:
         raise StreamDecodeError(f"the file is not I-JSON: {exc}") from None
+    if isinstance(value, dict):
+        return [data], provider
     expected = "expected a JSON list of text deltas (strings) or of provider events (objects)"
     if not isinstance(value, list):
         raise StreamDecodeError(f"{expected}, got {_json_type(value)}")
@@ -573,24 +581,35 @@ async def _run(
         reasoning_tags=reasoning_tags,
         start_in_reasoning=start_in_reasoning,
     )
+    last: Any = None
     if output == "jsonl":
         async with events.stream() as items:
-            async for event in items:
-                out.write(encode_json(event.to_dict()).decode() + "\n")
-        return
-    from pipeline.cli.render import make_renderer
+            async for last in items:
+                out.write(encode_json(last.to_dict()).decode() + "\n")
+    else:
+        from pipeline.cli.render import make_renderer
 
-    renderer = make_renderer(out, force_plain=plain)
-    try:
-        async with events.stream() as items:
-            async for item in items:
-                renderer.feed(item)
-    finally:
-        renderer.close()
+        renderer = make_renderer(out, force_plain=plain)
+        try:
+            async with events.stream() as items:
+                async for last in items:
+                    renderer.feed(last)
+        finally:
+            renderer.close()
+    if isinstance(last, ResponseEnd) and last.finish_reason is None:
+        raise _truncated()
 
 
 class TruncatedStreamError(StreamfoldError):
-    """``--output openai-sse``: the stream ended without a finish reason (as the proxy reports it)."""
+    """``replay``: the stream ended without a finish reason, cut before its end (every ``--output``
+    reports it so: on stderr, exit status 1; ``openai-sse`` also writes the proxy's error event)."""
+
+
+_TRUNCATED = "the upstream stream ended without a finish_reason"
+
+
+def _truncated() -> TruncatedStreamError:
+    return TruncatedStreamError(f"{_TRUNCATED} (truncated)")
 
 
 def _error_event(message: str, code: str) -> dict[str, Any]:
@@ -651,9 +670,8 @@ async def _openai_sse(
         raise
     write(encoder.finish())
     if encoder.finish_reason is None:
-        message = "the upstream stream ended without a finish_reason"
-        write([_error_event(message, "upstream_truncated")])
-        raise TruncatedStreamError(f"{message} (truncated)")
+        write([_error_event(_TRUNCATED, "upstream_truncated")])
+        raise _truncated()
     out.write("data: [DONE]\n\n")
 
 

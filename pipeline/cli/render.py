@@ -2,13 +2,16 @@
 
 The live view keeps one block per segment in stream order: reasoning (dim), text, each tool call with its
 arguments filling in key by key, each file segment as a syntax-highlighted panel whose content streams,
-and a line per invocation when it is folded. Rendering is throttled by rich's refresh rate, and a segment's
-text is kept as a list of pieces joined only when drawn.
+and a line per invocation when it is folded. A finished block is printed above the live region, once, so
+the scrollback is a clean transcript at any terminal size; the live region shows the blocks still
+streaming, cut to the screen's height. Redrawing is throttled to a refresh rate, and a segment's text is
+kept as a list of pieces joined only when drawn.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -149,8 +152,21 @@ class _Block:
     invocation: ToolInvocation | None = None
 
 
+_FOLDED = frozenset({SegmentType.TOOL_CALL, SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
+"""Segments whose invocation follows their END: a finished one waits for it (or for the next event)."""
+
+
 class LiveRenderer(Renderer):
-    """A rich ``Live`` view of the stream, redrawn at most ``refresh_per_second`` times a second."""
+    """A rich ``Live`` view of the stream, redrawn at most ``refresh_per_second`` times a second.
+
+    Finished blocks are printed above the live region once each, in stream order, so the scrollback is a
+    clean transcript; the live region holds only the blocks still streaming (and those after them), cut to
+    its last lines so that it stays within the screen (a taller region could not be redrawn in place).
+
+    Every write to the terminal (a redraw by the ticker thread, a finished block printed by ``feed``) is made
+    under one lock: rich's ``Live`` erases its region by the height it last drew, so a redraw between the
+    erasing and the drawing of a print would erase lines of the transcript.
+    """
 
     def __init__(self, console: Any, *, refresh_per_second: float = 12) -> None:
         from rich.live import Live
@@ -158,28 +174,78 @@ class LiveRenderer(Renderer):
         self._console = console
         self._blocks: dict[str, _Block] = {}
         self._order: list[_Block] = []
+        self._printed = 0
+        """Blocks of ``_order`` already printed above the live region (a prefix: stream order is kept)."""
         self._end: ResponseEnd | None = None
+        self._lock = threading.Lock()
+        self._changed = False
+        """Whether an event came since the last redraw."""
         self._live = Live(
-            get_renderable=self._renderable,
-            console=console,
-            refresh_per_second=refresh_per_second,
-            vertical_overflow="visible",
+            get_renderable=self._renderable, console=console, auto_refresh=False, vertical_overflow="crop"
         )
         self._live.start()
+        self._closing = threading.Event()
+        self._ticker = threading.Thread(
+            target=self._tick, args=(1 / refresh_per_second,), name="streamfold-live", daemon=True
+        )
+        self._ticker.start()
+
+    def _tick(self, interval: float) -> None:
+        while not self._closing.wait(interval):
+            with self._lock:
+                if self._changed:
+                    self._changed = False
+                    self._live.refresh()
 
     def feed(self, event: PipelineEvent) -> None:
-        if isinstance(event, SegmentEvent):
-            self._segment_event(event)
-        elif isinstance(event, ToolInvocation):
-            block = self._blocks.get(event.id)
-            if block is not None:
-                block.invocation = event
-        elif isinstance(event, ResponseEnd):
-            self._end = event
+        with self._lock:
+            self._changed = True
+            if isinstance(event, ToolInvocation):
+                block = self._blocks.get(event.id)
+                if block is not None:
+                    block.invocation = event
+                self._print_finished()
+                return
+            self._print_finished(settled=True)  # an invocation comes right after its END or not at all
+            if isinstance(event, SegmentEvent):
+                self._segment_event(event)
+                if event.event_type is SegmentEventType.END:
+                    self._print_finished()
+            elif isinstance(event, ResponseEnd):
+                self._end = event
+
+    def refresh(self) -> None:
+        """Redraw the live region now, rather than at the next tick."""
+        with self._lock:
+            self._changed = False
+            self._live.refresh()
 
     def close(self) -> None:
-        self._live.refresh()
-        self._live.stop()
+        """Print every block not printed yet and the finish line, leaving an empty live region."""
+        self._closing.set()
+        self._ticker.join()
+        with self._lock:
+            remaining, self._printed = self._order[self._printed :], len(self._order)
+            footer, self._end = self._footer(), None
+            self._live.refresh()
+            for renderable in [*map(self._draw, remaining), *footer]:
+                self._console.print(renderable)
+            self._live.stop()
+
+    def _print_finished(self, *, settled: bool = False) -> None:
+        """Print the finished blocks at the head of the live region; ``settled``: also a folded segment
+        whose invocation has not come (none will)."""
+        order = self._order
+        first = self._printed
+        while self._printed < len(order):
+            block = order[self._printed]
+            if not block.done or (block.segment_type in _FOLDED and block.invocation is None and not settled):
+                break
+            self._printed += 1
+        if self._printed > first:
+            self._live.refresh()  # the live region without them, so that the print redraws it so
+            for block in order[first : self._printed]:
+                self._console.print(self._draw(block))
 
     def _segment_event(self, event: SegmentEvent) -> None:
         kind = event.event_type
@@ -211,7 +277,8 @@ class LiveRenderer(Renderer):
     def _renderable(self) -> Any:
         from rich.console import Group
 
-        return Group(*(self._draw(block) for block in self._order), *self._footer())
+        live = self._order[self._printed :]
+        return _Tail(Group(*(self._draw(block) for block in live), *self._footer()))
 
     def _footer(self) -> list[Any]:
         from rich.text import Text
@@ -265,6 +332,28 @@ class LiveRenderer(Renderer):
         if invocation.error is not None:
             return Text(f"✗ {invocation.error.kind}: {invocation.error.message}", style="red")
         return Text(f"✓ invocation {invocation.id} ready", style="green")
+
+
+class _Tail:
+    """A renderable's last lines, as many as fit the screen less one (the cursor's line), with a marker
+    line first when lines were cut: a live region must fit the screen to be redrawn in place."""
+
+    def __init__(self, renderable: Any) -> None:
+        self._renderable = renderable
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.segment import Segment
+
+        room = max((options.height or console.height) - 1, 1)
+        lines = console.render_lines(self._renderable, options.update(height=None), pad=False)
+        if len(lines) > room:
+            shown = lines[len(lines) - room + 1 :]
+            marker = f"⋮ {len(lines) - len(shown)} lines above, still streaming"
+            lines = [[Segment(marker, console.get_style("dim"))], *shown]
+        for number, line in enumerate(lines):
+            yield from line
+            if number < len(lines) - 1:
+                yield Segment.line()
 
 
 def make_renderer(out: IO[str], *, force_plain: bool = False) -> Renderer:
