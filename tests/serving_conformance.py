@@ -34,10 +34,9 @@ from pipeline.fanout.serving._log import (
     EventLog,
     Retention,
 )
+from tests.guards import GUARD
 
 __all__ = ["EventLogConformance", "ServingBackend", "collect", "items", "new_id"]
-
-GUARD = 10.0  # seconds: only a hang guard
 
 
 class ServingBackend(Protocol):

@@ -14,10 +14,10 @@ from pipeline.fanout.serving._log import MAX_ITEM_BYTES, Entry
 from pipeline.fanout.serving.manager import STOPPED_ERROR, ResponseManager
 from pipeline.fanout.serving.memory import MemoryEventLog
 from pipeline.models import SegmentEvent
+from tests.guards import GUARD
 from tests.serving_conformance import collect
 
 pytestmark = pytest.mark.anyio
-GUARD = 10.0
 
 
 class Upstream:
