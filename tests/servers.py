@@ -22,7 +22,15 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["NatsServer", "RedisServer", "free_port", "nats_server", "redis_server", "require_binary"]
+__all__ = [
+    "CLIENT_POOL",
+    "NatsServer",
+    "RedisServer",
+    "free_port",
+    "nats_server",
+    "redis_server",
+    "require_binary",
+]
 
 START_TIMEOUT = 10.0  # seconds: only a hang guard while a server starts
 
@@ -81,12 +89,23 @@ class _Server:
         self.start()
 
 
+# Connections a test's Redis client may open: the thousand-reader tests hold one per reader. redis-py 8
+# caps a pool at 100 by default, and a reader over the cap gets MaxConnectionsError, which the log retries
+# as an outage: the test would pass only by the retries' luck, slowly.
+CLIENT_POOL = 1100
+
+
 class RedisServer(_Server):
     name = "redis-server"
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def client_url(self) -> str:
+        """``url`` with the client's pool pinned at ``CLIENT_POOL`` connections."""
+        return f"{self.url}?max_connections={CLIENT_POOL}"
 
     def args(self) -> list[str]:
         return [

@@ -43,7 +43,8 @@ class Backend:
         if self.kind == "redis":
             from pipeline.fanout.serving.redis import RedisEventLog
 
-            log = RedisEventLog(self.server.url, **options)
+            assert isinstance(self.server, RedisServer)
+            log = RedisEventLog(self.server.client_url, **options)
         else:
             from pipeline.fanout.serving.nats import NatsEventLog
 
