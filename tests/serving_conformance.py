@@ -213,6 +213,24 @@ class EventLogConformance:
         assert (status.first_id, status.last_id) == (9, 10)
         assert [entry.id for entry in await collect_running(log, rid, 8, 2)] == [9, 10]
 
+    async def test_an_item_larger_than_max_bytes_is_kept_alone(self, serving_backend: ServingBackend) -> None:
+        """Retention keeps at least the newest entry even if it alone is over ``max_bytes``."""
+        log = await serving_backend.open(retention=Retention(max_items=1000, max_bytes=10))
+        rid = new_id()
+        await log.create(rid)
+        big = b'"0123456789abcdef"'  # 18 bytes, over the 10-byte cap on its own
+        await log.append(rid, [b'"a"', big])
+        status = await log.status(rid)
+        assert status is not None
+        assert (status.first_id, status.last_id) == (2, 2)
+        assert [(entry.id, entry.data) for entry in await collect_running(log, rid, 1, 1)] == [(2, big)]
+        await log.append(rid, [b'"b"'])  # the big one is no longer the newest: trimmed
+        await log.end(rid)
+        assert [(entry.id, entry.data, entry.end) for entry in await collect(log, rid, 2)] == [
+            (3, b'"b"', False),
+            (4, None, True),
+        ]
+
     async def test_a_reader_far_behind_gets_gone_not_a_partial_replay(
         self, serving_backend: ServingBackend
     ) -> None:
