@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,18 @@ def test_ci_requires_the_servers_and_the_browser() -> None:
     script = (ROOT / ".ci" / "run").read_text().splitlines()
     assert "export STREAMFOLD_REQUIRE_SERVERS=1" in script
     assert "export STREAMFOLD_REQUIRE_BROWSER=1" in script
+
+
+def test_the_redis_client_is_pinned_to_the_versions_tested_and_this_one_is_in() -> None:
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins = {
+        str(Requirement(line).specifier)
+        for line in extras["redis"] + extras["test"]
+        if line.startswith("redis")
+    }
+    assert pins == {"<9,>=5.0.1"}
+    assert Requirement(f"redis{pins.pop()}").specifier.contains(version("redis"))
