@@ -310,7 +310,8 @@ class EventLogConformance:
             await reader.__anext__()
 
     async def test_heartbeats_keep_a_quiet_producer_alive(self, serving_backend: ServingBackend) -> None:
-        log = await serving_backend.open(heartbeat_timeout=0.5)
+        # A heartbeat every tenth of the timeout: a busy machine may delay one several times over.
+        log = await serving_backend.open(heartbeat_timeout=1.0)
         rid = new_id()
         await log.create(rid)
         got: list[Entry] = []
@@ -320,8 +321,8 @@ class EventLogConformance:
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(read)
-            for _ in range(6):  # 0.9 s of heartbeats, no appends: more than the timeout
-                await anyio.sleep(0.15)
+            for _ in range(12):  # 1.2 s of heartbeats, no appends: more than the timeout
+                await anyio.sleep(0.1)
                 await log.heartbeat(rid)
             await log.end(rid)
         assert got == [Entry(1, None, True)]

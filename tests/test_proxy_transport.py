@@ -58,7 +58,7 @@ async def test_errors_are_httpx_errors() -> None:
     pieces = sse_events(chat_sse(["one ", "two ", "three"]))
     upstream.add("cut", Scenario(pieces, cut_after=2))
     upstream.add("stall", Scenario(pieces, pause_after=1))
-    async with serving(upstream.app) as url, aiohttp_client(timeout=httpx.Timeout(5, read=0.3)) as client:
+    async with serving(upstream.app) as url, aiohttp_client(timeout=httpx.Timeout(5, read=1.0)) as client:
         with pytest.raises(httpx.ConnectError) as refused:
             await client.post(f"http://127.0.0.1:{closed_port()}/v1/chat/completions", json=BODY)
         assert refused.value.request.method == "POST"
