@@ -20,7 +20,7 @@ from pipeline.models import (
 )
 from pipeline.testing import replay
 from tests.reference import FIXTURES, call_id_for
-from tests.typecheck import run_mypy
+from tests.typecheck import TEST_TIMEOUT, run_mypy
 
 GOLDEN_INPUTS = Path(__file__).parent / "golden" / "inputs"
 
@@ -144,6 +144,7 @@ def test_error_kinds_are_literals() -> None:
     }
 
 
+@pytest.mark.timeout(TEST_TIMEOUT)
 def test_mypy_rejects_a_misspelt_error_kind(tmp_path: Path) -> None:
     snippet = tmp_path / "snippet.py"
     snippet.write_text(

@@ -22,7 +22,7 @@ from pipeline.seeds.handlers import create_streaming_handler
 from pipeline.testing import collect, sequential_call_ids
 from tests.conftest import FIXTURES
 from tests.reference import read_payloads
-from tests.typecheck import run_mypy
+from tests.typecheck import TEST_TIMEOUT, run_mypy
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
@@ -58,6 +58,7 @@ def test_readme_block_runs(block: str, capsys: pytest.CaptureFixture[str]) -> No
     capsys.readouterr()
 
 
+@pytest.mark.timeout(TEST_TIMEOUT)
 def test_readme_blocks_pass_mypy_strict(tmp_path: Path) -> None:
     files = []
     for number, block in enumerate(BLOCKS):
