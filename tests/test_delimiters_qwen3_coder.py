@@ -159,6 +159,16 @@ def test_missing_parameter_and_function_ends() -> None:
     assert result.parsed() == [("f", {"a": 1, "b": "x"})]
 
 
+@pytest.mark.parametrize("after", ["", "\n", "  \n\n"])
+def test_a_call_ending_at_function_end_and_whitespace_without_tool_call_end(after: str) -> None:
+    """The input ends after ``</function>`` and whitespace, ``</tool_call>`` never comes: the call is
+    whole and finished, and the whitespace held for the missing tag is not shown."""
+    text = "Sure.<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>" + after
+    result = assert_chunking_invariant("qwen3_coder", text)
+    assert result.content == "Sure."
+    assert result.calls == [Call(0, "call_0", "f", '{"a": 1}')]
+
+
 def test_prose_mentions_stay_text() -> None:
     for prose in [
         "Use <tool_call> then <function=name>.",

@@ -15,9 +15,12 @@ from hypothesis import strategies as st
 
 from operators.convert.gemini import GeminiConverter, convert_gemini, normalize_gemini_finish_reason
 from operators.convert.gemini._partial_args import PartialArgsWriter, parse_json_path
+from pipeline import process
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolInvocation
+from pipeline.testing import collect, sequential_call_ids
 from tests.converter_cases import fold_calls, load_events, run_converter, sequential_ids
+from tests.reference import read_payloads
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
 RECORDINGS = sorted(path for path in FIXTURES.iterdir() if path.suffix in {".sse", ".jsonl"})
@@ -878,3 +881,33 @@ async def test_operator_gives_what_the_core_gives() -> None:
     async with (stream.iterate(events) | convert_gemini.pipe(id_factory=sequential_ids)).stream() as chunks:
         received = [response async for response in chunks]
     assert received == convert(events)
+
+
+SIGNED_CALLS = [
+    "fantasy_gemini-3.1-pro_function_call_id_signature_thinking.sse",
+    "fantasy_gemini-3.1-pro_parallel_function_calls_with_ids.sse",
+    "fantasy_gemini-2.5-pro_2_parallel_function_calls_two_chunks.sse",
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("recording", SIGNED_CALLS)
+async def test_a_signed_call_gives_its_invocation_the_signature(recording: str) -> None:
+    """``ToolInvocation.signature`` is the ``thoughtSignature`` of the call's own part (the first of
+    parallel calls carries it, the others none), read on the invocation itself, for the next turn."""
+    path = FIXTURES / recording
+    parts = [
+        part
+        for _, payload in read_payloads(path)
+        for candidate in payload.get("candidates", [])
+        for part in candidate.get("content", {}).get("parts", [])
+        if "functionCall" in part
+    ]
+    expected = [
+        (call.get("id", f"call_{index}"), call["name"], part.get("thoughtSignature"))
+        for index, (part, call) in enumerate((part, part["functionCall"]) for part in parts)
+    ]
+    assert expected[0][2] is not None
+    events = await collect(process(path.read_bytes(), id_factory=sequential_call_ids))
+    invocations = [event for event in events if isinstance(event, ToolInvocation)]
+    assert [(call.id, call.name, call.signature) for call in invocations] == expected

@@ -47,12 +47,11 @@ from pipeline.models import (
     TokenUsage,
     ToolInvocation,
 )
+from tests.guards import GUARD
 
 pytestmark = pytest.mark.anyio
 
 T = TypeVar("T")
-
-GUARD = 5  # seconds: only a hang guard, never a timing assertion
 
 
 def response_events() -> list[PipelineEvent]:
@@ -437,6 +436,28 @@ async def test_replay_beyond_max_replay_is_refused_but_earlier_joiners_keep_thei
             assert await read_all(joined_in_time) == list(range(6))
 
 
+async def test_replay_n_keeps_exactly_n_items_and_refuses_at_the_n_plus_first() -> None:
+    """``fan_out(replay=3)``: a subscriber joining after 3 items replays them all; after the 4th, it is
+    refused (a cap of 4, or one that drops the history at the 3rd, fails here)."""
+    send, receive = anyio.create_memory_object_stream[int]()
+    with send, anyio.fail_after(GUARD):
+        async with fan_out(receive, replay=3) as hub:
+            for number in range(3):
+                await send.send(number)
+            await wait_all_tasks_blocked()
+            assert hub.statistics()[1:4] == (3, 3, True)  # items, history kept, history complete
+            at_the_cap = hub.subscribe()
+            await send.send(3)
+            await wait_all_tasks_blocked()
+            assert hub.statistics()[1:4] == (4, 0, False)
+            with pytest.raises(
+                ReplayUnavailableError, match=r"at most 3 items \(max_replay\) and 4 have passed"
+            ):
+                hub.subscribe()
+            send.close()
+            assert await read_all(at_the_cap) == [0, 1, 2, 3]
+
+
 async def test_source_error_ends_every_subscriber_and_leaves_the_hub_unwrapped() -> None:
     boom = ProviderError("overloaded", kind="overloaded_error")
 
@@ -537,21 +558,22 @@ async def test_a_subscriber_that_walks_away_never_stalls_the_others() -> None:
         async for _ in subscription:
             break
 
-    with anyio.fail_after(GUARD):
-        async with fan_out(from_list(range(50))) as hub:
-            agent = hub.subscribe(max_buffer=1)
+    async with fan_out(from_list(range(50))) as hub:
+        agent = hub.subscribe(max_buffer=1)
+        with anyio.fail_after(GUARD):
             async with hub.subscribe(max_buffer=1, name="closes") as closes:
                 await anext(closes)
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(walk_away_after_one, hub.subscribe(max_buffer=1, name="forgotten"))
-            gc.collect()  # CPython frees it at once; this covers other interpreters
+        gc.collect()  # CPython frees it at once; this covers other interpreters (outside the guard)
+        with anyio.fail_after(GUARD):
             assert await read_all(agent) == list(range(50))
-            states = {stats.name: stats.state for stats in hub.statistics().subscribers}
-            assert states == {
-                "closes": "unsubscribed",
-                "forgotten": "unsubscribed",
-                "subscriber-1": "completed",
-            }
+        states = {stats.name: stats.state for stats in hub.statistics().subscribers}
+        assert states == {
+            "closes": "unsubscribed",
+            "forgotten": "unsubscribed",
+            "subscriber-1": "completed",
+        }
 
 
 async def test_statistics_per_subscriber_and_totals() -> None:
@@ -933,6 +955,25 @@ def test_the_buffer_asks_a_disconnecting_producer_to_overflow_and_coalesces_firs
         buffer.take_nowait()
     with pytest.raises(anyio.EndOfStream):
         buffer.take_nowait()
+
+
+def test_a_content_delta_never_merges_into_an_argument_delta_of_its_segment() -> None:
+    """The fixed example beside the coalesce property tests: a full buffer merges a delta only into a
+    waiting one of the same segment, kind and argument path; a CONTENT delta waits behind an ARGUMENT
+    delta of its segment instead of joining its text."""
+    producer = _Producer()
+    buffer: SubscriberBuffer[PipelineEvent] = SubscriberBuffer(producer, "ui", "coalesce", 1, history=None)
+    argument, more = (SegmentEvent.argument_delta("s1", ("city",), text) for text in ("Pa", "ris"))
+    content = SegmentEvent.content("s1", '"}')
+    assert buffer.offer_nowait(argument, coalesce_key(argument)) is False
+    with pytest.raises(anyio.WouldBlock):
+        buffer.offer_nowait(content, coalesce_key(content))
+    assert buffer.offer_nowait(more, coalesce_key(more)) is False  # same segment, kind and path: merged
+    assert buffer.coalesced == 1
+    assert buffer.take_nowait() == SegmentEvent.argument_delta("s1", ("city",), "Paris")
+    assert buffer.offer_nowait(content, coalesce_key(content)) is False
+    assert buffer.take_nowait() == content
+    assert buffer.coalesced == 1
 
 
 def test_the_hub_never_imports_the_reactivex_bridge() -> None:

@@ -20,6 +20,7 @@ from pipeline.models import (
 )
 from pipeline.testing import replay
 from tests.reference import FIXTURES, call_id_for
+from tests.typecheck import TEST_TIMEOUT, run_mypy
 
 GOLDEN_INPUTS = Path(__file__).parent / "golden" / "inputs"
 
@@ -143,9 +144,8 @@ def test_error_kinds_are_literals() -> None:
     }
 
 
+@pytest.mark.timeout(TEST_TIMEOUT)
 def test_mypy_rejects_a_misspelt_error_kind(tmp_path: Path) -> None:
-    from mypy import api
-
     snippet = tmp_path / "snippet.py"
     snippet.write_text(
         "from pipeline.models import ArgumentError, ToolCallError\n"
@@ -153,7 +153,7 @@ def test_mypy_rejects_a_misspelt_error_kind(tmp_path: Path) -> None:
         'ToolCallError("invalid-json", "typo")\n'
         'ArgumentError("interrupted", "not a splitter kind", 0)\n'
     )
-    out, _, status = api.run(["--strict", "--follow-imports=silent", "--config-file=", str(snippet)])
-    assert status == 1
-    errors = [line for line in out.splitlines() if ": error:" in line]
-    assert [line.split(":")[1] for line in errors] == ["3", "4"], out
+    report, status = run_mypy("--strict", "--follow-imports=silent", "--config-file=", str(snippet))
+    assert status == 1, report
+    errors = [line for line in report.splitlines() if ": error:" in line]
+    assert [line.split(":")[1] for line in errors] == ["3", "4"], report

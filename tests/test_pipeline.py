@@ -22,6 +22,7 @@ from pipeline import (
 )
 from pipeline.testing import collect, counter_segment_ids, sequential_call_ids, summarize
 from tests.conftest import FIXTURES
+from tests.guards import GUARD
 
 PARALLEL = FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse"
 
@@ -147,7 +148,7 @@ async def test_stopping_early_closes_the_source_at_once_and_leaves_no_task() -> 
     import asyncio
 
     before = asyncio.all_tasks()
-    with anyio.fail_after(5):
+    with anyio.fail_after(GUARD):
         async with process(endless()).stream() as events:
             async for event in events:
                 if isinstance(event, SegmentEvent) and event.event_type is SegmentEventType.CONTENT:

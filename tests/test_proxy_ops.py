@@ -23,6 +23,7 @@ from pipeline.proxy.autodetect import AutoToolRewriter, detect_tool_format
 from pipeline.proxy.rewriter import ChatStreamRewriter
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import collect, numbered_ids, pieces_at
+from tests.guards import GUARD
 from tests.proxy_upstream import (
     FakeUpstream,
     Scenario,
@@ -180,7 +181,7 @@ async def cli_proxy(
     async with await anyio.open_process(command, stderr=subprocess.PIPE) as process:
         assert process.stderr is not None
         log: list[bytes] = []
-        with anyio.fail_after(30):
+        with anyio.fail_after(GUARD):
             while b"Uvicorn running on" not in b"".join(log) and b"Started parent process" not in b"".join(
                 log
             ):
@@ -236,11 +237,11 @@ async def test_sigterm_lets_an_open_stream_finish_and_the_access_log_is_json() -
             first = await anext(pieces)
             assert b"role" in first
             process.send_signal(signal.SIGTERM)
-            with anyio.fail_after(30):
+            with anyio.fail_after(GUARD):
                 await shutting_down.wait()
             scenario.release.set()
             rest = b"".join([piece async for piece in pieces])
-        with anyio.fail_after(30):
+        with anyio.fail_after(GUARD):
             assert await process.wait() in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
     assert (first + rest).endswith(b"data: [DONE]\n\n")
     records = [json.loads(line) for line in b"".join(log).splitlines() if line.startswith(b"{")]
@@ -270,7 +271,7 @@ async def test_graceful_shutdown_is_bounded() -> None:
             pieces = response.aiter_bytes()
             await anext(pieces)
             process.send_signal(signal.SIGTERM)
-            with anyio.fail_after(30):
+            with anyio.fail_after(GUARD):
                 assert await process.wait() in (
                     0,
                     -signal.SIGTERM,
@@ -301,5 +302,5 @@ async def test_several_workers_serve_from_one_port() -> None:
                         await anyio.sleep(0.05)  # a worker still starting
         assert process.pid not in pids
         process.send_signal(signal.SIGINT)
-        with anyio.fail_after(30):
+        with anyio.fail_after(GUARD):
             await process.wait()

@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 
+from tests.guards import GUARD
 from tests.proxy_upstream import FakeUpstream, Scenario, chat_completion
 from tests.test_proxy_doors import (
     MESSAGES_TOOLS,
@@ -164,15 +165,15 @@ async def test_front_doors_log_a_client_that_went_away_as_499(caplog: pytest.Log
                 )
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(partial(http.post, path, json=body | {"model": model}))
-                    with anyio.fail_after(10):
+                    with anyio.fail_after(GUARD):
                         await held.arrived.wait()
                     tasks.cancel_scope.cancel()  # the client gives up: its connection to the proxy closes
                 record = upstream.requests_for(model)[0]
-                with anyio.fail_after(10):
+                with anyio.fail_after(GUARD):
                     await record.ended.wait()
                 assert record.outcome == "cancelled"
                 assert not held.release.is_set()
-            with anyio.fail_after(10):
+            with anyio.fail_after(GUARD):
                 await (
                     logged.reached.wait()
                 )  # written as the proxy's request unwinds, maybe after the upstream's

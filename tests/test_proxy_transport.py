@@ -16,6 +16,7 @@ import pytest
 
 from pipeline.proxy._transport import AiohttpTransport
 from pipeline.proxy.app import _upstream_transport, create_app
+from tests.guards import GUARD
 from tests.proxy_upstream import FakeUpstream, Scenario, chat_sse, closed_port, serving, sse_events
 from tests.test_proxy_doors import KIMI
 
@@ -57,7 +58,7 @@ async def test_errors_are_httpx_errors() -> None:
     pieces = sse_events(chat_sse(["one ", "two ", "three"]))
     upstream.add("cut", Scenario(pieces, cut_after=2))
     upstream.add("stall", Scenario(pieces, pause_after=1))
-    async with serving(upstream.app) as url, aiohttp_client(timeout=httpx.Timeout(5, read=0.3)) as client:
+    async with serving(upstream.app) as url, aiohttp_client(timeout=httpx.Timeout(5, read=1.0)) as client:
         with pytest.raises(httpx.ConnectError) as refused:
             await client.post(f"http://127.0.0.1:{closed_port()}/v1/chat/completions", json=BODY)
         assert refused.value.request.method == "POST"
@@ -81,7 +82,7 @@ async def test_a_body_given_up_closes_its_connection_and_a_read_one_is_kept() ->
             async for _ in response.aiter_raw():
                 break  # the client gives up after the first read
         record = upstream.requests_for("slow")[0]
-        with anyio.fail_after(10):
+        with anyio.fail_after(GUARD):
             await record.ended.wait()
         assert record.outcome == "cancelled"
         assert not stalled.release.is_set()

@@ -22,6 +22,7 @@ from pipeline.seeds.handlers import create_streaming_handler
 from pipeline.testing import collect, sequential_call_ids
 from tests.conftest import FIXTURES
 from tests.reference import read_payloads
+from tests.typecheck import TEST_TIMEOUT, run_mypy
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
@@ -57,18 +58,17 @@ def test_readme_block_runs(block: str, capsys: pytest.CaptureFixture[str]) -> No
     capsys.readouterr()
 
 
+@pytest.mark.timeout(TEST_TIMEOUT)
 def test_readme_blocks_pass_mypy_strict(tmp_path: Path) -> None:
-    from mypy import api
-
     files = []
     for number, block in enumerate(BLOCKS):
         path = tmp_path / f"readme_block{number}.py"
         path.write_text(block)
         files.append(str(path))
-    out, err, status = api.run(
-        ["--strict", "--python-version", "3.11", "--cache-dir", str(tmp_path / "cache"), *files]
+    report, status = run_mypy(
+        "--strict", "--python-version", "3.11", "--cache-dir", str(tmp_path / "cache"), *files
     )
-    assert status == 0, out + err
+    assert status == 0, report
 
 
 def test_the_package_ships_the_mit_license_it_declares() -> None:

@@ -19,11 +19,11 @@ from pipeline.errors import ProviderError
 from pipeline.fanout.hub import HubClosedError, Subscription, fan_out
 from pipeline.fanout.rx import as_observable, observe, to_observable
 from pipeline.models import PipelineEvent, ResponseEnd, SegmentEvent, SegmentType, ToolInvocation
+from tests.guards import GUARD
 
 pytestmark = pytest.mark.anyio
 
 T = TypeVar("T")
-GUARD = 5  # seconds: only a hang guard
 
 
 class Recorder(ObserverBase[T]):

@@ -23,12 +23,12 @@ import pytest
 from pipeline.errors import EventLogUnavailable, ProducerLost
 from pipeline.fanout.serving._log import Entry, EventLog, Retention
 from pipeline.fanout.serving.manager import ResponseManager
+from tests.guards import GUARD
 from tests.servers import NatsServer, RedisServer, own_server
 from tests.serving_conformance import collect, items, new_id
 
 pytestmark = pytest.mark.anyio
 
-GUARD = 20.0  # seconds: only a hang guard
 ROOT = Path(__file__).parent.parent
 
 
@@ -43,7 +43,8 @@ class Backend:
         if self.kind == "redis":
             from pipeline.fanout.serving.redis import RedisEventLog
 
-            log = RedisEventLog(self.server.url, **options)
+            assert isinstance(self.server, RedisServer)
+            log = RedisEventLog(self.server.client_url, **options)
         else:
             from pipeline.fanout.serving.nats import NatsEventLog
 

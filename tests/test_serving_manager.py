@@ -21,11 +21,11 @@ from pipeline.fanout.serving.manager import STOPPED_ERROR, ResponseManager
 from pipeline.fanout.serving.memory import MemoryEventLog
 from pipeline.fanout.web import serving_routes
 from pipeline.models import SegmentEvent
+from tests.guards import GUARD
 from tests.proxy_upstream import serving  # uvicorn with the app's lifespan on
 from tests.serving_conformance import collect
 
 pytestmark = pytest.mark.anyio
-GUARD = 10.0
 
 
 class Upstream:

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.fanout.serving._log import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_RETENTION, EventLog, Retention
 from pipeline.fanout.serving.redis import RedisEventLog
-from tests.servers import RedisServer, redis_server
+from tests.servers import CLIENT_POOL, RedisServer, redis_server
 from tests.serving_conformance import EventLogConformance, ServingBackend, collect, items, new_id
 
 __all__ = ["redis_server"]
@@ -42,7 +42,7 @@ class RedisBackend:
 class TestRedisConformance(EventLogConformance):
     @pytest.fixture
     async def serving_backend(self, redis_server: RedisServer) -> AsyncIterator[ServingBackend]:
-        backend = RedisBackend(redis_server.url)
+        backend = RedisBackend(redis_server.client_url)
         yield backend
         for log in backend.logs:
             await log.aclose()
@@ -78,5 +78,14 @@ async def test_an_append_retried_after_a_lost_reply_is_applied_once(redis_server
         assert len(calls) == 2
         await log.end(rid)
         assert [entry.id for entry in await collect(log, rid)] == [1, 2, 3]
+    finally:
+        await log.aclose()
+
+
+async def test_the_tests_clients_hold_a_thousand_readers(redis_server: RedisServer) -> None:
+    log = await RedisBackend(redis_server.client_url).open()
+    assert isinstance(log, RedisEventLog)
+    try:
+        assert log.client.connection_pool.max_connections == CLIENT_POOL >= 1000 + 1
     finally:
         await log.aclose()

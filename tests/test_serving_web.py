@@ -23,10 +23,10 @@ from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.memory import MemoryEventLog
 from pipeline.fanout.web import serving_routes
 from pipeline.models import SegmentEvent
+from tests.guards import GUARD
 from tests.test_web import serving
 
 pytestmark = pytest.mark.anyio
-GUARD = 10.0
 JSON_TYPE = {"content-type": "application/json"}
 
 
@@ -338,7 +338,7 @@ async def test_a_thousand_readers_through_their_edges() -> None:
                 ids += [entry.id for entry in batch]
         got.append(ids)
 
-    with anyio.fail_after(GUARD * 3):
+    with anyio.fail_after(GUARD):
         async with anyio.create_task_group() as tasks:
             for _ in range(1000):
                 tasks.start_soon(reader)

@@ -117,6 +117,34 @@ def test_vercel_maps_each_segment_kind_and_closes_the_message() -> None:
     ]
 
 
+def unended_call() -> list[Any]:
+    """A text and a tool call's segment, then the input ends: no ToolInvocation, no ResponseEnd."""
+    return [item for item in text_reasoning_call()[3:] if not isinstance(item, ToolInvocation | ResponseEnd)]
+
+
+def test_vercel_finishes_a_stream_without_response_end() -> None:
+    """The call ended is made available, the step and the message close (no finish reason was given)."""
+    assert run(VercelUIEncoder(message_id="resp_1", extras=False), unended_call()) == [
+        {"type": "start", "messageId": "resp_1"},
+        {"type": "start-step"},
+        {"type": "text-start", "id": "t1"},
+        {"type": "text-delta", "id": "t1", "delta": "Hi"},
+        {"type": "text-end", "id": "t1"},
+        {"type": "tool-input-start", "toolCallId": "call_1", "toolName": "get_weather"},
+        {"type": "tool-input-delta", "toolCallId": "call_1", "inputTextDelta": '{"city": "Pa'},
+        {"type": "tool-input-delta", "toolCallId": "call_1", "inputTextDelta": 'ris"}'},
+        {
+            "type": "tool-input-available",
+            "toolCallId": "call_1",
+            "toolName": "get_weather",
+            "input": {"city": "Paris"},
+        },
+        {"type": "finish-step"},
+        {"type": "finish"},
+        "[DONE]",
+    ]
+
+
 def test_vercel_provider_key_and_no_extras() -> None:
     frames = run(VercelUIEncoder(provider="anthropic", extras=False), text_reasoning_call())
     assert not any(isinstance(frame, dict) and frame["type"].startswith("data-") for frame in frames)
@@ -298,6 +326,21 @@ def test_agui_maps_each_segment_kind_and_finishes_the_run() -> None:
             "result": {"finishReason": "tool_calls"},
             "usage": [{"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}],
         },
+    ]
+
+
+def test_agui_finishes_a_stream_without_response_end() -> None:
+    """The call ended gets its TOOL_CALL_END, then RUN_FINISHED without a result (no finish reason)."""
+    assert run(AGUIEncoder(run_id="run_1", thread_id="th", extras=False), unended_call()) == [
+        {"type": "RUN_STARTED", "threadId": "th", "runId": "run_1"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "t1", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "t1", "delta": "Hi"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "t1"},
+        {"type": "TOOL_CALL_START", "toolCallId": "call_1", "toolCallName": "get_weather"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "call_1", "delta": '{"city": "Pa'},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "call_1", "delta": 'ris"}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "call_1"},
+        {"type": "RUN_FINISHED", "threadId": "th", "runId": "run_1"},
     ]
 
 

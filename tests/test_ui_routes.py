@@ -21,12 +21,12 @@ from pipeline.fanout.protocols import chat_routes
 from pipeline.fanout.serving import MemoryEventLog, Retention
 from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.web import serving_routes
+from tests.guards import GUARD
 from tests.proxy_upstream import serving
 from tests.test_serving_web import Gated
 
 pytestmark = pytest.mark.anyio
 
-GUARD = 30
 _ID = re.compile(rb"^id: (\d+)\n", re.MULTILINE)
 
 
