@@ -14,8 +14,7 @@ import pytest
 from pipeline.agent import ToolOutput, ToolRegistry, run_tools
 from pipeline.errors import ConfigurationError
 from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
-
-GUARD = 10  # seconds: only a hang guard, never a timing assertion
+from tests.guards import GUARD
 
 END = ResponseEnd(finish_reason="tool_calls")
 

@@ -15,8 +15,7 @@ from pipeline.compose import process
 from pipeline.errors import ConfigurationError, ProviderError
 from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
 from tests.conftest import FIXTURES
-
-GUARD = 10  # seconds: only a hang guard, never a timing assertion
+from tests.guards import GUARD
 
 PARALLEL = FIXTURES / "anthropic" / "fantasy_claude-sonnet-4_text_then_2_parallel_tool_use.sse"
 ADD, MULTIPLY = "toolu_01UYxUYC2zRPY8wiutnF48eP", "toolu_01VaRx1jpWCvPhi7L4kywAcd"

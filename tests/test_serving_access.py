@@ -34,6 +34,7 @@ from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.memory import MemoryEventLog
 from pipeline.fanout.serving.redis import RedisEventLog
 from pipeline.fanout.web import serving_routes
+from tests.guards import GUARD
 from tests.proxy_upstream import serving as proxy_serving
 from tests.servers import RedisServer, redis_server
 from tests.test_serving_web import Gated, items, read_frames
@@ -41,7 +42,6 @@ from tests.test_web import serving
 
 pytestmark = pytest.mark.anyio
 __all__ = ["redis_server"]  # the fixture
-GUARD = 10.0
 JSON_TYPE = {"content-type": "application/json"}
 TOKENS = {"token-a": "alice", "token-b": "bob"}
 ALICE = {"authorization": "Bearer token-a"}

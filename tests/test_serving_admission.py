@@ -19,9 +19,10 @@ from pipeline.fanout.serving._log import EventLog, Retention
 from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.memory import RETRY_AFTER_FULL, MemoryEventLog
 from pipeline.fanout.web import serving_routes
+from tests.guards import GUARD
 from tests.serving_conformance import new_id
 from tests.test_serving_ids import log, nats_server, redis_server
-from tests.test_serving_web import GUARD, Gated
+from tests.test_serving_web import Gated
 from tests.test_ui_routes import demo_items, direct, split
 from tests.test_web import serving
 

@@ -21,9 +21,10 @@ from pipeline.fanout.serving._log import EventLog
 from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.memory import MemoryEventLog
 from pipeline.fanout.web import serving_routes
+from tests.guards import GUARD
 from tests.servers import NatsServer, RedisServer, nats_server, redis_server
 from tests.serving_conformance import UNHOLDABLE_IDS, new_id
-from tests.test_serving_web import GUARD, Gated
+from tests.test_serving_web import Gated
 from tests.test_web import serving
 
 __all__ = ["nats_server", "redis_server"]

@@ -12,6 +12,7 @@ from pipeline.errors import EventLogUnavailable, ServingError
 from pipeline.fanout.serving._log import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_RETENTION, EventLog, Retention
 from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.nats import NatsEventLog
+from tests.guards import GUARD
 from tests.servers import NatsServer, nats_server, own_server
 from tests.serving_conformance import EventLogConformance, ServingBackend, collect
 from tests.test_serving_manager import Upstream
@@ -19,7 +20,6 @@ from tests.test_serving_manager import Upstream
 __all__ = ["nats_server"]
 
 pytestmark = pytest.mark.anyio
-GUARD = 20.0  # seconds: only a hang guard
 
 
 class NatsBackend:

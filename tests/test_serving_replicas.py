@@ -14,8 +14,9 @@ from pipeline.fanout.serving._log import EventLog
 from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.web import serving_routes
 from pipeline.models import SegmentEvent
+from tests.guards import GUARD
 from tests.servers import NatsServer, RedisServer, nats_server, redis_server
-from tests.test_serving_web import GUARD, Gated, read_frames
+from tests.test_serving_web import Gated, read_frames
 from tests.test_web import serving
 
 __all__ = ["nats_server", "redis_server"]

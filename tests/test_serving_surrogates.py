@@ -19,13 +19,13 @@ from pipeline.fanout.serving.manager import ResponseManager, encode_item
 from pipeline.fanout.serving.memory import MemoryEventLog
 from pipeline.fanout.web import serving_routes
 from pipeline.models import SegmentEvent
+from tests.guards import GUARD
 from tests.proxy_upstream import serving
 from tests.servers import NatsServer, RedisServer, nats_server, redis_server
 
 __all__ = ["nats_server", "redis_server"]
 
 pytestmark = pytest.mark.anyio
-GUARD = 30.0  # seconds: only a hang guard
 
 DELTAS = ["caf\udce9", " au lait, ", "\ud83d", " then the rest"]
 """Lone surrogates, as a provider's broken ``\\u`` escape or a truncated emoji gives them."""
