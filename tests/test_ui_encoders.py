@@ -336,7 +336,12 @@ def test_agui_finishes_a_stream_without_response_end() -> None:
         {"type": "TEXT_MESSAGE_START", "messageId": "t1", "role": "assistant"},
         {"type": "TEXT_MESSAGE_CONTENT", "messageId": "t1", "delta": "Hi"},
         {"type": "TEXT_MESSAGE_END", "messageId": "t1"},
-        {"type": "TOOL_CALL_START", "toolCallId": "call_1", "toolCallName": "get_weather"},
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": "call_1",
+            "toolCallName": "get_weather",
+            "parentMessageId": "t1",
+        },
         {"type": "TOOL_CALL_ARGS", "toolCallId": "call_1", "delta": '{"city": "Pa'},
         {"type": "TOOL_CALL_ARGS", "toolCallId": "call_1", "delta": 'ris"}'},
         {"type": "TOOL_CALL_END", "toolCallId": "call_1"},
