@@ -13,25 +13,9 @@ import pytest
 
 from pipeline.agent import ToolOutput, ToolRegistry, run_tools
 from pipeline.errors import ConfigurationError
-from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
+from pipeline.models import PipelineEvent
+from tests.agent_runs import END, call, collect, items
 from tests.guards import GUARD
-
-END = ResponseEnd(finish_reason="tool_calls")
-
-
-def call(call_id: str, name: str, **arguments: Any) -> ToolInvocation:
-    return ToolInvocation(call_id, name, arguments)
-
-
-async def items(*events: PipelineEvent) -> AsyncIterator[PipelineEvent]:
-    for event in events:
-        yield event
-
-
-async def collect(source: Any, tools: ToolRegistry, **options: Any) -> list[Any]:
-    with anyio.fail_after(GUARD):
-        async with run_tools(source, tools, **options) as run:
-            return [item async for item in run]
 
 
 def split(got: list[Any]) -> tuple[list[Any], list[ToolOutput]]:
