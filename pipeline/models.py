@@ -18,6 +18,8 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
+from pipeline._jsonenc import encode_json
+
 __all__ = [
     "ArgumentDelta",
     "ArgumentError",
@@ -483,11 +485,12 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def text(self) -> str:
-        """``output`` as text for the next turn: a string as it is, other values as compact JSON."""
+        """``output`` as text for the next turn: a string as it is, other values as compact JSON (a lone
+        surrogate written ``\\uXXXX``, as the event log and the wire encoders write it)."""
         if isinstance(self.output, str):
             return self.output
         try:
-            return msgspec.json.encode(self.output).decode()
+            return encode_json(self.output).decode()
         except (TypeError, msgspec.EncodeError):
             return str(self.output)
 

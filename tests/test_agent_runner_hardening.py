@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
+from operators.encode import AGUIEncoder
 from pipeline.agent import ToolOutput, ToolRegistry, run_tools
 from pipeline.errors import ConfigurationError
 from pipeline.models import PipelineEvent
@@ -200,4 +202,23 @@ async def test_a_result_that_cannot_be_sent_is_an_error_output_naming_the_tool_a
         cannot("n", "numbers", "generator", "Encoding objects of type generator is unsupported"),
         cannot("o", "opaque", "object", "Encoding objects of type object is unsupported"),
         ToolOutput(call_id="p", name="plain", output={"a": [1, 2.5, None, True]}),
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_result_holding_a_lone_surrogate_goes_out_with_the_logs_escape() -> None:
+    """The runner accepts it (it can be sent: escaped), so its text and the AG-UI frame escape it too."""
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    async def lone() -> Any:
+        return {"note": "a\ud800b"}
+
+    got = await collect(items(call("a", "lone"), END), tools)
+    output = ToolOutput(call_id="a", name="lone", output={"note": "a\ud800b"})
+    assert got == [call("a", "lone"), END, output]
+    assert output.text == '{"note":"a\\ud800b"}'
+    frames = [msgspec.json.decode(frame.removeprefix(b"data: ")) for frame in AGUIEncoder().feed(output)]
+    assert [frame["content"] for frame in frames if frame["type"] == "TOOL_CALL_RESULT"] == [
+        '{"note":"a\\ud800b"}'
     ]
