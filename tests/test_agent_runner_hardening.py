@@ -4,12 +4,14 @@ that cannot be sent. No sleep synchronises anything; ``fail_after`` is only a ha
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import msgspec
+import pydantic
 import pytest
 
 from operators.encode import AGUIEncoder
@@ -221,4 +223,37 @@ async def test_a_result_holding_a_lone_surrogate_goes_out_with_the_logs_escape()
     frames = [msgspec.json.decode(frame.removeprefix(b"data: ")) for frame in AGUIEncoder().feed(output)]
     assert [frame["content"] for frame in frames if frame["type"] == "TOOL_CALL_RESULT"] == [
         '{"note":"a\\ud800b"}'
+    ]
+
+
+class Reading(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+
+    city: str
+    at: datetime.date
+    extra: Any = None
+
+
+@pytest.mark.anyio
+async def test_a_pydantic_result_is_sent_as_its_json_dump_or_is_an_error_output() -> None:
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    async def fine() -> Reading:
+        return Reading(city="Paris", at=datetime.date(2026, 11, 27))
+
+    @tools.tool(read_only=True)
+    async def opaque() -> Reading:
+        return Reading(city="Paris", at=datetime.date(2026, 11, 27), extra=object())
+
+    _, outputs = split(await collect(items(call("f", "fine"), call("o", "opaque"), END), tools))
+    assert outputs == [
+        ToolOutput(call_id="f", name="fine", output={"city": "Paris", "at": "2026-11-27", "extra": None}),
+        ToolOutput(
+            call_id="o",
+            name="opaque",
+            status="error",
+            output="tool 'opaque' returned a Reading, which cannot be sent to the model as JSON:"
+            " Unable to serialize unknown type: <class 'object'>",
+        ),
     ]
