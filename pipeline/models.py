@@ -18,8 +18,6 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from pipeline._jsonenc import encode_json
-
 __all__ = [
     "ArgumentDelta",
     "ArgumentError",
@@ -489,6 +487,8 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
         surrogate written ``\\uXXXX``, as the event log and the wire encoders write it)."""
         if isinstance(self.output, str):
             return self.output
+        from pipeline._jsonenc import encode_json  # here: importing the models loads nothing else
+
         try:
             return encode_json(self.output).decode()
         except (TypeError, msgspec.EncodeError):
