@@ -483,11 +483,14 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def text(self) -> str:
-        """``output`` as text for the next turn: a string as it is, other values as compact JSON."""
+        """``output`` as text for the next turn: a string as it is, other values as compact JSON (a lone
+        surrogate written ``\\uXXXX``, as the event log and the wire encoders write it)."""
         if isinstance(self.output, str):
             return self.output
+        from pipeline._jsonenc import encode_json  # here: importing the models loads nothing else
+
         try:
-            return msgspec.json.encode(self.output).decode()
+            return encode_json(self.output).decode()
         except (TypeError, msgspec.EncodeError):
             return str(self.output)
 

@@ -29,6 +29,7 @@ from pipeline.models import (
     ToolCallError,
     ToolInvocation,
 )
+from tests.agent_runs import END, call, collect, items
 from tests.conftest import FIXTURES
 from tests.guards import GUARD
 
@@ -37,23 +38,6 @@ FINAL_TEXT = FIXTURES / "anthropic" / "anthropic-sdk-python_claude-haiku-4-5_tex
 TRUNCATED = (
     FIXTURES / "anthropic" / "anthropic-sdk-python_claude-3-7-sonnet_tool_use_truncated_max_tokens.sse"
 )
-
-END = ResponseEnd(finish_reason="tool_calls")
-
-
-def call(call_id: str, name: str, **arguments: Any) -> ToolInvocation:
-    return ToolInvocation(call_id, name, arguments)
-
-
-async def items(*events: PipelineEvent) -> AsyncIterator[PipelineEvent]:
-    for event in events:
-        yield event
-
-
-async def collect(source: Any, tools: ToolRegistry, **options: Any) -> list[Any]:
-    with anyio.fail_after(GUARD):
-        async with run_tools(source, tools, **options) as run:
-            return [item async for item in run]
 
 
 async def drain(source: Any, tools: ToolRegistry, got: list[Any], **options: Any) -> None:

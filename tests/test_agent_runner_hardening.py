@@ -4,34 +4,22 @@ that cannot be sent. No sleep synchronises anything; ``fail_after`` is only a ha
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import msgspec
+import pydantic
 import pytest
 
+from operators.encode import AGUIEncoder
 from pipeline.agent import ToolOutput, ToolRegistry, run_tools
 from pipeline.errors import ConfigurationError
-from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
+from pipeline.models import PipelineEvent
+from tests.agent_runs import END, call, collect, items
 from tests.guards import GUARD
-
-END = ResponseEnd(finish_reason="tool_calls")
-
-
-def call(call_id: str, name: str, **arguments: Any) -> ToolInvocation:
-    return ToolInvocation(call_id, name, arguments)
-
-
-async def items(*events: PipelineEvent) -> AsyncIterator[PipelineEvent]:
-    for event in events:
-        yield event
-
-
-async def collect(source: Any, tools: ToolRegistry, **options: Any) -> list[Any]:
-    with anyio.fail_after(GUARD):
-        async with run_tools(source, tools, **options) as run:
-            return [item async for item in run]
 
 
 def split(got: list[Any]) -> tuple[list[Any], list[ToolOutput]]:
@@ -216,4 +204,56 @@ async def test_a_result_that_cannot_be_sent_is_an_error_output_naming_the_tool_a
         cannot("n", "numbers", "generator", "Encoding objects of type generator is unsupported"),
         cannot("o", "opaque", "object", "Encoding objects of type object is unsupported"),
         ToolOutput(call_id="p", name="plain", output={"a": [1, 2.5, None, True]}),
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_result_holding_a_lone_surrogate_goes_out_with_the_logs_escape() -> None:
+    """The runner accepts it (it can be sent: escaped), so its text and the AG-UI frame escape it too."""
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    async def lone() -> Any:
+        return {"note": "a\ud800b"}
+
+    got = await collect(items(call("a", "lone"), END), tools)
+    output = ToolOutput(call_id="a", name="lone", output={"note": "a\ud800b"})
+    assert got == [call("a", "lone"), END, output]
+    assert output.text == '{"note":"a\\ud800b"}'
+    frames = [msgspec.json.decode(frame.removeprefix(b"data: ")) for frame in AGUIEncoder().feed(output)]
+    assert [frame["content"] for frame in frames if frame["type"] == "TOOL_CALL_RESULT"] == [
+        '{"note":"a\\ud800b"}'
+    ]
+
+
+class Reading(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+
+    city: str
+    at: datetime.date
+    extra: Any = None
+
+
+@pytest.mark.anyio
+async def test_a_pydantic_result_is_sent_as_its_json_dump_or_is_an_error_output() -> None:
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    async def fine() -> Reading:
+        return Reading(city="Paris", at=datetime.date(2026, 11, 27))
+
+    @tools.tool(read_only=True)
+    async def opaque() -> Reading:
+        return Reading(city="Paris", at=datetime.date(2026, 11, 27), extra=object())
+
+    _, outputs = split(await collect(items(call("f", "fine"), call("o", "opaque"), END), tools))
+    assert outputs == [
+        ToolOutput(call_id="f", name="fine", output={"city": "Paris", "at": "2026-11-27", "extra": None}),
+        ToolOutput(
+            call_id="o",
+            name="opaque",
+            status="error",
+            output="tool 'opaque' returned a Reading, which cannot be sent to the model as JSON:"
+            " Unable to serialize unknown type: <class 'object'>",
+        ),
     ]

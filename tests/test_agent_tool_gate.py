@@ -13,29 +13,13 @@ import pytest
 from pipeline.agent import ToolOutput, ToolRegistry, run_tools
 from pipeline.compose import process
 from pipeline.errors import ConfigurationError, ProviderError
-from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
+from pipeline.models import PipelineEvent, ResponseEnd
+from tests.agent_runs import END, call, collect, items
 from tests.conftest import FIXTURES
 from tests.guards import GUARD
 
 PARALLEL = FIXTURES / "anthropic" / "fantasy_claude-sonnet-4_text_then_2_parallel_tool_use.sse"
 ADD, MULTIPLY = "toolu_01UYxUYC2zRPY8wiutnF48eP", "toolu_01VaRx1jpWCvPhi7L4kywAcd"
-
-END = ResponseEnd(finish_reason="tool_calls")
-
-
-def call(call_id: str, name: str, **arguments: Any) -> ToolInvocation:
-    return ToolInvocation(call_id, name, arguments)
-
-
-async def items(*events: PipelineEvent) -> AsyncIterator[PipelineEvent]:
-    for event in events:
-        yield event
-
-
-async def collect(source: Any, tools: ToolRegistry, **options: Any) -> list[Any]:
-    with anyio.fail_after(GUARD):
-        async with run_tools(source, tools, **options) as run:
-            return [item async for item in run]
 
 
 def not_run(call_id: str, name: str, why: str) -> ToolOutput:
@@ -95,20 +79,28 @@ async def test_after_a_safe_finish_the_held_call_runs() -> None:
     assert got.index(end) < got.index(added)
 
 
-@pytest.mark.anyio
-async def test_a_side_effecting_tool_starts_only_once_the_response_has_ended() -> None:
+def write_and_send(log: list[str]) -> ToolRegistry:
+    """Two side-effecting tools that log their calls: ``write`` held until the finish (the default),
+    ``send`` eager (started as folded: the caller takes the risk)."""
     tools = ToolRegistry()
-    log: list[str] = []
 
     @tools.tool
     async def write(label: str) -> str:
         log.append(f"write {label}")
         return label
 
-    @tools.tool(start="eager")  # side effects, started as folded: the caller takes the risk
+    @tools.tool(start="eager")
     async def send(label: str) -> str:
         log.append(f"send {label}")
         return label
+
+    return tools
+
+
+@pytest.mark.anyio
+async def test_a_side_effecting_tool_starts_only_once_the_response_has_ended() -> None:
+    log: list[str] = []
+    tools = write_and_send(log)
 
     @tools.tool(read_only=True, start="after_finish")  # read-only, but held
     async def look(label: str) -> str:
@@ -138,18 +130,8 @@ async def test_a_side_effecting_tool_starts_only_once_the_response_has_ended() -
 
 @pytest.mark.anyio
 async def test_held_side_effecting_calls_keep_their_call_order_with_eager_ones() -> None:
-    tools = ToolRegistry()
     log: list[str] = []
-
-    @tools.tool
-    async def write(label: str) -> str:
-        log.append(f"write {label}")
-        return label
-
-    @tools.tool(start="eager")
-    async def send(label: str) -> str:
-        log.append(f"send {label}")
-        return label
+    tools = write_and_send(log)
 
     # The eager side-effecting call after a held one waits for it: one at a time, in call order.
     got = await collect(items(call("w", "write", label="W"), call("s", "send", label="S"), END), tools)

@@ -26,7 +26,7 @@ from pipeline.cli.main import main
 from pipeline.cli.render import LiveRenderer
 from pipeline.compose import process
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation
+from pipeline.models import PipelineEvent, ResponseEnd, SegmentEvent, SegmentType, ToolInvocation
 from tests.conftest import FIXTURES
 from tests.proxy_upstream import serving
 from tests.servers import free_port
@@ -427,3 +427,25 @@ async def test_the_live_view_leaves_a_clean_transcript(width: int, height: int) 
     assert numbered == list(range(1, 26))  # each line of the file once, in order
     assert sum(line.startswith("╰─") for line in lines) == 2  # each panel closed once
     assert not [line for line in lines if "⋮" in line or "…" in line]  # no live-region residue
+
+
+SHOW_CURSOR, HIDE_CURSOR = "\x1b[?25h", "\x1b[?25l"
+
+
+def test_the_live_view_gives_the_terminal_back_when_a_block_cannot_be_drawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=80, height=24, force_terminal=True, color_system=None)
+    renderer = LiveRenderer(console)
+    renderer.feed(SegmentEvent.start("t", SegmentType.TEXT))
+    renderer.feed(SegmentEvent.content("t", "partial"))
+
+    def cannot_draw(self: LiveRenderer, block: Any) -> Any:
+        raise RuntimeError("cannot draw")
+
+    monkeypatch.setattr(LiveRenderer, "_draw", cannot_draw)
+    with pytest.raises(RuntimeError, match=r"^cannot draw$"):
+        renderer.close()
+    output = out.getvalue()
+    assert output.rfind(SHOW_CURSOR) > output.rfind(HIDE_CURSOR) >= 0  # the live display was stopped

@@ -107,12 +107,15 @@ def _outcome(invocation: ToolInvocation, tool: Tool, task: asyncio.Task[Any]) ->
 
 def _sendable(invocation: ToolInvocation, tool: Tool, value: Any) -> ToolOutput:
     """The ``ok`` output, or an ``error`` one if the value cannot go back to the model as JSON (an
-    arbitrary object, a generator, a cycle). A string is sent as it is."""
+    arbitrary object, a generator, a cycle). A string is sent as it is; a pydantic model as its JSON-mode
+    dump, JSON-ready by construction (a field that is not raises); any other value is encoded once, to
+    check it."""
     if not isinstance(value, str):
         try:
             if isinstance(value, pydantic.BaseModel):
                 value = value.model_dump(mode="json")
-            encode_json(value)
+            else:
+                encode_json(value)
         except _UNSENDABLE as exc:
             kind = type(value).__name__
             message = (

@@ -225,12 +225,14 @@ class LiveRenderer(Renderer):
         self._closing.set()
         self._ticker.join()
         with self._lock:
-            remaining, self._printed = self._order[self._printed :], len(self._order)
-            footer, self._end = self._footer(), None
-            self._live.refresh()
-            for renderable in [*map(self._draw, remaining), *footer]:
-                self._console.print(renderable)
-            self._live.stop()
+            try:
+                remaining, self._printed = self._order[self._printed :], len(self._order)
+                footer, self._end = self._footer(), None
+                self._live.refresh()
+                for renderable in [*map(self._draw, remaining), *footer]:
+                    self._console.print(renderable)
+            finally:
+                self._live.stop()  # the terminal's cursor back, even if a block cannot be drawn
 
     def _print_finished(self, *, settled: bool = False) -> None:
         """Print the finished blocks at the head of the live region; ``settled``: also a folded segment
