@@ -205,6 +205,28 @@ async def test_a_second_client_cannot_resume_anothers_chat() -> None:
         assert app.calls == [body]
 
 
+async def test_a_repeated_ag_ui_run_id_is_read_as_the_runs_owner_allows() -> None:
+    """Bob repeating Alice's ``runId`` in her thread is refused as a read of her run: 403, no stream,
+    and no second model call."""
+    body = {"threadId": "thread-1", "runId": "run-1", "messages": []}
+    async with (
+        served(authorize=owner_only(user), owner=user) as app,
+        httpx.AsyncClient(base_url=app.http) as client,
+    ):
+        with anyio.fail_after(GUARD):
+            async with client.stream("POST", "/agent", json=body, headers=ALICE) as response:
+                assert response.status_code == 200
+            repeated = await client.post("/agent", json=body, headers=BOB)
+            assert (repeated.status_code, repeated.json()) == (
+                403,
+                denied("not allowed to read response 'run-1'"),
+            )
+            async with client.stream("POST", "/agent", json=body, headers=ALICE) as response:
+                assert response.status_code == 200
+                assert response.headers["x-streamfold-response-id"] == "run-1"
+        assert app.calls == [body]
+
+
 @pytest.mark.parametrize(
     "content_type",
     ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None],
