@@ -305,6 +305,27 @@ def chat_routes(
     async def refuse(scope: _Scope, receive: _Receive, send: _Send, status: int, body: Any) -> None:
         await JSONResponse(body, status_code=status)(scope, receive, send)
 
+    async def answer(
+        scope: _Scope,
+        receive: _Receive,
+        send: _Send,
+        response_id: str,
+        *,
+        after: int = 0,
+        check_read: bool = True,
+    ) -> None:
+        """The response's stream in ``protocol``, with ``x-streamfold-response-id`` (the AG-UI thread
+        comes from the response's meta: see :meth:`ProtocolStream.prepare`)."""
+        await streams.serve(
+            scope,
+            receive,
+            _with_header(send, response_id),
+            response_id=response_id,
+            protocol=protocol,
+            after=after,
+            check_read=check_read,
+        )
+
     class PostChat:
         async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
             request = Request(scope, receive)
@@ -341,17 +362,7 @@ def chat_routes(
             except StreamfoldError as exc:
                 await refuse(scope, receive, send, 502, _problem(exc))
                 return
-            options = _core_options(protocol, meta)
-            await streams.serve(
-                scope,
-                receive,
-                _with_header(send, response_id),
-                response_id=response_id,
-                protocol=protocol,
-                after=0,
-                core_options=options,
-                check_read=False,
-            )
+            await answer(scope, receive, send, response_id, check_read=False)  # its starter reads it
 
         async def repeated(
             self, scope: _Scope, receive: _Receive, send: _Send, run_id: str, meta: dict[str, Any]
@@ -367,15 +378,7 @@ def chat_routes(
                 conflict = ResponseExists(f"run {run_id!r} {why}; a runId names one run", response_id=run_id)
                 await JSONResponse(_problem(conflict), status_code=409)(scope, receive, send)
                 return
-            await streams.serve(
-                scope,
-                receive,
-                _with_header(send, run_id),
-                response_id=run_id,
-                protocol=protocol,
-                after=0,
-                core_options=_core_options(protocol, status.meta),
-            )
+            await answer(scope, receive, send, run_id)  # read as the run's owner allows
 
     class ResumeChat:
         async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
@@ -402,15 +405,7 @@ def chat_routes(
             except (ConfigurationError, AccessDenied) as exc:
                 await refuse(scope, receive, send, _status_code(exc), _problem(exc))
                 return
-            await streams.serve(
-                scope,
-                receive,
-                _with_header(send, newest.response_id),
-                response_id=newest.response_id,
-                protocol=protocol,
-                after=after,
-                core_options=_core_options(protocol, newest.meta),
-            )
+            await answer(scope, receive, send, newest.response_id, after=after)
 
     routes: list[BaseRoute] = [Route(path, PostChat(), methods=["POST"])]
     if protocol == "vercel":

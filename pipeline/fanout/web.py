@@ -85,7 +85,7 @@ from pipeline.fanout.access import (
 )
 from pipeline.fanout.hub import Hub, Policy, ReplayUnavailableError, Subscription
 from pipeline.fanout.serving._edge import DEFAULT_EDGE_MAX_BYTES, Edge
-from pipeline.fanout.serving._log import Entry, EventLog, check_lookup_id, is_response_id
+from pipeline.fanout.serving._log import Entry, EventLog, check_lookup_id
 from pipeline.fanout.serving.manager import ResponseManager
 
 if TYPE_CHECKING:
@@ -947,9 +947,8 @@ def serving_routes(
 
     async def response_status(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        status = await log.status(response_id) if is_response_id(response_id) else None
         try:
-            await access.check(request, "read", response_id, status.meta if status is not None else {})
+            status = await access.check_response(request, "read", log, response_id)
         except AccessDenied as exc:
             return problem(exc)
         if status is None:
@@ -982,9 +981,8 @@ def serving_routes(
 
     async def stop_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        status = await log.status(response_id)
         try:
-            await access.check(request, "stop", response_id, status.meta if status is not None else {})
+            status = await access.check_response(request, "stop", log, response_id)
         except AccessDenied as exc:
             return problem(exc)
         if status is None:
@@ -994,7 +992,6 @@ def serving_routes(
         if isinstance(body, BodyRefused):  # the body is not used: its type and size are checked only
             return refused(body)
         try:
-            check_lookup_id(response_id)
             if manager is not None:
                 await manager.stop(response_id)
             else:
