@@ -36,7 +36,7 @@ from pipeline.errors import (
     EventLogFull,
     ResponseExists,
     ResponseGone,
-    ResponseNotFound,
+    ServingError,
     StreamfoldError,
 )
 from pipeline.fanout.access import (
@@ -173,7 +173,7 @@ class ProtocolStream:
         try:
             reader = HTTPConnection(scope) if check_read else None
             encoding, core = await self.prepare(response_id, protocol, after, core_options, reader)
-        except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
+        except (ConfigurationError, ServingError, AccessDenied) as exc:
             await _send_json_response(send, _status_code(exc), _problem(exc))
             return
         headers = [(name.encode(), value.encode()) for name, value in encoding.headers]
@@ -262,7 +262,8 @@ def chat_routes(
       header ``x-streamfold-response-id``. A body that is not a JSON object, or a ``ConfigurationError``
       from ``start``: 400; another streamfold error from ``start`` (the provider refused): 502; a log
       with no room for another running response (``MemoryEventLog``'s ``max_responses``): 503 with
-      ``Retry-After``, before ``start`` is called. Errors are ``{"type": "ERROR", "error", "message"}``.
+      ``Retry-After``, before ``start`` is called; a log whose server stays unreachable: 503. Errors are
+      ``{"type": "ERROR", "error", "message"}``.
     - A repeated AG-UI ``runId`` (a client retrying) does not call ``start`` again: the answer is that
       run's stream from its start, as for a first request, while the run is retained and was started
       by this route in the same ``threadId``; else 409 (a runId names one run).
@@ -356,8 +357,8 @@ def chat_routes(
             except ResponseExists as exc:  # a repeated AG-UI runId: that run again, not a second one
                 await self.repeated(scope, receive, send, exc.response_id, meta)
                 return
-            except ConfigurationError as exc:
-                await refuse(scope, receive, send, 400, _problem(exc))
+            except (ConfigurationError, ServingError) as exc:  # 400; the log failed: 503
+                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
                 return
             except StreamfoldError as exc:
                 await refuse(scope, receive, send, 502, _problem(exc))
@@ -369,7 +370,11 @@ def chat_routes(
         ) -> None:
             """A ``runId`` already used: the run from its start when this thread's AG-UI run made it (a
             client retrying a request), else 409."""
-            status = await log.status(run_id)
+            try:
+                status = await log.status(run_id)
+            except ServingError as exc:  # the log's server unreachable: 503
+                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
+                return
             if status is None or (status.meta.get("protocol"), status.meta.get("chat_id")) != (
                 meta["protocol"],
                 meta["chat_id"],
@@ -384,11 +389,12 @@ def chat_routes(
         async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
             request = Request(scope, receive)
             chat_id = scope["path_params"]["chat_id"]
-            running = [
-                status
-                for status in await log.active()
-                if status.state == "running" and status.meta.get("chat_id") == chat_id
-            ]
+            try:
+                active = await log.active()
+            except ServingError as exc:  # the log's server unreachable: 503
+                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
+                return
+            running = [s for s in active if s.state == "running" and s.meta.get("chat_id") == chat_id]
             readable = [
                 status
                 for status in running

@@ -68,6 +68,7 @@ from pipeline.errors import (
     EventLogFull,
     ResponseGone,
     ResponseNotFound,
+    ServingError,
     StreamfoldError,
     SubscriberError,
 )
@@ -533,6 +534,7 @@ ResponseStarter: TypeAlias = Callable[[Any], Awaitable[AsyncIterable[Any]]]
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _WS_BAD_REQUEST: Final = 4400
 _WS_FORBIDDEN: Final = 4403
+_WS_UNAVAILABLE: Final = 4503
 _CURSOR: Final = re.compile(r"[0-9]{1,18}")
 
 
@@ -558,12 +560,16 @@ def _full_response(error: EventLogFull) -> JSONResponse:
 
 
 def _status_code(error: StreamfoldError) -> int:
+    """The HTTP status for an error answered at once: a log that cannot serve now (its server
+    unreachable past its retries, the log closed, full) is the server's trouble, 503, not the client's."""
     if isinstance(error, ResponseNotFound):
         return 404
     if isinstance(error, ResponseGone):
         return 410
     if isinstance(error, AccessDenied):
         return 403
+    if isinstance(error, ServingError):
+        return 503
     return 400
 
 
@@ -679,7 +685,7 @@ class ServedSSEEndpoint(_ServedEndpoint):
             after = read_cursor(scope)
             await self.access.check_response(_connection(scope), "read", self.log, response_id)
             await check_readable(self.log, response_id, after)
-        except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
+        except (ConfigurationError, ServingError, AccessDenied) as exc:
             await _send_json_response(send, _status_code(exc), _problem(exc))
             return
         edge = self._edge()
@@ -747,8 +753,8 @@ class ServedWebSocketEndpoint(_ServedEndpoint):
             after = read_cursor(scope)
             await self.access.check_response(_connection(scope), "read", self.log, response_id)
             await check_readable(self.log, response_id, after)
-        except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
-            code = {404: _WS_NOT_FOUND, 410: _WS_GONE, 403: _WS_FORBIDDEN}.get(
+        except (ConfigurationError, ServingError, AccessDenied) as exc:
+            code = {404: _WS_NOT_FOUND, 410: _WS_GONE, 403: _WS_FORBIDDEN, 503: _WS_UNAVAILABLE}.get(
                 _status_code(exc), _WS_BAD_REQUEST
             )
             await send({"type": "websocket.send", "text": encode_json(_problem(exc)).decode()})
@@ -897,7 +903,8 @@ def serving_routes(
     a NATS subject cannot hold ``.``, ``*``, ``>``, ``$JS``), on every backend alike: 404 (WebSocket
     close 4404); expired or a cursor older than retained: 410 (4410) with ``first_id``, the oldest
     retained id, in the body, never a partial replay; a cursor that is not 1 to 18 ASCII digits, or past
-    the last id: 400 (4400). Every error body is ``{"type": "ERROR", "error", "message"}``.
+    the last id: 400 (4400); a log whose server stays unreachable past its retries (``EventLogUnavailable``),
+    or a closed log: 503 (4503). Every error body is ``{"type": "ERROR", "error", "message"}``.
     ``policy``, ``max_buffer``, ``max_buffer_bytes``: each connection's edge (see
     :mod:`pipeline.fanout.serving._edge`); ``send_timeout`` and ``heartbeat`` as in :func:`sse_endpoint`.
 
@@ -933,11 +940,22 @@ def serving_routes(
     def refused(refusal: BodyRefused) -> Response:
         return JSONResponse(refusal.error, status_code=refusal.status)
 
+    def answering(
+        handler: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` answering a refusal (403) or a log that cannot serve (503) in the error shape."""
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except (AccessDenied, ServingError) as exc:
+                return problem(exc)
+
+        return handle
+
+    @answering
     async def list_responses(request: Request) -> Response:
-        try:
-            await access.check(request, "list", None, {})
-        except AccessDenied as exc:
-            return problem(exc)
+        await access.check(request, "list", None, {})
         visible = [
             status
             for status in await log.active()
@@ -945,24 +963,20 @@ def serving_routes(
         ]
         return JSONResponse({"responses": msgspec.to_builtins(visible)})
 
+    @answering
     async def response_status(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        try:
-            status = await access.check_response(request, "read", log, response_id)
-        except AccessDenied as exc:
-            return problem(exc)
+        status = await access.check_response(request, "read", log, response_id)
         if status is None:
             return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         return JSONResponse(msgspec.to_builtins(status))
 
+    @answering
     async def start_response(request: Request) -> Response:
         assert manager is not None
         assert start is not None
         meta = await access.start_meta(request)
-        try:
-            await access.check(request, "start", None, meta)
-        except AccessDenied as exc:
-            return problem(exc)
+        await access.check(request, "start", None, meta)
         body = await read_json_body(request, request.receive, access.max_body_bytes)
         if isinstance(body, BodyRefused):
             return refused(body)
@@ -970,8 +984,8 @@ def serving_routes(
             response_id = await manager.start(lambda: start(body), meta=meta)
         except EventLogFull as exc:  # refused before the model was called
             return _full_response(exc)
-        except ConfigurationError as exc:  # the request asked for something unknown
-            return JSONResponse(_problem(exc), status_code=400)
+        except (ConfigurationError, ServingError) as exc:  # asked for something unknown; the log failed
+            return problem(exc)
         except StreamfoldError as exc:  # the upstream refused (a ProviderError from the SDK, ...)
             return JSONResponse(_problem(exc), status_code=502)
         base = f"{path}/{response_id}"
@@ -979,25 +993,20 @@ def serving_routes(
             {"response_id": response_id, "events": f"{base}/events", "ws": f"{base}/ws"}, status_code=201
         )
 
+    @answering
     async def stop_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        try:
-            status = await access.check_response(request, "stop", log, response_id)
-        except AccessDenied as exc:
-            return problem(exc)
+        status = await access.check_response(request, "stop", log, response_id)
         if status is None:
             return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         refusal = json_content_type(request)
         body = refusal or await read_body(request, request.receive, access.max_body_bytes)
         if isinstance(body, BodyRefused):  # the body is not used: its type and size are checked only
             return refused(body)
-        try:
-            if manager is not None:
-                await manager.stop(response_id)
-            else:
-                await log.request_stop(response_id)
-        except ResponseNotFound as exc:
-            return problem(exc)
+        if manager is not None:
+            await manager.stop(response_id)  # ResponseNotFound (ended meanwhile elsewhere): 404
+        else:
+            await log.request_stop(response_id)
         status = await log.status(response_id)
         return JSONResponse(msgspec.to_builtins(status) if status else {"response_id": response_id})
 
