@@ -33,7 +33,6 @@ import msgspec
 
 from pipeline.errors import (
     ConfigurationError,
-    EventLogFull,
     ResponseExists,
     ResponseGone,
     ServingError,
@@ -284,10 +283,10 @@ def chat_routes(
 
     with needs_extra("server", "pipeline.fanout.protocols.chat_routes"):
         from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response
+        from starlette.responses import Response
         from starlette.routing import Route
 
-    from pipeline.fanout.web import _full_response, _problem, _status_code, read_cursor
+    from pipeline.fanout.web import _error_response, read_cursor
 
     if protocol not in CHAT_PROTOCOLS:
         raise ConfigurationError(f"chat_routes serves {' or '.join(CHAT_PROTOCOLS)}, not {protocol!r}")
@@ -303,8 +302,15 @@ def chat_routes(
         access=access,
     )
 
-    async def refuse(scope: _Scope, receive: _Receive, send: _Send, status: int, body: Any) -> None:
-        await JSONResponse(body, status_code=status)(scope, receive, send)
+    async def refuse(
+        scope: _Scope,
+        receive: _Receive,
+        send: _Send,
+        error: StreamfoldError | BodyRefused,
+        status: int | None = None,
+    ) -> None:
+        """Answer ``error`` in the routes' error shape, with ``status`` or the error's own."""
+        await _error_response(error, status)(scope, receive, send)
 
     async def answer(
         scope: _Scope,
@@ -334,15 +340,15 @@ def chat_routes(
             try:
                 await access.check(request, "start", None, owned)
             except AccessDenied as exc:
-                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
+                await refuse(scope, receive, send, exc)
                 return
             body = await read_json_body(request, receive, access.max_body_bytes)
             if isinstance(body, BodyRefused):
-                await refuse(scope, receive, send, body.status, body.error)
+                await refuse(scope, receive, send, body)
                 return
             if not isinstance(body, dict):
                 error = ConfigurationError(f"the body is a JSON object, got {type(body).__name__}")
-                await refuse(scope, receive, send, 400, _problem(error))
+                await refuse(scope, receive, send, error)
                 return
             chat_key = "id" if protocol == "vercel" else "threadId"
             chat_id = body.get(chat_key)
@@ -351,17 +357,14 @@ def chat_routes(
             meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None, **owned}
             try:
                 await manager.start(lambda: start(body), response_id=response_id, meta=meta)
-            except EventLogFull as exc:  # refused before the model was called
-                await _full_response(exc)(scope, receive, send)
-                return
             except ResponseExists as exc:  # a repeated AG-UI runId: that run again, not a second one
                 await self.repeated(scope, receive, send, exc.response_id, meta)
                 return
-            except (ConfigurationError, ServingError) as exc:  # 400; the log failed: 503
-                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
+            except (ConfigurationError, ServingError) as exc:  # 400; full (before the model call), down: 503
+                await refuse(scope, receive, send, exc)
                 return
-            except StreamfoldError as exc:
-                await refuse(scope, receive, send, 502, _problem(exc))
+            except StreamfoldError as exc:  # the upstream refused
+                await refuse(scope, receive, send, exc, 502)
                 return
             await answer(scope, receive, send, response_id, check_read=False)  # its starter reads it
 
@@ -373,7 +376,7 @@ def chat_routes(
             try:
                 status = await log.status(run_id)
             except ServingError as exc:  # the log's server unreachable: 503
-                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
+                await refuse(scope, receive, send, exc)
                 return
             if status is None or (status.meta.get("protocol"), status.meta.get("chat_id")) != (
                 meta["protocol"],
@@ -381,7 +384,7 @@ def chat_routes(
             ):
                 why = "has ended and is no longer retained" if status is None else "exists in another thread"
                 conflict = ResponseExists(f"run {run_id!r} {why}; a runId names one run", response_id=run_id)
-                await JSONResponse(_problem(conflict), status_code=409)(scope, receive, send)
+                await refuse(scope, receive, send, conflict)
                 return
             await answer(scope, receive, send, run_id)  # read as the run's owner allows
 
@@ -392,7 +395,7 @@ def chat_routes(
             try:
                 active = await log.active()
             except ServingError as exc:  # the log's server unreachable: 503
-                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
+                await refuse(scope, receive, send, exc)
                 return
             running = [s for s in active if s.state == "running" and s.meta.get("chat_id") == chat_id]
             readable = [
@@ -409,7 +412,7 @@ def chat_routes(
                     await access.check(request, "read", newest.response_id, newest.meta)
                 after = read_cursor(scope)
             except (ConfigurationError, AccessDenied) as exc:
-                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
+                await refuse(scope, receive, send, exc)
                 return
             await answer(scope, receive, send, newest.response_id, after=after)
 

@@ -66,6 +66,7 @@ from pipeline._jsonenc import encode_json
 from pipeline.errors import (
     ConfigurationError,
     EventLogFull,
+    ResponseExists,
     ResponseGone,
     ResponseNotFound,
     ServingError,
@@ -538,12 +539,6 @@ _WS_UNAVAILABLE: Final = 4503
 _CURSOR: Final = re.compile(r"[0-9]{1,18}")
 
 
-def _connection(scope: Scope) -> HTTPConnection:
-    from starlette.requests import HTTPConnection
-
-    return HTTPConnection(scope)
-
-
 def _problem(error: StreamfoldError) -> dict[str, Any]:
     body: dict[str, Any] = {"type": "ERROR", "error": type(error).__name__, "message": str(error)}
     if isinstance(error, ResponseGone):
@@ -551,26 +546,27 @@ def _problem(error: StreamfoldError) -> dict[str, Any]:
     return body
 
 
-def _full_response(error: EventLogFull) -> JSONResponse:
-    """503 with ``Retry-After``: the log has no room for a new response now."""
+def _error_response(error: StreamfoldError | BodyRefused, status: int | None = None) -> JSONResponse:
+    """``error`` as the routes' JSON answer, by default with :func:`_status_code`'s status; a full log
+    (503) says when to retry (``Retry-After``)."""
     from starlette.responses import JSONResponse
 
-    headers = {"Retry-After": str(error.retry_after)}
-    return JSONResponse(_problem(error), status_code=503, headers=headers)
+    if isinstance(error, BodyRefused):
+        return JSONResponse(error.error, status_code=error.status)
+    retry = {"Retry-After": str(error.retry_after)} if isinstance(error, EventLogFull) else None
+    return JSONResponse(_problem(error), status_code=status or _status_code(error), headers=retry)
+
+
+_STATUSES: Final = ((ResponseNotFound, 404), (ResponseGone, 410), (ResponseExists, 409), (AccessDenied, 403))
 
 
 def _status_code(error: StreamfoldError) -> int:
     """The HTTP status for an error answered at once: a log that cannot serve now (its server
     unreachable past its retries, the log closed, full) is the server's trouble, 503, not the client's."""
-    if isinstance(error, ResponseNotFound):
-        return 404
-    if isinstance(error, ResponseGone):
-        return 410
-    if isinstance(error, AccessDenied):
-        return 403
-    if isinstance(error, ServingError):
-        return 503
-    return 400
+    for kind, status in _STATUSES:
+        if isinstance(error, kind):
+            return status
+    return 503 if isinstance(error, ServingError) else 400
 
 
 def read_cursor(scope: Scope) -> int:
@@ -678,12 +674,14 @@ class ServedSSEEndpoint(_ServedEndpoint):
         self.heartbeat = heartbeat
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.requests import HTTPConnection
+
         if scope["type"] != "http":
             raise ConfigurationError(f"an SSE endpoint serves HTTP requests, not {scope['type']!r}")
         response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
         try:
             after = read_cursor(scope)
-            await self.access.check_response(_connection(scope), "read", self.log, response_id)
+            await self.access.check_response(HTTPConnection(scope), "read", self.log, response_id)
             await check_readable(self.log, response_id, after)
         except (ConfigurationError, ServingError, AccessDenied) as exc:
             await _send_json_response(send, _status_code(exc), _problem(exc))
@@ -747,11 +745,13 @@ class ServedWebSocketEndpoint(_ServedEndpoint):
             )
         if (await receive())["type"] != "websocket.connect":
             return
+        from starlette.requests import HTTPConnection
+
         response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
         await send({"type": "websocket.accept"})
         try:
             after = read_cursor(scope)
-            await self.access.check_response(_connection(scope), "read", self.log, response_id)
+            await self.access.check_response(HTTPConnection(scope), "read", self.log, response_id)
             await check_readable(self.log, response_id, after)
         except (ConfigurationError, ServingError, AccessDenied) as exc:
             code = {404: _WS_NOT_FOUND, 410: _WS_GONE, 403: _WS_FORBIDDEN, 503: _WS_UNAVAILABLE}.get(
@@ -934,12 +934,6 @@ def serving_routes(
         "send_timeout": send_timeout,
     }
 
-    def problem(error: StreamfoldError) -> Response:
-        return JSONResponse(_problem(error), status_code=_status_code(error))
-
-    def refused(refusal: BodyRefused) -> Response:
-        return JSONResponse(refusal.error, status_code=refusal.status)
-
     def answering(
         handler: Callable[[Request], Awaitable[Response]],
     ) -> Callable[[Request], Awaitable[Response]]:
@@ -949,7 +943,7 @@ def serving_routes(
             try:
                 return await handler(request)
             except (AccessDenied, ServingError) as exc:
-                return problem(exc)
+                return _error_response(exc)
 
         return handle
 
@@ -968,7 +962,7 @@ def serving_routes(
         response_id = request.path_params["response_id"]
         status = await access.check_response(request, "read", log, response_id)
         if status is None:
-            return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
+            return _error_response(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         return JSONResponse(msgspec.to_builtins(status))
 
     @answering
@@ -979,15 +973,13 @@ def serving_routes(
         await access.check(request, "start", None, meta)
         body = await read_json_body(request, request.receive, access.max_body_bytes)
         if isinstance(body, BodyRefused):
-            return refused(body)
+            return _error_response(body)
         try:
             response_id = await manager.start(lambda: start(body), meta=meta)
-        except EventLogFull as exc:  # refused before the model was called
-            return _full_response(exc)
-        except (ConfigurationError, ServingError) as exc:  # asked for something unknown; the log failed
-            return problem(exc)
+        except (ConfigurationError, ServingError) as exc:  # 400; full (before the model call), down: 503
+            return _error_response(exc)
         except StreamfoldError as exc:  # the upstream refused (a ProviderError from the SDK, ...)
-            return JSONResponse(_problem(exc), status_code=502)
+            return _error_response(exc, 502)
         base = f"{path}/{response_id}"
         return JSONResponse(
             {"response_id": response_id, "events": f"{base}/events", "ws": f"{base}/ws"}, status_code=201
@@ -998,11 +990,11 @@ def serving_routes(
         response_id = request.path_params["response_id"]
         status = await access.check_response(request, "stop", log, response_id)
         if status is None:
-            return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
+            return _error_response(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         refusal = json_content_type(request)
         body = refusal or await read_body(request, request.receive, access.max_body_bytes)
         if isinstance(body, BodyRefused):  # the body is not used: its type and size are checked only
-            return refused(body)
+            return _error_response(body)
         if manager is not None:
             await manager.stop(response_id)  # ResponseNotFound (ended meanwhile elsewhere): 404
         else:
