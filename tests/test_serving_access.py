@@ -28,6 +28,7 @@ from pipeline.fanout.access import (
     bearer_token,
     is_loopback,
     owner_only,
+    read_body,
 )
 from pipeline.fanout.protocols import chat_routes
 from pipeline.fanout.serving.manager import ResponseManager
@@ -291,6 +292,23 @@ async def test_max_body_bytes_caps_bodies_with_and_without_a_length() -> None:
         assert app.calls == []
         assert (await client.post("/responses", content=chunked(fits), headers=JSON_TYPE)).status_code == 201
         assert app.calls == [{"pad": "x" * (cap - 11)}]
+
+
+@pytest.mark.parametrize(
+    ("declared", "read"),
+    [("\u00b2", b"{}"), ("1\u00b9", b"{}"), ("9" * 5000, too_large(10)), ("9" * 19, too_large(10))],
+    ids=["superscript-two", "superscript-one", "5000-digits", "19-digits"],
+)
+async def test_a_content_length_of_other_digits_is_not_trusted(declared: str, read: Any) -> None:
+    """uvicorn refuses such a ``Content-Length``, another ASGI server may pass it on: a length that is not
+    ASCII digits is ignored (the body is counted as it arrives), one of 19 digits or more is over the cap."""
+    scope = {"type": "http", "headers": [(b"content-length", declared.encode("latin-1"))]}
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    got = await read_body(HTTPConnection(scope), receive, 10)
+    assert (got if isinstance(got, bytes) else got.error) == read
 
 
 @pytest.mark.parametrize(

@@ -285,7 +285,8 @@ async def read_body(
         413, "PayloadTooLarge", f"the body is over the {max_bytes}-byte cap (max_body_bytes)"
     )
     declared = connection.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
+    # ASCII digits only (isdigit takes "²"); 19 digits or more is over any cap (and int() refuses 4,301)
+    if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > max_bytes):
         return too_large
     pieces: list[bytes] = []
     size = 0
