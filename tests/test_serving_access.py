@@ -28,6 +28,7 @@ from pipeline.fanout.access import (
     bearer_token,
     is_loopback,
     owner_only,
+    read_body,
 )
 from pipeline.fanout.protocols import chat_routes
 from pipeline.fanout.serving.manager import ResponseManager
@@ -205,6 +206,28 @@ async def test_a_second_client_cannot_resume_anothers_chat() -> None:
         assert app.calls == [body]
 
 
+async def test_a_repeated_ag_ui_run_id_is_read_as_the_runs_owner_allows() -> None:
+    """Bob repeating Alice's ``runId`` in her thread is refused as a read of her run: 403, no stream,
+    and no second model call."""
+    body = {"threadId": "thread-1", "runId": "run-1", "messages": []}
+    async with (
+        served(authorize=owner_only(user), owner=user) as app,
+        httpx.AsyncClient(base_url=app.http) as client,
+    ):
+        with anyio.fail_after(GUARD):
+            async with client.stream("POST", "/agent", json=body, headers=ALICE) as response:
+                assert response.status_code == 200
+            repeated = await client.post("/agent", json=body, headers=BOB)
+            assert (repeated.status_code, repeated.json()) == (
+                403,
+                denied("not allowed to read response 'run-1'"),
+            )
+            async with client.stream("POST", "/agent", json=body, headers=ALICE) as response:
+                assert response.status_code == 200
+                assert response.headers["x-streamfold-response-id"] == "run-1"
+        assert app.calls == [body]
+
+
 @pytest.mark.parametrize(
     "content_type",
     ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None],
@@ -269,6 +292,23 @@ async def test_max_body_bytes_caps_bodies_with_and_without_a_length() -> None:
         assert app.calls == []
         assert (await client.post("/responses", content=chunked(fits), headers=JSON_TYPE)).status_code == 201
         assert app.calls == [{"pad": "x" * (cap - 11)}]
+
+
+@pytest.mark.parametrize(
+    ("declared", "read"),
+    [("\u00b2", b"{}"), ("1\u00b9", b"{}"), ("9" * 5000, too_large(10)), ("9" * 19, too_large(10))],
+    ids=["superscript-two", "superscript-one", "5000-digits", "19-digits"],
+)
+async def test_a_content_length_of_other_digits_is_not_trusted(declared: str, read: Any) -> None:
+    """uvicorn refuses such a ``Content-Length``, another ASGI server may pass it on: a length that is not
+    ASCII digits is ignored (the body is counted as it arrives), one of 19 digits or more is over the cap."""
+    scope = {"type": "http", "headers": [(b"content-length", declared.encode("latin-1"))]}
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    got = await read_body(HTTPConnection(scope), receive, 10)
+    assert (got if isinstance(got, bytes) else got.error) == read
 
 
 @pytest.mark.parametrize(

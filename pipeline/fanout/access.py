@@ -49,7 +49,7 @@ from pipeline.fanout.serving._log import is_response_id
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
 
-    from pipeline.fanout.serving._log import EventLog
+    from pipeline.fanout.serving._log import EventLog, ResponseStatus
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -236,11 +236,13 @@ class Access:
 
     async def check_response(
         self, connection: HTTPConnection, action: Action, log: EventLog, response_id: str
-    ) -> None:
+    ) -> ResponseStatus | None:
         """:meth:`check` with the response's meta as the log keeps it (empty for an unknown response: asked
-        before anything else, so a refused client learns nothing, not even whether the id exists)."""
+        before anything else, so a refused client learns nothing, not even whether the id exists).
+        Returns the response's status, None when it is unknown (or the id one no backend can hold)."""
         status = await log.status(response_id) if is_response_id(response_id) else None
         await self.check(connection, action, response_id, status.meta if status is not None else {})
+        return status
 
     async def start_meta(self, connection: HTTPConnection) -> dict[str, Any]:
         """The meta a response started by ``connection`` carries: its owner, when the hook names one."""
@@ -283,7 +285,8 @@ async def read_body(
         413, "PayloadTooLarge", f"the body is over the {max_bytes}-byte cap (max_body_bytes)"
     )
     declared = connection.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
+    # ASCII digits only (isdigit takes "²"); 19 digits or more is over any cap (and int() refuses 4,301)
+    if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > max_bytes):
         return too_large
     pieces: list[bytes] = []
     size = 0

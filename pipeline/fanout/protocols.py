@@ -33,10 +33,9 @@ import msgspec
 
 from pipeline.errors import (
     ConfigurationError,
-    EventLogFull,
     ResponseExists,
     ResponseGone,
-    ResponseNotFound,
+    ServingError,
     StreamfoldError,
 )
 from pipeline.fanout.access import (
@@ -173,7 +172,7 @@ class ProtocolStream:
         try:
             reader = HTTPConnection(scope) if check_read else None
             encoding, core = await self.prepare(response_id, protocol, after, core_options, reader)
-        except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
+        except (ConfigurationError, ServingError, AccessDenied) as exc:
             await _send_json_response(send, _status_code(exc), _problem(exc))
             return
         headers = [(name.encode(), value.encode()) for name, value in encoding.headers]
@@ -262,7 +261,8 @@ def chat_routes(
       header ``x-streamfold-response-id``. A body that is not a JSON object, or a ``ConfigurationError``
       from ``start``: 400; another streamfold error from ``start`` (the provider refused): 502; a log
       with no room for another running response (``MemoryEventLog``'s ``max_responses``): 503 with
-      ``Retry-After``, before ``start`` is called. Errors are ``{"type": "ERROR", "error", "message"}``.
+      ``Retry-After``, before ``start`` is called; a log whose server stays unreachable: 503. Errors are
+      ``{"type": "ERROR", "error", "message"}``.
     - A repeated AG-UI ``runId`` (a client retrying) does not call ``start`` again: the answer is that
       run's stream from its start, as for a first request, while the run is retained and was started
       by this route in the same ``threadId``; else 409 (a runId names one run).
@@ -283,10 +283,10 @@ def chat_routes(
 
     with needs_extra("server", "pipeline.fanout.protocols.chat_routes"):
         from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response
+        from starlette.responses import Response
         from starlette.routing import Route
 
-    from pipeline.fanout.web import _full_response, _problem, _status_code, read_cursor
+    from pipeline.fanout.web import _error_response, read_cursor
 
     if protocol not in CHAT_PROTOCOLS:
         raise ConfigurationError(f"chat_routes serves {' or '.join(CHAT_PROTOCOLS)}, not {protocol!r}")
@@ -302,8 +302,36 @@ def chat_routes(
         access=access,
     )
 
-    async def refuse(scope: _Scope, receive: _Receive, send: _Send, status: int, body: Any) -> None:
-        await JSONResponse(body, status_code=status)(scope, receive, send)
+    async def refuse(
+        scope: _Scope,
+        receive: _Receive,
+        send: _Send,
+        error: StreamfoldError | BodyRefused,
+        status: int | None = None,
+    ) -> None:
+        """Answer ``error`` in the routes' error shape, with ``status`` or the error's own."""
+        await _error_response(error, status)(scope, receive, send)
+
+    async def answer(
+        scope: _Scope,
+        receive: _Receive,
+        send: _Send,
+        response_id: str,
+        *,
+        after: int = 0,
+        check_read: bool = True,
+    ) -> None:
+        """The response's stream in ``protocol``, with ``x-streamfold-response-id`` (the AG-UI thread
+        comes from the response's meta: see :meth:`ProtocolStream.prepare`)."""
+        await streams.serve(
+            scope,
+            receive,
+            _with_header(send, response_id),
+            response_id=response_id,
+            protocol=protocol,
+            after=after,
+            check_read=check_read,
+        )
 
     class PostChat:
         async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
@@ -312,15 +340,15 @@ def chat_routes(
             try:
                 await access.check(request, "start", None, owned)
             except AccessDenied as exc:
-                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
+                await refuse(scope, receive, send, exc)
                 return
             body = await read_json_body(request, receive, access.max_body_bytes)
             if isinstance(body, BodyRefused):
-                await refuse(scope, receive, send, body.status, body.error)
+                await refuse(scope, receive, send, body)
                 return
             if not isinstance(body, dict):
                 error = ConfigurationError(f"the body is a JSON object, got {type(body).__name__}")
-                await refuse(scope, receive, send, 400, _problem(error))
+                await refuse(scope, receive, send, error)
                 return
             chat_key = "id" if protocol == "vercel" else "threadId"
             chat_id = body.get(chat_key)
@@ -329,63 +357,47 @@ def chat_routes(
             meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None, **owned}
             try:
                 await manager.start(lambda: start(body), response_id=response_id, meta=meta)
-            except EventLogFull as exc:  # refused before the model was called
-                await _full_response(exc)(scope, receive, send)
-                return
             except ResponseExists as exc:  # a repeated AG-UI runId: that run again, not a second one
                 await self.repeated(scope, receive, send, exc.response_id, meta)
                 return
-            except ConfigurationError as exc:
-                await refuse(scope, receive, send, 400, _problem(exc))
+            except (ConfigurationError, ServingError) as exc:  # 400; full (before the model call), down: 503
+                await refuse(scope, receive, send, exc)
                 return
-            except StreamfoldError as exc:
-                await refuse(scope, receive, send, 502, _problem(exc))
+            except StreamfoldError as exc:  # the upstream refused
+                await refuse(scope, receive, send, exc, 502)
                 return
-            options = _core_options(protocol, meta)
-            await streams.serve(
-                scope,
-                receive,
-                _with_header(send, response_id),
-                response_id=response_id,
-                protocol=protocol,
-                after=0,
-                core_options=options,
-                check_read=False,
-            )
+            await answer(scope, receive, send, response_id, check_read=False)  # its starter reads it
 
         async def repeated(
             self, scope: _Scope, receive: _Receive, send: _Send, run_id: str, meta: dict[str, Any]
         ) -> None:
             """A ``runId`` already used: the run from its start when this thread's AG-UI run made it (a
             client retrying a request), else 409."""
-            status = await log.status(run_id)
+            try:
+                status = await log.status(run_id)
+            except ServingError as exc:  # the log's server unreachable: 503
+                await refuse(scope, receive, send, exc)
+                return
             if status is None or (status.meta.get("protocol"), status.meta.get("chat_id")) != (
                 meta["protocol"],
                 meta["chat_id"],
             ):
                 why = "has ended and is no longer retained" if status is None else "exists in another thread"
                 conflict = ResponseExists(f"run {run_id!r} {why}; a runId names one run", response_id=run_id)
-                await JSONResponse(_problem(conflict), status_code=409)(scope, receive, send)
+                await refuse(scope, receive, send, conflict)
                 return
-            await streams.serve(
-                scope,
-                receive,
-                _with_header(send, run_id),
-                response_id=run_id,
-                protocol=protocol,
-                after=0,
-                core_options=_core_options(protocol, status.meta),
-            )
+            await answer(scope, receive, send, run_id)  # read as the run's owner allows
 
     class ResumeChat:
         async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
             request = Request(scope, receive)
             chat_id = scope["path_params"]["chat_id"]
-            running = [
-                status
-                for status in await log.active()
-                if status.state == "running" and status.meta.get("chat_id") == chat_id
-            ]
+            try:
+                active = await log.active()
+            except ServingError as exc:  # the log's server unreachable: 503
+                await refuse(scope, receive, send, exc)
+                return
+            running = [s for s in active if s.state == "running" and s.meta.get("chat_id") == chat_id]
             readable = [
                 status
                 for status in running
@@ -400,17 +412,9 @@ def chat_routes(
                     await access.check(request, "read", newest.response_id, newest.meta)
                 after = read_cursor(scope)
             except (ConfigurationError, AccessDenied) as exc:
-                await refuse(scope, receive, send, _status_code(exc), _problem(exc))
+                await refuse(scope, receive, send, exc)
                 return
-            await streams.serve(
-                scope,
-                receive,
-                _with_header(send, newest.response_id),
-                response_id=newest.response_id,
-                protocol=protocol,
-                after=after,
-                core_options=_core_options(protocol, newest.meta),
-            )
+            await answer(scope, receive, send, newest.response_id, after=after)
 
     routes: list[BaseRoute] = [Route(path, PostChat(), methods=["POST"])]
     if protocol == "vercel":

@@ -66,8 +66,10 @@ from pipeline._jsonenc import encode_json
 from pipeline.errors import (
     ConfigurationError,
     EventLogFull,
+    ResponseExists,
     ResponseGone,
     ResponseNotFound,
+    ServingError,
     StreamfoldError,
     SubscriberError,
 )
@@ -85,7 +87,7 @@ from pipeline.fanout.access import (
 )
 from pipeline.fanout.hub import Hub, Policy, ReplayUnavailableError, Subscription
 from pipeline.fanout.serving._edge import DEFAULT_EDGE_MAX_BYTES, Edge
-from pipeline.fanout.serving._log import Entry, EventLog, check_lookup_id, is_response_id
+from pipeline.fanout.serving._log import Entry, EventLog, check_lookup_id
 from pipeline.fanout.serving.manager import ResponseManager
 
 if TYPE_CHECKING:
@@ -533,13 +535,8 @@ ResponseStarter: TypeAlias = Callable[[Any], Awaitable[AsyncIterable[Any]]]
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _WS_BAD_REQUEST: Final = 4400
 _WS_FORBIDDEN: Final = 4403
+_WS_UNAVAILABLE: Final = 4503
 _CURSOR: Final = re.compile(r"[0-9]{1,18}")
-
-
-def _connection(scope: Scope) -> HTTPConnection:
-    from starlette.requests import HTTPConnection
-
-    return HTTPConnection(scope)
 
 
 def _problem(error: StreamfoldError) -> dict[str, Any]:
@@ -549,22 +546,27 @@ def _problem(error: StreamfoldError) -> dict[str, Any]:
     return body
 
 
-def _full_response(error: EventLogFull) -> JSONResponse:
-    """503 with ``Retry-After``: the log has no room for a new response now."""
+def _error_response(error: StreamfoldError | BodyRefused, status: int | None = None) -> JSONResponse:
+    """``error`` as the routes' JSON answer, by default with :func:`_status_code`'s status; a full log
+    (503) says when to retry (``Retry-After``)."""
     from starlette.responses import JSONResponse
 
-    headers = {"Retry-After": str(error.retry_after)}
-    return JSONResponse(_problem(error), status_code=503, headers=headers)
+    if isinstance(error, BodyRefused):
+        return JSONResponse(error.error, status_code=error.status)
+    retry = {"Retry-After": str(error.retry_after)} if isinstance(error, EventLogFull) else None
+    return JSONResponse(_problem(error), status_code=status or _status_code(error), headers=retry)
+
+
+_STATUSES: Final = ((ResponseNotFound, 404), (ResponseGone, 410), (ResponseExists, 409), (AccessDenied, 403))
 
 
 def _status_code(error: StreamfoldError) -> int:
-    if isinstance(error, ResponseNotFound):
-        return 404
-    if isinstance(error, ResponseGone):
-        return 410
-    if isinstance(error, AccessDenied):
-        return 403
-    return 400
+    """The HTTP status for an error answered at once: a log that cannot serve now (its server
+    unreachable past its retries, the log closed, full) is the server's trouble, 503, not the client's."""
+    for kind, status in _STATUSES:
+        if isinstance(error, kind):
+            return status
+    return 503 if isinstance(error, ServingError) else 400
 
 
 def read_cursor(scope: Scope) -> int:
@@ -672,14 +674,16 @@ class ServedSSEEndpoint(_ServedEndpoint):
         self.heartbeat = heartbeat
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.requests import HTTPConnection
+
         if scope["type"] != "http":
             raise ConfigurationError(f"an SSE endpoint serves HTTP requests, not {scope['type']!r}")
         response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
         try:
             after = read_cursor(scope)
-            await self.access.check_response(_connection(scope), "read", self.log, response_id)
+            await self.access.check_response(HTTPConnection(scope), "read", self.log, response_id)
             await check_readable(self.log, response_id, after)
-        except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
+        except (ConfigurationError, ServingError, AccessDenied) as exc:
             await _send_json_response(send, _status_code(exc), _problem(exc))
             return
         edge = self._edge()
@@ -741,14 +745,16 @@ class ServedWebSocketEndpoint(_ServedEndpoint):
             )
         if (await receive())["type"] != "websocket.connect":
             return
+        from starlette.requests import HTTPConnection
+
         response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
         await send({"type": "websocket.accept"})
         try:
             after = read_cursor(scope)
-            await self.access.check_response(_connection(scope), "read", self.log, response_id)
+            await self.access.check_response(HTTPConnection(scope), "read", self.log, response_id)
             await check_readable(self.log, response_id, after)
-        except (ConfigurationError, ResponseNotFound, ResponseGone, AccessDenied) as exc:
-            code = {404: _WS_NOT_FOUND, 410: _WS_GONE, 403: _WS_FORBIDDEN}.get(
+        except (ConfigurationError, ServingError, AccessDenied) as exc:
+            code = {404: _WS_NOT_FOUND, 410: _WS_GONE, 403: _WS_FORBIDDEN, 503: _WS_UNAVAILABLE}.get(
                 _status_code(exc), _WS_BAD_REQUEST
             )
             await send({"type": "websocket.send", "text": encode_json(_problem(exc)).decode()})
@@ -897,7 +903,8 @@ def serving_routes(
     a NATS subject cannot hold ``.``, ``*``, ``>``, ``$JS``), on every backend alike: 404 (WebSocket
     close 4404); expired or a cursor older than retained: 410 (4410) with ``first_id``, the oldest
     retained id, in the body, never a partial replay; a cursor that is not 1 to 18 ASCII digits, or past
-    the last id: 400 (4400). Every error body is ``{"type": "ERROR", "error", "message"}``.
+    the last id: 400 (4400); a log whose server stays unreachable past its retries (``EventLogUnavailable``),
+    or a closed log: 503 (4503). Every error body is ``{"type": "ERROR", "error", "message"}``.
     ``policy``, ``max_buffer``, ``max_buffer_bytes``: each connection's edge (see
     :mod:`pipeline.fanout.serving._edge`); ``send_timeout`` and ``heartbeat`` as in :func:`sse_endpoint`.
 
@@ -927,17 +934,22 @@ def serving_routes(
         "send_timeout": send_timeout,
     }
 
-    def problem(error: StreamfoldError) -> Response:
-        return JSONResponse(_problem(error), status_code=_status_code(error))
+    def answering(
+        handler: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` answering a refusal (403) or a log that cannot serve (503) in the error shape."""
 
-    def refused(refusal: BodyRefused) -> Response:
-        return JSONResponse(refusal.error, status_code=refusal.status)
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except (AccessDenied, ServingError) as exc:
+                return _error_response(exc)
 
+        return handle
+
+    @answering
     async def list_responses(request: Request) -> Response:
-        try:
-            await access.check(request, "list", None, {})
-        except AccessDenied as exc:
-            return problem(exc)
+        await access.check(request, "list", None, {})
         visible = [
             status
             for status in await log.active()
@@ -945,62 +957,48 @@ def serving_routes(
         ]
         return JSONResponse({"responses": msgspec.to_builtins(visible)})
 
+    @answering
     async def response_status(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        status = await log.status(response_id) if is_response_id(response_id) else None
-        try:
-            await access.check(request, "read", response_id, status.meta if status is not None else {})
-        except AccessDenied as exc:
-            return problem(exc)
+        status = await access.check_response(request, "read", log, response_id)
         if status is None:
-            return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
+            return _error_response(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         return JSONResponse(msgspec.to_builtins(status))
 
+    @answering
     async def start_response(request: Request) -> Response:
         assert manager is not None
         assert start is not None
         meta = await access.start_meta(request)
-        try:
-            await access.check(request, "start", None, meta)
-        except AccessDenied as exc:
-            return problem(exc)
+        await access.check(request, "start", None, meta)
         body = await read_json_body(request, request.receive, access.max_body_bytes)
         if isinstance(body, BodyRefused):
-            return refused(body)
+            return _error_response(body)
         try:
             response_id = await manager.start(lambda: start(body), meta=meta)
-        except EventLogFull as exc:  # refused before the model was called
-            return _full_response(exc)
-        except ConfigurationError as exc:  # the request asked for something unknown
-            return JSONResponse(_problem(exc), status_code=400)
+        except (ConfigurationError, ServingError) as exc:  # 400; full (before the model call), down: 503
+            return _error_response(exc)
         except StreamfoldError as exc:  # the upstream refused (a ProviderError from the SDK, ...)
-            return JSONResponse(_problem(exc), status_code=502)
+            return _error_response(exc, 502)
         base = f"{path}/{response_id}"
         return JSONResponse(
             {"response_id": response_id, "events": f"{base}/events", "ws": f"{base}/ws"}, status_code=201
         )
 
+    @answering
     async def stop_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        status = await log.status(response_id)
-        try:
-            await access.check(request, "stop", response_id, status.meta if status is not None else {})
-        except AccessDenied as exc:
-            return problem(exc)
+        status = await access.check_response(request, "stop", log, response_id)
         if status is None:
-            return problem(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
+            return _error_response(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         refusal = json_content_type(request)
         body = refusal or await read_body(request, request.receive, access.max_body_bytes)
         if isinstance(body, BodyRefused):  # the body is not used: its type and size are checked only
-            return refused(body)
-        try:
-            check_lookup_id(response_id)
-            if manager is not None:
-                await manager.stop(response_id)
-            else:
-                await log.request_stop(response_id)
-        except ResponseNotFound as exc:
-            return problem(exc)
+            return _error_response(body)
+        if manager is not None:
+            await manager.stop(response_id)  # ResponseNotFound (ended meanwhile elsewhere): 404
+        else:
+            await log.request_stop(response_id)
         status = await log.status(response_id)
         return JSONResponse(msgspec.to_builtins(status) if status else {"response_id": response_id})
 
