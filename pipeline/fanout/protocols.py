@@ -392,28 +392,24 @@ def chat_routes(
         async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
             request = Request(scope, receive)
             chat_id = scope["path_params"]["chat_id"]
-            try:
+            try:  # a caller who may list learns only of the responses it may read: none is a 204
+                await access.check(request, "list", None, {})
+                after = read_cursor(scope)
                 active = await log.active()
-            except ServingError as exc:  # the log's server unreachable: 503
+            except (ConfigurationError, AccessDenied, ServingError) as exc:  # 403, 400, log down: 503
                 await refuse(scope, receive, send, exc)
                 return
-            running = [s for s in active if s.state == "running" and s.meta.get("chat_id") == chat_id]
             readable = [
                 status
-                for status in running
-                if await access.allows(request, "read", status.response_id, status.meta)
+                for status in active
+                if status.state == "running"
+                and status.meta.get("chat_id") == chat_id
+                and await access.allows(request, "read", status.response_id, status.meta)
             ]
-            if not running:
+            if not readable:
                 await Response(status_code=204)(scope, receive, send)
                 return
-            newest = (readable or running)[-1]
-            try:
-                if not readable:  # refused: say why (403) rather than that nothing runs
-                    await access.check(request, "read", newest.response_id, newest.meta)
-                after = read_cursor(scope)
-            except (ConfigurationError, AccessDenied) as exc:
-                await refuse(scope, receive, send, exc)
-                return
+            newest = readable[-1]
             await answer(scope, receive, send, newest.response_id, after=after)
 
     routes: list[BaseRoute] = [Route(path, PostChat(), methods=["POST"])]
