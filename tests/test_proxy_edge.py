@@ -417,3 +417,59 @@ async def test_one_huge_upstream_read_is_fed_in_slices_with_the_loop_turning_bet
     assert max(size for size, _ in fed) == FEED_SLICE
     assert all(before < after for (_, before), (_, after) in itertools.pairwise(fed))
     assert b"".join([*sent, last]).count(b'"id":"call_') == 25_000
+
+
+def multibyte_sse() -> tuple[str, bytes]:
+    """A text of 1- to 4-byte characters and its stream, at least three FEED_SLICE slices long, with some
+    slice boundaries inside a character (asserted: the test would prove nothing otherwise)."""
+    deltas = ["aé中🙂" * 7 + str(index) for index in range(1500)]
+    data = chat_sse(deltas)
+    boundaries = range(FEED_SLICE, len(data), FEED_SLICE)
+    assert len(boundaries) >= 3
+    assert any(0x80 <= data[boundary] <= 0xBF for boundary in boundaries)  # a UTF-8 continuation byte
+    return "".join(deltas), data
+
+
+def sse_payloads(stream: bytes) -> list[dict[str, Any]]:
+    lines = stream.decode().split("\n")
+    return [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+
+
+@pytest.mark.anyio
+async def test_slicing_a_read_inside_a_character_or_an_event_loses_nothing() -> None:
+    """FEED_SLICE cuts a read at byte offsets, inside a multi-byte character and inside an SSE line: the
+    Chat route's core and a front door's core are incremental, and the text comes out whole."""
+    from pipeline.proxy._front import ChunkPipeline, StreamCore
+    from pipeline.proxy._reads import feed_sliced
+    from pipeline.proxy.messages import MessagesWire
+
+    text, data = multibyte_sse()
+
+    async def body() -> AsyncIterator[bytes]:
+        yield data
+
+    sent: list[bytes] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message["body"])
+
+    upstream = httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
+    last = await relay_upstream(upstream, ChatStreamRewriter("kimi_k2"), send, Metrics())
+    chat = sse_payloads(b"".join([*sent, last]))
+    assert "".join(p["choices"][0]["delta"].get("content") or "" for p in chat if p["choices"]) == text
+
+    pipeline = ChunkPipeline(
+        None, reasoning_tags=None, tool_schemas={}, max_event_size=1 << 20, max_response_bytes=1 << 26
+    )
+    core = StreamCore(pipeline, MessagesWire(MODEL))
+    pieces: list[bytes] = []
+
+    async def emit(piece: bytes) -> bool:
+        pieces.append(piece)
+        return True
+
+    assert await feed_sliced(core.feed, data, emit)
+    pieces.append(core.finish())
+    events = sse_payloads(b"".join(pieces))
+    assert "".join(event["delta"].get("text", "") for event in events if "delta" in event) == text
+    assert events[-1] == {"type": "message_stop"}
