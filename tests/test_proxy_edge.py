@@ -288,6 +288,22 @@ async def test_the_chat_route_asks_for_the_usage_and_hands_it_on_only_when_asked
     ]
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("options", [5, "yes", [True], {"include_usage": "yes"}, {"include_usage": 0}])
+async def test_a_stream_options_of_the_wrong_type_reaches_the_upstream_unchanged(options: object) -> None:
+    """The Chat route forwards what it does not read as the client sent it, for the upstream to refuse:
+    the proxy asks for the usage only in a ``stream_options`` that is absent or an object whose
+    ``include_usage`` is absent, null or false, never by replacing a value of the wrong type."""
+    upstream = FakeUpstream()
+    upstream.add("m", Scenario(sse_events(chat_sse(["hi"]))))
+    async with proxy(upstream) as url, httpx.AsyncClient(base_url=url) as http:
+        body = {"model": "m", "messages": USER, "stream": True, "stream_options": options}
+        answer = await http.post("/v1/chat/completions", json=body)
+    assert answer.status_code == 200
+    assert upstream.requests_for("m")[0].body["stream_options"] == options
+    assert '"usage":' in answer.text  # not stripped: the proxy did not ask for it
+
+
 # --- /metrics: bounded series, escaped labels ---------------------------------------------------------------
 
 
