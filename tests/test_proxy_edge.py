@@ -338,6 +338,28 @@ async def test_an_upstreams_error_codes_do_not_mint_a_series_each() -> None:
     ]
 
 
+@pytest.mark.anyio
+async def test_an_upstreams_own_error_code_counts_as_upstream_other_on_every_route() -> None:
+    """An in-band error event whose code the upstream chose (``server_error``, not ``upstream_...``) is an
+    upstream failure too: counted under ``upstream_other``; the tool-rule codes are the proxy's own."""
+    upstream = FakeUpstream()
+    for model in ("chat", "responses", "messages"):
+        upstream.add(model, Scenario(in_band_error("server_error")))
+    bodies = {
+        "/v1/chat/completions": {"model": "chat", "messages": USER, "stream": True},
+        "/v1/responses": {"model": "responses", "input": "x", "stream": True},
+        "/v1/messages": {"model": "messages", "max_tokens": 5, "messages": USER, "stream": True},
+    }
+    async with proxy(upstream) as url, httpx.AsyncClient(base_url=url) as http:
+        for route, body in bodies.items():
+            assert (await http.post(route, json=body)).status_code == 200
+        metrics = (await http.get("/metrics")).text
+    series = [
+        line for line in metrics.splitlines() if line.startswith("streamfold_proxy_upstream_errors_total")
+    ]
+    assert series == ['streamfold_proxy_upstream_errors_total{code="upstream_other"} 3']
+
+
 def test_label_values_are_escaped_as_prometheus_text_says() -> None:
     metrics = Metrics()
     metrics.request_done('a"b\\c\nd', 200)
