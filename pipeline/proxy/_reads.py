@@ -203,9 +203,18 @@ async def relay_upstream(upstream: httpx.Response, core: RelayCore, send: Send, 
         return True
 
     async def forward(data: bytes) -> bool:
+        nonlocal last
         received = clock()
-        if not await feed_sliced(core.feed, data, emit):
-            return False
+        if len(data) > FEED_SLICE:
+            if not await feed_sliced(core.feed, data, emit):
+                return False
+        else:  # the paced stream's path, inline: through feed_sliced it cost ~10% CPU per chunk at 50 streams
+            piece = core.feed(data)
+            if core.ended:
+                last = piece  # an error event ended the answer: piece is its last part
+                return False
+            if piece:
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
         metrics.added_latency(clock() - received)
         return True
 
