@@ -8,6 +8,8 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
+import anyio.abc
 import httpx
 import pytest
 
@@ -91,3 +93,46 @@ async def test_an_upstream_failure_shows_neither_the_password_nor_the_address(
     lines = [record.getMessage() for record in caplog.records]
     assert any(address in line for line in lines)  # the operator's log says where
     assert not [line for line in lines if PASSWORD in line]
+
+
+@pytest.mark.anyio
+async def test_a_malformed_upstream_answer_logs_no_authorization_header(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """aiohttp reports an answer that is not HTTP as a ``ClientResponseError`` whose ``repr`` holds the
+    request's headers: the Basic auth made of the URL's password (base64 is no secret) and a client's own
+    token must not reach the log through it."""
+    caplog.set_level(logging.DEBUG)
+    token = BASIC.removeprefix("Basic ")
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += await stream.receive()
+            await stream.send(b"NOT HTTP AT ALL\r\n\r\n")
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tasks:
+        tasks.start_soon(listener.serve, handle)
+        with_password = create_app(with_credentials(f"http://127.0.0.1:{port}"), tool_format="kimi_k2")
+        without = create_app(f"http://127.0.0.1:{port}", tool_format="kimi_k2")
+        async with serving(with_password) as first, serving(without) as second:
+            answers = []
+            for url in (first, second):
+                async with httpx.AsyncClient(base_url=url) as http:
+                    answers.append(
+                        await http.post(
+                            "/v1/chat/completions",
+                            headers={"authorization": "Bearer sk-client-token"},
+                            json={"model": "m", "messages": USER},
+                        )
+                    )
+        tasks.cancel_scope.cancel()
+    assert [(answer.status_code, answer.json()["error"]["code"]) for answer in answers] == [
+        (502, "upstream_error")
+    ] * 2
+    lines = [record.getMessage() for record in caplog.records]
+    assert any("upstream request POST" in line for line in lines)
+    assert not [line for line in lines if token in line or PASSWORD in line or "sk-client-token" in line]

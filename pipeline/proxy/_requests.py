@@ -28,11 +28,8 @@ __all__ = ["RequestError", "check_messages", "check_responses", "decode_object"]
 Dialect = Literal["openai", "responses", "anthropic"]
 """Whose words a missing field is reported in: the Chat API's, the Responses API's, Anthropic's."""
 
-_ANTHROPIC_TYPES: Final = {
-    400: "invalid_request_error",
-    413: "request_too_large",
-    499: "invalid_request_error",
-}
+_ANTHROPIC_TYPES: Final = {413: "request_too_large"}
+"""Anthropic's error ``type`` by status; any other status is an ``invalid_request_error``."""
 
 
 class RequestError(Exception):

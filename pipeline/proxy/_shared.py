@@ -125,11 +125,15 @@ def log_failure(logger: logging.Logger, request: httpx.Request, exc: BaseExcepti
 
 
 def _text(exc: BaseException) -> str:
-    """``repr(exc)`` and its causes' (aiohttp's name the address), for the operator's log."""
+    """``exc`` and its cause as ``Type: message``, for the operator's log (aiohttp's name the address).
+
+    Never the cause's ``repr``: aiohttp's ``ClientResponseError`` puts the request's headers in it, the
+    Basic auth made of the URL's password and the client's own token among them.
+    """
     parts = [repr(exc)]
     cause = exc.__cause__
     if cause is not None:
-        parts.append(repr(cause))
+        parts.append(f"{type(cause).__name__}: {cause}")
     return " from ".join(parts)
 
 

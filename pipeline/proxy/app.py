@@ -468,9 +468,9 @@ class _Proxy:
                 code="unsupported_parameter",
             )
         mode: _Mode = "stream" if streaming else "complete"
-        strip_usage = streaming and not _asks_usage(payload)
+        strip_usage = streaming and _adds_usage(payload.get("stream_options"))
         if strip_usage:  # the upstream is asked for the usage (the access log's tokens), the client is not
-            payload["stream_options"] = {**_mapping(payload.get("stream_options")), "include_usage": True}
+            payload["stream_options"] = {**(payload.get("stream_options") or {}), "include_usage": True}
             body = encode_json(payload)
         upstream = self.upstream_request(request, body, identity=True)
         tools = payload.get("tools")
@@ -521,13 +521,16 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _asks_usage(payload: Mapping[str, Any]) -> bool:
-    """Whether a streamed Chat request asks for the usage chunk (``stream_options.include_usage``)."""
-    return _mapping(payload.get("stream_options")).get("include_usage") is True
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+def _adds_usage(options: object) -> bool:
+    """Whether the proxy asks for the usage chunk of a streamed Chat request: its ``stream_options`` is
+    absent or an object whose ``include_usage`` is absent, null or false. A value of the wrong type is
+    forwarded as the client sent it, for the upstream to refuse."""
+    if options is None:
+        return True
+    if not isinstance(options, Mapping):
+        return False
+    asked = options.get("include_usage")
+    return asked is None or asked is False  # not `in (None, False)`: 0 == False
 
 
 def _one_choice(n: object) -> bool:

@@ -127,14 +127,14 @@ async def messages_endpoint(proxy: ProxyConfig, request: Request) -> Response:
     except RequestError as exc:
         return exc.response("anthropic")
     chunks = chat_pipeline(proxy, chat)
-    core = StreamCore(chunks, MessagesWire(str(payload.get("model") or "")))
+    core = StreamCore(chunks, MessagesWire(payload["model"]))
     return FrontDoor(
         proxy,
         upstream_request(proxy, request, chat),
         core,
         streaming=payload.get("stream") is True,
         route="messages",
-        model=str(payload["model"]) if payload.get("model") is not None else None,
+        model=payload["model"],  # a str: check_messages refuses a request without one
     )
 
 

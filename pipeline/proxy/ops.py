@@ -17,6 +17,7 @@ from bisect import bisect_left
 from typing import Any, Final
 
 from pipeline._jsonenc import encode_json
+from pipeline.proxy.policy import TOOL_RULE_CODES
 
 __all__ = [
     "ACCESS_LOG",
@@ -48,6 +49,7 @@ LATENCY_BUCKETS: Final[tuple[float, ...]] = (
 
 UPSTREAM_ERROR_CODES: Final = frozenset(
     {
+        "invalid_upstream_response",
         "upstream_disconnected",
         "upstream_error",
         "upstream_error_event",
@@ -61,6 +63,10 @@ UPSTREAM_ERROR_CODES: Final = frozenset(
 """The ``code`` label values of ``streamfold_proxy_upstream_errors_total``: the proxy's own codes and
 ``upstream_status_<status>``; any other code (an upstream's own, in an error event) counts as
 ``upstream_other``, so that an upstream cannot mint a series per value."""
+
+_PROXY_ERROR_CODES: Final = frozenset({*TOOL_RULE_CODES, "proxy_error"})
+"""The codes of answers that failed on the proxy's side (the model broke the request's tool rules, a
+defect of the proxy): not upstream failures. Every other code an answer ends with is one."""
 
 
 def label_value(value: object) -> str:
@@ -212,7 +218,7 @@ class RequestLog:
         """Count the request and write its access line (status 499 when the client went away)."""
         status = self.status or 499
         metrics.request_done(self.route, status)
-        if self.error is not None and self.error.startswith("upstream"):
+        if self.error is not None and self.error not in _PROXY_ERROR_CODES:
             metrics.upstream_error(self.error)
         if ACCESS_LOG.isEnabledFor(logging.INFO):
             client = scope.get("client")

@@ -112,7 +112,7 @@ async def responses_endpoint(proxy: ProxyConfig, request: Request) -> Response:
         core,
         streaming=payload.get("stream") is True,
         route="responses",
-        model=str(payload["model"]) if payload.get("model") is not None else None,
+        model=payload["model"],  # a str: check_responses refuses a request without one
     )
 
 
