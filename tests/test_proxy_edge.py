@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 import anyio
@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from pipeline.proxy._reads import FEED_SLICE, relay_upstream
+from pipeline.proxy.app import create_app
 from pipeline.proxy.ops import Metrics
 from pipeline.proxy.rewriter import ChatStreamRewriter
 from tests.proxy_upstream import MODEL, USAGE, FakeUpstream, Scenario, chat_sse, sse_events
@@ -511,3 +512,42 @@ async def test_slicing_a_read_inside_a_character_or_an_event_loses_nothing() -> 
     events = sse_payloads(b"".join(pieces))
     assert "".join(event["delta"].get("text", "") for event in events if "delta" in event) == text
     assert events[-1] == {"type": "message_stop"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("declared", "status"),
+    [("\u00b2", 400), ("1\u00b9", 400), ("9" * 5000, 413), ("9" * 19, 413), ("3", 400)],
+    ids=["superscript-two", "superscript-one", "5000-digits", "19-digits", "ascii"],
+)
+async def test_a_content_length_of_other_digits_is_not_trusted(declared: str, status: int) -> None:
+    """uvicorn refuses such a ``Content-Length``, another ASGI server may pass it on: a length that is not
+    ASCII digits is ignored (the body is counted as it arrives: here ``{}``, refused for its missing
+    model), one of 19 digits or more is over the cap (before, ``²`` and 5,000 digits raised from
+    ``int()``: a 500)."""
+    app = create_app("http://127.0.0.1:9/v1", max_request_bytes=100)
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/messages",
+        "raw_path": b"/v1/messages",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", declared.encode("latin-1"))],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    async with app.router.lifespan_context(app):
+        await app(scope, receive, send)
+    assert sent[0]["status"] == status

@@ -61,6 +61,7 @@ __all__ = [
     "BodyRefused",
     "Principal",
     "bearer_token",
+    "declares_over",
     "decode_json_body",
     "is_loopback",
     "json_content_type",
@@ -276,6 +277,14 @@ def json_content_type(connection: HTTPConnection) -> BodyRefused | None:
     )
 
 
+def declares_over(content_length: str | None, max_bytes: int) -> bool:
+    """Whether a ``Content-Length`` header says the body is over ``max_bytes``: only ASCII digits count
+    (``str.isdigit`` takes ``²``), and 19 digits or more is over any cap (``int()`` refuses 4,301)."""
+    if content_length is None or not (content_length.isascii() and content_length.isdigit()):
+        return False
+    return len(content_length) > 18 or int(content_length) > max_bytes
+
+
 async def read_body(
     connection: HTTPConnection, receive: Callable[[], Awaitable[Any]], max_bytes: int
 ) -> bytes | BodyRefused:
@@ -284,9 +293,7 @@ async def read_body(
     too_large = _refusal(
         413, "PayloadTooLarge", f"the body is over the {max_bytes}-byte cap (max_body_bytes)"
     )
-    declared = connection.headers.get("content-length", "")
-    # ASCII digits only (isdigit takes "²"); 19 digits or more is over any cap (and int() refuses 4,301)
-    if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > max_bytes):
+    if declares_over(connection.headers.get("content-length"), max_bytes):
         return too_large
     pieces: list[bytes] = []
     size = 0

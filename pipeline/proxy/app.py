@@ -51,6 +51,7 @@ with needs_extra("server", "streamfold proxy"):
 from operators.registry import check_choice
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
+from pipeline.fanout.access import declares_over
 from pipeline.proxy._front import reasoning_splitter, split_completion_reasoning
 from pipeline.proxy._reads import relay_upstream
 from pipeline.proxy._requests import RequestError, decode_object, too_large
@@ -421,8 +422,7 @@ class _Proxy:
     async def read_body(self, request: Request) -> bytes | RequestError:
         """The request body, or the error to answer when it is too large (413) or the client went away."""
         limit = self.max_request_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        if declares_over(request.headers.get("content-length"), limit):
             return too_large(limit)
         parts: list[bytes] = []
         size = 0
