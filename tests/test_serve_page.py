@@ -258,3 +258,12 @@ async def test_serve_upstream_asks_the_model_for_each_prompt_and_rewrites_its_ca
     assert content.strip() in "".join(texts)
     assert "event: error" in failed
     assert "HTTP 503" in failed
+
+
+async def test_the_page_never_shows_the_upstream_urls_password() -> None:
+    """``--upstream http://user:password@...``: ``/config`` (what the page shows) names the user, not the
+    password."""
+    app = serve_app(serve_arguments("--upstream", "http://me:s3cret@127.0.0.1:9/v1", "--model", "m"))
+    async with serving(app) as url, httpx.AsyncClient(base_url=url) as client:
+        config = (await client.get("/config")).json()
+    assert config == {"mode": "upstream", "label": "m at http://me:***@127.0.0.1:9/v1"}

@@ -722,6 +722,7 @@ def _serve_token(arguments: argparse.Namespace) -> str | None:
 def serve_app(arguments: argparse.Namespace) -> Any:
     """The ``serve`` command's app for its parsed arguments (a usage error raises ``_InputError``)."""
     from pipeline.cli.serve import create_serve_app, recorded_source, upstream_source
+    from pipeline.proxy._shared import shown_url
 
     token = _serve_token(arguments)
 
@@ -734,7 +735,7 @@ def serve_app(arguments: argparse.Namespace) -> Any:
         return create_serve_app(
             upstream_source(arguments.upstream, model=arguments.model, tool_format=arguments.tool_format),
             mode="upstream",
-            label=f"{arguments.model} at {arguments.upstream}",
+            label=f"{arguments.model} at {shown_url(arguments.upstream)}",  # the page shows it
             token=token,
         )
     if arguments.file is not None:
