@@ -290,3 +290,21 @@ async def serving(app: Any, *, timeout_keep_alive: int = 5) -> AsyncIterator[str
                 server.should_exit = True
     if failure is not None:
         raise failure
+
+
+def post_scope(path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """The ASGI scope of a ``POST path`` from 127.0.0.1, for driving an app without a server."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }

@@ -20,7 +20,7 @@ from pipeline.proxy._reads import FEED_SLICE, relay_upstream
 from pipeline.proxy.app import create_app
 from pipeline.proxy.ops import Metrics
 from pipeline.proxy.rewriter import ChatStreamRewriter
-from tests.proxy_upstream import MODEL, USAGE, FakeUpstream, Scenario, chat_sse, sse_events
+from tests.proxy_upstream import MODEL, USAGE, FakeUpstream, Scenario, chat_sse, post_scope, sse_events
 from tests.test_proxy_doors import anthropic_client, openai_client, proxy
 
 ROUTES = ("/v1/chat/completions", "/v1/responses", "/v1/messages")
@@ -439,6 +439,19 @@ async def test_one_huge_upstream_read_is_fed_in_slices_with_the_loop_turning_bet
             await anyio.lowlevel.checkpoint()
             ticks += 1
 
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(ticker)
+        answer = await relay_one_piece(data, Recording("kimi_k2"))
+        tasks.cancel_scope.cancel()
+    assert sum(size for size, _ in fed) == len(data)
+    assert max(size for size, _ in fed) == FEED_SLICE
+    assert all(before < after for (_, before), (_, after) in itertools.pairwise(fed))
+    assert answer.count(b'"id":"call_') == 25_000
+
+
+async def relay_one_piece(data: bytes, core: ChatStreamRewriter) -> bytes:
+    """What ``relay_upstream`` sends for an upstream body that arrives as one piece, ``data``."""
+
     async def body() -> AsyncIterator[bytes]:
         yield data
 
@@ -448,14 +461,8 @@ async def test_one_huge_upstream_read_is_fed_in_slices_with_the_loop_turning_bet
         sent.append(message["body"])
 
     upstream = httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(ticker)
-        last = await relay_upstream(upstream, Recording("kimi_k2"), send, Metrics())
-        tasks.cancel_scope.cancel()
-    assert sum(size for size, _ in fed) == len(data)
-    assert max(size for size, _ in fed) == FEED_SLICE
-    assert all(before < after for (_, before), (_, after) in itertools.pairwise(fed))
-    assert b"".join([*sent, last]).count(b'"id":"call_') == 25_000
+    last = await relay_upstream(upstream, core, send, Metrics())
+    return b"".join([*sent, last])
 
 
 def multibyte_sse() -> tuple[str, bytes]:
@@ -484,17 +491,7 @@ async def test_slicing_a_read_inside_a_character_or_an_event_loses_nothing() -> 
 
     text, data = multibyte_sse()
 
-    async def body() -> AsyncIterator[bytes]:
-        yield data
-
-    sent: list[bytes] = []
-
-    async def send(message: Any) -> None:
-        sent.append(message["body"])
-
-    upstream = httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
-    last = await relay_upstream(upstream, ChatStreamRewriter("kimi_k2"), send, Metrics())
-    chat = sse_payloads(b"".join([*sent, last]))
+    chat = sse_payloads(await relay_one_piece(data, ChatStreamRewriter("kimi_k2")))
     assert "".join(p["choices"][0]["delta"].get("content") or "" for p in chat if p["choices"]) == text
 
     pipeline = ChunkPipeline(
@@ -526,20 +523,8 @@ async def test_a_content_length_of_other_digits_is_not_trusted(declared: str, st
     model), one of 19 digits or more is over the cap (before, ``²`` and 5,000 digits raised from
     ``int()``: a 500)."""
     app = create_app("http://127.0.0.1:9/v1", max_request_bytes=100)
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/messages",
-        "raw_path": b"/v1/messages",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", declared.encode("latin-1"))],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 2),
-    }
+    headers = [(b"content-type", b"application/json"), (b"content-length", declared.encode("latin-1"))]
+    scope = post_scope("/v1/messages", headers)
     sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.proxy._reads import forward_reads
 from pipeline.proxy.app import create_app
-from tests.proxy_upstream import chat_sse, sse_events
+from tests.proxy_upstream import chat_sse, post_scope, sse_events
 
 TOOLS: list[Any] = [{"type": "function", "function": {"name": "log", "parameters": {"type": "object"}}}]
 KIMI_CALL = [
@@ -129,20 +129,9 @@ async def through_app(path: str, request: dict[str, Any], reads: Reads) -> list[
     client = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
     app = create_app("http://upstream.test", client=client, tool_format="kimi_k2")
     body = json.dumps(request).encode()
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 2),
-    }
+    scope = post_scope(
+        path, [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    )
     sent: list[dict[str, Any]] = []
     requested = False
     never = anyio.Event()
