@@ -1,4 +1,7 @@
-"""JSON encoding for the wire encoders: never fails on a string that holds a lone surrogate.
+"""JSON helpers shared by the stages: encoding that never fails on a lone surrogate, and the one
+wording of why some bytes are not JSON streamfold accepts.
+
+Encoding: never fails on a string that holds a lone surrogate.
 
 streamfold's parsers reject lone surrogates (I-JSON, RFC 7493), but a dict or SDK source can hand over a
 Python string that holds one, and ``msgspec.json.encode`` refuses to encode it. Such strings are written
@@ -11,13 +14,56 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import msgspec
 
-__all__ = ["encode_json"]
+__all__ = ["JSON_ERRORS", "encode_json", "json_problem"]
 
 _encode = msgspec.json.encode
+
+JSON_ERRORS = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)
+"""What msgspec's JSON decoding raises for bytes that are not JSON it accepts (a ``ValidationError``,
+a subclass of ``DecodeError``, is a schema's refusal: catch it first where that differs)."""
+
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+")
+
+
+def json_problem(error: Exception, data: bytes | str, start: int | None) -> str:
+    """What is wrong with the JSON ``data`` that msgspec refused with ``error``, to follow "is" in a message.
+
+    JSON that is not I-JSON (RFC 7493) is refused by design: a lone surrogate escape, a number beyond the
+    range of a double. ``start``: the byte offset of ``data`` in the stream, when it is known."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+
+    def at(position: int) -> str:
+        return (
+            f"byte {start + position} of the stream" if start is not None else f"byte {position} of the JSON"
+        )
+
+    if isinstance(error, RecursionError):
+        return "JSON nested too deeply to decode (more than about 1,000 levels)"
+    surrogate = _LONE_SURROGATE.search(raw)
+    if surrogate is not None:
+        escape = surrogate.group().decode()
+        return (
+            f"not I-JSON (RFC 7493): a lone surrogate escape {escape!r} at {at(surrogate.start())} "
+            "(streamfold refuses it)"
+        )
+    if "out of range" in str(error):
+        for number in _NUMBER.finditer(raw):
+            if math.isinf(float(number.group())):
+                return (
+                    f"not I-JSON (RFC 7493): the number {number.group().decode()} at {at(number.start())} "
+                    "is beyond the range of a double (streamfold refuses it)"
+                )
+        return "not I-JSON (RFC 7493): a number beyond the range of a double (streamfold refuses it)"
+    return f"not valid JSON: {error}"
 
 
 def encode_json(value: Any, *, sort_keys: bool = False) -> bytes:

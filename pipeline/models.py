@@ -27,6 +27,7 @@ __all__ = [
     "ChunkResponse",
     "IdFactory",
     "JSONPath",
+    "Payload",
     "PipelineEvent",
     "ResponseEnd",
     "SegmentEvent",
@@ -76,6 +77,19 @@ ToolCallErrorKind: TypeAlias = Literal[
 """Why a call could not be folded: the splitter's kinds, plus ``interrupted`` (the stream failed or ended
 mid-call), ``not_an_object`` (valid JSON that is not an object), ``invalid_arguments`` (the tool's schema
 rejected them) and ``missing_name`` (the call never got a function name)."""
+
+
+class Payload(msgspec.Struct, frozen=True, gc=False):
+    """One framed event as a framer yields it to a converter: its bytes and where they start in the stream.
+
+    ``data`` is the JSON text of an SSE event's data field, of one JSON line, of one element of a JSON
+    array, or the body of one AWS event-stream frame. Each converter decodes it into its provider's typed
+    events itself, in one step (:class:`operators.convert.EventDecoder`).
+    """
+
+    data: bytes
+    offset: int
+    """The byte offset of ``data`` in the stream, for errors that name where."""
 
 
 class TokenUsage(msgspec.Struct, frozen=True, gc=False, kw_only=True):

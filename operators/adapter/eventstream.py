@@ -26,7 +26,7 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.adapter.sse import _JSON_ERRORS, _json_problem
+from pipeline._jsonenc import JSON_ERRORS, json_problem
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.stage import operator_stream
 
@@ -169,8 +169,8 @@ class EventStreamDecoder:
     def _json(self, data: bytes, offset: int) -> Any:
         try:
             return self._decoder.decode(data)
-        except _JSON_ERRORS as error:
-            raise self._error(f"has a payload that is {_json_problem(error, data, None)}", offset) from None
+        except JSON_ERRORS as error:
+            raise self._error(f"has a payload that is {json_problem(error, data, None)}", offset) from None
 
     def _headers(self, data: memoryview, offset: int) -> dict[str, HeaderValue]:
         headers: dict[str, HeaderValue] = {}

@@ -17,7 +17,6 @@ Gemini's ``{"error": {...}}``, OpenAI Responses' ``{"type": "error", "code": ...
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import msgspec
 from aiostream import pipable_operator
 
+from pipeline._jsonenc import JSON_ERRORS, json_problem
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.stage import chain, operator_stream
 
@@ -52,11 +52,6 @@ _DONE = "[DONE]"
 _LIVE_MIN = len(_DONE) + 4
 """Data of at most this many bytes is never taken live (``[DONE]``, spaces: the general path reads it)."""
 _EXCERPT_LENGTH = 80
-_LONE_SURROGATE = re.compile(
-    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-)
-_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+")
 
 
 class ServerSentEvent(msgspec.Struct, frozen=True, gc=False, kw_only=True):
@@ -395,13 +390,13 @@ class JSONLinesDecoder:
             return
         try:
             value = self._decoder.decode(stripped)
-        except _JSON_ERRORS as error:
+        except JSON_ERRORS as error:
             start = offset + len(line) - len(line.lstrip())
             if isinstance(error, UnicodeDecodeError):
                 _decode_line(stripped, start)  # raises, naming the byte of the stream
             excerpt = _excerpt(stripped.decode("utf-8", "replace"))
             raise StreamDecodeError(
-                f"line {number} (byte {offset}) is {_json_problem(error, stripped, start)}: {excerpt}",
+                f"line {number} (byte {offset}) is {json_problem(error, stripped, start)}: {excerpt}",
                 offset=offset,
             ) from None
         if isinstance(value, dict):
@@ -451,10 +446,10 @@ class EventParser:
             raise _error_event(event, number, self._decoder)
         try:
             payload = self._decoder.decode(data)
-        except _JSON_ERRORS as error:
+        except JSON_ERRORS as error:
             where = f"event {number}" if start is None else f"event {number} (byte {start})"
             raise StreamDecodeError(
-                f"{where} has data that is {_json_problem(error, data, None)}: {_excerpt(data)}",
+                f"{where} has data that is {json_problem(error, data, None)}: {_excerpt(data)}",
                 offset=number if start is None else start,
             ) from None
         if not isinstance(payload, dict):
@@ -539,7 +534,7 @@ class SSEPayloadDecoder:
         if data is not None:
             try:
                 payload = self._parser._decoder.decode(data)
-            except _JSON_ERRORS:
+            except JSON_ERRORS:
                 payload = None
             if type(payload) is dict and payload.get("error") is None and payload.get("type") != "error":
                 self.took_live(len(chunk))
@@ -585,7 +580,7 @@ class SSEPayloadDecoder:
                 if len(data) > _LIVE_MIN:
                     try:
                         payload = decode(data)
-                    except _JSON_ERRORS:
+                    except JSON_ERRORS:
                         payload = None
                     if type(payload) is dict and not _may_be_error(payload):
                         parser._number += 1
@@ -939,11 +934,11 @@ class JSONSequenceDecoder:
             )
         try:
             value = self._decoder.decode(tail)
-        except _JSON_ERRORS as error:
+        except JSON_ERRORS as error:
             if isinstance(error, UnicodeDecodeError):
                 _decode_line(tail, start)  # raises, naming the byte of the stream
             raise StreamDecodeError(
-                f"JSON object {number} (byte {start}) is {_json_problem(error, tail, start)}: "
+                f"JSON object {number} (byte {start}) is {json_problem(error, tail, start)}: "
                 f"{_excerpt(tail.decode('utf-8', 'replace'))}",
                 offset=start,
             ) from None
@@ -955,39 +950,6 @@ class JSONSequenceDecoder:
 _SPACE = re.compile(rb"[ \t\r\n]*")
 _STRING_SPECIAL = re.compile(rb'["\\]')
 _STRUCTURAL = re.compile(rb'[{}\[\]"]')
-_JSON_ERRORS = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)
-
-
-def _json_problem(error: Exception, data: bytes | str, start: int | None) -> str:
-    """What is wrong with the JSON ``data`` that msgspec refused with ``error``, to follow "is" in a message.
-
-    JSON that is not I-JSON (RFC 7493) is refused by design: a lone surrogate escape, a number beyond the
-    range of a double. ``start``: the byte offset of ``data`` in the stream, when it is known."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-
-    def at(position: int) -> str:
-        return (
-            f"byte {start + position} of the stream" if start is not None else f"byte {position} of the JSON"
-        )
-
-    if isinstance(error, RecursionError):
-        return "JSON nested too deeply to decode (more than about 1,000 levels)"
-    surrogate = _LONE_SURROGATE.search(raw)
-    if surrogate is not None:
-        escape = surrogate.group().decode()
-        return (
-            f"not I-JSON (RFC 7493): a lone surrogate escape {escape!r} at {at(surrogate.start())} "
-            "(streamfold refuses it)"
-        )
-    if "out of range" in str(error):
-        for number in _NUMBER.finditer(raw):
-            if math.isinf(float(number.group())):
-                return (
-                    f"not I-JSON (RFC 7493): the number {number.group().decode()} at {at(number.start())} "
-                    "is beyond the range of a double (streamfold refuses it)"
-                )
-        return "not I-JSON (RFC 7493): a number beyond the range of a double (streamfold refuses it)"
-    return f"not valid JSON: {error}"
 
 
 def _may_be_error(payload: dict[str, Any]) -> bool:

@@ -3,15 +3,20 @@ converters whose events name their kind in a ``type`` field."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, TypeAlias, TypeGuard
+from typing import Any, Generic, TypeAlias, TypeGuard, TypeVar
 
-from pipeline.errors import ConverterError
-from pipeline.models import ChunkResponse, IdFactory, new_call_id
+import msgspec
+
+from pipeline._jsonenc import JSON_ERRORS, json_problem
+from pipeline.errors import ConverterError, StreamDecodeError
+from pipeline.models import ChunkResponse, IdFactory, Payload, new_call_id
 
 __all__ = [
     "MISSING",
     "CallIndexer",
+    "EventDecoder",
     "EventHandler",
     "IdFactory",
     "TypedEventConverter",
@@ -135,3 +140,57 @@ class TypedEventConverter:
         """The error for a ``field`` of ``event`` that is missing or not what it should be."""
         value = _lookup(event, field)
         return field_error(self._event_number, field, expected, value, event_type=event.get("type"))
+
+
+EventT = TypeVar("EventT")
+
+_AT_PATH = re.compile(r"^(?P<problem>.*) - at `\$(?P<path>.*)`$", re.DOTALL)
+
+
+class EventDecoder(Generic[EventT]):
+    """The one decode of a converter: any source's event into the provider's typed event ``EventT``.
+
+    A framed :class:`~pipeline.models.Payload` is decoded from its bytes by a typed msgspec decoder; a
+    dict (a JSON decoder's, or an SDK object's ``model_dump``) is converted into the same type. Every
+    converter then reads one type, whatever the source, with no second parser beside the first.
+    """
+
+    __slots__ = ("_decode", "_type")
+
+    def __init__(self, event_type: type[EventT]) -> None:
+        self._type = event_type
+        self._decode = msgspec.json.Decoder(event_type).decode
+
+    def __call__(self, item: Payload | Mapping[str, Any], number: int) -> EventT:
+        """``item`` as ``EventT``; ``number`` is the event's number in the stream (from 0), for errors.
+
+        Raises :class:`StreamDecodeError` for bytes that are not JSON (naming the byte offset) and
+        :class:`ConverterError` for JSON that does not fit the provider's schema (naming the field)."""
+        if type(item) is Payload:
+            try:
+                return self._decode(item.data)
+            except msgspec.ValidationError as error:
+                raise schema_error(number, error) from None
+            except JSON_ERRORS as error:
+                problem = json_problem(error, item.data, item.offset)
+                raise StreamDecodeError(
+                    f"event {number} (at byte {item.offset}) is {problem}", offset=item.offset
+                ) from None
+        if not is_mapping(item):
+            raise field_error(number, "", "an object", item)
+        try:
+            return msgspec.convert(item, self._type)
+        except msgspec.ValidationError as error:
+            raise schema_error(number, error) from None
+
+
+def schema_error(number: int, error: msgspec.ValidationError) -> ConverterError:
+    """:func:`field_error`'s wording for msgspec's refusal of event ``number``:
+    ``event 3: field 'choices[0].index': Expected `int`, got `str```."""
+    message = str(error)
+    found = _AT_PATH.match(message)
+    if found is None:
+        return ConverterError(f"event {number}: {message}", event_number=number)
+    path = found["path"].removeprefix(".")
+    subject = f"field {path!r}" if path else "the event"
+    return ConverterError(f"event {number}: {subject}: {found['problem']}", event_number=number)
