@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from benchmarks.bench_stages import collect, fused_adapter, run_core, stage_factories
+from benchmarks.bench_stages import adapter_core, collect, run_core, stage_factories
 
 SENTENCE = "The quick brown fox jumps over the lazy dog while the agent streams its answer live"
 WORDS = SENTENCE.split()
@@ -167,7 +167,7 @@ def core_rows(events: list[bytes], repeat: int) -> list[tuple[str, float]]:
     inputs: list[list[Any]] = [list(events)]
     for _, factory in stage_factories():
         inputs.append(collect(factory(), inputs[-1]))
-    cores = [*stage_factories(), ("SSE+converter fused (process)", fused_adapter)]
+    cores = [*stage_factories(), ("SSE framer+converter (process)", adapter_core)]
     inputs[len(cores) - 1] = inputs[0]  # (the folder's outputs are not an input of any core)
     rows = []
     for position, (name, factory) in enumerate(cores):

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from operators.adapter import EventParser, JSONLinesDecoder, SSEDecoder
 from operators.adapter.detect import detect_framing, detect_wire_format, sniff_framing
-from operators.adapter.sse import EventParser, JSONLinesDecoder, SSEDecoder
 from pipeline.errors import ConfigurationError
 from tests.conftest import FIXTURES
 

@@ -20,12 +20,9 @@ import anyio
 from aiostream import pipable_operator
 from pydantic_core import to_jsonable_python
 
-from operators.adapter.sse import (
-    DEFAULT_MAX_EVENT_SIZE,
-    JSONLinesDecoder,
-    JSONSequenceDecoder,
-    sse_events,
-)
+from operators.adapter.json_array import JSONSequenceDecoder
+from operators.adapter.jsonl import JSONLinesDecoder
+from operators.adapter.sse import DEFAULT_MAX_EVENT_SIZE, sse_events
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from pipeline.stage import operator_stream, source_operator
 
