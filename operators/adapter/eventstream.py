@@ -43,6 +43,8 @@ DEFAULT_MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
 _PRELUDE: Final = struct.Struct(">III")
 _PRELUDE_SIZE: Final = 12
 _MINIMUM_FRAME: Final = _PRELUDE_SIZE + 4
+_KNOWN_HEADERS: Final = 16
+"""Distinct header blocks remembered parsed, at most."""
 
 HeaderValue = bool | int | bytes | str
 
@@ -54,7 +56,7 @@ class EventStreamFramer:
     ``max_frame_size`` bounds one frame, and so the bytes held between calls.
     """
 
-    __slots__ = ("_buffer", "_decoder", "_frame_number", "_max_frame_size", "_offset")
+    __slots__ = ("_buffer", "_decoder", "_frame_number", "_known_headers", "_max_frame_size", "_offset")
 
     def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self._buffer = bytearray()
@@ -63,6 +65,8 @@ class EventStreamFramer:
         self._frame_number = 0
         self._max_frame_size = max_frame_size
         self._decoder = msgspec.json.Decoder()
+        self._known_headers: dict[bytes, dict[str, HeaderValue]] = {}
+        """Headers parsed before, by their bytes: every event frame of a stream carries the same ones."""
 
     def feed(self, data: bytes, /) -> list[Payload]:
         """Take the next bytes; return the events of every frame they complete.
@@ -128,7 +132,12 @@ class EventStreamFramer:
         (message_crc,) = struct.unpack_from(">I", frame, total_length - 4)
         if zlib.crc32(frame[: total_length - 4]) != message_crc:
             raise self._error("has a bad message CRC", frame_offset)
-        headers = self._headers(frame[_PRELUDE_SIZE : _PRELUDE_SIZE + headers_length], frame_offset)
+        raw_headers = bytes(frame[_PRELUDE_SIZE : _PRELUDE_SIZE + headers_length])
+        headers = self._known_headers.get(raw_headers)
+        if headers is None:
+            headers = self._headers(memoryview(raw_headers), frame_offset)
+            if len(self._known_headers) < _KNOWN_HEADERS:
+                self._known_headers[raw_headers] = headers
         payload = bytes(frame[_PRELUDE_SIZE + headers_length : total_length - 4])
         message_type = headers.get(":message-type", "event")
         if message_type == "event":

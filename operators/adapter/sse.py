@@ -238,19 +238,57 @@ class SSEFramer(_EventStreamParser):
         """At an event start, after the first event: a read of one whole event is taken as it is."""
 
     def feed(self, chunk: bytes) -> list[Payload]:
-        if self._ready and chunk[:6] == b"data: " and chunk[-2:] == b"\n\n":
-            # The live case, one ``data:`` line a read, before any other.
-            data = chunk[6:-2]
-            if 0x0A not in data and 0x0D not in data and len(chunk) <= self._max:
-                lines = self._lines
-                offset = lines.offset
-                lines.offset = offset + len(chunk)
-                self._number += 1
-                if len(data) > _DONE_SIZE or data.strip() != _DONE:
-                    return [Payload(data, offset + 6)]
-                self._stop()
-                return []
+        # The live case first: a read of one whole event of one ``data:`` line, LF or CRLF endings.
+        if self._ready and len(chunk) <= self._max:
+            if chunk[-2:] == b"\n\n":
+                end = len(chunk) - 2
+            elif chunk[-4:] == b"\r\n\r\n":
+                end = len(chunk) - 4
+            else:
+                return self._feed(chunk)
+            if chunk[:6] == b"data: ":
+                data = chunk[6:end]
+                if 0x0A not in data and 0x0D not in data:
+                    lines = self._lines
+                    offset = lines.offset
+                    lines.offset = offset + len(chunk)
+                    self._number += 1
+                    if len(data) > _DONE_SIZE or data.strip() != _DONE:
+                        return [Payload(data, offset + 6)]
+                    self._stop()
+                    return []
+            elif chunk[:7] == b"event: " and end == len(chunk) - 2:
+                return self._named(chunk, end)
         return self._feed(chunk)
+
+    def _named(self, chunk: bytes, end: int) -> list[Payload]:
+        """A read of one whole event of an ``event:`` line and a ``data:`` line, LF endings (Anthropic,
+        OpenAI Responses); any other shape is read line by line."""
+        cut = chunk.find(0x0A)
+        start = cut + 7
+        if chunk[cut + 1 : start] == b"data: ":
+            name = chunk[7:cut]
+            data = chunk[start:end]
+            if (
+                name != b"error"
+                and name.isascii()
+                and 0x0D not in name
+                and 0x0A not in data
+                and 0x0D not in data
+            ):
+                return self._take(chunk, data, start)
+        return self._feed(chunk)
+
+    def _take(self, chunk: bytes, data: bytes, start: int) -> list[Payload]:
+        """``chunk``, one whole event whose data is ``data``, from ``start`` in it."""
+        lines = self._lines
+        offset = lines.offset
+        lines.offset = offset + len(chunk)
+        self._number += 1
+        if len(data) > _DONE_SIZE or data.strip() != _DONE:
+            return [Payload(data, offset + start)]
+        self._stop()
+        return []
 
     def finish(self) -> list[Payload]:
         if self._stopped:
