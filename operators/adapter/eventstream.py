@@ -74,24 +74,27 @@ class EventStreamFramer:
         If a frame is bad (a CRC mismatch, an exception frame), the events of the frames before it travel on
         the exception (its ``partial_outputs``): nothing decoded is lost."""
         buffer = self._buffer
-        buffer += data
+        if buffer:
+            buffer += data
         events: list[Payload] = []
         try:
-            self._frames(buffer, events)
+            # A read that starts at a frame (the usual case) is read in place, not copied to the buffer.
+            self._frames(buffer if buffer else data, events)
         except StreamfoldError as error:
             keep_partial(error, events)
             raise
         return events
 
-    def _frames(self, buffer: bytearray, events: list[Payload]) -> None:
-        """The events of the whole frames at the start of ``buffer``, which loses them."""
+    def _frames(self, data: bytes | bytearray, events: list[Payload]) -> None:
+        """The events of the whole frames at the start of ``data`` (the buffer, or a read when the buffer
+        is empty); what follows them is left in the buffer."""
         start = 0
-        while len(buffer) - start >= _PRELUDE_SIZE:
-            total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(buffer, start)
-            self._check_prelude(buffer, start, total_length, headers_length, prelude_crc)
-            if len(buffer) - start < total_length:
+        while len(data) - start >= _PRELUDE_SIZE:
+            total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(data, start)
+            self._check_prelude(data, start, total_length, headers_length, prelude_crc)
+            if len(data) - start < total_length:
                 break
-            frame = memoryview(buffer)[start : start + total_length]
+            frame = memoryview(data)[start : start + total_length]
             try:
                 event = self._frame(frame, headers_length, self._offset + start)
             finally:
@@ -100,7 +103,10 @@ class EventStreamFramer:
                 events.append(event)
             start += total_length
             self._frame_number += 1
-        del buffer[:start]
+        if data is self._buffer:
+            del self._buffer[:start]
+        elif start < len(data):
+            self._buffer += memoryview(data)[start:]
         self._offset += start
 
     def finish(self) -> list[Payload]:
@@ -114,7 +120,7 @@ class EventStreamFramer:
         return []
 
     def _check_prelude(
-        self, buffer: bytearray, start: int, total_length: int, headers_length: int, prelude_crc: int
+        self, buffer: bytes | bytearray, start: int, total_length: int, headers_length: int, prelude_crc: int
     ) -> None:
         offset = self._offset + start
         if zlib.crc32(memoryview(buffer)[start : start + 8]) != prelude_crc:

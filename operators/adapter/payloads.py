@@ -19,7 +19,7 @@ import msgspec
 
 from operators.adapter._lines import decode_text
 from pipeline._jsonenc import JSON_ERRORS, json_problem
-from pipeline.errors import ProviderError, StreamDecodeError
+from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from pipeline.models import Payload
 from pipeline.stage import Core, chain
 
@@ -61,7 +61,7 @@ class PayloadParser:
 
     def __init__(self, unit: str = "event", *, check_errors: bool = True, objects_only: bool = True) -> None:
         if unit not in _WORDING:
-            raise ValueError(f"unknown unit {unit!r}; expected one of {', '.join(_WORDING)}")
+            raise ConfigurationError(f"unknown unit {unit!r}; expected one of {', '.join(_WORDING)}")
         self._unit = unit
         self._check_errors = check_errors
         self._objects_only = objects_only

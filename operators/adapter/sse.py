@@ -28,7 +28,7 @@ from operators.adapter.payloads import Framed, PayloadParser, excerpt, raise_for
 from pipeline._jsonenc import JSON_ERRORS, json_problem
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import Payload
-from pipeline.stage import chain, operator_stream
+from pipeline.stage import operator_stream
 
 __all__ = [
     "DEFAULT_MAX_EVENT_SIZE",
@@ -466,4 +466,4 @@ def sse_events(
     source: AsyncIterable[bytes], *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
     """SSE bytes to provider event dicts: :class:`SSEFramer` and the generic JSON decode in one step."""
-    return operator_stream(source, chain(SSEFramer(max_event_size=max_event_size), PayloadParser("event")))
+    return operator_stream(source, SSEPayloadDecoder(max_event_size=max_event_size))
