@@ -471,7 +471,7 @@ async def test_deep_nesting_through_process() -> None:
 
 
 def test_sse_decoder_alone_is_unchanged() -> None:
-    """The plain SSE decoder still gives events without offsets (it records them only for the fused core)."""
+    """The plain SSE decoder gives events with their text data."""
     assert SSEDecoder().feed(b"data: x\n\n")[0].data == "x"
 
 
