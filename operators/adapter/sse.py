@@ -266,17 +266,11 @@ class SSEFramer(_EventStreamParser):
         OpenAI Responses); any other shape is read line by line."""
         cut = chunk.find(0x0A)
         start = cut + 7
-        if chunk[cut + 1 : start] == b"data: ":
+        # Three LFs (the two lines' and the blank line's) and no CR: nothing else ends a line.
+        if chunk[cut + 1 : start] == b"data: " and chunk.count(0x0A) == 3 and 0x0D not in chunk:
             name = chunk[7:cut]
-            data = chunk[start:end]
-            if (
-                name != b"error"
-                and name.isascii()
-                and 0x0D not in name
-                and 0x0A not in data
-                and 0x0D not in data
-            ):
-                return self._take(chunk, data, start)
+            if name != b"error" and name.isascii():
+                return self._take(chunk, chunk[start:end], start)
         return self._feed(chunk)
 
     def _take(self, chunk: bytes, data: bytes, start: int) -> list[Payload]:
