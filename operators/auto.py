@@ -10,7 +10,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -390,9 +390,6 @@ def _framer(framing: str) -> Core[bytes, Payload]:
     raise ConfigurationError(f"unknown framing {framing!r}; expected auto, sse, jsonl, json or eventstream")
 
 
-_PAYLOAD_UNITS = {"sse": "event", "jsonl": "line", "json": "JSON object", "eventstream": "event-stream frame"}
-
-
 class _PayloadsAsDicts:
     """TEMPORARY, for issue 26's merge: each :class:`~pipeline.models.Payload` decoded to the dict the
     converters read today, with today's in-band error check and JSON error wording.
@@ -401,10 +398,17 @@ class _PayloadsAsDicts:
     error objects); the lead deletes this class at the merge, and :func:`_byte_front` then returns the
     framer alone."""
 
+    _UNITS: Final = {
+        "sse": "event",
+        "jsonl": "line",
+        "json": "JSON object",
+        "eventstream": "event-stream frame",
+    }
+
     def __init__(self, framing: str) -> None:
         from operators.adapter.payloads import PayloadParser
 
-        parser = PayloadParser(_PAYLOAD_UNITS[framing], objects_only=framing != "jsonl")
+        parser = PayloadParser(self._UNITS[framing], objects_only=framing != "jsonl")
         self.feed = parser.feed
         self.finish = parser.finish
 
