@@ -4,8 +4,8 @@ Run: ``python -m benchmarks.bench_stages`` (``--sizes 200000 2000000``, ``--repe
 
 The stages' inputs are captured once by running the cores in a row (SSE payload decoder, OpenAI chat
 converter, argument splitter, segment emitter, invocation folder); then each core is timed alone, fed its
-captured inputs by a plain loop, and the SSE framing and converter fused in one core, as ``process()`` runs
-them (its live OpenAI events are decoded straight into the converter's types). Also timed: the async ``drive``
+captured inputs by a plain loop, and the adapter core that ``process()`` runs in place of the first two (the
+SSE framer chained with the converter). Also timed: the async ``drive``
 loop around a core that does nothing, which is the cost of one stage's async generator hop per item; one
 operator around that core as users iterate it (``async with ....stream()``), beside the same operator
 returning ``drive``'s generator for aiostream to wrap in its own streamer (which checks its context with four
@@ -50,9 +50,9 @@ def stage_factories() -> list[tuple[str, Callable[[], Any]]]:
     ]
 
 
-def fused_adapter() -> Any:
-    """What ``process(source, provider="openai")`` runs in place of the first two cores: SSE framing fused
-    with the converter, which decodes live events straight into its own types."""
+def adapter_core() -> Any:
+    """What ``process(source, provider="openai")`` runs in place of the first two cores: the SSE framer
+    chained with the converter."""
     from operators.auto import auto_adapter
 
     return auto_adapter(provider="openai", framing="sse")
@@ -185,9 +185,9 @@ def report(size: int, repeat: int) -> None:
         row(name, seconds_of[-1], len(stage_inputs), len(inputs[position + 1]))
     total = sum(seconds_of)
     row("sum of the sync cores", total)
-    fused = best_of(repeat, lambda: run_core(fused_adapter(), inputs[0]))
-    row("SSE + converter, fused", fused, len(inputs[0]), len(inputs[2]))
-    row("sum, as process() runs them", total - seconds_of[0] - seconds_of[1] + fused)
+    adapter = best_of(repeat, lambda: run_core(adapter_core(), inputs[0]))
+    row("SSE framer + converter (process)", adapter, len(inputs[0]), len(inputs[2]))
+    row("sum, as process() runs them", total - seconds_of[0] - seconds_of[1] + adapter)
     chunks = inputs[2]  # about one item per delta, as between most stages
     dicts = inputs[1]
     hops: list[tuple[str, list[Any], Callable[[], None]]] = [

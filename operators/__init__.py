@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from operators.adapter.detect import detect_wire_format as detect_wire_format
     from operators.adapter.eventstream import EventStreamDecoder as EventStreamDecoder
     from operators.adapter.eventstream import decode_eventstream as decode_eventstream
+    from operators.adapter.jsonl import JSONLinesDecoder as JSONLinesDecoder
+    from operators.adapter.jsonl import decode_jsonl as decode_jsonl
     from operators.adapter.sources import from_bytes as from_bytes
     from operators.adapter.sources import from_dicts as from_dicts
     from operators.adapter.sources import from_file as from_file
@@ -34,10 +36,8 @@ if TYPE_CHECKING:
     from operators.adapter.sources import from_sdk as from_sdk
     from operators.adapter.sources import provider_events as provider_events
     from operators.adapter.sse import EventParser as EventParser
-    from operators.adapter.sse import JSONLinesDecoder as JSONLinesDecoder
     from operators.adapter.sse import ServerSentEvent as ServerSentEvent
     from operators.adapter.sse import SSEDecoder as SSEDecoder
-    from operators.adapter.sse import decode_jsonl as decode_jsonl
     from operators.adapter.sse import decode_sse as decode_sse
     from operators.adapter.sse import parse_events as parse_events
     from operators.adapter.sse import sse_events as sse_events
@@ -128,12 +128,14 @@ __getattr__, __dir__ = lazy_exports(
             "from_sdk",
             "provider_events",
         ),
+        "operators.adapter.jsonl": (
+            "JSONLinesDecoder",
+            "decode_jsonl",
+        ),
         "operators.adapter.sse": (
             "EventParser",
-            "JSONLinesDecoder",
             "ServerSentEvent",
             "SSEDecoder",
-            "decode_jsonl",
             "decode_sse",
             "parse_events",
             "sse_events",

@@ -10,12 +10,15 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, Final
+
+import msgspec
 
 from operators.registry import FRAMINGS, PROVIDERS, check_choice, converter_for
+from pipeline._jsonenc import JSON_ERRORS, json_problem
 from pipeline._options import check_count
 from pipeline.errors import ConfigurationError, ConverterError, ProviderError, StreamDecodeError
-from pipeline.models import ChunkResponse
+from pipeline.models import ChunkResponse, Payload
 from pipeline.stage import Core, chain
 
 __all__ = ["TextDeltas", "auto_adapter"]
@@ -90,7 +93,10 @@ class TextDeltas:
 
 
 class _LazyConverter:
-    """The converter for the wire format of the first event (``provider="auto"``), or the one named."""
+    """The converter for the wire format of the first event (``provider="auto"``), or the one named.
+
+    The first event may be a :class:`~pipeline.models.Payload`: it is decoded once, generically, to tell
+    the wire format, and the payload itself goes on to the converter."""
 
     def __init__(self, provider: str, id_factory: Callable[[int], str] | None, choice: int) -> None:
         self._provider = provider
@@ -101,24 +107,36 @@ class _LazyConverter:
 
     def feed(self, event: Any) -> list[ChunkResponse]:
         if self.core is None:
+            first = _first_event(event) if type(event) is Payload else event
             provider = self._provider
             if provider == "auto":
                 from operators.adapter.detect import detect_wire_format
 
                 try:
-                    provider = detect_wire_format(event)
+                    provider = detect_wire_format(first)
                 except ConfigurationError as error:
-                    body = _error_body(event)
+                    body = _error_body(first)
                     if body is None:
                         raise
                     raise body from error
             else:
-                _check_named(provider, event)
+                _check_named(provider, first)
             self.core = _converter(provider, self._id_factory, self._choice)
         return self.core.feed(event)
 
     def finish(self) -> list[ChunkResponse]:
         return self.core.finish() if self.core is not None else []
+
+
+def _first_event(payload: Payload) -> Any:
+    """The first payload of a stream decoded as JSON, to tell its wire format."""
+    try:
+        return msgspec.json.decode(payload.data)
+    except JSON_ERRORS as error:
+        problem = json_problem(error, payload.data, payload.offset)
+        raise StreamDecodeError(
+            f"event 0 (at byte {payload.offset}) is {problem}", offset=payload.offset
+        ) from None
 
 
 _EXCERPT_KEYS = 8
@@ -188,18 +206,13 @@ class _AutoChunks:
         self._id_factory = id_factory
         self._choice = choice
         self._chain: Core[Any, ChunkResponse] | None = None
-        self._decoder: Core[Any, Any] | None = None
+        self._front: list[Core[Any, Any]] = []
+        """The cores before the converter: a framer (and the payload decode), or the dict or SDK reader."""
         self._lazy: _LazyConverter | None = None
         """The converter still to be chosen from the first event (``provider="auto"``)."""
         self._feed: Callable[[Any], list[ChunkResponse]] = self._first_feed
         """The feed of the moment: the first, the lazy converter's, then the chain's own."""
-        self._head: list[bytes] = []
-        self._head_size = 0
-        self._seen_item = False
-        self._start = b""
-        """The first bytes of the stream (up to 12)."""
-        self._probe = b""
-        """Up to :data:`_PROBE` bytes from the first that is neither a BOM nor whitespace."""
+        self._head = _Head()
 
     def feed(self, item: Any) -> list[ChunkResponse]:
         return self._feed(item)
@@ -210,23 +223,22 @@ class _AutoChunks:
         self._feed = self.feed = feed  # type: ignore[method-assign,assignment]
 
     def _first_feed(self, item: Any) -> list[ChunkResponse]:
-        """Until the decoder is chosen: choose it from ``item`` (or from the head, once it tells)."""
-        self._seen_item = True
-        decoder = self._decoder_for(item)
-        if decoder is None:
+        """Until the front is chosen: choose it from ``item`` (or from the head, once it tells)."""
+        front = self._front_for(item)
+        if front is None:
             return []  # the framing is not known yet: the bytes wait in the head
-        self._chain = self._chain_with(decoder)
+        self._chain = self._chain_with(front)
         self._use(self._chain.feed if self._lazy is None else self._lazy_feed)
-        if self._head:
-            item, self._head = b"".join(self._head), []
+        if self._head.parts:
+            item = self._head.take()
         return self._feed(item)
 
     def _lazy_feed(self, item: Any) -> list[ChunkResponse]:
         """Until the converter is chosen from the first event; then it replaces the lazy one."""
         chunks = self._chain.feed(item) if self._chain is not None else []
         lazy = self._lazy
-        if lazy is not None and lazy.core is not None and self._decoder is not None:
-            self._chain, self._lazy = _fused(self._decoder, lazy.core), None
+        if lazy is not None and lazy.core is not None:
+            self._chain, self._lazy = chain(*self._front, lazy.core), None
             self._use(self._chain.feed)
         return chunks
 
@@ -235,108 +247,170 @@ class _AutoChunks:
         if self._chain is None:
             if self._provider == "text":
                 return []
-            if not self._seen_item:
+            if not self._head.seen_item:
                 raise StreamDecodeError("the stream ended before its first item (an empty body)", offset=0)
-            decoder = self._choose_framing(b"", complete=True)  # complete: it decides or raises
-            if decoder is None:
-                raise self._unknown()  # not reached: complete framing decides or raises
-            self._chain = self._chain_with(decoder)
-            head, self._head = b"".join(self._head), []
-            outputs += self._chain.feed(head)
+            framing = self._head.framing(complete=True)  # complete: it decides or raises
+            if framing is None:
+                raise self._head.unknown()  # not reached: complete framing decides or raises
+            self._chain = self._chain_with(_byte_front(framing))
+            outputs += self._chain.feed(self._head.take())
         outputs += self._chain.finish()
         return outputs
 
-    def _chain_with(self, decoder: Core[Any, Any]) -> Core[Any, ChunkResponse]:
-        self._decoder = decoder
+    def _chain_with(self, front: list[Core[Any, Any]]) -> Core[Any, ChunkResponse]:
+        self._front = front
         if self._provider == "text":
-            return decoder
+            return chain(*front)
         # The converter is made at the first event: chosen from it (auto), or checked against it (named).
         self._lazy = _LazyConverter(self._provider, self._id_factory, self._choice)
-        return chain(decoder, self._lazy)
+        return chain(*front, self._lazy)
 
-    def _decoder_for(self, item: Any) -> Core[Any, Any] | None:
+    def _front_for(self, item: Any) -> list[Core[Any, Any]] | None:
+        self._head.seen_item = True
         if self._provider == "text":
-            return TextDeltas()
+            return [TextDeltas()]
         if isinstance(item, bytes | bytearray):
-            if self._framing == "auto":
-                return self._choose_framing(bytes(item))
-            return self._byte_decoder(self._framing)
+            if self._framing != "auto":
+                return _byte_front(self._framing)
+            framing = self._head.add(bytes(item))
+            return None if framing is None else _byte_front(framing)
         if isinstance(item, Mapping):
-            return _Identity()
-        return _SDKObjects()
+            return [_Identity()]
+        return [_SDKObjects()]
 
-    def _choose_framing(self, data: bytes, *, complete: bool = False) -> Core[Any, Any] | None:
-        """The decoder for the framing the first bytes show, once they show it; until then they wait in
-        the head. Bytes of no known framing, or none but whitespace, raise :class:`StreamDecodeError`."""
+
+class _Head:
+    """The first bytes of a stream under ``framing="auto"``, held until they tell the framing.
+
+    Bytes of no known framing, or none but whitespace, raise :class:`StreamDecodeError`."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.seen_item = False
+        self._start = b""
+        """The first bytes of the stream (up to 12)."""
+        self._probe = b""
+        """Up to :data:`_PROBE` bytes from the first that is neither a BOM nor whitespace."""
+
+    def take(self) -> bytes:
+        """The bytes held, joined once; the head is empty after."""
+        data, self.parts = b"".join(self.parts), []
+        return data
+
+    def add(self, data: bytes) -> str | None:
+        """Hold ``data``: the framing once the bytes held tell it, else None."""
+        if data:
+            self.parts.append(data)
+            self.size += len(data)
+            if len(self.parts) == 1 or self.size <= _SMALL_HEAD:
+                if not self._look_again():
+                    return None  # maybe a BOM, split
+            else:
+                self._extend(data)
+        return self.framing()
+
+    def _look_again(self) -> bool:
+        """Find the start and probe in the whole head, a few hundred bytes at most: bounded work per read.
+        False while the head may be a BOM still cut short."""
+        head = self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+        self._start = head[:12]
+        if len(head) < len(_BOM) and _BOM.startswith(head):
+            return False
+        content = _SPACE.match(head, len(_BOM) if head.startswith(_BOM) else 0).end()  # type: ignore[union-attr]
+        self._probe = head[content : content + _PROBE]
+        return True
+
+    def _extend(self, data: bytes) -> None:
+        """Extend the start and probe with a later read."""
+        if len(self._start) < 12:  # a first read of fewer than 12 bytes, then a large one
+            self._start = (self._start + data)[:12]
+        if not self._probe:
+            # The earlier reads held whitespace, or the start of a BOM whose rest opens this one.
+            before = self.size - len(data)
+            rest = len(_BOM) - before if before < len(_BOM) and self._start.startswith(_BOM) else 0
+            content = _SPACE.match(data, rest).end()  # type: ignore[union-attr]
+            self._probe = data[content : content + _PROBE]
+        elif len(self._probe) < _PROBE:
+            self._probe += data[: _PROBE - len(self._probe)]
+
+    def framing(self, *, complete: bool = False) -> str | None:
+        """The framing the bytes held show, None while they do not tell; raise when they cannot."""
         from operators.adapter.detect import sniff_framing
 
-        if data:
-            self._head.append(data)
-            self._head_size += len(data)
-            if len(self._head) == 1 or self._head_size <= _SMALL_HEAD:
-                # The first read, or a few hundred bytes at most: bounded work per read.
-                head = data if len(self._head) == 1 else b"".join(self._head)
-                self._start = head[:12]
-                if len(head) < len(_BOM) and _BOM.startswith(head) and not complete:
-                    return None  # maybe a BOM, split
-                content = _SPACE.match(head, len(_BOM) if head.startswith(_BOM) else 0).end()  # type: ignore[union-attr]
-                self._probe = head[content : content + _PROBE]
-            else:
-                if len(self._start) < 12:  # a first read of fewer than 12 bytes, then a large one
-                    self._start = (self._start + data)[:12]
-                if not self._probe:
-                    # The earlier reads held whitespace, or the start of a BOM whose rest opens this one.
-                    before = self._head_size - len(data)
-                    rest = len(_BOM) - before if before < len(_BOM) and self._start.startswith(_BOM) else 0
-                    content = _SPACE.match(data, rest).end()  # type: ignore[union-attr]
-                    self._probe = data[content : content + _PROBE]
-                elif len(self._probe) < _PROBE:
-                    self._probe += data[: _PROBE - len(self._probe)]
         framing = sniff_framing(self._start, self._probe, complete=complete)
-        too_long = self._head_size > _MAX_HEAD
+        too_long = self.size > _MAX_HEAD
         if framing == "unknown":
             probe = self._probe
             if complete or too_long or len(probe) >= _PROBE or b"\n" in probe or b"\r" in probe:
-                raise self._unknown()
+                raise self.unknown()
             return None
-        if framing is None:
-            if too_long:
-                raise StreamDecodeError(
-                    f"no content in the first {self._head_size} bytes of the stream (more than "
-                    f"{_MAX_HEAD}, the cap of auto framing): its framing cannot be told",
-                    offset=0,
-                )
-            return None
-        return self._byte_decoder(framing)
+        if framing is None and too_long:
+            raise StreamDecodeError(
+                f"no content in the first {self.size} bytes of the stream (more than "
+                f"{_MAX_HEAD}, the cap of auto framing): its framing cannot be told",
+                offset=0,
+            )
+        return framing
 
-    def _unknown(self) -> StreamDecodeError:
+    def unknown(self) -> StreamDecodeError:
         if not self._probe:
-            what = "is empty" if not self._head_size else f"holds only whitespace ({self._head_size} bytes)"
+            what = "is empty" if not self.size else f"holds only whitespace ({self.size} bytes)"
             return StreamDecodeError(f"the body {what}: no event came", offset=0)
-        start = self._probe if self._head_size > _SMALL_HEAD else b"".join(self._head)[:_PROBE]
+        start = self._probe if self.size > _SMALL_HEAD else b"".join(self.parts)[:_PROBE]
         return StreamDecodeError(
             "the body is neither SSE, JSON Lines, a JSON array nor an AWS event-stream (an error page?); "
             f"it starts with {start!r}",
             offset=0,
         )
 
-    @staticmethod
-    def _byte_decoder(framing: str) -> Core[Any, Any]:
-        from operators.adapter.sse import JSONLinesDecoder, JSONSequenceDecoder, SSEPayloadDecoder
 
-        if framing == "jsonl":
-            return JSONLinesDecoder()
-        if framing == "json":
-            return JSONSequenceDecoder()
-        if framing == "eventstream":
-            from operators.adapter.eventstream import EventStreamDecoder
+def _byte_front(framing: str) -> list[Core[Any, Any]]:
+    """The framer of ``framing`` and, until the converters read payloads, the payload decode."""
+    return [_framer(framing), _PayloadsAsDicts(framing)]
 
-            return EventStreamDecoder()
-        if framing == "sse":
-            return SSEPayloadDecoder()
-        raise ConfigurationError(
-            f"unknown framing {framing!r}; expected auto, sse, jsonl, json or eventstream"
-        )
+
+def _framer(framing: str) -> Core[bytes, Payload]:
+    if framing == "sse":
+        from operators.adapter.sse import SSEFramer
+
+        return SSEFramer()
+    if framing == "jsonl":
+        from operators.adapter.jsonl import JSONLinesFramer
+
+        return JSONLinesFramer()
+    if framing == "json":
+        from operators.adapter.json_array import JSONArrayFramer
+
+        return JSONArrayFramer()
+    if framing == "eventstream":
+        from operators.adapter.eventstream import EventStreamFramer
+
+        return EventStreamFramer()
+    raise ConfigurationError(f"unknown framing {framing!r}; expected auto, sse, jsonl, json or eventstream")
+
+
+class _PayloadsAsDicts:
+    """TEMPORARY, for issue 26's merge: each :class:`~pipeline.models.Payload` decoded to the dict the
+    converters read today, with today's in-band error check and JSON error wording.
+
+    The converters are being changed to take payloads themselves (and to raise for their own in-band
+    error objects); the lead deletes this class at the merge, and :func:`_byte_front` then returns the
+    framer alone."""
+
+    _UNITS: Final = {
+        "sse": "event",
+        "jsonl": "line",
+        "json": "JSON object",
+        "eventstream": "event-stream frame",
+    }
+
+    def __init__(self, framing: str) -> None:
+        from operators.adapter.payloads import PayloadParser
+
+        parser = PayloadParser(self._UNITS[framing], objects_only=framing != "jsonl")
+        self.feed = parser.feed
+        self.finish = parser.finish
 
 
 class _Identity:
@@ -357,14 +431,3 @@ class _SDKObjects:
 
     def finish(self) -> list[Mapping[str, Any]]:
         return []
-
-
-def _fused(decoder: Core[Any, Any], converter: Core[Any, ChunkResponse]) -> Core[Any, ChunkResponse]:
-    """``chain(decoder, converter)``; :class:`operators.adapter.sse.FusedSSE` when the decoder is SSE's
-    (:class:`~operators.adapter.sse.SSEPayloadDecoder`) and the converter decodes live events itself
-    (``feed_json``: OpenAI Chat)."""
-    from operators.adapter.sse import FusedSSE, SSEPayloadDecoder
-
-    if isinstance(decoder, SSEPayloadDecoder) and hasattr(converter, "feed_json"):
-        return cast(Core[Any, ChunkResponse], FusedSSE(decoder, converter))
-    return chain(decoder, converter)

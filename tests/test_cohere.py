@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.adapter.sse import decode_jsonl, sse_events
+from operators.adapter import decode_jsonl, sse_events
 from operators.convert.cohere import CohereConverter, convert_cohere
 from pipeline.errors import ConverterError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta

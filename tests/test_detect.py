@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from operators.adapter import EventParser, JSONLinesDecoder, SSEDecoder
 from operators.adapter.detect import detect_framing, detect_wire_format, sniff_framing
-from operators.adapter.sse import EventParser, JSONLinesDecoder, SSEDecoder
 from pipeline.errors import ConfigurationError
 from tests.conftest import FIXTURES
 
@@ -162,3 +162,40 @@ def test_unknown_event_names_what_it_saw() -> None:
 )
 def test_sniffing_tells_when_it_needs_more_bytes(start: bytes, probe: bytes, answer: str | None) -> None:
     assert sniff_framing(start, probe) == answer
+
+
+def test_auto_detection_reads_a_first_payload_once_and_hands_the_payload_on() -> None:
+    """A framer's first :class:`Payload` is decoded generically to tell the wire format; the converter
+    chosen gets the payload itself (it decodes it into its own types)."""
+    from unittest import mock
+
+    from operators.auto import _LazyConverter
+    from pipeline.models import Payload
+
+    received: list[object] = []
+
+    class Recording:
+        def feed(self, item: object) -> list[object]:
+            received.append(item)
+            return []
+
+        def finish(self) -> list[object]:
+            return []
+
+    payload = Payload(b'{"type": "message_start", "message": {}}', 6)
+    with mock.patch("operators.auto._converter", return_value=Recording()) as make:
+        lazy = _LazyConverter("auto", None, 0)
+        lazy.feed(payload)
+        lazy.feed(payload)
+    assert make.call_args.args[0] == "anthropic"
+    assert received == [payload, payload]
+
+
+def test_a_first_payload_that_is_not_json_names_its_byte() -> None:
+    from operators.auto import _LazyConverter
+    from pipeline.errors import StreamDecodeError
+    from pipeline.models import Payload
+
+    with pytest.raises(StreamDecodeError, match=r"^event 0 \(at byte 6\) is not valid JSON") as caught:
+        _LazyConverter("auto", None, 0).feed(Payload(b"{oops", 6))
+    assert caught.value.offset == 6

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from operators.adapter import JSONLinesDecoder, JSONSequenceDecoder, SSEDecoder, SSEPayloadDecoder
 from operators.adapter.eventstream import EventStreamDecoder
 from operators.adapter.sources import from_bytes, provider_events
-from operators.adapter.sse import JSONLinesDecoder, JSONSequenceDecoder, SSEDecoder, SSEPayloadDecoder
 from pipeline.cli.main import main
 from pipeline.compose import chunk_core, process
 from pipeline.errors import ProviderError, StreamDecodeError
@@ -426,7 +426,7 @@ def test_sse_event_json_problems_name_the_event_and_byte_offset(payload: bytes, 
     values, error = feed_all(SSEPayloadDecoder(), [sse_body(FIRST, payload)])
     assert values == [OPENAI_CHUNK]
     assert isinstance(error, StreamDecodeError)
-    offset = len(FIRST) + 8
+    offset = len(FIRST) + 8 + len(b"data: ")  # the first byte of the event's data
     assert error.offset == offset
     assert f"event 1 (byte {offset}) has data that is" in str(error)
     assert re.search(problem, str(error)), str(error)
@@ -471,7 +471,7 @@ async def test_deep_nesting_through_process() -> None:
 
 
 def test_sse_decoder_alone_is_unchanged() -> None:
-    """The plain SSE decoder still gives events without offsets (it records them only for the fused core)."""
+    """The plain SSE decoder gives events with their text data."""
     assert SSEDecoder().feed(b"data: x\n\n")[0].data == "x"
 
 

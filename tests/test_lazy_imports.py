@@ -81,9 +81,13 @@ def test_decoding_sse_loads_no_fan_out_pydantic_or_starlette() -> None:
     assert ours == {
         "operators",
         "operators.adapter",
+        "operators.adapter._lines",
+        "operators.adapter.payloads",
         "operators.adapter.sse",
         "pipeline",
+        "pipeline._jsonenc",
         "pipeline._lazy",
         "pipeline.errors",
+        "pipeline.models",
         "pipeline.stage",
     }

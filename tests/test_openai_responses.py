@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.adapter.sse import decode_jsonl, sse_events
+from operators.adapter import decode_jsonl, sse_events
 from operators.convert.openai_responses import OpenAIResponsesConverter, convert_openai_responses
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolResult

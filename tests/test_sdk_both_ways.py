@@ -24,8 +24,8 @@ from google.genai import types as genai_types
 from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import ResponseStreamEvent
 
+from operators.adapter import JSONLinesDecoder, SSEPayloadDecoder
 from operators.adapter.sources import from_sdk
-from operators.adapter.sse import JSONLinesDecoder, SSEPayloadDecoder
 from pipeline.compose import process
 from pipeline.errors import ProviderError
 from pipeline.models import PipelineEvent

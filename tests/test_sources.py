@@ -13,6 +13,7 @@ import httpx
 import pytest
 from aiostream import streamcontext
 
+from operators.adapter import EventParser, JSONLinesDecoder, SSEDecoder
 from operators.adapter.sources import (
     from_bytes,
     from_dicts,
@@ -22,7 +23,6 @@ from operators.adapter.sources import (
     provider_events,
     sdk_object_to_dict,
 )
-from operators.adapter.sse import EventParser, JSONLinesDecoder, SSEDecoder
 from operators.registry import Framing
 from pipeline.errors import ConfigurationError, ProviderError, StreamDecodeError
 from tests.conftest import FIXTURES

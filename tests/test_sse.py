@@ -13,18 +13,18 @@ from aiostream import streamcontext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.adapter.sources import from_bytes
-from operators.adapter.sse import (
+from operators.adapter import (
     EventParser,
     JSONLinesDecoder,
     ServerSentEvent,
     SSEDecoder,
-    _raise_for_provider_error,
     decode_jsonl,
     decode_sse,
     parse_events,
     sse_events,
 )
+from operators.adapter.payloads import raise_for_provider_error
+from operators.adapter.sources import from_bytes
 from pipeline.errors import ProviderError, StreamDecodeError
 from tests.conftest import FIXTURES
 
@@ -314,9 +314,9 @@ class TestEventParser:
         assert (caught.value.kind, caught.value.status) == ("RESOURCE_EXHAUSTED", 429)
 
     def test_error_key_that_is_not_an_error(self) -> None:
-        _raise_for_provider_error({"choices": [], "error": {"message": "x"}})
-        _raise_for_provider_error({"error": None, "id": "x"})
-        _raise_for_provider_error({"type": "response.failed", "error": {"message": "handled by converter"}})
+        raise_for_provider_error({"choices": [], "error": {"message": "x"}})
+        raise_for_provider_error({"error": None, "id": "x"})
+        raise_for_provider_error({"type": "response.failed", "error": {"message": "handled by converter"}})
 
 
 class TestGroqErrorFixtures:

@@ -1,16 +1,14 @@
-"""The SSE decoder's fast path (whole one-``data``-line events cut from LF-only chunks at blank lines) gives
-exactly what the line-by-line path gives on the same chunks, and what feeding one byte at a time gives
-(then the decoder never sees a blank line inside a chunk)."""
+"""The SSE framer's whole-event path (a read that is one whole event of one ``data`` line, as live traffic
+comes) gives exactly what the line-by-line path gives: the same events or payloads as reads cut anywhere
+else, down to one byte a read, which no whole-event path can take."""
 
 from __future__ import annotations
-
-from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.adapter.sse import ServerSentEvent, SSEDecoder, SSEPayloadDecoder, _LineSplitter
+from operators.adapter import ServerSentEvent, SSEDecoder, SSEPayloadDecoder
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 
 LINES = [
@@ -46,19 +44,20 @@ def decode(chunks: list[bytes], max_event_size: int) -> tuple[list[ServerSentEve
     return events, None
 
 
-def line_by_line(chunks: list[bytes], max_event_size: int) -> tuple[list[ServerSentEvent], str | None]:
-    """:func:`decode` with the fast path turned off."""
-
-    def no_blocks(self: object, data: bytes) -> tuple[list[bytes], int, bytes]:
-        return [], 0, data
-
-    with mock.patch.object(_LineSplitter, "split_events", no_blocks):
-        return decode(chunks, max_event_size)
+def one_byte_a_read(chunks: list[bytes]) -> list[bytes]:
+    data = b"".join(chunks)
+    return [data[index : index + 1] for index in range(len(data))]
 
 
 def cut(data: bytes, positions: list[int]) -> list[bytes]:
     bounds = sorted({position % (len(data) + 1) for position in positions})
     return [data[start:end] for start, end in zip([0, *bounds], [*bounds, len(data)], strict=True)]
+
+
+def events_a_read(data: bytes) -> list[bytes]:
+    """``data`` cut after each blank line (LF only), so that each read is one event, as a server flushes."""
+    pieces = data.split(b"\n\n")
+    return [piece + b"\n\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
 
 
 STREAMS = st.lists(st.tuples(st.sampled_from(LINES), st.sampled_from(ENDINGS)), max_size=40).map(
@@ -72,9 +71,10 @@ STREAMS = st.lists(st.tuples(st.sampled_from(LINES), st.sampled_from(ENDINGS)), 
     positions=st.lists(st.integers(min_value=0, max_value=2000), max_size=6),
     max_event_size=st.sampled_from([48, 100, 1 << 20]),
 )
-def test_the_fast_path_changes_nothing(data: bytes, positions: list[int], max_event_size: int) -> None:
-    chunks = cut(data, positions)
-    assert decode(chunks, max_event_size) == line_by_line(chunks, max_event_size)
+def test_the_whole_event_path_changes_nothing(data: bytes, positions: list[int], max_event_size: int) -> None:
+    reference = decode(one_byte_a_read([data]), max_event_size)
+    assert decode(events_a_read(data), max_event_size) == reference
+    assert decode(cut(data, positions), max_event_size) == reference
 
 
 @settings(max_examples=200, deadline=None)
@@ -157,27 +157,18 @@ def payloads(chunks: list[bytes], max_event_size: int) -> tuple[list[object], st
     return values, None
 
 
-def payloads_line_by_line(chunks: list[bytes], max_event_size: int) -> tuple[list[object], str | None]:
-    """:func:`payloads` with both fast paths turned off: SSEDecoder's lines, then EventParser."""
-
-    def no_blocks(self: object, data: bytes) -> tuple[list[bytes], int, bytes]:
-        return [], 0, data
-
-    with mock.patch.object(_LineSplitter, "split_events", no_blocks):
-        return payloads(chunks, max_event_size)
-
-
 @settings(max_examples=400, deadline=None)
 @given(
     data=PAYLOAD_STREAMS,
     positions=st.lists(st.integers(min_value=0, max_value=2000), max_size=6),
     max_event_size=st.sampled_from([40, 100, 1 << 20]),
 )
-def test_payloads_decoded_from_bytes_are_those_of_the_line_by_line_path(
+def test_payloads_of_whole_event_reads_are_those_of_the_line_by_line_path(
     data: bytes, positions: list[int], max_event_size: int
 ) -> None:
-    chunks = cut(data, positions)
-    assert payloads(chunks, max_event_size) == payloads_line_by_line(chunks, max_event_size)
+    reference = payloads(one_byte_a_read([data]), max_event_size)
+    assert payloads(events_a_read(data), max_event_size) == reference
+    assert payloads(cut(data, positions), max_event_size) == reference
 
 
 def test_an_error_payload_after_fast_events_names_its_event_and_keeps_those_before() -> None:
@@ -186,18 +177,26 @@ def test_an_error_payload_after_fast_events_names_its_event_and_keeps_those_befo
         ProviderError, match=r"^event 2: provider error \(overloaded_error\): busy$"
     ) as raised:
         decoder.feed(
-            b'data: {"a": 1}\n\ndata: [DONE]\n\n'
+            b'data: {"a": 1}\n\n: note\n\ndata: {"b": 2}\n\n'
             b'data: {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}\n\n'
-            b'data: {"b": 2}\n\n'
+            b'data: {"c": 3}\n\n'
         )
-    assert raised.value.partial_outputs == [{"a": 1}]
+    assert raised.value.partial_outputs == [{"a": 1}, {"b": 2}]
+
+
+@pytest.mark.parametrize("reads", [[b"data: [DONE]\n\n", b"data: {\n\n"], [b"data: [DONE]\n\ndata: {\n\n"]])
+def test_done_ends_the_data(reads: list[bytes]) -> None:
+    """Nothing after ``data: [DONE]`` is read, not even bytes that are not JSON."""
+    decoder = SSEPayloadDecoder()
+    assert decoder.feed(b'data: {"a": 1}\n\n') == [{"a": 1}]
+    assert [value for read in reads for value in decoder.feed(read)] + decoder.finish() == []
 
 
 def test_bad_json_after_fast_events_names_its_byte() -> None:
     decoder = SSEPayloadDecoder()
     assert decoder.feed(b'data: {"a": 1}\n\n') == [{"a": 1}]
     with pytest.raises(
-        StreamDecodeError, match=r"^event 2 \(byte 32\) has data that is not valid JSON"
+        StreamDecodeError, match=r"^event 2 \(byte 38\) has data that is not valid JSON"
     ) as raised:
         decoder.feed(b'data: {"b": 2}\n\ndata: {"c": \n\ndata: {"d": 4}\n\n')
     assert raised.value.partial_outputs == [{"b": 2}]

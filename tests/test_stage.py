@@ -311,7 +311,9 @@ async def test_a_stage_failing_anywhere_gives_the_same_events_and_error(
 ) -> None:
     data = RECORDINGS[path]
     first_event = data.index(b"\n\n") + 2  # (framing detection reads the first line)
-    cut = first_event + int(position * (len(data) - first_event))
+    end = data.find(b"data: [DONE]")  # [DONE] ends the data: nothing after it is read
+    end = len(data) if end < 0 else end
+    cut = first_event + int(position * (end - first_event))
     broken = data[:cut] + b"\xff" + data[cut:]  # invalid UTF-8: the SSE decoder raises there
     reference, result = await both(chunked(broken, size))
     assert result == reference

@@ -1,9 +1,12 @@
 """Stage 1, the provider adapter: from a source (SDK streams, dicts, SSE or JSON Lines bytes, AWS
-event-stream frames) to provider event dicts.
+event-stream frames) to provider events.
 
-Modules: :mod:`~operators.adapter.sse` (SSE / JSON Lines decoding), :mod:`~operators.adapter.sources` (files,
-bytes, httpx responses, SDK streams), :mod:`~operators.adapter.eventstream` (Bedrock's binary framing),
-:mod:`~operators.adapter.detect` (which framing and wire format a stream is).
+A framer per wire yields each event's bytes as a :class:`~pipeline.models.Payload`:
+:mod:`~operators.adapter.sse`, :mod:`~operators.adapter.jsonl`, :mod:`~operators.adapter.json_array`,
+:mod:`~operators.adapter.eventstream` (Bedrock's binary framing); :mod:`~operators.adapter.payloads` is the
+generic JSON decode that turns payloads into provider event dicts. Also :mod:`~operators.adapter.sources`
+(files, bytes, httpx responses, SDK streams) and :mod:`~operators.adapter.detect` (which framing and wire
+format a stream is).
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ if TYPE_CHECKING:
     from operators.adapter.detect import sniff_framing as sniff_framing
     from operators.adapter.eventstream import DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE
     from operators.adapter.eventstream import EventStreamDecoder as EventStreamDecoder
+    from operators.adapter.eventstream import EventStreamFramer as EventStreamFramer
     from operators.adapter.eventstream import decode_eventstream as decode_eventstream
+    from operators.adapter.json_array import JSONArrayFramer as JSONArrayFramer
+    from operators.adapter.json_array import JSONSequenceDecoder as JSONSequenceDecoder
+    from operators.adapter.json_array import decode_json_sequence as decode_json_sequence
+    from operators.adapter.jsonl import JSONLinesDecoder as JSONLinesDecoder
+    from operators.adapter.jsonl import JSONLinesFramer as JSONLinesFramer
+    from operators.adapter.jsonl import decode_jsonl as decode_jsonl
+    from operators.adapter.payloads import PayloadParser as PayloadParser
     from operators.adapter.sources import from_bytes as from_bytes
     from operators.adapter.sources import from_dicts as from_dicts
     from operators.adapter.sources import from_file as from_file
@@ -30,13 +41,10 @@ if TYPE_CHECKING:
     from operators.adapter.sources import sdk_object_to_dict as sdk_object_to_dict
     from operators.adapter.sse import DEFAULT_MAX_EVENT_SIZE as DEFAULT_MAX_EVENT_SIZE
     from operators.adapter.sse import EventParser as EventParser
-    from operators.adapter.sse import JSONLinesDecoder as JSONLinesDecoder
-    from operators.adapter.sse import JSONSequenceDecoder as JSONSequenceDecoder
     from operators.adapter.sse import ServerSentEvent as ServerSentEvent
     from operators.adapter.sse import SSEDecoder as SSEDecoder
+    from operators.adapter.sse import SSEFramer as SSEFramer
     from operators.adapter.sse import SSEPayloadDecoder as SSEPayloadDecoder
-    from operators.adapter.sse import decode_json_sequence as decode_json_sequence
-    from operators.adapter.sse import decode_jsonl as decode_jsonl
     from operators.adapter.sse import decode_sse as decode_sse
     from operators.adapter.sse import parse_events as parse_events
     from operators.adapter.sse import sse_events as sse_events
@@ -46,9 +54,14 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "EventParser",
     "EventStreamDecoder",
+    "EventStreamFramer",
+    "JSONArrayFramer",
     "JSONLinesDecoder",
+    "JSONLinesFramer",
     "JSONSequenceDecoder",
+    "PayloadParser",
     "SSEDecoder",
+    "SSEFramer",
     "SSEPayloadDecoder",
     "ServerSentEvent",
     "decode_eventstream",
@@ -82,8 +95,20 @@ __getattr__, __dir__ = lazy_exports(
         "operators.adapter.eventstream": (
             "DEFAULT_MAX_FRAME_SIZE",
             "EventStreamDecoder",
+            "EventStreamFramer",
             "decode_eventstream",
         ),
+        "operators.adapter.json_array": (
+            "JSONArrayFramer",
+            "JSONSequenceDecoder",
+            "decode_json_sequence",
+        ),
+        "operators.adapter.jsonl": (
+            "JSONLinesDecoder",
+            "JSONLinesFramer",
+            "decode_jsonl",
+        ),
+        "operators.adapter.payloads": ("PayloadParser",),
         "operators.adapter.sources": (
             "from_bytes",
             "from_dicts",
@@ -98,13 +123,10 @@ __getattr__, __dir__ = lazy_exports(
         "operators.adapter.sse": (
             "DEFAULT_MAX_EVENT_SIZE",
             "EventParser",
-            "JSONLinesDecoder",
-            "JSONSequenceDecoder",
             "SSEDecoder",
+            "SSEFramer",
             "SSEPayloadDecoder",
             "ServerSentEvent",
-            "decode_json_sequence",
-            "decode_jsonl",
             "decode_sse",
             "parse_events",
             "sse_events",

@@ -112,12 +112,7 @@ def sniff_framing(
     At most 12 bytes of ``start`` and a few of ``probe`` decide, so a caller holds a bounded head.
     """
     if start[:1] == b"\x00":
-        if len(start) < _START:
-            return "unknown" if complete else None
-        total, headers, crc = _PRELUDE.unpack_from(start)
-        if zlib.crc32(start[:8]) == crc and total >= 16 and headers <= total - 16:
-            return "eventstream"
-        return "unknown"
+        return _sniff_eventstream(start, complete)
     if not probe:
         return "unknown" if complete else None
     first = probe[:1]
@@ -130,6 +125,22 @@ def sniff_framing(
         return "json"
     if first == b":":
         return "sse"
+    return _sniff_field(probe, complete)
+
+
+def _sniff_eventstream(start: bytes, complete: bool) -> Literal["eventstream", "unknown"] | None:
+    """A stream that starts with a NUL byte: an AWS event-stream if its first 12 bytes are a frame
+    prelude whose CRC matches."""
+    if len(start) < _START:
+        return "unknown" if complete else None
+    total, headers, crc = _PRELUDE.unpack_from(start)
+    if zlib.crc32(start[:8]) == crc and total >= 16 and headers <= total - 16:
+        return "eventstream"
+    return "unknown"
+
+
+def _sniff_field(probe: bytes, complete: bool) -> Literal["sse", "unknown"] | None:
+    """SSE if ``probe`` starts with a ``data``, ``event``, ``id`` or ``retry`` field."""
     for field in _FIELDS:
         if probe.startswith(field):
             after = probe[len(field) : len(field) + 1]

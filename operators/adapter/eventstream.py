@@ -1,4 +1,4 @@
-"""AWS Bedrock ``InvokeModelWithResponseStream``: binary event-stream frames -> the model's event dicts.
+"""AWS Bedrock ``InvokeModelWithResponseStream``: binary event-stream frames -> the model's events.
 
 Bedrock does not use SSE. Its body is a sequence of AWS event-stream frames::
 
@@ -6,7 +6,9 @@ Bedrock does not use SSE. Its body is a sequence of AWS event-stream frames::
 
 A header is ``name length (u8) | name | type (u8) | value``. A frame whose ``:message-type`` is ``event``
 carries ``{"bytes": base64(model event JSON), "p": padding}``; for Anthropic models the inner events are
-the Messages stream events, to be fed to :class:`operators.convert.anthropic.AnthropicConverter`. A frame
+the Messages stream events, to be fed to :class:`operators.convert.anthropic.AnthropicConverter`.
+:class:`EventStreamFramer` yields each event's JSON bytes as a :class:`~pipeline.models.Payload` (the
+wrapper unwrapped); :class:`EventStreamDecoder` chains it with the generic JSON decode. A frame
 of type ``exception`` (``throttlingException``, ``modelStreamErrorException``, ...) or ``error`` raises
 :class:`ProviderError` after every event before it was returned.
 
@@ -26,11 +28,14 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
+from operators.adapter._lines import keep_partial
+from operators.adapter.payloads import Framed, PayloadParser
 from pipeline._jsonenc import JSON_ERRORS, json_problem
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
+from pipeline.models import Payload
 from pipeline.stage import operator_stream
 
-__all__ = ["DEFAULT_MAX_FRAME_SIZE", "EventStreamDecoder", "decode_eventstream"]
+__all__ = ["DEFAULT_MAX_FRAME_SIZE", "EventStreamDecoder", "EventStreamFramer", "decode_eventstream"]
 
 DEFAULT_MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
 """The largest frame accepted (AWS caps event-stream messages at 16 MiB); also the buffer's cap."""
@@ -38,17 +43,20 @@ DEFAULT_MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
 _PRELUDE: Final = struct.Struct(">III")
 _PRELUDE_SIZE: Final = 12
 _MINIMUM_FRAME: Final = _PRELUDE_SIZE + 4
+_KNOWN_HEADERS: Final = 16
+"""Distinct header blocks remembered parsed, at most."""
 
 HeaderValue = bool | int | bytes | str
 
 
-class EventStreamDecoder:
-    """Sans-IO core: bytes of an AWS event-stream body in, the model's event dicts out.
+class EventStreamFramer:
+    """Sans-IO framer: bytes of an AWS event-stream body in, each event frame's model event out, as a
+    :class:`~pipeline.models.Payload` (its JSON bytes, at the byte offset of its frame).
 
     ``max_frame_size`` bounds one frame, and so the bytes held between calls.
     """
 
-    __slots__ = ("_buffer", "_decoder", "_frame_number", "_max_frame_size", "_offset")
+    __slots__ = ("_buffer", "_decoder", "_frame_number", "_known_headers", "_max_frame_size", "_offset")
 
     def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self._buffer = bytearray()
@@ -57,31 +65,36 @@ class EventStreamDecoder:
         self._frame_number = 0
         self._max_frame_size = max_frame_size
         self._decoder = msgspec.json.Decoder()
+        self._known_headers: dict[bytes, dict[str, HeaderValue]] = {}
+        """Headers parsed before, by their bytes: every event frame of a stream carries the same ones."""
 
-    def feed(self, data: bytes, /) -> list[dict[str, Any]]:
+    def feed(self, data: bytes, /) -> list[Payload]:
         """Take the next bytes; return the events of every frame they complete.
 
         If a frame is bad (a CRC mismatch, an exception frame), the events of the frames before it travel on
         the exception (its ``partial_outputs``): nothing decoded is lost."""
         buffer = self._buffer
-        buffer += data
-        events: list[dict[str, Any]] = []
+        if buffer:
+            buffer += data
+        events: list[Payload] = []
         try:
-            self._frames(buffer, events)
+            # A read that starts at a frame (the usual case) is read in place, not copied to the buffer.
+            self._frames(buffer if buffer else data, events)
         except StreamfoldError as error:
-            error.partial_outputs = events + error.partial_outputs
+            keep_partial(error, events)
             raise
         return events
 
-    def _frames(self, buffer: bytearray, events: list[dict[str, Any]]) -> None:
-        """The events of the whole frames at the start of ``buffer``, which loses them."""
+    def _frames(self, data: bytes | bytearray, events: list[Payload]) -> None:
+        """The events of the whole frames at the start of ``data`` (the buffer, or a read when the buffer
+        is empty); what follows them is left in the buffer."""
         start = 0
-        while len(buffer) - start >= _PRELUDE_SIZE:
-            total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(buffer, start)
-            self._check_prelude(buffer, start, total_length, headers_length, prelude_crc)
-            if len(buffer) - start < total_length:
+        while len(data) - start >= _PRELUDE_SIZE:
+            total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(data, start)
+            self._check_prelude(data, start, total_length, headers_length, prelude_crc)
+            if len(data) - start < total_length:
                 break
-            frame = memoryview(buffer)[start : start + total_length]
+            frame = memoryview(data)[start : start + total_length]
             try:
                 event = self._frame(frame, headers_length, self._offset + start)
             finally:
@@ -90,10 +103,13 @@ class EventStreamDecoder:
                 events.append(event)
             start += total_length
             self._frame_number += 1
-        del buffer[:start]
+        if data is self._buffer:
+            del self._buffer[:start]
+        elif start < len(data):
+            self._buffer += memoryview(data)[start:]
         self._offset += start
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self) -> list[Payload]:
         """The body has ended: bytes left over are a frame cut off."""
         if self._buffer:
             raise StreamDecodeError(
@@ -104,7 +120,7 @@ class EventStreamDecoder:
         return []
 
     def _check_prelude(
-        self, buffer: bytearray, start: int, total_length: int, headers_length: int, prelude_crc: int
+        self, buffer: bytes | bytearray, start: int, total_length: int, headers_length: int, prelude_crc: int
     ) -> None:
         offset = self._offset + start
         if zlib.crc32(memoryview(buffer)[start : start + 8]) != prelude_crc:
@@ -116,13 +132,18 @@ class EventStreamDecoder:
         if total_length > self._max_frame_size:
             raise self._error(f"is {total_length} bytes, over the cap of {self._max_frame_size}", offset)
 
-    def _frame(self, frame: memoryview, headers_length: int, frame_offset: int) -> dict[str, Any] | None:
+    def _frame(self, frame: memoryview, headers_length: int, frame_offset: int) -> Payload | None:
         """The event of one whole frame (None for a message type this version does not know)."""
         total_length = len(frame)
         (message_crc,) = struct.unpack_from(">I", frame, total_length - 4)
         if zlib.crc32(frame[: total_length - 4]) != message_crc:
             raise self._error("has a bad message CRC", frame_offset)
-        headers = self._headers(frame[_PRELUDE_SIZE : _PRELUDE_SIZE + headers_length], frame_offset)
+        raw_headers = bytes(frame[_PRELUDE_SIZE : _PRELUDE_SIZE + headers_length])
+        headers = self._known_headers.get(raw_headers)
+        if headers is None:
+            headers = self._headers(memoryview(raw_headers), frame_offset)
+            if len(self._known_headers) < _KNOWN_HEADERS:
+                self._known_headers[raw_headers] = headers
         payload = bytes(frame[_PRELUDE_SIZE + headers_length : total_length - 4])
         message_type = headers.get(":message-type", "event")
         if message_type == "event":
@@ -148,23 +169,21 @@ class EventStreamDecoder:
             )
         return None  # message types this version does not know
 
-    def _event(self, payload: bytes, offset: int) -> dict[str, Any] | None:
+    def _event(self, payload: bytes, offset: int) -> Payload:
+        """The model event of an event frame: the ``bytes`` of Bedrock's wrapper, base64-decoded, or the
+        payload itself when it has no such wrapper."""
         envelope = self._json(payload, offset)
         if not isinstance(envelope, Mapping):
             raise self._error("has a payload that is not a JSON object", offset)
         encoded = envelope.get("bytes")
         if encoded is None:
-            return dict(envelope)  # a payload that is the event itself
+            return Payload(payload, offset)  # a payload that is the event itself
         if not isinstance(encoded, str):
             raise self._error("has a 'bytes' field that is not a string", offset)
         try:
-            inner = base64.b64decode(encoded, validate=True)
+            return Payload(base64.b64decode(encoded, validate=True), offset)
         except binascii.Error as error:
             raise self._error(f"has a 'bytes' field that is not base64: {error}", offset) from error
-        event = self._json(inner, offset)
-        if not isinstance(event, dict):
-            raise self._error("carries an event that is not a JSON object", offset)
-        return event
 
     def _json(self, data: bytes, offset: int) -> Any:
         try:
@@ -223,6 +242,23 @@ _FIXED_SIZE_HEADERS: Final[Mapping[int, tuple[int, str]]] = {
     5: (8, ">q"),
     8: (8, ">q"),  # timestamp: milliseconds since the epoch
 }
+
+
+class EventStreamDecoder(Framed):
+    """Sans-IO core: bytes of an AWS event-stream body in, the model's event dicts out
+    (:class:`EventStreamFramer` chained with the generic JSON decode).
+
+    If a frame is bad (a CRC mismatch, an exception frame), the events of the frames before it travel on
+    the exception (its ``partial_outputs``): nothing decoded is lost. ``max_frame_size`` bounds one frame,
+    and so the bytes held between calls.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        super().__init__(
+            EventStreamFramer(max_frame_size=max_frame_size), PayloadParser("event-stream frame")
+        )
 
 
 @pipable_operator
