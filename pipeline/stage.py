@@ -139,8 +139,8 @@ def source_operator(generator: Callable[P, AsyncIterator[Out]]) -> Operator[P, O
 class GeneratorStreamer(Streamer[Out]):
     """aiostream's streamer context around an async generator (leaving ``async with`` closes it, and so
     its source), whose ``async for`` inside the context iterates the generator itself. aiostream's own
-    ``__anext__`` makes four Python calls per item to check that it runs in its context: about 170 ns of
-    the 385 ns that one operator adds per item, measured on a plain loop. Outside the context (before
+    ``__anext__`` makes four Python calls per item to check that it runs in its context, close to half of
+    what one operator adds per item (``benchmarks/bench_stages``). Outside the context (before
     entering it, or after leaving it) it is aiostream's streamer, which warns or raises."""
 
     def __aiter__(self) -> AsyncIterator[Out]:  # type: ignore[override]  # the generator, not a wrapper

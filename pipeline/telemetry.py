@@ -100,8 +100,8 @@ class Telemetry:
             measured from it (default: from when the pipeline is first read).
         attributes: more span attributes.
         chunk_intervals: record ``gen_ai.client.operation.time_per_output_chunk`` (one histogram record per
-            chunk: about 5 us each with the OpenTelemetry SDK, as much as the rest of the pipeline);
-            ``False`` leaves that one histogram out.
+            chunk, which with the OpenTelemetry SDK costs as much as the rest of the pipeline:
+            ``benchmarks/bench_live``); ``False`` leaves that one histogram out.
         clock: seconds, monotonic (default ``time.perf_counter``); tests pass a fake one.
 
     Raises:

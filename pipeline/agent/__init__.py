@@ -1,5 +1,13 @@
 """The agent's side, above the stages: next-turn messages, the tool runner, the loop."""
 
+from pipeline.agent.checks import (
+    SKIP_THOUGHT_SIGNATURE,
+    Repair,
+    Violation,
+    check_conversation,
+    reasoning_content_rule,
+    repair_conversation,
+)
 from pipeline.agent.runner import (
     DEFAULT_CANCEL_GRACE,
     DEFAULT_MAX_BUFFER,
@@ -16,6 +24,7 @@ from pipeline.agent.tools import TOOL_STARTS, Tool, ToolRegistry, ToolStart
 from pipeline.agent.turns import (
     WIRE_FORMATS,
     AssistantTurn,
+    Dropped,
     TurnBuilder,
     TurnError,
     WireFormat,
@@ -28,11 +37,14 @@ __all__ = [
     "DEFAULT_CANCEL_GRACE",
     "DEFAULT_MAX_BUFFER",
     "SAFE_FINISH_REASONS",
+    "SKIP_THOUGHT_SIGNATURE",
     "TOOL_STARTS",
     "WIRE_FORMATS",
     "AgentRun",
     "AssistantTurn",
+    "Dropped",
     "OnFailure",
+    "Repair",
     "RunnerEvent",
     "Tool",
     "ToolOutput",
@@ -43,9 +55,13 @@ __all__ = [
     "Turn",
     "TurnBuilder",
     "TurnError",
+    "Violation",
     "WireFormat",
     "assistant_message",
     "assistant_turn",
+    "check_conversation",
+    "reasoning_content_rule",
+    "repair_conversation",
     "run_loop",
     "run_tools",
 ]

@@ -48,6 +48,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, get_args
 
 from pipeline._jsonenc import encode_json
+from pipeline.agent._portable import Dropped, portable_segments
+from pipeline.agent._portable import Segment as _Segment
+from pipeline.agent.checks import ReasoningContentRule, Violation, check_conversation
 from pipeline.errors import ConfigurationError, StreamfoldError
 from pipeline.models import (
     ResponseEnd,
@@ -61,6 +64,7 @@ from pipeline.models import (
 __all__ = [
     "WIRE_FORMATS",
     "AssistantTurn",
+    "Dropped",
     "TurnBuilder",
     "TurnError",
     "WireFormat",
@@ -82,22 +86,15 @@ class TurnError(StreamfoldError):
     outputs that do not answer exactly the turn's client calls."""
 
 
+def _always(call_id: str) -> bool:
+    """Every id counts as made up: the ids of another provider's calls are not Gemini's."""
+    del call_id
+    return True
+
+
 def is_default_generated_id(call_id: str) -> bool:
     """Whether ``call_id`` has the shape of the converters' default id factory (``call_`` + 24 hex)."""
     return _DEFAULT_ID.fullmatch(call_id) is not None
-
-
-@dataclass(slots=True)
-class _Segment:
-    kind: SegmentType
-    id: str
-    start: dict[str, Any]
-    pieces: list[str] = field(default_factory=list)
-    end: dict[str, Any] | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(self.pieces)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +112,9 @@ class AssistantTurn:
     custom_calls: frozenset[str] = frozenset()
     call_names: Mapping[str, str] = field(default_factory=dict)
     provider_ids: frozenset[str] = frozenset()
+    dropped: tuple[Dropped, ...] = ()
+    """What of the response the messages leave out, each with why (see :class:`TurnBuilder`'s
+    ``source``)."""
 
     def tool_results(
         self, outputs: Iterable[ToolOutput | tuple[str, Any]] | Mapping[str, Any]
@@ -211,6 +211,10 @@ class TurnBuilder:
         reasoning_key: OpenAI Chat only: send the reasoning back under this key (``"reasoning_content"`` for
             DeepSeek and other compatible servers that want it back); None (default) leaves it out.
         is_generated_id: Gemini only: whether a call id was made up by the converter (then it is not sent).
+        source: the wire format of the provider that answered, when it differs from ``format`` (switching
+            models mid-conversation): what is bound to that provider (signatures, encrypted reasoning,
+            reasoning ids, provider-executed calls and their results, its citations) is left out, and
+            :attr:`AssistantTurn.dropped` says what and why. None (default): the same provider.
     """
 
     __slots__ = (
@@ -222,6 +226,7 @@ class TurnBuilder:
         "_open",
         "_reasoning_key",
         "_segments",
+        "_source",
         "_started",
     )
 
@@ -231,14 +236,17 @@ class TurnBuilder:
         *,
         reasoning_key: str | None = None,
         is_generated_id: Any = is_default_generated_id,
+        source: WireFormat | str | None = None,
     ) -> None:
-        if format not in WIRE_FORMATS:
-            raise ConfigurationError(f"format must be one of {', '.join(WIRE_FORMATS)}; got {format!r}")
+        for option, value in (("format", format), ("source", source)):
+            if value not in WIRE_FORMATS and not (option == "source" and value is None):
+                raise ConfigurationError(f"{option} must be one of {', '.join(WIRE_FORMATS)}; got {value!r}")
         if not callable(is_generated_id):
             raise ConfigurationError(f"is_generated_id must be callable; got {is_generated_id!r}")
         self._format: WireFormat = format  # type: ignore[assignment]
         self._reasoning_key = reasoning_key
-        self._is_generated_id = is_generated_id
+        self._source = source if source != format else None
+        self._is_generated_id = _always if self._source not in (None, "gemini") else is_generated_id
         self._segments: list[_Segment] = []
         self._open: dict[str, _Segment] = {}
         self._started: set[str] = set()
@@ -272,6 +280,27 @@ class TurnBuilder:
                 "(SegmentEvent, ToolInvocation, ResponseEnd)"
             )
 
+    def check(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        thinking: bool = False,
+        store: bool = True,
+        reasoning_content: ReasoningContentRule = None,
+        thought_signatures: bool = False,
+    ) -> list[Violation]:
+        """The rules of this builder's format that ``messages`` (the next request's conversation) break,
+        each named with its position: :func:`pipeline.agent.check_conversation`, whose doc lists the rules
+        and the options; :func:`pipeline.agent.repair_conversation` fixes what is safe to fix."""
+        return check_conversation(
+            messages,
+            self._format,
+            thinking=thinking,
+            store=store,
+            reasoning_content=reasoning_content,
+            thought_signatures=thought_signatures,
+        )
+
     def _start(self, event: SegmentEvent) -> None:
         segment_type = event.segment_type
         if segment_type is None:
@@ -297,8 +326,8 @@ class TurnBuilder:
         )
         names = {call.id: call.name for call in client}
         provider_ids = frozenset(call.id for call in client if not self._is_generated_id(call.id))
-        build = _BUILDERS[self._format]
-        messages = build(self)
+        segments, dropped = portable_segments(self._segments, self._format, self._source, self._reasoning_key)
+        messages = _BUILDERS[self._format](self, segments)
         return AssistantTurn(
             format=self._format,
             messages=messages,
@@ -307,6 +336,7 @@ class TurnBuilder:
             custom_calls=custom,
             call_names=names,
             provider_ids=provider_ids if self._format == "gemini" else frozenset(names),
+            dropped=tuple(dropped),
         )
 
     # per format
@@ -314,13 +344,13 @@ class TurnBuilder:
     def _calls(self) -> dict[str, ToolInvocation]:
         return {call.id: call for call in self._invocations}
 
-    def _openai_chat(self) -> list[Message]:
+    def _openai_chat(self, segments: list[_Segment]) -> list[Message]:
         text: list[str] = []
         refusal: list[str] = []
         reasoning: list[str] = []
         tool_calls: list[Message] = []
         calls = self._calls()
-        for segment in self._segments:
+        for segment in segments:
             if segment.kind is SegmentType.TEXT:
                 (refusal if segment.start.get("refusal") else text).append(segment.text)
             elif segment.kind is SegmentType.REASONING:
@@ -351,12 +381,12 @@ class TurnBuilder:
             return []
         return [message]
 
-    def _openai_responses(self) -> list[Message]:
+    def _openai_responses(self, segments: list[_Segment]) -> list[Message]:
         items: list[Message] = []
         reasoning_items: dict[str, Message] = {}
-        results = _results_by_call(self._segments)
+        results = _results_by_call(segments)
         calls = self._calls()
-        for segment in self._segments:
+        for segment in segments:
             if segment.kind is SegmentType.REASONING:
                 meta = {**segment.start, **(segment.end or {})}
                 reasoning_id = meta.get("reasoning_id")
@@ -406,10 +436,10 @@ class TurnBuilder:
                     items.append(_responses_server_item(segment, result))
         return items
 
-    def _anthropic(self) -> list[Message]:
+    def _anthropic(self, segments: list[_Segment]) -> list[Message]:
         calls = self._calls()
         blocks: list[Message] = []
-        for segment in self._segments:
+        for segment in segments:
             end = segment.end or {}
             if segment.kind is SegmentType.REASONING:
                 if end.get("encrypted_content"):
@@ -452,10 +482,10 @@ class TurnBuilder:
                 blocks.append(result)
         return [{"role": "assistant", "content": blocks}] if blocks else []
 
-    def _gemini(self) -> list[Message]:
+    def _gemini(self, segments: list[_Segment]) -> list[Message]:
         calls = self._calls()
         parts: list[Message] = []
-        for segment in self._segments:
+        for segment in segments:
             end = segment.end or {}
             part: Message
             if segment.kind is SegmentType.REASONING:

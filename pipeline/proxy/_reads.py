@@ -53,8 +53,9 @@ async def feed_sliced(
 class _Reader:
     """Reads ``body`` in its own task into ``parts``, waking the handler's side when there is news.
 
-    On asyncio the handler's side waits on a bare future: an ``anyio.Event`` costs some 3 µs to make, and
-    a paced stream makes one per read; elsewhere (trio) it waits on an ``anyio.Event``.
+    On asyncio the handler's side waits on a bare future, because a paced stream would make an
+    ``anyio.Event`` per read and that shows in the proxy's CPU per chunk (``benchmarks/bench_proxy``);
+    elsewhere (trio) it waits on an ``anyio.Event``.
     """
 
     __slots__ = (
@@ -208,7 +209,7 @@ async def relay_upstream(upstream: httpx.Response, core: RelayCore, send: Send, 
         if len(data) > FEED_SLICE:
             if not await feed_sliced(core.feed, data, emit):
                 return False
-        else:  # the paced stream's path, inline: through feed_sliced it cost ~10% CPU per chunk at 50 streams
+        else:  # a paced stream's small read, inline: the slicing's await shows in bench_proxy at 50 streams
             piece = core.feed(data)
             if core.ended:
                 last = piece  # an error event ended the answer: piece is its last part

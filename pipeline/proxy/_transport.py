@@ -1,11 +1,11 @@
 """The proxy's upstream HTTP/1.1 transport on aiohttp, behind httpx's client API.
 
 httpx's own transport parses each upstream response with h11 in Python: on a streamed answer that is most
-of the proxy's CPU time per chunk, and it grows with the number of open streams (``benchmarks/bench_proxy``:
-about 21 us per chunk at one stream, 25 at fifty). aiohttp parses with llhttp in C and hands over whatever
-one socket read brought, so :class:`AiohttpTransport` measured 14 to 15 us per chunk, flat from one stream
-to fifty. The proxy keeps speaking httpx (requests, responses, timeouts, limits, errors); this module maps
-aiohttp's errors onto httpx's, so that the proxy reports them the same way:
+of the proxy's CPU time per chunk, and it grows with the number of open streams. aiohttp parses with
+llhttp in C and hands over whatever one socket read brought, so :class:`AiohttpTransport` costs less per
+chunk and stays flat from one stream to fifty (``python -m benchmarks.bench_proxy`` measures both).
+The proxy keeps speaking httpx (requests, responses, timeouts, limits, errors); this module maps aiohttp's
+errors onto httpx's, so that the proxy reports them the same way:
 
 ======================================================= =============================
 aiohttp                                                  httpx

@@ -362,7 +362,7 @@ def _message_text(completion: Mapping[str, Any]) -> str:
 
 def _upstream_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
     """The upstream transport on aiohttp when it is installed (:mod:`pipeline.proxy._transport`: its C
-    parser costs the proxy 15-28% less CPU per chunk, measured), else ``None``: httpx's own."""
+    parser costs the proxy less CPU per chunk: ``benchmarks/bench_proxy``), else ``None``: httpx's own."""
     try:
         from pipeline.proxy._transport import AiohttpTransport
     except ImportError:
@@ -704,12 +704,12 @@ def serve(
     ``plain``, ``False`` ``off``).
 
     uvicorn serves with uvloop and httptools when they are installed (the ``server`` extra installs them
-    where they build): they take about a quarter off the proxy's CPU time per chunk of a paced stream.
+    where they build): they take a large share off the proxy's CPU time per chunk of a paced stream.
     The log line at startup says which it uses.
 
     The server owns its process, so once everything is loaded, every object alive is moved out of the
     garbage collector's sight (``gc.freeze``): an occasional full collection then walks only what requests
-    allocate, not the some 50 000 objects of the loaded modules (about 35 ms of pause otherwise).
+    allocate, not the tens of thousands of objects of the loaded modules.
     """
     import gc
     import json

@@ -240,31 +240,48 @@ def _add_message(messages: list[dict[str, Any]], message: object, where: str) ->
     for number, block in enumerate(content):
         at = f"{where}.content[{number}]"
         kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind == "text":
-            parts.append({"type": "text", "text": str(block.get("text", ""))})
-        elif kind == "image":
-            parts.append(_image(block, at))
-        elif kind == "tool_use" and role == "assistant":
-            arguments = encode_json(block.get("input") or {}).decode()
-            calls.append(
-                {
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {"name": block.get("name"), "arguments": arguments},
-                }
-            )
-        elif kind == "tool_result" and role == "user":
-            result = block.get("content")
-            text = result if isinstance(result, str) else _text(result or [], f"{at}.content")
-            if block.get("is_error"):
-                text = "Error: " + text
-            messages.append({"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text})
-        elif kind in ("thinking", "redacted_thinking"):
+        if kind in ("thinking", "redacted_thinking"):
             continue
+        if kind == "tool_result" and role == "user":
+            messages.append(_tool_message(block, at))
+        elif kind == "tool_use" and role == "assistant":
+            calls.append(_tool_call(block))
+        elif kind in ("text", "image"):
+            parts.append(_content_part(block, at))
         else:
             raise RequestError(f"{at}: block type {kind!r} is not supported in a {role} message")
-    if not parts and not calls:
-        return
+    if parts or calls:
+        messages.append(_chat_message(role, parts, calls))
+
+
+def _content_part(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A chat content part of a ``text`` or ``image`` block."""
+    if block.get("type") == "image":
+        return _image(block, where)
+    return {"type": "text", "text": str(block.get("text", ""))}
+
+
+def _tool_call(block: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat ``tool_calls`` entry of a ``tool_use`` block."""
+    arguments = encode_json(block.get("input") or {}).decode()
+    return {
+        "id": block.get("id"),
+        "type": "function",
+        "function": {"name": block.get("name"), "arguments": arguments},
+    }
+
+
+def _tool_message(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The chat ``tool`` message of a ``tool_result`` block."""
+    result = block.get("content")
+    text = result if isinstance(result, str) else _text(result or [], f"{where}.content")
+    if block.get("is_error"):
+        text = "Error: " + text
+    return {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text}
+
+
+def _chat_message(role: str, parts: list[dict[str, Any]], calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """A chat message of ``parts`` (plain text when all are text) and ``calls``."""
     out: dict[str, Any] = {"role": role}
     if all(part["type"] == "text" for part in parts):
         out["content"] = "".join(part["text"] for part in parts) if parts else None
@@ -272,4 +289,4 @@ def _add_message(messages: list[dict[str, Any]], message: object, where: str) ->
         out["content"] = parts
     if calls:
         out["tool_calls"] = calls
-    messages.append(out)
+    return out

@@ -218,18 +218,7 @@ class ToolPolicyFilter:
             return [item]  # the next piece of a kept call that kept its position: the common case
         changes: dict[str, Any] = {}
         if calls:
-            kept: list[ToolCallDelta] = []
-            try:
-                for call in calls:
-                    admitted = self._call(call)
-                    if admitted is not None:
-                        kept.append(admitted)
-            except ToolChoiceError as exc:  # what the chunk carried before the refused call goes first
-                partial = ChunkResponse(
-                    content=item.content, reasoning=item.reasoning, tool_calls=kept or None
-                )
-                exc.partial_outputs = [partial] if kept or item.content or item.reasoning else []
-                raise
+            kept = self._kept_calls(item, calls)
             if len(kept) != len(calls) or any(a is not b for a, b in zip(kept, calls, strict=False)):
                 changes["tool_calls"] = kept or None
         if finish == "tool_calls" and not self.kept:
@@ -240,6 +229,25 @@ class ToolPolicyFilter:
         if not item.tool_calls and not _carries(item):
             return []
         return [item]
+
+    def _kept_calls(self, item: ChunkResponse, calls: list[ToolCallDelta]) -> list[ToolCallDelta]:
+        """The calls of ``item`` the policy admits, at their outgoing positions.
+
+        Raises:
+            ToolChoiceError: a call the policy refuses outright; what the chunk carried before it is
+                kept in the error's ``partial_outputs``.
+        """
+        kept: list[ToolCallDelta] = []
+        try:
+            for call in calls:
+                admitted = self._call(call)
+                if admitted is not None:
+                    kept.append(admitted)
+        except ToolChoiceError as exc:
+            partial = ChunkResponse(content=item.content, reasoning=item.reasoning, tool_calls=kept or None)
+            exc.partial_outputs = [partial] if kept or item.content or item.reasoning else []
+            raise
+        return kept
 
     def finish(self) -> list[ChunkResponse]:
         self._policy.check_made(self.kept, self.named_made)

@@ -131,6 +131,28 @@ def chat_request(payload: Mapping[str, Any]) -> dict[str, Any]:
             "unsupported_parameter",
         )
     chat: dict[str, Any] = {key: payload[key] for key in _PASSED if payload.get(key) is not None}
+    chat["messages"] = _messages(payload)
+    tools = [_tool(tool, position) for position, tool in enumerate(payload.get("tools") or [])]
+    if tools:
+        chat["tools"] = tools
+    choice = payload.get("tool_choice")
+    if choice is not None:
+        chat["tool_choice"] = _tool_choice(choice)
+    if payload.get("max_output_tokens") is not None:
+        chat["max_tokens"] = payload["max_output_tokens"]
+    reasoning = payload.get("reasoning")
+    if isinstance(reasoning, Mapping) and reasoning.get("effort"):
+        chat["reasoning_effort"] = reasoning["effort"]
+    response_format = _response_format(payload.get("text"))
+    if response_format is not None:
+        chat["response_format"] = response_format
+    chat["stream"] = True
+    chat["stream_options"] = {"include_usage": True}
+    return chat
+
+
+def _messages(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The chat messages of a Responses request's ``instructions`` and ``input``."""
     messages: list[dict[str, Any]] = []
     instructions = payload.get("instructions")
     if isinstance(instructions, str) and instructions:
@@ -143,36 +165,32 @@ def chat_request(payload: Mapping[str, Any]) -> dict[str, Any]:
             _add_item(messages, item, position)
     elif items is not None:
         raise RequestError("input must be a string or a list of items")
-    chat["messages"] = messages
-    tools = [_tool(tool, position) for position, tool in enumerate(payload.get("tools") or [])]
-    if tools:
-        chat["tools"] = tools
-    choice = payload.get("tool_choice")
-    if isinstance(choice, Mapping):
-        if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
-            raise RequestError(
-                f"tool_choice {encode_json(choice).decode()} is not supported", "unsupported_tool"
-            )
-        chat["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
-    elif choice is not None:
-        chat["tool_choice"] = choice
-    if payload.get("max_output_tokens") is not None:
-        chat["max_tokens"] = payload["max_output_tokens"]
-    reasoning = payload.get("reasoning")
-    if isinstance(reasoning, Mapping) and reasoning.get("effort"):
-        chat["reasoning_effort"] = reasoning["effort"]
-    text = payload.get("text")
+    return messages
+
+
+def _tool_choice(choice: object) -> object:
+    """The chat ``tool_choice`` of a Responses one (a named function, or a word passed as is)."""
+    if not isinstance(choice, Mapping):
+        return choice
+    if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
+        raise RequestError(f"tool_choice {encode_json(choice).decode()} is not supported", "unsupported_tool")
+    return {"type": "function", "function": {"name": choice["name"]}}
+
+
+def _response_format(text: object) -> dict[str, Any] | None:
+    """The chat ``response_format`` of a Responses ``text.format`` (JSON schema or JSON object), if any."""
     text_format = text.get("format") if isinstance(text, Mapping) else None
-    if isinstance(text_format, Mapping) and text_format.get("type") == "json_schema":
-        schema = {
-            key: text_format[key] for key in ("name", "schema", "strict", "description") if key in text_format
+    if not isinstance(text_format, Mapping):
+        return None
+    if text_format.get("type") == "json_schema":
+        keys = ("name", "schema", "strict", "description")
+        return {
+            "type": "json_schema",
+            "json_schema": {key: text_format[key] for key in keys if key in text_format},
         }
-        chat["response_format"] = {"type": "json_schema", "json_schema": schema}
-    elif isinstance(text_format, Mapping) and text_format.get("type") == "json_object":
-        chat["response_format"] = {"type": "json_object"}
-    chat["stream"] = True
-    chat["stream_options"] = {"include_usage": True}
-    return chat
+    if text_format.get("type") == "json_object":
+        return {"type": "json_object"}
+    return None
 
 
 def _tool(tool: object, position: int) -> dict[str, Any]:

@@ -7,7 +7,7 @@ OpenAI encoder. It knows nothing of HTTP: :mod:`pipeline.proxy.app` feeds it eac
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from typing import Any, Final
 
@@ -239,58 +239,64 @@ def fold_openai_completion(
     choices = completion.get("choices")
     if not isinstance(choices, list):
         return result
-    rewritten: list[Any] = []
-    for choice in choices:
-        message = choice.get("message") if isinstance(choice, Mapping) else None
-        if not isinstance(message, Mapping):
-            rewritten.append(choice)
-            continue
-        content = message.get("content")
-        reasoning_field = next((key for key in _REASONING_FIELDS if message.get(key)), None)
-        reasoning = message[reasoning_field] if reasoning_field else None
-        if not isinstance(content, str | None) or not isinstance(reasoning, str | None):
-            rewritten.append(choice)
-            continue
-        rewriter = DelimiterRewriter(
+
+    def rewriter() -> DelimiterRewriter:
+        return DelimiterRewriter(
             tool_format, id_factory=id_factory, tool_schemas=tool_schemas, offered_tools=offered_tools
         )
-        chunks = rewriter.feed(ChunkResponse(content=content or "", reasoning=reasoning, is_complete=True))
-        texts: list[str] = []
-        reasonings: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        for chunk in chunks:
-            texts.append(chunk.content)
-            if chunk.reasoning:
-                reasonings.append(chunk.reasoning)
-            for delta in chunk.tool_calls or ():
-                call = calls.get(delta.index)
-                if call is None:
-                    call = calls[delta.index] = {"id": delta.call_id, "name": delta.name, "arguments": []}
-                if delta.arguments_delta:
-                    call["arguments"].append(delta.arguments_delta)
-        if not calls:
-            rewritten.append(choice)
-            continue
-        new_message = dict(message)
-        text = "".join(texts)
-        new_message["content"] = text or None
-        if reasoning_field:
-            new_message[reasoning_field] = "".join(reasonings) or None
-        existing = message.get("tool_calls")
-        tool_calls = list(existing) if isinstance(existing, list) else []
-        tool_calls.extend(
-            {
-                "id": call["id"],
-                "type": "function",
-                "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
-            }
-            for _, call in sorted(calls.items())
-        )
-        new_message["tool_calls"] = tool_calls
-        new_choice = dict(choice)
-        new_choice["message"] = new_message
-        if new_choice.get("finish_reason") == "stop":
-            new_choice["finish_reason"] = "tool_calls"
-        rewritten.append(new_choice)
-    result["choices"] = rewritten
+
+    result["choices"] = [_fold_choice(choice, rewriter) for choice in choices]
     return result
+
+
+def _fold_choice(choice: Any, rewriter: Callable[[], DelimiterRewriter]) -> Any:
+    """One choice of :func:`fold_openai_completion`: as it is when its message holds no call."""
+    message = choice.get("message") if isinstance(choice, Mapping) else None
+    if not isinstance(message, Mapping):
+        return choice
+    content = message.get("content")
+    reasoning_field = next((key for key in _REASONING_FIELDS if message.get(key)), None)
+    reasoning = message[reasoning_field] if reasoning_field else None
+    if not isinstance(content, str | None) or not isinstance(reasoning, str | None):
+        return choice
+    chunks = rewriter().feed(ChunkResponse(content=content or "", reasoning=reasoning, is_complete=True))
+    texts, reasonings, calls = _gather(chunks)
+    if not calls:
+        return choice
+    new_message = dict(message)
+    new_message["content"] = texts or None
+    if reasoning_field:
+        new_message[reasoning_field] = reasonings or None
+    existing = message.get("tool_calls")
+    new_message["tool_calls"] = [*(existing if isinstance(existing, list) else ()), *calls]
+    new_choice = dict(choice)
+    new_choice["message"] = new_message
+    if new_choice.get("finish_reason") == "stop":
+        new_choice["finish_reason"] = "tool_calls"
+    return new_choice
+
+
+def _gather(chunks: list[ChunkResponse]) -> tuple[str, str, list[dict[str, Any]]]:
+    """The text, the reasoning and the chat ``tool_calls`` entries of a rewriter's chunks."""
+    texts: list[str] = []
+    reasonings: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        texts.append(chunk.content)
+        if chunk.reasoning:
+            reasonings.append(chunk.reasoning)
+        for delta in chunk.tool_calls or ():
+            call = calls.get(delta.index)
+            if call is None:
+                call = calls[delta.index] = {"id": delta.call_id, "name": delta.name, "arguments": []}
+            if delta.arguments_delta:
+                call["arguments"].append(delta.arguments_delta)
+    entries = [
+        {
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
+        }
+        for _, call in sorted(calls.items())
+    ]
+    return "".join(texts), "".join(reasonings), entries
