@@ -290,7 +290,7 @@ def test_serve_help_describes_speed_for_what_serve_replays(
 
 
 def replicas_walkthrough() -> str:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (Path(__file__).parent.parent / "docs" / "serving.md").read_text()
     start = readme.index("- `examples/replicas/`")
     return readme[start : readme.index("\n- ", start + 1)]
 

@@ -1,5 +1,6 @@
-"""README.md tells the truth: every Python block runs and passes ``mypy --strict``, the set-up commands come
-first, and each claim it makes about names, options and behaviour is checked here, one test per claim."""
+"""README.md and the documentation site (docs/) tell the truth: every Python block runs and passes
+``mypy --strict``, the set-up commands come first, every link and path resolves, and each claim about names,
+options and behaviour is checked here, one test per claim."""
 
 from __future__ import annotations
 
@@ -26,14 +27,24 @@ from tests.typecheck import TEST_TIMEOUT, run_mypy
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
-BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.DOTALL)
+PAGES = {path: path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]}
+"""README.md and every page of the documentation site, by path."""
+BLOCKS = [
+    (path, block)
+    for path, text in PAGES.items()
+    for block in re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+]
+BLOCK_IDS = [f"{path.relative_to(ROOT)}:{number}" for number, (path, _) in enumerate(BLOCKS)]
 
 
 def section(title: str) -> str:
-    """The text of the README section (any level) whose heading is ``title``, up to the next heading."""
-    match = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", README, flags=re.DOTALL | re.MULTILINE)
-    assert match is not None, title
-    return match.group(1)
+    """The text of the section (any level, in README.md or a docs page) whose heading is ``title``, up to
+    the next heading."""
+    for text in PAGES.values():
+        match = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", text, flags=re.DOTALL | re.MULTILINE)
+        if match is not None:
+            return match.group(1)
+    raise AssertionError(f"no section {title!r} in README.md or docs/")
 
 
 def table_column(text: str, column: int = 0) -> list[str]:
@@ -52,16 +63,16 @@ def test_the_set_up_commands_come_first() -> None:
     assert README.index("```bash") < README.index("```python")
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[f"block{number}" for number in range(len(BLOCKS))])
-def test_readme_block_runs(block: str, capsys: pytest.CaptureFixture[str]) -> None:
-    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+@pytest.mark.parametrize(("page", "block"), BLOCKS, ids=BLOCK_IDS)
+def test_every_python_block_runs(page: Path, block: str, capsys: pytest.CaptureFixture[str]) -> None:
+    exec(compile(block, str(page.relative_to(ROOT)), "exec"), {"__name__": "readme"})
     capsys.readouterr()
 
 
 @pytest.mark.timeout(TEST_TIMEOUT)
-def test_readme_blocks_pass_mypy_strict(tmp_path: Path) -> None:
+def test_every_python_block_passes_mypy_strict(tmp_path: Path) -> None:
     files = []
-    for number, block in enumerate(BLOCKS):
+    for number, (_, block) in enumerate(BLOCKS):
         path = tmp_path / f"readme_block{number}.py"
         path.write_text(block)
         files.append(str(path))
@@ -171,7 +182,7 @@ def test_the_tool_format_table_names_every_format() -> None:
 async def test_none_means_no_rewriting_and_api_tool_call_is_its_alias(spelling: ToolFormat) -> None:
     text = " ".join(section("Tool calls written in the text").split())
     assert "`none` means no rewriting" in text
-    assert "`api_tool_call`, the seeds' name, is accepted as an alias of it" in text
+    assert "`api_tool_call`, the name the synchronous handlers use, is accepted as an alias of it" in text
     recording = FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse"
     body = recording.read_bytes()
     named = await collect(process(body, tool_format=spelling, id_factory=sequential_call_ids))
@@ -183,8 +194,8 @@ async def test_none_means_no_rewriting_and_api_tool_call_is_its_alias(spelling: 
         process(body, tool_format="kimi-k3")  # type: ignore[arg-type]  # the typo mypy catches
 
 
-def test_the_seeds_factory_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    text = " ".join(section("The seeds' synchronous API").split())
+def test_the_handler_factory_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = " ".join(section("The synchronous handler API").split())
     assert "`create_streaming_handler()`, which reads `STREAMFOLD_STREAM_PARSER`" in text
     for name in ("api_tool_call", "xml", "json", "sentinel", "kimi_k2"):
         monkeypatch.setenv("STREAMFOLD_STREAM_PARSER", name)
@@ -199,7 +210,7 @@ def test_the_seeds_factory_reads_the_environment(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize("command", ["demo", "replay", "proxy"])
 def test_the_command_line_block_lists_real_options(capsys: pytest.CaptureFixture[str], command: str) -> None:
-    block = re.search(r"## The command line\n\n```\n(.*?)```", README, flags=re.DOTALL)
+    block = re.search(r"```\n(streamfold demo.*?)```", section("The command line"), flags=re.DOTALL)
     assert block is not None
     usage = block.group(1).split(f"streamfold {command}", 1)[1].split("\nstreamfold ", 1)[0]
     with pytest.raises(SystemExit):
@@ -227,13 +238,24 @@ def test_a_raw_text_file_is_replayed_as_4_character_deltas(capsys: pytest.Captur
     assert deltas == [text[i : i + 4] for i in range(0, len(text), 4)]
 
 
-def test_the_files_and_modules_the_readme_points_to_exist() -> None:
-    for link in re.findall(r"\]\(([^)#]+)\)", README):
-        assert (ROOT / link).exists(), link
-    for path in re.findall(r"`((?:examples|tests|docs|\.ci)/[\w./]+|CONTRIBUTING\.md|\.ci/run)`", README):
+@pytest.mark.parametrize("page", list(PAGES), ids=[str(path.relative_to(ROOT)) for path in PAGES])
+def test_the_files_and_modules_each_page_points_to_exist(page: Path) -> None:
+    text = PAGES[page]
+    for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
+        assert (page.parent / link).exists(), link
+    for path in re.findall(r"`((?:examples|tests|docs|\.ci)/[\w./]+|CONTRIBUTING\.md|\.ci/run)`", text):
         assert (ROOT / path).exists(), path
-    for module in re.findall(r"python -m (benchmarks\.\w+)", README):
+    for module in re.findall(r"python -m (benchmarks\.\w+)", text):
         assert (ROOT / (module.replace(".", "/") + ".py")).exists(), module
+
+
+def test_the_readme_is_the_pitch_and_the_first_steps() -> None:
+    assert len(README.splitlines()) <= 250
+    assert "seed" not in README.lower()
+    for page in ("events", "providers", "tool-formats", "hub", "serving", "ui-protocols", "agent", "proxy"):
+        assert f"(docs/{page}.md)" in README, page
+    for page in ("cli", "performance"):
+        assert f"(docs/{page}.md)" in README, page
 
 
 def test_the_tool_gate_and_the_cancel_grace_are_as_the_agent_section_says() -> None:
