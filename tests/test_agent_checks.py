@@ -319,9 +319,11 @@ def test_a_gemini_response_for_no_call_and_an_unknown_role_are_named() -> None:
     ]
 
 
-def test_an_unknown_target_is_refused() -> None:
+def test_an_unknown_target_and_a_message_that_is_not_an_object_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="target must be one of openai_chat, openai_responses"):
         check_conversation([], "bedrock")
+    with pytest.raises(ConfigurationError, match=r"^message 1 is a str, not an object$"):
+        check_conversation([{"role": "user", "content": "hi"}, "hello"], "openai_chat")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -119,7 +119,7 @@ def reasoning_content_rule(model: str) -> ReasoningContentRule:
 
 
 def check_conversation(
-    messages: Iterable[Mapping[str, Any]],
+    messages: Iterable[Any],
     target: str,
     *,
     thinking: bool = False,
@@ -131,14 +131,14 @@ def check_conversation(
     ``messages`` break, in order of position. The messages are not changed.
 
     Raises:
-        ConfigurationError: an unknown target.
+        ConfigurationError: an unknown target, or a message that is not an object.
     """
     rules = _Rules(thinking, store, reasoning_content, thought_signatures)
     return _run(messages, target, rules, fix=False).violations
 
 
 def repair_conversation(
-    messages: Iterable[Mapping[str, Any]],
+    messages: Iterable[Any],
     target: str,
     *,
     thinking: bool = False,
@@ -150,18 +150,22 @@ def repair_conversation(
     doc for what is fixed). ``Repair.remaining`` lists what still breaks the rules.
 
     Raises:
-        ConfigurationError: an unknown target.
+        ConfigurationError: an unknown target, or a message that is not an object.
     """
     rules = _Rules(thinking, store, reasoning_content, thought_signatures)
     walk = _run(messages, target, rules, fix=True)
     return Repair(walk.messages, walk.violations)
 
 
-def _run(messages: Iterable[Mapping[str, Any]], target: str, rules: _Rules, *, fix: bool) -> _Walk:
+def _run(messages: Iterable[Any], target: str, rules: _Rules, *, fix: bool) -> _Walk:
     checker = _CHECKERS.get(target)
     if checker is None:
         raise ConfigurationError(f"target must be one of {', '.join(_TARGETS)}; got {target!r}")
-    copied = [copy.deepcopy(dict(message)) for message in messages]
+    copied: list[Message] = []
+    for number, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ConfigurationError(f"message {number} is a {type(message).__name__}, not an object")
+        copied.append(copy.deepcopy(dict(message)))
     walk = _Walk(copied, rules, fix, "contents" if target == "gemini" else "messages")
     checker(walk)
     return walk

@@ -282,7 +282,7 @@ class TurnBuilder:
 
     def check(
         self,
-        messages: Iterable[Mapping[str, Any]],
+        messages: Iterable[Any],
         *,
         thinking: bool = False,
         store: bool = True,
