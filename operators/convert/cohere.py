@@ -14,8 +14,9 @@
   ``usage.tokens`` (what the model processed) over ``usage.billed_units``.
 
 Each event, the bytes of a framed :class:`~pipeline.models.Payload` or a dict, is decoded once into
-:class:`CohereEvent`: one Struct for every event type (its ``type`` a plain string, not a tag), so that an
-event type this module does not know decodes like the others and is skipped (forward compatibility).
+:class:`~operators.convert._cohere_schema.CohereEvent`: one Struct for every event type, its ``type`` a
+plain string, not a tag, so that an event type this module does not know decodes like the others and is
+skipped (forward compatibility).
 Citation events and event types not listed are skipped. A field that has the wrong type (a call ``id`` or
 message ``id`` that is not a string, a ``usage.tokens`` that is not an object, ...) raises
 :class:`~pipeline.errors.ConverterError` naming it, rather than being dropped or replaced by a default. An
@@ -32,6 +33,16 @@ import msgspec
 from aiostream import pipable_operator
 
 from operators.convert._base import MISSING, CallIndexer, EventDecoder, IdFactory, field_error, new_call_id
+from operators.convert._cohere_schema import (
+    CohereContent,
+    CohereDelta,
+    CohereEvent,
+    CohereFunction,
+    CohereMessage,
+    CohereToolCall,
+    CohereUsage,
+    Count,
+)
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, Payload, TokenUsage, ToolCallDelta
 from pipeline.stage import operator_stream
@@ -47,68 +58,6 @@ _FINISH_REASONS: Final[Mapping[str, str]] = {
 }
 
 Chunks: TypeAlias = list[ChunkResponse]
-Count: TypeAlias = int | float | None
-"""A token count: Cohere sends whole numbers, sometimes as floats (``1549.0``)."""
-
-
-class CohereFunction(msgspec.Struct, gc=False):
-    name: str | None = None
-    arguments: str | None = None
-
-
-class CohereToolCall(msgspec.Struct, gc=False):
-    """``delta.message.tool_calls`` of ``tool-call-start`` / ``tool-call-delta``: one call, an object."""
-
-    id: str | None = None
-    function: CohereFunction | None = None
-
-
-class CohereContent(msgspec.Struct, gc=False):
-    """``delta.message.content`` of ``content-start`` / ``content-delta``."""
-
-    text: str | None = None
-    thinking: str | None = None
-
-
-class CohereMessage(msgspec.Struct, gc=False):
-    """``delta.message``. ``message-start`` sends ``content`` and ``tool_calls`` as (empty) lists, the
-    content and call events as one object: both shapes decode, and the handlers say which they need."""
-
-    content: CohereContent | list[Any] | None = None
-    tool_plan: str | None = None
-    tool_calls: CohereToolCall | list[Any] | None = None
-
-
-class CohereTokens(msgspec.Struct, gc=False):
-    input_tokens: Count = None
-    output_tokens: Count = None
-
-
-class CohereUsage(msgspec.Struct, gc=False):
-    tokens: CohereTokens | None = None
-    """What the model processed (preferred)."""
-    billed_units: CohereTokens | None = None
-    cached_tokens: Count = None
-
-
-class CohereDelta(msgspec.Struct, gc=False):
-    message: CohereMessage | None = None
-    finish_reason: str | None = None
-    error: str | None = None
-    usage: CohereUsage | None = None
-
-
-class CohereEvent(msgspec.Struct, gc=False):
-    """Any event of a Cohere v2 chat stream: the fields of every type the converter reads."""
-
-    type: str | None = None
-    id: str | None = None
-    index: int | None = None
-    delta: CohereDelta | None = None
-    error: Any = None
-    """An in-band error's details (``{"type": "error", "error": {...}}``)."""
-
-
 _decode_event: EventDecoder[CohereEvent] = EventDecoder(CohereEvent)
 
 
