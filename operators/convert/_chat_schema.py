@@ -16,16 +16,23 @@ from typing import Any, TypeAlias
 import msgspec
 
 __all__ = [
+    "Arguments",
     "ChatChoice",
     "ChatChunk",
     "ChatDelta",
     "ChatFunction",
     "ChatToolCall",
     "ChatUsage",
+    "CompletionDetails",
     "ContentPart",
+    "Count",
     "ExecutedTool",
+    "GroqExtras",
     "ImageOutput",
+    "ImageURL",
+    "PromptDetails",
     "ReasoningDetail",
+    "ThinkingPart",
 ]
 
 Count: TypeAlias = int | float | None
