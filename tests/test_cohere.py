@@ -4,18 +4,20 @@ against a deliberately naive reference computed from its raw events."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.adapter import decode_jsonl, sse_events
 from operators.convert.cohere import CohereConverter, convert_cohere
-from pipeline.errors import ConverterError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from pipeline.errors import ConverterError, ProviderError, StreamfoldError
+from pipeline.models import ChunkResponse, Payload, TokenUsage, ToolCallDelta
 from tests.converter_cases import (
     Event,
     chunked_bytes,
@@ -224,7 +226,7 @@ def test_a_new_message_restarts_call_positions() -> None:
     ("event", "message_pattern"),
     [
         ({"type": "content-delta", "delta": {}}, "event 1 .*'delta.message'"),
-        ({"type": "content-delta", "delta": message(content={"text": 5})}, "'text'"),
+        ({"type": "content-delta", "delta": message(content={"text": 5})}, "'delta.message.content.text'"),
         (
             {"type": "tool-call-start", "index": 0, "delta": message(tool_calls={"function": {}})},
             "function.name",
@@ -419,6 +421,104 @@ def test_any_split_of_the_deltas_folds_to_the_same_response(path: Path, cuts: li
 def test_wrong_typed_fields_raise_naming_them(event: Event, field: str) -> None:
     converter = CohereConverter()
     converter.feed(content_delta("kept"))
-    with pytest.raises(ConverterError, match=f"event 1 .*field '{field}' should be ") as raised:
+    with pytest.raises(ConverterError, match=f"event 1: field '{field}': Expected ") as raised:
         converter.feed(event)
     assert raised.value.event_number == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# One decode: an event's bytes and its dict give the same; unknown event types; in-band errors
+
+
+def outcome(converter: CohereConverter, items: Iterable[Any]) -> list[tuple[list[ChunkResponse], str | None]]:
+    """What each item gives, or its error (the stream goes on after it)."""
+    results: list[tuple[list[ChunkResponse], str | None]] = []
+    for item in items:
+        try:
+            results.append((converter.feed(item), None))
+        except StreamfoldError as error:
+            results.append((error.partial_outputs, f"{type(error).__name__}: {error}"))
+    return results
+
+
+def as_payloads(events: Iterable[Any]) -> list[Payload]:
+    return [Payload(msgspec.json.encode(event), 0) for event in events]
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda path: path.name)
+def test_recorded_events_as_bytes_give_what_their_dicts_give(path: Path) -> None:
+    lines = [line.strip() for line in path.read_bytes().splitlines() if line.strip()]
+    as_bytes = outcome(CohereConverter(id_factory=sequential_ids), [Payload(line, 0) for line in lines])
+    as_dicts = outcome(CohereConverter(id_factory=sequential_ids), [json.loads(line) for line in lines])
+    assert as_bytes == as_dicts
+    assert any(chunks for chunks, _ in as_bytes)
+
+
+MALFORMED = st.sampled_from(
+    [
+        {"type": "content-delta", "delta": {}},
+        {"type": "content-delta", "delta": message(content={"text": 5})},
+        {"type": "content-delta", "delta": message(content=[])},
+        {"type": "tool-call-start", "index": "0", "delta": message(tool_calls={"function": {"name": "f"}})},
+        {"type": "tool-call-start", "index": 1, "delta": message(tool_calls=[])},
+        {"type": "message-end", "delta": {"usage": {"tokens": {"input_tokens": 1.5}}}},
+        {"type": 5},
+        {"delta": {}},
+        {"type": "error", "error": {"message": "overloaded", "code": "overloaded"}},
+        {"type": "future-event", "delta": {"message": {"content": "a string"}, "extra": [1, {"a": None}]}},
+    ]
+)
+EVENTS = st.lists(
+    st.one_of(
+        st.builds(content_delta, st.sampled_from(["Hi", "", "é"])),
+        st.builds(plan_delta, st.sampled_from(["plan", ""])),
+        st.builds(call_start, st.integers(0, 2), st.sampled_from(["c", None]), st.just("f")),
+        st.builds(call_delta, st.sampled_from([0, 1, None]), st.just("{}")),
+        st.builds(call_end, st.integers(0, 2)),
+        st.builds(message_end, st.sampled_from(["COMPLETE", "TOOL_CALL"]), st.just(RAW_USAGE)),
+        st.just(start()),
+        MALFORMED,
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=EVENTS)
+def test_events_as_bytes_give_what_their_dicts_give(events: list[Event]) -> None:
+    as_bytes = outcome(CohereConverter(id_factory=sequential_ids), as_payloads(events))
+    assert as_bytes == outcome(CohereConverter(id_factory=sequential_ids), events)
+
+
+def test_an_unknown_event_type_of_any_shape_is_skipped() -> None:
+    future = {"type": "thought-delta", "index": 0, "delta": {"message": {"content": "text", "tool_calls": 3}}}
+    events = [content_delta("a"), future, content_delta("b")]
+    expected = [[ChunkResponse(content="a")], [], [ChunkResponse(content="b")]]
+    assert [chunks for chunks, _ in outcome(CohereConverter(), as_payloads(events))] == expected
+
+
+@pytest.mark.parametrize(
+    ("event", "message_"),
+    [
+        (
+            {"type": "error", "error": {"message": "overloaded", "code": "overloaded"}},
+            "event 1: provider error (overloaded): overloaded",
+        ),
+        (
+            {"type": "error", "message": "quota", "code": "too_many_requests"},
+            "event 1: provider error (too_many_",
+        ),
+        ({"error": {"message": "bad gateway", "status_code": 502}}, "event 1: provider error: bad gateway"),
+        ({"error": "upstream went away"}, "event 1: provider error: upstream went away"),
+    ],
+)
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_an_in_band_error_raises_provider_error(event: Event, message_: str, as_bytes: bool) -> None:
+    converter = CohereConverter()
+    items: list[Any] = [content_delta("kept"), event]
+    if as_bytes:
+        items = as_payloads(items)
+    assert converter.feed(items[0]) == [ChunkResponse(content="kept")]
+    with pytest.raises(ProviderError, match=re.escape(message_)) as raised:
+        converter.feed(items[1])
+    assert raised.value.payload == event

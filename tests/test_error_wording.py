@@ -77,8 +77,8 @@ def test_a_mistyped_field_has_one_wording_in_every_converter() -> None:
     chat = OpenAIChatConverter()
     with pytest.raises(ConverterError) as from_chat:
         chat.feed({"object": "chat.completion.chunk", "choices": "no"})
-    assert str(from_chat.value) == "event 0: field 'choices' should be a list, got str: 'no'"
+    assert str(from_chat.value) == "event 0: field 'choices': Expected `array | null`, got `str`"
     cohere = CohereConverter()
     with pytest.raises(ConverterError) as from_cohere:
         cohere.feed({"type": "message-start", "id": 7})
-    assert str(from_cohere.value) == "event 0 (message-start): field 'id' should be a string, got int: 7"
+    assert str(from_cohere.value) == "event 0: field 'id': Expected `str | null`, got `int`"

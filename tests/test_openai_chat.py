@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -406,13 +407,13 @@ class TestErrors:
     @pytest.mark.parametrize(
         ("event", "message"),
         [
-            ({"choices": {"index": 0}}, "event 1: field 'choices' should be a list, got dict"),
-            (chunk({"content": 5}), "event 1: field 'delta.content' should be a string or a list of parts"),
+            ({"choices": {"index": 0}}, "event 1: field 'choices': Expected `array | null`, got `object`"),
+            (chunk({"content": 5}), "event 1: field 'choices[0].delta.content': Expected `str | array"),
             (
                 tools({"index": "0", "id": "c", "function": {"name": "f"}}),
-                "event 1: field 'delta.tool_calls\\[\\].index' should be an integer",
+                "event 1: field 'choices[0].delta.tool_calls[0].index': Expected `int | null`, got `str`",
             ),
-            (tools(tool(0, "c", "f", 12)), "event 1: field 'delta.tool_calls\\[\\].function.arguments'"),
+            (tools(tool(0, "c", "f", 12)), "event 1: field 'choices[0].delta.tool_calls[0].function.argum"),
             ({"choices": [], "usage": {"prompt_tokens": "3"}}, "event 1: field 'usage.prompt_tokens'"),
             (["not", "a", "chunk"], "event 1: expected a chunk object, got list"),
         ],
@@ -420,7 +421,7 @@ class TestErrors:
     def test_mistyped_fields_name_the_event_and_field(self, event: Any, message: str) -> None:
         converter = OpenAIChatConverter()
         converter.feed(chunk({"content": "ok"}))
-        with pytest.raises(ConverterError, match=message) as caught:
+        with pytest.raises(ConverterError, match=re.escape(message)) as caught:
             converter.feed(event)
         assert caught.value.event_number == 1
 

@@ -1,36 +1,55 @@
-"""The OpenAI chat converter's fast path (a chunk of only text content, or only the next arguments of an
-announced call) gives exactly what the general path gives: the same chunks, the same errors, the same
-state after. The general path is what a chunk that is a Mapping but not a dict takes."""
+"""The OpenAI chat converter's one decode, and its one shortcut, change nothing.
+
+- An event's bytes (a framed :class:`Payload`) and the same event as a dict give the same chunks, the same
+  errors and the same state after: on generated chunks (mistyped fields included) and on every recorded
+  chat stream.
+- The plain route (a delta of only text, or only the next arguments of an announced call) gives exactly
+  what gathering the choice gives.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from operators.adapter.sse import SSEDecoder
 from operators.convert.openai_chat import OpenAIChatConverter
 from pipeline.errors import StreamfoldError
-from pipeline.models import ChunkResponse, ToolCallDelta
+from pipeline.models import ChunkResponse, Payload, ToolCallDelta
+from tests.reference import FIXTURES
+
+Results = list[tuple[list[ChunkResponse], str | None]]
 
 
-def run(events: list[dict[str, Any]], *, general: bool) -> list[tuple[list[ChunkResponse], str | None]]:
-    """What each event gives (its chunks, and its error if it fails: the stream goes on after it), then
+def ids(position: int) -> str:
+    return f"gen_{position}"
+
+
+def run(items: list[Any], converter: OpenAIChatConverter | None = None) -> Results:
+    """What each item gives (its chunks, and its error if it fails: the stream goes on after it), then
     what ``finish`` gives."""
-    converter = OpenAIChatConverter(id_factory=lambda position: f"gen_{position}")
-    results: list[tuple[list[ChunkResponse], str | None]] = []
-    for event in [*events, None]:
+    converter = converter or OpenAIChatConverter(id_factory=ids)
+    results: Results = []
+    for item in [*items, None]:
         try:
-            if event is None:
-                results.append((converter.finish(), None))
-            else:
-                results.append((converter.feed(MappingProxyType(event) if general else event), None))
+            results.append((converter.finish() if item is None else converter.feed(item), None))
         except StreamfoldError as error:
             results.append((error.partial_outputs, f"{type(error).__name__}: {error}"))
     return results
+
+
+def payloads(events: list[Any]) -> list[Payload]:
+    return [Payload(msgspec.json.encode(event), 0) for event in events]
+
+
+def without_plain_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(OpenAIChatConverter, "_plain", lambda self, choice, metadata: None)
 
 
 TEXT = st.sampled_from(["", " fox", "é", "{", None, 7])
@@ -56,10 +75,12 @@ TOOL = st.fixed_dictionaries(
 DELTA = st.fixed_dictionaries(
     {},
     optional={
-        "content": TEXT,
+        "content": st.one_of(TEXT, st.just([{"type": "text", "text": "part"}])),
         "role": st.just("assistant"),
         "refusal": st.one_of(FALSY, st.just("no")),
         "reasoning_content": st.one_of(FALSY, st.just("hmm")),
+        "reasoning": st.sampled_from([None, "", "so"]),
+        "reasoning_details": st.sampled_from([None, [], [{"type": "reasoning.text", "text": "t"}]]),
         "tool_calls": st.one_of(FALSY, st.lists(TOOL, min_size=1, max_size=2), st.just("x")),
         "function_call": FALSY,
     },
@@ -86,50 +107,97 @@ EVENT = st.fixed_dictionaries(
 
 @settings(max_examples=600, deadline=None)
 @given(events=st.lists(EVENT, max_size=12))
-def test_the_fast_path_gives_what_the_general_path_gives(events: list[dict[str, Any]]) -> None:
-    assert run(events, general=False) == run(events, general=True)
+def test_bytes_and_dicts_give_the_same(events: list[dict[str, Any]]) -> None:
+    assert run(payloads(events)) == run(events)
+
+
+@settings(max_examples=600, deadline=None)
+@given(events=st.lists(EVENT, max_size=12))
+def test_the_plain_route_gives_what_gathering_gives(events: list[dict[str, Any]]) -> None:
+    expected = run(events)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        without_plain_route(monkeypatch)
+        assert run(events) == expected
 
 
 def chunk(delta: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": "c", "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
 
 
-def test_text_and_argument_chunks_come_out_whole() -> None:
-    announce = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+ANNOUNCE = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+
+
+def test_text_reasoning_and_argument_chunks_come_out_whole() -> None:
     events = [
         chunk({"role": "assistant", "content": ""}),
         chunk({"content": "Hi", "refusal": None}),
-        chunk({"tool_calls": [announce]}),
+        chunk({"reasoning_content": "hmm", "content": None}),
+        chunk({"tool_calls": [ANNOUNCE]}),
         chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 1}'}}]}),
     ]
-    assert run(events, general=False) == [
-        (
-            [ChunkResponse(metadata={"id": "c", "model": "m"})],
-            None,
-        ),
+    expected: Results = [
+        ([ChunkResponse(metadata={"id": "c", "model": "m"})], None),
         ([ChunkResponse(content="Hi")], None),
+        ([ChunkResponse(reasoning="hmm")], None),
         ([ChunkResponse(tool_calls=[ToolCallDelta(0, "call_1", "f")])], None),
         ([ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta='{"a": 1}')])], None),
         ([ChunkResponse(is_complete=True)], None),
     ]
-
-
-ANNOUNCE = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    assert run(payloads(events)) == run(events) == expected
 
 
 @pytest.mark.parametrize(
     "delta",
     [
-        {"tool_calls": [{"index": False, "function": {"arguments": "x"}}]},
-        {"tool_calls": [{"index": 0.0, "function": {"arguments": "x"}}]},
         {"tool_calls": [{"index": 0, "function": {"arguments": "x", "name": "g"}}]},
         {"tool_calls": [{"index": 0, "id": "call_2", "function": {"arguments": "x"}}]},
         {"tool_calls": [{"index": 0, "function": {"arguments": {"a": 1}}}]},
         {"tool_calls": [{"index": 0, "function": {"arguments": "x"}}], "content": "y"},
-        {"content": "y", "reasoning_content": "r"},
-        {"content": "y", "tool_calls": [{"index": 0, "function": {"arguments": "x"}}]},
+        {"tool_calls": [{"index": 1, "function": {"arguments": "x"}}]},
+        {"content": "y", "reasoning_content": "r", "refusal": "no"},
+        {"content": [{"type": "thinking", "thinking": "t"}, {"type": "text", "text": "y"}]},
+        {"reasoning": "r", "reasoning_details": [{"type": "reasoning.text", "text": "r", "signature": "s"}]},
+        {"images": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]},
+        {"function_call": {"name": "f", "arguments": "{}"}},
     ],
 )
-def test_deltas_near_the_fast_path_take_the_general_one(delta: dict[str, Any]) -> None:
+def test_deltas_near_the_plain_route(delta: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     events = [chunk({"tool_calls": [ANNOUNCE]}), chunk(delta), chunk({"content": "z"})]
-    assert run(events, general=False) == run(events, general=True)
+    expected = run(events)
+    assert run(payloads(events)) == expected
+    without_plain_route(monkeypatch)
+    assert run(events) == expected
+
+
+def chat_fixtures() -> list[Path]:
+    return sorted(
+        path
+        for folder in ("openai_chat", "openai_compatible")
+        for path in (FIXTURES / folder).iterdir()
+        if path.suffix in {".sse", ".jsonl"}
+    )
+
+
+def raw_events(path: Path) -> list[bytes]:
+    """The bytes of each event of a recording as a framer hands them on: SSE data fields, JSON lines."""
+    data = path.read_bytes()
+    if path.suffix == ".jsonl":
+        return [line.strip() for line in data.splitlines() if line.strip()]
+    decoder = SSEDecoder()
+    events = [event.data.encode() for event in [*decoder.feed(data), *decoder.finish()]]
+    return [event for event in events if event.strip() != b"[DONE]"]
+
+
+@pytest.mark.parametrize("path", chat_fixtures(), ids=lambda path: path.name)
+@pytest.mark.parametrize("choice", [0, 1])
+def test_recorded_streams_as_bytes_give_what_their_dicts_give(path: Path, choice: int) -> None:
+    events = raw_events(path)
+    assert events
+
+    def converter() -> OpenAIChatConverter:
+        return OpenAIChatConverter(id_factory=ids, choice=choice)
+
+    as_bytes = run([Payload(event, 0) for event in events], converter())
+    decode: Callable[[bytes], Any] = msgspec.json.decode
+    assert as_bytes == run([decode(event) for event in events], converter())
+    assert any(chunks for chunks, _ in as_bytes)
