@@ -16,8 +16,13 @@ Inside a step:
   arrive whole, a file tool's or a custom tool's input: one delta with the whole JSON when the call
   ends), then ``tool-input-available`` (or ``tool-input-error``) as soon as the call is folded, not at
   the end of the response;
-- a :class:`~pipeline.models.ToolOutput`: ``tool-output-available`` / ``tool-output-error``; a
-  provider-executed tool's result likewise (with ``providerExecuted``);
+- a :class:`~pipeline.models.ToolOutput`: ``tool-output-available`` / ``tool-output-error``, or
+  ``tool-output-denied`` for a ``denied`` one; a provider-executed tool's result likewise (with
+  ``providerExecuted``);
+- a :class:`~pipeline.models.ToolApprovalRequest`: ``tool-approval-request {approvalId, toolCallId}``
+  (the part's state becomes ``approval-requested``). The client answers with ``addToolApprovalResponse``
+  and sends the part in state ``approval-responded`` with its next request (with ``sendAutomaticallyWhen:
+  lastAssistantMessageIsCompleteWithApprovalResponses``): :func:`vercel_approvals` reads it;
 - streamfold's extras, unless ``extras=False``, as transient data parts (``onData`` sees them; they never
   enter the message): ``data-tool-argument`` ``{toolCallId, path, delta | value}`` for each decoded
   argument, ``data-file-delta`` ``{toolCallId, toolName, delta}`` for a file being written or patched.
@@ -30,7 +35,7 @@ exceptions are withheld.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final
 
 from aiostream import pipable_operator
@@ -51,6 +56,8 @@ from pipeline.models import (
     SegmentEventType,
     SegmentType,
     TokenUsage,
+    ToolApproval,
+    ToolApprovalRequest,
     ToolInvocation,
     ToolOutput,
 )
@@ -61,6 +68,7 @@ __all__ = [
     "VERCEL_HEADERS",
     "VercelUIEncoder",
     "encode_vercel",
+    "vercel_approvals",
     "vercel_finish_reason",
     "vercel_usage",
 ]
@@ -167,6 +175,9 @@ class VercelUIEncoder:
             self._invocation(frames, item)
         elif isinstance(item, ToolOutput):
             self._output(frames, item)
+        elif isinstance(item, ToolApprovalRequest):
+            chunk = {"type": "tool-approval-request", "approvalId": item.approval_id}
+            frames.append(sse_data({**chunk, "toolCallId": item.call_id}))
         elif isinstance(item, ResponseEnd):
             self._response_end(frames, item)
         elif self._extras:
@@ -401,6 +412,9 @@ class VercelUIEncoder:
         frames.append(sse_data(chunk))
 
     def _output(self, frames: list[bytes], output: ToolOutput) -> None:
+        if output.status == "denied":
+            frames.append(sse_data({"type": "tool-output-denied", "toolCallId": output.call_id}))
+            return
         if output.status == "ok":
             chunk: dict[str, Any] = {"type": "tool-output-available", "toolCallId": output.call_id}
             chunk["output"] = output.output
@@ -426,6 +440,45 @@ class VercelUIEncoder:
         if "model" in self._metadata:
             metadata["model"] = self._metadata["model"]
         return metadata
+
+
+def vercel_approvals(messages: Any) -> list[ToolApproval]:
+    """The decisions ``useChat`` sends back: each tool part of the last message, when it is the
+    assistant's, in state ``approval-responded`` (``{type: "tool-<name>" | "dynamic-tool", toolCallId,
+    input, approval: {id, approved, reason?}}``), in order. Anything else (no messages, a malformed
+    part) gives no decision."""
+    if not isinstance(messages, list) or not messages:
+        return []
+    last = messages[-1]
+    if not isinstance(last, Mapping) or last.get("role") != "assistant":
+        return []
+    parts = last.get("parts")
+    decisions: list[ToolApproval] = []
+    for part in parts if isinstance(parts, list) else []:
+        decision = _approval_of(part)
+        if decision is not None:
+            decisions.append(decision)
+    return decisions
+
+
+def _approval_of(part: Any) -> ToolApproval | None:
+    """The decision of one UI message part in state ``approval-responded``, or None."""
+    if not isinstance(part, Mapping) or part.get("state") != "approval-responded":
+        return None
+    kind, call_id, approval = part.get("type"), part.get("toolCallId"), part.get("approval")
+    if not isinstance(kind, str) or not isinstance(call_id, str) or not isinstance(approval, Mapping):
+        return None
+    name = part.get("toolName") if kind == "dynamic-tool" else kind.removeprefix("tool-")
+    approved, reason, arguments = approval.get("approved"), approval.get("reason"), part.get("input")
+    if not isinstance(name, str) or not isinstance(approved, bool):
+        return None
+    return ToolApproval(
+        call_id=call_id,
+        approved=approved,
+        name=name,
+        arguments=dict(arguments) if isinstance(arguments, Mapping) else {},
+        reason=reason if isinstance(reason, str) else None,
+    )
 
 
 @pipable_operator

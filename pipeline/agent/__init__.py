@@ -1,5 +1,12 @@
 """The agent's side, above the stages: next-turn messages, the tool runner, the loop."""
 
+from pipeline.agent.approval import (
+    DEFAULT_APPROVAL_TIMEOUT,
+    Approvals,
+    chat_approvals,
+    denied_output,
+    run_approved,
+)
 from pipeline.agent.runner import (
     DEFAULT_CANCEL_GRACE,
     DEFAULT_MAX_BUFFER,
@@ -22,19 +29,23 @@ from pipeline.agent.turns import (
     assistant_message,
     assistant_turn,
 )
-from pipeline.models import ToolOutput, ToolOutputStatus
+from pipeline.models import ToolApproval, ToolApprovalRequest, ToolOutput, ToolOutputStatus
 
 __all__ = [
+    "DEFAULT_APPROVAL_TIMEOUT",
     "DEFAULT_CANCEL_GRACE",
     "DEFAULT_MAX_BUFFER",
     "SAFE_FINISH_REASONS",
     "TOOL_STARTS",
     "WIRE_FORMATS",
     "AgentRun",
+    "Approvals",
     "AssistantTurn",
     "OnFailure",
     "RunnerEvent",
     "Tool",
+    "ToolApproval",
+    "ToolApprovalRequest",
     "ToolOutput",
     "ToolOutputStatus",
     "ToolRegistry",
@@ -46,6 +57,9 @@ __all__ = [
     "WireFormat",
     "assistant_message",
     "assistant_turn",
+    "chat_approvals",
+    "denied_output",
+    "run_approved",
     "run_loop",
     "run_tools",
 ]
