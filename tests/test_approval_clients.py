@@ -177,3 +177,105 @@ async def test_the_ai_sdk_chat_approves_or_denies_and_the_next_request_carries_i
         assert "output" not in tool
     texts = [part["text"] for part in final["parts"] if part["type"] == "text"]
     assert texts == [ANSWER]  # the model's answer after the output, in the same message
+
+
+# -- AG-UI ------------------------------------------------------------------------------------------
+
+
+def test_an_unanswered_request_pauses_the_ag_ui_run_with_an_interrupt() -> None:
+    from operators.encode.agui import AGUIEncoder
+
+    encoder = AGUIEncoder(run_id="r", thread_id="t", extras=False)
+    request = ToolApprovalRequest(call_id="c1", name="delete", arguments={"path": "a"}, expires_at=0.5)
+    assert encoder.feed(request) == [b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n']
+    (finished,) = encoder.finish()
+    assert json.loads(finished.removeprefix(b"data: ")) == {
+        "type": "RUN_FINISHED",
+        "threadId": "t",
+        "runId": "r",
+        "outcome": {
+            "type": "interrupt",
+            "interrupts": [
+                {
+                    "id": "approval_c1",
+                    "reason": "tool_approval",
+                    "message": "Approve the call of delete?",
+                    "toolCallId": "c1",
+                    "responseSchema": {
+                        "type": "object",
+                        "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+                        "required": ["approved"],
+                    },
+                    "expiresAt": "1970-01-01T00:00:00.500Z",
+                }
+            ],
+        },
+    }
+    answered = AGUIEncoder(run_id="r", thread_id="t", extras=False)
+    answered.feed(request)
+    answered.feed(ToolOutput(call_id="c1", name="delete", status="denied", output="denied: no"))
+    assert b"outcome" not in b"".join(answered.finish())  # answered within the run: no interrupt
+
+
+def test_agui_approvals_are_the_resume_entries_with_their_calls() -> None:
+    from operators.encode.agui import agui_approvals
+
+    call = {"id": "c1", "type": "function", "function": {"name": "delete", "arguments": '{"path":"a"}'}}
+    other = {"id": "c2", "type": "function", "function": {"name": "move", "arguments": "{}"}}
+    run_input = {
+        "messages": [{"id": "m", "role": "assistant", "toolCalls": [call, other]}],
+        "resume": [
+            {"interruptId": "approval_c1", "status": "resolved", "payload": {"approved": True}},
+            {
+                "interruptId": "approval_c2",
+                "status": "resolved",
+                "payload": {"approved": False, "reason": "no"},
+            },
+            {"interruptId": "approval_c1", "status": "cancelled"},
+            {
+                "interruptId": "approval_c9",
+                "status": "resolved",
+                "payload": {"approved": True},
+            },  # no such call
+            {"interruptId": "other", "status": "resolved"},
+        ],
+    }
+    assert agui_approvals(run_input) == [
+        ToolApproval(call_id="c1", approved=True, name="delete", arguments={"path": "a"}),
+        ToolApproval(call_id="c2", approved=False, name="move", reason="no"),
+        ToolApproval(call_id="c1", approved=False, name="delete", arguments={"path": "a"}),
+    ]
+    assert agui_approvals({"messages": []}) == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "payload", "output"),
+    [
+        ("resolved", {"approved": True}, "12 c in Edinburgh"),
+        ("resolved", {"approved": False, "reason": "not today"}, "denied: not today"),
+        ("cancelled", None, "denied: a person refused this call"),
+    ],
+)
+async def test_the_ag_ui_client_resumes_the_interrupted_run_with_its_answer(
+    status: str, payload: Any, output: str
+) -> None:
+    result, ran = await run_client(
+        "agui", "approval_agent.mjs", text="weather?", status=status, payload=payload
+    )
+    (interrupt,) = result["interrupts"]
+    assert {key: interrupt[key] for key in ("id", "reason", "toolCallId")} == {
+        "id": f"approval_{CALL_ID}",
+        "reason": "tool_approval",
+        "toolCallId": CALL_ID,
+    }
+    assert "expiresAt" not in interrupt  # decided with the next request: no expiry within the run
+    resume = result["bodies"][1]["resume"]
+    assert [entry["interruptId"] for entry in resume] == [f"approval_{CALL_ID}"]
+    assert result["pendingAfter"] == []
+    assert ran == (["Edinburgh"] if output.startswith("12") else [])
+    tool_messages = [message for message in result["messages"] if message["role"] == "tool"]
+    assert [(message["toolCallId"], message["content"]) for message in tool_messages] == [(CALL_ID, output)]
+    assistant = [message for message in result["messages"] if message["role"] == "assistant"]
+    assert assistant[0]["toolCalls"][0]["id"] == CALL_ID
+    assert assistant[-1]["content"] == ANSWER

@@ -22,6 +22,13 @@ One stream is one run: ``RUN_STARTED``, the events, then ``RUN_FINISHED`` (with 
   ``TOOL_CALL_RESULT`` saying so (``"The provider ran this tool; its result is not part of this
   response."``) when the response ends: a call without a result is one the client must
   run, for ``@ag-ui/client`` (its ``pendingToolCallIds``) and the frontends built on it;
+- a :class:`~pipeline.models.ToolApprovalRequest` still unanswered when the stream ends (no output for
+  its call came): the run is paused, ``RUN_FINISHED`` carries ``outcome: {type: "interrupt",
+  interrupts: [...]}``, one interrupt per call (``id`` the approval id, ``reason: "tool_approval"``,
+  ``toolCallId``, a ``message``, a ``responseSchema`` ``{approved: boolean, reason?: string}`` and, when
+  the request expires, ``expiresAt`` in ISO 8601). The client resumes with a new run whose ``resume``
+  entries answer them (``status: "resolved"``, ``payload: {approved, reason?}``; ``cancelled`` is a
+  denial): :func:`agui_approvals` reads them. A ``denied`` output is a ``TOOL_CALL_RESULT`` saying why;
 - streamfold's extras, unless ``extras=False``, as ``CUSTOM`` events: ``streamfold.argument``
   ``{toolCallId, path, delta | value}``, ``streamfold.file_delta`` ``{toolCallId, toolName, delta}``.
 
@@ -31,9 +38,11 @@ Messages of non-streamfold exceptions are withheld from ``RUN_ERROR``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from datetime import UTC, datetime
 from typing import Any, Final
 
+import msgspec
 from aiostream import pipable_operator
 
 from operators.encode._ui import (
@@ -52,12 +61,22 @@ from pipeline.models import (
     SegmentEventType,
     SegmentType,
     TokenUsage,
+    ToolApproval,
+    ToolApprovalRequest,
     ToolInvocation,
     ToolOutput,
+    call_id_of_approval,
 )
 from pipeline.stage import operator_stream
 
-__all__ = ["AGUI_HEADERS", "AGUIEncoder", "agui_usage", "encode_agui"]
+__all__ = ["AGUI_HEADERS", "APPROVAL_SCHEMA", "AGUIEncoder", "agui_approvals", "agui_usage", "encode_agui"]
+
+APPROVAL_SCHEMA: Final = {
+    "type": "object",
+    "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["approved"],
+}
+"""The ``responseSchema`` of a tool approval interrupt: the ``payload`` a resume entry answers with."""
 
 AGUI_HEADERS: Final = (
     ("content-type", "text/event-stream"),
@@ -110,6 +129,7 @@ class AGUIEncoder:
         "_done",
         "_extras",
         "_finish_reason",
+        "_interrupts",
         "_model",
         "_reasoning",
         "_results",
@@ -140,6 +160,8 @@ class AGUIEncoder:
         self._finish_reason: str | None = None
         self._usage: TokenUsage | None = None
         self._model: Any = None
+        self._interrupts: dict[str, ToolApprovalRequest] = {}
+        """Approval requests whose call has no output yet, by call id."""
 
     def feed(self, item: Any) -> list[bytes]:
         """Encode one item; see the module doc."""
@@ -154,7 +176,10 @@ class AGUIEncoder:
         elif isinstance(item, ToolInvocation):
             self._invocation(frames, item)
         elif isinstance(item, ToolOutput):
+            self._interrupts.pop(item.call_id, None)
             self._output(frames, item)
+        elif isinstance(item, ToolApprovalRequest):
+            self._interrupts[item.call_id] = item
         elif isinstance(item, ResponseEnd):
             self._response_end(frames, item)
         elif self._extras:
@@ -175,6 +200,9 @@ class AGUIEncoder:
             event["result"] = {"finishReason": self._finish_reason}
         if self._usage is not None:
             event["usage"] = [agui_usage(self._usage, self._model)]
+        if self._interrupts:
+            interrupts = [_interrupt(request) for request in self._interrupts.values()]
+            event["outcome"] = {"type": "interrupt", "interrupts": interrupts}
         frames.append(sse_data(event))
         self._done = True
         return frames
@@ -418,6 +446,76 @@ class AGUIEncoder:
             if end.usage is not None:
                 value["usage"] = end.usage.to_dict()
             frames.append(self._custom("streamfold.response_end", value))
+
+
+def _interrupt(request: ToolApprovalRequest) -> dict[str, Any]:
+    """The AG-UI ``Interrupt`` that asks for a decision on ``request``."""
+    interrupt: dict[str, Any] = {
+        "id": request.approval_id,
+        "reason": "tool_approval",
+        "message": f"Approve the call of {request.name}?",
+        "toolCallId": request.call_id,
+        "responseSchema": APPROVAL_SCHEMA,
+    }
+    if request.expires_at is not None:
+        expires = datetime.fromtimestamp(request.expires_at, UTC)
+        interrupt["expiresAt"] = expires.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return interrupt
+
+
+def agui_approvals(run_input: Mapping[str, Any]) -> list[ToolApproval]:
+    """The decisions a resumed AG-UI run brings: each ``resume`` entry of ``run_input``
+    (``RunAgentInput``) answering a tool approval interrupt, with its call's name and arguments from the
+    input's assistant messages, in order. ``status: "resolved"`` with ``payload.approved`` true
+    approves; ``false`` (``payload.reason`` says why) or ``status: "cancelled"`` denies. An entry for
+    an interrupt id that does not name a call of the messages gives no decision."""
+    entries = run_input.get("resume")
+    if not isinstance(entries, list):
+        return []
+    calls = _tool_calls(run_input.get("messages"))
+    decisions: list[ToolApproval] = []
+    for entry in entries:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("interruptId"), str):
+            continue
+        call_id = call_id_of_approval(entry["interruptId"])
+        call = calls.get(call_id) if call_id is not None else None
+        if call_id is None or call is None:
+            continue
+        payload = entry.get("payload")
+        payload = payload if isinstance(payload, Mapping) else {}
+        reason = payload.get("reason")
+        decisions.append(
+            ToolApproval(
+                call_id=call_id,
+                approved=entry.get("status") == "resolved" and payload.get("approved") is True,
+                name=call[0],
+                arguments=call[1],
+                reason=reason if isinstance(reason, str) else None,
+            )
+        )
+    return decisions
+
+
+def _tool_calls(messages: Any) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Call id -> (tool name, arguments) of the assistant messages' ``toolCalls``."""
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            continue
+        for call in message.get("toolCalls") or []:
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if not isinstance(function, Mapping) or not isinstance(call.get("id"), str):
+                continue
+            try:
+                arguments = msgspec.json.decode(function.get("arguments") or "{}")
+            except msgspec.DecodeError:
+                arguments = None
+            name = function.get("name")
+            calls[call["id"]] = (
+                name if isinstance(name, str) else "",
+                arguments if isinstance(arguments, dict) else {},
+            )
+    return calls
 
 
 @pipable_operator
