@@ -329,3 +329,13 @@ def test_a_denial_goes_back_to_the_model_as_a_failed_call_in_every_format() -> N
         {"error": "denied: not now"},
         {"output": 6},
     ]
+
+
+@pytest.mark.anyio
+async def test_the_gate_latency_benchmark_measures_every_gate() -> None:
+    from benchmarks.bench_tool_gates import GATES, measure, table
+
+    results = await measure(2, warmup=0)
+    assert list(results) == list(GATES)
+    assert all(len(values) == 2 and min(values) > 0 for values in results.values())
+    assert table(results).splitlines()[0] == "| gate | median µs | p99 µs |"
