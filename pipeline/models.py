@@ -528,20 +528,19 @@ class ToolApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
     in the stream right after the call's :class:`ToolInvocation`. The UI encoders send it as the Vercel
     AI SDK's ``tool-approval-request`` chunk and as an AG-UI interrupt.
 
-    ``approval_id`` names the request on the wire (``approval_`` + the call id). ``expires_at``: when an
-    undecided request is denied, in seconds since the epoch; None when no one waits for it within the run
-    (the decision comes with the next request).
+    ``expires_at``: when an undecided request is denied, in seconds since the epoch; None when no one
+    waits for it within the run (the decision comes with the next request).
     """
 
     call_id: str
     name: str
     arguments: dict[str, Any] = msgspec.field(default_factory=dict)
-    approval_id: str = ""
     expires_at: float | None = None
 
-    def __post_init__(self) -> None:
-        if not self.approval_id:
-            msgspec.structs.force_setattr(self, "approval_id", approval_id_of(self.call_id))
+    @property
+    def approval_id(self) -> str:
+        """The request's name on the wire: ``approval_`` + the call id (:func:`approval_id_of`)."""
+        return approval_id_of(self.call_id)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -565,16 +564,16 @@ class ToolApproval(msgspec.Struct, frozen=True, kw_only=True):
     reason: str | None = None
 
 
-APPROVAL_ID_PREFIX = "approval_"
+_APPROVAL_ID_PREFIX = "approval_"
 
 
 def approval_id_of(call_id: str) -> str:
     """The approval id of a call's request: ``approval_`` + the call id."""
-    return APPROVAL_ID_PREFIX + call_id
+    return _APPROVAL_ID_PREFIX + call_id
 
 
 def call_id_of_approval(approval_id: str) -> str | None:
     """The call id an approval id names, or None for an id not made by :func:`approval_id_of`."""
-    if not approval_id.startswith(APPROVAL_ID_PREFIX) or len(approval_id) == len(APPROVAL_ID_PREFIX):
+    if not approval_id.startswith(_APPROVAL_ID_PREFIX) or len(approval_id) == len(_APPROVAL_ID_PREFIX):
         return None
-    return approval_id[len(APPROVAL_ID_PREFIX) :]
+    return approval_id[len(_APPROVAL_ID_PREFIX) :]

@@ -83,7 +83,6 @@ def as_item(item: Any) -> Any:
                 call_id=item["call_id"],
                 name=item.get("name") or "",
                 arguments=dict(item.get("arguments") or {}),
-                approval_id=item.get("approval_id") or "",
                 expires_at=item.get("expires_at"),
             )
         if kind == "RESPONSE_END":
