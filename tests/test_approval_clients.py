@@ -27,6 +27,7 @@ from pipeline.agent import (
     run_tools,
 )
 from pipeline.compose import process
+from pipeline.errors import ConfigurationError
 from pipeline.fanout.protocols import chat_routes
 from pipeline.fanout.serving import MemoryEventLog, ResponseManager
 from tests.conftest import FIXTURES
@@ -145,8 +146,13 @@ def test_vercel_approvals_are_the_responded_parts_of_the_last_assistant_message(
         ToolApproval(call_id="c2", approved=True, name="move", arguments={"path": "a"}),
     ]
     assert vercel_approvals(messages[:1]) == []  # the last message is the user's: no decision
-    assert vercel_approvals(None) == []
-    assert vercel_approvals([{"role": "assistant", "parts": [{"state": "approval-responded"}]}]) == []
+    assert vercel_approvals([]) == []
+    with pytest.raises(ConfigurationError) as error:
+        vercel_approvals([{"role": "assistant", "parts": [{"state": "approval-responded"}]}])
+    assert str(error.value) == (
+        "the request's messages are not UI messages: "
+        "Object missing required field `type` - at `$[0].parts[0]`"
+    )
 
 
 @pytest.mark.anyio
@@ -246,6 +252,11 @@ def test_agui_approvals_are_the_resume_entries_with_their_calls() -> None:
         ToolApproval(call_id="c1", approved=False, name="delete", arguments={"path": "a"}),
     ]
     assert agui_approvals({"messages": []}) == []
+    with pytest.raises(ConfigurationError) as error:
+        agui_approvals({"resume": [{"interruptId": 3, "status": "resolved"}]})
+    assert str(error.value) == (
+        "the run input's messages or resume entries: Expected `str`, got `int` - at `$.resume[0].interruptId`"
+    )
 
 
 @pytest.mark.anyio

@@ -55,6 +55,7 @@ from operators.encode._ui import (
     sse_data,
 )
 from pipeline._jsonenc import encode_json
+from pipeline.errors import ConfigurationError
 from pipeline.models import (
     ResponseEnd,
     SegmentEvent,
@@ -463,59 +464,83 @@ def _interrupt(request: ToolApprovalRequest) -> dict[str, Any]:
     return interrupt
 
 
+class _FunctionCall(msgspec.Struct):
+    name: str
+    arguments: str = ""
+
+
+class _ToolCall(msgspec.Struct):
+    id: str
+    function: _FunctionCall
+
+
+class _Message(msgspec.Struct, rename="camel"):
+    """An input message, as far as approvals go (its tool calls)."""
+
+    role: str
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _ResumeEntry(msgspec.Struct, rename="camel"):
+    interrupt_id: str
+    status: str
+    payload: Any = None
+
+
+class _RunInput(msgspec.Struct):
+    messages: list[_Message] = msgspec.field(default_factory=list)
+    resume: list[_ResumeEntry] | None = None
+
+
 def agui_approvals(run_input: Mapping[str, Any]) -> list[ToolApproval]:
     """The decisions a resumed AG-UI run brings: each ``resume`` entry of ``run_input``
     (``RunAgentInput``) answering a tool approval interrupt, with its call's name and arguments from the
     input's assistant messages, in order. ``status: "resolved"`` with ``payload.approved`` true
     approves; ``false`` (``payload.reason`` says why) or ``status: "cancelled"`` denies. An entry for
-    an interrupt id that does not name a call of the messages gives no decision."""
-    entries = run_input.get("resume")
-    if not isinstance(entries, list):
-        return []
-    calls = _tool_calls(run_input.get("messages"))
-    decisions: list[ToolApproval] = []
-    for entry in entries:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("interruptId"), str):
-            continue
-        call_id = call_id_of_approval(entry["interruptId"])
-        call = calls.get(call_id) if call_id is not None else None
-        if call_id is None or call is None:
-            continue
-        payload = entry.get("payload")
-        payload = payload if isinstance(payload, Mapping) else {}
-        reason = payload.get("reason")
-        decisions.append(
-            ToolApproval(
-                call_id=call_id,
-                approved=entry.get("status") == "resolved" and payload.get("approved") is True,
-                name=call[0],
-                arguments=call[1],
-                reason=reason if isinstance(reason, str) else None,
-            )
-        )
-    return decisions
+    an interrupt id that does not name a call of the messages gives no decision.
+
+    Raises:
+        ConfigurationError: ``run_input``'s messages or resume entries are malformed (the error says where).
+    """
+    try:
+        decoded = msgspec.convert(run_input, _RunInput)
+    except msgspec.ValidationError as exc:
+        raise ConfigurationError(f"the run input's messages or resume entries: {exc}") from None
+    calls = {
+        call.id: call.function
+        for message in decoded.messages
+        if message.role == "assistant"
+        for call in message.tool_calls or ()
+    }
+    decisions = [_decision(entry, calls) for entry in decoded.resume or ()]
+    return [decision for decision in decisions if decision is not None]
 
 
-def _tool_calls(messages: Any) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Call id -> (tool name, arguments) of the assistant messages' ``toolCalls``."""
-    calls: dict[str, tuple[str, dict[str, Any]]] = {}
-    for message in messages if isinstance(messages, list) else []:
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
-            continue
-        for call in message.get("toolCalls") or []:
-            function = call.get("function") if isinstance(call, Mapping) else None
-            if not isinstance(function, Mapping) or not isinstance(call.get("id"), str):
-                continue
-            try:
-                arguments = msgspec.json.decode(function.get("arguments") or "{}")
-            except msgspec.DecodeError:
-                arguments = None
-            name = function.get("name")
-            calls[call["id"]] = (
-                name if isinstance(name, str) else "",
-                arguments if isinstance(arguments, dict) else {},
-            )
-    return calls
+def _decision(entry: _ResumeEntry, calls: Mapping[str, _FunctionCall]) -> ToolApproval | None:
+    """The decision of one resume entry, or None when it answers no approval of a known call."""
+    call_id = call_id_of_approval(entry.interrupt_id)
+    function = calls.get(call_id) if call_id is not None else None
+    if call_id is None or function is None:
+        return None
+    payload = entry.payload if isinstance(entry.payload, Mapping) else {}
+    reason = payload.get("reason")
+    return ToolApproval(
+        call_id=call_id,
+        approved=entry.status == "resolved" and payload.get("approved") is True,
+        name=function.name,
+        arguments=_arguments(function.arguments),
+        reason=reason if isinstance(reason, str) else None,
+    )
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    """A call's JSON arguments as an object; ``{}`` when they are not one (the tool's validation says
+    what is missing)."""
+    try:
+        arguments = msgspec.json.decode(text or "{}")
+    except msgspec.DecodeError:
+        return {}
+    return arguments if isinstance(arguments, dict) else {}
 
 
 @pipable_operator

@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final
 
+import msgspec
 from aiostream import pipable_operator
 
 from operators.encode._ui import (
@@ -50,6 +51,7 @@ from operators.encode._ui import (
     sse_data,
 )
 from pipeline._jsonenc import encode_json
+from pipeline.errors import ConfigurationError
 from pipeline.models import (
     ResponseEnd,
     SegmentEvent,
@@ -442,42 +444,60 @@ class VercelUIEncoder:
         return metadata
 
 
+class _Approval(msgspec.Struct):
+    id: str
+    approved: bool | None = None
+    reason: str | None = None
+
+
+class _UIPart(msgspec.Struct, rename="camel"):
+    """A UI message part, as far as approvals go (text, reasoning and data parts decode too)."""
+
+    type: str
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    state: str | None = None
+    input: Any = None
+    approval: _Approval | None = None
+
+
+class _UIMessage(msgspec.Struct):
+    role: str
+    parts: list[_UIPart] = msgspec.field(default_factory=list)
+
+
 def vercel_approvals(messages: Any) -> list[ToolApproval]:
     """The decisions ``useChat`` sends back: each tool part of the last message, when it is the
     assistant's, in state ``approval-responded`` (``{type: "tool-<name>" | "dynamic-tool", toolCallId,
-    input, approval: {id, approved, reason?}}``), in order. Anything else (no messages, a malformed
-    part) gives no decision."""
-    if not isinstance(messages, list) or not messages:
+    input, approval: {id, approved, reason?}}``), in order.
+
+    Raises:
+        ConfigurationError: ``messages`` is not a list of UI messages (the error says where).
+    """
+    try:
+        decoded = msgspec.convert(messages, list[_UIMessage])
+    except msgspec.ValidationError as exc:
+        raise ConfigurationError(f"the request's messages are not UI messages: {exc}") from None
+    if not decoded or decoded[-1].role != "assistant":
         return []
-    last = messages[-1]
-    if not isinstance(last, Mapping) or last.get("role") != "assistant":
-        return []
-    parts = last.get("parts")
-    decisions: list[ToolApproval] = []
-    for part in parts if isinstance(parts, list) else []:
-        decision = _approval_of(part)
-        if decision is not None:
-            decisions.append(decision)
-    return decisions
+    decisions = [_decision(part) for part in decoded[-1].parts]
+    return [decision for decision in decisions if decision is not None]
 
 
-def _approval_of(part: Any) -> ToolApproval | None:
-    """The decision of one UI message part in state ``approval-responded``, or None."""
-    if not isinstance(part, Mapping) or part.get("state") != "approval-responded":
+def _decision(part: _UIPart) -> ToolApproval | None:
+    """The decision of a tool part in state ``approval-responded``; None for any other part."""
+    approval = part.approval
+    if part.state != "approval-responded" or approval is None or approval.approved is None:
         return None
-    kind, call_id, approval = part.get("type"), part.get("toolCallId"), part.get("approval")
-    if not isinstance(kind, str) or not isinstance(call_id, str) or not isinstance(approval, Mapping):
-        return None
-    name = part.get("toolName") if kind == "dynamic-tool" else kind.removeprefix("tool-")
-    approved, reason, arguments = approval.get("approved"), approval.get("reason"), part.get("input")
-    if not isinstance(name, str) or not isinstance(approved, bool):
+    name = part.tool_name if part.type == "dynamic-tool" else part.type.removeprefix("tool-")
+    if part.tool_call_id is None or name is None:
         return None
     return ToolApproval(
-        call_id=call_id,
-        approved=approved,
+        call_id=part.tool_call_id,
+        approved=approval.approved,
         name=name,
-        arguments=dict(arguments) if isinstance(arguments, Mapping) else {},
-        reason=reason if isinstance(reason, str) else None,
+        arguments=dict(part.input) if isinstance(part.input, Mapping) else {},
+        reason=approval.reason,
     )
 
 
