@@ -257,6 +257,7 @@ async def test_the_next_request_s_decisions_run_or_deny_the_calls() -> None:
         ToolApproval(call_id="r", name="read", arguments={"path": "c.txt"}, approved=True),
         ToolApproval(call_id="u", name="format_disk", approved=True),
         ToolApproval(call_id="i", name="delete", arguments={"path": 3}, approved=True),
+        ToolApproval(call_id="d", name="delete", arguments={"path": "a.txt"}, approved=True),  # again
     ]
     with anyio.fail_after(GUARD):
         outputs = [output async for output in run_approved(decisions, tools)]
@@ -270,6 +271,7 @@ async def test_the_next_request_s_decisions_run_or_deny_the_calls() -> None:
         ),
     ]
     assert (outputs[4].call_id, outputs[4].status) == ("i", "invalid_arguments")
+    assert len(outputs) == 5  # the repeated decision ran nothing twice
 
 
 @pytest.mark.anyio

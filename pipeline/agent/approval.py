@@ -28,7 +28,8 @@ The policy:
 - Expiry: a request undecided ``timeout`` seconds (default :data:`DEFAULT_APPROVAL_TIMEOUT`) after it
   went out is denied (``denied: no decision within 600 s``); its ``expires_at`` says when, and a
   decision after that is refused (:meth:`Approvals.decide` returns False). ``timeout=None`` waits as
-  long as the run lives.
+  long as the run lives. A request whose decision comes with the next request has no expiry here: the
+  UI holds it (its ``expires_at`` is None).
 - A decision that comes with a request is the client's word for the call's name and arguments: serve
   approvals only to clients you would let send the conversation itself (the routes' ``authorize``).
   :func:`run_approved` runs only tools registered with ``start="approval"``; a decision for any other
@@ -155,10 +156,16 @@ async def run_approved(
     approval ``denied``, with arguments that fail validation ``invalid_arguments``.
 
     The decisions of a previous response's calls, as :func:`chat_approvals` reads them from the next
-    request: that response ended ``tool_calls`` (its calls awaited approval), so the finish is safe.
+    request: that response ended ``tool_calls`` (its calls awaited approval), so the finish is safe. A
+    call id named twice gets one output; a request sent twice runs its approved calls twice (keep the
+    ids of the calls you ran if a client may retry: the call id is the idempotency key).
     """
     check_cancel_grace(cancel_grace)
+    answered: set[str] = set()
     for approval in approvals:
+        if approval.call_id in answered:
+            continue  # one output per call, however often the request names it
+        answered.add(approval.call_id)
         call = ToolInvocation(approval.call_id, approval.name, dict(approval.arguments))
         tool = tools.get(approval.name)
         if tool is None:
