@@ -1,8 +1,8 @@
 """The data model: what flows between the stages.
 
-Hot-path types are frozen ``msgspec.Struct``s: about ten times cheaper to build than a frozen dataclass and
-a hundred times cheaper than a pydantic model, with the same immutability and equality. pydantic is kept
-for the boundaries (tool schemas, validation of untrusted input).
+Hot-path types are frozen ``msgspec.Struct``s: cheaper to build than frozen dataclasses or pydantic
+models, with the same immutability and equality. pydantic is kept for the boundaries (tool schemas,
+validation of untrusted input).
 
 The flow::
 

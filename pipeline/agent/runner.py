@@ -47,8 +47,8 @@ source. The bound: a cancelled tool (its timeout, or the block left) has ``cance
 (its task goes on alone, with a warning on the ``streamfold`` logger), so a ``timeout`` output comes at
 most ``timeout + cancel_grace`` seconds after the call started, and the block exits at most
 ``cancel_grace`` seconds after it is left. A sync tool's worker thread cannot be interrupted; the runner
-stops waiting for it. Cost: one memory-stream hand-off per item (a few microseconds), at most
-``max_buffer`` items waiting for the consumer, which paces the source through the pull.
+stops waiting for it. Cost: one memory-stream hand-off per item, at most ``max_buffer`` items waiting
+for the consumer, which paces the source through the pull.
 """
 
 from __future__ import annotations
