@@ -1,8 +1,8 @@
 """The data model: what flows between the stages.
 
-Hot-path types are frozen ``msgspec.Struct``s: about ten times cheaper to build than a frozen dataclass and
-a hundred times cheaper than a pydantic model, with the same immutability and equality. pydantic is kept
-for the boundaries (tool schemas, validation of untrusted input).
+Hot-path types are frozen ``msgspec.Struct``s: cheaper to build than frozen dataclasses or pydantic
+models, with the same immutability and equality. pydantic is kept for the boundaries (tool schemas,
+validation of untrusted input).
 
 The flow::
 
@@ -34,6 +34,8 @@ __all__ = [
     "SegmentEventType",
     "SegmentType",
     "TokenUsage",
+    "ToolApproval",
+    "ToolApprovalRequest",
     "ToolCallDelta",
     "ToolCallError",
     "ToolCallErrorKind",
@@ -42,6 +44,8 @@ __all__ = [
     "ToolOutput",
     "ToolOutputStatus",
     "ToolResult",
+    "approval_id_of",
+    "call_id_of_approval",
     "new_call_id",
 ]
 
@@ -467,7 +471,7 @@ PipelineEvent: TypeAlias = SegmentEvent | ToolInvocation | ResponseEnd
 
 
 ToolOutputStatus: TypeAlias = Literal[
-    "ok", "error", "timeout", "invalid_arguments", "unknown_tool", "not_run", "cancelled"
+    "ok", "error", "timeout", "invalid_arguments", "unknown_tool", "not_run", "cancelled", "denied"
 ]
 """How a client-side tool call ended (see :class:`ToolOutput`)."""
 
@@ -482,7 +486,8 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
     cannot be sent as JSON); ``timeout``; ``invalid_arguments`` (malformed or failing validation; not
     run); ``unknown_tool``; ``not_run`` (cut off, interrupted, the response failed before its turn, or a
     tool held until the finish and the response did not end ``stop`` / ``tool_calls``); ``cancelled``
-    (stopped while running, because the response failed under ``on_failure="cancel"``).
+    (stopped while running, because the response failed under ``on_failure="cancel"``); ``denied`` (a
+    tool that needs approval: a person refused it, or no decision came in time; not run).
     """
 
     call_id: str
@@ -516,3 +521,59 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
             "status": self.status,
             "output": self.output,
         }
+
+
+class ToolApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A call of a tool gated on approval (``start="approval"``) asks a person: the tool runner puts one
+    in the stream right after the call's :class:`ToolInvocation`. The UI encoders send it as the Vercel
+    AI SDK's ``tool-approval-request`` chunk and as an AG-UI interrupt.
+
+    ``expires_at``: when an undecided request is denied, in seconds since the epoch; None when no one
+    waits for it within the run (the decision comes with the next request).
+    """
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
+    expires_at: float | None = None
+
+    @property
+    def approval_id(self) -> str:
+        """The request's name on the wire: ``approval_`` + the call id (:func:`approval_id_of`)."""
+        return approval_id_of(self.call_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "TOOL_APPROVAL_REQUEST",
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "approval_id": self.approval_id,
+            "expires_at": self.expires_at,
+        }
+
+
+class ToolApproval(msgspec.Struct, frozen=True, kw_only=True):
+    """A person's decision on a :class:`ToolApprovalRequest`, with the call it decides (what a UI sends
+    back: the call's id, tool name and arguments, ``approved``, and an optional ``reason``)."""
+
+    call_id: str
+    approved: bool
+    name: str = ""
+    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
+    reason: str | None = None
+
+
+_APPROVAL_ID_PREFIX = "approval_"
+
+
+def approval_id_of(call_id: str) -> str:
+    """The approval id of a call's request: ``approval_`` + the call id."""
+    return _APPROVAL_ID_PREFIX + call_id
+
+
+def call_id_of_approval(approval_id: str) -> str | None:
+    """The call id an approval id names, or None for an id not made by :func:`approval_id_of`."""
+    if not approval_id.startswith(_APPROVAL_ID_PREFIX) or len(approval_id) == len(_APPROVAL_ID_PREFIX):
+        return None
+    return approval_id[len(_APPROVAL_ID_PREFIX) :]

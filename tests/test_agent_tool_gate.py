@@ -217,4 +217,4 @@ def test_the_gate_follows_read_only_unless_given() -> None:
     }
     with pytest.raises(ConfigurationError) as error:
         tools.add(lambda: None, name="bad", start="soon")  # type: ignore[arg-type]
-    assert str(error.value) == "tool 'bad': start must be one of eager, after_finish; got 'soon'"
+    assert str(error.value) == "tool 'bad': start must be one of eager, after_finish, approval; got 'soon'"

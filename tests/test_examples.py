@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import anyio
 import pytest
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -51,3 +52,29 @@ async def test_two_ui_observers_of_different_speeds_see_the_same_text() -> None:
     assert fast.segments() == slow.segments()
     assert slow.events < fast.events
     assert [invocation.name for invocation in invocations] == ["get_weather", "write_file"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("approved", [True, False])
+async def test_tool_approval_writes_the_file_only_when_approved(tmp_path: Path, approved: bool) -> None:
+    example = load("tool_approval")
+    asked: list[str] = []
+
+    def decide(request: object) -> tuple[bool, str | None]:
+        asked.append(getattr(request, "name", ""))
+        return approved, None if approved else "not in this project"
+
+    outputs = await example.run_step(example.make_tools(tmp_path), decide)
+    assert asked == ["write_file"]  # the read tool ran without asking
+    by_name = {output.name: output for output in outputs}
+    assert by_name["get_weather"].status == "ok"
+    written = [path async for path in anyio.Path(tmp_path).rglob("*") if await path.is_file()]
+    if approved:
+        assert by_name["write_file"].status == "ok"
+        assert len(written) == 1
+    else:
+        assert (by_name["write_file"].status, by_name["write_file"].output) == (
+            "denied",
+            "denied: not in this project",
+        )
+        assert written == []

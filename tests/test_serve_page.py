@@ -267,3 +267,75 @@ async def test_the_page_never_shows_the_upstream_urls_password() -> None:
     async with serving(app) as url, httpx.AsyncClient(base_url=url) as client:
         config = (await client.get("/config")).json()
     assert config == {"mode": "upstream", "label": "m at http://me:***@127.0.0.1:9/v1"}
+
+
+APPROVAL_RECORDING = (
+    Path(__file__).parent / "fixtures" / "openai_chat" / "openai-python_single_tool_call_gpt4o.sse"
+)
+
+READ_APPROVAL = """(async () => {
+  const deadline = Date.now() + 60000;
+  while (!document.querySelector(".approval button.%s")) {
+    if (Date.now() > deadline) return null;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  document.querySelector(".approval button.%s").click();
+  const settled = () => document.body.dataset.state === "done" && document.querySelector("pre.output")
+    && document.querySelector(".approval").dataset.decided;
+  while (!settled()) {
+    if (Date.now() > deadline) return {state: document.body.dataset.state};
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return {
+    approval: document.querySelector(".approval").textContent,
+    buttons: document.querySelectorAll(".approval button").length,
+    output: document.querySelector("pre.output").textContent,
+  };
+})()"""
+
+
+@pytest.mark.parametrize("approved", [True, False])
+async def test_the_page_approves_or_denies_a_pending_call(approved: bool) -> None:
+    from pipeline.agent import ToolRegistry
+    from pipeline.cli.serve import create_serve_app, recorded_source
+
+    ran: list[str] = []
+    tools = ToolRegistry()
+
+    @tools.tool(name="GetWeatherArgs", start="approval")
+    async def weather(city: str, country: str, units: str) -> str:
+        ran.append(city)
+        return f"12 {units} in {city}"
+
+    async def pieces() -> Any:
+        for piece in _sse_event_pieces(APPROVAL_RECORDING.read_bytes()):
+            yield piece
+
+    source = recorded_source(lambda: (pieces(), "openai"))
+    app = create_serve_app(source, mode="file", label="approval", tools=tools)
+    button = "approve" if approved else "deny"
+    with anyio.fail_after(GUARD):
+        async with serving(app) as address, chromium() as browser:
+            page = await browser.new_page()
+            await page.navigate(f"{address}/")
+            view = await page.evaluate(READ_APPROVAL % (button, button))
+    arguments = '{"city":"Edinburgh","country":"UK","units":"c"}'
+    decided = "approved" if approved else "denied"
+    assert view == {
+        "approval": f"approve GetWeatherArgs({arguments})?  {decided}",
+        "buttons": 0,
+        "output": "ok: 12 c in Edinburgh" if approved else "denied: denied: a person refused this call",
+    }
+    assert ran == (["Edinburgh"] if approved else [])
+
+
+async def test_a_decision_for_no_pending_call_is_a_404() -> None:
+    from pipeline.agent import ToolRegistry
+    from pipeline.cli.serve import create_serve_app
+
+    app = create_serve_app(None, mode="viewer", label="x", tools=ToolRegistry())
+    async with serving(app) as address, httpx.AsyncClient(base_url=address) as client:
+        answer = await client.post("/approvals/c1", json={"approved": True})
+        assert (answer.status_code, answer.json()["message"]) == (404, "no call 'c1' waits for a decision")
+        answer = await client.post("/approvals/c1", json={"approved": "yes"})
+        assert answer.status_code == 400

@@ -17,6 +17,7 @@ from pipeline.models import (
     SegmentEventType,
     SegmentType,
     TokenUsage,
+    ToolApprovalRequest,
     ToolCallError,
     ToolInvocation,
     ToolOutput,
@@ -24,7 +25,7 @@ from pipeline.models import (
 
 __all__ = ["ToolCallState", "UIItem", "as_item", "error_text", "sse_data"]
 
-UIItem = SegmentEvent | ToolInvocation | ToolOutput | ResponseEnd
+UIItem = SegmentEvent | ToolInvocation | ToolOutput | ToolApprovalRequest | ResponseEnd
 """What the UI encoders understand; any other item is passed on as an extension event (or dropped)."""
 
 TOOL_SEGMENTS: Final = frozenset({SegmentType.TOOL_CALL, SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
@@ -76,6 +77,13 @@ def as_item(item: Any) -> Any:
                 output=item.get("output"),
                 name=item.get("name") or "",
                 status=item.get("status") or "ok",
+            )
+        if kind == "TOOL_APPROVAL_REQUEST":
+            return ToolApprovalRequest(
+                call_id=item["call_id"],
+                name=item.get("name") or "",
+                arguments=dict(item.get("arguments") or {}),
+                expires_at=item.get("expires_at"),
             )
         if kind == "RESPONSE_END":
             usage = item.get("usage")

@@ -22,6 +22,13 @@ One stream is one run: ``RUN_STARTED``, the events, then ``RUN_FINISHED`` (with 
   ``TOOL_CALL_RESULT`` saying so (``"The provider ran this tool; its result is not part of this
   response."``) when the response ends: a call without a result is one the client must
   run, for ``@ag-ui/client`` (its ``pendingToolCallIds``) and the frontends built on it;
+- a :class:`~pipeline.models.ToolApprovalRequest` still unanswered when the stream ends (no output for
+  its call came): the run is paused, ``RUN_FINISHED`` carries ``outcome: {type: "interrupt",
+  interrupts: [...]}``, one interrupt per call (``id`` the approval id, ``reason: "tool_approval"``,
+  ``toolCallId``, a ``message``, a ``responseSchema`` ``{approved: boolean, reason?: string}`` and, when
+  the request expires, ``expiresAt`` in ISO 8601). The client resumes with a new run whose ``resume``
+  entries answer them (``status: "resolved"``, ``payload: {approved, reason?}``; ``cancelled`` is a
+  denial): :func:`agui_approvals` reads them. A ``denied`` output is a ``TOOL_CALL_RESULT`` saying why;
 - streamfold's extras, unless ``extras=False``, as ``CUSTOM`` events: ``streamfold.argument``
   ``{toolCallId, path, delta | value}``, ``streamfold.file_delta`` ``{toolCallId, toolName, delta}``.
 
@@ -31,9 +38,11 @@ Messages of non-streamfold exceptions are withheld from ``RUN_ERROR``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from datetime import UTC, datetime
 from typing import Any, Final
 
+import msgspec
 from aiostream import pipable_operator
 
 from operators.encode._ui import (
@@ -46,18 +55,29 @@ from operators.encode._ui import (
     sse_data,
 )
 from pipeline._jsonenc import encode_json
+from pipeline.errors import ConfigurationError
 from pipeline.models import (
     ResponseEnd,
     SegmentEvent,
     SegmentEventType,
     SegmentType,
     TokenUsage,
+    ToolApproval,
+    ToolApprovalRequest,
     ToolInvocation,
     ToolOutput,
+    call_id_of_approval,
 )
 from pipeline.stage import operator_stream
 
-__all__ = ["AGUI_HEADERS", "AGUIEncoder", "agui_usage", "encode_agui"]
+__all__ = ["AGUI_HEADERS", "APPROVAL_SCHEMA", "AGUIEncoder", "agui_approvals", "agui_usage", "encode_agui"]
+
+APPROVAL_SCHEMA: Final = {
+    "type": "object",
+    "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["approved"],
+}
+"""The ``responseSchema`` of a tool approval interrupt: the ``payload`` a resume entry answers with."""
 
 AGUI_HEADERS: Final = (
     ("content-type", "text/event-stream"),
@@ -110,6 +130,7 @@ class AGUIEncoder:
         "_done",
         "_extras",
         "_finish_reason",
+        "_interrupts",
         "_model",
         "_reasoning",
         "_results",
@@ -140,6 +161,8 @@ class AGUIEncoder:
         self._finish_reason: str | None = None
         self._usage: TokenUsage | None = None
         self._model: Any = None
+        self._interrupts: dict[str, ToolApprovalRequest] = {}
+        """Approval requests whose call has no output yet, by call id."""
 
     def feed(self, item: Any) -> list[bytes]:
         """Encode one item; see the module doc."""
@@ -154,7 +177,10 @@ class AGUIEncoder:
         elif isinstance(item, ToolInvocation):
             self._invocation(frames, item)
         elif isinstance(item, ToolOutput):
+            self._interrupts.pop(item.call_id, None)
             self._output(frames, item)
+        elif isinstance(item, ToolApprovalRequest):
+            self._interrupts[item.call_id] = item
         elif isinstance(item, ResponseEnd):
             self._response_end(frames, item)
         elif self._extras:
@@ -175,6 +201,9 @@ class AGUIEncoder:
             event["result"] = {"finishReason": self._finish_reason}
         if self._usage is not None:
             event["usage"] = [agui_usage(self._usage, self._model)]
+        if self._interrupts:
+            interrupts = [_interrupt(request) for request in self._interrupts.values()]
+            event["outcome"] = {"type": "interrupt", "interrupts": interrupts}
         frames.append(sse_data(event))
         self._done = True
         return frames
@@ -418,6 +447,100 @@ class AGUIEncoder:
             if end.usage is not None:
                 value["usage"] = end.usage.to_dict()
             frames.append(self._custom("streamfold.response_end", value))
+
+
+def _interrupt(request: ToolApprovalRequest) -> dict[str, Any]:
+    """The AG-UI ``Interrupt`` that asks for a decision on ``request``."""
+    interrupt: dict[str, Any] = {
+        "id": request.approval_id,
+        "reason": "tool_approval",
+        "message": f"Approve the call of {request.name}?",
+        "toolCallId": request.call_id,
+        "responseSchema": APPROVAL_SCHEMA,
+    }
+    if request.expires_at is not None:
+        expires = datetime.fromtimestamp(request.expires_at, UTC)
+        interrupt["expiresAt"] = expires.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return interrupt
+
+
+class _FunctionCall(msgspec.Struct):
+    name: str
+    arguments: str = ""
+
+
+class _ToolCall(msgspec.Struct):
+    id: str
+    function: _FunctionCall
+
+
+class _Message(msgspec.Struct, rename="camel"):
+    """An input message, as far as approvals go (its tool calls)."""
+
+    role: str
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _ResumeEntry(msgspec.Struct, rename="camel"):
+    interrupt_id: str
+    status: str
+    payload: Any = None
+
+
+class _RunInput(msgspec.Struct):
+    messages: list[_Message] = msgspec.field(default_factory=list)
+    resume: list[_ResumeEntry] | None = None
+
+
+def agui_approvals(run_input: Mapping[str, Any]) -> list[ToolApproval]:
+    """The decisions a resumed AG-UI run brings: each ``resume`` entry of ``run_input``
+    (``RunAgentInput``) answering a tool approval interrupt, with its call's name and arguments from the
+    input's assistant messages, in order. ``status: "resolved"`` with ``payload.approved`` true
+    approves; ``false`` (``payload.reason`` says why) or ``status: "cancelled"`` denies. An entry for
+    an interrupt id that does not name a call of the messages gives no decision.
+
+    Raises:
+        ConfigurationError: ``run_input``'s messages or resume entries are malformed (the error says where).
+    """
+    try:
+        decoded = msgspec.convert(run_input, _RunInput)
+    except msgspec.ValidationError as exc:
+        raise ConfigurationError(f"the run input's messages or resume entries: {exc}") from None
+    calls = {
+        call.id: call.function
+        for message in decoded.messages
+        if message.role == "assistant"
+        for call in message.tool_calls or ()
+    }
+    decisions = [_decision(entry, calls) for entry in decoded.resume or ()]
+    return [decision for decision in decisions if decision is not None]
+
+
+def _decision(entry: _ResumeEntry, calls: Mapping[str, _FunctionCall]) -> ToolApproval | None:
+    """The decision of one resume entry, or None when it answers no approval of a known call."""
+    call_id = call_id_of_approval(entry.interrupt_id)
+    function = calls.get(call_id) if call_id is not None else None
+    if call_id is None or function is None:
+        return None
+    payload = entry.payload if isinstance(entry.payload, Mapping) else {}
+    reason = payload.get("reason")
+    return ToolApproval(
+        call_id=call_id,
+        approved=entry.status == "resolved" and payload.get("approved") is True,
+        name=function.name,
+        arguments=_arguments(function.arguments),
+        reason=reason if isinstance(reason, str) else None,
+    )
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    """A call's JSON arguments as an object; ``{}`` when they are not one (the tool's validation says
+    what is missing)."""
+    try:
+        arguments = msgspec.json.decode(text or "{}")
+    except msgspec.DecodeError:
+        return {}
+    return arguments if isinstance(arguments, dict) else {}
 
 
 @pipable_operator

@@ -123,7 +123,8 @@ def _streamfold(response_id: str | None = None) -> UICore:
 def _vercel(response_id: str | None = None, **options: Any) -> UICore:
     from operators.encode.vercel import VercelUIEncoder
 
-    return VercelUIEncoder(message_id=response_id, **options)
+    options.setdefault("message_id", response_id)  # a continued message keeps its own id
+    return VercelUIEncoder(**options)
 
 
 def _agui(response_id: str | None = None, **options: Any) -> UICore:
@@ -136,7 +137,7 @@ def encoder_for(protocol: str) -> WireEncoding:
     """The :class:`WireEncoding` of ``protocol`` (``streamfold``, ``vercel`` or ``agui``).
 
     ``vercel``'s core takes ``provider=`` and ``extras=``, ``agui``'s ``thread_id=`` and ``extras=``;
-    ``response_id`` becomes the Vercel ``messageId`` / the AG-UI ``runId``.
+    ``response_id`` becomes the Vercel ``messageId`` (unless ``message_id=`` is given) / the AG-UI ``runId``.
     """
     if protocol == "streamfold":
         return WireEncoding("streamfold", _streamfold, "text/event-stream", STREAMFOLD_HEADERS)

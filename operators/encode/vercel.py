@@ -16,8 +16,13 @@ Inside a step:
   arrive whole, a file tool's or a custom tool's input: one delta with the whole JSON when the call
   ends), then ``tool-input-available`` (or ``tool-input-error``) as soon as the call is folded, not at
   the end of the response;
-- a :class:`~pipeline.models.ToolOutput`: ``tool-output-available`` / ``tool-output-error``; a
-  provider-executed tool's result likewise (with ``providerExecuted``);
+- a :class:`~pipeline.models.ToolOutput`: ``tool-output-available`` / ``tool-output-error``, or
+  ``tool-output-denied`` for a ``denied`` one; a provider-executed tool's result likewise (with
+  ``providerExecuted``);
+- a :class:`~pipeline.models.ToolApprovalRequest`: ``tool-approval-request {approvalId, toolCallId}``
+  (the part's state becomes ``approval-requested``). The client answers with ``addToolApprovalResponse``
+  and sends the part in state ``approval-responded`` with its next request (with ``sendAutomaticallyWhen:
+  lastAssistantMessageIsCompleteWithApprovalResponses``): :func:`vercel_approvals` reads it;
 - streamfold's extras, unless ``extras=False``, as transient data parts (``onData`` sees them; they never
   enter the message): ``data-tool-argument`` ``{toolCallId, path, delta | value}`` for each decoded
   argument, ``data-file-delta`` ``{toolCallId, toolName, delta}`` for a file being written or patched.
@@ -30,9 +35,10 @@ exceptions are withheld.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final
 
+import msgspec
 from aiostream import pipable_operator
 
 from operators.encode._ui import (
@@ -45,12 +51,15 @@ from operators.encode._ui import (
     sse_data,
 )
 from pipeline._jsonenc import encode_json
+from pipeline.errors import ConfigurationError
 from pipeline.models import (
     ResponseEnd,
     SegmentEvent,
     SegmentEventType,
     SegmentType,
     TokenUsage,
+    ToolApproval,
+    ToolApprovalRequest,
     ToolInvocation,
     ToolOutput,
 )
@@ -61,6 +70,7 @@ __all__ = [
     "VERCEL_HEADERS",
     "VercelUIEncoder",
     "encode_vercel",
+    "vercel_approvals",
     "vercel_finish_reason",
     "vercel_usage",
 ]
@@ -167,6 +177,9 @@ class VercelUIEncoder:
             self._invocation(frames, item)
         elif isinstance(item, ToolOutput):
             self._output(frames, item)
+        elif isinstance(item, ToolApprovalRequest):
+            chunk = {"type": "tool-approval-request", "approvalId": item.approval_id}
+            frames.append(sse_data({**chunk, "toolCallId": item.call_id}))
         elif isinstance(item, ResponseEnd):
             self._response_end(frames, item)
         elif self._extras:
@@ -401,6 +414,9 @@ class VercelUIEncoder:
         frames.append(sse_data(chunk))
 
     def _output(self, frames: list[bytes], output: ToolOutput) -> None:
+        if output.status == "denied":
+            frames.append(sse_data({"type": "tool-output-denied", "toolCallId": output.call_id}))
+            return
         if output.status == "ok":
             chunk: dict[str, Any] = {"type": "tool-output-available", "toolCallId": output.call_id}
             chunk["output"] = output.output
@@ -426,6 +442,63 @@ class VercelUIEncoder:
         if "model" in self._metadata:
             metadata["model"] = self._metadata["model"]
         return metadata
+
+
+class _Approval(msgspec.Struct):
+    id: str
+    approved: bool | None = None
+    reason: str | None = None
+
+
+class _UIPart(msgspec.Struct, rename="camel"):
+    """A UI message part, as far as approvals go (text, reasoning and data parts decode too)."""
+
+    type: str
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    state: str | None = None
+    input: Any = None
+    approval: _Approval | None = None
+
+
+class _UIMessage(msgspec.Struct):
+    role: str
+    parts: list[_UIPart] = msgspec.field(default_factory=list)
+
+
+def vercel_approvals(messages: Any) -> list[ToolApproval]:
+    """The decisions ``useChat`` sends back: each tool part of the last message, when it is the
+    assistant's, in state ``approval-responded`` (``{type: "tool-<name>" | "dynamic-tool", toolCallId,
+    input, approval: {id, approved, reason?}}``), in order.
+
+    Raises:
+        ConfigurationError: ``messages`` is not a list of UI messages (the error says where).
+    """
+    try:
+        decoded = msgspec.convert(messages, list[_UIMessage])
+    except msgspec.ValidationError as exc:
+        raise ConfigurationError(f"the request's messages are not UI messages: {exc}") from None
+    if not decoded or decoded[-1].role != "assistant":
+        return []
+    decisions = [_decision(part) for part in decoded[-1].parts]
+    return [decision for decision in decisions if decision is not None]
+
+
+def _decision(part: _UIPart) -> ToolApproval | None:
+    """The decision of a tool part in state ``approval-responded``; None for any other part."""
+    approval = part.approval
+    if part.state != "approval-responded" or approval is None or approval.approved is None:
+        return None
+    name = part.tool_name if part.type == "dynamic-tool" else part.type.removeprefix("tool-")
+    if part.tool_call_id is None or name is None:
+        return None
+    return ToolApproval(
+        call_id=part.tool_call_id,
+        approved=approval.approved,
+        name=name,
+        arguments=dict(part.input) if isinstance(part.input, Mapping) else {},
+        reason=approval.reason,
+    )
 
 
 @pipable_operator

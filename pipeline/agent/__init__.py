@@ -1,5 +1,12 @@
 """The agent's side, above the stages: next-turn messages, the tool runner, the loop."""
 
+from pipeline.agent.approval import (
+    DEFAULT_APPROVAL_TIMEOUT,
+    Approvals,
+    chat_approvals,
+    denied_output,
+    run_approved,
+)
 from pipeline.agent.checks import (
     SKIP_THOUGHT_SIGNATURE,
     Repair,
@@ -31,9 +38,10 @@ from pipeline.agent.turns import (
     assistant_message,
     assistant_turn,
 )
-from pipeline.models import ToolOutput, ToolOutputStatus
+from pipeline.models import ToolApproval, ToolApprovalRequest, ToolOutput, ToolOutputStatus
 
 __all__ = [
+    "DEFAULT_APPROVAL_TIMEOUT",
     "DEFAULT_CANCEL_GRACE",
     "DEFAULT_MAX_BUFFER",
     "SAFE_FINISH_REASONS",
@@ -41,12 +49,15 @@ __all__ = [
     "TOOL_STARTS",
     "WIRE_FORMATS",
     "AgentRun",
+    "Approvals",
     "AssistantTurn",
     "Dropped",
     "OnFailure",
     "Repair",
     "RunnerEvent",
     "Tool",
+    "ToolApproval",
+    "ToolApprovalRequest",
     "ToolOutput",
     "ToolOutputStatus",
     "ToolRegistry",
@@ -59,9 +70,12 @@ __all__ = [
     "WireFormat",
     "assistant_message",
     "assistant_turn",
+    "chat_approvals",
     "check_conversation",
+    "denied_output",
     "reasoning_content_rule",
     "repair_conversation",
+    "run_approved",
     "run_loop",
     "run_tools",
 ]

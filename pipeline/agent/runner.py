@@ -21,7 +21,11 @@ only after the :class:`ResponseEnd`, and only if its ``finish_reason`` is in :da
 (``stop``, ``tool_calls``). A complete call in a response that then ends ``length``, ``content_filter``,
 without a finish reason or without a ``ResponseEnd`` is not run: its output (``not_run``, right after the
 ``ResponseEnd``) says why. The outputs of eager tools stand whatever the finish: they are meant to be
-read-only.
+read-only. An ``approval`` tool's call is followed at once by a :class:`ToolApprovalRequest`; with
+``approvals`` (an :class:`~pipeline.agent.approval.Approvals`) it waits for the decision, then runs like
+an ``after_finish`` call, or gets a ``denied`` output (refused, or expired); without, it awaits a
+decision that comes with the next request: no output in this run (:attr:`ToolRun.awaiting`), unless the
+response ends unsafely (``not_run``). See :mod:`pipeline.agent.approval`.
 
 Scheduling: a ``read_only`` tool runs in parallel with everything else; other tools run one at a time in
 call order (a call waits for the side-effecting call before it), in parallel with the read-only ones.
@@ -43,8 +47,8 @@ source. The bound: a cancelled tool (its timeout, or the block left) has ``cance
 (its task goes on alone, with a warning on the ``streamfold`` logger), so a ``timeout`` output comes at
 most ``timeout + cancel_grace`` seconds after the call started, and the block exits at most
 ``cancel_grace`` seconds after it is left. A sync tool's worker thread cannot be interrupted; the runner
-stops waiting for it. Cost: one memory-stream hand-off per item (a few microseconds), at most
-``max_buffer`` items waiting for the consumer, which paces the source through the pull.
+stops waiting for it. Cost: one memory-stream hand-off per item, at most ``max_buffer`` items waiting
+for the consumer, which paces the source through the pull.
 """
 
 from __future__ import annotations
@@ -64,9 +68,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from operators.registry import check_choice
 from pipeline._options import check_count
 from pipeline.agent._calls import DEFAULT_CANCEL_GRACE, check_cancel_grace, execute, tool_output
+from pipeline.agent.approval import Approvals, denied_output
 from pipeline.agent.tools import Tool, ToolRegistry
 from pipeline.errors import ConfigurationError
-from pipeline.models import PipelineEvent, ResponseEnd, ToolInvocation, ToolOutput
+from pipeline.models import PipelineEvent, ResponseEnd, ToolApprovalRequest, ToolInvocation, ToolOutput
 
 __all__ = [
     "DEFAULT_CANCEL_GRACE",
@@ -85,8 +90,9 @@ DEFAULT_MAX_BUFFER = 64
 """Items that may wait between the runner's pump and its consumer before the source is no longer read."""
 
 OnFailure: TypeAlias = Literal["finish", "cancel"]
-RunnerEvent: TypeAlias = PipelineEvent | ToolOutput
-"""What the runner yields: the response's events and one :class:`ToolOutput` per client-side call."""
+RunnerEvent: TypeAlias = PipelineEvent | ToolOutput | ToolApprovalRequest
+"""What the runner yields: the response's events, one :class:`ToolOutput` per client-side call (but a
+call awaiting the next request's approval), and a :class:`ToolApprovalRequest` per call that needs one."""
 
 SAFE_FINISH_REASONS = frozenset({"stop", "tool_calls"})
 """The finishes after which an ``after_finish`` tool may start (the other calls of such a response are
@@ -116,6 +122,9 @@ class ToolRun:
         """The client-side invocations seen, in call order."""
         self.outputs: list[ToolOutput] = []
         """The outputs delivered so far, in the order they were yielded."""
+        self.awaiting: dict[str, ToolApprovalRequest] = {}
+        """The approval requests without an output yet, by call id: once the run is over, the calls
+        whose decision comes with the next request (a run without ``approvals``)."""
 
     def __aiter__(self) -> AsyncIterator[RunnerEvent]:
         return self._read()
@@ -126,6 +135,9 @@ class ToolRun:
                 raise item.error
             if isinstance(item, ToolOutput):
                 self.outputs.append(item)
+                self.awaiting.pop(item.call_id, None)
+            elif isinstance(item, ToolApprovalRequest):
+                self.awaiting[item.call_id] = item
             elif isinstance(item, ToolInvocation) and not item.provider_executed:
                 self.invocations.append(item)
             yield item
@@ -139,13 +151,16 @@ async def run_tools(
     on_failure: OnFailure = "finish",
     max_buffer: int = DEFAULT_MAX_BUFFER,
     cancel_grace: float = DEFAULT_CANCEL_GRACE,
+    approvals: Approvals | None = None,
 ) -> AsyncIterator[ToolRun]:
     """Run each invocation of ``events`` (a :func:`pipeline.process` stream) as soon as it is folded and
-    its tool's gate allows (``eager`` tools at once, ``after_finish`` ones after a safe finish).
+    its tool's gate allows (``eager`` tools at once, ``after_finish`` ones after a safe finish,
+    ``approval`` ones once approved and after a safe finish).
 
     Yields a :class:`ToolRun`: iterate it for the events and the :class:`ToolOutput`\\ s. See the module
     docstring for the ordering, the tool gate, scheduling, the failure policy and ``cancel_grace`` (the
-    seconds a cancelled tool has to stop before it is abandoned).
+    seconds a cancelled tool has to stop before it is abandoned). ``approvals``: where the decisions on
+    ``approval`` calls are made while the run waits; None: they come with the next request.
 
     Raises:
         ConfigurationError: on entering, for a bad option.
@@ -155,8 +170,10 @@ async def run_tools(
     check_choice("on_failure", on_failure, ("finish", "cancel"))
     check_count("max_buffer", max_buffer, minimum=1)
     check_cancel_grace(cancel_grace)
+    if approvals is not None and not isinstance(approvals, Approvals):
+        raise ConfigurationError(f"approvals must be an Approvals, got {approvals!r}")
     send, receive = anyio.create_memory_object_stream[_Item](max_buffer)
-    runner = _Runner(tools, on_failure, cancel_grace, send)
+    runner = _Runner(tools, on_failure, cancel_grace, send, approvals)
     with receive, _sole_exception_unwrapped():
         async with anyio.create_task_group() as group:
             group.start_soon(runner.pump, events)
@@ -190,13 +207,18 @@ class _Runner:
     on_failure: OnFailure
     cancel_grace: float
     send: MemoryObjectSendStream[_Item]
+    approvals: Approvals | None
     failed: bool = False
     running: dict[str, ToolInvocation] = field(default_factory=dict)
     """Started, output not yet delivered."""
     queued: dict[str, ToolInvocation] = field(default_factory=dict)
     """Side-effecting calls waiting for their turn."""
     held: dict[str, ToolInvocation] = field(default_factory=dict)
-    """``after_finish`` calls waiting for the response's finish."""
+    """``after_finish`` and ``approval`` calls waiting for the response's finish."""
+    deciding: dict[str, anyio.CancelScope] = field(default_factory=dict)
+    """``approval`` calls waiting for a decision: cancelled when the response ends unsafely or fails."""
+    awaiting: dict[str, ToolInvocation] = field(default_factory=dict)
+    """``approval`` calls whose decision comes with the next request (no ``approvals``)."""
     finished: anyio.Event = field(default_factory=anyio.Event)
     """Set when the response's end is known (its ResponseEnd, the end of its events, or its failure)."""
     serial_tail: anyio.Event | None = None
@@ -223,6 +245,7 @@ class _Runner:
                     if self.on_failure == "cancel":
                         group.cancel_scope.cancel()
                     self.finished.set()  # the held calls give up; reported below
+                    self._stop_deciding()
                 await self._open_gate("not run: the response's events ended without a ResponseEnd")
             for invocation in self.running.values():
                 await send.send(
@@ -230,6 +253,9 @@ class _Runner:
                 )
             for invocation in [*self.queued.values(), *self.held.values()]:
                 await send.send(_not_run(invocation))
+            if failure is not None:
+                for invocation in self.awaiting.values():
+                    await send.send(_not_run(invocation))
             if failure is not None:
                 await send.send(_Failure(failure))
 
@@ -240,14 +266,24 @@ class _Runner:
         if declined is None:
             self.queued.update(self.held)
         else:
-            for invocation in self.held.values():
+            self._stop_deciding()
+            for invocation in [*self.held.values(), *self.awaiting.values()]:
                 await self.send.send(tool_output(invocation, "not_run", declined))
+            self.awaiting.clear()
         self.held.clear()
         self.finished.set()
 
-    def _dispatch(self, invocation: ToolInvocation, group: TaskGroup) -> ToolOutput | None:
+    def _stop_deciding(self) -> None:
+        """The response ended unsafely or failed: no call waits for a decision any more."""
+        for scope in self.deciding.values():
+            scope.cancel()
+
+    def _dispatch(
+        self, invocation: ToolInvocation, group: TaskGroup
+    ) -> ToolOutput | ToolApprovalRequest | None:
         """Start the call's tool (or queue it behind the side-effecting call before it, or hold it until
-        the finish); or return the output of a call that cannot run."""
+        the finish or a decision); or return the output of a call that cannot run, or the approval
+        request of one that needs it."""
         error = invocation.error
         if error is not None:
             if error.kind in _NOT_RUN_KINDS:
@@ -260,7 +296,15 @@ class _Runner:
             arguments = tool.validate(invocation.arguments)
         except pydantic.ValidationError as exc:
             return tool_output(invocation, "invalid_arguments", f"invalid_arguments: {exc}")
-        held = tool.start == "after_finish"
+        request: ToolApprovalRequest | None = None
+        if tool.start == "approval":
+            if self.approvals is None:  # decided with the next request
+                self.awaiting[invocation.id] = invocation
+                return ToolApprovalRequest(
+                    call_id=invocation.id, name=invocation.name, arguments=invocation.arguments
+                )
+            request = self.approvals.request(invocation)
+        held = tool.start != "eager"
         after: anyio.Event | None = None
         done: anyio.Event | None = None
         if not tool.read_only:
@@ -272,8 +316,8 @@ class _Runner:
             self.queued[invocation.id] = invocation
         else:
             self.running[invocation.id] = invocation
-        group.start_soon(self._run, invocation, tool, arguments, held, after, done)
-        return None
+        group.start_soon(self._run, invocation, tool, arguments, held, after, done, request)
+        return request
 
     async def _run(
         self,
@@ -283,9 +327,12 @@ class _Runner:
         held: bool,
         after: anyio.Event | None,
         done: anyio.Event | None,
+        request: ToolApprovalRequest | None = None,
     ) -> None:
         call_id = invocation.id
         try:
+            if request is not None and not await self._approved(invocation, request):
+                return
             if after is not None:
                 await after.wait()
             if held:
@@ -301,6 +348,23 @@ class _Runner:
         finally:
             if done is not None:
                 done.set()
+
+    async def _approved(self, invocation: ToolInvocation, request: ToolApprovalRequest) -> bool:
+        """Wait for the decision on the call: True when approved; else its ``denied`` output is sent, or
+        (the response ended unsafely or failed while it waited) the pump reports it, and False."""
+        assert self.approvals is not None
+        with anyio.CancelScope() as scope:
+            self.deciding[invocation.id] = scope
+            try:
+                decision = await self.approvals.wait(request)
+            finally:
+                del self.deciding[invocation.id]
+            if decision.approved:
+                return True
+            self.held.pop(invocation.id, None)
+            self.queued.pop(invocation.id, None)
+            await self.send.send(denied_output(invocation, decision.reason))
+        return False
 
 
 def _declined_by(finish_reason: str | None) -> str | None:
@@ -333,7 +397,10 @@ class AgentRun:
 
     messages: list[Any]
     turns: list[Turn]
-    stop_reason: Literal["no_calls", "max_steps"]
+    stop_reason: Literal["no_calls", "max_steps", "awaiting_approval"]
+    """``no_calls``: the last response made no client call; ``max_steps``: the step limit;
+    ``awaiting_approval``: calls of the last response wait for a decision that comes with the next
+    request (:attr:`ToolRun.awaiting`; the last turn's messages are not appended)."""
 
 
 CallModel: TypeAlias = Callable[
@@ -352,16 +419,19 @@ async def run_loop(
     on_event: Callable[[RunnerEvent], Awaitable[None] | None] | None = None,
     on_failure: OnFailure = "finish",
     cancel_grace: float = DEFAULT_CANCEL_GRACE,
+    approvals: Approvals | None = None,
 ) -> AgentRun:
     """Drive turns until a response makes no client-side call, or ``max_steps`` responses.
 
     Each turn: ``call_model(messages)`` gives the response's events (e.g. a :func:`pipeline.process`
-    stream; it may be a coroutine returning one), whose tools :func:`run_tools` runs (``on_failure`` and
-    ``cancel_grace`` are its options); every item
+    stream; it may be a coroutine returning one), whose tools :func:`run_tools` runs (``on_failure``,
+    ``cancel_grace`` and ``approvals`` are its options); every item
     goes to ``on_event`` (sync or async) as it comes; then ``next_messages(events, outputs)`` gives the
     messages to append (the assistant message, then the tool results: a builder of
     :mod:`pipeline.agent.messages` fits). A failed response raises, its outputs already delivered.
-    ``messages`` is not modified; the conversation is :attr:`AgentRun.messages`.
+    ``messages`` is not modified; the conversation is :attr:`AgentRun.messages`. A response whose
+    ``approval`` calls await the next request's decision (no ``approvals``) ends the loop
+    (``awaiting_approval``).
     """
     check_count("max_steps", max_steps, minimum=1)
     conversation = list(messages)
@@ -371,15 +441,19 @@ async def run_loop(
         if not isinstance(source, AsyncIterable):  # a coroutine (an aiostream Stream is awaitable too)
             source = await source
         events: list[PipelineEvent] = []
-        async with run_tools(source, tools, on_failure=on_failure, cancel_grace=cancel_grace) as run:
+        async with run_tools(
+            source, tools, on_failure=on_failure, cancel_grace=cancel_grace, approvals=approvals
+        ) as run:
             async for item in run:
-                if not isinstance(item, ToolOutput):
+                if not isinstance(item, ToolOutput | ToolApprovalRequest):
                     events.append(item)
                 if on_event is not None:
                     reaction = on_event(item)
                     if inspect.isawaitable(reaction):
                         await reaction
         turns.append(Turn(events, list(run.outputs)))
+        if run.awaiting:
+            return AgentRun(conversation, turns, "awaiting_approval")
         conversation.extend(next_messages(events, run.outputs))
         if not run.invocations:
             return AgentRun(conversation, turns, "no_calls")

@@ -18,9 +18,12 @@ order.
 ``start`` says when the runner may start a call (the tool gate): ``"eager"``, as soon as the call is
 folded, while the model is still streaming; ``"after_finish"``, only once the response has ended with a
 finish of ``stop`` or ``tool_calls``: a response that then ends ``length``, ``content_filter`` or any
-other way (or fails) never runs it, and the call's output is ``not_run``. The default follows
-``read_only``: read-only tools are eager, side-effecting ones wait for a safe finish. A side-effecting
-tool given ``start="eager"`` takes that risk knowingly.
+other way (or fails) never runs it, and the call's output is ``not_run``; ``"approval"``, only once a
+person approved it (a :class:`~pipeline.models.ToolApprovalRequest` goes out when the call is folded)
+and after a safe finish: denied, or undecided when its time is up, the output is ``denied``
+(:mod:`pipeline.agent.approval`). The default follows ``read_only``: read-only tools are eager,
+side-effecting ones wait for a safe finish. A side-effecting tool given ``start="eager"`` takes that
+risk knowingly.
 
 A sync function runs in a worker thread (:func:`anyio.to_thread.run_sync`), so it blocks neither
 the stream nor the other tools; a thread cannot be interrupted, so on a timeout or a cancellation the
@@ -44,9 +47,10 @@ __all__ = ["TOOL_STARTS", "Tool", "ToolRegistry", "ToolStart"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ToolStart: TypeAlias = Literal["eager", "after_finish"]
-"""When the runner may start a call: as soon as it is folded, or after a ``stop`` / ``tool_calls`` finish."""
-TOOL_STARTS: tuple[ToolStart, ...] = ("eager", "after_finish")
+ToolStart: TypeAlias = Literal["eager", "after_finish", "approval"]
+"""When the runner may start a call: as soon as it is folded; after a ``stop`` / ``tool_calls`` finish;
+or after a person's approval and a safe finish."""
+TOOL_STARTS: tuple[ToolStart, ...] = ("eager", "after_finish", "approval")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +68,8 @@ class Tool:
     """Seconds the call may take before its output is a ``timeout`` error; ``None``: no limit."""
     start: ToolStart = "after_finish"
     """``eager``: start as soon as the call is folded; ``after_finish``: only after a ``stop`` or
-    ``tool_calls`` finish (else the output is ``not_run``)."""
+    ``tool_calls`` finish (else the output is ``not_run``); ``approval``: only once approved, and after
+    a safe finish (denied or expired: the output is ``denied``)."""
     takes_model: bool = False
     """The function takes the validated model itself (its one parameter), not keyword arguments."""
     is_async: bool = field(default=False)
@@ -156,7 +161,8 @@ class ToolRegistry:
         ``start``, or a signature pydantic cannot make a schema of (``*args``, positional-only parameters).
 
         ``read_only``: no side effects (runs in parallel with anything). ``timeout``: seconds before the
-        output is ``timeout``. ``start``: ``"eager"`` or ``"after_finish"`` (see the module docstring);
+        output is ``timeout``. ``start``: ``"eager"``, ``"after_finish"`` or ``"approval"`` (see the module
+        docstring);
         None (default): eager when ``read_only``, else after a safe finish.
         """
         if not callable(function):

@@ -13,6 +13,11 @@ start a response, then reads
 ``/responses/{id}/events`` with ``EventSource``, which reconnects by itself with ``Last-Event-ID``; the page
 shows the reconnect and the stream resumes exactly after the last event it got.
 
+With ``tools`` (:func:`create_serve_app`), each response's calls run on a
+:func:`~pipeline.agent.run_tools` runner: a call of a ``start="approval"`` tool shows approve and deny
+buttons on the page, which post the decision to ``POST /approvals/{call_id}`` (``{"approved": bool,
+"reason"?: str}``); undecided after ``approval_timeout`` seconds, it is denied.
+
 Who is served: without a token, clients on this machine only (the routes' loopback default), and only
 requests addressed to it by a local name (``Host: localhost``, ``127.x.x.x``, ``[::1]``), so a page of
 another site whose name resolves to 127.0.0.1 (DNS rebinding) is refused. With ``--token`` (or
@@ -35,6 +40,7 @@ from pipeline.errors import ConfigurationError, ProviderError
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
+    from pipeline.agent import ToolRegistry
     from pipeline.fanout.serving._log import EventLog, Retention
 
 __all__ = [
@@ -122,6 +128,8 @@ def create_serve_app(
     heartbeat: float | None = 15.0,
     log: EventLog | None = None,
     token: str | None = None,
+    tools: ToolRegistry | None = None,
+    approval_timeout: float | None = 600.0,
 ) -> Starlette:
     """The page plus the serving routes; each ``POST /responses`` runs ``make_source(body)`` detached.
 
@@ -131,7 +139,8 @@ def create_serve_app(
     one with ``retention``); with ``make_source=None`` nothing is started here (a web replica reading a
     log another process writes). ``token``: serve every client presenting it (a bearer header, or the
     cookie set by opening ``/?token=<token>``) instead of this machine's clients only (see the module
-    docstring).
+    docstring). ``tools``: run each response's calls (see the module docstring); ``approval_timeout``:
+    seconds a call waits for the page's decision before it is denied (None: as long as it runs).
     """
     from pipeline._extras import needs_extra
 
@@ -152,12 +161,42 @@ def create_serve_app(
     manager = ResponseManager(log)
     authorize = bearer_token(token, cookie=TOKEN_COOKIE) if token is not None else None
     access = Access(authorize, None, DEFAULT_MAX_BODY_BYTES)
+    from pipeline.agent import Approvals, run_tools
+
+    approvals = Approvals(timeout=approval_timeout)
+
+    async def with_tools(source: AsyncIterator[Any], tools: ToolRegistry) -> AsyncIterator[Any]:
+        async with run_tools(source, tools, approvals=approvals) as run:
+            async for item in run:
+                yield item
 
     async def start(body: Any) -> AsyncIterator[Any]:
         if not isinstance(body, dict):
             raise ConfigurationError(f"the request body is a JSON object, got {type(body).__name__}")
         assert make_source is not None
-        return make_source(body)
+        source = make_source(body)
+        return source if tools is None else with_tools(source, tools)
+
+    async def decide(request: Request) -> Response:
+        """``POST /approvals/{call_id}``: the page's decision on a pending call (404 when none waits)."""
+        try:
+            await access.check(request, "start", None, {})  # who may start responses decides their calls
+        except AccessDenied as exc:
+            return JSONResponse({"type": "ERROR", "error": "AccessDenied", "message": str(exc)}, 403)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        approved = body.get("approved") if isinstance(body, dict) else None
+        reason = body.get("reason") if isinstance(body, dict) else None
+        if not isinstance(approved, bool) or not isinstance(reason, str | None):
+            message = 'the body is {"approved": true | false, "reason"?: string}'
+            return JSONResponse({"type": "ERROR", "error": "ConfigurationError", "message": message}, 400)
+        call_id = request.path_params["call_id"]
+        if not approvals.decide(call_id, approved, reason):
+            message = f"no call {call_id!r} waits for a decision"
+            return JSONResponse({"type": "ERROR", "error": "NotPending", "message": message}, 404)
+        return JSONResponse({"call_id": call_id, "approved": approved})
 
     async def page(request: Request) -> Response:
         given = request.query_params.get("token")
@@ -194,6 +233,7 @@ def create_serve_app(
         Route("/", page, methods=["GET"]),
         Route("/config", config, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
+        Route("/approvals/{call_id}", decide, methods=["POST"]),
         *serving_routes(
             manager,
             start=start if make_source is not None else None,

@@ -269,7 +269,9 @@ def chat_routes(
     - ``GET {path}/{chat_id}/stream`` (``vercel`` only): the chat's newest running response from its
       start, 204 when none runs (the AI SDK's ``reconnectToStream``).
 
-    ``vercel``: the chat id is the body's ``id``, the UI message's id the response id. ``agui``: the
+    ``vercel``: the chat id is the body's ``id``, the UI message's id the response id (or, when the
+    request's last message is the assistant's, which the AI SDK continues after a tool approval, that
+    message's id). ``agui``: the
     thread id is ``threadId``; the response id is ``runId`` (new when the body has none): a ``runId``
     that is not a valid response id (see :data:`~pipeline.fanout.serving._log.RESPONSE_ID_PATTERN`)
     answers 400 before ``start`` is called.
@@ -355,6 +357,9 @@ def chat_routes(
             run_id = body.get("runId") if protocol == "agui" else None
             response_id = uuid.uuid4().hex if run_id is None else run_id  # start() checks it: else 400
             meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None, **owned}
+            continued = _continued_message(body) if protocol == "vercel" else None
+            if continued is not None:  # the AI SDK continues its last assistant message (an approval)
+                meta["message_id"] = continued
             try:
                 await manager.start(lambda: start(body), response_id=response_id, meta=meta)
             except ResponseExists as exc:  # a repeated AG-UI runId: that run again, not a second one
@@ -421,7 +426,19 @@ def chat_routes(
 def _core_options(protocol: str, meta: Mapping[str, Any]) -> dict[str, Any]:
     if protocol == "agui" and isinstance(meta.get("chat_id"), str):
         return {"thread_id": meta["chat_id"]}
+    if protocol == "vercel" and isinstance(meta.get("message_id"), str):
+        return {"message_id": meta["message_id"]}
     return {}
+
+
+def _continued_message(body: Mapping[str, Any]) -> str | None:
+    """The id of the assistant message a ``useChat`` request continues (its last message, sent back
+    with tool approval responses or client tool outputs), or None."""
+    messages = body.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    if isinstance(last, Mapping) and last.get("role") == "assistant" and isinstance(last.get("id"), str):
+        return str(last["id"])
+    return None
 
 
 def _with_header(send: _Send, response_id: str) -> _Send:

@@ -37,6 +37,8 @@ const strictKeys = {
   ],
   "tool-output-available": ["toolCallId", "output", "providerExecuted", "providerMetadata", "dynamic", "preliminary"],
   "tool-output-error": ["toolCallId", "errorText", "providerExecuted", "providerMetadata", "dynamic"],
+  "tool-approval-request": ["approvalId", "toolCallId"],
+  "tool-output-denied": ["toolCallId"],
 };
 
 function bodyStream(text) {

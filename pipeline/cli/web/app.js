@@ -159,7 +159,34 @@ function onInvocation(event) {
   (view ? view.el : main).append(line);
 }
 
+function onApprovalRequest(event) {
+  const view = segments.get(event.call_id);
+  const box = el("div", "approval", "approve " + event.name + "("
+    + JSON.stringify(event.arguments || {}) + ")? ");
+  box.dataset.call = event.call_id;
+  const decide = async (approved) => {
+    for (const button of box.querySelectorAll("button")) button.disabled = true;
+    const response = await fetch("approvals/" + encodeURIComponent(event.call_id), {
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ approved }),
+    });
+    const answer = await response.json();
+    box.dataset.decided = response.ok ? (approved ? "approved" : "denied") : "refused";
+    box.append(" " + (response.ok ? box.dataset.decided : answer.message));
+  };
+  const approve = el("button", "approve", "approve");
+  const deny = el("button", "deny", "deny");
+  approve.addEventListener("click", () => decide(true));
+  deny.addEventListener("click", () => decide(false));
+  box.append(approve, deny);
+  (view ? view.el : main).append(box);
+}
+
 function onOutput(event) {
+  for (const box of document.querySelectorAll(".approval")) {
+    if (box.dataset.call === event.call_id) {
+      for (const button of box.querySelectorAll("button")) button.remove();
+    }
+  }
   const view = segments.get(event.call_id);
   const text = typeof event.output === "string" ? event.output : JSON.stringify(event.output);
   (view ? view.el : main).append(el("pre", "output", event.status + ": " + text));
@@ -178,6 +205,7 @@ function handle(event) {
   switch (event.type) {
     case "TOOL_INVOCATION": onInvocation(event); break;
     case "TOOL_OUTPUT": onOutput(event); break;
+    case "TOOL_APPROVAL_REQUEST": onApprovalRequest(event); break;
     case "RESPONSE_END": onEnd(event); break;
     default: if (event.type && event.type.startsWith("SEGMENT_")) onSegment(event);
   }
