@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -33,6 +33,8 @@ __all__ = [
     "SegmentEvent",
     "SegmentEventType",
     "SegmentType",
+    "SplitChunk",
+    "TextJoiner",
     "TokenUsage",
     "ToolCallDelta",
     "ToolCallError",
@@ -145,8 +147,8 @@ class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
     ``call_id`` and ``name`` arrive at least once per call (converters generate missing ids);
     ``arguments_delta`` is the next piece of the arguments text (JSON for ``function`` and ``server``
     calls, free text for ``custom``). ``finished`` says the provider declared the call complete: no more
-    deltas follow for this index. ``argument_events`` is filled by :func:`operators.split_arguments`
-    with what this delta completed or streamed.
+    deltas follow for this index. What the arguments text streamed or completed comes from
+    :func:`operators.split_arguments`, on a :class:`SplitChunk`.
     """
 
     index: int
@@ -157,7 +159,6 @@ class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
     kind: ToolCallKind = "function"
     signature: str | None = None
     """Opaque reasoning signature bound to this call (Gemini ``thoughtSignature``), for multi-turn use."""
-    argument_events: tuple[ArgumentEvent, ...] = ()
     server_name: str | None = None
     """The MCP server that runs a provider-executed MCP call (Anthropic ``mcp_tool_use``), on the call's
     first delta: a next turn that replays the call names it."""
@@ -253,6 +254,66 @@ class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     metadata: Mapping[str, Any] | None = None
     """Response-level facts as they become known: ``id``, ``model``, ``created``, ``system_fingerprint``,
     ``stop_reason``, ... A later mapping adds to (and overrides) an earlier one."""
+
+
+class SplitChunk(msgspec.Struct, frozen=True, gc=False):
+    """A chunk with tool calls after :func:`operators.split_arguments`: what each call's arguments streamed.
+
+    ``argument_events[i]`` holds the events of ``chunk.tool_calls[i]``: string deltas, complete values, the
+    complete root value, or an error. Chunks without tool calls leave the splitter as they came.
+    """
+
+    chunk: ChunkResponse
+    argument_events: tuple[tuple[ArgumentEvent, ...], ...]
+
+
+_JOIN_EVERY: Final = 1024
+
+
+class TextJoiner:
+    """The pieces of one growing text, joined into blocks as they come.
+
+    A text fed in many small pieces then costs about its own size in memory, not an object per piece:
+    every 1024 pieces are joined into one block, so each character is copied at most twice (into its
+    block, then into :meth:`text`).
+    """
+
+    __slots__ = ("_blocks", "_parts")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._blocks = 0
+        """How many of ``_parts``, at the head, are joined blocks."""
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
+    def append(self, piece: str) -> None:
+        """Add ``piece`` at the end of the text."""
+        parts = self._parts
+        parts.append(piece)
+        blocks = self._blocks
+        if len(parts) - blocks >= _JOIN_EVERY:
+            block = "".join(parts[blocks:])
+            del parts[blocks:]
+            parts.append(block)
+            self._blocks = blocks + 1
+
+    def text(self) -> str:
+        """The text so far; it is kept as one block, so asking again costs no new join."""
+        parts = self._parts
+        if len(parts) == 1:
+            return parts[0]
+        whole = "".join(parts)
+        self._parts, self._blocks = [whole] if whole else [], 1 if whole else 0
+        return whole
+
+    def take(self) -> str:
+        """The text so far, forgetting it: the joiner starts again empty."""
+        parts = self._parts
+        whole = parts[0] if len(parts) == 1 else "".join(parts)
+        self._parts, self._blocks = [], 0
+        return whole
 
 
 class SegmentType(enum.StrEnum):
