@@ -227,7 +227,7 @@ def process(
 class _EventStream(Stream[T]):
     """An aiostream ``Stream`` (pipe it with ``|``, ``await`` it, slice it) whose ``.stream()`` context
     iterates the pipeline's own async generator: one generator step per event, not aiostream's
-    Python-level ``__anext__`` wrapper around it (measured: 1.5 us more per event on a busy core).
+    Python-level ``__anext__`` wrapper around it.
 
     Each iteration runs ``factory`` anew, as an operator's stream does; the first run is made at once,
     so that a bad option raises when the stream is built."""
