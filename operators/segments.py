@@ -59,6 +59,7 @@ from pipeline.stage import operator_stream
 
 __all__ = [
     "DEFAULT_FILE_TOOLS",
+    "RAW_KEPT",
     "FileTool",
     "SegmentEmitter",
     "SegmentIdFactory",
@@ -109,6 +110,9 @@ _beside_text_and_calls = attrgetter(
 _NOTHING_BESIDE: Final = (None, None, None, None, False, None, None, None, None, None, None, None)
 """:data:`_beside_text_and_calls` of a chunk that carries only text or tool calls."""
 
+RAW_KEPT: Final = 1 << 20
+"""Characters of a call's arguments text kept for its error (``ToolCallError.raw``): the first ones."""
+
 _NO_SPLITTER = (
     "emit_segments got a chunk with tool calls that did not pass through split_arguments:"
     " pipe split_arguments before emit_segments (process() does), or ArgumentSplitter before SegmentEmitter"
@@ -117,6 +121,23 @@ _NO_SPLITTER = (
 
 def _random_segment_id(segment_type: SegmentType) -> str:
     return f"{segment_type.value}_{uuid.uuid4().hex[:16]}"
+
+
+class _RawText(TextJoiner):
+    """A call's arguments text as received, for its error: the first :data:`RAW_KEPT` characters, so
+    that a huge call costs no more than that; ``length`` counts all of them."""
+
+    __slots__ = ("length",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.length = 0
+
+    def append(self, piece: str) -> None:
+        room = RAW_KEPT - self.length
+        self.length += len(piece)
+        if room > 0:
+            super().append(piece if len(piece) <= room else piece[:room])
 
 
 class _NoRule:
@@ -174,6 +195,7 @@ class _Call:
         "error",
         "file_tool",
         "index",
+        "keep_values",
         "kind",
         "name",
         "partial",
@@ -187,8 +209,10 @@ class _Call:
         "waiting",
     )
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, keep_values: bool) -> None:
         self.index = index
+        self.keep_values = keep_values
+        """False: the splitter streams the arguments without their values, so END carries none."""
         self.segment_id = ""
         """The call id the provider gave; once started, the segment id (unique in the response)."""
         self.provider_call_id: str | None = None
@@ -200,8 +224,8 @@ class _Call:
         self.file_tool: FileTool | None = None
         self.content_path: tuple[str] | None = None
         """``(file_tool.content_key,)``: the path whose string is the segment's CONTENT."""
-        self.raw = TextJoiner()
-        """The arguments text as received, for the error of a call that cannot be folded."""
+        self.raw = _RawText()
+        """The arguments text as received (its head), for the error of a call that cannot be folded."""
         self.arguments: Any = None
         self.partial: dict[str, Any] = {}
         """Top-level members already complete: what a failed call's invocation still carries."""
@@ -285,10 +309,10 @@ class _Call:
         if self.provider_call_id is not None:
             metadata["provider_call_id"] = self.provider_call_id
         error = self._error(interrupted)
-        if error is None:
-            metadata["arguments"] = self.arguments
-        else:
-            metadata["arguments"] = self.arguments if isinstance(self.arguments, dict) else self.partial
+        if self.keep_values:
+            valid = error is None or isinstance(self.arguments, dict)
+            metadata["arguments"] = self.arguments if valid else self.partial
+        if error is not None:
             metadata["error"] = error.to_dict()
         if self.kind == "server":
             metadata["provider_executed"] = True
@@ -312,9 +336,9 @@ class _Call:
             return ToolCallError("interrupted", interrupted, raw)
         if not self.complete:
             return ToolCallError(
-                "truncated", "the stream ended before the arguments were complete", raw, len(raw)
+                "truncated", "the stream ended before the arguments were complete", raw, self.raw.length
             )
-        if not isinstance(self.arguments, dict):
+        if self.keep_values and not isinstance(self.arguments, dict):
             kind = type(self.arguments).__name__
             return ToolCallError("not_an_object", f"the arguments are a JSON {kind}, not an object", raw)
         return None
@@ -326,10 +350,15 @@ class SegmentEmitter:
     ``feed`` takes what :class:`operators.arguments.ArgumentSplitter` gives: chunks, and
     :class:`SplitChunk`\\ s for chunks with tool calls.
 
+    A tool segment's END carries the call's arguments (or its error, with the first :data:`RAW_KEPT`
+    characters of its arguments text), which :class:`operators.invocations.InvocationFolder` folds.
+
     Args:
         file_tools: tool name -> :class:`FileTool`; defaults to ``write_file`` and ``patch_file``.
         segment_ids: makes text and reasoning segment ids; defaults to ``"text_" + 16 random hex``.
         call_ids: makes the id of a tool call that arrives without one (converters normally give one).
+        keep_values: False for a splitter that does not keep values (``keep_values=False``): tool
+            segments stream as usual, and their END carries no ``arguments`` (nothing to fold).
     """
 
     def __init__(
@@ -338,6 +367,7 @@ class SegmentEmitter:
         file_tools: Mapping[str, FileTool] | None = None,
         segment_ids: SegmentIdFactory | None = None,
         call_ids: Callable[[int], str] | None = None,
+        keep_values: bool = True,
     ) -> None:
         if file_tools is not None and not (
             isinstance(file_tools, Mapping)
@@ -352,6 +382,7 @@ class SegmentEmitter:
         self._file_tools = DEFAULT_FILE_TOOLS if file_tools is None else file_tools
         self._segment_ids = segment_ids or _random_segment_id
         self._call_ids = call_ids or (lambda index: f"call_{uuid.uuid4().hex[:24]}")
+        self._keep_values = keep_values
         self._run: _Run | None = None
         self._rule: _NoRule | _Run | _Call = _NO_RULE
         """What takes the next chunk at once, if it only continues what the last one started."""
@@ -574,7 +605,7 @@ class SegmentEmitter:
     ) -> None:
         call = self._calls.get(delta.index)
         if call is None:
-            call = self._calls[delta.index] = _Call(delta.index)
+            call = self._calls[delta.index] = _Call(delta.index, self._keep_values)
         if call.ended:
             return  # arguments already complete: only trailing whitespace or a late "finished" can follow
         if not call.segment_id and delta.call_id:
@@ -633,11 +664,14 @@ def emit_segments(
     file_tools: Mapping[str, FileTool] | None = None,
     segment_ids: SegmentIdFactory | None = None,
     call_ids: Callable[[int], str] | None = None,
+    keep_values: bool = True,
 ) -> AsyncIterator[SegmentEvent | ResponseEnd]:
     """Chunks (after :func:`operators.split_arguments`) to segment events, then one :class:`ResponseEnd`.
 
     If the source fails, open segments are closed first (tool calls with an ``interrupted`` error, so the
     folder still gives exactly one invocation per call) and then the exception propagates.
     """
-    emitter = SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=call_ids)
+    emitter = SegmentEmitter(
+        file_tools=file_tools, segment_ids=segment_ids, call_ids=call_ids, keep_values=keep_values
+    )
     return operator_stream(source, emitter)

@@ -271,49 +271,50 @@ _JOIN_EVERY: Final = 1024
 
 
 class TextJoiner:
-    """The pieces of one growing text, joined into blocks as they come.
+    """The pieces of one growing text, kept compact as they come.
 
-    A text fed in many small pieces then costs about its own size in memory, not an object per piece:
-    every 1024 pieces are joined into one block, so each character is copied at most twice (into its
-    block, then into :meth:`text`).
+    Every 1024 pieces are joined into one block stored as UTF-8, so that a long text fed in small pieces
+    costs about its UTF-8 size while it grows, not an object per piece nor four bytes per character; the
+    whole text is decoded once, by :meth:`text` or :meth:`take`, from one buffer.
     """
 
-    __slots__ = ("_blocks", "_parts")
+    __slots__ = ("_blocks", "_pieces")
 
     def __init__(self) -> None:
-        self._parts: list[str] = []
-        self._blocks = 0
-        """How many of ``_parts``, at the head, are joined blocks."""
+        self._blocks: list[bytes] = []
+        self._pieces: list[str] = []
 
     def __bool__(self) -> bool:
-        return bool(self._parts)
+        return bool(self._pieces) or bool(self._blocks)
 
     def append(self, piece: str) -> None:
         """Add ``piece`` at the end of the text."""
-        parts = self._parts
-        parts.append(piece)
-        blocks = self._blocks
-        if len(parts) - blocks >= _JOIN_EVERY:
-            block = "".join(parts[blocks:])
-            del parts[blocks:]
-            parts.append(block)
-            self._blocks = blocks + 1
+        pieces = self._pieces
+        pieces.append(piece)
+        if len(pieces) >= _JOIN_EVERY:
+            self._blocks.append("".join(pieces).encode("utf-8", "surrogatepass"))
+            pieces.clear()
 
     def text(self) -> str:
-        """The text so far; it is kept as one block, so asking again costs no new join."""
-        parts = self._parts
-        if len(parts) == 1:
-            return parts[0]
-        whole = "".join(parts)
-        self._parts, self._blocks = [whole] if whole else [], 1 if whole else 0
+        """The text so far; it is kept as one piece, so asking again costs no new join."""
+        whole = self.take()
+        if whole:
+            self._pieces.append(whole)
         return whole
 
     def take(self) -> str:
         """The text so far, forgetting it: the joiner starts again empty."""
-        parts = self._parts
-        whole = parts[0] if len(parts) == 1 else "".join(parts)
-        self._parts, self._blocks = [], 0
-        return whole
+        blocks, pieces = self._blocks, self._pieces
+        if not blocks:
+            whole = pieces[0] if len(pieces) == 1 else "".join(pieces)
+            pieces.clear()
+            return whole
+        if pieces:
+            blocks.append("".join(pieces).encode("utf-8", "surrogatepass"))
+            pieces.clear()
+        data = b"".join(blocks)
+        blocks.clear()  # the blocks go before the text is decoded: the peak is one copy of each
+        return data.decode("utf-8", "surrogatepass")
 
 
 class SegmentType(enum.StrEnum):

@@ -176,6 +176,18 @@ quote or newline and what is next to it), and a lookup is much cheaper than a de
 (``benchmarks/bench_arguments_parser.py`` measures the parser)."""
 
 
+class _Discarded(TextJoiner):
+    """The joiner of a string value that is streamed but not kept: it keeps nothing."""
+
+    __slots__ = ()
+
+    def append(self, piece: str) -> None:
+        del piece
+
+
+_DISCARDED: Final = _Discarded()
+
+
 class JSONStreamParser:
     """Parses one JSON text fed in pieces; sans-IO: ``feed(text)`` and ``finish()`` return events.
 
@@ -203,12 +215,17 @@ class JSONStreamParser:
     character, and a number whose magnitude overflows a double (``1e999``, ``-1e999``, an integer
     past about 1.8e308; ``1e-999`` underflows to 0.0 and is accepted), at the offset of its first
     character. Offsets count characters of all text fed.
+
+    With ``keep_values=False`` values are streamed but never built, so memory stays flat however long
+    the arguments are: string values give their ``ArgumentDelta``\\ s, and the only ``ArgumentValue`` is
+    ``ArgumentValue((), None)`` when the root is complete. Errors are the same.
     """
 
     __slots__ = (
         "_base",
         "_carry",
         "_consumed",
+        "_keep_values",
         "_max_depth",
         "_max_size",
         "_number_parts",
@@ -223,9 +240,15 @@ class JSONStreamParser:
     )
 
     def __init__(
-        self, max_size: int = DEFAULT_MAX_SIZE, *, max_depth: int = MAX_DEPTH, report_depth: int | None = None
+        self,
+        max_size: int = DEFAULT_MAX_SIZE,
+        *,
+        max_depth: int = MAX_DEPTH,
+        report_depth: int | None = None,
+        keep_values: bool = True,
     ) -> None:
         self._max_size = max_size
+        self._keep_values = keep_values
         self._max_depth = max_depth
         self._report_depth = report_depth or 0
         """Values completed at most this deep are reported as they complete (0: the root object's members
@@ -339,7 +362,7 @@ class JSONStreamParser:
         if state in (_DEAD, _TRAILING, _FINISHED):
             pass
         elif state == _VALUE and not self._stack and not self._carry:
-            events.append(ArgumentValue((), {}))
+            events.append(ArgumentValue((), {} if self._keep_values else None))
         elif state == _NUMBER and not self._stack and self._number_state in N_COMPLETE:
             self._complete_number(events)
         else:
@@ -404,7 +427,7 @@ class JSONStreamParser:
         char = text[position]
         if char == '"':
             self._string_path = tuple(self._path)
-            self._parts = TextJoiner()
+            self._parts = TextJoiner() if self._keep_values else _DISCARDED
             self._state = _STRING
             return position + 1
         if char == "{" or char == "[":
@@ -629,11 +652,16 @@ class JSONStreamParser:
         """A value is complete: attach it to its container (reporting a root member) or report the root."""
         stack = self._stack
         if not stack:
-            events.append(ArgumentValue((), value))
+            events.append(ArgumentValue((), value if self._keep_values else None))
             self._state = _TRAILING
             return
         container = stack[-1]
-        if type(container) is dict:
+        if not self._keep_values:  # the containers stay empty: only the position in an array moves
+            if type(container) is list:
+                index = self._path[-1]
+                assert isinstance(index, int)
+                self._path[-1] = index + 1
+        elif type(container) is dict:
             key = self._path[-1]
             assert isinstance(key, str)
             container[key] = value

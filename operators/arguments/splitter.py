@@ -61,10 +61,11 @@ _INPUT_PATH: Final = ("input",)
 class _CustomInputParser:
     """The free-text input of a ``custom`` call, as the string value at ``("input",)``."""
 
-    __slots__ = ("_consumed", "_dead", "_max_size", "_text")
+    __slots__ = ("_consumed", "_dead", "_keep", "_max_size", "_text")
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, keep: bool) -> None:
         self._max_size = max_size
+        self._keep = keep
         self._consumed = 0
         self._text = TextJoiner()
         self._dead = False
@@ -79,7 +80,8 @@ class _CustomInputParser:
         if too_large:
             text = text[: max(self._max_size - start, 0)]
         if text:
-            self._text.append(text)
+            if self._keep:
+                self._text.append(text)
             events.append(ArgumentDelta(_INPUT_PATH, text))
         if too_large:
             limit = self._max_size
@@ -93,6 +95,8 @@ class _CustomInputParser:
         if self._dead:
             return []
         self._dead = True
+        if not self._keep:
+            return [ArgumentValue((), None)]
         text = self._text.take()
         return [ArgumentValue(_INPUT_PATH, text), ArgumentValue((), {"input": text})]
 
@@ -111,10 +115,19 @@ class ArgumentSplitter:
     are finished in that chunk, and the next response starts with fresh parsers. ``finish()`` finishes the
     calls still open at the end of the stream in one extra chunk, so every call's outcome is reported.
     Chunks without tool calls pass through as they are.
+
+    Args:
+        max_argument_size: characters of one call's arguments accepted before ``too_large``.
+        keep_values: False streams the arguments without building their values (flat memory for
+            consumers of segments only): the one ``ArgumentValue`` of a call is ``((), None)`` when its
+            root is complete (see :class:`JSONStreamParser`).
     """
 
-    def __init__(self, *, max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE) -> None:
+    def __init__(
+        self, *, max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE, keep_values: bool = True
+    ) -> None:
         self._max_size = check_count("max_argument_size", max_argument_size, minimum=0)
+        self._keep_values = keep_values
         self._parsers: dict[int, _Parser] = {}
         """The parsers of the calls still open, by call index."""
         self._kinds: dict[int, ToolCallKind] = {}
@@ -167,8 +180,8 @@ class ArgumentSplitter:
 
     def _new_parser(self, kind: ToolCallKind) -> _Parser:
         if kind == "custom":
-            return _CustomInputParser(self._max_size)
-        return JSONStreamParser(self._max_size)
+            return _CustomInputParser(self._max_size, self._keep_values)
+        return JSONStreamParser(self._max_size, keep_values=self._keep_values)
 
     def _finish_open_calls(self) -> tuple[list[ToolCallDelta], tuple[tuple[ArgumentEvent, ...], ...]]:
         """Finish every call still open, in index order: ``finished`` deltas and their final events."""
@@ -185,8 +198,12 @@ class ArgumentSplitter:
 
 @pipable_operator
 def split_arguments(
-    source: AsyncIterable[ChunkResponse], *, max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE
+    source: AsyncIterable[ChunkResponse],
+    *,
+    max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE,
+    keep_values: bool = True,
 ) -> AsyncIterator[ChunkResponse | SplitChunk]:
     """Give each chunk with tool calls the argument events (string deltas, complete values, errors) its
     deltas streamed, as a :class:`SplitChunk`; calls left open at the end are finished in one extra chunk."""
-    return operator_stream(source, ArgumentSplitter(max_argument_size=max_argument_size))
+    splitter = ArgumentSplitter(max_argument_size=max_argument_size, keep_values=keep_values)
+    return operator_stream(source, splitter)
