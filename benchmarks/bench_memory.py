@@ -170,7 +170,7 @@ def main() -> None:
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode:
                 failure = (done.stderr.strip().splitlines() or ["failed"])[-1]
-                print(f"{size / 1e6:>6.0f} {'yes' if fold else 'no':>8} {failure}", flush=True)
+                print(f"{size / 1e6:>6.1f} {'yes' if fold else 'no':>8} {failure}", flush=True)
                 continue
             row = json.loads(done.stdout.splitlines()[-1])
             if args.trace:
@@ -178,7 +178,7 @@ def main() -> None:
             peak = row["traced"] if args.trace else row["rss"]
             traced_cell = f" {row['traced'] / mib:>10.1f}" if args.trace else ""
             print(
-                f"{size / 1e6:>6.0f} {'yes' if fold else 'no':>8} {row['floor'] / mib:>10.1f}"
+                f"{size / 1e6:>6.1f} {'yes' if fold else 'no':>8} {row['floor'] / mib:>10.1f}"
                 f" {row['rss'] / mib:>8.1f}{traced_cell} {(peak - row['floor']) / mib:>10.1f}",
                 flush=True,
             )

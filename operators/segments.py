@@ -53,6 +53,7 @@ from pipeline.models import (
     TokenUsage,
     ToolCallDelta,
     ToolCallError,
+    ToolCallErrorKind,
     ToolResult,
 )
 from pipeline.stage import operator_stream
@@ -309,6 +310,7 @@ class _Call:
         if self.provider_call_id is not None:
             metadata["provider_call_id"] = self.provider_call_id
         error = self._error(interrupted)
+        self.raw = _RawText()  # the call is over: its text is not needed any more
         if self.keep_values:
             valid = error is None or isinstance(self.arguments, dict)
             metadata["arguments"] = self.arguments if valid else self.partial
@@ -327,20 +329,25 @@ class _Call:
         events.append(SegmentEvent.end(segment_id, metadata, segment_type=segment_type))
 
     def _error(self, interrupted: str) -> ToolCallError | None:
-        raw = self.raw.text()
+        """Why the call cannot be folded, with its raw text; None when it can."""
+        problem = self._problem(interrupted)
+        if problem is None:
+            return None
+        kind, message, offset = problem
+        return ToolCallError(kind, message, self.raw.text(), offset)
+
+    def _problem(self, interrupted: str) -> tuple[ToolCallErrorKind, str, int | None] | None:
         if self.name is None:  # a converter gave out a call that never got its name: it cannot be run
-            return ToolCallError("missing_name", "the call never got a function name", raw)
+            return "missing_name", "the call never got a function name", None
         if self.error is not None:
-            return ToolCallError(self.error.kind, self.error.message, raw, self.error.offset)
+            return self.error.kind, self.error.message, self.error.offset
         if interrupted:
-            return ToolCallError("interrupted", interrupted, raw)
+            return "interrupted", interrupted, None
         if not self.complete:
-            return ToolCallError(
-                "truncated", "the stream ended before the arguments were complete", raw, self.raw.length
-            )
+            return "truncated", "the stream ended before the arguments were complete", self.raw.length
         if self.keep_values and not isinstance(self.arguments, dict):
             kind = type(self.arguments).__name__
-            return ToolCallError("not_an_object", f"the arguments are a JSON {kind}, not an object", raw)
+            return "not_an_object", f"the arguments are a JSON {kind}, not an object", None
         return None
 
 
