@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
-from operator import attrgetter
 from typing import Any, Final
 
 import msgspec
@@ -93,23 +92,11 @@ _REASONING = SegmentType.REASONING
 _Events = list[SegmentEvent | ResponseEnd]
 _Item = ChunkResponse | SplitChunk
 
-_beside_text_and_calls = attrgetter(
-    "reasoning",
-    "reasoning_id",
-    "reasoning_signature",
-    "encrypted_reasoning",
-    "reasoning_done",
-    "citations",
-    "content_signature",
-    "refusal",
-    "tool_results",
-    "usage",
-    "finish_reason",
-    "metadata",
-)
-"""The fields of a chunk other than its text and tool calls (and those the emitter ignores)."""
 _NOTHING_BESIDE: Final = (None, None, None, None, False, None, None, None, None, None, None, None)
-""":data:`_beside_text_and_calls` of a chunk that carries only text or tool calls."""
+"""The fields of a chunk beside its text and tool calls (as the rules list them), when it carries nothing
+else: reasoning, its id, signature, encrypted form and end, citations, the text's signature, a refusal,
+tool results, usage, finish reason, metadata. (The rules read them inline: attribute reads in the
+function are much cheaper than an ``attrgetter``.)"""
 
 RAW_KEPT: Final = 1 << 20
 """Characters of a call's arguments text kept for its error (``ToolCallError.raw``): the first ones."""
@@ -122,23 +109,6 @@ _NO_SPLITTER = (
 
 def _random_segment_id(segment_type: SegmentType) -> str:
     return f"{segment_type.value}_{uuid.uuid4().hex[:16]}"
-
-
-class _RawText(TextJoiner):
-    """A call's arguments text as received, for its error: the first :data:`RAW_KEPT` characters, so
-    that a huge call costs no more than that; ``length`` counts all of them."""
-
-    __slots__ = ("length",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.length = 0
-
-    def append(self, piece: str) -> None:
-        room = RAW_KEPT - self.length
-        self.length += len(piece)
-        if room > 0:
-            super().append(piece if len(piece) <= room else piece[:room])
 
 
 class _NoRule:
@@ -179,7 +149,23 @@ class _Run:
         if type(item) is not ChunkResponse:
             return None
         content = item.content
-        if not content or item.tool_calls is not None or _beside_text_and_calls(item) != _NOTHING_BESIDE:
+        if not content or item.tool_calls is not None:
+            return None
+        beside = (
+            item.reasoning,
+            item.reasoning_id,
+            item.reasoning_signature,
+            item.encrypted_reasoning,
+            item.reasoning_done,
+            item.citations,
+            item.content_signature,
+            item.refusal,
+            item.tool_results,
+            item.usage,
+            item.finish_reason,
+            item.metadata,
+        )
+        if beside != _NOTHING_BESIDE:
             return None
         self.length += len(content)
         return [SegmentEvent(_CONTENT, self.segment_id, None, {"delta": content})]
@@ -225,7 +211,7 @@ class _Call:
         self.file_tool: FileTool | None = None
         self.content_path: tuple[str] | None = None
         """``(file_tool.content_key,)``: the path whose string is the segment's CONTENT."""
-        self.raw = _RawText()
+        self.raw = TextJoiner(RAW_KEPT)
         """The arguments text as received (its head), for the error of a call that cannot be folded."""
         self.arguments: Any = None
         self.partial: dict[str, Any] = {}
@@ -244,12 +230,23 @@ class _Call:
             return None
         chunk = item.chunk
         deltas = chunk.tool_calls
-        if (
-            not deltas
-            or len(deltas) != 1
-            or chunk.content
-            or _beside_text_and_calls(chunk) != _NOTHING_BESIDE
-        ):
+        if not deltas or len(deltas) != 1 or chunk.content:
+            return None
+        beside = (
+            chunk.reasoning,
+            chunk.reasoning_id,
+            chunk.reasoning_signature,
+            chunk.encrypted_reasoning,
+            chunk.reasoning_done,
+            chunk.citations,
+            chunk.content_signature,
+            chunk.refusal,
+            chunk.tool_results,
+            chunk.usage,
+            chunk.finish_reason,
+            chunk.metadata,
+        )
+        if beside != _NOTHING_BESIDE:
             return None
         delta = deltas[0]
         if (
@@ -310,7 +307,7 @@ class _Call:
         if self.provider_call_id is not None:
             metadata["provider_call_id"] = self.provider_call_id
         error = self._error(interrupted)
-        self.raw = _RawText()  # the call is over: its text is not needed any more
+        self.raw = TextJoiner(RAW_KEPT)  # the call is over: its text is not needed any more
         if self.keep_values:
             valid = error is None or isinstance(self.arguments, dict)
             metadata["arguments"] = self.arguments if valid else self.partial

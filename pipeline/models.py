@@ -12,6 +12,7 @@ The flow::
 from __future__ import annotations
 
 import enum
+import sys
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, TypeAlias
@@ -276,19 +277,35 @@ class TextJoiner:
     Every 1024 pieces are joined into one block stored as UTF-8, so that a long text fed in small pieces
     costs about its UTF-8 size while it grows, not an object per piece nor four bytes per character; the
     whole text is decoded once, by :meth:`text` or :meth:`take`, from one buffer.
+
+    Args:
+        limit: characters kept at most (the first ones); ``None``: all. :attr:`length` counts them all.
     """
 
-    __slots__ = ("_blocks", "_pieces")
+    __slots__ = ("_blocks", "_limit", "_pieces", "_room", "length")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self._blocks: list[bytes] = []
         self._pieces: list[str] = []
+        self._limit = sys.maxsize if limit is None else limit
+        self._room = self._limit
+        """Characters that may still be kept."""
+        self.length = 0
+        """Characters appended since the start (or the last :meth:`take`), those past the limit included."""
 
     def __bool__(self) -> bool:
         return bool(self._pieces) or bool(self._blocks)
 
     def append(self, piece: str) -> None:
-        """Add ``piece`` at the end of the text."""
+        """Add ``piece`` at the end of the text (as much of it as the limit keeps)."""
+        size = len(piece)
+        self.length += size
+        room = self._room
+        if size > room:
+            if not room:
+                return
+            piece, size = piece[:room], room
+        self._room = room - size
         pieces = self._pieces
         pieces.append(piece)
         if len(pieces) >= _JOIN_EVERY:
@@ -296,15 +313,18 @@ class TextJoiner:
             pieces.clear()
 
     def text(self) -> str:
-        """The text so far; it is kept as one piece, so asking again costs no new join."""
+        """The text kept so far; it stays as one piece, so asking again costs no new join."""
+        length, room = self.length, self._room
         whole = self.take()
         if whole:
             self._pieces.append(whole)
+        self.length, self._room = length, room
         return whole
 
     def take(self) -> str:
-        """The text so far, forgetting it: the joiner starts again empty."""
+        """The text kept so far, forgetting it: the joiner starts again empty."""
         blocks, pieces = self._blocks, self._pieces
+        self.length, self._room = 0, self._limit
         if not blocks:
             whole = pieces[0] if len(pieces) == 1 else "".join(pieces)
             pieces.clear()

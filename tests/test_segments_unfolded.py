@@ -22,6 +22,7 @@ from pipeline.models import (
     PipelineEvent,
     SegmentEvent,
     SegmentEventType,
+    TextJoiner,
     ToolCallDelta,
     ToolInvocation,
 )
@@ -119,3 +120,22 @@ def test_a_failed_call_longer_than_the_raw_cap_reports_its_first_characters() ->
     assert error["kind"] == "truncated"
     assert error["raw"] == text[:RAW_KEPT]
     assert error["offset"] == len(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "é", "\U0001f600", "\ud800", "xyz", ""]), max_size=3000),
+    st.none() | st.integers(0, 4000),
+)
+def test_a_text_joiner_gives_its_pieces_joined_up_to_its_limit(pieces: list[str], limit: int | None) -> None:
+    joiner = TextJoiner(limit)
+    for piece in pieces:
+        joiner.append(piece)
+    whole = "".join(pieces)
+    kept = whole if limit is None else whole[:limit]
+    assert joiner.length == len(whole)
+    assert joiner.text() == kept
+    assert joiner.text() == kept  # asking again gives the same
+    assert joiner.take() == kept
+    assert not joiner
+    assert joiner.length == 0
