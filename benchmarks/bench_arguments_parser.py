@@ -11,13 +11,21 @@ returns are built but not kept. The code is full of escapes once serialised: quo
 newlines, tabs, and non-ASCII text (``\\uXXXX`` escapes and surrogate pairs, as ``json.dumps`` writes by
 default). Slicing the deltas is not timed; the parsed value is checked against ``json.loads`` after.
 
-The comparison is what the SDKs do for a partial view of the arguments: append each delta to a buffer and
-re-parse the whole buffer with ``jiter.from_json(buffer, partial_mode="trailing-strings")``. That is
-quadratic in the size of the arguments, so it runs at 200 KB only and is cut after ``--jiter-budget``
-seconds, the rest extrapolated from the deltas done (cost per delta grows linearly with the buffer, so
-the total grows with the square of the number of deltas).
+The comparisons are what the SDKs do for a partial view of the arguments, on the same deltas, in the same
+run, at the smallest size only:
 
-The parser's cost per byte should be flat: the target is ns/byte at 20 MB within 1.3x of 200 KB.
+- openai-python's ``ChatCompletionStreamState`` (a strict ``write_file`` tool, so that it offers
+  ``parsed_arguments``), fed the deltas as ``ChatCompletionChunk`` objects built before the clock starts;
+  prints "not installed" without the ``openai`` package;
+- a jiter re-parse of the whole buffer per delta (``jiter.from_json(buffer,
+  partial_mode="trailing-strings")``), what pydantic-ai and LangChain-style helpers do.
+
+Both are quadratic in the size of the arguments, so each is cut after ``--jiter-budget`` seconds, the rest
+extrapolated from the deltas done (cost per delta grows linearly with the buffer, so the total grows with
+the square of the number of deltas).
+
+Targets: streamfold at least 100x faster than ``ChatCompletionStreamState`` at 200 KB, and its cost per
+byte flat: ns/byte at 20 MB within 1.3x of 200 KB.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import gc
 import json
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from benchmarks._data import CHUNK, CODE_LINES, code_lines, deltas
 from operators.arguments.splitter import JSONStreamParser
@@ -83,6 +92,54 @@ def time_jiter(pieces: Sequence[str], budget: float) -> tuple[float, bool] | Non
     return elapsed * (len(pieces) / done) ** 2, True
 
 
+def time_openai(pieces: Sequence[str], budget: float) -> tuple[float, bool] | None:
+    """Time of openai-python's ``ChatCompletionStreamState`` over ``pieces`` (extrapolated past
+    ``budget`` seconds); None without the ``openai`` package."""
+    try:
+        from openai.lib.streaming.chat._completions import ChatCompletionStreamState
+        from openai.types.chat import ChatCompletionChunk
+    except ImportError:
+        return None
+    properties = {"path": {"type": "string"}, "content": {"type": "string"}}
+    parameters = {"type": "object", "properties": properties, "required": ["path", "content"]}
+    tool: Any = {
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "strict": True,
+            "parameters": {**parameters, "additionalProperties": False},
+        },
+    }
+
+    def chunk(tool_call: dict[str, Any]) -> ChatCompletionChunk:
+        delta = {"role": "assistant", "tool_calls": [tool_call]}
+        choice = {"index": 0, "delta": delta, "finish_reason": None}
+        fields = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [choice],
+        }
+        return ChatCompletionChunk.model_validate(fields)
+
+    first = chunk({"index": 0, "id": "call_1", "type": "function", "function": {"name": "write_file"}})
+    chunks = [first] + [chunk({"index": 0, "function": {"arguments": piece}}) for piece in pieces]
+    gc.collect()
+    state: Any = ChatCompletionStreamState(input_tools=[tool])
+    done = 0
+    started = time.perf_counter()
+    for item in chunks:
+        state.handle_chunk(item)
+        done += 1
+        if done % 256 == 0 and time.perf_counter() - started > budget:
+            break
+    elapsed = time.perf_counter() - started
+    if done == len(chunks):
+        return elapsed, False
+    return elapsed * (len(chunks) / done) ** 2, True
+
+
 def row(name: str, size_bytes: int, seconds: float, note: str = "") -> str:
     return (
         f"{name:<28} {size_bytes / 1e6:>9.2f} {seconds:>10.3f} {size_bytes / 1e6 / seconds:>9.2f}"
@@ -96,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     options.add_argument("--quick", action="store_true", help="skip sizes above 2 MB")
     options.add_argument("--repeat", type=int, default=3, help="runs per size, best shown (x3 under 1 MB)")
     options.add_argument("--jiter-budget", type=float, default=30.0, help="seconds before jiter is cut")
-    options.add_argument("--no-jiter", action="store_true", help="skip the jiter comparison")
+    options.add_argument("--no-jiter", action="store_true", help="skip the peer comparisons")
     args = options.parse_args(argv)
     sizes = [size for size in args.sizes if not (args.quick and size > 2_000_000)]
 
@@ -116,6 +173,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         per_byte[size] = seconds / size_bytes * 1e9
         print(row(f"streamfold {size // 1000} K", size_bytes, seconds), flush=True)
         if size == min(sizes) and not args.no_jiter:
+            openai_time = time_openai(pieces, args.jiter_budget)
+            if openai_time is None:
+                print(f"{'openai ChatCompletionStreamState':<28} not installed")
+            else:
+                openai_seconds, extrapolated = openai_time
+                note = f"{openai_seconds / seconds:.0f}x slower" + (", extrapolated" if extrapolated else "")
+                print(row(f"openai-python {size // 1000} K", size_bytes, openai_seconds, note), flush=True)
             jiter_time = time_jiter(pieces, args.jiter_budget)
             if jiter_time is None:
                 print(f"{'jiter':<28} not installed")

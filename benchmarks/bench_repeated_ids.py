@@ -2,7 +2,8 @@
 
 Run: ``python -m benchmarks.bench_repeated_ids`` (``--calls 1000 10000 100000``, ``--repeat 3``).
 
-A response with N finished tool calls, one chunk each, fed to the segment emitter core. Timed, in
+A response with N finished tool calls, one chunk each, through the argument splitter (not timed) and fed
+to the segment emitter core. Timed, in
 nanoseconds per call (best of ``--repeat``, CPU time of this process):
 
 - distinct: every call has its own id (``call_0``, ``call_1``, ...), the baseline;
@@ -18,19 +19,26 @@ import argparse
 import gc
 import time
 
+from operators.arguments.splitter import ArgumentSplitter
 from operators.segments import SegmentEmitter
-from pipeline.models import ChunkResponse, ToolCallDelta
+from pipeline.models import ChunkResponse, SplitChunk, ToolCallDelta
 
 
-def chunks(calls: int, *, repeated: bool) -> list[ChunkResponse]:
-    """N one-call chunks, each call finished, with one id for all or an id each."""
+def chunks(calls: int, *, repeated: bool) -> list[ChunkResponse | SplitChunk]:
+    """N one-call chunks, each call finished, with one id for all or an id each, through the splitter."""
+    splitter = ArgumentSplitter()
     return [
-        ChunkResponse(tool_calls=[ToolCallDelta(i, "call_1" if repeated else f"call_{i}", "f", "{}", True)])
+        split
         for i in range(calls)
+        for split in splitter.feed(
+            ChunkResponse(
+                tool_calls=[ToolCallDelta(i, "call_1" if repeated else f"call_{i}", "f", "{}", True)]
+            )
+        )
     ]
 
 
-def best_of(repeat: int, stream: list[ChunkResponse]) -> float:
+def best_of(repeat: int, stream: list[ChunkResponse | SplitChunk]) -> float:
     """The best CPU time of feeding ``stream`` to a new emitter and finishing it."""
     times: list[float] = []
     for _ in range(repeat):

@@ -17,14 +17,20 @@ says the call is finished, whichever comes first: that is the earliest moment th
 File tools (``write_file`` streams ``content``, ``patch_file`` streams ``patch``; see
 :class:`FileTool`) become file segments whose CONTENT is the decoded file text; their ``path`` is
 reported with an ARGUMENT event as soon as it is complete, before or after the content.
+
+The arguments' events come from the splitter, on :class:`SplitChunk`\\ s: a chunk with tool calls that
+did not pass through it is refused with a :class:`ConfigurationError` (there is no second parser here).
+
+Most chunks continue what the last one started: the next text of the open text run, the next piece of
+the open call's arguments. The state that starts each (the open run, the open call) is also the rule that
+takes such a chunk at once (``take``); ``feed`` asks the rule, else takes the general path.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from aiostream import pipable_operator
@@ -34,22 +40,26 @@ from pipeline.errors import ConfigurationError
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
-    ArgumentErrorKind,
+    ArgumentEvent,
     ArgumentValue,
     ChunkResponse,
     ResponseEnd,
     SegmentEvent,
     SegmentEventType,
     SegmentType,
+    SplitChunk,
+    TextJoiner,
     TokenUsage,
     ToolCallDelta,
     ToolCallError,
+    ToolCallErrorKind,
     ToolResult,
 )
 from pipeline.stage import operator_stream
 
 __all__ = [
     "DEFAULT_FILE_TOOLS",
+    "RAW_KEPT",
     "FileTool",
     "SegmentEmitter",
     "SegmentIdFactory",
@@ -78,61 +88,281 @@ DEFAULT_FILE_TOOLS: Mapping[str, FileTool] = {
 _CONTENT = SegmentEventType.CONTENT
 _TEXT = SegmentType.TEXT
 _REASONING = SegmentType.REASONING
-_COMPACT_EVERY = 1024
-"""A call's raw pieces are joined into one block every this many pieces, so that huge arguments in tiny
-deltas cost about their own size in memory, not a small object per delta."""
 
+_Events = list[SegmentEvent | ResponseEnd]
+_Item = ChunkResponse | SplitChunk
 
-def _compact_raw(call: _Call) -> None:
-    """Join the raw pieces received since the last compaction into one block."""
-    raw = call.raw
-    block = "".join(raw[call.raw_blocks :])
-    del raw[call.raw_blocks :]
-    raw.append(block)
-    call.raw_blocks += 1
+_NOTHING_BESIDE: Final = (None, None, None, None, False, None, None, None, None, None, None, None)
+"""The fields of a chunk beside its text and tool calls (as the rules list them), when it carries nothing
+else: reasoning, its id, signature, encrypted form and end, citations, the text's signature, a refusal,
+tool results, usage, finish reason, metadata. (The rules read them inline: attribute reads in the
+function are much cheaper than an ``attrgetter``.)"""
+
+RAW_KEPT: Final = 1 << 20
+"""Characters of a call's arguments text kept for its error (``ToolCallError.raw``): the first ones."""
+
+_NO_SPLITTER = (
+    "emit_segments got a chunk with tool calls that did not pass through split_arguments:"
+    " pipe split_arguments before emit_segments (process() does), or ArgumentSplitter before SegmentEmitter"
+)
 
 
 def _random_segment_id(segment_type: SegmentType) -> str:
     return f"{segment_type.value}_{uuid.uuid4().hex[:16]}"
 
 
-@dataclass(slots=True)
+class _NoRule:
+    """No rule: the next chunk takes the general path."""
+
+    __slots__ = ()
+
+    def take(self, item: _Item) -> _Events | None:
+        del item
+        return None
+
+
+_NO_RULE: Final = _NoRule()
+
+
+class _Run:
+    """The open text or reasoning run."""
+
+    __slots__ = ("kind", "length", "metadata", "refusal", "sealed", "segment_id")
+
+    def __init__(self, kind: SegmentType, segment_id: str, refusal: bool) -> None:
+        self.kind = kind
+        self.segment_id = segment_id
+        self.refusal = refusal
+        self.length = 0
+        """Characters of the run's text so far (the offset of a citation)."""
+        self.sealed = False
+        """A reasoning run has its signature or encrypted content: its provider block is complete."""
+        self.metadata: dict[str, Any] = {}
+        """What its END carries."""
+
+    def takes_text(self) -> bool:
+        """Whether more text continues this run: it is a text run, not a refusal, not sealed."""
+        return self.kind is _TEXT and not self.refusal and not self.sealed
+
+    def take(self, item: _Item) -> _Events | None:
+        """The rule of an open text run: a chunk of only text continues it with one CONTENT event."""
+        if type(item) is not ChunkResponse:
+            return None
+        content = item.content
+        if not content or item.tool_calls is not None:
+            return None
+        beside = (
+            item.reasoning,
+            item.reasoning_id,
+            item.reasoning_signature,
+            item.encrypted_reasoning,
+            item.reasoning_done,
+            item.citations,
+            item.content_signature,
+            item.refusal,
+            item.tool_results,
+            item.usage,
+            item.finish_reason,
+            item.metadata,
+        )
+        if beside != _NOTHING_BESIDE:
+            return None
+        self.length += len(content)
+        return [SegmentEvent(_CONTENT, self.segment_id, None, {"delta": content})]
+
+
 class _Call:
     """What the emitter knows of one tool call while its segment is open."""
 
-    index: int
-    segment_id: str | None = None
-    provider_call_id: str | None = None
-    """The id the provider gave, when another call of the response had it first (the segment id differs)."""
-    name: str | None = None
-    kind: str = "function"
-    signature: str | None = None
-    server_name: str | None = None
-    file_tool: FileTool | None = None
-    content_path: tuple[str] | None = None
-    """``(file_tool.content_key,)``: the path whose string is the segment's CONTENT."""
-    raw: list[str] = field(default_factory=list)
-    """The arguments text as received: joined blocks of ``_COMPACT_EVERY`` pieces, then single pieces."""
-    raw_blocks: int = 0
-    arguments: Any = None
-    partial: dict[str, Any] = field(default_factory=dict)
-    """Top-level members already complete: what a failed call's invocation still carries."""
-    complete: bool = False
-    error: ArgumentError | None = None
-    parsed_by_splitter: bool = False
-    path: str | None = None
-    started: bool = False
-    ended: bool = False
-    waiting: list[ToolCallDelta] = field(default_factory=list)
+    __slots__ = (
+        "arguments",
+        "complete",
+        "content_path",
+        "ended",
+        "error",
+        "file_tool",
+        "index",
+        "keep_values",
+        "kind",
+        "name",
+        "partial",
+        "path",
+        "provider_call_id",
+        "raw",
+        "segment_id",
+        "server_name",
+        "signature",
+        "started",
+        "waiting",
+    )
+
+    def __init__(self, index: int, keep_values: bool) -> None:
+        self.index = index
+        self.keep_values = keep_values
+        """False: the splitter streams the arguments without their values, so END carries none."""
+        self.segment_id = ""
+        """The call id the provider gave; once started, the segment id (unique in the response)."""
+        self.provider_call_id: str | None = None
+        """The id the provider gave, when another call of the response had it first (so the ids differ)."""
+        self.name: str | None = None
+        self.kind = "function"
+        self.signature: str | None = None
+        self.server_name: str | None = None
+        self.file_tool: FileTool | None = None
+        self.content_path: tuple[str] | None = None
+        """``(file_tool.content_key,)``: the path whose string is the segment's CONTENT."""
+        self.raw = TextJoiner(RAW_KEPT)
+        """The arguments text as received (its head), for the error of a call that cannot be folded."""
+        self.arguments: Any = None
+        self.partial: dict[str, Any] = {}
+        """Top-level members already complete: what a failed call's invocation still carries."""
+        self.complete = False
+        self.error: ArgumentError | None = None
+        self.path: str | None = None
+        self.started = False
+        self.ended = False
+        self.waiting: list[tuple[ToolCallDelta, tuple[ArgumentEvent, ...]]] = []
+        """Deltas that came before the call's name (the name decides the segment type)."""
+
+    def take(self, item: _Item) -> _Events | None:
+        """The rule of an open call: a chunk of only the next piece of its arguments is applied at once."""
+        if type(item) is not SplitChunk or self.ended:
+            return None
+        chunk = item.chunk
+        deltas = chunk.tool_calls
+        if not deltas or len(deltas) != 1 or chunk.content:
+            return None
+        beside = (
+            chunk.reasoning,
+            chunk.reasoning_id,
+            chunk.reasoning_signature,
+            chunk.encrypted_reasoning,
+            chunk.reasoning_done,
+            chunk.citations,
+            chunk.content_signature,
+            chunk.refusal,
+            chunk.tool_results,
+            chunk.usage,
+            chunk.finish_reason,
+            chunk.metadata,
+        )
+        if beside != _NOTHING_BESIDE:
+            return None
+        delta = deltas[0]
+        if (
+            delta.index != self.index
+            or delta.call_id is not None
+            or delta.name is not None
+            or delta.signature is not None
+            or delta.kind != self.kind
+        ):
+            return None
+        events: _Events = []
+        self.apply(events, delta, item.argument_events[0])
+        return events
+
+    def apply(
+        self, events: _Events, delta: ToolCallDelta, argument_events: tuple[ArgumentEvent, ...]
+    ) -> None:
+        """Stream ``delta``'s arguments text and events; end the segment once the call is complete."""
+        segment_id = self.segment_id
+        text = delta.arguments_delta
+        if text:
+            self.raw.append(text)
+            if self.file_tool is None:
+                events.append(SegmentEvent(_CONTENT, segment_id, None, {"delta": text}))
+        for item in argument_events:
+            if isinstance(item, ArgumentDelta):
+                if item.path == self.content_path:  # a file's content is its segment's CONTENT
+                    events.append(SegmentEvent(_CONTENT, segment_id, None, {"delta": item.delta}))
+                else:
+                    events.append(SegmentEvent.argument_delta(segment_id, item.path, item.delta))
+            elif isinstance(item, ArgumentValue):
+                self._value(events, item)
+            else:
+                self.error = item
+        if self.complete or self.error is not None or delta.finished:
+            self.end(events)
+
+    def _value(self, events: _Events, item: ArgumentValue) -> None:
+        path = item.path
+        if not path:
+            self.arguments, self.complete = item.value, True
+            return
+        if len(path) == 1 and isinstance(path[0], str):
+            self.partial[path[0]] = item.value
+        file_tool = self.file_tool
+        if file_tool is not None:
+            if path[0] == file_tool.content_key:
+                return  # streamed as CONTENT already
+            if path == (file_tool.path_key,):
+                self.path = item.value if isinstance(item.value, str) else None
+        events.append(SegmentEvent.argument_value(self.segment_id, path, item.value))
+
+    def end(self, events: _Events, interrupted: str = "") -> None:
+        """The segment's END, with the arguments (or the error) that the folder makes an invocation of."""
+        self.ended = True
+        segment_id = self.segment_id
+        metadata: dict[str, Any] = {"tool_name": self.name or "", "call_id": segment_id}
+        if self.provider_call_id is not None:
+            metadata["provider_call_id"] = self.provider_call_id
+        error = self._error(interrupted)
+        self.raw = TextJoiner(RAW_KEPT)  # the call is over: its text is not needed any more
+        if self.keep_values:
+            valid = error is None or isinstance(self.arguments, dict)
+            metadata["arguments"] = self.arguments if valid else self.partial
+        if error is not None:
+            metadata["error"] = error.to_dict()
+        if self.kind == "server":
+            metadata["provider_executed"] = True
+        if self.signature is not None:
+            metadata["signature"] = self.signature
+        if self.file_tool is not None:
+            arguments = self.arguments if isinstance(self.arguments, dict) else self.partial
+            path = arguments.get(self.file_tool.path_key, self.path)
+            if isinstance(path, str):
+                metadata["path"] = path
+        segment_type = self.file_tool.segment_type if self.file_tool else SegmentType.TOOL_CALL
+        events.append(SegmentEvent.end(segment_id, metadata, segment_type=segment_type))
+
+    def _error(self, interrupted: str) -> ToolCallError | None:
+        """Why the call cannot be folded, with its raw text; None when it can."""
+        problem = self._problem(interrupted)
+        if problem is None:
+            return None
+        kind, message, offset = problem
+        return ToolCallError(kind, message, self.raw.text(), offset)
+
+    def _problem(self, interrupted: str) -> tuple[ToolCallErrorKind, str, int | None] | None:
+        if self.name is None:  # a converter gave out a call that never got its name: it cannot be run
+            return "missing_name", "the call never got a function name", None
+        if self.error is not None:
+            return self.error.kind, self.error.message, self.error.offset
+        if interrupted:
+            return "interrupted", interrupted, None
+        if not self.complete:
+            return "truncated", "the stream ended before the arguments were complete", self.raw.length
+        if self.keep_values and not isinstance(self.arguments, dict):
+            kind = type(self.arguments).__name__
+            return "not_an_object", f"the arguments are a JSON {kind}, not an object", None
+        return None
 
 
 class SegmentEmitter:
     """Sans-IO core of :func:`emit_segments`: ``feed(chunk)`` and ``finish()`` return events.
 
+    ``feed`` takes what :class:`operators.arguments.ArgumentSplitter` gives: chunks, and
+    :class:`SplitChunk`\\ s for chunks with tool calls.
+
+    A tool segment's END carries the call's arguments (or its error, with the first :data:`RAW_KEPT`
+    characters of its arguments text), which :class:`operators.invocations.InvocationFolder` folds.
+
     Args:
         file_tools: tool name -> :class:`FileTool`; defaults to ``write_file`` and ``patch_file``.
         segment_ids: makes text and reasoning segment ids; defaults to ``"text_" + 16 random hex``.
         call_ids: makes the id of a tool call that arrives without one (converters normally give one).
+        keep_values: False for a splitter that does not keep values (``keep_values=False``): tool
+            segments stream as usual, and their END carries no ``arguments`` (nothing to fold).
     """
 
     def __init__(
@@ -141,6 +371,7 @@ class SegmentEmitter:
         file_tools: Mapping[str, FileTool] | None = None,
         segment_ids: SegmentIdFactory | None = None,
         call_ids: Callable[[int], str] | None = None,
+        keep_values: bool = True,
     ) -> None:
         if file_tools is not None and not (
             isinstance(file_tools, Mapping)
@@ -155,14 +386,10 @@ class SegmentEmitter:
         self._file_tools = DEFAULT_FILE_TOOLS if file_tools is None else file_tools
         self._segment_ids = segment_ids or _random_segment_id
         self._call_ids = call_ids or (lambda index: f"call_{uuid.uuid4().hex[:24]}")
-        self._open_run: SegmentType | None = None
-        self._open_run_id = ""
-        self._open_run_refusal = False
-        self._run_length = 0
-        """Characters of the open run's text so far (the offset of a citation)."""
-        self._run_sealed = False
-        """The open reasoning run has its signature or encrypted content: its provider block is complete."""
-        self._run_metadata: dict[str, Any] = {}
+        self._keep_values = keep_values
+        self._run: _Run | None = None
+        self._rule: _NoRule | _Run | _Call = _NO_RULE
+        """What takes the next chunk at once, if it only continues what the last one started."""
         self._used_ids: set[str] = set()
         self._next_suffix: dict[str, int] = {}
         """Base id -> the first ``_n`` suffix not yet tried for it: a repeated id is renamed in constant
@@ -173,105 +400,31 @@ class SegmentEmitter:
         self._metadata: dict[str, Any] = {}
         self._finished = False
 
-    def feed(self, chunk: ChunkResponse) -> list[SegmentEvent | ResponseEnd]:
-        content = chunk.content
-        tool_calls = chunk.tool_calls
-        if (
-            content
-            and self._open_run is _TEXT
-            and not self._open_run_refusal
-            and not self._run_sealed
-            and tool_calls is None
-            and chunk.metadata is None
-            and chunk.reasoning is None
-            and chunk.reasoning_id is None
-            and chunk.reasoning_signature is None
-            and chunk.encrypted_reasoning is None
-            and chunk.citations is None
-            and chunk.content_signature is None
-            and chunk.refusal is None
-            and chunk.tool_results is None
-            and chunk.usage is None
-            and chunk.finish_reason is None
-        ):
-            # The next text of the open text run, nothing else (most chunks): what the checks below do.
-            self._run_length += len(content)
-            return [SegmentEvent(_CONTENT, self._open_run_id, None, {"delta": content})]
-        if (
-            tool_calls is not None
-            and not content
-            and len(tool_calls) == 1
-            and chunk.metadata is None
-            and chunk.reasoning is None
-            and chunk.reasoning_id is None
-            and chunk.reasoning_signature is None
-            and chunk.encrypted_reasoning is None
-            and not chunk.reasoning_done
-            and chunk.citations is None
-            and chunk.content_signature is None
-            and chunk.refusal is None
-            and chunk.tool_results is None
-            and chunk.usage is None
-            and chunk.finish_reason is None
-        ):
-            # The next piece of an open call's arguments, nothing else (a streaming call's chunks): what
-            # _feed and _tool_delta do.
-            delta = tool_calls[0]
-            call = self._calls.get(delta.index)
-            if (
-                call is not None
-                and call.started
-                and not call.ended
-                and delta.call_id is None
-                and delta.name is None
-                and delta.signature is None
-                and delta.kind == call.kind
-            ):
-                text = delta.arguments_delta
-                argument_events = delta.argument_events
-                if text and len(argument_events) == 1 and call.file_tool is not None and not delta.finished:
-                    item = argument_events[0]
-                    if type(item) is ArgumentDelta and item.path == call.content_path:
-                        # The next piece of a streaming file's content: what _apply does with it.
-                        raw = call.raw
-                        raw.append(text)
-                        if len(raw) - call.raw_blocks >= _COMPACT_EVERY:
-                            _compact_raw(call)
-                        call.parsed_by_splitter = True
-                        return [SegmentEvent(_CONTENT, call.segment_id or "", None, {"delta": item.delta})]
-                events: list[SegmentEvent | ResponseEnd] = []
-                self._apply(events, call, delta)
-                return events
-        return self._feed(chunk)
+    def feed(self, item: ChunkResponse | SplitChunk) -> list[SegmentEvent | ResponseEnd]:
+        """The segment events of one chunk (a :class:`SplitChunk` when it has tool calls).
 
-    def _feed(self, chunk: ChunkResponse) -> list[SegmentEvent | ResponseEnd]:
-        """:meth:`feed`, the general way (a property test keeps the fast path equal to it)."""
-        events: list[SegmentEvent | ResponseEnd] = []
-        if chunk.reasoning_id is not None:
-            self._reasoning_block(events, chunk.reasoning_id)
-        if chunk.reasoning:
-            self._run(events, _REASONING, chunk.reasoning)
-        if chunk.reasoning_signature is not None:
-            self._reasoning_metadata(events, "signature", chunk.reasoning_signature)
-        if chunk.encrypted_reasoning is not None:
-            self._reasoning_metadata(events, "encrypted_content", chunk.encrypted_reasoning)
-        if chunk.reasoning_done and self._open_run is _REASONING:
-            self._close_run(events)
-        if chunk.citations:
-            self._citations(events, chunk.citations)
-        if chunk.content_signature is not None and "signature" in self._run_metadata:
-            self._close_run(events)  # a text run has one signature: a second one is another signed part
-        if chunk.content:
-            self._run(events, _TEXT, chunk.content)
-        if chunk.refusal:
-            self._run(events, _TEXT, chunk.refusal, refusal=True)
-        if chunk.content_signature is not None:
-            if self._open_run is not _TEXT or self._open_run_refusal:
-                self._open_new_run(events, _TEXT)
-            self._run_metadata["signature"] = chunk.content_signature
+        Raises:
+            ConfigurationError: a chunk with tool calls that did not pass through the argument splitter.
+        """
+        events = self._rule.take(item)
+        if events is None:
+            return self._feed(item)
+        return events
+
+    def _feed(self, item: ChunkResponse | SplitChunk) -> list[SegmentEvent | ResponseEnd]:
+        """:meth:`feed`, the general way (a property test keeps the rules equal to it)."""
+        if isinstance(item, SplitChunk):
+            chunk, argument_events = item.chunk, item.argument_events
+        elif item.tool_calls:
+            raise ConfigurationError(_NO_SPLITTER)
+        else:
+            chunk, argument_events = item, ()
+        events: _Events = []
+        self._reasoning(events, chunk)
+        self._text(events, chunk)
         if chunk.tool_calls:
-            for delta in chunk.tool_calls:
-                self._tool_delta(events, delta)
+            for delta, delta_events in zip(chunk.tool_calls, argument_events, strict=True):
+                self._tool_delta(events, delta, delta_events)
         if chunk.tool_results:
             for result in chunk.tool_results:
                 self._tool_result(events, result)
@@ -281,7 +434,16 @@ class SegmentEmitter:
             self._finish_reason = chunk.finish_reason
         if chunk.metadata:
             self._metadata.update(chunk.metadata)
+        self._rule = self._next_rule(chunk)
         return events
+
+    def _next_rule(self, chunk: ChunkResponse) -> _NoRule | _Run | _Call:
+        """The rule for the chunk after ``chunk``: the call it streamed into, or the text run it left open."""
+        if chunk.tool_calls:
+            call = self._calls.get(chunk.tool_calls[-1].index)
+            return call if call is not None and call.started and not call.ended else _NO_RULE
+        run = self._run
+        return run if run is not None and run.takes_text() else _NO_RULE
 
     def finish(self) -> list[SegmentEvent | ResponseEnd]:
         """Close every open segment (an unfinished tool call is ``truncated``), then :class:`ResponseEnd`."""
@@ -300,83 +462,109 @@ class SegmentEmitter:
         message = f"the stream failed before the call was complete: {type(exc).__name__}: {exc}"
         return [event for event in self._close_all(interrupted=message) if isinstance(event, SegmentEvent)]
 
-    def _close_all(self, *, interrupted: str) -> list[SegmentEvent | ResponseEnd]:
+    def _close_all(self, *, interrupted: str) -> _Events:
         self._finished = True
-        events: list[SegmentEvent | ResponseEnd] = []
+        self._rule = _NO_RULE
+        events: _Events = []
         self._close_run(events)
         for call in self._calls.values():
             if not call.started:
                 self._start_with_waiting(events, call)
             if not call.ended:
-                self._end_call(events, call, interrupted=interrupted)
+                call.end(events, interrupted=interrupted)
         return events
 
     # text and reasoning runs
 
-    def _run(
-        self, events: list[SegmentEvent | ResponseEnd], kind: SegmentType, text: str, *, refusal: bool = False
-    ) -> None:
-        if self._open_run is not kind or self._open_run_refusal != refusal or self._run_sealed:
-            self._open_new_run(events, kind, {"refusal": True} if refusal else None, refusal=refusal)
-        self._run_length += len(text)
-        events.append(SegmentEvent(_CONTENT, self._open_run_id, None, {"delta": text}))
+    def _reasoning(self, events: _Events, chunk: ChunkResponse) -> None:
+        if chunk.reasoning_id is not None:
+            self._reasoning_block(events, chunk.reasoning_id)
+        if chunk.reasoning:
+            self._append(events, _REASONING, chunk.reasoning)
+        if chunk.reasoning_signature is not None:
+            self._reasoning_metadata(events, "signature", chunk.reasoning_signature)
+        if chunk.encrypted_reasoning is not None:
+            self._reasoning_metadata(events, "encrypted_content", chunk.encrypted_reasoning)
+        if chunk.reasoning_done and self._run is not None and self._run.kind is _REASONING:
+            self._close_run(events)
+
+    def _text(self, events: _Events, chunk: ChunkResponse) -> None:
+        if chunk.citations:
+            self._citations(events, chunk.citations)
+        run = self._run
+        if chunk.content_signature is not None and run is not None and "signature" in run.metadata:
+            self._close_run(events)  # a text run has one signature: a second one is another signed part
+        if chunk.content:
+            self._append(events, _TEXT, chunk.content)
+        if chunk.refusal:
+            self._append(events, _TEXT, chunk.refusal, refusal=True)
+        if chunk.content_signature is not None:
+            self._text_run(events).metadata["signature"] = chunk.content_signature
+
+    def _append(self, events: _Events, kind: SegmentType, text: str, *, refusal: bool = False) -> None:
+        run = self._run
+        if run is None or run.kind is not kind or run.refusal != refusal or run.sealed:
+            run = self._open_new_run(events, kind, {"refusal": True} if refusal else None, refusal=refusal)
+        run.length += len(text)
+        events.append(SegmentEvent(_CONTENT, run.segment_id, None, {"delta": text}))
+
+    def _text_run(self, events: _Events) -> _Run:
+        """The open text run (not a refusal), opened if need be."""
+        run = self._run
+        if run is None or run.kind is not _TEXT or run.refusal:
+            run = self._open_new_run(events, _TEXT)
+        return run
 
     def _open_new_run(
         self,
-        events: list[SegmentEvent | ResponseEnd],
+        events: _Events,
         kind: SegmentType,
         metadata: dict[str, Any] | None = None,
         *,
         refusal: bool = False,
-    ) -> None:
+    ) -> _Run:
         self._close_run(events)
-        self._open_run, self._open_run_refusal = kind, refusal
-        self._open_run_id = self._segment_ids(kind)
-        self._run_length = 0
-        self._run_sealed = False
-        events.append(SegmentEvent.start(self._open_run_id, kind, metadata))
+        run = self._run = _Run(kind, self._segment_ids(kind), refusal)
+        events.append(SegmentEvent.start(run.segment_id, kind, metadata))
+        return run
 
-    def _close_run(self, events: list[SegmentEvent | ResponseEnd]) -> None:
-        if self._open_run is None:
+    def _close_run(self, events: _Events) -> None:
+        run = self._run
+        if run is None:
             return
-        events.append(
-            SegmentEvent.end(self._open_run_id, self._run_metadata or None, segment_type=self._open_run)
-        )
-        self._open_run = None
-        self._run_metadata = {}
+        events.append(SegmentEvent.end(run.segment_id, run.metadata or None, segment_type=run.kind))
+        self._run = None
 
-    def _reasoning_block(self, events: list[SegmentEvent | ResponseEnd], reasoning_id: str) -> None:
+    def _reasoning_block(self, events: _Events, reasoning_id: str) -> None:
         """A provider reasoning block with an id: its own segment, the id in its START and END metadata."""
+        run = self._run
         if (
-            self._open_run is _REASONING
-            and self._run_metadata.get("reasoning_id", reasoning_id) == reasoning_id
+            run is None
+            or run.kind is not _REASONING
+            or run.metadata.get("reasoning_id", reasoning_id) != reasoning_id
         ):
-            self._run_metadata["reasoning_id"] = reasoning_id
-            return
-        self._open_new_run(events, _REASONING, {"reasoning_id": reasoning_id})
-        self._run_metadata["reasoning_id"] = reasoning_id
+            run = self._open_new_run(events, _REASONING, {"reasoning_id": reasoning_id})
+        run.metadata["reasoning_id"] = reasoning_id
 
-    def _reasoning_metadata(self, events: list[SegmentEvent | ResponseEnd], key: str, value: str) -> None:
+    def _reasoning_metadata(self, events: _Events, key: str, value: str) -> None:
         """Signatures and encrypted reasoning belong to the reasoning run they close (or one of their own).
 
         They close a provider block: a second one, or more reasoning text, starts a new segment, so that
         every block keeps its own signature or encrypted content.
         """
-        if self._open_run is not _REASONING or key in self._run_metadata:
-            self._open_new_run(events, _REASONING)
-        self._run_metadata[key] = value
-        self._run_sealed = True
+        run = self._run
+        if run is None or run.kind is not _REASONING or key in run.metadata:
+            run = self._open_new_run(events, _REASONING)
+        run.metadata[key] = value
+        run.sealed = True
 
-    def _citations(
-        self, events: list[SegmentEvent | ResponseEnd], citations: list[Mapping[str, Any]]
-    ) -> None:
+    def _citations(self, events: _Events, citations: list[Mapping[str, Any]]) -> None:
         """Citations go into the text segment's END metadata, each with its offset in the segment's text."""
-        if self._open_run is not _TEXT or self._open_run_refusal:
-            self._open_new_run(events, _TEXT)
-        kept = self._run_metadata.setdefault("citations", [])
-        kept.extend({"offset": self._run_length, "citation": dict(citation)} for citation in citations)
+        run = self._text_run(events)
+        kept = run.metadata.setdefault("citations", [])
+        kept.extend({"offset": run.length, "citation": dict(citation)} for citation in citations)
 
-    def _tool_result(self, events: list[SegmentEvent | ResponseEnd], result: ToolResult) -> None:
+    def _tool_result(self, events: _Events, result: ToolResult) -> None:
         """A provider-executed call's result: a ``tool_result`` segment, START, CONTENT (JSON), END."""
         self._close_run(events)
         segment_id = self._unique_id(f"{result.call_id}:result")
@@ -416,13 +604,15 @@ class SegmentEmitter:
 
     # tool calls
 
-    def _tool_delta(self, events: list[SegmentEvent | ResponseEnd], delta: ToolCallDelta) -> None:
+    def _tool_delta(
+        self, events: _Events, delta: ToolCallDelta, argument_events: tuple[ArgumentEvent, ...]
+    ) -> None:
         call = self._calls.get(delta.index)
         if call is None:
-            call = self._calls[delta.index] = _Call(delta.index)
+            call = self._calls[delta.index] = _Call(delta.index, self._keep_values)
         if call.ended:
             return  # arguments already complete: only trailing whitespace or a late "finished" can follow
-        if call.segment_id is None and delta.call_id:
+        if not call.segment_id and delta.call_id:
             call.segment_id = delta.call_id
         if call.name is None and delta.name:
             call.name = delta.name
@@ -433,26 +623,24 @@ class SegmentEmitter:
         call.kind = delta.kind
         if not call.started:
             if call.name is None and not delta.finished:
-                call.waiting.append(delta)  # the name decides the segment type: wait for it
+                call.waiting.append((delta, argument_events))  # the name decides the segment type: wait
                 return
             self._start_with_waiting(events, call)
             if call.ended:
                 return
-        self._apply(events, call, delta)
+        call.apply(events, delta, argument_events)
 
-    def _start_with_waiting(self, events: list[SegmentEvent | ResponseEnd], call: _Call) -> None:
+    def _start_with_waiting(self, events: _Events, call: _Call) -> None:
         self._start_call(events, call)
         waiting, call.waiting = call.waiting, []
-        for early in waiting:
+        for early, early_events in waiting:
             if not call.ended:
-                self._apply(events, call, early)
+                call.apply(events, early, early_events)
 
-    def _start_call(self, events: list[SegmentEvent | ResponseEnd], call: _Call) -> None:
+    def _start_call(self, events: _Events, call: _Call) -> None:
         self._close_run(events)
         call.started = True
-        provider_id = call.segment_id
-        if provider_id is None:
-            provider_id = self._call_ids(call.index)
+        provider_id = call.segment_id or self._call_ids(call.index)
         call.segment_id = self._unique_id(provider_id)
         if call.segment_id != provider_id:
             call.provider_call_id = provider_id
@@ -472,124 +660,22 @@ class SegmentEmitter:
             metadata["custom"] = True
         events.append(SegmentEvent.start(call.segment_id, segment_type, metadata))
 
-    def _apply(self, events: list[SegmentEvent | ResponseEnd], call: _Call, delta: ToolCallDelta) -> None:
-        segment_id = call.segment_id
-        assert segment_id is not None
-        file_tool = call.file_tool
-        text = delta.arguments_delta
-        if text:
-            raw = call.raw
-            raw.append(text)
-            if len(raw) - call.raw_blocks >= _COMPACT_EVERY:
-                _compact_raw(call)
-            if file_tool is None:
-                events.append(SegmentEvent(_CONTENT, segment_id, None, {"delta": text}))
-        argument_events = delta.argument_events
-        if argument_events:
-            call.parsed_by_splitter = True
-            if len(argument_events) == 1 and file_tool is not None and not delta.finished:
-                item = argument_events[0]
-                if type(item) is ArgumentDelta and item.path == call.content_path:
-                    # The hot path of a streaming file, built directly: what the loop below does with it.
-                    events.append(SegmentEvent(_CONTENT, segment_id, None, {"delta": item.delta}))
-                    return
-        for item in argument_events:
-            if isinstance(item, ArgumentDelta):
-                if item.path == call.content_path:
-                    # The hot path of a streaming file: built directly rather than by SegmentEvent.content.
-                    events.append(SegmentEvent(_CONTENT, segment_id, None, {"delta": item.delta}))
-                else:
-                    events.append(SegmentEvent.argument_delta(segment_id, item.path, item.delta))
-            elif isinstance(item, ArgumentValue):
-                if not item.path:
-                    call.arguments, call.complete = item.value, True
-                    continue
-                if len(item.path) == 1 and isinstance(item.path[0], str):
-                    call.partial[item.path[0]] = item.value
-                if file_tool is None or item.path[0] != file_tool.content_key:
-                    if file_tool is not None and item.path == (file_tool.path_key,):
-                        call.path = item.value if isinstance(item.value, str) else None
-                    events.append(SegmentEvent.argument_value(segment_id, item.path, item.value))
-            elif isinstance(item, ArgumentError):
-                call.error = item
-        if call.complete or call.error is not None or delta.finished:
-            self._end_call(events, call)
-
-    def _end_call(self, events: list[SegmentEvent | ResponseEnd], call: _Call, interrupted: str = "") -> None:
-        call.ended = True
-        segment_id = call.segment_id
-        assert segment_id is not None
-        if not call.complete and call.error is None and not interrupted and not call.parsed_by_splitter:
-            self._parse_without_splitter(call)
-        metadata: dict[str, Any] = {"tool_name": call.name or "", "call_id": segment_id}
-        if call.provider_call_id is not None:
-            metadata["provider_call_id"] = call.provider_call_id
-        error = self._call_error(call, interrupted)
-        if error is None:
-            metadata["arguments"] = call.arguments
-        else:
-            metadata["arguments"] = call.arguments if isinstance(call.arguments, dict) else call.partial
-            metadata["error"] = error.to_dict()
-        if call.kind == "server":
-            metadata["provider_executed"] = True
-        if call.signature is not None:
-            metadata["signature"] = call.signature
-        if call.file_tool is not None:
-            arguments = call.arguments if isinstance(call.arguments, dict) else call.partial
-            path = arguments.get(call.file_tool.path_key, call.path)
-            if isinstance(path, str):
-                metadata["path"] = path
-        segment_type = call.file_tool.segment_type if call.file_tool else SegmentType.TOOL_CALL
-        events.append(SegmentEvent.end(segment_id, metadata, segment_type=segment_type))
-
-    @staticmethod
-    def _parse_without_splitter(call: _Call) -> None:
-        """Without :func:`split_arguments` upstream, parse the arguments once, at the end of the call."""
-        raw = "".join(call.raw)
-        if call.kind == "custom":
-            call.arguments, call.complete = {"input": raw}, True
-            return
-        if not raw.strip():
-            call.arguments, call.complete = {}, True
-            return
-        try:
-            call.arguments, call.complete = msgspec.json.decode(raw), True
-        except msgspec.DecodeError as exc:
-            truncated = "truncated" in str(exc)
-            kind: ArgumentErrorKind = "truncated" if truncated else "invalid_json"
-            call.error = ArgumentError(kind, f"the arguments are not valid JSON: {exc}", len(raw))
-
-    @staticmethod
-    def _call_error(call: _Call, interrupted: str) -> ToolCallError | None:
-        raw = "".join(call.raw)
-        if call.name is None:  # a converter gave out a call that never got its name: it cannot be run
-            return ToolCallError("missing_name", "the call never got a function name", raw)
-        if call.error is not None:
-            return ToolCallError(call.error.kind, call.error.message, raw, call.error.offset)
-        if interrupted:
-            return ToolCallError("interrupted", interrupted, raw)
-        if not call.complete:
-            return ToolCallError(
-                "truncated", "the stream ended before the arguments were complete", raw, len(raw)
-            )
-        if not isinstance(call.arguments, dict):
-            kind = type(call.arguments).__name__
-            return ToolCallError("not_an_object", f"the arguments are a JSON {kind}, not an object", raw)
-        return None
-
 
 @pipable_operator
 def emit_segments(
-    source: AsyncIterable[ChunkResponse],
+    source: AsyncIterable[ChunkResponse | SplitChunk],
     *,
     file_tools: Mapping[str, FileTool] | None = None,
     segment_ids: SegmentIdFactory | None = None,
     call_ids: Callable[[int], str] | None = None,
+    keep_values: bool = True,
 ) -> AsyncIterator[SegmentEvent | ResponseEnd]:
-    """Chunks to segment events, then one :class:`ResponseEnd`.
+    """Chunks (after :func:`operators.split_arguments`) to segment events, then one :class:`ResponseEnd`.
 
     If the source fails, open segments are closed first (tool calls with an ``interrupted`` error, so the
     folder still gives exactly one invocation per call) and then the exception propagates.
     """
-    emitter = SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=call_ids)
+    emitter = SegmentEmitter(
+        file_tools=file_tools, segment_ids=segment_ids, call_ids=call_ids, keep_values=keep_values
+    )
     return operator_stream(source, emitter)

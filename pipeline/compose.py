@@ -157,6 +157,7 @@ def process(
     choice: int = 0,
     telemetry: Telemetry | None = None,
     offered_tools: Collection[str] | None = None,
+    fold: bool = True,
 ) -> Stream[PipelineEvent]:
     """The whole pipeline: adapter, converter, [delimiter rewriter], splitter, emitter, folder.
 
@@ -194,6 +195,10 @@ def process(
         offered_tools: with ``tool_format``, the names of the tools the request offered: a delimiter call
             to any other tool stays the text the model wrote (see
             :class:`operators.delimiters.DelimiterRewriter`). ``None`` (the default): any name is a call.
+        fold: True (the default): each tool call is folded into a :class:`ToolInvocation` with its
+            arguments. False, for consumers of the segments only (a UI, a proxy): the arguments stream as
+            segment events but are never built, so memory stays flat however long they are; no
+            invocations, and a tool segment's END has no ``arguments``.
 
     Returns:
         An aiostream ``Stream`` of :data:`PipelineEvent`: iterate it with ``async with ....stream()``, or
@@ -220,6 +225,7 @@ def process(
             choice=choice,
             telemetry=telemetry,
             offered_tools=offered_tools,
+            fold=fold,
         )
     )
 
@@ -267,6 +273,7 @@ def _pipeline(
     choice: int,
     telemetry: Telemetry | None = None,
     offered_tools: Collection[str] | None = None,
+    fold: bool = True,
 ) -> AsyncIterator[PipelineEvent]:
     """:func:`process`'s stream. Its cores are made with it (so bad options raise at once) and anew for
     each later iteration, as the operators' are."""
@@ -288,12 +295,19 @@ def _pipeline(
         from operators.delimiters import DelimiterRewriter
 
         stages.append(DelimiterRewriter(delimiter_format, id_factory=id_factory, offered_tools=offered_tools))
-    split_options: dict[str, Any] = {}
+    if not isinstance(fold, bool):
+        raise ConfigurationError(f"fold must be True or False, got {fold!r}")
+    if tools is not None and not fold:
+        raise ConfigurationError("tools validates folded invocations: it needs fold=True")
+    split_options: dict[str, Any] = {"keep_values": fold}
     if max_argument_size is not None:
         split_options["max_argument_size"] = check_count("max_argument_size", max_argument_size, minimum=0)
     stages.append(ArgumentSplitter(**split_options))
-    stages.append(SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory))
-    stages.append(InvocationFolder(tools=tools))
+    stages.append(
+        SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory, keep_values=fold)
+    )
+    if fold:
+        stages.append(InvocationFolder(tools=tools))
     if telemetry is not None:
         return telemetry.instrument(_adapted(_async_source(source)), stages, provider=provider)
     return drive(_adapted(_async_source(source)), chain(*stages))

@@ -12,9 +12,10 @@ The flow::
 from __future__ import annotations
 
 import enum
+import sys
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -33,6 +34,8 @@ __all__ = [
     "SegmentEvent",
     "SegmentEventType",
     "SegmentType",
+    "SplitChunk",
+    "TextJoiner",
     "TokenUsage",
     "ToolApproval",
     "ToolApprovalRequest",
@@ -149,8 +152,8 @@ class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
     ``call_id`` and ``name`` arrive at least once per call (converters generate missing ids);
     ``arguments_delta`` is the next piece of the arguments text (JSON for ``function`` and ``server``
     calls, free text for ``custom``). ``finished`` says the provider declared the call complete: no more
-    deltas follow for this index. ``argument_events`` is filled by :func:`operators.split_arguments`
-    with what this delta completed or streamed.
+    deltas follow for this index. What the arguments text streamed or completed comes from
+    :func:`operators.split_arguments`, on a :class:`SplitChunk`.
     """
 
     index: int
@@ -161,7 +164,6 @@ class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
     kind: ToolCallKind = "function"
     signature: str | None = None
     """Opaque reasoning signature bound to this call (Gemini ``thoughtSignature``), for multi-turn use."""
-    argument_events: tuple[ArgumentEvent, ...] = ()
     server_name: str | None = None
     """The MCP server that runs a provider-executed MCP call (Anthropic ``mcp_tool_use``), on the call's
     first delta: a next turn that replays the call names it."""
@@ -257,6 +259,86 @@ class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     metadata: Mapping[str, Any] | None = None
     """Response-level facts as they become known: ``id``, ``model``, ``created``, ``system_fingerprint``,
     ``stop_reason``, ... A later mapping adds to (and overrides) an earlier one."""
+
+
+class SplitChunk(msgspec.Struct, frozen=True, gc=False):
+    """A chunk with tool calls after :func:`operators.split_arguments`: what each call's arguments streamed.
+
+    ``argument_events[i]`` holds the events of ``chunk.tool_calls[i]``: string deltas, complete values, the
+    complete root value, or an error. Chunks without tool calls leave the splitter as they came.
+    """
+
+    chunk: ChunkResponse
+    argument_events: tuple[tuple[ArgumentEvent, ...], ...]
+
+
+_JOIN_EVERY: Final = 1024
+
+
+class TextJoiner:
+    """The pieces of one growing text, kept compact as they come.
+
+    Every 1024 pieces are joined into one block stored as UTF-8, so that a long text fed in small pieces
+    costs about its UTF-8 size while it grows, not an object per piece nor four bytes per character; the
+    whole text is decoded once, by :meth:`text` or :meth:`take`, from one buffer.
+
+    Args:
+        limit: characters kept at most (the first ones); ``None``: all. :attr:`length` counts them all.
+    """
+
+    __slots__ = ("_blocks", "_limit", "_pieces", "_room", "length")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self._blocks: list[bytes] = []
+        self._pieces: list[str] = []
+        self._limit = sys.maxsize if limit is None else limit
+        self._room = self._limit
+        """Characters that may still be kept."""
+        self.length = 0
+        """Characters appended since the start (or the last :meth:`take`), those past the limit included."""
+
+    def __bool__(self) -> bool:
+        return bool(self._pieces) or bool(self._blocks)
+
+    def append(self, piece: str) -> None:
+        """Add ``piece`` at the end of the text (as much of it as the limit keeps)."""
+        size = len(piece)
+        self.length += size
+        room = self._room
+        if size > room:
+            if not room:
+                return
+            piece, size = piece[:room], room
+        self._room = room - size
+        pieces = self._pieces
+        pieces.append(piece)
+        if len(pieces) >= _JOIN_EVERY:
+            self._blocks.append("".join(pieces).encode("utf-8", "surrogatepass"))
+            pieces.clear()
+
+    def text(self) -> str:
+        """The text kept so far; it stays as one piece, so asking again costs no new join."""
+        length, room = self.length, self._room
+        whole = self.take()
+        if whole:
+            self._pieces.append(whole)
+        self.length, self._room = length, room
+        return whole
+
+    def take(self) -> str:
+        """The text kept so far, forgetting it: the joiner starts again empty."""
+        blocks, pieces = self._blocks, self._pieces
+        self.length, self._room = 0, self._limit
+        if not blocks:
+            whole = pieces[0] if len(pieces) == 1 else "".join(pieces)
+            pieces.clear()
+            return whole
+        if pieces:
+            blocks.append("".join(pieces).encode("utf-8", "surrogatepass"))
+            pieces.clear()
+        data = b"".join(blocks)
+        blocks.clear()  # the blocks go before the text is decoded: the peak is one copy of each
+        return data.decode("utf-8", "surrogatepass")
 
 
 class SegmentType(enum.StrEnum):

@@ -1,5 +1,5 @@
-"""The argument-chunk splitter (``operators.arguments.splitter``): one parser per call, events on each
-delta."""
+"""The argument-chunk splitter (``operators.arguments.splitter``): one parser per call, the events of each
+delta on the chunk's :class:`SplitChunk`."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from pipeline.models import (
     ArgumentValue,
     ChunkResponse,
     JSONPath,
+    SplitChunk,
     ToolCallDelta,
 )
 from tests import reference
@@ -37,26 +38,38 @@ def call(index: int, text: str | None = None, **fields: Any) -> ChunkResponse:
     return ChunkResponse(tool_calls=[ToolCallDelta(index, arguments_delta=text, **fields)])
 
 
-def split(chunks: Iterable[ChunkResponse], **options: Any) -> list[ChunkResponse]:
+Out = ChunkResponse | SplitChunk
+
+
+def split(chunks: Iterable[ChunkResponse], **options: Any) -> list[Out]:
     splitter = ArgumentSplitter(**options)
     out = [item for chunk in chunks for item in splitter.feed(chunk)]
     return out + splitter.finish()
 
 
-def events_by_call(chunks: Iterable[ChunkResponse]) -> dict[int, list[ArgumentEvent]]:
+def with_events(chunk: ChunkResponse, *events: tuple[ArgumentEvent, ...]) -> SplitChunk:
+    return SplitChunk(chunk, events)
+
+
+def events_per_delta(chunks: Iterable[Out]) -> list[tuple[ArgumentEvent, ...]]:
+    return [events for chunk in chunks if isinstance(chunk, SplitChunk) for events in chunk.argument_events]
+
+
+def events_by_call(chunks: Iterable[Out]) -> dict[int, list[ArgumentEvent]]:
     found: dict[int, list[ArgumentEvent]] = {}
     for chunk in chunks:
-        for delta in chunk.tool_calls or ():
-            found.setdefault(delta.index, []).extend(delta.argument_events)
+        if isinstance(chunk, SplitChunk):
+            deltas = chunk.chunk.tool_calls or []
+            for delta, events in zip(deltas, chunk.argument_events, strict=True):
+                found.setdefault(delta.index, []).extend(events)
     return found
 
 
-def test_chunks_without_tool_calls_pass_through_as_the_same_object() -> None:
+def test_chunks_without_tool_calls_pass_through_unchanged() -> None:
     chunks = [ChunkResponse(content="hi"), ChunkResponse(reasoning="hm"), ChunkResponse(tool_calls=[])]
     splitter = ArgumentSplitter()
     for chunk in chunks:
-        (out,) = splitter.feed(chunk)
-        assert out is chunk
+        assert splitter.feed(chunk) == [chunk]
     assert splitter.finish() == []
 
 
@@ -68,25 +81,21 @@ def test_each_delta_carries_what_it_streamed_or_completed() -> None:
         call(0, finished=True),
     ]
     out = split(chunks)
-    assert out[0] is chunks[0]
-    assert out[1] == call(
-        0,
-        '{"path": "a.py", "content": "print(',
-        argument_events=(D(("path",), "a.py"), V(("path",), "a.py"), D(("content",), "print(")),
+    assert out[0] == with_events(chunks[0], ())
+    assert out[1] == with_events(
+        chunks[1], (D(("path",), "a.py"), V(("path",), "a.py"), D(("content",), "print("))
     )
     root = {"path": "a.py", "content": "print(1)\n"}
-    assert out[2] == call(
-        0,
-        '1)\\n"}',
-        argument_events=(D(("content",), "1)\n"), V(("content",), "print(1)\n"), V((), root)),
+    assert out[2] == with_events(
+        chunks[2], (D(("content",), "1)\n"), V(("content",), "print(1)\n"), V((), root))
     )
-    assert out[3] is chunks[3]  # the root was already complete: finishing adds nothing
+    assert out[3] == with_events(chunks[3], ())  # the root was already complete: finishing adds nothing
     assert len(out) == 4
 
 
 def test_finished_appends_the_parsers_final_events() -> None:
     out = split([call(0, '{"n": 1', finished=True), call(1, "", finished=True), call(2, "2", finished=True)])
-    assert [delta.argument_events for chunk in out for delta in chunk.tool_calls or ()] == [
+    assert events_per_delta(out) == [
         (
             E(
                 "truncated",
@@ -114,13 +123,6 @@ def test_parallel_calls_have_independent_parsers() -> None:
         0: [D(("a",), "x"), D(("a",), "w"), V(("a",), "xw"), V((), {"a": "xw"})],
         1: [D(("a",), "y"), D(("a",), "z"), V(("a",), "yz"), V((), {"a": "yz"})],
     }
-
-
-def test_events_already_on_a_delta_are_kept() -> None:
-    earlier = V(("x",), 1)
-    out = split([call(0, '{"y": 2}', argument_events=(earlier,))])[0]
-    assert out.tool_calls is not None
-    assert out.tool_calls[0].argument_events == (earlier, V(("y",), 2), V((), {"y": 2}))
 
 
 def test_custom_calls_stream_free_text_as_input() -> None:
@@ -151,27 +153,23 @@ def test_unfinished_calls_are_finished_at_the_end_of_the_stream_in_index_order()
     ]
     out = split(chunks)
     assert len(out) == 5
-    assert out[4] == ChunkResponse(
-        tool_calls=[
-            ToolCallDelta(
-                0,
-                finished=True,
-                kind="custom",
-                argument_events=(V(("input",), "raw text"), V((), {"input": "raw text"})),
+    assert out[4] == with_events(
+        ChunkResponse(
+            tool_calls=[
+                ToolCallDelta(0, finished=True, kind="custom"),
+                ToolCallDelta(2, finished=True),
+                ToolCallDelta(3, finished=True),
+            ]
+        ),
+        (V(("input",), "raw text"), V((), {"input": "raw text"})),
+        (
+            E(
+                "truncated",
+                "the arguments end at offset 8 where more of the number, ',' or ']' was expected",
+                8,
             ),
-            ToolCallDelta(
-                2,
-                finished=True,
-                argument_events=(
-                    E(
-                        "truncated",
-                        "the arguments end at offset 8 where more of the number, ',' or ']' was expected",
-                        8,
-                    ),
-                ),
-            ),
-            ToolCallDelta(3, finished=True, argument_events=(V((), {}),)),
-        ]
+        ),
+        (V((), {}),),
     )
 
 
@@ -191,8 +189,8 @@ def test_too_large_then_the_call_passes_through() -> None:
     out = split(chunks, max_argument_size=10)
     message = "the arguments are longer than the limit of 10 characters"
     assert events_by_call(out) == {0: [D(("a",), "01"), D(("a",), "2"), E("too_large", message, 10)]}
-    assert out[2] is chunks[2]
-    assert out[3] is chunks[3]
+    assert out[2] == with_events(chunks[2], ())
+    assert out[3] == with_events(chunks[3], ())
     assert len(out) == 4
 
 
@@ -203,14 +201,16 @@ def test_too_large_custom_input() -> None:
     assert events_by_call(out) == {
         0: [D(("input",), "abcdef"), D(("input",), "gh"), E("too_large", message, 8)]
     }
-    assert out[2] == ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True, kind="custom")])
+    assert out[2] == with_events(
+        ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True, kind="custom")]), ()
+    )
 
 
 def test_deltas_after_a_call_finished_are_passed_through() -> None:
     chunks = [call(0, "{}", finished=True), call(0, " x"), call(0, finished=True)]
     out = split(chunks)
-    assert out[1] is chunks[1]
-    assert out[2] is chunks[2]
+    assert out[1] == with_events(chunks[1], ())
+    assert out[2] == with_events(chunks[2], ())
 
 
 def test_the_last_chunk_of_a_response_finishes_its_calls_and_the_next_response_starts_afresh() -> None:
@@ -220,14 +220,13 @@ def test_the_last_chunk_of_a_response_finishes_its_calls_and_the_next_response_s
     truncated = E(
         "truncated", "the arguments end at offset 7 where more of the number, ',' or '}' was expected", 7
     )
-    assert out[1] == ChunkResponse(
-        is_complete=True,
-        finish_reason="length",
-        tool_calls=[ToolCallDelta(0, finished=True, argument_events=(truncated,))],
+    assert out[1] == with_events(
+        ChunkResponse(is_complete=True, finish_reason="length", tool_calls=[ToolCallDelta(0, finished=True)]),
+        (truncated,),
     )
-    assert out[2].tool_calls is not None
-    assert out[2].tool_calls[0].argument_events == (V(("b",), 2), V((), {"b": 2}))
-    assert out[3] == ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True)])  # complete: nothing to add
+    assert out[2] == with_events(chunks[2], (V(("b",), 2), V((), {"b": 2})))
+    # complete already: the closing chunk adds nothing
+    assert out[3] == with_events(ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True)]), ())
 
 
 def test_negative_size_is_rejected() -> None:
@@ -288,10 +287,11 @@ async def test_the_operator_streams_and_finishes_open_calls() -> None:
         1: [V((), [1, 2])],
     }
     assert out[0] == ChunkResponse(content="x")
-    assert out[-1].tool_calls == [
-        ToolCallDelta(0, finished=True, argument_events=(events_by_call(out)[0][-1],)),
-        ToolCallDelta(1, finished=True),
-    ]
+    assert out[-1] == with_events(
+        ChunkResponse(tool_calls=[ToolCallDelta(0, finished=True), ToolCallDelta(1, finished=True)]),
+        (events_by_call(out)[0][-1],),
+        (),
+    )
 
 
 # Recorded streams: the splitter agrees with the oracle's whole-text parse of every call.

@@ -1,4 +1,5 @@
-"""The segment emitter and the invocation folder, driven through their synchronous cores."""
+"""The segment emitter and the invocation folder, driven through their synchronous cores (chunks with tool
+calls go through the argument splitter first, as in every pipeline)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from aiostream import stream
 
+from operators.arguments.splitter import ArgumentSplitter, split_arguments
 from operators.invocations import InvocationFolder, fold_invocations
 from operators.segments import SegmentEmitter, SegmentIdFactory, emit_segments
 from pipeline import (
@@ -16,6 +18,7 @@ from pipeline import (
     ArgumentError,
     ArgumentValue,
     ChunkResponse,
+    ConfigurationError,
     ResponseEnd,
     SegmentEvent,
     SegmentType,
@@ -23,6 +26,7 @@ from pipeline import (
     ToolCallDelta,
     ToolInvocation,
 )
+from pipeline.models import SplitChunk
 
 
 def counter_ids() -> SegmentIdFactory:
@@ -30,16 +34,29 @@ def counter_ids() -> SegmentIdFactory:
     return lambda kind: f"{kind.value}{next(numbers)}"
 
 
-def run(chunks: Iterable[ChunkResponse], **options: Any) -> list[dict[str, Any]]:
+def run(chunks: Iterable[ChunkResponse | SplitChunk], **options: Any) -> list[dict[str, Any]]:
+    """The events of ``chunks``: plain chunks through splitter, emitter and folder; a :class:`SplitChunk`
+    (argument events made by hand) straight to the emitter."""
+    splitter = ArgumentSplitter()
     emitter = SegmentEmitter(segment_ids=counter_ids(), **options)
     folder = InvocationFolder()
     out: list[dict[str, Any]] = []
     for chunk in chunks:
-        for event in emitter.feed(chunk):
+        for split in [chunk] if isinstance(chunk, SplitChunk) else splitter.feed(chunk):
+            for event in emitter.feed(split):
+                out.extend(item.to_dict() for item in folder.feed(event))
+    for split in splitter.finish():
+        for event in emitter.feed(split):
             out.extend(item.to_dict() for item in folder.feed(event))
     for event in emitter.finish():
         out.extend(item.to_dict() for item in folder.feed(event))
     return out
+
+
+def split(*deltas: tuple[ToolCallDelta, tuple[Any, ...]], **fields: Any) -> SplitChunk:
+    """A chunk of ``deltas``, each with the argument events given (as the splitter would attach them)."""
+    chunk = ChunkResponse(tool_calls=[delta for delta, _ in deltas], **fields)
+    return SplitChunk(chunk, tuple(events for _, events in deltas))
 
 
 def start(segment_id: str, kind: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -85,38 +102,28 @@ def test_reasoning_then_text_are_two_runs() -> None:
 
 
 def test_tool_call_streams_content_and_arguments_and_ends_when_complete() -> None:
-    chunks = [
+    chunks: list[ChunkResponse | SplitChunk] = [
         ChunkResponse(content="Let me look."),
-        ChunkResponse(
-            tool_calls=[
-                ToolCallDelta(
-                    0,
-                    "call_a",
-                    "get_weather",
-                    '{"city": "Pa',
-                    argument_events=(ArgumentDelta(("city",), "Pa"),),
-                )
-            ]
+        split(
+            (
+                ToolCallDelta(0, "call_a", "get_weather", '{"city": "Pa'),
+                (ArgumentDelta(("city",), "Pa"),),
+            )
         ),
-        ChunkResponse(
-            tool_calls=[
-                ToolCallDelta(
-                    0,
-                    arguments_delta='ris"}',
-                    argument_events=(
-                        ArgumentDelta(("city",), "ris"),
-                        ArgumentValue(("city",), "Paris"),
-                        ArgumentValue((), {"city": "Paris"}),
-                    ),
-                )
-            ]
+        split(
+            (
+                ToolCallDelta(0, arguments_delta='ris"}'),
+                (
+                    ArgumentDelta(("city",), "ris"),
+                    ArgumentValue(("city",), "Paris"),
+                    ArgumentValue((), {"city": "Paris"}),
+                ),
+            )
         ),
-        ChunkResponse(
-            tool_calls=[ToolCallDelta(0, finished=True)], finish_reason="tool_calls", is_complete=True
-        ),
+        split((ToolCallDelta(0, finished=True), ()), finish_reason="tool_calls", is_complete=True),
     ]
     tool = {"tool_name": "get_weather", "call_id": "call_a"}
-    assert run(chunks) == [
+    expected = [
         start("text0", "text"),
         content("text0", "Let me look."),
         end("text0"),
@@ -130,38 +137,38 @@ def test_tool_call_streams_content_and_arguments_and_ends_when_complete() -> Non
         ToolInvocation("call_a", "get_weather", {"city": "Paris"}).to_dict(),
         {**RESPONSE_END, "finish_reason": "tool_calls"},
     ]
+    assert run(chunks) == expected
+    assert (
+        run(
+            split_chunk.chunk if isinstance(split_chunk, SplitChunk) else split_chunk
+            for split_chunk in chunks
+        )
+        == expected
+    )
 
 
 def test_write_file_streams_decoded_content_and_path_after_content() -> None:
     chunks = [
-        ChunkResponse(
-            tool_calls=[
-                ToolCallDelta(
-                    0,
-                    "w1",
-                    "write_file",
-                    '{"content": "a\\nb',
-                    argument_events=(ArgumentDelta(("content",), "a\nb"),),
-                )
-            ]
+        split(
+            (
+                ToolCallDelta(0, "w1", "write_file", '{"content": "a\\nb'),
+                (ArgumentDelta(("content",), "a\nb"),),
+            )
         ),
-        ChunkResponse(
-            tool_calls=[
-                ToolCallDelta(
-                    0,
-                    arguments_delta='", "path": "x.py"}',
-                    argument_events=(
-                        ArgumentValue(("content",), "a\nb"),
-                        ArgumentValue(("path",), "x.py"),
-                        ArgumentValue((), {"content": "a\nb", "path": "x.py"}),
-                    ),
-                )
-            ]
+        split(
+            (
+                ToolCallDelta(0, arguments_delta='", "path": "x.py"}'),
+                (
+                    ArgumentValue(("content",), "a\nb"),
+                    ArgumentValue(("path",), "x.py"),
+                    ArgumentValue((), {"content": "a\nb", "path": "x.py"}),
+                ),
+            )
         ),
     ]
     tool = {"tool_name": "write_file", "call_id": "w1"}
     arguments = {"content": "a\nb", "path": "x.py"}
-    assert run(chunks) == [
+    expected = [
         start("w1", "write_file", tool),
         content("w1", "a\nb"),
         argument("w1", ["path"], value="x.py"),
@@ -169,16 +176,13 @@ def test_write_file_streams_decoded_content_and_path_after_content() -> None:
         ToolInvocation("w1", "write_file", arguments).to_dict(),
         RESPONSE_END,
     ]
+    assert run(chunks) == expected
 
 
 def test_truncated_call_gives_an_invocation_with_the_error_and_raw_text() -> None:
     chunks = [
-        ChunkResponse(tool_calls=[ToolCallDelta(0, "c", "make_file", '{"path": "a', argument_events=())]),
-        ChunkResponse(
-            tool_calls=[
-                ToolCallDelta(0, finished=True, argument_events=(ArgumentError("truncated", "cut off", 11),))
-            ]
-        ),
+        split((ToolCallDelta(0, "c", "make_file", '{"path": "a'), ())),
+        split((ToolCallDelta(0, finished=True), (ArgumentError("truncated", "cut off", 11),))),
     ]
     events = run(chunks)
     invocation = events[-2]
@@ -191,7 +195,7 @@ def test_truncated_call_gives_an_invocation_with_the_error_and_raw_text() -> Non
     }
 
 
-def test_without_splitter_arguments_are_parsed_once_at_the_end() -> None:
+def test_calls_are_parsed_by_the_splitter_as_they_stream() -> None:
     chunks = [
         ChunkResponse(tool_calls=[ToolCallDelta(0, "c", "f", '{"a": ')]),
         ChunkResponse(tool_calls=[ToolCallDelta(0, arguments_delta="[1, 2]}", finished=True)]),
@@ -204,6 +208,13 @@ def test_without_splitter_arguments_are_parsed_once_at_the_end() -> None:
         ("d", {}, None),
         ("e", {}, "truncated"),
     ]
+
+
+def test_a_chunk_with_tool_calls_that_skipped_the_splitter_is_refused_by_name() -> None:
+    emitter = SegmentEmitter()
+    assert emitter.feed(ChunkResponse(content="a", tool_calls=[])) != []
+    with pytest.raises(ConfigurationError, match="pipe split_arguments before emit_segments"):
+        emitter.feed(ChunkResponse(tool_calls=[ToolCallDelta(0, "c", "f", "{}")]))
 
 
 def test_a_name_that_comes_late_still_decides_the_segment_type() -> None:
@@ -288,7 +299,7 @@ async def test_operator_closes_open_calls_as_interrupted_when_the_source_fails()
 
     async def consume() -> None:
         async with (
-            stream.iterate(chunks()) | emit_segments.pipe() | fold_invocations.pipe()
+            stream.iterate(chunks()) | split_arguments.pipe() | emit_segments.pipe() | fold_invocations.pipe()
         ).stream() as events:
             async for event in events:
                 seen.append(event)

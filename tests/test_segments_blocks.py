@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from operators.arguments.splitter import ArgumentSplitter
 from operators.segments import SegmentEmitter
 from pipeline import ChunkResponse, ToolCallDelta
 from pipeline.models import SegmentEvent, SegmentEventType, ToolResult
-from tests.test_segments import content, end, run, start
+from tests.test_segments import argument, content, end, run, start
 
 END: dict[str, Any] = {"type": "RESPONSE_END", "finish_reason": None, "usage": None, "metadata": {}}
 
@@ -134,6 +135,8 @@ def test_a_server_tool_call_and_its_result() -> None:
     assert run(chunks) == [
         start("srvtoolu_1", "tool_call", call),
         content("srvtoolu_1", '{"query": "q"}'),
+        argument("srvtoolu_1", ["query"], delta="q"),
+        argument("srvtoolu_1", ["query"], value="q"),
         end("srvtoolu_1", {**call, "arguments": {"query": "q"}}),
         {
             "type": "TOOL_INVOCATION",
@@ -219,13 +222,14 @@ class _CountingSet(set[str]):
 
 
 def _probes_for_repeats(repeats: int) -> tuple[int, list[str]]:
-    emitter = SegmentEmitter()
+    splitter, emitter = ArgumentSplitter(), SegmentEmitter()
     _CountingSet.probes = 0
     emitter._used_ids = _CountingSet()  # count the probes of the unique-id search
     ids: list[str] = []
     for index in range(repeats):
         delta = ToolCallDelta(index, "call_1", "f", "{}", True)
-        for event in emitter.feed(ChunkResponse(tool_calls=[delta])):
+        (chunk,) = splitter.feed(ChunkResponse(tool_calls=[delta]))
+        for event in emitter.feed(chunk):
             if isinstance(event, SegmentEvent) and event.event_type is SegmentEventType.START:
                 ids.append(event.segment_id)
     return _CountingSet.probes, ids

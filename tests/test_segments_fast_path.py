@@ -1,5 +1,16 @@
-"""The segment emitter's fast path (a chunk that is only the next text of the open text run) gives exactly
-what its general path gives, and the invocation folder passes CONTENT events through unchanged."""
+"""The segment emitter's rules give exactly what its general path gives.
+
+``SegmentEmitter.feed`` first asks the rule made by the state the last chunk left (the open text run, the
+open call); ``_feed`` is the general path alone. What each property pins:
+
+- ``test_the_emitters_rules_give_what_the_general_path_gives``: any mix of text, reasoning, refusals,
+  signatures, citations, tool calls, results, usage and metadata, so the text run's rule takes a chunk only
+  when the general path would give just its CONTENT event.
+- ``test_the_emitters_tool_call_rule_gives_what_the_general_path_gives``: tool calls (file tools among
+  them, complete, cut short or invalid) streamed in random deltas through the splitter, other chunks
+  among them, so the open call's rule agrees on streaming, completion and errors.
+- The examples below them: the events the rules give on the commonest chunks, by value.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +27,7 @@ from pipeline.models import (
     SegmentEvent,
     SegmentEventType,
     SegmentType,
+    SplitChunk,
     TokenUsage,
     ToolCallDelta,
 )
@@ -26,7 +38,13 @@ def emitter() -> SegmentEmitter:
     return SegmentEmitter(segment_ids=lambda kind: f"{kind}_{next(counter)}", call_ids=lambda i: f"gen_{i}")
 
 
-def run(chunks: list[ChunkResponse], *, general: bool) -> list[Any]:
+def split(chunks: list[ChunkResponse]) -> list[ChunkResponse | SplitChunk]:
+    """``chunks`` through the argument splitter, as the emitter gets them in a pipeline."""
+    splitter = ArgumentSplitter()
+    return [out for chunk in chunks for out in splitter.feed(chunk)] + splitter.finish()
+
+
+def run(chunks: list[ChunkResponse | SplitChunk], *, general: bool) -> list[Any]:
     core = emitter()
     feed = core._feed if general else core.feed
     outputs: list[Any] = []
@@ -60,8 +78,8 @@ PLAIN = st.builds(ChunkResponse, content=TEXT)
 
 @settings(max_examples=500, deadline=None)
 @given(chunks=st.lists(st.one_of(CHUNK, PLAIN, PLAIN), max_size=12))
-def test_the_emitters_fast_path_gives_what_the_general_path_gives(chunks: list[ChunkResponse]) -> None:
-    assert run(chunks, general=False) == run(chunks, general=True)
+def test_the_emitters_rules_give_what_the_general_path_gives(chunks: list[ChunkResponse]) -> None:
+    assert run(split(chunks), general=False) == run(split(chunks), general=True)
 
 
 def test_text_chunks_continue_the_open_run() -> None:
@@ -93,7 +111,7 @@ _CALLS = st.sampled_from(
 
 @st.composite
 def split_calls(draw: st.DrawFn) -> list[ChunkResponse]:
-    """Tool calls streamed in random deltas through the splitter, other chunks among them."""
+    """Tool calls streamed in random deltas, other chunks among them."""
     chunks: list[ChunkResponse] = []
     for index in range(draw(st.integers(min_value=1, max_value=2))):
         name, text = draw(_CALLS)
@@ -107,16 +125,15 @@ def split_calls(draw: st.DrawFn) -> list[ChunkResponse]:
         if draw(st.booleans()):
             chunks.append(ChunkResponse(tool_calls=[ToolCallDelta(index, finished=True)]))
     chunks.append(ChunkResponse(finish_reason="tool_calls", is_complete=True))
-    splitter = ArgumentSplitter()
-    return [out for chunk in chunks for out in splitter.feed(chunk)] + splitter.finish()
+    return chunks
 
 
 @settings(max_examples=300, deadline=None)
 @given(split_calls())
-def test_the_emitters_tool_call_fast_path_gives_what_the_general_path_gives(
+def test_the_emitters_tool_call_rule_gives_what_the_general_path_gives(
     chunks: list[ChunkResponse],
 ) -> None:
-    assert run(chunks, general=False) == run(chunks, general=True)
+    assert run(split(chunks), general=False) == run(split(chunks), general=True)
 
 
 def test_a_file_delta_gives_one_content_event() -> None:

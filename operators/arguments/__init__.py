@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from operators.arguments.splitter import MAX_DEPTH as MAX_DEPTH
     from operators.arguments.splitter import ArgumentSplitter as ArgumentSplitter
     from operators.arguments.splitter import JSONStreamParser as JSONStreamParser
+    from operators.arguments.splitter import SplitChunk as SplitChunk
     from operators.arguments.splitter import split_arguments as split_arguments
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "MAX_DEPTH",
     "ArgumentSplitter",
     "JSONStreamParser",
+    "SplitChunk",
     "split_arguments",
 ]
 
@@ -32,6 +34,7 @@ __getattr__, __dir__ = lazy_exports(
             "MAX_DEPTH",
             "ArgumentSplitter",
             "JSONStreamParser",
+            "SplitChunk",
             "split_arguments",
         ),
     },

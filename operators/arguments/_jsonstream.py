@@ -18,6 +18,23 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
+from operators.arguments._jsonlex import (
+    HEX_DIGITS,
+    N_COMPLETE,
+    N_EXP,
+    N_EXPECTING,
+    N_FRAC,
+    N_INT,
+    N_MINUS,
+    N_ZERO,
+    describe,
+    first_string_error,
+    first_surrogate_error,
+    is_high_surrogate,
+    number_step,
+    number_value,
+    overflow_message,
+)
 from pipeline.models import (
     ArgumentDelta,
     ArgumentError,
@@ -25,6 +42,7 @@ from pipeline.models import (
     ArgumentEvent,
     ArgumentValue,
     JSONPath,
+    TextJoiner,
 )
 
 __all__ = ["DEFAULT_MAX_SIZE", "MAX_DEPTH", "JSONStreamParser"]
@@ -54,27 +72,8 @@ _NUMBER: Final = 9  # inside a number
 _DEAD: Final = 10  # after an error: further input is ignored
 _FINISHED: Final = 11  # finish() was called
 
-# Number states (the JSON number grammar as a DFA).
-_N_MINUS: Final = 0  # after '-'
-_N_ZERO: Final = 1  # integer part '0'
-_N_INT: Final = 2  # integer digits
-_N_DOT: Final = 3  # after '.'
-_N_FRAC: Final = 4  # fraction digits
-_N_E: Final = 5  # after 'e' or 'E'
-_N_E_SIGN: Final = 6  # after the exponent's sign
-_N_EXP: Final = 7  # exponent digits
-_N_COMPLETE: Final = frozenset({_N_ZERO, _N_INT, _N_FRAC, _N_EXP})
-_N_EXPECTING: Final = {
-    _N_MINUS: "a digit after '-'",
-    _N_DOT: "a digit after the decimal point",
-    _N_E: "a digit or sign in the exponent",
-    _N_E_SIGN: "a digit in the exponent",
-}
-
 _WHITESPACE: Final = " \t\n\r"
 _NUMBER_CHARS: Final = frozenset("0123456789+-.eE")
-_HEX_DIGITS: Final = "0123456789abcdefABCDEF"
-_SIMPLE_ESCAPES: Final = frozenset('"\\/bfnrt')
 _LITERALS: Final[dict[str, tuple[str, Any]]] = {
     "t": ("true", True),
     "f": ("false", False),
@@ -86,8 +85,6 @@ _DIGIT_RUN: Final = re.compile(r"[0-9]*")
 _NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
-_SURROGATE_OR_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)|[\ud800-\udfff]", re.DOTALL)
-_LOW_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _decode_string: Final = msgspec.json.Decoder(str).decode
 """Decodes one JSON string (``'"' + content + '"'``) in C: the string hot path. It refuses what the
 general route refuses (a lone surrogate, a control character, a bad or cut escape, a closing quote
@@ -96,18 +93,6 @@ inside), so that any refusal can go the general way, which says why and where.""
 _FAST_STRINGS = True
 """Whether :meth:`JSONStreamParser.feed` decodes string chunks with :data:`_decode_string`; the tests
 turn it off to check the fast route against the general one."""
-
-_LARGEST_INTEGER_DIGITS: Final = 308
-"""Integers with more digits than this may overflow a double (checked then)."""
-
-_COMPACT_EVERY: Final = 1024
-"""A string's pieces are joined into one block every this many pieces, so that a huge string fed in tiny
-chunks costs about its own size in memory (not a small object per chunk). Each character is copied at
-most twice: into its block, then into the final string."""
-
-
-def _describe(char: str) -> str:
-    return repr(char) if char.isprintable() else f"{char!r} (U+{ord(char):04X})"
 
 
 def _is_unescaped(text: str, position: int, start: int) -> bool:
@@ -120,10 +105,6 @@ def _is_unescaped(text: str, position: int, start: int) -> bool:
     while run_start > start and text[run_start - 1] == "\\":
         run_start -= 1
     return not (position - run_start) & 1
-
-
-def _is_high_surrogate(hex_digits: str) -> bool:
-    return hex_digits[0] in "dD" and hex_digits[1] in "89abAB"
 
 
 def _held_back_from(text: str, start: int, end: int) -> int:
@@ -142,71 +123,22 @@ def _held_back_from(text: str, start: int, end: int) -> int:
         if text[backslash + 1] != "u":
             return end
         hex_digits = text[backslash + 2 : end]
-        if hex_digits.strip(_HEX_DIGITS):
+        if hex_digits.strip(HEX_DIGITS):
             return end
         if tail == 6:
-            return backslash if _is_high_surrogate(hex_digits) else end
+            return backslash if is_high_surrogate(hex_digits) else end
     # An incomplete escape: if a complete high surrogate escape is right before it, hold that back too.
     high = backslash - 6
     if (
         high >= start
         and text[high] == "\\"
         and text[high + 1] == "u"
-        and not text[high + 2 : backslash].strip(_HEX_DIGITS)
-        and _is_high_surrogate(text[high + 2 : backslash])
+        and not text[high + 2 : backslash].strip(HEX_DIGITS)
+        and is_high_surrogate(text[high + 2 : backslash])
         and _is_unescaped(text, high, start)
     ):
         return high
     return backslash
-
-
-def _first_string_error(text: str, start: int, end: int) -> tuple[int, int, str]:
-    """The first error in string content ``text[start:end]``: (start of the bad escape or character,
-    offset of the offending character, message)."""
-    position = start
-    while position < end:
-        char = text[position]
-        if char == "\\":
-            escape = text[position + 1] if position + 1 < len(text) else ""
-            if escape == "u":
-                for digit_at in range(position + 2, min(position + 6, len(text))):
-                    if text[digit_at] not in _HEX_DIGITS:
-                        found = _describe(text[digit_at])
-                        return position, digit_at, f"expected 4 hex digits after '\\u', found {found}"
-                position += 6
-            elif escape in _SIMPLE_ESCAPES:
-                position += 2
-            else:
-                return position, position + 1, f"invalid escape '\\{escape}' in a string"
-        elif char < " ":
-            return position, position, f"unescaped control character {_describe(char)} in a string"
-        else:
-            position += 1
-    raise AssertionError(f"no error in string content {text[start:end]!r}")  # pragma: no cover
-
-
-def _first_surrogate_error(text: str, start: int, end: int) -> tuple[int, str]:
-    """The first lone surrogate in string content ``text[start:end]`` (I-JSON, RFC 7493, has none):
-    (offset of its escape or character, message)."""
-    position = start
-    while True:
-        match = _SURROGATE_OR_ESCAPE.search(text, position, end)
-        if match is None:
-            raise AssertionError(f"no lone surrogate in {text[start:end]!r}")  # pragma: no cover
-        found = match.start()
-        position = match.end()
-        if text[found] != "\\":
-            return found, f"lone surrogate {_describe(text[found])} in a string"
-        digits = match.group(1)
-        if digits is None or not "d800" <= digits.lower() <= "dfff":
-            continue
-        escape = text[found:position]
-        if digits.lower() >= "dc00":
-            return found, f"low surrogate escape '{escape}' without a high surrogate escape before it"
-        low = _LOW_SURROGATE_ESCAPE.match(text, position, end)
-        if low is None:
-            return found, f"high surrogate escape '{escape}' not followed by a low surrogate escape"
-        position = low.end()
 
 
 def _string_piece(text: str) -> tuple[str, int] | None:
@@ -226,7 +158,7 @@ def _string_piece(text: str) -> tuple[str, int] | None:
                 cut = _held_back_from(text, 0, end)  # maybe escaped, or after another escape
             else:
                 digits = text[backslash + 2 :]
-                if not digits.strip(_HEX_DIGITS) and (len(digits) < 4 or _is_high_surrogate(digits)):
+                if not digits.strip(HEX_DIGITS) and (len(digits) < 4 or is_high_surrogate(digits)):
                     cut = backslash  # cut short, or a high surrogate whose low one may follow
     try:
         return _decode_string('"' + (text[:cut] if cut < end else text) + '"'), cut
@@ -239,62 +171,21 @@ _MEMO_SIZE: Final = 4096
 _NOT_KNOWN: Final = ("", -1)
 _decoded_pieces: dict[str, tuple[str, int] | None] = {}
 """:func:`_string_piece` of pieces of at most ``_MEMO_PIECE`` characters, remembered (up to ``_MEMO_SIZE``
-of them, about 1 MB; then forgotten all at once): the pieces of strings streamed a token at a time repeat
-(an escaped quote or newline and what is next to it), and a lookup costs an eighth of a decode. Measured
-on Python sources as JSON in 3- to 6-character pieces: 67% to 97% of the escaped pieces are known, and
-the parser takes 5% to 14% less time per piece (on random text full of escapes, up to 25% more)."""
+of them, then forgotten all at once): the pieces of strings streamed a token at a time repeat (an escaped
+quote or newline and what is next to it), and a lookup is much cheaper than a decode
+(``benchmarks/bench_arguments_parser.py`` measures the parser)."""
 
 
-def _number_step(state: int, char: str) -> int:
-    """The number DFA: the state after ``char``, or -1 if ``char`` cannot continue the number."""
-    is_digit = "0" <= char <= "9"
-    if state in (_N_INT, _N_FRAC, _N_EXP):
-        if is_digit:
-            return state
-        if char == "." and state == _N_INT:
-            return _N_DOT
-        if char in "eE" and state != _N_EXP:
-            return _N_E
-        return -1
-    if state == _N_MINUS:
-        return _N_ZERO if char == "0" else _N_INT if is_digit else -1
-    if state == _N_ZERO:
-        return _N_DOT if char == "." else _N_E if char in "eE" else -1
-    if state == _N_DOT:
-        return _N_FRAC if is_digit else -1
-    if state == _N_E:
-        return _N_E_SIGN if char in "+-" else _N_EXP if is_digit else -1
-    return _N_EXP if is_digit else -1  # _N_E_SIGN
+class _Discarded(TextJoiner):
+    """The joiner of a string value that is streamed but not kept: it keeps nothing."""
+
+    __slots__ = ()
+
+    def append(self, piece: str) -> None:
+        del piece
 
 
-def _number_value(token: str) -> int | float:
-    """Exactly what ``json.loads`` gives: an int without fraction or exponent, else a float; ValueError
-    when its magnitude overflows a double (``1e999``: ``json.loads`` gives ``inf``, I-JSON forbids it)."""
-    if "." in token or "e" in token or "E" in token:
-        value = float(token)
-        if value - value != 0.0:  # inf - inf is nan
-            raise ValueError(f"the number {_shorten(token)} overflows a double")
-        return value
-    number = int(token)
-    if len(token) > _LARGEST_INTEGER_DIGITS:
-        try:
-            float(number)
-        except OverflowError:
-            raise ValueError(f"the number {_shorten(token)} overflows a double") from None
-    return number
-
-
-def _overflow_message(token: str) -> str | None:
-    """Why the complete number ``token`` is not accepted, if it is not."""
-    try:
-        _number_value(token)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def _shorten(token: str) -> str:
-    return token if len(token) <= 40 else f"{token[:20]}...{token[-12:]} ({len(token)} characters)"
+_DISCARDED: Final = _Discarded()
 
 
 class JSONStreamParser:
@@ -324,13 +215,17 @@ class JSONStreamParser:
     character, and a number whose magnitude overflows a double (``1e999``, ``-1e999``, an integer
     past about 1.8e308; ``1e-999`` underflows to 0.0 and is accepted), at the offset of its first
     character. Offsets count characters of all text fed.
+
+    With ``keep_values=False`` values are streamed but never built, so memory stays flat however long
+    the arguments are: string values give their ``ArgumentDelta``\\ s, and the only ``ArgumentValue`` is
+    ``ArgumentValue((), None)`` when the root is complete. Errors are the same.
     """
 
     __slots__ = (
         "_base",
-        "_blocks",
         "_carry",
         "_consumed",
+        "_keep_values",
         "_max_depth",
         "_max_size",
         "_number_parts",
@@ -345,9 +240,15 @@ class JSONStreamParser:
     )
 
     def __init__(
-        self, max_size: int = DEFAULT_MAX_SIZE, *, max_depth: int = MAX_DEPTH, report_depth: int | None = None
+        self,
+        max_size: int = DEFAULT_MAX_SIZE,
+        *,
+        max_depth: int = MAX_DEPTH,
+        report_depth: int | None = None,
+        keep_values: bool = True,
     ) -> None:
         self._max_size = max_size
+        self._keep_values = keep_values
         self._max_depth = max_depth
         self._report_depth = report_depth or 0
         """Values completed at most this deep are reported as they complete (0: the root object's members
@@ -362,12 +263,11 @@ class JSONStreamParser:
         self._stack: list[_Container] = []
         self._path: list[str | int] = []
         """Per open container: the current key (object) or the index of the next element (array)."""
-        self._parts: list[str] = []
-        """Decoded pieces of the string being read: ``_blocks`` joined blocks, then single pieces."""
-        self._blocks = 0
+        self._parts = TextJoiner()
+        """Decoded pieces of the string being read."""
         self._string_path: JSONPath = ()
         self._number_parts: list[str] = []
-        self._number_state = _N_MINUS
+        self._number_state = N_MINUS
         self._number_start = 0
 
     def feed(self, text: str) -> list[ArgumentEvent]:
@@ -411,11 +311,8 @@ class JSONStreamParser:
             else:
                 return self._feed_string(text, events)
             if piece:  # _take_piece, inline: this runs once per delta of a long string
-                parts = self._parts
-                parts.append(piece)
+                self._parts.append(piece)
                 events.append(ArgumentDelta(self._string_path, piece))
-                if len(parts) - self._blocks >= _COMPACT_EVERY:
-                    self._compact_parts()
             return events
         self._parse(text, 0, events)
         return events
@@ -465,8 +362,8 @@ class JSONStreamParser:
         if state in (_DEAD, _TRAILING, _FINISHED):
             pass
         elif state == _VALUE and not self._stack and not self._carry:
-            events.append(ArgumentValue((), {}))
-        elif state == _NUMBER and not self._stack and self._number_state in _N_COMPLETE:
+            events.append(ArgumentValue((), {} if self._keep_values else None))
+        elif state == _NUMBER and not self._stack and self._number_state in N_COMPLETE:
             self._complete_number(events)
         else:
             offset = self._consumed
@@ -483,59 +380,54 @@ class JSONStreamParser:
             state = self._state
             if state in (_STRING, _KEY_STRING):
                 position = self._read_string(text, position, events)
-                continue
-            if state == _NUMBER:
+            elif state == _NUMBER:
                 position = self._read_number(text, position, events)
-                continue
-            char = text[position]
-            if char in _WHITESPACE:
+            elif text[position] in _WHITESPACE:
                 position += 1
                 if position < end and text[position] in _WHITESPACE:
                     match = _WHITESPACE_RUN.match(text, position)
                     assert match is not None
                     position = match.end()
-                continue
-            if state == _COMMA_OR_CLOSE:
-                container = self._stack[-1]
-                if char == ",":
-                    self._state = _KEY if type(container) is dict else _VALUE
-                elif char == ("}" if type(container) is dict else "]"):
-                    self._close_container(events)
-                else:
-                    self._fail_at(events, text, position)
-                    return
-                position += 1
             elif state in (_VALUE, _VALUE_OR_CLOSE):
                 position = self._start_value(text, position, events)
-            elif state == _COLON:
-                if char != ":":
-                    self._fail_at(events, text, position)
-                    return
-                self._state = _VALUE
-                position += 1
-            elif state in (_KEY, _KEY_OR_CLOSE):
-                if char == '"':
-                    self._parts = []
-                    self._blocks = 0
-                    self._state = _KEY_STRING
-                elif char == "}" and state == _KEY_OR_CLOSE:
-                    self._close_container(events)
-                else:
-                    self._fail_at(events, text, position)
-                    return
-                position += 1
-            elif state == _TRAILING:
-                self._fail_at(events, text, position)
-                return
-            else:  # _DEAD
-                return
+            else:
+                position = self._punctuation(state, text, position, events)
+
+    def _punctuation(self, state: int, text: str, position: int, events: list[ArgumentEvent]) -> int:
+        """Read the ``,``, ``:``, key quote or closing bracket expected in ``state``; where to go on (the
+        end of ``text`` after an error)."""
+        char = text[position]
+        if state == _COMMA_OR_CLOSE:
+            is_object = type(self._stack[-1]) is dict
+            if char == ",":
+                self._state = _KEY if is_object else _VALUE
+            elif char == ("}" if is_object else "]"):
+                self._close_container(events)
+            else:
+                return self._fail_at(events, text, position)
+        elif state == _COLON:
+            if char != ":":
+                return self._fail_at(events, text, position)
+            self._state = _VALUE
+        elif state in (_KEY, _KEY_OR_CLOSE):
+            if char == '"':
+                self._parts = TextJoiner()
+                self._state = _KEY_STRING
+            elif char == "}" and state == _KEY_OR_CLOSE:
+                self._close_container(events)
+            else:
+                return self._fail_at(events, text, position)
+        elif state == _TRAILING:
+            return self._fail_at(events, text, position)
+        else:  # _DEAD
+            return len(text)
+        return position + 1
 
     def _start_value(self, text: str, position: int, events: list[ArgumentEvent]) -> int:
         char = text[position]
         if char == '"':
             self._string_path = tuple(self._path)
-            self._parts = []
-            self._blocks = 0
+            self._parts = TextJoiner() if self._keep_values else _DISCARDED
             self._state = _STRING
             return position + 1
         if char == "{" or char == "[":
@@ -568,7 +460,7 @@ class JSONStreamParser:
                     return end
                 if text[position + index] != word[index]:
                     offset = self._base + position + index
-                    found = _describe(text[position + index])
+                    found = describe(text[position + index])
                     message = f"invalid JSON at offset {offset}: expected {word!r}, found {found}"
                     self._fail(events, "invalid_json", message, offset)
                     return end
@@ -590,9 +482,7 @@ class JSONStreamParser:
                 self._complete_number(events, match.group(), self._base + position)
                 return number_end
         self._state = _NUMBER
-        self._number_state = (
-            _N_MINUS if text[position] == "-" else _N_ZERO if text[position] == "0" else _N_INT
-        )
+        self._number_state = N_MINUS if text[position] == "-" else N_ZERO if text[position] == "0" else N_INT
         self._number_parts = [text[position]]
         self._number_start = self._base + position
         return position + 1
@@ -602,13 +492,13 @@ class JSONStreamParser:
         state = self._number_state
         start = position
         while position < end:
-            if state in (_N_INT, _N_FRAC, _N_EXP):
+            if state in (N_INT, N_FRAC, N_EXP):
                 match = _DIGIT_RUN.match(text, position)
                 assert match is not None
                 position = match.end()
                 if position == end:
                     break
-            following = _number_step(state, text[position])
+            following = number_step(state, text[position])
             if following < 0:
                 break
             state = following
@@ -619,10 +509,10 @@ class JSONStreamParser:
         if position == end:
             return end
         char = text[position]
-        if state not in _N_COMPLETE:
+        if state not in N_COMPLETE:
             offset = self._base + position
-            found = _describe(char)
-            message = f"invalid JSON at offset {offset}: expected {_N_EXPECTING[state]}, found {found}"
+            found = describe(char)
+            message = f"invalid JSON at offset {offset}: expected {N_EXPECTING[state]}, found {found}"
             self._fail(events, "invalid_json", message, offset)
             return end
         if not self._ends_number(char):
@@ -643,7 +533,7 @@ class JSONStreamParser:
     def _overflows(self, events: list[ArgumentEvent], token: str, offset: int) -> bool:
         """Report the complete number ``token`` at ``offset`` if it is not accepted (before what follows
         it, which may be wrong too); whether it was."""
-        message = _overflow_message(token)
+        message = overflow_message(token)
         if message is None:
             return False
         self._fail(events, "invalid_json", f"invalid JSON at offset {offset}: {message}", offset)
@@ -655,7 +545,7 @@ class JSONStreamParser:
             token, offset = "".join(self._number_parts), self._number_start
             self._number_parts = []
         try:
-            value = _number_value(token)
+            value = number_value(token)
         except ValueError as exc:  # an integer longer than sys.get_int_max_str_digits()
             self._fail(events, "invalid_json", f"invalid JSON at offset {offset}: {exc}", offset)
             return
@@ -706,29 +596,16 @@ class JSONStreamParser:
 
     def _take_piece(self, piece: str, events: list[ArgumentEvent]) -> None:
         """Keep a decoded piece of the string being read, streamed when it is part of a value (not a key)."""
-        parts = self._parts
-        parts.append(piece)
+        self._parts.append(piece)
         if self._state == _STRING:
             events.append(ArgumentDelta(self._string_path, piece))
-        if len(parts) - self._blocks >= _COMPACT_EVERY:
-            self._compact_parts()
-
-    def _compact_parts(self) -> None:
-        """Join the pieces read since the last compaction into one block; blocks stay at the head."""
-        parts = self._parts
-        blocks = self._blocks
-        block = "".join(parts[blocks:])
-        del parts[blocks:]
-        parts.append(block)
-        self._blocks = blocks + 1
 
     def _close_string(self, piece: str, events: list[ArgumentEvent]) -> None:
         parts = self._parts
         if parts:
             if piece:
                 parts.append(piece)
-            value = "".join(parts)
-            self._parts = []
+            value = parts.take()
         else:
             value = piece
         if self._state == _KEY_STRING:
@@ -742,7 +619,7 @@ class JSONStreamParser:
     def _string_error(self, text: str, position: int, end: int, events: list[ArgumentEvent]) -> None:
         """Report the first bad escape or control character in ``text[position:end]``, after streaming
         the valid text before it."""
-        bad_start, bad_at, reason = _first_string_error(text, position, end)
+        bad_start, bad_at, reason = first_string_error(text, position, end)
         if bad_start > position:
             piece = _scanstring(text[position:bad_start] + '"', 0, True)[0]
             if _SURROGATE.search(piece) is not None:  # an earlier error
@@ -756,7 +633,7 @@ class JSONStreamParser:
     def _surrogate_error(self, text: str, position: int, end: int, events: list[ArgumentEvent]) -> None:
         """Report the first lone surrogate in string content ``text[position:end]``, after streaming the
         valid text before it."""
-        bad_at, reason = _first_surrogate_error(text, position, end)
+        bad_at, reason = first_surrogate_error(text, position, end)
         if bad_at > position and self._state == _STRING:
             piece = _scanstring(text[position:bad_at] + '"', 0, True)[0]
             if piece:
@@ -775,11 +652,16 @@ class JSONStreamParser:
         """A value is complete: attach it to its container (reporting a root member) or report the root."""
         stack = self._stack
         if not stack:
-            events.append(ArgumentValue((), value))
+            events.append(ArgumentValue((), value if self._keep_values else None))
             self._state = _TRAILING
             return
         container = stack[-1]
-        if type(container) is dict:
+        if not self._keep_values:  # the containers stay empty: only the position in an array moves
+            if type(container) is list:
+                index = self._path[-1]
+                assert isinstance(index, int)
+                self._path[-1] = index + 1
+        elif type(container) is dict:
             key = self._path[-1]
             assert isinstance(key, str)
             container[key] = value
@@ -809,8 +691,8 @@ class JSONStreamParser:
             return f"the rest of the string at path {self._string_path!r} and its closing quote"
         if state == _KEY_STRING:
             return "the rest of an object key and its closing quote"
-        if state == _NUMBER and self._number_state not in _N_COMPLETE:
-            return _N_EXPECTING[self._number_state]
+        if state == _NUMBER and self._number_state not in N_COMPLETE:
+            return N_EXPECTING[self._number_state]
         if state in (_NUMBER, _COMMA_OR_CLOSE):
             closer = "'}'" if type(self._stack[-1]) is dict else "']'"
             return f"more of the number, ',' or {closer}" if state == _NUMBER else f"',' or {closer}"
@@ -823,20 +705,21 @@ class JSONStreamParser:
             _TRAILING: "nothing more",
         }.get(state, "nothing")
 
-    def _fail_at(self, events: list[ArgumentEvent], text: str, position: int) -> None:
-        """Report the character at ``position`` as unexpected in the current state."""
+    def _fail_at(self, events: list[ArgumentEvent], text: str, position: int) -> int:
+        """Report the character at ``position`` as unexpected in the current state; the end of ``text``."""
         offset = self._base + position
-        found = _describe(text[position])
+        found = describe(text[position])
         if self._state == _TRAILING:
             message = f"invalid JSON at offset {offset}: unexpected data after the arguments: {found}"
         else:
             message = f"invalid JSON at offset {offset}: expected {self._expectation()}, found {found}"
         self._fail(events, "invalid_json", message, offset)
+        return len(text)
 
     def _fail_after_value(self, events: list[ArgumentEvent], text: str, position: int) -> None:
         """Report the character at ``position``, which follows a complete number, as unexpected."""
         offset = self._base + position
-        found = _describe(text[position])
+        found = describe(text[position])
         if self._stack:
             closer = "'}'" if type(self._stack[-1]) is dict else "']'"
             expected = f"',' or {closer} after the number"
@@ -851,5 +734,5 @@ class JSONStreamParser:
         self._carry = ""
         self._stack = []
         self._path = []
-        self._parts = []
+        self._parts = TextJoiner()
         self._number_parts = []

@@ -1,15 +1,16 @@
 """The argument-chunk splitter: each tool call's arguments text, parsed incrementally as it streams.
 
-:func:`split_arguments` gives every :class:`ToolCallDelta` the :class:`ArgumentEvent`\\ s its
-``arguments_delta`` streamed or completed, from one :class:`JSONStreamParser` per call (O(1) amortised
-work per character: no re-parsing of the accumulated text)::
+:func:`split_arguments` turns each chunk with tool calls into a :class:`SplitChunk`: the chunk, and per
+tool-call delta the :class:`ArgumentEvent`\\ s its ``arguments_delta`` streamed or completed, from one
+:class:`JSONStreamParser` per call (O(1) amortised work per character: no re-parsing of the accumulated
+text)::
 
     ToolCallDelta(0, "call_1", "write_file", '{"path": "a.py", "content": "print(')
-        argument_events: ArgumentDelta(("path",), "a.py"), ArgumentValue(("path",), "a.py"),
-                         ArgumentDelta(("content",), "print(")
+        events: ArgumentDelta(("path",), "a.py"), ArgumentValue(("path",), "a.py"),
+                ArgumentDelta(("content",), "print(")
     ToolCallDelta(0, arguments_delta='1)\\n"}', finished=True)
-        argument_events: ArgumentDelta(("content",), "1)\\n"), ArgumentValue(("content",), "print(1)\\n"),
-                         ArgumentValue((), {"path": "a.py", "content": "print(1)\\n"})
+        events: ArgumentDelta(("content",), "1)\\n"), ArgumentValue(("content",), "print(1)\\n"),
+                ArgumentValue((), {"path": "a.py", "content": "print(1)\\n"})
 
 Arguments must be I-JSON (RFC 7493), so that every value encodes back to JSON and UTF-8 downstream: a lone
 surrogate (``"\\ud800"`` not followed by a low surrogate escape, a lone ``"\\udc00"``) and a number that
@@ -35,6 +36,8 @@ from pipeline.models import (
     ArgumentEvent,
     ArgumentValue,
     ChunkResponse,
+    SplitChunk,
+    TextJoiner,
     ToolCallDelta,
     ToolCallKind,
 )
@@ -45,6 +48,7 @@ __all__ = [
     "MAX_DEPTH",
     "ArgumentSplitter",
     "JSONStreamParser",
+    "SplitChunk",
     "split_arguments",
 ]
 
@@ -52,20 +56,18 @@ DEFAULT_MAX_ARGUMENT_SIZE: Final = DEFAULT_MAX_SIZE
 """Characters of arguments text accepted per call (32 Mi) before the call reports ``too_large``."""
 
 _INPUT_PATH: Final = ("input",)
-_replace = msgspec.structs.replace
-_COMPACT_EVERY: Final = 1024
 
 
 class _CustomInputParser:
     """The free-text input of a ``custom`` call, as the string value at ``("input",)``."""
 
-    __slots__ = ("_blocks", "_consumed", "_dead", "_max_size", "_parts")
+    __slots__ = ("_consumed", "_dead", "_keep", "_max_size", "_text")
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, keep: bool) -> None:
         self._max_size = max_size
+        self._keep = keep
         self._consumed = 0
-        self._parts: list[str] = []
-        self._blocks = 0
+        self._text = TextJoiner()
         self._dead = False
 
     def feed(self, text: str) -> list[ArgumentEvent]:
@@ -78,100 +80,95 @@ class _CustomInputParser:
         if too_large:
             text = text[: max(self._max_size - start, 0)]
         if text:
-            parts = self._parts
-            parts.append(text)
+            if self._keep:
+                self._text.append(text)
             events.append(ArgumentDelta(_INPUT_PATH, text))
-            if len(parts) - self._blocks >= _COMPACT_EVERY:
-                block = "".join(parts[self._blocks :])
-                del parts[self._blocks :]
-                parts.append(block)
-                self._blocks += 1
         if too_large:
             limit = self._max_size
             message = f"the custom tool input is longer than the limit of {limit} characters"
             events.append(ArgumentError("too_large", message, limit))
             self._dead = True
-            self._parts = []
+            self._text = TextJoiner()
         return events
 
     def finish(self) -> list[ArgumentEvent]:
         if self._dead:
             return []
         self._dead = True
-        text = "".join(self._parts)
-        self._parts = []
+        if not self._keep:
+            return [ArgumentValue((), None)]
+        text = self._text.take()
         return [ArgumentValue(_INPUT_PATH, text), ArgumentValue((), {"input": text})]
 
 
 _Parser = JSONStreamParser | _CustomInputParser
+_NO_EVENTS: Final[tuple[ArgumentEvent, ...]] = ()
 
 
 class ArgumentSplitter:
     """Sans-IO core of :func:`split_arguments`: ``feed(chunk)`` and ``finish()`` return chunks.
 
     One parser per call index, chosen by the ``kind`` of the call's first delta (``custom``: free text;
-    ``function`` and ``server``: JSON). Each delta comes back with its ``argument_events`` (after any it
-    already carried); a ``finished`` delta also gets the parser's final events (the complete root value,
-    or ``truncated``). A chunk with ``is_complete=True`` ends the response: calls still unfinished are
-    finished in that chunk, and the next response starts with fresh parsers. ``finish()`` finishes the
+    ``function`` and ``server``: JSON). A chunk with tool calls comes back as a :class:`SplitChunk` with
+    the events of each delta; a ``finished`` delta also gets the parser's final events (the complete root
+    value, or ``truncated``). A chunk with ``is_complete=True`` ends the response: calls still unfinished
+    are finished in that chunk, and the next response starts with fresh parsers. ``finish()`` finishes the
     calls still open at the end of the stream in one extra chunk, so every call's outcome is reported.
-    Chunks without tool calls, and chunks whose deltas gain no events, pass through as the same object.
+    Chunks without tool calls pass through as they are.
+
+    Args:
+        max_argument_size: characters of one call's arguments accepted before ``too_large``.
+        keep_values: False streams the arguments without building their values (flat memory for
+            consumers of segments only): the one ``ArgumentValue`` of a call is ``((), None)`` when its
+            root is complete (see :class:`JSONStreamParser`).
     """
 
-    def __init__(self, *, max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE) -> None:
+    def __init__(
+        self, *, max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE, keep_values: bool = True
+    ) -> None:
         self._max_size = check_count("max_argument_size", max_argument_size, minimum=0)
+        self._keep_values = keep_values
         self._parsers: dict[int, _Parser] = {}
         """The parsers of the calls still open, by call index."""
         self._kinds: dict[int, ToolCallKind] = {}
         self._finished: set[int] = set()
 
-    def feed(self, chunk: ChunkResponse) -> list[ChunkResponse]:
-        """Attach to each tool-call delta of ``chunk`` the argument events it streamed or completed."""
+    def feed(self, chunk: ChunkResponse) -> list[ChunkResponse | SplitChunk]:
+        """``chunk``, with the argument events of each of its tool-call deltas if it has any."""
         deltas = chunk.tool_calls
-        if deltas:
-            if len(deltas) == 1:  # the usual chunk of a streaming call, without the general loop
-                delta = deltas[0]
-                parser = self._parsers.get(delta.index)
-                text = delta.arguments_delta
-                if parser is not None and text and not delta.finished:
-                    events = parser.feed(text)  # the next piece of an open call: what _events does
-                else:
-                    events = self._events(delta)
-                if events:
-                    # The two rebuilds a frozen chunk needs, inline: this runs once per delta.
-                    carried = delta.argument_events
-                    delta = _replace(
-                        delta, argument_events=carried + tuple(events) if carried else tuple(events)
-                    )
-                    chunk = _replace(chunk, tool_calls=[delta])
-            else:
-                replaced: list[ToolCallDelta] | None = None
-                for position, delta in enumerate(deltas):
-                    events = self._events(delta)
-                    if events:
-                        if replaced is None:
-                            replaced = list(deltas)
-                        replaced[position] = _with_events(delta, events)
-                if replaced is not None:
-                    chunk = msgspec.structs.replace(chunk, tool_calls=replaced)
         if chunk.is_complete:
-            closing = self._finish_open_calls()
-            self._finished.clear()
-            if closing:
-                chunk = msgspec.structs.replace(chunk, tool_calls=[*(chunk.tool_calls or ()), *closing])
-        return [chunk]
+            return [self._complete(chunk)]
+        if not deltas:
+            return [chunk]
+        if len(deltas) == 1:  # the usual chunk of a streaming call, without the general loop
+            delta = deltas[0]
+            parser = self._parsers.get(delta.index)
+            text = delta.arguments_delta
+            if parser is not None and text and not delta.finished:
+                return [SplitChunk(chunk, (tuple(parser.feed(text)),))]
+        return [SplitChunk(chunk, tuple(self._events(delta) for delta in deltas))]
 
-    def finish(self) -> list[ChunkResponse]:
+    def finish(self) -> list[ChunkResponse | SplitChunk]:
         """End of stream: one chunk finishing every call that never got ``finished=True``, if any."""
-        closing = self._finish_open_calls()
-        return [ChunkResponse(tool_calls=closing)] if closing else []
+        closing, events = self._finish_open_calls()
+        return [SplitChunk(ChunkResponse(tool_calls=closing), events)] if closing else []
 
-    def _events(self, delta: ToolCallDelta) -> list[ArgumentEvent]:
+    def _complete(self, chunk: ChunkResponse) -> ChunkResponse | SplitChunk:
+        """The last chunk of a response: its own deltas, then every call still open, finished."""
+        deltas = chunk.tool_calls or []
+        events = tuple(self._events(delta) for delta in deltas)
+        closing, closing_events = self._finish_open_calls()
+        self._finished.clear()
+        if closing:
+            chunk = msgspec.structs.replace(chunk, tool_calls=[*deltas, *closing])
+        return SplitChunk(chunk, events + closing_events) if chunk.tool_calls else chunk
+
+    def _events(self, delta: ToolCallDelta) -> tuple[ArgumentEvent, ...]:
         index = delta.index
         parser = self._parsers.get(index)
         if parser is None:
             if index in self._finished:
-                return []
+                return _NO_EVENTS
             parser = self._parsers[index] = self._new_parser(delta.kind)
             self._kinds[index] = delta.kind
         events = parser.feed(delta.arguments_delta) if delta.arguments_delta else []
@@ -179,36 +176,34 @@ class ArgumentSplitter:
             self._finished.add(index)
             del self._parsers[index], self._kinds[index]
             events.extend(parser.finish())
-        return events
+        return tuple(events)
 
     def _new_parser(self, kind: ToolCallKind) -> _Parser:
         if kind == "custom":
-            return _CustomInputParser(self._max_size)
-        return JSONStreamParser(self._max_size)
+            return _CustomInputParser(self._max_size, self._keep_values)
+        return JSONStreamParser(self._max_size, keep_values=self._keep_values)
 
-    def _finish_open_calls(self) -> list[ToolCallDelta]:
-        """Finish every call still open, in index order: their final events, on ``finished`` deltas."""
+    def _finish_open_calls(self) -> tuple[list[ToolCallDelta], tuple[tuple[ArgumentEvent, ...], ...]]:
+        """Finish every call still open, in index order: ``finished`` deltas and their final events."""
         closing: list[ToolCallDelta] = []
+        events: list[tuple[ArgumentEvent, ...]] = []
         for index in sorted(self._parsers):
-            events = tuple(self._parsers[index].finish())
+            events.append(tuple(self._parsers[index].finish()))
             self._finished.add(index)
-            closing.append(
-                ToolCallDelta(index, finished=True, kind=self._kinds[index], argument_events=events)
-            )
+            closing.append(ToolCallDelta(index, finished=True, kind=self._kinds[index]))
         self._parsers.clear()
         self._kinds.clear()
-        return closing
-
-
-def _with_events(delta: ToolCallDelta, events: list[ArgumentEvent]) -> ToolCallDelta:
-    """``delta`` with ``events`` after the argument events it already carries."""
-    return msgspec.structs.replace(delta, argument_events=delta.argument_events + tuple(events))
+        return closing, tuple(events)
 
 
 @pipable_operator
 def split_arguments(
-    source: AsyncIterable[ChunkResponse], *, max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE
-) -> AsyncIterator[ChunkResponse]:
-    """Attach to each tool-call delta the argument events (string deltas, complete values, errors) its
-    arguments text streamed; calls left open at the end of the stream are finished in one extra chunk."""
-    return operator_stream(source, ArgumentSplitter(max_argument_size=max_argument_size))
+    source: AsyncIterable[ChunkResponse],
+    *,
+    max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE,
+    keep_values: bool = True,
+) -> AsyncIterator[ChunkResponse | SplitChunk]:
+    """Give each chunk with tool calls the argument events (string deltas, complete values, errors) its
+    deltas streamed, as a :class:`SplitChunk`; calls left open at the end are finished in one extra chunk."""
+    splitter = ArgumentSplitter(max_argument_size=max_argument_size, keep_values=keep_values)
+    return operator_stream(source, splitter)
