@@ -92,7 +92,8 @@ class Telemetry:
     """Where spans and metrics go, and the per-response attributes (:meth:`options` makes a variant).
 
     Args:
-        tracer_provider, meter_provider: default the global ones (``opentelemetry.trace`` / ``metrics``).
+        tracer_provider: default the global one (``opentelemetry.trace``).
+        meter_provider: default the global one (``opentelemetry.metrics``).
         operation: ``gen_ai.operation.name`` (``chat``, ``text_completion``, ``generate_content``, ...).
         provider_name: ``gen_ai.provider.name``; default from ``process(provider=...)``.
         request_model: ``gen_ai.request.model`` (and the span name's second word).
