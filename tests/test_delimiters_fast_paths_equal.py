@@ -3,6 +3,7 @@ through the states gives, for the XML-style, harmony and Kimi-K2 calls, at any c
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from operators.delimiters import DelimiterRewriter
 from operators.delimiters._lexer import FormatLexer
+from operators.delimiters._rules import Rule
 from operators.delimiters._scan import Markers, XmlArguments, json_escape
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 from tests.delimiter_cases import numbered_ids, pieces_at
@@ -76,16 +78,12 @@ class _NoShortcut(DelimiterRewriter):
         super()._reset()
         for lexer in (self._content, self._reasoning):
             lexer.shortcut = _never  # type: ignore[method-assign]
-            lexer.fast_path = _no_fast_path  # type: ignore[method-assign]
-        self._content_fast = self._reasoning_fast = None
+            lexer.make_rule = functools.partial(Rule, lexer)  # type: ignore[method-assign]
+            lexer.rule = lexer.fallback = Rule(lexer)  # (takes nothing: every chunk is lexed)
 
 
 def _never(text: str) -> bool:
     return False
-
-
-def _no_fast_path() -> None:
-    return None
 
 
 def outputs(

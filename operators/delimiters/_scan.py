@@ -315,12 +315,17 @@ class JsonArgs:
         back only outside strings and releases it with the next text, which every scan is followed by.)"""
         if not self.in_string or '"' in text:
             return False
-        if "\\" in text:
+        self.follow_string(text)
+        return True
+
+    def follow_string(self, text: str) -> None:
+        """Follow ``text``, the next piece of the current string, with no quote in it: a trailing run of
+        backslashes escapes what comes next when it is odd."""
+        if text[-1:] != "\\":
+            self.escape = False
+        else:
             run = len(text) - len(text.rstrip("\\"))
             self.escape = (run + self.escape if run == len(text) else run) % 2 == 1
-        else:
-            self.escape = False
-        return True
 
     def take(self, text: str, markers: Markers) -> str:
         """Follow ``text``, the next JSON text, in which none of ``markers`` can start (as :meth:`scan`
