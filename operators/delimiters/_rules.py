@@ -299,16 +299,21 @@ class ValueRule(CollectRule):
         if not xml_args.streaming or (
             not self.ends_plain and (last == "\n" or (xml_args.strips_space and last.isspace()))
         ):
-            if carries_more(item):
-                return None
-            xml_args.value(text)  # held until the value ends, or written by the value's writer
-            return self.lexer.emitted(item)
+            return self._write(item, text, xml_args)
         if not text.isprintable() or '"' in text or "\\" in text:  # (json_escape's test, inline)
             text = escape_json_text(text)
         delta = ToolCallDelta(self.index, None, None, text, False, self.kind)
         if item.reasoning is None:
             return [_replace(item, content="", tool_calls=[delta])]
         return [_replace(item, reasoning=None, tool_calls=[delta])]
+
+    def _write(self, item: ChunkResponse, text: str, xml_args: XmlArguments) -> Chunks | None:
+        """A piece for the value's writer: held until the value ends (to be typed), or written by it
+        (whitespace at its end that the value may strip)."""
+        if carries_more(item):
+            return None
+        xml_args.value(text)
+        return self.lexer.emitted(item)
 
     def _piece(self, item: ChunkResponse, text: str) -> Chunks | None:
         """A chunk the rule does not take itself: ``value_chunk``, then ``complete``, then the states."""

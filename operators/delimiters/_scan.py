@@ -335,14 +335,26 @@ class JsonArgs:
         if len(text) > SHORT_PIECE:
             if self.escape or _STRUCTURE.search(text) is not None:
                 self.scan(text, 0, markers, True)
-                return self.trim(text)
-            quotes = text.count('"')
-            if quotes:
-                if self.depth == 0 and (quotes > 1 or not self.in_string):
-                    self.opened = True  # a string at the root
-                if quotes % 2:
-                    self.in_string = not self.in_string
+            else:
+                self._follow_quotes(text)
             return self.trim(text)
+        self._follow_chars(text)
+        if self.in_string and self.emitted and not self._pending_space:
+            return text  # (what trim gives inside a string, with nothing held)
+        return self.trim(text)
+
+    def _follow_quotes(self, text: str) -> None:
+        """Follow ``text``, which holds no backslash or bracket (nothing to escape before it): its
+        quotes open and close strings."""
+        quotes = text.count('"')
+        if quotes:
+            if self.depth == 0 and (quotes > 1 or not self.in_string):
+                self.opened = True  # a string at the root
+            if quotes % 2:
+                self.in_string = not self.in_string
+
+    def _follow_chars(self, text: str) -> None:
+        """Follow ``text``, a short piece of JSON text, character by character."""
         in_string = self.in_string
         escape = self.escape
         depth = self.depth
@@ -367,9 +379,6 @@ class JsonArgs:
         self.escape = escape
         self.depth = depth
         self.opened = opened
-        if in_string and self.emitted and not self._pending_space:
-            return text  # (what trim gives inside a string, with nothing held)
-        return self.trim(text)
 
     def scan(
         self, buf: str, pos: int, markers: Markers, final: bool, *, stop_at_close: bool = False

@@ -137,30 +137,38 @@ class _Output:
         return self.pack(item, False) if self.ops else []
 
     def pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
-        """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text)."""
+        """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text;
+        ``item`` None: the input ended)."""
         ops = self.ops
-        if item is not None and not ops:  # all of it held back or dropped
+        if item is None:
+            return self._runs(None, False)
+        if not ops:  # all of it held back or dropped
             return [self.finalise(item, carries, "", None, [])] if carries else []
-        if item is not None and len(ops) == 1:
-            # The common cases: one run of text, or one piece of one call.
-            kind, payload = ops[0]
-            ops.clear()
-            if kind == "tool":
-                if not carries:
-                    return [ChunkResponse(tool_calls=[payload.delta()])]
-                return [self.finalise(item, carries, "", None, [payload.delta()])]
-            text = payload[0] if len(payload) == 1 else "".join(payload)
-            if kind == "content":
-                return [
-                    self.finalise(item, carries, item.content if text == item.content else text, None, [])
-                ]
-            return [self.finalise(item, carries, "", item.reasoning if text == item.reasoning else text, [])]
+        if len(ops) == 1:
+            return [self._one(item, carries)]
+        return self._runs(item, carries)
+
+    def _one(self, item: ChunkResponse, carries: bool) -> ChunkResponse:
+        """The chunk of ``item`` when the lexers emitted one run of text or one piece of one call."""
+        kind, payload = self.ops.pop()
+        if kind == "tool":
+            if not carries:
+                return ChunkResponse(tool_calls=[payload.delta()])
+            return self.finalise(item, carries, "", None, [payload.delta()])
+        text = payload[0] if len(payload) == 1 else "".join(payload)
+        if kind == "content":
+            return self.finalise(item, carries, item.content if text == item.content else text, None, [])
+        return self.finalise(item, carries, "", item.reasoning if text == item.reasoning else text, [])
+
+    def _runs(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
+        """The chunks of several runs: a new chunk wherever a run ranks before the one it follows
+        (each chunk is ordered reasoning, content, tool calls); ``item``'s fields go on the last."""
         chunks: list[ChunkResponse] = []
         reasoning: list[str] = []
         content: list[str] = []
         calls: list[ToolCallDelta] = []
         rank = -1
-        for kind, payload in ops:
+        for kind, payload in self.ops:
             op_rank = _RANK[kind]
             if op_rank < rank:
                 chunks.append(_chunk(content, reasoning, calls))
@@ -172,16 +180,13 @@ class _Output:
                 content.extend(payload)
             else:
                 reasoning.extend(payload)
-        ops.clear()
+        self.ops.clear()
         if item is None:
             if rank >= 0:
                 chunks.append(_chunk(content, reasoning, calls))
-            return chunks
-        if rank < 0 and not carries:
-            return chunks
-        chunks.append(
-            self.finalise(item, carries, "".join(content), "".join(reasoning) if reasoning else None, calls)
-        )
+        elif rank >= 0 or carries:
+            joined = "".join(reasoning) if reasoning else None
+            chunks.append(self.finalise(item, carries, "".join(content), joined, calls))
         return chunks
 
     def finalise(
