@@ -60,6 +60,7 @@ def carries_more(item: ChunkResponse) -> bool:
 def more_than_text(item: ChunkResponse) -> bool:
     """Whether ``item`` carries more than its ``content`` and ``reasoning``: ``is_complete``,
     ``tool_calls`` or ``finish_reason`` (which change the chunks it gives), or :func:`carries_more`."""
+    # (carries_more written out: most chunks of markup ask this, and one call fewer is the cheaper path)
     return bool(
         item.is_complete
         or item.tool_calls
