@@ -16,9 +16,12 @@ The peer: SGLang's streaming detectors (``KimiK2Detector``, ``Qwen3CoderDetector
 (their text), in the same process, CPU time, fastest of ``--repeat``, on the first ``--peer-max``
 characters of the smallest stream (some detectors rescan their buffer, so their time per byte grows
 with the stream); the rewriter runs again on the same deltas just before, and the ``x peer`` column is
-the peer's time over the rewriter's. The ``calls`` column of a peer row counts the calls it named. SGLang is heavy to install whole; its detectors
-need only ``sglang/srt/function_call/``, ``sglang/srt/environ.py``, ``orjson``, ``partial-json-parser``
-and ``pydantic``::
+the peer's time over the rewriter's. The ``calls`` column of a peer row counts the calls it named
+(here ``KimiK2Detector`` names fewer calls than the stream holds, whose argument strings hold marker
+text, and ``GptOssDetector`` names none of the harmony calls: their rows time what they do all the same).
+
+SGLang is heavy to install whole; its detectors need only ``sglang/srt/function_call/``,
+``sglang/srt/environ.py``, ``orjson``, ``partial-json-parser`` and ``pydantic``::
 
     pip install --no-deps sglang partial-json-parser orjson
 
