@@ -1,8 +1,35 @@
-"""The delimiter-token rewriter on long Kimi-K2, Qwen3-Coder and gpt-oss harmony streams.
+"""The delimiter-token rewriter on long Kimi-K2, Qwen3-Coder, Hermes and gpt-oss harmony streams, beside
+SGLang's detectors on the same deltas.
 
-Run: ``python -m benchmarks.bench_delimiters`` (``--sizes 1000000 10000000``; ``--formats kimi_k2
-qwen3_coder harmony``; ``--no-async`` skips the operator rows; ``--repeat 3`` keeps the fastest of three
-runs, which filters out the noise of a shared machine).
+Run: ``python -m benchmarks.bench_delimiters`` (``--sizes 1000000 10000000 100000000``; ``--formats
+kimi_k2 qwen3_coder hermes harmony``; ``--no-async`` skips the operator rows; ``--repeat 3`` keeps the
+fastest of three runs, which filters out the noise of a shared machine; ``--peer-max`` is how many
+characters of the smallest size's stream the peer rows run on).
+
+Streams are built up to 10 MB (:data:`BUILT_MAX`); a larger size feeds the 10 MB stream's deltas
+through one rewriter as many times as it takes (the stream goes on where it ended, at rest in prose or
+after a call), so that 100 MB shows the growth without holding 25 million deltas. Its output is
+checked on one pass.
+
+The peer: SGLang's streaming detectors (``KimiK2Detector``, ``Qwen3CoderDetector``, ``HermesDetector``,
+``GptOssDetector``), each called with ``parse_streaming_increment(delta, tools)`` on the same deltas
+(their text), in the same process, CPU time, fastest of ``--repeat``, on the first ``--peer-max``
+characters of the smallest stream (some detectors rescan their buffer, so their time per byte grows
+with the stream); the rewriter runs again on the same deltas just before, and the ``x peer`` column is
+the peer's time over the rewriter's. The ``calls`` column of a peer row counts the calls it named
+(here ``KimiK2Detector`` names fewer calls than the stream holds, whose argument strings hold marker
+text, and ``GptOssDetector`` names none of the harmony calls: their rows time what they do all the same).
+
+SGLang is heavy to install whole; its detectors need only ``sglang/srt/function_call/``,
+``sglang/srt/environ.py``, ``orjson``, ``partial-json-parser`` and ``pydantic``::
+
+    pip install --no-deps sglang partial-json-parser orjson
+
+:func:`sglang_detectors` imports the detector modules unchanged with two stubs: the ``sglang`` and
+``sglang.srt`` packages are bare (their ``__init__`` would import the server: torch, numpy, ...), and
+``sglang.srt.entrypoints.openai.protocol`` holds only ``Tool`` / ``Function`` / ``ToolChoice`` (the real
+one imports ``openai`` and ``sglang.utils``; the detectors use only ``tool.function.name`` and
+``.parameters``). Without sglang the peer rows print "not installed".
 
 The stream is model output as Kimi-K2 writes it: paragraphs of prose (with the odd ``<`` and ``|`` that
 look like the start of a marker) interleaved with tool sections of one to three calls whose JSON
@@ -38,11 +65,16 @@ import argparse
 import asyncio
 import functools
 import gc
+import importlib
+import importlib.util
+import itertools
 import json
 import random
+import sys
 import time
+import types
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import NamedTuple
+from typing import Any, Final, NamedTuple
 
 from aiostream import streamcontext
 
@@ -51,6 +83,10 @@ from pipeline.models import ChunkResponse
 
 CHUNK = 4
 SIZES = (1_000_000, 10_000_000)
+BUILT_MAX = 10_000_000
+"""The largest stream built; a larger size repeats it (see the module doc)."""
+PEER_MAX = 200_000
+"""How many characters of each stream the peer rows run on by default (some peers are quadratic)."""
 TARGET_RATIO = 1.3
 _PROSE = (
     "Let me look at the repository layout first. ",
@@ -196,9 +232,33 @@ def harmony_stream(size: int, seed: int = 7) -> Stream:
     return Stream("".join(parts), "".join(content), calls, markup)
 
 
+def hermes_stream(size: int, seed: int = 7) -> Stream:
+    """About ``size`` characters of Hermes output: prose, then one to three ``<tool_call>`` JSON calls."""
+    rng = random.Random(seed)
+    parts: list[str] = []
+    content: list[str] = []
+    calls: Calls = []
+    total = markup = 0
+    while total < size:
+        prose = "".join(rng.choice(_PROSE) for _ in range(rng.randint(3, 12)))
+        parts.append(prose)
+        content.append(prose)
+        total += len(prose)
+        for _ in range(rng.randint(1, 3)):
+            name = rng.choice(("read_file", "write_file", "search", "run_shell"))
+            arguments = json.dumps(_arguments(rng, _VALUES), ensure_ascii=rng.random() < 0.5)
+            text = f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
+            parts.append(text)
+            total += len(text)
+            markup += len(text) - len(arguments)
+            calls.append((str(len(calls)), name, arguments))
+    return Stream("".join(parts), "".join(content), calls, markup)
+
+
 STREAMS: dict[str, Callable[[int], Stream]] = {
     "kimi_k2": kimi_stream,
     "qwen3_coder": qwen3_coder_stream,
+    "hermes": hermes_stream,
     "harmony": harmony_stream,
 }
 """The streams by format name (the rewriter's format of the same name reads each)."""
@@ -234,24 +294,26 @@ def fold(chunks: Sequence[ChunkResponse]) -> tuple[str, Calls]:
 
 
 def run_core(
-    items: list[ChunkResponse], fmt: str = "kimi_k2", keep: bool = True
+    items: list[ChunkResponse], fmt: str = "kimi_k2", keep: bool = True, passes: int = 1
 ) -> tuple[float, list[ChunkResponse]]:
-    """Seconds to rewrite ``items`` and the output (``keep=False``: each output dropped as it comes, as a
-    consumer lets it go; the output returned is then empty)."""
+    """Seconds to rewrite ``items`` (``passes`` times in a row, one stream) and the output
+    (``keep=False``: each output dropped as it comes, as a consumer lets it go; the output returned is
+    then empty)."""
     rewriter = DelimiterRewriter(fmt, id_factory=str)
     out: list[ChunkResponse] = []
     extend = out.extend
     feed = rewriter.feed
+    stream = itertools.chain.from_iterable(itertools.repeat(items, passes)) if passes > 1 else items
     gc.collect()
     gc.disable()
     try:
         start = time.process_time()
         if keep:
-            for item in items:
+            for item in stream:
                 extend(feed(item))
             extend(rewriter.finish())
         else:
-            for item in items:
+            for item in stream:
                 feed(item)
             rewriter.finish()
         elapsed = time.process_time() - start
@@ -261,14 +323,15 @@ def run_core(
 
 
 async def _run_operator(
-    items: list[ChunkResponse], fmt: str, keep: bool = True
+    items: list[ChunkResponse], fmt: str, keep: bool = True, passes: int = 1
 ) -> tuple[float, list[ChunkResponse]]:
     out: list[ChunkResponse] = []
     append = out.append if keep else _drop
 
     async def source() -> AsyncIterator[ChunkResponse]:
-        for item in items:
-            yield item
+        for _ in range(passes):
+            for item in items:
+                yield item
 
     gc.collect()
     gc.disable()
@@ -288,9 +351,83 @@ def _drop(chunk: ChunkResponse) -> None:
 
 
 def run_operator(
-    items: list[ChunkResponse], fmt: str = "kimi_k2", keep: bool = True
+    items: list[ChunkResponse], fmt: str = "kimi_k2", keep: bool = True, passes: int = 1
 ) -> tuple[float, list[ChunkResponse]]:
-    return asyncio.run(_run_operator(items, fmt, keep))
+    return asyncio.run(_run_operator(items, fmt, keep, passes))
+
+
+_SGLANG_DETECTORS: Final = {
+    "kimi_k2": ("kimik2_detector", "KimiK2Detector"),
+    "qwen3_coder": ("qwen3_coder_detector", "Qwen3CoderDetector"),
+    "hermes": ("hermes_detector", "HermesDetector"),
+    "harmony": ("gpt_oss_detector", "GptOssDetector"),
+}
+
+
+def sglang_detectors() -> tuple[dict[str, Any], list[Any]]:
+    """SGLang's detector class per stream (those that import) and the tools to call them with; empty
+    when sglang is not installed. Their modules are imported unchanged (the stubs: see the module doc)."""
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        return {}, []
+    root = spec.submodule_search_locations[0]
+    from pydantic import BaseModel
+
+    class Function(BaseModel):
+        name: str
+        description: str | None = None
+        parameters: Any = None
+        strict: bool | None = None
+
+    class Tool(BaseModel):
+        type: str = "function"
+        function: Function
+
+    class ToolChoice(BaseModel):
+        type: str = "function"
+        function: Any = None
+
+    for name, path in (("sglang", root), ("sglang.srt", f"{root}/srt")):
+        if name not in sys.modules:
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            sys.modules[name] = package
+    protocol = types.ModuleType("sglang.srt.entrypoints.openai.protocol")
+    protocol.__dict__.update(Function=Function, Tool=Tool, ToolChoice=ToolChoice)
+    sys.modules.setdefault(protocol.__name__, protocol)
+    detectors: dict[str, Any] = {}
+    for fmt, (module, name) in _SGLANG_DETECTORS.items():
+        try:
+            detectors[fmt] = getattr(importlib.import_module(f"sglang.srt.function_call.{module}"), name)
+        except ImportError:
+            continue
+    properties = {"path": {"type": "string"}, "content": {"type": "string"}, "options": {"type": "object"}}
+    schema = {"type": "object", "properties": properties}
+    tools = [
+        Tool(function=Function(name=name, parameters=schema))
+        for name in ("read_file", "write_file", "search", "run_shell")
+    ]
+    return detectors, tools
+
+
+def run_peer(texts: list[str], detector_type: Any, tools: list[Any], passes: int = 1) -> tuple[float, int]:
+    """Seconds for a fresh SGLang detector to parse ``texts`` delta by delta (``passes`` times in a row),
+    and how many calls it named."""
+    detector = detector_type()
+    parse = detector.parse_streaming_increment
+    stream = itertools.chain.from_iterable(itertools.repeat(texts, passes)) if passes > 1 else texts
+    named = 0
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.process_time()
+        for text in stream:
+            for call in parse(text, tools).calls:
+                named += call.name is not None
+        elapsed = time.process_time() - start
+    finally:
+        gc.enable()
+    return elapsed, named
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -306,15 +443,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-async", action="store_true", help="skip the async operator rows")
     parser.add_argument("--repeat", type=int, default=3, help="runs per row; the fastest counts")
     parser.add_argument(
+        "--peer-max", type=int, default=PEER_MAX, help="characters of each stream the SGLang rows run on"
+    )
+    parser.add_argument(
         "--keep",
         action="store_true",
         help="time a consumer that keeps every output chunk until the run ends (fresh memory: see above)",
     )
     args = parser.parse_args(argv)
+    args.peers = sglang_detectors()
     print(
         f"{'stream':>10} {'path':<40} {'markup':>7} {'deltas':>10} {'calls':>7} {'seconds':>8} {'MB/s':>7}"
         f" {'ns/byte':>8}"
-        f" {'ns/delta':>9} {'+ns/delta':>9}"
+        f" {'ns/delta':>9} {'+ns/delta':>9} {'x peer':>7}"
     )
     per_byte: dict[str, list[float]] = {}
     for fmt in args.formats:
@@ -332,11 +473,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _rows(fmt: str, size: int, args: argparse.Namespace, per_byte: dict[str, list[float]]) -> None:
     """The rows of one format's stream of about ``size`` characters; ns/byte kept in ``per_byte``."""
-    text, content, calls, markup = STREAMS[fmt](size)
+    passes = max(1, round(size / BUILT_MAX))
+    text, content, calls, markup = STREAMS[fmt](size // passes)
     items = deltas(text)
     size_bytes = len(text.encode())
-    # XML-style parameters are rewritten as JSON: their calls are compared parsed.
-    normal: Callable[[str], object] = json.loads if fmt == "qwen3_coder" else str
+    # XML-style parameters are rewritten as JSON, Hermes's arguments are the object as the model wrote
+    # it: their calls are compared parsed.
+    normal: Callable[[str], object] = json.loads if fmt in ("qwen3_coder", "hermes") else str
     expected = (content, [(call_id, name, normal(arguments)) for call_id, name, arguments in calls])
 
     def check(out: list[ChunkResponse]) -> bool:
@@ -345,65 +488,94 @@ def _rows(fmt: str, size: int, args: argparse.Namespace, per_byte: dict[str, lis
 
     core_runner = functools.partial(run_core, fmt=fmt)
     label = f"{fmt} DelimiterRewriter.feed"
-    core = _row(
-        f"{size_bytes / 1e6:>8.1f}MB",
-        label,
-        core_runner,
-        items,
-        size_bytes,
-        args,
-        check,
-        len(calls),
-        markup=markup / len(text),
-    )
-    per_byte.setdefault(label, []).append(core * 1e9 / size_bytes)
+    shown = f"{size_bytes * passes / 1e6:>8.1f}MB"
+    row = _Row(items, size_bytes, passes, len(calls) * passes)
+    core = _row(shown, label, core_runner, row, args, check, markup=markup / len(text))
+    per_byte.setdefault(label, []).append(core * 1e9 / (size_bytes * passes))
     if not args.no_async:
         label = f"{fmt} rewrite_delimiters (async)"
         runner = functools.partial(run_operator, fmt=fmt)
-        elapsed = _row("", label, runner, items, size_bytes, args, check, len(calls), core=core)
-        per_byte.setdefault(label, []).append(elapsed * 1e9 / size_bytes)
-    del items
-    prose = prose_stream(size)
+        elapsed = _row("", label, runner, row, args, check, core=core)
+        per_byte.setdefault(label, []).append(elapsed * 1e9 / (size_bytes * passes))
+    if size == args.sizes[0]:
+        _peer_row(fmt, row, args)
+    del items, row
+    prose = prose_stream(size // passes)
 
-    def passes(out: list[ChunkResponse]) -> bool:
+    def passes_on(out: list[ChunkResponse]) -> bool:
         return fold(out) == (prose, [])
 
-    _row("", f"{fmt} prose (pass-through)", core_runner, deltas(prose), len(prose.encode()), args, passes, 0)
+    prose_row = _Row(deltas(prose), len(prose.encode()), passes, 0)
+    _row("", f"{fmt} prose (pass-through)", core_runner, prose_row, args, passes_on)
+
+
+class _Row(NamedTuple):
+    """What a row runs: the deltas, their bytes, how many times in a row, and the calls they make."""
+
+    items: list[ChunkResponse]
+    size_bytes: int
+    passes: int
+    calls: int
+
+
+def _peer_row(fmt: str, row: _Row, args: argparse.Namespace) -> None:
+    """SGLang's detector on the first ``--peer-max`` characters of the same deltas (see the module doc),
+    and the rewriter on them again: ``x peer`` is the peer's time over the rewriter's."""
+    label = f"{fmt} SGLang parse_streaming_increment"
+    detectors, tools = args.peers
+    if fmt not in detectors:
+        print(f"{'':>10} {label:<40} not installed")
+        return
+    items = row.items[: max(1, args.peer_max // CHUNK)]
+    texts = [item.content for item in items]
+    prefix = _Row(items, len("".join(texts).encode()), 1, len(fold(run_core(items, fmt)[1])[1]))
+    core = min(run_core(items, fmt, keep=False)[0] for _ in range(args.repeat))
+    elapsed, named = run_peer(texts, detectors[fmt], tools)
+    for _ in range(args.repeat - 1):
+        elapsed = min(elapsed, run_peer(texts, detectors[fmt], tools)[0])
+    _print_row(f"{prefix.size_bytes / 1e6:>8.1f}MB", f"{fmt} DelimiterRewriter.feed", prefix, core, "", "")
+    _print_row("", label, prefix._replace(calls=named), elapsed, "", f"{elapsed / core:>7.1f}x")
 
 
 def _row(
     stream_label: str,
     label: str,
     runner: Callable[..., tuple[float, list[ChunkResponse]]],
-    items: list[ChunkResponse],
-    size_bytes: int,
+    row: _Row,
     args: argparse.Namespace,
     check: Callable[[list[ChunkResponse]], bool],
-    calls: int,
     *,
     core: float | None = None,
     markup: float | None = None,
 ) -> float:
-    """Time ``runner`` over ``items`` (the fastest of ``--repeat`` runs, after one more that keeps its
-    output, checked and then dropped; with ``--keep``, that run is one of them), print its row and return
-    the seconds."""
-    elapsed, out = runner(items, keep=True)
+    """Time ``runner`` over ``row`` (the fastest of ``--repeat`` runs, after one more that keeps its
+    output of one pass, checked and then dropped; with ``--keep``, the runs keep theirs), print its row
+    and return the seconds."""
+    elapsed, out = runner(row.items, keep=True)
     if not check(out):
         raise SystemExit(f"{label} on {stream_label.strip() or 'the stream'} gave the wrong text or calls")
     del out
-    if args.keep:
-        for _ in range(args.repeat - 1):
-            elapsed = min(elapsed, runner(items, keep=True)[0])
-    else:
-        elapsed = min(runner(items, keep=False)[0] for _ in range(args.repeat))
-    added = f"{(elapsed - core) * 1e9 / len(items):>9.0f}" if core is not None else ""
+    keep = args.keep
+    times = [runner(row.items, keep=keep, passes=row.passes)[0] for _ in range(args.repeat)]
+    if keep and row.passes == 1:
+        times.append(elapsed)
+    elapsed = min(times)
+    added = f"{(elapsed - core) * 1e9 / (len(row.items) * row.passes):>9.0f}" if core is not None else ""
     share = f"{markup:>7.1%}" if markup is not None else ""
-    print(
-        f"{stream_label:>10} {label:<40} {share:>7} {len(items):>10} {calls:>7} {elapsed:>8.2f} "
-        f"{size_bytes / elapsed / 1e6:>7.2f} {elapsed * 1e9 / size_bytes:>8.1f} "
-        f"{elapsed * 1e9 / len(items):>9.0f} {added}"
-    )
+    _print_row(stream_label, label, row, elapsed, share, "", added)
     return elapsed
+
+
+def _print_row(
+    stream_label: str, label: str, row: _Row, elapsed: float, share: str, peer: str, added: str = ""
+) -> None:
+    size_bytes = row.size_bytes * row.passes
+    deltas_count = len(row.items) * row.passes
+    print(
+        f"{stream_label:>10} {label:<40} {share:>7} {deltas_count:>10} {row.calls:>7} {elapsed:>8.2f} "
+        f"{size_bytes / elapsed / 1e6:>7.2f} {elapsed * 1e9 / size_bytes:>8.1f} "
+        f"{elapsed * 1e9 / deltas_count:>9.0f} {added:>9} {peer}"
+    )
 
 
 if __name__ == "__main__":

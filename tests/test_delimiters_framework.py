@@ -179,7 +179,9 @@ def test_the_engine_stands_alone_and_every_format_lives_in_formats() -> None:
     tree = ast.parse(Path(lexer_module.__file__ or "").read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert {name for name in imported if name and name.startswith("operators.")} == {
-        "operators.delimiters._scan"
+        "operators.delimiters._engine",
+        "operators.delimiters._rules",
+        "operators.delimiters._scan",
     }
     assert {lexer.__module__.rpartition(".")[0] for lexer in FORMATS.values()} == {
         "operators.delimiters.formats"

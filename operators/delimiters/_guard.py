@@ -162,44 +162,9 @@ class UnknownCallGuard:
         at_rest = self._lexer.at_rest()
         mode = self.mode
         if mode == _TEXT:
-            _text(saved, self._channel, raw)
-            if _starts_call(ops):  # an offered call opened without the unknown one's end
-                _merge(saved, _from_start(ops))
-                mode = _KNOWN
-            elif ended:
-                mode = _PROBE
-                self._owed, self._after_call = True, False
+            mode = self._text_step(raw, ops, saved, ended)
         elif mode in (_PROBE, _REST):
-            if mode == _REST:
-                self._journal, self._size, self._owed, self._after_call = [], 0, False, False
-            self._journal.append(raw)
-            self._size += len(raw)
-            if started:
-                if self._after_call:  # what closed the offered call before it is that call's
-                    raw_text = "".join(self._journal)
-                    self._journal = [raw_text[_first_of_markers(raw_text, self._openers) :]]
-                self._give_back(saved)
-                mode = _TEXT
-            elif _starts_call(ops):
-                if self._owed:
-                    # What closed the unknown call before it goes out as text; what opened this one
-                    # (from the first marker that opens a call's markup) is the call's.
-                    raw_text = "".join(self._journal)
-                    opening = _first_of_markers(raw_text, self._openers)
-                    if opening:
-                        _text(saved, self._channel, raw_text[:opening])
-                    _merge(saved, _from_start(ops))
-                else:
-                    _merge(saved, ops)
-                mode = _KNOWN
-            elif ops:
-                mode = self._text_in_markup(ops, saved)
-            elif mode == _REST:
-                mode = _PROBE
-            if mode == _PROBE and self._size > MAX_UNDECIDED_CHARS:
-                if self._owed:
-                    self._give_back(saved)
-                mode = _PASS
+            mode = self._probe_step(mode, raw, ops, saved, started)
         else:
             _merge(saved, ops)
             if mode == _KNOWN and _ends_call(ops):
@@ -210,6 +175,58 @@ class UnknownCallGuard:
                 self._give_back(saved)  # the closing markers of a section opened by an unknown call
             mode = _REST
         self.mode = mode
+
+    def _text_step(
+        self, raw: str, ops: list[tuple[str, Any]], saved: list[tuple[str, Any]], ended: bool
+    ) -> int:
+        """:meth:`_step` in an unknown call kept as text: the mode that follows."""
+        _text(saved, self._channel, raw)
+        if _starts_call(ops):  # an offered call opened without the unknown one's end
+            _merge(saved, _from_start(ops))
+            return _KNOWN
+        if ended:
+            self._owed, self._after_call = True, False
+            return _PROBE
+        return _TEXT
+
+    def _probe_step(
+        self, mode: int, raw: str, ops: list[tuple[str, Any]], saved: list[tuple[str, Any]], started: bool
+    ) -> int:
+        """:meth:`_step` at rest or in undecided markup: the mode that follows."""
+        if mode == _REST:
+            self._journal, self._size, self._owed, self._after_call = [], 0, False, False
+        self._journal.append(raw)
+        self._size += len(raw)
+        if started:
+            if self._after_call:  # what closed the offered call before it is that call's
+                raw_text = "".join(self._journal)
+                self._journal = [raw_text[_first_of_markers(raw_text, self._openers) :]]
+            self._give_back(saved)
+            mode = _TEXT
+        elif _starts_call(ops):
+            self._known_call(ops, saved)
+            mode = _KNOWN
+        elif ops:
+            mode = self._text_in_markup(ops, saved)
+        elif mode == _REST:
+            mode = _PROBE
+        if mode == _PROBE and self._size > MAX_UNDECIDED_CHARS:
+            if self._owed:
+                self._give_back(saved)
+            mode = _PASS
+        return mode
+
+    def _known_call(self, ops: list[tuple[str, Any]], saved: list[tuple[str, Any]]) -> None:
+        """An offered call opened in undecided markup: what closed an unknown call before it goes out as
+        text; what opened this one (from the first marker that opens a call's markup) is the call's."""
+        if not self._owed:
+            _merge(saved, ops)
+            return
+        raw_text = "".join(self._journal)
+        opening = _first_of_markers(raw_text, self._openers)
+        if opening:
+            _text(saved, self._channel, raw_text[:opening])
+        _merge(saved, _from_start(ops))
 
     def _text_in_markup(self, ops: list[tuple[str, Any]], saved: list[tuple[str, Any]]) -> int:
         """Undecided markup produced text: the mode that follows.

@@ -315,12 +315,17 @@ class JsonArgs:
         back only outside strings and releases it with the next text, which every scan is followed by.)"""
         if not self.in_string or '"' in text:
             return False
-        if "\\" in text:
+        self.follow_string(text)
+        return True
+
+    def follow_string(self, text: str) -> None:
+        """Follow ``text``, the next piece of the current string, with no quote in it: a trailing run of
+        backslashes escapes what comes next when it is odd."""
+        if text[-1:] != "\\":
+            self.escape = False
+        else:
             run = len(text) - len(text.rstrip("\\"))
             self.escape = (run + self.escape if run == len(text) else run) % 2 == 1
-        else:
-            self.escape = False
-        return True
 
     def take(self, text: str, markers: Markers) -> str:
         """Follow ``text``, the next JSON text, in which none of ``markers`` can start (as :meth:`scan`
@@ -330,14 +335,26 @@ class JsonArgs:
         if len(text) > SHORT_PIECE:
             if self.escape or _STRUCTURE.search(text) is not None:
                 self.scan(text, 0, markers, True)
-                return self.trim(text)
-            quotes = text.count('"')
-            if quotes:
-                if self.depth == 0 and (quotes > 1 or not self.in_string):
-                    self.opened = True  # a string at the root
-                if quotes % 2:
-                    self.in_string = not self.in_string
+            else:
+                self._follow_quotes(text)
             return self.trim(text)
+        self._follow_chars(text)
+        if self.in_string and self.emitted and not self._pending_space:
+            return text  # (what trim gives inside a string, with nothing held)
+        return self.trim(text)
+
+    def _follow_quotes(self, text: str) -> None:
+        """Follow ``text``, which holds no backslash or bracket (nothing to escape before it): its
+        quotes open and close strings."""
+        quotes = text.count('"')
+        if quotes:
+            if self.depth == 0 and (quotes > 1 or not self.in_string):
+                self.opened = True  # a string at the root
+            if quotes % 2:
+                self.in_string = not self.in_string
+
+    def _follow_chars(self, text: str) -> None:
+        """Follow ``text``, a short piece of JSON text, character by character."""
         in_string = self.in_string
         escape = self.escape
         depth = self.depth
@@ -362,9 +379,6 @@ class JsonArgs:
         self.escape = escape
         self.depth = depth
         self.opened = opened
-        if in_string and self.emitted and not self._pending_space:
-            return text  # (what trim gives inside a string, with nothing held)
-        return self.trim(text)
 
     def scan(
         self, buf: str, pos: int, markers: Markers, final: bool, *, stop_at_close: bool = False

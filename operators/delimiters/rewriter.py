@@ -4,7 +4,7 @@ they report into :class:`~pipeline.models.ChunkResponse`\\ s, in order."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import msgspec
 
@@ -12,12 +12,11 @@ from operators.delimiters._guard import UnknownCallGuard
 from operators.delimiters._lexer import (
     DEFAULT_MAX_BUFFERED_CHARS,
     Channel,
-    FastPath,
     FormatLexer,
     LexerOptions,
 )
 from operators.delimiters._registry import get_format
-from operators.delimiters._scan import escape_json_text
+from operators.delimiters._rules import more_than_text
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse, IdFactory, ToolCallDelta, ToolCallKind, new_call_id
 
@@ -41,14 +40,15 @@ class _Piece(msgspec.Struct, gc=False):
 
 
 _Op: TypeAlias = tuple[str, Any]
-_replace: Final = msgspec.structs.replace
 _RANK: Final = {"reasoning": 0, "content": 1, "tool": 2}
 
 
 class _Output:
-    """Collects, in order, what the lexers emit for one incoming chunk; allocates call positions."""
+    """Collects, in order, what the lexers emit for one incoming chunk; allocates call positions and packs
+    what was collected into chunks."""
 
     __slots__ = (
+        "api_positions",
         "calls_started",
         "id_factory",
         "kinds",
@@ -67,6 +67,8 @@ class _Output:
         self.calls_started = 0
         self.kinds: dict[int, ToolCallKind] = {}
         """The kind of each call that is not a ``function`` call, repeated on every delta of the call."""
+        self.api_positions: dict[int, int] = {}
+        """The position of each of the server's own tool calls, by the index the server gave it."""
         self.offered: frozenset[str] | None = None
         """The tools calls may name (None: any); a call to another one is kept out of the output."""
         self.unknown_calls = 0
@@ -74,6 +76,15 @@ class _Output:
         """A call to a tool not offered started (the guard reads and clears it)."""
         self.unknown_ended = False
         """A call to a tool not offered ended (the guard reads and clears it)."""
+
+    def reset(self) -> None:
+        """A new response: positions count from 0 again."""
+        self.next_index = 0
+        self.calls_started = 0
+        self.kinds.clear()
+        self.api_positions = {}
+        self.unknown_calls = 0
+        self.unknown_started = self.unknown_ended = False
 
     def text(self, channel: Channel, text: str) -> None:
         ops = self.ops
@@ -121,6 +132,106 @@ class _Output:
         else:
             self._piece(index).finished = True
 
+    def chunks(self, item: ChunkResponse) -> list[ChunkResponse]:
+        """What the lexers emitted for ``item``, which carries nothing but its text, as chunks."""
+        return self.pack(item, False) if self.ops else []
+
+    def pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
+        """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text;
+        ``item`` None: the input ended)."""
+        ops = self.ops
+        if item is None:
+            return self._runs(None, False)
+        if not ops:  # all of it held back or dropped
+            return [self.finalise(item, carries, "", None, [])] if carries else []
+        if len(ops) == 1:
+            return [self._one(item, carries)]
+        return self._runs(item, carries)
+
+    def _one(self, item: ChunkResponse, carries: bool) -> ChunkResponse:
+        """The chunk of ``item`` when the lexers emitted one run of text or one piece of one call."""
+        kind, payload = self.ops.pop()
+        if kind == "tool":
+            if not carries:
+                return ChunkResponse(tool_calls=[payload.delta()])
+            return self.finalise(item, carries, "", None, [payload.delta()])
+        text = payload[0] if len(payload) == 1 else "".join(payload)
+        if kind == "content":
+            return self.finalise(item, carries, item.content if text == item.content else text, None, [])
+        return self.finalise(item, carries, "", item.reasoning if text == item.reasoning else text, [])
+
+    def _runs(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
+        """The chunks of several runs: a new chunk wherever a run ranks before the one it follows
+        (each chunk is ordered reasoning, content, tool calls); ``item``'s fields go on the last."""
+        chunks: list[ChunkResponse] = []
+        reasoning: list[str] = []
+        content: list[str] = []
+        calls: list[ToolCallDelta] = []
+        rank = -1
+        for kind, payload in self.ops:
+            op_rank = _RANK[kind]
+            if op_rank < rank:
+                chunks.append(_chunk(content, reasoning, calls))
+                reasoning, content, calls = [], [], []
+            rank = op_rank
+            if kind == "tool":
+                calls.append(payload.delta())
+            elif kind == "content":
+                content.extend(payload)
+            else:
+                reasoning.extend(payload)
+        self.ops.clear()
+        if item is None:
+            if rank >= 0:
+                chunks.append(_chunk(content, reasoning, calls))
+        elif rank >= 0 or carries:
+            joined = "".join(reasoning) if reasoning else None
+            chunks.append(self.finalise(item, carries, "".join(content), joined, calls))
+        return chunks
+
+    def finalise(
+        self,
+        item: ChunkResponse,
+        carries: bool,
+        content: str,
+        reasoning: str | None,
+        calls: list[ToolCallDelta],
+    ) -> ChunkResponse:
+        """``item`` with the rewritten text and calls, its server calls renumbered, its finish reason."""
+        if not carries:
+            if content is item.content and reasoning is item.reasoning and not calls:
+                return item
+            return ChunkResponse(content=content, reasoning=reasoning, tool_calls=calls or None)
+        if item.tool_calls:
+            calls.extend(self.renumber(item.tool_calls))
+        changes: dict[str, Any] = {}
+        if content is not item.content:
+            changes["content"] = content
+        if reasoning is not item.reasoning:
+            changes["reasoning"] = reasoning
+        new_calls = calls or None
+        if new_calls != item.tool_calls:
+            changes["tool_calls"] = new_calls
+        if item.finish_reason == "stop" and self.calls_started:
+            changes["finish_reason"] = "tool_calls"
+            metadata = item.metadata or {}
+            if "stop_reason" not in metadata:
+                changes["metadata"] = {**metadata, "stop_reason": "stop"}
+        return msgspec.structs.replace(item, **changes) if changes else item
+
+    def renumber(self, deltas: Iterable[ToolCallDelta]) -> list[ToolCallDelta]:
+        positions = self.api_positions
+        renumbered = []
+        for delta in deltas:
+            position = positions.get(delta.index)
+            if position is None:
+                position = positions[delta.index] = self.next_index
+                self.next_index += 1
+            renumbered.append(
+                delta if position == delta.index else msgspec.structs.replace(delta, index=position)
+            )
+        return renumbered
+
 
 class DelimiterRewriter:
     """Sans-IO core: :class:`ChunkResponse` in, chunks with delimiter tool calls moved to ``tool_calls``.
@@ -151,15 +262,12 @@ class DelimiterRewriter:
     """
 
     __slots__ = (
-        "_api_positions",
         "_content",
-        "_content_fast",
         "_guards",
         "_lexer_type",
         "_options",
         "_output",
         "_reasoning",
-        "_reasoning_fast",
         "_watching",
     )
 
@@ -187,27 +295,17 @@ class DelimiterRewriter:
         next chunk goes to :meth:`_guarded_feed`. Set after each lexing, where the guards' modes change."""
         self._content: FormatLexer
         self._reasoning: FormatLexer
-        self._api_positions: dict[int, int]
-        self._content_fast: FastPath | None
-        self._reasoning_fast: FastPath | None
-        """What the next chunk of each channel does when it holds none of a few characters
-        (:meth:`FormatLexer.fast_path`), kept until that channel's lexer runs again."""
         self._reset()
 
     def _reset(self) -> None:
         output = self._output
-        output.next_index = 0
-        output.calls_started = 0
-        output.kinds.clear()
+        output.reset()
         self._content = self._lexer_type(output, "content", self._options)
         self._reasoning = self._lexer_type(output, "reasoning", self._options)
-        self._api_positions = {}
-        self._content_fast = self._content.fast_path()
-        self._reasoning_fast = self._reasoning.fast_path()
+        self._content.renew_rule()
+        self._reasoning.renew_rule()
         self._watching = False
         if output.offered is not None:
-            output.unknown_calls = 0
-            output.unknown_started = output.unknown_ended = False
             self._guards = (
                 UnknownCallGuard(self._content, output),
                 UnknownCallGuard(self._reasoning, output),
@@ -217,142 +315,21 @@ class DelimiterRewriter:
         """Rewrite one chunk; see the class doc."""
         if self._watching:
             return self._guarded_feed(item)
-        # The fast path: text in one channel that holds none of the characters that could change what the
-        # lexer does with it (FormatLexer.fast_path, kept until the lexer runs again).
+        # Text in one channel goes to that channel's rule (FormatLexer.rule), which takes it or leaves it
+        # to the states.
         reasoning = item.reasoning
         if reasoning is None:
             text = item.content
-            fast = self._content_fast
+            lexer = self._content
         elif not item.content:
             text = reasoning
-            fast = self._reasoning_fast
+            lexer = self._reasoning
         else:
-            return self._lex(item, _more_than_text(item))
-        if fast is None or not text:
-            return self._shortcut(item, text, _more_than_text(item))
-        json_args = fast.json_args
-        taken = True  # the rule takes the chunk, if it carries nothing else
-        if json_args is None:  # (the rule for JSON arguments has no stops)
-            if fast.common in text:  # (a chunk without it holds no stop)
-                for stop in fast.stops:
-                    if stop in text:
-                        taken = False
-                        break
-            if taken:
-                if text[-1] in fast.tail:
-                    taken = False  # perhaps the start of a marker
-                elif fast.passes and reasoning is None:
-                    if item.tool_calls is None and not item.is_complete and item.finish_reason is None:
-                        return [item]  # content that goes on as it is: only those fields would change it
-                    return self._lex(item, _more_than_text(item))
-        if item.is_complete or item.tool_calls or item.finish_reason:
-            return self._lex(item, True)  # (what changes the chunks, not only their text)
-        # A piece of a call's arguments goes out as its delta on a copy of the chunk that keeps what else
-        # it carries (the states would too); anything else the rule does with a chunk of text alone.
-        if not taken:
-            if _carries_more(item):
-                return self._lex(item, True)
-            if fast.stopped_by_states:
-                return self._complete(item, text, fast)
-            piece = fast.piece
-            if piece is None:
-                return self._shortcut(item, text, False)
-            shortcut = piece(text)  # (the rule stays the rule)
-            if shortcut is None:
-                return self._pack(item, False) if self._output.ops else []
-            if shortcut is False:
-                return self._complete(item, text, fast)
-            assert shortcut is not True  # (a value's piece is never text)
-            return [ChunkResponse(tool_calls=[shortcut])]
-        index = fast.index
-        if index is None:
-            if _carries_more(item):
-                return self._lex(item, True)
-            collect = fast.collect
-            if collect is None:
-                route = fast.route  # text of the other channel (a harmony analysis message in content)
-                if route is None:
-                    return [item]
-                return [
-                    ChunkResponse(reasoning=text) if route == "reasoning" else ChunkResponse(content=text)
-                ]
-            collected = collect(text)
-            if collected:
-                return []
-            if collected is None:  # (the held start of a marker became one)
-                return self._complete(item, text, fast)
-            return self._shortcut(item, text, False)
-        if json_args is not None:
-            if not json_args.in_string or '"' in text:
-                if _carries_more(item):
-                    return self._lex(item, True)
-                markers = fast.markers
-                if markers is None or not markers.cannot_start_in(text):
-                    return self._shortcut(item, text, False)
-                text = json_args.take(text, markers)  # no end marker can start in it
-                if not text:
-                    return []
-                return [ChunkResponse(tool_calls=[ToolCallDelta(index, None, None, text, False, fast.kind)])]
-            # A piece of a string (JsonArgs.take_in_string):
-            if json_args.escape or "\\" in text:
-                if text[-1] != "\\":
-                    json_args.escape = False  # whatever came before, nothing is left to escape
-                else:
-                    run = len(text) - len(text.rstrip("\\"))
-                    json_args.escape = (run + json_args.escape if run == len(text) else run) % 2 == 1
-        else:
-            xml_args = fast.xml_args
-            assert xml_args is not None
-            # A piece of a string value, unless it ends with whitespace the value may strip (which a rule
-            # with a newline in its tail has ruled out, unless the value strips all whitespace).
-            if not xml_args.streaming or (
-                not fast.ends_plain and (text[-1] == "\n" or (xml_args.strips_space and text[-1].isspace()))
-            ):
-                if _carries_more(item):
-                    return self._lex(item, True)
-                xml_args.value(text)  # held until the value ends, or written by the value's writer
-                return self._pack(item, False) if self._output.ops else []
-            if not text.isprintable() or '"' in text or "\\" in text:  # (json_escape's test, inline)
-                text = escape_json_text(text)
-        delta = ToolCallDelta(index, None, None, text, False, fast.kind)
-        if reasoning is None:
-            return [_replace(item, content="", tool_calls=[delta])]
-        return [_replace(item, reasoning=None, tool_calls=[delta])]
-
-    def _complete(self, item: ChunkResponse, text: str, fast: FastPath) -> list[ChunkResponse]:
-        """:meth:`feed` when the channel's rule leaves ``text``, all of ``item``, to the states: the
-        format's own way past the marker (``fast.complete``), else a run of the states."""
-        complete = fast.complete
-        if complete is None or not complete(text):
-            return self._lex(item, False)
-        return self._taken(item, text, None)
-
-    def _shortcut(self, item: ChunkResponse, text: str, more: bool) -> list[ChunkResponse]:
-        """:meth:`feed` when the channel's rule does not take ``text``: the lexer's shortcut, else a run
-        of its states (``more``: ``item`` carries more than its text)."""
-        if more:
-            return self._lex(item, True)
-        # Text in one channel and nothing else: the common cases need no lexing. (With guards, only in
-        # plain text or an offered call: the shortcut never starts or ends a call.)
-        shortcut = (self._content if item.reasoning is None else self._reasoning).shortcut(text)
-        if shortcut is False:
-            return self._lex(item, False)
-        return self._taken(item, text, shortcut)
-
-    def _taken(
-        self, item: ChunkResponse, text: str, shortcut: ToolCallDelta | Literal[True] | None
-    ) -> list[ChunkResponse]:
-        """The chunks of ``item``, whose ``text`` its channel's lexer took without running its states
-        (``shortcut``: see :meth:`FormatLexer.shortcut`); the channel's rule made again."""
-        if item.reasoning is None:
-            self._content_fast = self._content.fast_path()
-        else:
-            self._reasoning_fast = self._reasoning.fast_path()
-        if shortcut is True:
-            return [item] if text else []  # the chunk goes on as it is
-        if shortcut is None:
-            return self._pack(item, False) if self._output.ops else []
-        return [ChunkResponse(tool_calls=[shortcut])]
+            return self._lex(item, more_than_text(item))
+        chunks = (lexer.rule if text else lexer.fallback).take(item, text)
+        if chunks is None:
+            return self._lex(item, more_than_text(item))
+        return chunks
 
     def _guarded_feed(self, item: ChunkResponse) -> list[ChunkResponse]:
         """:meth:`feed` while a guard follows markup: lexed, except the next piece of a marker or header
@@ -360,23 +337,15 @@ class DelimiterRewriter:
         text is kept when a state takes it)."""
         guards = self._guards
         assert guards is not None
-        more = _more_than_text(item)
+        more = more_than_text(item)
         if not more and item.reasoning is None and item.content:
-            guard, fast, text = guards[0], self._content_fast, item.content
+            guard, rule, text = guards[0], self._content.rule, item.content
         elif not more and not item.content and item.reasoning:
-            guard, fast, text = guards[1], self._reasoning_fast, item.reasoning
+            guard, rule, text = guards[1], self._reasoning.rule, item.reasoning
         else:
             return self._lex(item, more)
-        if (
-            fast is not None
-            and guard.probing
-            and fast.collect is not None
-            and fast.index is None
-            and not any(stop in text for stop in fast.stops)
-            and text[-1] not in fast.tail
-            and fast.collect(text)
-        ):
-            if not fast.holds:
+        if guard.probing and rule.gathers(text):
+            if not rule.holds:
                 guard.took(text)
                 self._watching = not (guards[0].lexes_as_usual and guards[1].lexes_as_usual)
             return []
@@ -404,14 +373,14 @@ class DelimiterRewriter:
             if item.is_complete:
                 self._reasoning.finish()
                 self._content.finish()
-        chunks = self._pack(item, more)
+        chunks = self._output.pack(item, more)
         if item.is_complete:
             self._reset()
         else:  # (a lexer that did not run keeps its rule)
             if reasoning:
-                self._reasoning_fast = self._reasoning.fast_path()
+                self._reasoning.renew_rule()
             if content:
-                self._content_fast = self._content.fast_path()
+                self._content.renew_rule()
         return chunks
 
     def finish(self) -> list[ChunkResponse]:
@@ -423,126 +392,9 @@ class DelimiterRewriter:
         else:
             self._reasoning.finish()
             self._content.finish()
-        chunks = self._pack(None, False)
+        chunks = self._output.pack(None, False)
         self._reset()
         return chunks
-
-    def _pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
-        """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text)."""
-        ops = self._output.ops
-        if item is not None and not ops:  # all of it held back or dropped
-            return [self._finalise(item, carries, "", None, [])] if carries else []
-        if item is not None and len(ops) == 1:
-            # The common cases: one run of text, or one piece of one call.
-            kind, payload = ops[0]
-            ops.clear()
-            if kind == "tool":
-                if not carries:
-                    return [ChunkResponse(tool_calls=[payload.delta()])]
-                return [self._finalise(item, carries, "", None, [payload.delta()])]
-            text = payload[0] if len(payload) == 1 else "".join(payload)
-            if kind == "content":
-                return [
-                    self._finalise(item, carries, item.content if text == item.content else text, None, [])
-                ]
-            return [self._finalise(item, carries, "", item.reasoning if text == item.reasoning else text, [])]
-        chunks: list[ChunkResponse] = []
-        reasoning: list[str] = []
-        content: list[str] = []
-        calls: list[ToolCallDelta] = []
-        rank = -1
-        for kind, payload in ops:
-            op_rank = _RANK[kind]
-            if op_rank < rank:
-                chunks.append(_chunk(content, reasoning, calls))
-                reasoning, content, calls = [], [], []
-            rank = op_rank
-            if kind == "tool":
-                calls.append(payload.delta())
-            elif kind == "content":
-                content.extend(payload)
-            else:
-                reasoning.extend(payload)
-        ops.clear()
-        if item is None:
-            if rank >= 0:
-                chunks.append(_chunk(content, reasoning, calls))
-            return chunks
-        if rank < 0 and not carries:
-            return chunks
-        chunks.append(
-            self._finalise(item, carries, "".join(content), "".join(reasoning) if reasoning else None, calls)
-        )
-        return chunks
-
-    def _finalise(
-        self,
-        item: ChunkResponse,
-        carries: bool,
-        content: str,
-        reasoning: str | None,
-        calls: list[ToolCallDelta],
-    ) -> ChunkResponse:
-        """``item`` with the rewritten text and calls, its server calls renumbered, its finish reason."""
-        if not carries:
-            if content is item.content and reasoning is item.reasoning and not calls:
-                return item
-            return ChunkResponse(content=content, reasoning=reasoning, tool_calls=calls or None)
-        if item.tool_calls:
-            calls.extend(self._renumber(item.tool_calls))
-        changes: dict[str, Any] = {}
-        if content is not item.content:
-            changes["content"] = content
-        if reasoning is not item.reasoning:
-            changes["reasoning"] = reasoning
-        new_calls = calls or None
-        if new_calls != item.tool_calls:
-            changes["tool_calls"] = new_calls
-        if item.finish_reason == "stop" and self._output.calls_started:
-            changes["finish_reason"] = "tool_calls"
-            metadata = item.metadata or {}
-            if "stop_reason" not in metadata:
-                changes["metadata"] = {**metadata, "stop_reason": "stop"}
-        return msgspec.structs.replace(item, **changes) if changes else item
-
-    def _renumber(self, deltas: Iterable[ToolCallDelta]) -> list[ToolCallDelta]:
-        output = self._output
-        positions = self._api_positions
-        renumbered = []
-        for delta in deltas:
-            position = positions.get(delta.index)
-            if position is None:
-                position = positions[delta.index] = output.next_index
-                output.next_index += 1
-            renumbered.append(
-                delta if position == delta.index else msgspec.structs.replace(delta, index=position)
-            )
-        return renumbered
-
-
-def _more_than_text(item: ChunkResponse) -> bool:
-    """Whether ``item`` carries more than its ``content`` and ``reasoning``."""
-    return bool(item.is_complete or item.tool_calls or item.finish_reason or _carries_more(item))
-
-
-def _carries_more(item: ChunkResponse) -> bool:
-    """Whether ``item`` carries more than its text besides ``is_complete``, ``tool_calls`` and
-    ``finish_reason`` (fields that the rewriter passes on unchanged)."""
-    return bool(
-        item.usage
-        or item.metadata
-        or item.refusal
-        or item.reasoning_signature
-        or item.encrypted_reasoning
-        or item.reasoning_id
-        or item.content_signature
-        or item.reasoning_done
-        or item.tool_results
-        or item.citations
-        or item.image_urls
-        or item.audio_urls
-        or item.video_urls
-    )
 
 
 def _chunk(content: list[str], reasoning: list[str], calls: list[ToolCallDelta]) -> ChunkResponse:

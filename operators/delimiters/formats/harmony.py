@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._lexer import Channel, FastPath, FormatLexer, LexerOptions, LexerOutput, State
+from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput, Rule, State
 from operators.delimiters._registry import register_format
+from operators.delimiters._rules import CollectRule, PassRule, RouteRule
 from operators.delimiters._scan import Markers, space_end
 from pipeline.models import ToolCallDelta
 
@@ -152,10 +153,10 @@ class HarmonyLexer(FormatLexer):
         """The states :meth:`shortcut` knows, kept to compare without building a bound method per chunk."""
         self._head: list[str] = []
         self._head_size = 0
-        self._head_fast: FastPath | None = None
-        self._body_fast = FastPath(_BODY.starts, _BODY.tail)
-        self._rerouted_fast = FastPath(
-            _BODY.starts, _BODY.tail, route="content" if channel == "reasoning" else "reasoning"
+        self._head_rule = CollectRule(self, self._collect_head, _HEADER.first_chars)
+        self._body_rule = PassRule(self, _BODY.starts, _BODY.tail)
+        self._rerouted_rule = RouteRule(
+            self, _BODY.starts, _BODY.tail, "content" if channel == "reasoning" else "reasoning"
         )
         """The rules for a message's text on this lexer's channel, and on the other one."""
 
@@ -189,25 +190,22 @@ class HarmonyLexer(FormatLexer):
                 return self._header_shortcut(rest) if rest else None
         return False
 
-    def fast_path(self) -> FastPath | None:
+    def make_rule(self) -> Rule:
         if self.call_index is None and self.state == self._body_state:
             if self._held:
                 return self.grow_rule(_BODY)
             # A message's text without a marker start: on its channel, as it is.
             if self._route == self.channel:
-                return self._body_fast
-            return self._rerouted_fast
+                return self._body_rule
+            return self._rerouted_rule
         if self.call_index is None and self.state == self._header_state:
             if self._held:
                 return self.grow_rule(_HEADER, completed_by_states=False)  # (see _header_shortcut)
-            fast = self._head_fast
-            if fast is None:
-                fast = self._head_fast = FastPath(_HEADER.first_chars, collect=self._collect_head)
-            return fast
+            return self._head_rule
         if self._held and self.state == self._text_state and self.tentative is None:
             # A header's opener completed between messages is taken by the shortcut (_open_shortcut).
             return self.grow_rule(self.text_markers, completed_by_states=self.watched)
-        return FormatLexer.fast_path(self)
+        return FormatLexer.make_rule(self)
 
     def _collect_head(self, text: str) -> bool:
         """:meth:`_header_shortcut` for ``text`` in which no marker can start: False past the cap."""

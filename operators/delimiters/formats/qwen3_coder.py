@@ -7,8 +7,9 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._families import TaggedCallLexer
-from operators.delimiters._lexer import Channel, FastPath, FormatLexer, LexerOptions, LexerOutput
+from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput, Rule
 from operators.delimiters._registry import register_format
+from operators.delimiters._rules import CollectRule
 from operators.delimiters._scan import HEADER_LIMIT, Markers, space_end
 
 __all__ = ["Qwen3CoderLexer"]
@@ -116,13 +117,13 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._between_state = self._in_function
         self._after_state = self._after_function
         self._between_calls_state = self._between_calls
-        """The states :meth:`fast_path` knows, kept to compare and switch to without building a bound
+        """The states :meth:`make_rule` knows, kept to compare and switch to without building a bound
         method each time."""
-        self._between_fast = FastPath(
-            (), collect=self._collect_between, holds=True, complete=self._complete_between
+        self._between_rule = CollectRule(
+            self, self._collect_between, holds=True, complete=self._complete_between
         )
-        self._opening_fast = FastPath(
-            (), collect=self._collect_opening, holds=True, complete=self._complete_opening
+        self._opening_rule = CollectRule(
+            self, self._collect_opening, holds=True, complete=self._complete_opening
         )
         self._opening_step = _IN_TEXT
         """How far the held opening of a call has come (:meth:`_collect_opening`): ``_IN_TEXT``, at a
@@ -130,7 +131,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._opening_tag = ""
         """The start of the tag held after whitespace."""
 
-    def fast_path(self) -> FastPath | None:
+    def make_rule(self) -> Rule:
         """The engine's rules, with the tags around values taken as the states take them, when nothing
         else is in the chunk: a call's opening, up to its name's ``>``, by one rule; between two values
         (whitespace, ``<parameter=``, the key up to its ``>``, or ``</function>``) by another; and
@@ -140,7 +141,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         state = self.state
         if self.xml_args is not None:
             if state == self._between_state or state == self._key_state:
-                return self._between_fast
+                return self._between_rule
             if state == self._value_state:
                 value = self.value_rule(self._complete_value)
                 if value is not None:
@@ -150,12 +151,12 @@ class Qwen3CoderLexer(TaggedCallLexer):
         elif state == self._text_state:
             if self._held and self.tentative is None:
                 self._opening_step = _IN_TEXT
-                return self._opening_fast
+                return self._opening_rule
         elif state == self._after_state or state == self._between_calls_state:
             self._opening_step = _AFTER_FUNCTION if state == self._after_state else _BETWEEN_CALLS
             self._opening_tag = self._held.lstrip()
-            return self._opening_fast
-        return FormatLexer.fast_path(self)
+            return self._opening_rule
+        return FormatLexer.make_rule(self)
 
     def _collect_between(self, text: str) -> bool | None:
         """What :meth:`_in_function` and :meth:`_parameter_key` do with ``text`` when they emit nothing:
@@ -277,7 +278,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         if taken is None:
             return False
         xml_args = self.xml_args
-        assert xml_args is not None  # (see fast_path)
+        assert xml_args is not None  # (see make_rule)
         if size == len(_KEPT_END) and not xml_args.streaming:  # (a streaming string strips it)
             xml_args.value("\n")
         xml_args.end_value()
@@ -310,7 +311,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self.switch_to_value(self._value_state, _VALUE)
         if stop:
             xml_args = self.xml_args
-            assert xml_args is not None  # (see fast_path)
+            assert xml_args is not None  # (see make_rule)
             xml_args.value(rest[:stop])
         self._held = rest[stop:]  # the start of a marker, held as the state holds it
         return True

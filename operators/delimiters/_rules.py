@@ -1,0 +1,336 @@
+"""The rules of a channel: what its next chunk of text does when that is decided at once.
+
+After each run of its states (and each chunk its shortcut took), a :class:`~._lexer.FormatLexer` hands
+out the rule that applies where it stands (``FormatLexer.rule``): text passes through, is text of the
+other channel, goes into a header or a held start of a marker, into JSON arguments, or into an XML-style
+value. :meth:`Rule.take` gives the chunks of an incoming chunk whose text is all of one channel's next
+piece, or None when the lexer's states must take it. A rule leaves the lexer as its states would;
+``tests/test_delimiters_fast_path_properties.py`` checks that every rule gives the chunks the states give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from operators.delimiters._scan import JsonArgs, Markers, XmlArguments, common_char, escape_json_text
+from pipeline.models import ChunkResponse, ToolCallDelta, ToolCallKind
+
+if TYPE_CHECKING:
+    from operators.delimiters._lexer import Channel, FormatLexer
+
+__all__ = [
+    "CollectRule",
+    "JsonArgsRule",
+    "PassRule",
+    "RouteRule",
+    "Rule",
+    "ShortcutRule",
+    "ValueRule",
+    "carries_more",
+    "more_than_text",
+]
+
+Chunks = list[ChunkResponse]
+_replace: Final = msgspec.structs.replace
+
+
+def carries_more(item: ChunkResponse) -> bool:
+    """Whether ``item`` carries more than its text besides ``is_complete``, ``tool_calls`` and
+    ``finish_reason`` (fields that the rewriter passes on unchanged)."""
+    return bool(
+        item.usage
+        or item.metadata
+        or item.refusal
+        or item.reasoning_signature
+        or item.encrypted_reasoning
+        or item.reasoning_id
+        or item.content_signature
+        or item.reasoning_done
+        or item.tool_results
+        or item.citations
+        or item.image_urls
+        or item.audio_urls
+        or item.video_urls
+    )
+
+
+def more_than_text(item: ChunkResponse) -> bool:
+    """Whether ``item`` carries more than its ``content`` and ``reasoning``: ``is_complete``,
+    ``tool_calls`` or ``finish_reason`` (which change the chunks it gives), or :func:`carries_more`."""
+    # (carries_more written out: most chunks of markup ask this, and one call fewer is the cheaper path)
+    return bool(
+        item.is_complete
+        or item.tool_calls
+        or item.finish_reason
+        or item.usage
+        or item.metadata
+        or item.refusal
+        or item.reasoning_signature
+        or item.encrypted_reasoning
+        or item.reasoning_id
+        or item.content_signature
+        or item.reasoning_done
+        or item.tool_results
+        or item.citations
+        or item.image_urls
+        or item.audio_urls
+        or item.video_urls
+    )
+
+
+class Rule:
+    """What a chunk of one channel does without the states, when it holds none of ``stops`` and does
+    not end with a character of ``tail``. This base class takes nothing."""
+
+    __slots__ = ("common", "lexer", "stops", "tail")
+
+    holds = False
+    """:meth:`collect` holds the text back (a marker's start growing) rather than taking it."""
+
+    def __init__(self, lexer: FormatLexer, stops: tuple[str, ...] = (), tail: str | None = None) -> None:
+        self.lexer = lexer
+        self.stops = stops
+        self.common = common_char(stops)
+        """A character every stop holds (a chunk without it holds none of them), else ``""``."""
+        self.tail = tail or ""
+
+    def take(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """The chunks of ``item``, whose ``text`` is all of the channel's next piece; None: lex it."""
+        return None
+
+    def collect(self, text: str) -> bool | None:
+        """Take ``text`` into what the lexer gathers, emitting nothing (True); None: the states take
+        it; False: the shortcut looks at it. Only the rules that gather text take any."""
+        return False
+
+    def stopped(self, text: str) -> bool:
+        """Whether ``text`` holds one of ``stops`` or ends with a character of ``tail``."""
+        if self.common in text:
+            for stop in self.stops:
+                if stop in text:
+                    return True
+        return text[-1] in self.tail
+
+    def gathers(self, text: str) -> bool:
+        """:meth:`collect` for a chunk without a stop (what a guard of unknown tools lets through)."""
+        return not self.stopped(text) and bool(self.collect(text))
+
+
+class ShortcutRule(Rule):
+    """No rule applies: the lexer's shortcut, else its states."""
+
+    __slots__ = ()
+
+    def take(self, item: ChunkResponse, text: str) -> Chunks | None:
+        if more_than_text(item):
+            return None
+        return self.lexer.shortcut_chunks(item, text)
+
+
+class PassRule(Rule):
+    """Text without a marker start goes on as it is (the text state, a harmony message's text)."""
+
+    __slots__ = ()
+
+    def take(self, item: ChunkResponse, text: str) -> Chunks | None:
+        if text[-1] in self.tail or (self.common in text and any(stop in text for stop in self.stops)):
+            return None if more_than_text(item) else self.lexer.shortcut_chunks(item, text)
+        if item.reasoning is None:
+            # Content goes on as it is: only these fields would change it.
+            if item.tool_calls is None and not item.is_complete and item.finish_reason is None:
+                return [item]
+            return None
+        return None if more_than_text(item) else [item]
+
+
+class RouteRule(Rule):
+    """Text without a marker start is text of the other channel (a harmony analysis message in
+    content)."""
+
+    __slots__ = ("route",)
+
+    def __init__(self, lexer: FormatLexer, stops: tuple[str, ...], tail: str | None, route: Channel) -> None:
+        super().__init__(lexer, stops, tail)
+        self.route: Channel = route
+
+    def take(self, item: ChunkResponse, text: str) -> Chunks | None:
+        if more_than_text(item):
+            return None
+        if self.stopped(text):
+            return self.lexer.shortcut_chunks(item, text)
+        if self.route == "reasoning":
+            return [ChunkResponse(reasoning=text)]
+        return [ChunkResponse(content=text)]
+
+
+class CollectRule(Rule):
+    """Text without a stop goes to ``collect``: a header's next piece, the held start of a marker
+    growing, text a format drops between its tags, a format's own tags taken as its states take them.
+
+    ``complete``: a chunk that ``collect`` leaves to the states (None) is offered to it first; True when
+    it did what the states do (the format's own way past a marker). ``stopped_by_states``: a chunk with
+    a stop goes to ``complete``, then the states, rather than to the shortcut."""
+
+    __slots__ = ("_collect", "complete", "holds", "stopped_by_states")
+
+    def __init__(
+        self,
+        lexer: FormatLexer,
+        collect: Callable[[str], bool | None],
+        stops: tuple[str, ...] = (),
+        tail: str | None = None,
+        *,
+        holds: bool = False,
+        stopped_by_states: bool = False,
+        complete: Callable[[str], bool] | None = None,
+    ) -> None:
+        super().__init__(lexer, stops, tail)
+        self._collect = collect
+        self.holds = holds
+        self.stopped_by_states = stopped_by_states
+        self.complete = complete
+
+    def collect(self, text: str) -> bool | None:
+        return self._collect(text)
+
+    def take(self, item: ChunkResponse, text: str) -> Chunks | None:
+        if more_than_text(item):
+            return None
+        if self.stopped(text):
+            if self.stopped_by_states:
+                return self.completed(item, text)
+            return self.lexer.shortcut_chunks(item, text)
+        collected = self._collect(text)
+        if collected:
+            return []
+        if collected is None:
+            return self.completed(item, text)
+        return self.lexer.shortcut_chunks(item, text)
+
+    def completed(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """The chunks of ``item`` when ``complete`` takes ``text`` as the states would; None: lex it."""
+        complete = self.complete
+        if complete is None or not complete(text):
+            return None
+        self.lexer.renew_rule()
+        return self.lexer.emitted(item)
+
+
+class JsonArgsRule(Rule):
+    """A piece of call ``index``'s JSON arguments: a piece of a string without a quote (its backslashes
+    followed), or, with ``markers``, JSON text in which none of the end markers can start."""
+
+    __slots__ = ("index", "json_args", "kind", "markers")
+
+    def __init__(
+        self, lexer: FormatLexer, index: int, kind: ToolCallKind, json_args: JsonArgs, markers: Markers | None
+    ) -> None:
+        super().__init__(lexer)
+        self.index = index
+        self.kind: ToolCallKind = kind
+        self.json_args = json_args
+        self.markers = markers
+
+    def take(self, item: ChunkResponse, text: str) -> Chunks | None:
+        if item.is_complete or item.tool_calls or item.finish_reason:
+            return None
+        json_args = self.json_args
+        if json_args.in_string and '"' not in text:  # a piece of a string
+            if json_args.escape or "\\" in text:
+                json_args.follow_string(text)
+            delta = ToolCallDelta(self.index, None, None, text, False, self.kind)
+            if item.reasoning is None:
+                return [_replace(item, content="", tool_calls=[delta])]
+            return [_replace(item, reasoning=None, tool_calls=[delta])]
+        if carries_more(item):
+            return None
+        markers = self.markers
+        if markers is None or not markers.cannot_start_in(text):
+            return self.lexer.shortcut_chunks(item, text)
+        text = json_args.take(text, markers)  # no end marker can start in it
+        if not text:
+            return []
+        return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, text, False, self.kind)])]
+
+
+class ValueRule(CollectRule):
+    """A piece of the XML-style value of call ``index`` that ``xml_args`` writes: without a marker or
+    the start of one it goes into the value (a string's piece as its JSON escape, in one delta); any
+    other chunk to the lexer's ``value_chunk``, also while the start of a marker is held (the rule's
+    stops are every chunk then). One rule serves a lexer's values, call after call (:meth:`follow`)."""
+
+    __slots__ = ("ends_plain", "index", "kind", "markers", "xml_args")
+
+    def __init__(self, lexer: FormatLexer, markers: Markers) -> None:
+        super().__init__(lexer, _never, markers.starts, markers.tail)
+        self.markers = markers
+        self.index = -1
+        self.kind: ToolCallKind = "function"
+        self.xml_args: XmlArguments | None = None
+        self.ends_plain = False
+        """A piece the rule takes never ends with whitespace the value may strip (a newline is in the
+        tail, and the value does not strip all whitespace)."""
+
+    def follow(self, index: int, kind: ToolCallKind, xml_args: XmlArguments) -> None:
+        """Make this the rule of call ``index``'s values, which ``xml_args`` writes."""
+        self.index = index
+        self.kind = kind
+        self.xml_args = xml_args
+        self.ends_plain = "\n" in self.tail and not xml_args.strips_space
+
+    def hold(self, held: bool) -> None:
+        """The rule while the start of a marker is ``held`` (every chunk goes to ``value_chunk``) or not."""
+        markers = self.markers
+        if held:
+            self.stops, self.common = _EVERY, ""
+        else:
+            self.stops, self.common = markers.starts, markers.common
+
+    def take(self, item: ChunkResponse, text: str) -> Chunks | None:
+        if text[-1] in self.tail or (self.common in text and any(stop in text for stop in self.stops)):
+            return None if more_than_text(item) else self._piece(item, text)
+        if item.is_complete or item.tool_calls or item.finish_reason:
+            return None
+        xml_args = self.xml_args
+        assert xml_args is not None  # (see follow)
+        last = text[-1]
+        if not xml_args.streaming or (
+            not self.ends_plain and (last == "\n" or (xml_args.strips_space and last.isspace()))
+        ):
+            return self._write(item, text, xml_args)
+        if not text.isprintable() or '"' in text or "\\" in text:  # (json_escape's test, inline)
+            text = escape_json_text(text)
+        delta = ToolCallDelta(self.index, None, None, text, False, self.kind)
+        if item.reasoning is None:
+            return [_replace(item, content="", tool_calls=[delta])]
+        return [_replace(item, reasoning=None, tool_calls=[delta])]
+
+    def _write(self, item: ChunkResponse, text: str, xml_args: XmlArguments) -> Chunks | None:
+        """A piece for the value's writer: held until the value ends (to be typed), or written by it
+        (whitespace at its end that the value may strip)."""
+        if carries_more(item):
+            return None
+        xml_args.value(text)
+        return self.lexer.emitted(item)
+
+    def _piece(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """A chunk the rule does not take itself: ``value_chunk``, then ``complete``, then the states."""
+        piece = self.lexer.value_chunk(text)
+        if piece is None:
+            return self.lexer.emitted(item)
+        if piece is False:
+            return self.completed(item, text)
+        assert piece is not True  # (a value's piece is never text)
+        return [ChunkResponse(tool_calls=[piece])]
+
+
+def _never(text: str) -> bool | None:
+    """A value's rule gathers nothing."""
+    return False
+
+
+_EVERY: Final = ("",)
+"""Stops that every chunk holds: a rule with them takes no chunk itself."""
