@@ -166,3 +166,10 @@ class Edge:
         self.nbytes = 0
         self._notify()
         return taken
+
+    async def take_or_raise(self) -> list[Entry] | None:
+        """As :meth:`take`, but the error that ended the buffer is raised, not kept in :attr:`error`."""
+        taken = await self.take()
+        if taken is None and self.error is not None:
+            raise self.error
+        return taken
