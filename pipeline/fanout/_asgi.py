@@ -157,6 +157,7 @@ async def _stream(items: NextBatch, framer: Framer, wire: _Wire, heartbeat: floa
             return
         if not batch:
             await wire.put(SSE_KEEP_ALIVE)
+            await wire.flush()
             continue
         for item in batch:
             frame = framer.frame(item)
