@@ -173,7 +173,7 @@ async def run(args: argparse.Namespace) -> None:
             from pipeline.fanout.serving.redis import RedisEventLog
 
             async def open_redis() -> EventLog:
-                return RedisEventLog(redis.url, retention=RETENTION)
+                return RedisEventLog(redis.client_url, retention=RETENTION)
 
             backends["redis"] = (open_redis, False)
             peers["redis"] = (redis_peer(redis.url), (args.batch, 1))

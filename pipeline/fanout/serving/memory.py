@@ -338,7 +338,8 @@ class MemoryEventLog:
             )
         cursor = after
         while True:
-            response = self._get(response_id)
+            if self._closed or self._responses.get(response_id) is not response:
+                response = self._get(response_id)  # closed, forgotten: raises
             while batch := self._retained(response, cursor):
                 for entry in batch:
                     yield entry
@@ -365,16 +366,16 @@ class MemoryEventLog:
         """Until the response changes. One waiting reader keeps the producer's heartbeat deadline for
         all of them, so an append wakes the others without a timer each."""
         changed = response.changed
+        if response.watched:
+            await changed.wait()
+            return
         wait = response.alive_until - anyio.current_time()
-        if wait <= 0:
+        if wait <= 0:  # a watcher that times out wakes the others, and each of them checks here
             raise ProducerLost(
                 f"the producer of response {response.response_id!r} sent no heartbeat for"
                 f" {self.heartbeat_timeout} s",
                 response_id=response.response_id,
             )
-        if response.watched:
-            await changed.wait()
-            return
         response.watched = True
         try:
             with anyio.move_on_after(wait):
