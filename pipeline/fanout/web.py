@@ -37,7 +37,9 @@ Error messages of streamfold's own exceptions (a provider's error, an overflow) 
 any other exception is reported by class name only, so internals do not leak to browsers.
 
 Starlette is needed only for :func:`stream_routes` and for resolvers that take a connection; the
-endpoints themselves are dependency-free ASGI apps.
+endpoints themselves are dependency-free ASGI apps. This module holds the routes: the connection code
+is :func:`pipeline.fanout._asgi.serve_connection`'s, and each wire's bytes a framer's
+(:mod:`pipeline.fanout._framers`).
 
 **Served responses** (:func:`serving_routes`): responses kept in an event log
 (:mod:`pipeline.fanout.serving`) rather than a live hub. They outlive their producer's block, can be
