@@ -60,14 +60,7 @@ if TYPE_CHECKING:
     from operators.encode.protocols import UICore, WireEncoding
     from pipeline.fanout.hub import Policy
 
-__all__ = [
-    "CHAT_PROTOCOLS",
-    "ChatStarter",
-    "ProtocolFramer",
-    "ProtocolStream",
-    "chat_routes",
-    "query_protocol",
-]
+__all__ = ["CHAT_PROTOCOLS", "ChatStarter", "ProtocolStream", "chat_routes", "query_protocol"]
 
 CHAT_PROTOCOLS: Final = ("vercel", "agui")
 
@@ -182,7 +175,7 @@ class ProtocolStream:
             receive,
             send,
             edge.take_or_raise,
-            ProtocolFramer(core),
+            _ProtocolFramer(core),
             heartbeat=self.heartbeat,
             send_timeout=self.send_timeout,
             start={"type": "http.response.start", "status": status, "headers": headers},
@@ -190,7 +183,7 @@ class ProtocolStream:
         )
 
 
-class ProtocolFramer:
+class _ProtocolFramer:
     """A log's entries through a browser protocol's encoder core, over SSE.
 
     ``id: N`` goes on the last frame an entry gives; a connection cut off by an error (not the
