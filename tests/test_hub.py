@@ -26,7 +26,7 @@ from reactivex.abc import ObserverBase
 import pipeline.fanout._buffer as buffer_module
 import pipeline.fanout.hub as hub_module
 from pipeline.errors import ConfigurationError, ProviderError, SubscriberError
-from pipeline.fanout._buffer import SubscriberBuffer, coalesce_key
+from pipeline.fanout._buffer import SubscriberBuffer
 from pipeline.fanout.hub import (
     Hub,
     HubClosedError,
@@ -920,10 +920,10 @@ def test_the_buffer_is_a_synchronous_state_machine_that_says_would_block() -> No
     buffer: SubscriberBuffer[int] = SubscriberBuffer(producer, "ui", "block", 2, history=[7])
     with pytest.raises(anyio.WouldBlock):
         SubscriberBuffer(producer, "late", "block", 1, history=None).take_nowait()
-    assert buffer.offer_nowait(1, None) is False
-    assert buffer.offer_nowait(2, None) is True  # now full: the producer paces itself
+    assert buffer.offer_nowait(1) is False
+    assert buffer.offer_nowait(2) is True  # now full: the producer paces itself
     with pytest.raises(anyio.WouldBlock):
-        buffer.offer_nowait(3, None)
+        buffer.offer_nowait(3)
     assert buffer.waits
     assert buffer.take_nowait() == 7  # the history first
     assert buffer.take_nowait() == 1
@@ -943,11 +943,11 @@ def test_the_buffer_asks_a_disconnecting_producer_to_overflow_and_coalesces_firs
         producer, "web", "coalesce_or_disconnect", 1, history=None
     )
     first, second = (SegmentEvent.content("s1", text) for text in ("a", "b"))
-    assert buffer.offer_nowait(first, coalesce_key(first)) is False
-    assert buffer.offer_nowait(second, coalesce_key(second)) is False  # merged into the waiting one
+    assert buffer.offer_nowait(first) is False
+    assert buffer.offer_nowait(second) is False  # merged into the waiting one
     end = SegmentEvent.end("s1")
     with pytest.raises(anyio.WouldBlock):
-        buffer.offer_nowait(end, coalesce_key(end))
+        buffer.offer_nowait(end)
     assert not buffer.waits
     buffer.overflow(3)
     assert buffer.take_nowait() == SegmentEvent.content("s1", "ab")
@@ -965,13 +965,13 @@ def test_a_content_delta_never_merges_into_an_argument_delta_of_its_segment() ->
     buffer: SubscriberBuffer[PipelineEvent] = SubscriberBuffer(producer, "ui", "coalesce", 1, history=None)
     argument, more = (SegmentEvent.argument_delta("s1", ("city",), text) for text in ("Pa", "ris"))
     content = SegmentEvent.content("s1", '"}')
-    assert buffer.offer_nowait(argument, coalesce_key(argument)) is False
+    assert buffer.offer_nowait(argument) is False
     with pytest.raises(anyio.WouldBlock):
-        buffer.offer_nowait(content, coalesce_key(content))
-    assert buffer.offer_nowait(more, coalesce_key(more)) is False  # same segment, kind and path: merged
+        buffer.offer_nowait(content)
+    assert buffer.offer_nowait(more) is False  # same segment, kind and path: merged
     assert buffer.coalesced == 1
     assert buffer.take_nowait() == SegmentEvent.argument_delta("s1", ("city",), "Paris")
-    assert buffer.offer_nowait(content, coalesce_key(content)) is False
+    assert buffer.offer_nowait(content) is False
     assert buffer.take_nowait() == content
     assert buffer.coalesced == 1
 

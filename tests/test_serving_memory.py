@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import ResponseExists, ResponseGone, ServingError
+from pipeline.errors import ProducerLost, ResponseExists, ResponseGone, ServingError
 from pipeline.fanout.serving._log import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_RETENTION, EventLog, Retention
 from pipeline.fanout.serving.memory import READ_BATCH, MemoryEventLog
+from tests.guards import GUARD
 from tests.serving_conformance import EventLogConformance, ServingBackend, collect, items, new_id
 
 pytestmark = pytest.mark.anyio
@@ -156,3 +157,49 @@ def test_the_public_surface() -> None:
     for name in serving.__all__:
         assert getattr(serving, name) is not None
     assert serving.MemoryEventLog is MemoryEventLog
+
+
+async def test_every_waiting_reader_learns_the_producer_is_lost() -> None:
+    """One waiting reader keeps the heartbeat deadline for all: the others hear of it too."""
+    log = MemoryEventLog(heartbeat_timeout=0.3)
+    rid = new_id()
+    await log.create(rid)
+    lost: list[str] = []
+
+    async def read() -> None:
+        with pytest.raises(ProducerLost):
+            await collect(log, rid)
+        lost.append(rid)
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as tasks:
+            for _ in range(5):
+                tasks.start_soon(read)
+    assert lost == [rid] * 5
+
+
+async def test_a_reader_that_leaves_hands_the_heartbeat_deadline_on() -> None:
+    log = MemoryEventLog(heartbeat_timeout=0.3)
+    rid = new_id()
+    await log.create(rid)
+    lost: list[BaseException] = []
+    leaving = anyio.CancelScope()
+
+    async def leave_early() -> None:
+        with leaving:
+            await collect(log, rid)
+
+    async def stay() -> None:
+        try:
+            await collect(log, rid)
+        except ProducerLost as exc:
+            lost.append(exc)
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(leave_early)  # the first to wait: it keeps the deadline
+            await anyio.wait_all_tasks_blocked()
+            tasks.start_soon(stay)
+            await anyio.wait_all_tasks_blocked()
+            leaving.cancel()
+    assert len(lost) == 1

@@ -62,20 +62,34 @@ async def test_an_append_retried_after_a_lost_reply_is_applied_once(redis_server
     log = RedisEventLog(redis_server.url)
     rid = new_id()
     await log.create(rid)
-    script = log._append
+    run_append = log._run_append
     calls: list[int] = []
 
-    async def lose_the_first_reply(**kwargs: Any) -> Any:
-        result = await script(**kwargs)
+    async def lose_the_first_reply(args: tuple[bytes, ...]) -> Any:
+        result = await run_append(args)
         calls.append(1)
         if len(calls) == 1:
             raise redis.exceptions.ConnectionError("the reply was lost")
         return result
 
-    log._append = lose_the_first_reply  # type: ignore[assignment]
+    log._run_append = lose_the_first_reply  # type: ignore[method-assign]
     try:
         assert await log.append(rid, items("a", "b")) == 2
         assert len(calls) == 2
+        await log.end(rid)
+        assert [entry.id for entry in await collect(log, rid)] == [1, 2, 3]
+    finally:
+        await log.aclose()
+
+
+async def test_an_append_loads_its_script_again_after_the_server_forgot_it(redis_server: RedisServer) -> None:
+    log = RedisEventLog(redis_server.url)
+    rid = new_id()
+    try:
+        await log.create(rid)
+        assert await log.append(rid, items("a")) == 1
+        await log.client.script_flush()  # a restarted server, a failover: the script cache is empty
+        assert await log.append(rid, items("b")) == 2
         await log.end(rid)
         assert [entry.id for entry in await collect(log, rid)] == [1, 2, 3]
     finally:

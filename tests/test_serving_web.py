@@ -17,6 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from pipeline.errors import ProviderError, ResponseGone
+from pipeline.fanout.hub import Policy
 from pipeline.fanout.serving._edge import Edge
 from pipeline.fanout.serving._log import Entry, Retention
 from pipeline.fanout.serving.manager import ResponseManager
@@ -261,33 +262,39 @@ async def entries_of(source: Sequence[Entry]) -> AsyncIterator[Entry]:
 
 
 async def test_coalescing_merges_waiting_deltas_and_keeps_the_last_id() -> None:
+    """A full edge merges a delta into the waiting one of its segment; anything else waits for room."""
     edge = Edge(policy="coalesce", max_buffer=4)
     source = [content(n, f"{n},") for n in range(1, 101)] + [
         content(101, "x", "other"),
         Entry(102, None, True),
     ]
-    await edge.fill(entries_of(source))  # nobody takes meanwhile: a client far behind
-    taken = await edge.take()
-    assert taken is not None
-    assert [entry.id for entry in taken] == [100, 101, 102]
-    merged = msgspec.json.decode(taken[0].data or b"")
-    assert merged["payload"]["delta"] == "".join(f"{n}," for n in range(1, 101))
-    assert await edge.take() is None
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(edge.fill, entries_of(source))
+        await anyio.wait_all_tasks_blocked()  # nobody takes meanwhile: a client far behind
+        taken = await edge.take()
+        assert taken is not None
+        assert [entry.id for entry in taken] == [1, 2, 3, 100]
+        merged = msgspec.json.decode(taken[3].data or b"")
+        assert merged["payload"]["delta"] == "".join(f"{n}," for n in range(4, 101))
+        rest = await edge.take()
+        assert rest is not None
+        assert [entry.id for entry in rest] == [101, 102]
+        assert await edge.take() is None
 
 
 @pytest.mark.parametrize("policy", ["block", "disconnect", "coalesce_or_disconnect"])
-async def test_a_full_edge_holds_the_reader_not_the_log(policy: str) -> None:
+async def test_a_full_edge_holds_the_reader_not_the_log(policy: Policy) -> None:
     edge = Edge(policy=policy, max_buffer=4)
     entries = entries_of([Entry(n, b"{}") for n in range(1, 50)])
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(edge.fill, entries)
         await anyio.wait_all_tasks_blocked()
-        assert len(edge.items) == 4  # bounded: the rest stays in the log
+        assert len(list(edge)) == 4  # bounded: the rest stays in the log
         taken = await edge.take()
         assert taken is not None
         assert [entry.id for entry in taken] == [1, 2, 3, 4]
         await anyio.wait_all_tasks_blocked()
-        assert [item.entry.id for item in edge.items] == [5, 6, 7, 8]
+        assert [entry.id for entry in edge] == [5, 6, 7, 8]
         tasks.cancel_scope.cancel()
 
 
@@ -315,7 +322,7 @@ async def test_a_reader_far_behind_holds_a_bounded_edge_then_gets_gone() -> None
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(edge.fill, log.read("far"))
         await anyio.wait_all_tasks_blocked()
-        assert [item.entry.id for item in edge.items] == [1, 2]  # the reader waits, not the log
+        assert [entry.id for entry in edge] == [1, 2]  # the reader waits, not the log
         await log.append("far", [b"{}"] * 20)
         taken = [entry.id for batch in [await edge.take(), await edge.take()] for entry in batch or []]
         assert taken == [1, 2, 3, 4]  # a slice it already held, then the log had trimmed past it

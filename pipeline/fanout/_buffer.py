@@ -1,22 +1,27 @@
-"""One subscriber's bounded buffer: the sans-IO state machine behind every hub subscription.
+"""The one bounded buffer of the fan-out, sans IO: a hub subscriber's and a served connection's.
 
-The pump offers items with :meth:`SubscriberBuffer.offer_nowait`; the consumer takes them with
-:meth:`~SubscriberBuffer.take_nowait` or :meth:`~SubscriberBuffer.take_all_nowait`. Neither ever waits: a side
-that cannot go on gets :class:`anyio.WouldBlock`, and its async wrapper in :mod:`pipeline.fanout.hub` waits
-and tries again (the shape of anyio's memory object streams). The buffer wakes a waiting consumer itself
-(:attr:`SubscriberBuffer.reader`) and tells its producer (a :class:`Producer`, the hub) when room is made,
-when it ends and when its consumer is done with it.
+:class:`BoundedBuffer` holds up to ``max_items`` items (and, when it is told their sizes, about
+``max_bytes`` of them); what a full buffer does with one more is its policy's (see
+:mod:`pipeline.fanout.hub` for the user's view): ``drop`` discards the oldest, ``coalesce`` and
+``coalesce_or_disconnect`` merge a delta into a waiting one of the same :data:`CoalesceKey`, and
+otherwise it says :class:`anyio.WouldBlock`: its owner waits for room (``block``, ``coalesce``) or
+cuts the reader off (``disconnect``, ``coalesce_or_disconnect``). A :class:`Coalescer` says how items
+of one kind merge: segment events here, log entries in :mod:`pipeline.fanout.serving._edge`.
 
-What a full buffer does is its policy's (see :mod:`pipeline.fanout.hub` for the user's view): ``block`` and
-``coalesce`` make the producer wait (``coalesce`` first merges a delta into a waiting one of the same
-segment), ``drop`` discards the oldest entry, ``disconnect`` and ``coalesce_or_disconnect`` make the
-producer call :meth:`~SubscriberBuffer.overflow`.
+:class:`SubscriberBuffer` is a hub subscriber's: the hub's history to replay first, then the bounded
+buffer. The pump offers items with :meth:`SubscriberBuffer.offer_nowait`; the consumer takes them with
+:meth:`~SubscriberBuffer.take_nowait` or :meth:`~SubscriberBuffer.take_all_nowait`. Neither ever
+waits: a side that cannot go on gets :class:`anyio.WouldBlock`, and its async wrapper in
+:mod:`pipeline.fanout.hub` waits and tries again (the shape of anyio's memory object streams). The
+buffer wakes a waiting consumer itself (:attr:`SubscriberBuffer.reader`) and tells its producer (a
+:class:`Producer`, the hub) when room is made, when it ends and when its consumer is done with it.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import (
     Any,
@@ -41,7 +46,10 @@ from pipeline.models import SegmentEvent, SegmentEventType
 __all__ = [
     "COALESCING",
     "POLICIES",
+    "SEGMENT_DELTAS",
+    "BoundedBuffer",
     "CoalesceKey",
+    "Coalescer",
     "Policy",
     "Producer",
     "SubscriberBuffer",
@@ -123,18 +131,171 @@ def coalesce_key(item: object) -> CoalesceKey | None:
     return None
 
 
-class _Merged:
+class Coalescer(Protocol[T]):
+    """How items of one kind merge: each delta's key and text, and the item a run of deltas becomes."""
+
+    def split(self, item: T) -> tuple[CoalesceKey, str] | None:
+        """The key ``item`` merges under and its delta text, or None: it never merges."""
+        ...
+
+    def join(self, first: T, last: T, text: str) -> T:
+        """The one item the run from ``first`` to ``last`` becomes, with the run's joined ``text``."""
+        ...
+
+
+class _Run(Generic[T]):
     """Deltas waiting as one buffer entry; their text is joined once, when the consumer takes it."""
 
-    __slots__ = ("first", "parts")
+    __slots__ = ("first", "key", "last", "parts", "size")
 
-    def __init__(self, first: SegmentEvent, second: SegmentEvent) -> None:
+    def __init__(self, first: T, key: CoalesceKey, parts: list[str], last: T, size: int) -> None:
         self.first = first
-        self.parts: list[str] = [first.payload["delta"], second.payload["delta"]]
+        self.key = key
+        self.parts = parts
+        self.last = last
+        self.size = size
 
-    def build(self) -> SegmentEvent:
-        payload = {**self.first.payload, "delta": "".join(self.parts)}
-        return msgspec.structs.replace(self.first, payload=payload)
+
+class BoundedBuffer(Generic[T]):
+    """Up to ``max_items`` waiting items (and ``max_bytes`` of their sizes); what a full buffer does
+    with one more is its policy's.
+
+    Sans IO: :meth:`offer` never waits. A full buffer under ``drop`` discards its oldest item; under
+    ``coalesce`` and ``coalesce_or_disconnect`` it merges a delta into the waiting one of the same key
+    (segment, kind, argument path), provided only deltas of that segment came after it; otherwise it
+    raises :class:`WouldBlock`, and its owner waits for room or cuts the reader off.
+    """
+
+    __slots__ = (
+        "_coalescer",
+        "_entries",
+        "_size_of",
+        "coalesced",
+        "dropped",
+        "max_bytes",
+        "max_items",
+        "nbytes",
+        "policy",
+    )
+
+    def __init__(
+        self,
+        policy: Policy,
+        max_items: int,
+        coalescer: Coalescer[T],
+        *,
+        max_bytes: int | None = None,
+        size_of: Callable[[T], int] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.max_items = max_items
+        self.max_bytes = sys.maxsize if max_bytes is None else max_bytes
+        """With ``size_of``: the cap of the waiting items' sizes (one item may pass it)."""
+        self._coalescer = coalescer
+        self._size_of = size_of
+        self._entries: deque[T | _Run[T]] = deque()
+        self.nbytes = 0
+        """The sizes of what waits (0 without ``size_of``)."""
+        self.coalesced = 0
+        """Deltas merged into a waiting one instead of taking a place of their own."""
+        self.dropped = 0
+
+    @property
+    def full(self) -> bool:
+        return len(self._entries) >= self.max_items or self.nbytes >= self.max_bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[T]:
+        """The waiting items, merged runs built (to look at them: nothing is taken)."""
+        return (self._build(entry) for entry in self._entries)
+
+    def offer(self, item: T) -> None:
+        """Put ``item`` in as the policy says.
+
+        Raises:
+            WouldBlock: the buffer is full and the item neither merges nor drops an older one.
+        """
+        size = self._size_of(item) if self._size_of is not None else 0
+        if self.full:
+            if self.policy in COALESCING and self._merge(item, size):
+                return
+            if self.policy != "drop":
+                raise WouldBlock
+            while self._entries and self.full:
+                self.nbytes -= self._size(self._entries.popleft())
+                self.dropped += 1
+        self._entries.append(item)
+        self.nbytes += size
+
+    def _merge(self, item: T, size: int) -> bool:
+        """Merge ``item`` into the waiting run of its key, if there is one; False when it does not merge."""
+        split = self._coalescer.split(item)
+        if split is None or self.nbytes + size > self.max_bytes:
+            return False
+        run = self._run_of(split[0])
+        if run is None:
+            return False
+        run.parts.append(split[1])
+        run.last = item
+        run.size += size
+        self.nbytes += size
+        self.coalesced += 1
+        return True
+
+    def _run_of(self, key: CoalesceKey) -> _Run[T] | None:
+        """The newest waiting delta of ``key`` as a run, if only deltas of its segment came after it."""
+        entries = self._entries
+        for index in range(len(entries) - 1, -1, -1):
+            waiting = entries[index]
+            if isinstance(waiting, _Run):
+                if waiting.key == key:
+                    return waiting
+                waiting_key = waiting.key
+            else:
+                split = self._coalescer.split(waiting)
+                if split is None:
+                    return None
+                waiting_key = split[0]
+                if waiting_key == key:
+                    run = _Run(waiting, key, [split[1]], waiting, self._size(waiting))
+                    entries[index] = run
+                    return run
+            if waiting_key[0] != key[0]:
+                return None
+        return None
+
+    def take(self) -> T:
+        """The oldest waiting item (a merged run built). Raises ``IndexError`` when none waits."""
+        entry = self._entries.popleft()
+        self.nbytes -= self._size(entry)
+        return self._build(entry)
+
+    def take_all(self) -> list[T]:
+        """Every waiting item, oldest first (merged runs built); none waits after."""
+        entries = self._entries
+        if self.coalesced:  # a merged run may wait
+            taken = [self._build(entry) for entry in entries]
+        else:
+            taken = cast("list[T]", list(entries))
+        entries.clear()
+        self.nbytes = 0
+        return taken
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.nbytes = 0
+
+    def _build(self, entry: T | _Run[T]) -> T:
+        if isinstance(entry, _Run):
+            return self._coalescer.join(entry.first, entry.last, "".join(entry.parts))
+        return entry
+
+    def _size(self, entry: T | _Run[T]) -> int:
+        if isinstance(entry, _Run):
+            return entry.size
+        return self._size_of(entry) if self._size_of is not None else 0
 
 
 def raise_shared(error: BaseException, traceback: TracebackType | None) -> NoReturn:
@@ -147,35 +308,42 @@ def raise_shared(error: BaseException, traceback: TracebackType | None) -> NoRet
     raise error.with_traceback(traceback)
 
 
-class SubscriberBuffer(Generic[T]):
-    """A subscriber's items: the rest of the hub's history to replay, then up to ``max_buffer`` live entries.
+class _SegmentDeltas:
+    """Segment events merge: CONTENT deltas of a segment, ARGUMENT deltas of a segment and path."""
+
+    __slots__ = ()
+
+    def split(self, item: Any) -> tuple[CoalesceKey, str] | None:
+        key = coalesce_key(item)
+        return None if key is None else (key, item.payload["delta"])
+
+    def join(self, first: Any, last: Any, text: str) -> Any:
+        return msgspec.structs.replace(first, payload={**first.payload, "delta": text})
+
+
+SEGMENT_DELTAS: Final = _SegmentDeltas()
+"""How a hub's items coalesce (see :func:`coalesce_key`)."""
+
+
+class SubscriberBuffer(BoundedBuffer[T]):
+    """A subscriber's items: the rest of the hub's history to replay, then up to ``max_buffer`` live items.
 
     Held by the hub; its consumer-facing handle is :class:`pipeline.fanout.hub.Subscription`.
     """
 
     __slots__ = (
         "__weakref__",
-        "_appended",
         "_error_traceback",
         "_history",
-        "_items",
-        "_merge_segment",
-        "_merge_targets",
+        "_paces",
         "_producer",
         "_replay_end",
         "_replay_position",
-        "_taken",
-        "coalesced",
-        "coalesces",
         "delivered",
-        "dropped",
         "ended",
         "error",
         "finished",
-        "max_buffer",
         "name",
-        "offer_nowait",
-        "policy",
         "reader",
         "state",
         "waits",
@@ -189,29 +357,19 @@ class SubscriberBuffer(Generic[T]):
         max_buffer: int,
         history: list[T] | None,
     ) -> None:
+        super().__init__(policy, max_buffer, SEGMENT_DELTAS)
         self._producer = producer
         self.name = name
-        self.policy = policy
-        self.max_buffer = max_buffer
-        self.coalesces = policy in COALESCING
-        """Offers need the item's :func:`coalesce_key`."""
         self.waits = policy in _WAITING
         """On :class:`WouldBlock` from :meth:`offer_nowait` the producer waits for room; else it calls
         :meth:`overflow`."""
-        self._items: deque[T | _Merged] = deque()
+        self._paces = policy == "block"
         self._history = history
         self._replay_position = 0
         self._replay_end = len(history) if history is not None else 0
         self.reader: _Waker | None = None
         """Set by a consumer waiting for items; the buffer sets it (once) when items arrive or it ends."""
-        # Absolute positions of buffer entries, for coalescing: entry number n is at index n - _taken.
-        self._taken = 0
-        self._appended = 0
-        self._merge_targets: dict[CoalesceKey, int] = {}
-        self._merge_segment: str | None = None
         self.delivered = 0
-        self.coalesced = 0
-        self.dropped = 0
         self.state: SubscriberState = "active"
         self.error: BaseException | None = None
         self._error_traceback: TracebackType | None = None
@@ -219,86 +377,29 @@ class SubscriberBuffer(Generic[T]):
         """No more items will arrive (those waiting can still be read)."""
         self.finished = False
         """The consumer has seen the end, or unsubscribed."""
-        offers: dict[Policy, Callable[[T, CoalesceKey | None], bool]] = {
-            "block": self._offer_block,
-            "coalesce": self._offer_coalesce,
-            "drop": self._offer_drop,
-            "disconnect": self._offer_disconnect,
-            "coalesce_or_disconnect": self._offer_coalesce,
-        }
-        self.offer_nowait: Callable[[T, CoalesceKey | None], bool] = offers[policy]
+
+    @property
+    def max_buffer(self) -> int:
+        return self.max_items
+
+    # -- the producer's side -----------------------------------------------------------------------------
+
+    def offer_nowait(self, item: T) -> bool:
         """Put an item in the buffer as the policy says, without waiting.
 
         Returns True when the producer should pace itself (a ``block`` buffer is now full: wait for room
         before the next item). Raises :class:`WouldBlock` when the item cannot go in now (see :attr:`waits`).
         """
-
-    @property
-    def full(self) -> bool:
-        return len(self._items) >= self.max_buffer
-
-    # -- the producer's side -----------------------------------------------------------------------------
-
-    def _append(self, item: T) -> None:
-        self._items.append(item)
-        self._appended += 1
+        self.offer(item)
         if self.reader is not None:
             self._wake_reader()
+        return self._paces and len(self._entries) >= self.max_items
 
     def _wake_reader(self) -> None:
         reader = self.reader
         if reader is not None:
             self.reader = None  # set it once, not once per item that arrives before the reader runs
             reader.set()
-
-    def _offer_block(self, item: T, key: CoalesceKey | None) -> bool:
-        if len(self._items) >= self.max_buffer:
-            raise WouldBlock
-        self._append(item)
-        return len(self._items) >= self.max_buffer
-
-    def _offer_coalesce(self, item: T, key: CoalesceKey | None) -> bool:
-        if len(self._items) < self.max_buffer:
-            self._track_merge_target(key)
-            self._append(item)
-            return False
-        position = self._merge_targets.get(key) if key is not None else None
-        if position is None or position < self._taken:
-            raise WouldBlock
-        index = position - self._taken
-        waiting = self._items[index]
-        delta = cast(SegmentEvent, item)
-        if isinstance(waiting, _Merged):
-            waiting.parts.append(delta.payload["delta"])
-        else:
-            self._items[index] = _Merged(cast(SegmentEvent, waiting), delta)
-        self.coalesced += 1
-        return False
-
-    def _track_merge_target(self, key: CoalesceKey | None) -> None:
-        """Remember where the next entry lands; anything but a same-segment delta ends merging across it."""
-        if key is None:
-            self._merge_targets.clear()
-            self._merge_segment = None
-            return
-        if key[0] != self._merge_segment:
-            self._merge_targets.clear()
-            self._merge_segment = key[0]
-        self._merge_targets[key] = self._appended
-
-    def _offer_drop(self, item: T, key: CoalesceKey | None) -> bool:
-        if len(self._items) >= self.max_buffer:
-            self._items.popleft()
-            self._taken += 1
-            self.dropped += 1
-        self._append(item)
-        return False
-
-    def _offer_disconnect(self, item: T, key: CoalesceKey | None) -> bool:
-        if len(self._items) >= self.max_buffer:
-            raise WouldBlock
-        self._append(item)
-        return False
 
     def overflow(self, position: int) -> None:
         """End a disconnecting subscriber that had no room for item number ``position`` of the source."""
@@ -349,16 +450,13 @@ class SubscriberBuffer(Generic[T]):
             if self._replay_position == self._replay_end:
                 self._history = None
             return item
-        if self._items:
-            was_full = len(self._items) >= self.max_buffer
-            entry = self._items.popleft()
-            self._taken += 1
+        if self._entries:
+            was_full = self.full
+            item = self.take()
             self.delivered += 1
             if was_full:
                 self._producer._wake_pump()
-            if isinstance(entry, _Merged):
-                return cast(T, entry.build())
-            return entry
+            return item
         return self._raise_end()
 
     def take_all_nowait(self) -> list[T]:
@@ -373,15 +471,14 @@ class SubscriberBuffer(Generic[T]):
             self._replay_position = self._replay_end
             self._history = None
             self.delivered += len(batch)
-        if self._items:
-            was_full = len(self._items) >= self.max_buffer
-            count = len(self._items)
-            batch.extend(
-                cast(T, entry.build()) if isinstance(entry, _Merged) else entry for entry in self._items
-            )
-            self._items.clear()
-            self._taken += count
-            self.delivered += count
+        if self._entries:
+            was_full = self.full
+            taken = self.take_all()
+            self.delivered += len(taken)
+            if batch:
+                batch.extend(taken)
+            else:
+                batch = taken
             if was_full:
                 self._producer._wake_pump()
         if batch:
@@ -402,7 +499,7 @@ class SubscriberBuffer(Generic[T]):
     def close(self) -> None:
         """Unsubscribe: drop what is waiting and never hold up the producer again."""
         self.end("unsubscribed", None)
-        self._items.clear()
+        self.clear()
         self._history = None
         self._replay_position = self._replay_end
         if not self.finished:
@@ -419,7 +516,7 @@ class SubscriberBuffer(Generic[T]):
             name=self.name,
             policy=self.policy,
             max_buffer=self.max_buffer,
-            buffered=len(self._items),
+            buffered=len(self._entries),
             replay_pending=self._replay_end - self._replay_position,
             delivered=self.delivered,
             coalesced=self.coalesced,

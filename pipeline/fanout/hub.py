@@ -56,12 +56,10 @@ from pipeline.errors import (
 )
 from pipeline.fanout._buffer import (
     POLICIES,
-    CoalesceKey,
     Policy,
     SubscriberBuffer,
     SubscriberState,
     SubscriberStatistics,
-    coalesce_key,
     raise_shared,
 )
 
@@ -377,14 +375,10 @@ class Hub(Generic[T]):
                 self._history = None  # readers mid-replay keep their own reference
 
     async def _deliver(self, item: T) -> None:
-        key: CoalesceKey | None = None
-        key_known = False
         stalled: list[SubscriberBuffer[T]] = []
         for buffer in self._live:
-            if not key_known and buffer.coalesces:
-                key, key_known = coalesce_key(item), True
             try:
-                if buffer.offer_nowait(item, key):
+                if buffer.offer_nowait(item):
                     self._block_full = True
             except WouldBlock:
                 if buffer.waits:
@@ -394,7 +388,7 @@ class Hub(Generic[T]):
         for buffer in stalled:
             while not buffer.ended:
                 try:
-                    if buffer.offer_nowait(item, key):
+                    if buffer.offer_nowait(item):
                         self._block_full = True
                     break
                 except WouldBlock:

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
-import anyio
 import msgspec
 
 from pipeline.errors import (
@@ -38,6 +38,8 @@ from pipeline.errors import (
     ServingError,
     StreamfoldError,
 )
+from pipeline.fanout._answers import check_readable, error_response, read_cursor, send_problem
+from pipeline.fanout._asgi import serve_connection
 from pipeline.fanout.access import (
     DEFAULT_MAX_BODY_BYTES,
     Access,
@@ -113,7 +115,6 @@ class ProtocolStream:
         ``ConfigurationError`` (an unknown protocol, a bad cursor), ``ResponseNotFound``, ``ResponseGone``,
         ``AccessDenied`` (``reader`` may not read it; None: not checked)."""
         from operators.encode.protocols import encoder_for
-        from pipeline.fanout.web import check_readable
 
         encoding = encoder_for(protocol)
         if reader is not None:
@@ -160,65 +161,57 @@ class ProtocolStream:
         access hook whether this client may read the response (not for the POST that started it)."""
         from starlette.requests import HTTPConnection
 
-        from pipeline.fanout.web import (
-            _bounded_send,
-            _cancel_on_disconnect,
-            _problem,
-            _send_body,
-            _send_json_response,
-            _status_code,
-        )
-
         try:
             reader = HTTPConnection(scope) if check_read else None
             encoding, core = await self.prepare(response_id, protocol, after, core_options, reader)
         except (ConfigurationError, ServingError, AccessDenied) as exc:
-            await _send_json_response(send, _status_code(exc), _problem(exc))
+            await send_problem(send, exc)
             return
         headers = [(name.encode(), value.encode()) for name, value in encoding.headers]
         edge = Edge(policy=self.policy, max_buffer=self.max_buffer, max_bytes=self.max_buffer_bytes)
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_cancel_on_disconnect, receive, "http.disconnect", tasks.cancel_scope)
-            tasks.start_soon(edge.fill, self.log.read(response_id, after=after))
-            send = _bounded_send(send, self.send_timeout)
-            try:
-                await send({"type": "http.response.start", "status": status, "headers": headers})
-                await self._stream(edge, core, send, _send_body)
-            except TimeoutError:
-                pass  # a client that took nothing for send_timeout: dropped, as the JSON routes do
-            except OSError:
-                pass  # the client went away while we were sending
-            tasks.cancel_scope.cancel()
+        # a client that took nothing for send_timeout is dropped, as the JSON routes do
+        await serve_connection(
+            scope,
+            receive,
+            send,
+            edge.take_or_raise,
+            _ProtocolFramer(core),
+            heartbeat=self.heartbeat,
+            send_timeout=self.send_timeout,
+            start={"type": "http.response.start", "status": status, "headers": headers},
+            fill=partial(edge.fill, self.log.read(response_id, after=after)),
+        )
 
-    async def _stream(self, edge: Edge, core: UICore, send: _Send, send_body: Any) -> None:
-        keep_alive = b": keep-alive\n\n"
-        while True:
-            if self.heartbeat is None:
-                batch = await edge.take()
-            else:
-                batch = []
-                with anyio.move_on_after(self.heartbeat):
-                    batch = await edge.take()
-                if batch == []:
-                    await send_body(send, keep_alive)
-                    continue
-            if batch is None:  # this connection ends, not the response: frames without an id
-                if edge.error is None:
-                    await send_body(send, b"", last=True)
-                else:
-                    await send_body(send, b"".join(core.error(_message(edge.error))), last=True)
-                return
-            frames: list[bytes] = []
-            for entry in batch:
-                produced = _frames(core, entry)
-                if produced:
-                    produced[-1] = b"id: %d\n" % entry.id + produced[-1]
-                    frames += produced
-                if entry.end:
-                    await send_body(send, b"".join(frames), last=True)
-                    return
-            if frames:
-                await send_body(send, b"".join(frames))
+
+class _ProtocolFramer:
+    """A log's entries through a browser protocol's encoder core, over SSE.
+
+    ``id: N`` goes on the last frame an entry gives; a connection cut off by an error (not the
+    response's own) ends with the protocol's error event, without an id.
+    """
+
+    __slots__ = ("close_code", "close_reason", "core", "finished")
+
+    def __init__(self, core: UICore) -> None:
+        self.core = core
+        self.finished = False
+        self.close_code = 1000
+        self.close_reason = ""
+
+    def frame(self, entry: Entry) -> bytes:
+        produced = _frames(self.core, entry)
+        if entry.end:
+            self.finished = True
+        if not produced:
+            return b""
+        produced[-1] = b"id: %d\n" % entry.id + produced[-1]
+        return b"".join(produced)
+
+    def end(self) -> bytes:
+        return b""
+
+    def error(self, error: BaseException) -> bytes:
+        return b"".join(self.core.error(_message(error)))
 
 
 def _message(error: BaseException) -> str:
@@ -288,8 +281,6 @@ def chat_routes(
         from starlette.responses import Response
         from starlette.routing import Route
 
-    from pipeline.fanout.web import _error_response, read_cursor
-
     if protocol not in CHAT_PROTOCOLS:
         raise ConfigurationError(f"chat_routes serves {' or '.join(CHAT_PROTOCOLS)}, not {protocol!r}")
     log = manager.log
@@ -312,7 +303,7 @@ def chat_routes(
         status: int | None = None,
     ) -> None:
         """Answer ``error`` in the routes' error shape, with ``status`` or the error's own."""
-        await _error_response(error, status)(scope, receive, send)
+        await error_response(error, status)(scope, receive, send)
 
     async def answer(
         scope: _Scope,

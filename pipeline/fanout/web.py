@@ -37,7 +37,9 @@ Error messages of streamfold's own exceptions (a provider's error, an overflow) 
 any other exception is reported by class name only, so internals do not leak to browsers.
 
 Starlette is needed only for :func:`stream_routes` and for resolvers that take a connection; the
-endpoints themselves are dependency-free ASGI apps.
+endpoints themselves are dependency-free ASGI apps. This module holds the routes: the connection code
+is :func:`pipeline.fanout._asgi.serve_connection`'s, and each wire's bytes a framer's
+(:mod:`pipeline.fanout._framers`).
 
 **Served responses** (:func:`serving_routes`): responses kept in an event log
 (:mod:`pipeline.fanout.serving`) rather than a live hub. They outlive their producer's block, can be
@@ -54,26 +56,51 @@ after the last entry received.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import anyio
 import msgspec
 
 from pipeline._jsonenc import encode_json
 from pipeline.errors import (
     ConfigurationError,
-    EventLogFull,
-    ResponseExists,
-    ResponseGone,
     ResponseNotFound,
     ServingError,
     StreamfoldError,
     SubscriberError,
 )
+from pipeline.fanout._answers import (
+    check_readable,
+    error_response,
+    problem,
+    read_cursor,
+    send_problem,
+    status_code,
+)
+from pipeline.fanout._asgi import (
+    MAX_SEND_BYTES,
+    SSE_HEADERS,
+    Framer,
+    Receive,
+    Scope,
+    Send,
+    accept_websocket,
+    require_http,
+    send_close,
+    send_plain_response,
+    serve_connection,
+)
 from pipeline.fanout._buffer import POLICIES
+from pipeline.fanout._framers import (
+    JSONFramer,
+    JSONWebSocketFramer,
+    ServedFramer,
+    ServedWebSocketFramer,
+    error_to_wire,
+    to_wire,
+)
 from pipeline.fanout.access import (
     DEFAULT_MAX_BODY_BYTES,
     Access,
@@ -86,13 +113,13 @@ from pipeline.fanout.access import (
     read_json_body,
 )
 from pipeline.fanout.hub import Hub, Policy, ReplayUnavailableError, Subscription
+from pipeline.fanout.protocols import ProtocolStream, query_protocol
 from pipeline.fanout.serving._edge import DEFAULT_EDGE_MAX_BYTES, Edge
-from pipeline.fanout.serving._log import Entry, EventLog, check_lookup_id
+from pipeline.fanout.serving._log import EventLog
 from pipeline.fanout.serving.manager import ResponseManager
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
-    from starlette.responses import JSONResponse
     from starlette.routing import BaseRoute
 
 __all__ = [
@@ -119,11 +146,6 @@ __all__ = [
 
 _logger = logging.getLogger("streamfold")
 
-Scope: TypeAlias = MutableMapping[str, Any]
-Message: TypeAlias = MutableMapping[str, Any]
-Receive: TypeAlias = Callable[[], Awaitable[Message]]
-Send: TypeAlias = Callable[[Message], Awaitable[None]]
-
 HubResolver: TypeAlias = Callable[["HTTPConnection"], "Hub[Any] | None"]
 """Finds the hub a connection asks for (from its path parameters, query, ...), or None: 404 / 4404."""
 
@@ -131,35 +153,11 @@ DEFAULT_WEB_MAX_BUFFER: Final = 64
 DEFAULT_WEB_POLICY: Final[Policy] = "coalesce_or_disconnect"
 DEFAULT_SEND_TIMEOUT: Final = 10.0
 """Seconds one send to a client may take before the client is dropped (a client that stopped reading)."""
-MAX_SEND_BYTES: Final = 64 * 1024
-"""SSE: items of one batch are sent in bodies of about this size at most (an item is never split)."""
 
-_SSE_HEADERS: Final = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),  # nginx: pass each event on at once
-]
-_SSE_END: Final = b'event: end\ndata: {"type":"END"}\n\n'
-_SSE_KEEP_ALIVE: Final = b": keep-alive\n\n"
-_WS_NORMAL_CLOSURE: Final = 1000
-_WS_INTERNAL_ERROR: Final = 1011
 _WS_NOT_FOUND: Final = 4404
 _WS_GONE: Final = 4410
-_WS_MAX_REASON_BYTES: Final = 123
-
-
-def to_wire(item: Any) -> Any:
-    """An item as JSON-ready data: its ``to_dict()`` if it has one, else msgspec's builtins form."""
-    to_dict = getattr(item, "to_dict", None)
-    if to_dict is not None:
-        return to_dict()
-    return msgspec.to_builtins(item)
-
-
-def error_to_wire(error: BaseException) -> dict[str, str]:
-    """The ``ERROR`` message for a failed stream (messages of non-streamfold exceptions withheld)."""
-    message = str(error) if isinstance(error, StreamfoldError) else "the response stream failed"
-    return {"type": "ERROR", "error": type(error).__name__, "message": message}
+_WS_BAD_REQUEST: Final = 4400
+_WS_CLOSE_CODES: Final = {404: _WS_NOT_FOUND, 410: _WS_GONE, 403: 4403, 503: 4503}
 
 
 class ResponseRegistry:
@@ -243,11 +241,34 @@ class _Endpoint:
             name=f"{scope['type']} {where} {scope.get('path', '')}",
         )
 
-    def _encode(self, item: Any) -> bytes:
-        return encode_json(self.encode(item))
+    async def _serve(
+        self,
+        subscription: Subscription[Any],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        framer: Framer,
+        heartbeat: float | None = None,
+    ) -> None:
+        """Stream ``subscription`` to the client; drop it when a send takes longer than ``send_timeout``."""
 
-    def _bounded(self, send: Send) -> Send:
-        return _bounded_send(send, self.send_timeout)
+        async def batches() -> list[Any] | None:
+            return await subscription.receive_batch() or None
+
+        async with subscription:
+            start = {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
+            stalled = await serve_connection(
+                scope,
+                receive,
+                send,
+                batches,
+                framer,
+                heartbeat=heartbeat,
+                send_timeout=self.send_timeout,
+                start=start if scope["type"] == "http" else None,
+            )
+            if stalled:
+                self._drop_stalled(subscription)
 
     def _drop_stalled(self, subscription: Subscription[Any]) -> None:
         """The client took nothing for ``send_timeout`` seconds: end its subscription as disconnected."""
@@ -284,120 +305,35 @@ class SSEEndpoint(_Endpoint):
         self.heartbeat = heartbeat
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            raise ConfigurationError(f"an SSE endpoint serves HTTP requests, not {scope['type']!r}")
+        require_http(scope)
         hub = self._resolve(scope)
         if hub is None:
-            await _send_plain_response(send, 404, "no such response")
+            await send_plain_response(send, 404, "no such response")
             return
         try:
             subscription = self._subscribe(hub, scope)
         except ReplayUnavailableError as exc:
-            await _send_plain_response(send, 410, str(exc))
+            await send_plain_response(send, 410, str(exc))
             return
-        async with subscription, anyio.create_task_group() as tasks:
-            tasks.start_soon(_cancel_on_disconnect, receive, "http.disconnect", tasks.cancel_scope)
-            send = self._bounded(send)
-            try:
-                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-                await self._stream(subscription, send)
-            except TimeoutError:
-                self._drop_stalled(subscription)
-            except OSError:
-                pass  # the client went away while we were sending
-            tasks.cancel_scope.cancel()
-
-    async def _stream(self, subscription: Subscription[Any], send: Send) -> None:
-        while True:
-            try:
-                batch = await self._next_batch(subscription)
-            except Exception as exc:
-                await _send_body(send, _sse_event(b"error", encode_json(error_to_wire(exc))), last=True)
-                return
-            if batch is None:
-                await _send_body(send, _SSE_KEEP_ALIVE)
-                continue
-            if not batch:
-                await _send_body(send, _SSE_END, last=True)
-                return
-            frames: list[bytes] = []
-            size = 0
-            for item in batch:
-                try:
-                    frame = b"data: " + self._encode(item) + b"\n\n"
-                except Exception as exc:
-                    frames.append(_sse_event(b"error", encode_json(_encoding_failed(exc))))
-                    await _send_body(send, b"".join(frames), last=True)
-                    return
-                frames.append(frame)
-                size += len(frame)
-                if size >= MAX_SEND_BYTES:  # keep each send small enough for send_timeout to mean something
-                    await _send_body(send, b"".join(frames))
-                    frames.clear()
-                    size = 0
-            if frames:
-                await _send_body(send, b"".join(frames))
-
-    async def _next_batch(self, subscription: Subscription[Any]) -> list[Any] | None:
-        """The next items, ``[]`` at the end, or None when ``heartbeat`` seconds passed without any."""
-        if self.heartbeat is None:
-            return await subscription.receive_batch()
-        with anyio.move_on_after(self.heartbeat):
-            return await subscription.receive_batch()
-        return None
+        await self._serve(subscription, scope, receive, send, JSONFramer(self.encode), self.heartbeat)
 
 
 class WebSocketEndpoint(_Endpoint):
     """An ASGI app sending one hub's items as WebSocket text messages; see the module docstring."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "websocket":
-            raise ConfigurationError(
-                f"a WebSocket endpoint serves WebSocket connections, not {scope['type']!r}"
-            )
-        if (await receive())["type"] != "websocket.connect":
+        if not await accept_websocket(scope, receive, send):
             return
         hub = self._resolve(scope)
-        await send({"type": "websocket.accept"})
         if hub is None:
-            await _send_close(send, _WS_NOT_FOUND, "no such response")
+            await send_close(send, _WS_NOT_FOUND, "no such response")
             return
         try:
             subscription = self._subscribe(hub, scope)
         except ReplayUnavailableError as exc:
-            await _send_close(send, _WS_GONE, str(exc))
+            await send_close(send, _WS_GONE, str(exc))
             return
-        async with subscription, anyio.create_task_group() as tasks:
-            tasks.start_soon(_cancel_on_disconnect, receive, "websocket.disconnect", tasks.cancel_scope)
-            send = self._bounded(send)
-            try:
-                code, reason = await self._stream(subscription, send)
-                await _send_close(send, code, reason)
-            except TimeoutError:
-                self._drop_stalled(subscription)
-            except OSError:
-                pass  # the client went away while we were sending
-            tasks.cancel_scope.cancel()
-
-    async def _stream(self, subscription: Subscription[Any], send: Send) -> tuple[int, str]:
-        """Send every item; return the close code and reason."""
-        while True:
-            try:
-                batch = await subscription.receive_batch()
-            except Exception as exc:
-                error = error_to_wire(exc)
-                await send({"type": "websocket.send", "text": encode_json(error).decode()})
-                return _WS_INTERNAL_ERROR, error["message"]
-            if not batch:
-                return _WS_NORMAL_CLOSURE, ""
-            for item in batch:
-                try:
-                    text = self._encode(item).decode()
-                except Exception as exc:
-                    error = _encoding_failed(exc)
-                    await send({"type": "websocket.send", "text": encode_json(error).decode()})
-                    return _WS_INTERNAL_ERROR, error["message"]
-                await send({"type": "websocket.send", "text": text})
+        await self._serve(subscription, scope, receive, send, JSONWebSocketFramer(self.encode))
 
 
 def sse_endpoint(
@@ -483,143 +419,8 @@ def stream_routes(
     ]
 
 
-def _sse_event(name: bytes, data: bytes) -> bytes:
-    return b"event: " + name + b"\ndata: " + data + b"\n\n"
-
-
-def _encoding_failed(error: Exception) -> dict[str, str]:
-    _logger.error("an item could not be encoded for the web", exc_info=error)
-    return {"type": "ERROR", "error": "EncodeError", "message": f"an item could not be encoded: {error}"}
-
-
-async def _send_body(send: Send, body: bytes, *, last: bool = False) -> None:
-    await send({"type": "http.response.body", "body": body, "more_body": not last})
-
-
-async def _send_plain_response(send: Send, status: int, text: str) -> None:
-    body = text.encode() + b"\n"
-    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _send_close(send: Send, code: int, reason: str) -> None:
-    reason_bytes = reason.encode(errors="replace")[:_WS_MAX_REASON_BYTES]  # a lone surrogate becomes "?"
-    await send({"type": "websocket.close", "code": code, "reason": reason_bytes.decode(errors="ignore")})
-
-
-def _bounded_send(send: Send, timeout: float | None) -> Send:
-    """``send``, raising ``TimeoutError`` when one send takes longer than ``timeout`` seconds."""
-    if timeout is None:
-        return send
-
-    async def bounded_send(message: Message) -> None:
-        with anyio.fail_after(timeout):
-            await send(message)
-
-    return bounded_send
-
-
-async def _cancel_on_disconnect(receive: Receive, disconnect: str, scope: anyio.CancelScope) -> None:
-    """Read the client's messages until it disconnects, then cancel the connection's work."""
-    while (await receive())["type"] != disconnect:
-        pass
-    scope.cancel()
-
-
-# -- serving: responses kept in an event log, resumable from any id -------------------------------------
-
 ResponseStarter: TypeAlias = Callable[[Any], Awaitable[AsyncIterable[Any]]]
 """``async (request_json) -> source``: what ``POST /responses`` runs to make a response's source."""
-
-_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
-_WS_BAD_REQUEST: Final = 4400
-_WS_FORBIDDEN: Final = 4403
-_WS_UNAVAILABLE: Final = 4503
-_CURSOR: Final = re.compile(r"[0-9]{1,18}")
-
-
-def _problem(error: StreamfoldError) -> dict[str, Any]:
-    body: dict[str, Any] = {"type": "ERROR", "error": type(error).__name__, "message": str(error)}
-    if isinstance(error, ResponseGone):
-        body["first_id"] = error.first_id
-    return body
-
-
-def _error_response(error: StreamfoldError | BodyRefused, status: int | None = None) -> JSONResponse:
-    """``error`` as the routes' JSON answer, by default with :func:`_status_code`'s status; a full log
-    (503) says when to retry (``Retry-After``)."""
-    from starlette.responses import JSONResponse
-
-    if isinstance(error, BodyRefused):
-        return JSONResponse(error.error, status_code=error.status)
-    retry = {"Retry-After": str(error.retry_after)} if isinstance(error, EventLogFull) else None
-    return JSONResponse(_problem(error), status_code=status or _status_code(error), headers=retry)
-
-
-_STATUSES: Final = ((ResponseNotFound, 404), (ResponseGone, 410), (ResponseExists, 409), (AccessDenied, 403))
-
-
-def _status_code(error: StreamfoldError) -> int:
-    """The HTTP status for an error answered at once: a log that cannot serve now (its server
-    unreachable past its retries, the log closed, full) is the server's trouble, 503, not the client's."""
-    for kind, status in _STATUSES:
-        if isinstance(error, kind):
-            return status
-    return 503 if isinstance(error, ServingError) else 400
-
-
-def read_cursor(scope: Scope) -> int:
-    """The id a reader has seen up to: the ``Last-Event-ID`` header (an ``EventSource`` reconnecting),
-    else the ``after`` query parameter, else 0. Raises ``ConfigurationError`` unless it is 1 to 18 ASCII
-    digits (``str.isdigit`` and ``int`` take superscripts and other scripts' digits: not here)."""
-    raw: str | None = None
-    for name, value in scope.get("headers", ()):
-        if name == b"last-event-id":
-            raw = value.decode("latin-1").strip()
-    if raw is None:
-        from urllib.parse import parse_qs
-
-        values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("after")
-        raw = values[-1] if values else None
-    if raw is None or raw == "":
-        return 0
-    if _CURSOR.fullmatch(raw) is None:
-        raise ConfigurationError(f"a cursor (Last-Event-ID or ?after=) is an entry id >= 0, got {raw!r}")
-    return int(raw)
-
-
-async def check_readable(log: EventLog, response_id: str, after: int) -> None:
-    """Raise what a reader of ``response_id`` from ``after`` would get at once: ``ResponseNotFound``,
-    ``ResponseGone`` (expired, or ``after`` older than retained), ``ConfigurationError`` (a cursor past
-    the last id). Lets the endpoints answer 404 / 410 / 400 before the stream starts."""
-    check_lookup_id(response_id)
-    status = await log.status(response_id)
-    if status is None:
-        entries = log.read(response_id)
-        try:
-            with anyio.move_on_after(1.0):  # raises at once unless the response was created meanwhile
-                await entries.__anext__()
-        except StopAsyncIteration:
-            pass
-        finally:
-            aclose = getattr(entries, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        status = await log.status(response_id)
-        if status is None:
-            raise ResponseNotFound(f"no response {response_id!r}", response_id=response_id)
-    if after > status.last_id:
-        raise ConfigurationError(
-            f"cursor {after} is past the last entry ({status.last_id}) of response {response_id!r}"
-        )
-    if after < status.first_id - 1:
-        raise ResponseGone(
-            f"entries {after + 1} to {status.first_id - 1} of response {response_id!r} are no longer"
-            f" retained; the oldest retained is {status.first_id}",
-            response_id=response_id,
-            first_id=status.first_id,
-        )
 
 
 class _ServedEndpoint:
@@ -650,20 +451,48 @@ class _ServedEndpoint:
         self.path_param = path_param
         self.access = access if access is not None else Access(None, None, DEFAULT_MAX_BODY_BYTES)
 
-    def _bounded(self, send: Send) -> Send:
-        return _bounded_send(send, self.send_timeout)
+    async def _check(self, scope: Scope) -> tuple[str, int]:
+        """The response id and cursor a reader asks for; raises what it is refused with."""
+        from starlette.requests import HTTPConnection
 
-    def _edge(self) -> Edge:
-        return Edge(policy=self.policy, max_buffer=self.max_buffer, max_bytes=self.max_buffer_bytes)
+        response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
+        after = read_cursor(scope)
+        await self.access.check_response(HTTPConnection(scope), "read", self.log, response_id)
+        await check_readable(self.log, response_id, after)
+        return response_id, after
 
-    def _stalled(self, scope: Scope) -> None:
-        client = scope.get("client")
-        _logger.warning(
-            "client %s of %s took nothing for %s s (send_timeout) and was disconnected",
-            f"{client[0]}:{client[1]}" if client else "?",
-            scope.get("path", ""),
-            self.send_timeout,
+    async def _serve(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        response_id: str,
+        after: int,
+        framer: Framer,
+        heartbeat: float | None = None,
+    ) -> None:
+        """Stream the response's entries after ``after`` through an edge; log a client that stalled."""
+        edge = Edge(policy=self.policy, max_buffer=self.max_buffer, max_bytes=self.max_buffer_bytes)
+        start = {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
+        stalled = await serve_connection(
+            scope,
+            receive,
+            send,
+            edge.take_or_raise,
+            framer,
+            heartbeat=heartbeat,
+            send_timeout=self.send_timeout,
+            start=start if scope["type"] == "http" else None,
+            fill=partial(edge.fill, self.log.read(response_id, after=after)),
         )
+        if stalled:
+            client = scope.get("client")
+            _logger.warning(
+                "client %s of %s took nothing for %s s (send_timeout) and was disconnected",
+                f"{client[0]}:{client[1]}" if client else "?",
+                scope.get("path", ""),
+                self.send_timeout,
+            )
 
 
 class ServedSSEEndpoint(_ServedEndpoint):
@@ -674,125 +503,29 @@ class ServedSSEEndpoint(_ServedEndpoint):
         self.heartbeat = heartbeat
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from starlette.requests import HTTPConnection
-
-        if scope["type"] != "http":
-            raise ConfigurationError(f"an SSE endpoint serves HTTP requests, not {scope['type']!r}")
-        response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
+        require_http(scope)
         try:
-            after = read_cursor(scope)
-            await self.access.check_response(HTTPConnection(scope), "read", self.log, response_id)
-            await check_readable(self.log, response_id, after)
+            response_id, after = await self._check(scope)
         except (ConfigurationError, ServingError, AccessDenied) as exc:
-            await _send_json_response(send, _status_code(exc), _problem(exc))
+            await send_problem(send, exc)
             return
-        edge = self._edge()
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_cancel_on_disconnect, receive, "http.disconnect", tasks.cancel_scope)
-            tasks.start_soon(edge.fill, self.log.read(response_id, after=after))
-            send = self._bounded(send)
-            try:
-                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-                await self._stream(edge, send)
-            except TimeoutError:
-                self._stalled(scope)
-            except OSError:
-                pass  # the client went away while we were sending
-            tasks.cancel_scope.cancel()
-
-    async def _stream(self, edge: Edge, send: Send) -> None:
-        while True:
-            if self.heartbeat is None:
-                batch = await edge.take()
-            else:
-                batch = []
-                with anyio.move_on_after(self.heartbeat):
-                    batch = await edge.take()
-                if batch == []:
-                    await _send_body(send, _SSE_KEEP_ALIVE)
-                    continue
-            if batch is None:  # ended without a terminal entry: the cursor was past it, or an error
-                if edge.error is None:
-                    await _send_body(send, _SSE_END, last=True)
-                else:
-                    error = _edge_error(edge.error)
-                    await _send_body(send, _sse_event(b"error", encode_json(error)), last=True)
-                return
-            frames: list[bytes] = []
-            size = 0
-            for entry in batch:
-                frame = _sse_frame(entry)
-                frames.append(frame)
-                size += len(frame)
-                if entry.end:
-                    await _send_body(send, b"".join(frames), last=True)
-                    return
-                if size >= MAX_SEND_BYTES:
-                    await _send_body(send, b"".join(frames))
-                    frames.clear()
-                    size = 0
-            if frames:
-                await _send_body(send, b"".join(frames))
+        await self._serve(scope, receive, send, response_id, after, ServedFramer(), self.heartbeat)
 
 
 class ServedWebSocketEndpoint(_ServedEndpoint):
     """WebSocket over an event log: messages ``{"id": N, "item": ...}``, resume by ``?after=``."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "websocket":
-            raise ConfigurationError(
-                f"a WebSocket endpoint serves WebSocket connections, not {scope['type']!r}"
-            )
-        if (await receive())["type"] != "websocket.connect":
+        if not await accept_websocket(scope, receive, send):
             return
-        from starlette.requests import HTTPConnection
-
-        response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
-        await send({"type": "websocket.accept"})
         try:
-            after = read_cursor(scope)
-            await self.access.check_response(HTTPConnection(scope), "read", self.log, response_id)
-            await check_readable(self.log, response_id, after)
+            response_id, after = await self._check(scope)
         except (ConfigurationError, ServingError, AccessDenied) as exc:
-            code = {404: _WS_NOT_FOUND, 410: _WS_GONE, 403: _WS_FORBIDDEN, 503: _WS_UNAVAILABLE}.get(
-                _status_code(exc), _WS_BAD_REQUEST
-            )
-            await send({"type": "websocket.send", "text": encode_json(_problem(exc)).decode()})
-            await _send_close(send, code, str(exc))
+            code = _WS_CLOSE_CODES.get(status_code(exc), _WS_BAD_REQUEST)
+            await send({"type": "websocket.send", "text": encode_json(problem(exc)).decode()})
+            await send_close(send, code, str(exc))
             return
-        edge = self._edge()
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_cancel_on_disconnect, receive, "websocket.disconnect", tasks.cancel_scope)
-            tasks.start_soon(edge.fill, self.log.read(response_id, after=after))
-            send = self._bounded(send)
-            try:
-                code, reason = await self._stream(edge, send)
-                await _send_close(send, code, reason)
-            except TimeoutError:
-                self._stalled(scope)
-            except OSError:
-                pass
-            tasks.cancel_scope.cancel()
-
-    async def _stream(self, edge: Edge, send: Send) -> tuple[int, str]:
-        while True:
-            batch = await edge.take()
-            if batch is None:  # ended without a terminal entry: the cursor was past it, or an error
-                if edge.error is None:
-                    await send({"type": "websocket.send", "text": '{"type":"END"}'})
-                    return _WS_NORMAL_CLOSURE, ""
-                error = _edge_error(edge.error)
-                await send({"type": "websocket.send", "text": encode_json(error).decode()})
-                return _WS_INTERNAL_ERROR, error["message"]
-            for entry in batch:
-                if entry.end:
-                    message = _terminal(entry)
-                    await send({"type": "websocket.send", "text": encode_json(message).decode()})
-                    if entry.error is None:
-                        return _WS_NORMAL_CLOSURE, ""
-                    return _WS_INTERNAL_ERROR, str(message.get("message", ""))
-                text = b'{"id":%d,"item":%s}' % (entry.id, entry.data or b"null")
-                await send({"type": "websocket.send", "text": text.decode()})
+        await self._serve(scope, receive, send, response_id, after, ServedWebSocketFramer())
 
 
 class _ProtocolDispatch:
@@ -806,14 +539,10 @@ class _ProtocolDispatch:
         options: dict[str, Any],
         access: Access,
     ) -> None:
-        from pipeline.fanout.protocols import ProtocolStream
-
         self.plain = plain
         self.streams = ProtocolStream(log, heartbeat=heartbeat, access=access, **options)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from pipeline.fanout.protocols import query_protocol
-
         protocol = query_protocol(scope)
         if protocol is None or protocol == "streamfold" or scope["type"] != "http":
             await self.plain(scope, receive, send)
@@ -822,49 +551,11 @@ class _ProtocolDispatch:
         try:
             after = read_cursor(scope)
         except ConfigurationError as exc:
-            await _send_json_response(send, 400, _problem(exc))
+            await send_problem(send, exc)
             return
         await self.streams.serve(
             scope, receive, send, response_id=response_id, protocol=protocol, after=after
         )
-
-
-def _terminal(entry: Entry) -> dict[str, Any]:
-    """The last message of a response: ``END``, or ``ERROR`` with the entry's error."""
-    if entry.error is None:
-        return {"id": entry.id, "type": "END"}
-    message: dict[str, Any] = {
-        "id": entry.id,
-        "type": "ERROR",
-        "error": entry.error.get("type"),
-        "message": entry.error.get("message"),
-    }
-    if entry.error.get("kind") is not None:
-        message["kind"] = entry.error["kind"]
-    return message
-
-
-def _sse_frame(entry: Entry) -> bytes:
-    if not entry.end:
-        return b"id: %d\ndata: %s\n\n" % (entry.id, entry.data or b"null")
-    message = _terminal(entry)
-    name = b"end" if entry.error is None else b"error"
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (entry.id, name, encode_json(message))
-
-
-def _edge_error(error: BaseException) -> dict[str, Any]:
-    """An error that ends a connection (not the response): overflow, producer lost, gone."""
-    body: dict[str, Any] = dict(error_to_wire(error))
-    if isinstance(error, ResponseGone):
-        body["first_id"] = error.first_id
-    return body
-
-
-async def _send_json_response(send: Send, status: int, value: Any) -> None:
-    body = encode_json(value)
-    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 def serving_routes(
@@ -943,7 +634,7 @@ def serving_routes(
             try:
                 return await handler(request)
             except (AccessDenied, ServingError) as exc:
-                return _error_response(exc)
+                return error_response(exc)
 
         return handle
 
@@ -962,7 +653,7 @@ def serving_routes(
         response_id = request.path_params["response_id"]
         status = await access.check_response(request, "read", log, response_id)
         if status is None:
-            return _error_response(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
+            return error_response(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         return JSONResponse(msgspec.to_builtins(status))
 
     @answering
@@ -973,13 +664,13 @@ def serving_routes(
         await access.check(request, "start", None, meta)
         body = await read_json_body(request, request.receive, access.max_body_bytes)
         if isinstance(body, BodyRefused):
-            return _error_response(body)
+            return error_response(body)
         try:
             response_id = await manager.start(lambda: start(body), meta=meta)
         except (ConfigurationError, ServingError) as exc:  # 400; full (before the model call), down: 503
-            return _error_response(exc)
+            return error_response(exc)
         except StreamfoldError as exc:  # the upstream refused (a ProviderError from the SDK, ...)
-            return _error_response(exc, 502)
+            return error_response(exc, 502)
         base = f"{path}/{response_id}"
         return JSONResponse(
             {"response_id": response_id, "events": f"{base}/events", "ws": f"{base}/ws"}, status_code=201
@@ -990,11 +681,11 @@ def serving_routes(
         response_id = request.path_params["response_id"]
         status = await access.check_response(request, "stop", log, response_id)
         if status is None:
-            return _error_response(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
+            return error_response(ResponseNotFound(f"no response {response_id!r}", response_id=response_id))
         refusal = json_content_type(request)
         body = refusal or await read_body(request, request.receive, access.max_body_bytes)
         if isinstance(body, BodyRefused):  # the body is not used: its type and size are checked only
-            return _error_response(body)
+            return error_response(body)
         if manager is not None:
             await manager.stop(response_id)  # ResponseNotFound (ended meanwhile elsewhere): 404
         else:

@@ -7,8 +7,9 @@ when the client is slower than the response:
 - ``block``: the filler stops reading the log; the client lags inside the log's retention, losslessly,
   and gets ``ResponseGone`` (with the first retained id) if trimming passes it. Across processes
   ``block`` never slows the producer: it means "lossless within retention".
-- ``coalesce``: waiting ``SEGMENT_CONTENT`` deltas of one segment merge into one frame (its id is the
-  last merged id, so a resume after it is exact); when nothing merges, as ``block``.
+- ``coalesce``: when the buffer is full, a ``SEGMENT_CONTENT`` delta merges into the waiting one of its
+  segment (the merged frame's id is the last merged id, so a resume after it is exact); when nothing
+  merges, as ``block``.
 - ``drop``: the oldest buffered entry is discarded (the client sees a gap in the ids); for snapshot-like
   items only.
 - ``disconnect`` / ``coalesce_or_disconnect``: as ``block`` / ``coalesce`` while the client reads (a
@@ -16,104 +17,96 @@ when the client is slower than the response:
   has not read); a client that stops reading is cut off by the endpoint's ``send_timeout``, one that
   falls behind retention by ``ResponseGone``; either can reconnect with ``Last-Event-ID``.
 
-Caps: ``max_buffer`` entries and ``max_buffer_bytes`` bytes of items per connection.
+The buffer is the hub's (:class:`pipeline.fanout._buffer.BoundedBuffer`). Caps: ``max_buffer``
+entries and ``max_bytes`` bytes of items per connection (one entry may pass the byte cap).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
 
 import anyio
 import msgspec
+from anyio import WouldBlock
 
 from pipeline._jsonenc import encode_json
+from pipeline.fanout._buffer import BoundedBuffer, CoalesceKey, Policy
 from pipeline.fanout.serving._log import Entry
+from pipeline.models import SegmentEventType
 
-__all__ = ["DEFAULT_EDGE_MAX_BYTES", "Edge", "EdgeItem"]
+__all__ = ["DEFAULT_EDGE_MAX_BYTES", "ENTRY_DELTAS", "Edge"]
 
 DEFAULT_EDGE_MAX_BYTES: Final = 1024 * 1024
-_COALESCING: Final = frozenset({"coalesce", "coalesce_or_disconnect"})
+
+_CONTENT: Final = SegmentEventType.CONTENT.value
 
 
-class EdgeItem:
-    """A buffered entry; a coalesced run keeps its deltas as parts, joined once when taken."""
-
-    __slots__ = ("decoded", "entry", "parts", "size")
-
-    def __init__(self, entry: Entry) -> None:
-        self.entry = entry
-        self.size = len(entry.data) if entry.data is not None else 0
-        self.decoded: dict[str, Any] | None = None
-        self.parts: list[str] | None = None
-
-    def segment(self) -> str | None:
-        """The segment id if this is a plain text delta that may merge, else None."""
-        if self.entry.data is None:
-            return None
-        if self.decoded is None:
-            try:
-                value = msgspec.json.decode(self.entry.data)
-            except msgspec.DecodeError:
-                return None
-            if not isinstance(value, dict):
-                return None
-            self.decoded = value
-        payload = self.decoded.get("payload")
-        if (
-            self.decoded.get("type") == "SEGMENT_CONTENT"
-            and isinstance(payload, dict)
-            and payload.keys() == {"delta"}
-            and isinstance(payload["delta"], str)
-        ):
-            segment = self.decoded.get("segment_id")
-            return segment if isinstance(segment, str) else None
+def _decoded(entry: Entry) -> dict[str, Any] | None:
+    if entry.data is None:
         return None
+    try:
+        value = msgspec.json.decode(entry.data)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
-    def merge(self, later: EdgeItem) -> None:
-        """Take ``later``'s delta (and id) into this item."""
-        assert self.decoded is not None
-        assert later.decoded is not None
-        if self.parts is None:
-            self.parts = [self.decoded["payload"]["delta"]]
-        self.parts.append(later.decoded["payload"]["delta"])
-        self.size += later.size
-        self.entry = Entry(later.entry.id, self.entry.data)
 
-    def build(self) -> Entry:
-        if self.parts is None:
-            return self.entry
-        assert self.decoded is not None
-        merged = {**self.decoded, "payload": {"delta": "".join(self.parts)}}
-        return Entry(self.entry.id, encode_json(merged))
+class _EntryDeltas:
+    """Log entries merge when each is a plain ``SEGMENT_CONTENT`` delta (``payload`` only ``delta``)
+    of one segment; the merged entry has the last one's id."""
+
+    __slots__ = ()
+
+    def split(self, entry: Entry) -> tuple[CoalesceKey, str] | None:
+        value = _decoded(entry)
+        if value is None or value.get("type") != _CONTENT:
+            return None
+        payload = value.get("payload")
+        segment = value.get("segment_id")
+        if not (isinstance(payload, dict) and payload.keys() == {"delta"} and isinstance(segment, str)):
+            return None
+        delta = payload["delta"]
+        return ((segment, SegmentEventType.CONTENT, None), delta) if isinstance(delta, str) else None
+
+    def join(self, first: Entry, last: Entry, text: str) -> Entry:
+        value = _decoded(first)
+        assert value is not None
+        return Entry(last.id, encode_json({**value, "payload": {"delta": text}}))
+
+
+ENTRY_DELTAS: Final = _EntryDeltas()
+
+
+def _entry_size(entry: Entry) -> int:
+    return len(entry.data) if entry.data is not None else 0
 
 
 class Edge:
     """The bounded buffer between one connection's log reader and its sender; see the module docs."""
 
-    def __init__(self, *, policy: str, max_buffer: int, max_bytes: int = DEFAULT_EDGE_MAX_BYTES) -> None:
-        self.policy = policy
-        self.max_buffer = max_buffer
-        self.max_bytes = max_bytes
-        self.items: deque[EdgeItem] = deque()
-        self.nbytes = 0
+    def __init__(self, *, policy: Policy, max_buffer: int, max_bytes: int = DEFAULT_EDGE_MAX_BYTES) -> None:
+        self.buffer: BoundedBuffer[Entry] = BoundedBuffer(
+            policy, max_buffer, ENTRY_DELTAS, max_bytes=max_bytes, size_of=_entry_size
+        )
         self.done = False
         self.error: BaseException | None = None
         self._changed = anyio.Event()
+
+    def __iter__(self) -> Iterator[Entry]:
+        """What waits, to look at (nothing is taken)."""
+        return iter(self.buffer)
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
 
-    def _full(self) -> bool:
-        return len(self.items) >= self.max_buffer or self.nbytes >= self.max_bytes
-
     async def fill(self, entries: AsyncIterator[Entry]) -> None:
-        """Read ``entries`` into the buffer until the terminal entry, an error or an overflow."""
+        """Read ``entries`` into the buffer until the terminal entry or an error."""
         try:
             async for entry in entries:
-                if not await self._offer(EdgeItem(entry)) or entry.end:
+                await self._offer(entry)
+                if entry.end:
                     break
         except Exception as exc:
             self.error = exc
@@ -125,44 +118,30 @@ class Edge:
                 with anyio.CancelScope(shield=True):
                     await aclose()
 
-    async def _offer(self, item: EdgeItem) -> bool:
-        """Buffer ``item`` (merging or waiting as the policy says); False to stop reading."""
-        if (
-            self.items
-            and self.policy in _COALESCING
-            and not item.entry.end
-            and self.nbytes + item.size <= self.max_bytes
-        ):
-            last = self.items[-1]
-            segment = last.segment()
-            if segment is not None and item.segment() == segment:
-                last.merge(item)
-                self.nbytes += item.size
-                self._notify()
-                return True
-        while self._full():
-            if self.policy == "drop":
-                self._pop()
-            else:
+    async def _offer(self, entry: Entry) -> None:
+        """Buffer ``entry`` as the policy says, waiting while the buffer is full."""
+        while True:
+            try:
+                self.buffer.offer(entry)
+            except WouldBlock:
                 await self._changed.wait()
-        self.items.append(item)
-        self.nbytes += item.size
-        self._notify()
-        return True
-
-    def _pop(self) -> EdgeItem:
-        item = self.items.popleft()
-        self.nbytes -= item.size
-        return item
+            else:
+                self._notify()
+                return
 
     async def take(self) -> list[Entry] | None:
         """Everything buffered (coalesced runs built), or None when the buffer ended (see ``error``)."""
-        while not self.items:
+        while not len(self.buffer):
             if self.done:
                 return None
             await self._changed.wait()
-        taken = [item.build() for item in self.items]
-        self.items.clear()
-        self.nbytes = 0
+        taken = self.buffer.take_all()
         self._notify()
+        return taken
+
+    async def take_or_raise(self) -> list[Entry] | None:
+        """As :meth:`take`, but the error that ended the buffer is raised, not kept in :attr:`error`."""
+        taken = await self.take()
+        if taken is None and self.error is not None:
+            raise self.error
         return taken

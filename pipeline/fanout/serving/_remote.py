@@ -172,77 +172,22 @@ class RemoteLogBase:
     async def read(self, response_id: str, *, after: int = 0) -> AsyncIterator[Entry]:
         if after < 0:
             raise ConfigurationError(f"a cursor is an entry id >= 0, got {after}")
-        snapshot: Snapshot | None = await self._retry(
+        snapshot: Snapshot = await self._retry(
             "a read", response_id, lambda: self._snapshot(response_id, after, READ_BATCH)
         )
-        assert snapshot is not None
         if after > snapshot.last:
             raise ConfigurationError(
                 f"cursor {after} is past the last entry ({snapshot.last}) of response {response_id!r}"
             )
-        cursor = after
-        tail: _Tail | None = None
-        if snapshot.state == "running":
-            # Join (or start) this process's tail of the response at once, at the live edge: readers
-            # starting together share its polls instead of each catching up from the server.
-            tail = self._tails.get(response_id)
-            if tail is None:
-                tail = self._tails[response_id] = _Tail(snapshot.last, anyio.current_time())
-            tail.readers += 1
+        reading = _Reading(self, response_id, after, snapshot)
         try:
-            while True:
-                if snapshot is None:
-                    shared = tail or self._tails.get(response_id)
-                    if shared is None or shared.base > cursor + 1 or shared.error is not None:
-                        snapshot = await self._retry(
-                            "a read",
-                            response_id,
-                            partial(self._snapshot, response_id, cursor, READ_BATCH),
-                        )
-                # else: the tail's cache covers the cursor, no need to ask the server
-                if snapshot is not None:
-                    if cursor < snapshot.first - 1:
-                        raise ResponseGone(
-                            f"entries {cursor + 1} to {snapshot.first - 1} of response {response_id!r}"
-                            f" are no longer retained; the oldest retained is {snapshot.first}",
-                            response_id=response_id,
-                            first_id=snapshot.first,
-                        )
-                    batch, state = snapshot.entries, snapshot.state
-                    snapshot = None
-                    if batch:
-                        for entry in batch:
-                            yield entry
-                        cursor = batch[-1].id
-                        if batch[-1].end:
-                            return
-                        continue
-                    if state != "running":
-                        return
-                if tail is None:
-                    tail = self._tails.get(response_id)
-                    if tail is None:
-                        tail = self._tails[response_id] = _Tail(cursor, anyio.current_time())
-                    tail.readers += 1
-                while True:
-                    live = tail.since(cursor)
-                    if live:
-                        for entry in live:
-                            yield entry
-                        cursor = live[-1].id
-                        if live[-1].end:
-                            return
-                        continue
-                    if cursor + 1 < tail.base:
-                        break  # behind the cache: catch up from the server
-                    if tail.error is not None:
-                        raise tail.error
-                    await self._wait(response_id, tail)
+            while (batch := await reading.next_batch()) is not None:
+                for entry in batch:
+                    yield entry
+                if batch[-1].end:
+                    return
         finally:
-            if tail is not None:
-                tail.readers -= 1
-                if tail.readers == 0 and self._tails.get(response_id) is tail:
-                    del self._tails[response_id]
+            reading.leave()
 
     async def _wait(self, response_id: str, tail: _Tail) -> None:
         """Until the tail changes: poll the server if no other reader is polling, else wait for it."""
@@ -294,3 +239,106 @@ class RemoteLogBase:
                 f"the producer of response {response_id!r} sent no heartbeat for {self.heartbeat_timeout} s",
                 response_id=response_id,
             )
+
+
+class _Reading:
+    """One reader's place in a response: its cursor, the snapshot it has yet to read, the tail it follows.
+
+    It catches up from the server in snapshots, then follows this process's tail of the response; a
+    reader that falls behind the tail's cache catches up from the server again.
+    """
+
+    __slots__ = ("cursor", "following", "log", "response_id", "snapshot", "tail")
+
+    def __init__(self, log: RemoteLogBase, response_id: str, after: int, snapshot: Snapshot) -> None:
+        self.log = log
+        self.response_id = response_id
+        self.cursor = after
+        self.snapshot: Snapshot | None = snapshot
+        self.tail: _Tail | None = None
+        self.following = False
+        if snapshot.state == "running":
+            # Join (or start) this process's tail of the response at once, at the live edge: readers
+            # starting together share its polls instead of each catching up from the server.
+            self._join(snapshot.last)
+
+    async def next_batch(self) -> list[Entry] | None:
+        """The next entries after the cursor (waiting for them), or None at the end of the response."""
+        while True:
+            if not self.following:
+                batch = await self._from_server()
+                if batch is None:
+                    return None
+                if batch:
+                    return self._advance(batch)
+                self.following = True
+            live = await self._follow()
+            if live is not None:
+                return self._advance(live)
+            self.following = False  # behind the tail's cache: catch up from the server
+
+    async def _from_server(self) -> list[Entry] | None:
+        """The snapshot's entries, fetched unless the tail holds the cursor's next entry; ``[]``: follow
+        the tail; None: the response has ended."""
+        snapshot = self.snapshot
+        if snapshot is None:
+            if not self._off_tail():
+                return []
+            snapshot = await self.log._retry(
+                "a read",
+                self.response_id,
+                partial(self.log._snapshot, self.response_id, self.cursor, READ_BATCH),
+            )
+        self.snapshot = None
+        self._check_retained(snapshot.first)
+        if snapshot.entries:
+            return snapshot.entries
+        return [] if snapshot.state == "running" else None
+
+    def _off_tail(self) -> bool:
+        """The tail's cache does not hold the cursor's next entry: ask the server."""
+        shared = self.tail or self.log._tails.get(self.response_id)
+        return shared is None or shared.base > self.cursor + 1 or shared.error is not None
+
+    def _check_retained(self, first: int) -> None:
+        if self.cursor < first - 1:
+            raise ResponseGone(
+                f"entries {self.cursor + 1} to {first - 1} of response {self.response_id!r} are no"
+                f" longer retained; the oldest retained is {first}",
+                response_id=self.response_id,
+                first_id=first,
+            )
+
+    def _advance(self, batch: list[Entry]) -> list[Entry]:
+        self.cursor = batch[-1].id
+        return batch
+
+    async def _follow(self) -> list[Entry] | None:
+        """The tail's next entries (waiting for them), or None when the cursor fell behind its cache."""
+        tail = self.tail or self._join(self.cursor)
+        while True:
+            live = tail.since(self.cursor)
+            if live:
+                return live
+            if self.cursor + 1 < tail.base:
+                return None
+            if tail.error is not None:
+                raise tail.error
+            await self.log._wait(self.response_id, tail)
+
+    def _join(self, cursor: int) -> _Tail:
+        tails = self.log._tails
+        tail = tails.get(self.response_id)
+        if tail is None:
+            tail = tails[self.response_id] = _Tail(cursor, anyio.current_time())
+        tail.readers += 1
+        self.tail = tail
+        return tail
+
+    def leave(self) -> None:
+        """Stop following the tail; the last reader to leave drops it."""
+        tail = self.tail
+        if tail is not None:
+            tail.readers -= 1
+            if tail.readers == 0 and self.log._tails.get(self.response_id) is tail:
+                del self.log._tails[self.response_id]

@@ -79,6 +79,7 @@ class _Response:
         "stop",
         "stop_requested",
         "updated",
+        "watched",
     )
 
     def __init__(self, response_id: str, meta: dict[str, Any], now: float, alive_until: float) -> None:
@@ -96,6 +97,7 @@ class _Response:
         self.changed = anyio.Event()
         self.stop = anyio.Event()  # set on a stop request or at the end
         self.stop_requested = False
+        self.watched = False  # a waiting reader keeps the heartbeat deadline (see MemoryEventLog.read)
 
     @property
     def first_id(self) -> int:
@@ -336,35 +338,52 @@ class MemoryEventLog:
             )
         cursor = after
         while True:
-            response = self._get(response_id)
-            first_id = response.first_id
-            if cursor < first_id - 1:
-                raise ResponseGone(
-                    f"entries {cursor + 1} to {first_id - 1} of response {response_id!r} are no longer"
-                    f" retained; the oldest retained is {first_id}",
-                    response_id=response_id,
-                    first_id=first_id,
-                )
-            batch = response.since(cursor)
-            if batch:
+            if self._closed or self._responses.get(response_id) is not response:
+                response = self._get(response_id)  # closed, forgotten: raises
+            while batch := self._retained(response, cursor):
                 for entry in batch:
                     yield entry
                 cursor = batch[-1].id
                 if batch[-1].end:
                     return
-                continue
             if response.state != "running":
                 return
-            changed = response.changed
-            wait = response.alive_until - anyio.current_time()
-            if wait <= 0:
-                raise ProducerLost(
-                    f"the producer of response {response_id!r} sent no heartbeat for"
-                    f" {self.heartbeat_timeout} s",
-                    response_id=response_id,
-                )
+            await self._wait_for_change(response)
+
+    def _retained(self, response: _Response, cursor: int) -> list[Entry]:
+        """The next entries after ``cursor``; raises ``ResponseGone`` when trimming passed it."""
+        first_id = response.first_id
+        if cursor < first_id - 1:
+            raise ResponseGone(
+                f"entries {cursor + 1} to {first_id - 1} of response {response.response_id!r} are no"
+                f" longer retained; the oldest retained is {first_id}",
+                response_id=response.response_id,
+                first_id=first_id,
+            )
+        return response.since(cursor)
+
+    async def _wait_for_change(self, response: _Response) -> None:
+        """Until the response changes. One waiting reader keeps the producer's heartbeat deadline for
+        all of them, so an append wakes the others without a timer each."""
+        changed = response.changed
+        if response.watched:
+            await changed.wait()
+            return
+        wait = response.alive_until - anyio.current_time()
+        if wait <= 0:  # a watcher that times out wakes the others, and each of them checks here
+            raise ProducerLost(
+                f"the producer of response {response.response_id!r} sent no heartbeat for"
+                f" {self.heartbeat_timeout} s",
+                response_id=response.response_id,
+            )
+        response.watched = True
+        try:
             with anyio.move_on_after(wait):
                 await changed.wait()
+        finally:
+            response.watched = False
+            if not changed.is_set():  # timed out, or this reader left: another one watches now
+                response.notify()
 
     async def status(self, response_id: str) -> ResponseStatus | None:
         try:

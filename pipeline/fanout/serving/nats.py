@@ -337,26 +337,7 @@ class NatsEventLog(RemoteLogBase):
                 todo, start = todo[stored:], first_id + stored
                 if not todo:
                     return
-            # One reply subject for the batch, acknowledgements counted in a callback: no future and
-            # no headers per item (the per-item cost publish_async has).
-            acks: list[bytes] = []
-            complete = anyio.Event()
-
-            async def on_ack(msg: Msg) -> None:
-                acks.append(msg.data)
-                if len(acks) == len(todo):
-                    complete.set()
-
-            inbox = nc.new_inbox()
-            sub = await nc.subscribe(inbox, cb=on_ack)
-            try:
-                for data, end in todo:
-                    await nc.publish(subject, data, reply=inbox, headers=_END if end else None)
-                with anyio.fail_after(max(2.0, self.retry_for / 4)):
-                    await complete.wait()
-            finally:
-                with contextlib.suppress(nats.errors.Error):
-                    await sub.unsubscribe()
+            acks = await self._acknowledged(nc, subject, todo)
             seqs = sorted(msgspec.json.decode(ack, type=_Ack).seq for ack in acks)
             if seqs != list(range(start, start + len(todo))):
                 errors = [ack for ack in acks if b'"error"' in ack]
@@ -373,6 +354,35 @@ class NatsEventLog(RemoteLogBase):
             # disconnected once it reconnects): the next append or end reads the stream's last id.
             self._producing.pop(response_id, None)
             raise
+
+    async def _acknowledged(self, nc: NATS, subject: str, todo: Sequence[tuple[bytes, bool]]) -> list[bytes]:
+        """Publish ``todo`` (data, is-end) and return the server's acknowledgements."""
+        timeout = max(2.0, self.retry_for / 4)
+        if len(todo) == 1:  # one item: one request on the client's shared reply subject, as js.publish
+            data, end = todo[0]
+            reply = await nc.request(subject, data, timeout=timeout, headers=_END if end else None)
+            return [reply.data]
+        # One reply subject for the batch, acknowledgements counted in a callback: no future and
+        # no headers per item (the per-item cost publish_async has).
+        acks: list[bytes] = []
+        complete = anyio.Event()
+
+        async def on_ack(msg: Msg) -> None:
+            acks.append(msg.data)
+            if len(acks) == len(todo):
+                complete.set()
+
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox, cb=on_ack)
+        try:
+            for data, end in todo:
+                await nc.publish(subject, data, reply=inbox, headers=_END if end else None)
+            with anyio.fail_after(timeout):
+                await complete.wait()
+        finally:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+        return acks
 
     def _trim_bytes(self, producing: _Producing, sizes: Sequence[int]) -> int:
         """Record ``sizes``; return the first id to keep under the caps (the server trims by items)."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import anyio
@@ -230,6 +231,8 @@ class RedisEventLog(RemoteLogBase):
         self._heartbeat: AsyncScript = self.client.register_script(_HEARTBEAT)
         self._stop: AsyncScript = self.client.register_script(_STOP)
         self._expected: dict[str, int] = {}  # last id of each response this log appends to
+        self._last_append_keys: tuple[str, tuple[bytes, bytes, bytes]] = ("", (b"", b"", b""))
+        self._limits: tuple[Retention | None, tuple[bytes, bytes, bytes]] = (None, (b"", b"", b""))
 
     def _keys(self, response_id: str) -> tuple[str, str, str, str]:
         base = f"{self.prefix}:{{{response_id}}}"
@@ -290,20 +293,16 @@ class RedisEventLog(RemoteLogBase):
                     f" {MAX_ITEM_BYTES}-byte cap (MAX_ITEM_BYTES)",
                     response_id=response_id,
                 )
-        log, meta, ctl, _ = self._keys(response_id)
         expected = self._expected.get(response_id, -1)
-        retention = self.retention
-        args: list[Any] = [
-            expected,
-            repr(time.time()),
-            retention.max_items,
-            retention.max_bytes,
-            self._keep_ms(),
+        # Arguments as bytes: the client sends bytes as they are, and packs each other type anew.
+        args = (
+            *self._append_keys(response_id),
+            b"%d" % expected,
+            repr(time.time()).encode(),
+            *self._append_limits(),
             *items,
-        ]
-        result = await self._retry(
-            "an append", response_id, lambda: self._append(keys=[log, meta, ctl], args=args)
         )
+        result = await self._retry("an append", response_id, partial(self._run_append, args))
         last, first = int(result[0]), int(result[1])
         if last == -1:
             raise await self._missing(response_id)
@@ -322,6 +321,31 @@ class RedisEventLog(RemoteLogBase):
         if expected >= 0:
             self._expected[response_id] = last
         return last
+
+    def _append_keys(self, response_id: str) -> tuple[bytes, bytes, bytes]:
+        """The append script's keys, kept for the response appended to last (a producer's usual case)."""
+        cached = self._last_append_keys
+        if cached[0] != response_id:
+            log, meta, ctl, _ = self._keys(response_id)
+            cached = self._last_append_keys = (response_id, (log.encode(), meta.encode(), ctl.encode()))
+        return cached[1]
+
+    def _append_limits(self) -> tuple[bytes, bytes, bytes]:
+        """``max_items max_bytes keep_ms`` of the append script, packed once per retention."""
+        retention, packed = self._limits
+        if retention is not self.retention or packed[2] != b"%d" % self._keep_ms():
+            retention = self.retention
+            packed = (b"%d" % retention.max_items, b"%d" % retention.max_bytes, b"%d" % self._keep_ms())
+            self._limits = (retention, packed)
+        return packed
+
+    async def _run_append(self, args: tuple[bytes, ...]) -> Any:
+        """``EVALSHA`` of the append script (loaded first if the server does not know it)."""
+        try:
+            return await self.client.evalsha(self._append.sha, 3, *args)
+        except redis.exceptions.NoScriptError:
+            self._append.sha = await self.client.script_load(_APPEND)
+            return await self.client.evalsha(self._append.sha, 3, *args)
 
     async def end(
         self,

@@ -1,0 +1,132 @@
+"""What a served route answers before its stream starts: the cursor it reads, the checks, the error shape.
+
+Shared by :mod:`pipeline.fanout.web` and :mod:`pipeline.fanout.protocols`: every refusal is
+``{"type": "ERROR", "error", "message"}`` with the status :func:`status_code` gives it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+
+from pipeline._jsonenc import encode_json
+from pipeline.errors import (
+    ConfigurationError,
+    EventLogFull,
+    ResponseExists,
+    ResponseGone,
+    ResponseNotFound,
+    ServingError,
+    StreamfoldError,
+)
+from pipeline.fanout._asgi import Scope, Send, send_json_response
+from pipeline.fanout.access import AccessDenied, BodyRefused
+from pipeline.fanout.serving._log import EventLog, check_lookup_id
+
+if TYPE_CHECKING:
+    from starlette.responses import JSONResponse
+
+__all__ = [
+    "check_readable",
+    "error_response",
+    "problem",
+    "read_cursor",
+    "send_problem",
+    "status_code",
+]
+
+_CURSOR: Final = re.compile(r"[0-9]{1,18}")
+_STATUSES: Final = ((ResponseNotFound, 404), (ResponseGone, 410), (ResponseExists, 409), (AccessDenied, 403))
+
+
+def problem(error: StreamfoldError) -> dict[str, Any]:
+    """``error`` as the routes' JSON body (``first_id`` for a response no longer retained)."""
+    body: dict[str, Any] = {"type": "ERROR", "error": type(error).__name__, "message": str(error)}
+    if isinstance(error, ResponseGone):
+        body["first_id"] = error.first_id
+    return body
+
+
+def status_code(error: StreamfoldError) -> int:
+    """The HTTP status for an error answered at once: a log that cannot serve now (its server
+    unreachable past its retries, the log closed, full) is the server's trouble, 503, not the client's."""
+    for kind, status in _STATUSES:
+        if isinstance(error, kind):
+            return status
+    return 503 if isinstance(error, ServingError) else 400
+
+
+async def send_problem(send: Send, error: StreamfoldError) -> None:
+    """Answer ``error`` at once, as a whole JSON response with its status."""
+    await send_json_response(send, status_code(error), encode_json(problem(error)))
+
+
+def error_response(error: StreamfoldError | BodyRefused, status: int | None = None) -> JSONResponse:
+    """``error`` as the routes' JSON answer, by default with :func:`status_code`'s status; a full log
+    (503) says when to retry (``Retry-After``)."""
+    from starlette.responses import JSONResponse
+
+    if isinstance(error, BodyRefused):
+        return JSONResponse(error.error, status_code=error.status)
+    retry = {"Retry-After": str(error.retry_after)} if isinstance(error, EventLogFull) else None
+    return JSONResponse(problem(error), status_code=status or status_code(error), headers=retry)
+
+
+def read_cursor(scope: Scope) -> int:
+    """The id a reader has seen up to: the ``Last-Event-ID`` header (an ``EventSource`` reconnecting),
+    else the ``after`` query parameter, else 0. Raises ``ConfigurationError`` unless it is 1 to 18 ASCII
+    digits (``str.isdigit`` and ``int`` take superscripts and other scripts' digits: not here)."""
+    raw: str | None = None
+    for name, value in scope.get("headers", ()):
+        if name == b"last-event-id":
+            raw = value.decode("latin-1").strip()
+    if raw is None:
+        from urllib.parse import parse_qs
+
+        values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("after")
+        raw = values[-1] if values else None
+    if raw is None or raw == "":
+        return 0
+    if _CURSOR.fullmatch(raw) is None:
+        raise ConfigurationError(f"a cursor (Last-Event-ID or ?after=) is an entry id >= 0, got {raw!r}")
+    return int(raw)
+
+
+async def check_readable(log: EventLog, response_id: str, after: int) -> None:
+    """Raise what a reader of ``response_id`` from ``after`` would get at once: ``ResponseNotFound``,
+    ``ResponseGone`` (expired, or ``after`` older than retained), ``ConfigurationError`` (a cursor past
+    the last id). Lets the endpoints answer 404 / 410 / 400 before the stream starts."""
+    check_lookup_id(response_id)
+    status = await log.status(response_id)
+    if status is None:
+        await _wait_for_creation(log, response_id)
+        status = await log.status(response_id)
+        if status is None:
+            raise ResponseNotFound(f"no response {response_id!r}", response_id=response_id)
+    if after > status.last_id:
+        raise ConfigurationError(
+            f"cursor {after} is past the last entry ({status.last_id}) of response {response_id!r}"
+        )
+    if after < status.first_id - 1:
+        raise ResponseGone(
+            f"entries {after + 1} to {status.first_id - 1} of response {response_id!r} are no longer"
+            f" retained; the oldest retained is {status.first_id}",
+            response_id=response_id,
+            first_id=status.first_id,
+        )
+
+
+async def _wait_for_creation(log: EventLog, response_id: str) -> None:
+    """Give a response being created right now (another replica's POST) a moment to appear."""
+    entries = log.read(response_id)
+    try:
+        with anyio.move_on_after(1.0):  # raises at once unless the response was created meanwhile
+            await entries.__anext__()
+    except StopAsyncIteration:
+        pass
+    finally:
+        aclose = getattr(entries, "aclose", None)
+        if aclose is not None:
+            await aclose()
