@@ -39,7 +39,8 @@ class TypedFeed(Generic[EventT]):
 
     An event type without a handler gives nothing; ``error`` events (and an untyped object holding an
     ``error``, as some proxies send) raise :class:`ProviderError`; an event without a string ``type``
-    raises :class:`ConverterError`.
+    raises :class:`ConverterError`. A :class:`ConverterError` that names the event's number but not its
+    type gets the type added, so handlers and their checks need not carry it.
     """
 
     __slots__ = ("_decode", "_event_number", "_handlers")
@@ -57,12 +58,12 @@ class TypedFeed(Generic[EventT]):
         self._event_number += 1
         try:
             event = self._decode(item, self._event_number)
+            handler = self._handlers.get(event.type)  # type: ignore[arg-type]
+            if handler is None:
+                return self._unhandled(item, event)
+            return handler(event)
         except ConverterError as error:
             raise _with_event_type(error, item) from None
-        handler = self._handlers.get(event.type)  # type: ignore[arg-type]
-        if handler is None:
-            return self._unhandled(item, event)
-        return handler(event)
 
     def _unhandled(self, item: Payload | Mapping[str, Any], event: EventT) -> list[ChunkResponse]:
         """An event without a handler: an in-band error, an untyped event, or a type not known here."""
