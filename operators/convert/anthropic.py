@@ -64,6 +64,14 @@ _REASONING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 _RESULT_BLOCK_SUFFIX: Final = "_tool_result"
 """Block types ending with this are the results of provider-executed (server) tools."""
 
+_EXPECTED: Final[Mapping[str, str]] = {
+    "index": "an integer",
+    "delta": "an object",
+    "message": "an object",
+    "delta.citation": "an object",
+}
+"""What a required field should be, for the error when it is missing (the others: a string)."""
+
 
 def normalize_anthropic_stop_reason(stop_reason: str) -> str:
     """Anthropic's ``stop_reason`` in OpenAI's words (``stop``, ``length``, ``tool_calls``, ...)."""
@@ -237,7 +245,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
     def _message_start(self, event: AnthropicEvent) -> list[ChunkResponse]:
         message = event.message
         if message is UNSET:
-            raise self._missing("message", "an object", "message_start")
+            raise self._missing("message")
         # A new message starts a new response: call positions restart at 0, usage counts from nothing.
         self._call_count = 0
         self._tool_blocks.clear()
@@ -258,16 +266,15 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
         return [ChunkResponse(usage=usage, metadata=metadata or None)]
 
     def _block_start(self, event: AnthropicEvent) -> list[ChunkResponse]:
-        where = "content_block_start"
-        block_index = self._index(event, where)
+        block_index = self._index(event)
         block = event.content_block
         if not is_mapping(block):
             value = MISSING if block is UNSET else block
-            raise field_error(self._event_number, "content_block", "an object", value, event_type=where)
+            raise field_error(self._event_number, "content_block", "an object", value)
         block_type = block.get("type")
         if not isinstance(block_type, str):
             value = block.get("type", MISSING)
-            raise field_error(self._event_number, "content_block.type", "a string", value, event_type=where)
+            raise field_error(self._event_number, "content_block.type", "a string", value)
         if block_type == "text":
             return self._text_block(block)
         if block_type in _REASONING_BLOCKS:
@@ -286,7 +293,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
         if citations is not None and (
             not isinstance(citations, list) or not all(is_mapping(item) for item in citations)
         ):
-            raise self._error("content_block_start", "has a 'citations' that is not a list of objects")
+            raise self._error("has a 'citations' that is not a list of objects")
         if not text and not citations:
             return []
         return [ChunkResponse(content=text, citations=citations or None)]
@@ -303,9 +310,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
     def _tool_block(self, block_index: int, kind: ToolCallKind, block: Mapping[str, Any]) -> ToolCallDelta:
         """Open the call of a tool block (its input streams in ``input_json_delta``\\ s)."""
         if block_index in self._tool_blocks:
-            raise self._error(
-                "content_block_start", f"starts content block {block_index} again before its stop"
-            )
+            raise self._error(f"starts content block {block_index} again before its stop")
         position = self._call_count
         self._call_count += 1
         call_id = self._optional_string(block, "id") or self._id_factory(position)
@@ -333,30 +338,38 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
         )
 
     def _block_delta(self, event: AnthropicEvent) -> list[ChunkResponse]:
-        where = "content_block_delta"
-        block_index = self._index(event, where)
         delta = event.delta
-        if delta is UNSET:
-            raise self._missing("delta", "an object", where)
+        if event.index is UNSET or delta is UNSET:
+            raise self._missing("index" if event.index is UNSET else "delta")
         delta_type = delta.type
         if delta_type == "text_delta":
-            text = self._delta_text(delta.text, "text")
+            text = delta.text
+            if text is UNSET:
+                raise self._missing("delta.text")
             return [ChunkResponse(content=text)] if text else []
         if delta_type == "thinking_delta":
-            thinking = self._delta_text(delta.thinking, "thinking")
+            thinking = delta.thinking
+            if thinking is UNSET:
+                raise self._missing("delta.thinking")
             return [ChunkResponse(reasoning=thinking)] if thinking else []
+        return self._other_delta(event.index, delta)
+
+    def _other_delta(self, block_index: int, delta: AnthropicDelta) -> list[ChunkResponse]:
+        """A delta that is neither text nor thinking: a signature, tool input, a citation, or unknown."""
+        delta_type = delta.type
         if delta_type == "signature_delta":
-            signature = self._delta_text(delta.signature, "signature")
+            signature = delta.signature
+            if signature is UNSET:
+                raise self._missing("delta.signature")
             return [ChunkResponse(reasoning_signature=signature)] if signature else []
         if delta_type == "input_json_delta":
             return self._input_json(block_index, delta.partial_json)
         if delta_type == "citations_delta":
-            citation = delta.citation
-            if citation is UNSET:
-                raise self._missing("delta.citation", "an object", where)
-            return [ChunkResponse(citations=[citation])]
+            if delta.citation is UNSET:
+                raise self._missing("delta.citation")
+            return [ChunkResponse(citations=[delta.citation])]
         if delta_type is UNSET:
-            raise self._missing("delta.type", "a string", where)
+            raise self._missing("delta.type")
         return []  # delta types this version does not know
 
     def _input_json(self, block_index: int, partial_json: str | None) -> list[ChunkResponse]:
@@ -364,7 +377,6 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
         tool_block = self._tool_blocks.get(block_index)
         if tool_block is None:
             raise self._error(
-                "content_block_delta",
                 f"has input_json_delta for block {block_index}, not an open tool block",
             )
         if not partial_json:
@@ -373,7 +385,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
         return [tool_block.chunk(partial_json)]
 
     def _block_stop(self, event: AnthropicEvent) -> list[ChunkResponse]:
-        block_index = self._index(event, "content_block_stop")
+        block_index = self._index(event)
         if block_index in self._reasoning_blocks:
             self._reasoning_blocks.remove(block_index)
             return [ChunkResponse(reasoning_done=True)]
@@ -388,7 +400,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
     def _message_delta(self, event: AnthropicEvent) -> list[ChunkResponse]:
         delta = event.delta
         if delta is UNSET:
-            raise self._missing("delta", "an object", "message_delta")
+            raise self._missing("delta")
         metadata: dict[str, Any] = {}
         if delta.stop_reason:
             self._finish_reason = normalize_anthropic_stop_reason(delta.stop_reason)
@@ -405,24 +417,16 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
 
     # checks
 
-    def _index(self, event: AnthropicEvent, where: str) -> int:
-        index = event.index
-        if index is UNSET:
-            raise self._missing("index", "an integer", where)
-        return index
-
-    def _delta_text(self, value: str | UnsetType, field: str) -> str:
-        if value is UNSET:
-            raise self._missing(f"delta.{field}", "a string", "content_block_delta")
-        return value
+    def _index(self, event: AnthropicEvent) -> int:
+        if event.index is UNSET:
+            raise self._missing("index")
+        return event.index
 
     def _string(self, block: Mapping[str, Any], key: str) -> str:
         """The string ``key`` of a content block."""
         value = block.get(key)
         if not isinstance(value, str):
-            raise field_error(
-                self._event_number, key, "a string", block.get(key, MISSING), event_type="content_block_start"
-            )
+            raise field_error(self._event_number, key, "a string", block.get(key, MISSING))
         return value
 
     def _optional_string(self, block: Mapping[str, Any], key: str) -> str:
@@ -431,16 +435,16 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
         if value is None:
             return ""
         if not isinstance(value, str):
-            raise field_error(self._event_number, key, "a string", value, event_type="content_block_start")
+            raise field_error(self._event_number, key, "a string", value)
         return value
 
-    def _missing(self, field: str, expected: str, where: str) -> ConverterError:
-        return field_error(self._event_number, field, expected, MISSING, event_type=where)
+    def _missing(self, field: str) -> ConverterError:
+        """The error for a field the event lacks (the feed loop adds the event's type)."""
+        expected = _EXPECTED.get(field, "a string")
+        return field_error(self._event_number, field, expected, MISSING)
 
-    def _error(self, where: str, problem: str) -> ConverterError:
-        return ConverterError(
-            f"event {self._event_number} ({where}): {problem}", event_number=self._event_number
-        )
+    def _error(self, problem: str) -> ConverterError:
+        return ConverterError(f"event {self._event_number}: {problem}", event_number=self._event_number)
 
 
 def _nothing(event: AnthropicEvent) -> list[ChunkResponse]:

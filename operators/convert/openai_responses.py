@@ -614,13 +614,15 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
     def _text_item(self, event: ResponsesEvent) -> _OutputItem:
         """The item a text event addresses; one not announced by ``output_item.added`` is registered."""
         item_id = event.item_id
-        found = self._find(event, item_id)
-        return found or self._remember(None, event, item_id)
+        found = self._items_by_id.get(item_id) if item_id else None  # the common case, at once
+        return found or self._find(event, item_id) or self._remember(None, event, item_id)
 
     # -- text, refusal and reasoning -----------------------------------------------------------------
 
     def _on_text_delta(self, event: ResponsesEvent) -> Chunks:
-        text = self._string(event.delta, "delta")
+        text = event.delta
+        if type(text) is not str:
+            text = self._string(text, "delta")
         if not text:
             return []
         self._text_item(event).text_parts.add(("text", event.content_index))
@@ -658,7 +660,9 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
         return self._reasoning_done(event, ("reasoning", event.content_index))
 
     def _reasoning_delta(self, event: ResponsesEvent, part: _PartKey) -> Chunks:
-        text = self._string(event.delta, "delta")
+        text = event.delta
+        if type(text) is not str:
+            text = self._string(text, "delta")
         if not text:
             return []
         item = self._text_item(event)
@@ -757,7 +761,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
 
     def _string(self, value: object, field: str) -> str:
         """``value``, the event's field ``field``, which must be a string."""
-        if type(value) is not str and not isinstance(value, str):
+        if not isinstance(value, str):
             raise self._field_error(field, "a string", MISSING if value is UNSET else value)
         return value
 
