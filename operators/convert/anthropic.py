@@ -11,7 +11,7 @@ The wire format is a message envelope around content blocks::
 
 plus ``ping`` (ignored) and ``error`` (raised as :class:`ProviderError`). Each event is a framed
 :class:`~pipeline.models.Payload` (its JSON bytes) or a decoded dict; both decode into one typed event
-(:class:`AnthropicEvent`). Tool blocks (``tool_use``, and the provider-executed ``server_tool_use`` and
+(``_AnthropicEvent``). Tool blocks (``tool_use``, and the provider-executed ``server_tool_use`` and
 ``mcp_tool_use``) become :class:`ToolCallDelta`\\ s numbered by their order among the response's calls (never
 by content-block index, and never merged when two calls share an id). Server-tool result blocks (every
 block type ending in ``_tool_result``: ``web_search_tool_result``, ``web_fetch_tool_result``,
@@ -78,7 +78,7 @@ def normalize_anthropic_stop_reason(stop_reason: str) -> str:
     return _STOP_REASONS.get(stop_reason, stop_reason.lower())
 
 
-class AnthropicUsage(msgspec.Struct, gc=False):
+class _AnthropicUsage(msgspec.Struct, gc=False):
     """A usage object. Counts are cumulative; a count the event leaves out is ``UNSET``."""
 
     input_tokens: int | UnsetType | None = UNSET
@@ -89,15 +89,15 @@ class AnthropicUsage(msgspec.Struct, gc=False):
     service_tier: Any = None
 
 
-class AnthropicMessage(msgspec.Struct, gc=False):
+class _AnthropicMessage(msgspec.Struct, gc=False):
     """``message_start``'s message: what the converter reads of it."""
 
     id: Any = None
     model: Any = None
-    usage: AnthropicUsage | None = None
+    usage: _AnthropicUsage | None = None
 
 
-class AnthropicDelta(msgspec.Struct, gc=False):
+class _AnthropicDelta(msgspec.Struct, gc=False):
     """The ``delta`` of ``content_block_delta`` (by its ``type``) and of ``message_delta``."""
 
     type: str | UnsetType = UNSET
@@ -110,16 +110,16 @@ class AnthropicDelta(msgspec.Struct, gc=False):
     stop_sequence: str | None = None
 
 
-class AnthropicEvent(msgspec.Struct, gc=False):
+class _AnthropicEvent(msgspec.Struct, gc=False):
     """One Messages stream event, every type in one flat Struct: an event type this version does not
     know decodes too, and gives nothing. ``content_block`` stays a dict: its fields vary by block type."""
 
     type: str | UnsetType = UNSET
     index: int | UnsetType = UNSET
-    delta: AnthropicDelta | UnsetType = UNSET
+    delta: _AnthropicDelta | UnsetType = UNSET
     content_block: Any = UNSET
-    message: AnthropicMessage | UnsetType = UNSET
-    usage: AnthropicUsage | None = None
+    message: _AnthropicMessage | UnsetType = UNSET
+    usage: _AnthropicUsage | None = None
     error: Any = None
 
 
@@ -159,7 +159,7 @@ class _UsageCounts:
         self.counts: dict[str, int] = {}
         self.thinking_tokens: int | None = None
 
-    def merge(self, usage: AnthropicUsage) -> TokenUsage | None:
+    def merge(self, usage: _AnthropicUsage) -> TokenUsage | None:
         """Fold ``usage`` into the counts so far; None when it holds no count at all.
 
         Counts are cumulative, so a field replaces the earlier one; a field the event leaves out keeps its
@@ -194,7 +194,7 @@ class _UsageCounts:
         )
 
 
-class AnthropicConverter(TypedFeed[AnthropicEvent]):
+class AnthropicConverter(TypedFeed[_AnthropicEvent]):
     """Sans-IO core: one Anthropic Messages stream event in (a :class:`Payload` or a dict), the chunks it
     carries out.
 
@@ -214,7 +214,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
 
     def __init__(self, *, id_factory: IdFactory | None = None) -> None:
         super().__init__(
-            AnthropicEvent,
+            _AnthropicEvent,
             {
                 "message_start": self._message_start,
                 "content_block_start": self._block_start,
@@ -242,7 +242,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
 
     # events
 
-    def _message_start(self, event: AnthropicEvent) -> list[ChunkResponse]:
+    def _message_start(self, event: _AnthropicEvent) -> list[ChunkResponse]:
         message = event.message
         if message is UNSET:
             raise self._missing("message")
@@ -265,7 +265,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
             return []
         return [ChunkResponse(usage=usage, metadata=metadata or None)]
 
-    def _block_start(self, event: AnthropicEvent) -> list[ChunkResponse]:
+    def _block_start(self, event: _AnthropicEvent) -> list[ChunkResponse]:
         block_index = self._index(event)
         block = event.content_block
         if not is_mapping(block):
@@ -337,7 +337,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
             result_type=block_type,
         )
 
-    def _block_delta(self, event: AnthropicEvent) -> list[ChunkResponse]:
+    def _block_delta(self, event: _AnthropicEvent) -> list[ChunkResponse]:
         delta = event.delta
         if event.index is UNSET or delta is UNSET:
             raise self._missing("index" if event.index is UNSET else "delta")
@@ -354,7 +354,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
             return [ChunkResponse(reasoning=thinking)] if thinking else []
         return self._other_delta(event.index, delta)
 
-    def _other_delta(self, block_index: int, delta: AnthropicDelta) -> list[ChunkResponse]:
+    def _other_delta(self, block_index: int, delta: _AnthropicDelta) -> list[ChunkResponse]:
         """A delta that is neither text nor thinking: a signature, tool input, a citation, or unknown."""
         delta_type = delta.type
         if delta_type == "signature_delta":
@@ -384,7 +384,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
         tool_block.streamed_input = True
         return [tool_block.chunk(partial_json)]
 
-    def _block_stop(self, event: AnthropicEvent) -> list[ChunkResponse]:
+    def _block_stop(self, event: _AnthropicEvent) -> list[ChunkResponse]:
         block_index = self._index(event)
         if block_index in self._reasoning_blocks:
             self._reasoning_blocks.remove(block_index)
@@ -397,7 +397,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
             arguments = msgspec.json.encode(tool_block.initial_input).decode()
         return [tool_block.chunk(arguments, finished=True)]
 
-    def _message_delta(self, event: AnthropicEvent) -> list[ChunkResponse]:
+    def _message_delta(self, event: _AnthropicEvent) -> list[ChunkResponse]:
         delta = event.delta
         if delta is UNSET:
             raise self._missing("delta")
@@ -412,12 +412,12 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
             return []
         return [ChunkResponse(finish_reason=self._finish_reason, usage=usage, metadata=metadata or None)]
 
-    def _message_stop(self, event: AnthropicEvent) -> list[ChunkResponse]:
+    def _message_stop(self, event: _AnthropicEvent) -> list[ChunkResponse]:
         return [ChunkResponse(is_complete=True, finish_reason=self._finish_reason)]
 
     # checks
 
-    def _index(self, event: AnthropicEvent) -> int:
+    def _index(self, event: _AnthropicEvent) -> int:
         if event.index is UNSET:
             raise self._missing("index")
         return event.index
@@ -447,7 +447,7 @@ class AnthropicConverter(TypedFeed[AnthropicEvent]):
         return ConverterError(f"event {self._event_number}: {problem}", event_number=self._event_number)
 
 
-def _nothing(event: AnthropicEvent) -> list[ChunkResponse]:
+def _nothing(event: _AnthropicEvent) -> list[ChunkResponse]:
     return []
 
 

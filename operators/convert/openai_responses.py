@@ -112,7 +112,7 @@ def _object_json(value: object) -> str:
         return json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
 
 
-class ResponsesResponse(msgspec.Struct, gc=False):
+class _ResponsesResponse(msgspec.Struct, gc=False):
     """The ``response`` of a lifecycle event: what the converter reads of it (not its ``output``)."""
 
     id: Any = None
@@ -125,7 +125,7 @@ class ResponsesResponse(msgspec.Struct, gc=False):
     error: Any = None
 
 
-class ResponsesEvent(msgspec.Struct, gc=False):
+class _ResponsesEvent(msgspec.Struct, gc=False):
     """One Responses stream event, every type in one flat Struct: an event type this version does not
     know decodes too, and gives nothing.
 
@@ -146,7 +146,7 @@ class ResponsesEvent(msgspec.Struct, gc=False):
     input: Any = UNSET
     item: Any = UNSET
     annotation: Any = UNSET
-    response: ResponsesResponse | UnsetType | None = UNSET
+    response: _ResponsesResponse | UnsetType | None = UNSET
     error: Any = None
 
 
@@ -197,7 +197,7 @@ class _OutputItem:
         """The text parts that already gave text, so a later ``.done`` or item copy is not repeated."""
 
 
-class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
+class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
     """Sans-IO converter of OpenAI Responses stream events (a :class:`Payload` or a dict each) into
     :class:`ChunkResponse`.
 
@@ -206,7 +206,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
 
     def __init__(self, *, id_factory: IdFactory | None = None) -> None:
         super().__init__(
-            ResponsesEvent,
+            _ResponsesEvent,
             {
                 "response.created": self._on_response_started,
                 "response.queued": self._on_response_started,
@@ -255,7 +255,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
 
     # -- response lifecycle --------------------------------------------------------------------------
 
-    def _on_response_started(self, event: ResponsesEvent) -> Chunks:
+    def _on_response_started(self, event: _ResponsesEvent) -> Chunks:
         if self._complete:
             self._start_response()
         response = self._response(event)
@@ -271,17 +271,17 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
                 tool["name"] for tool in tools if is_mapping(tool) and isinstance(tool.get("name"), str)
             )
 
-    def _on_response_completed(self, event: ResponsesEvent) -> Chunks:
+    def _on_response_completed(self, event: _ResponsesEvent) -> Chunks:
         return self._end("tool_calls" if self._client_call_made else "stop", "completed", event)
 
-    def _on_response_incomplete(self, event: ResponsesEvent) -> Chunks:
+    def _on_response_incomplete(self, event: _ResponsesEvent) -> Chunks:
         details = self._response(event).incomplete_details
         reason = details.get("reason") if is_mapping(details) else None
         if not isinstance(reason, str) or not reason:
             return self._end("incomplete", "incomplete", event)
         return self._end(_INCOMPLETE_FINISH_REASONS.get(reason, reason.lower()), reason, event)
 
-    def _end(self, finish_reason: str, stop_reason: str, event: ResponsesEvent) -> Chunks:
+    def _end(self, finish_reason: str, stop_reason: str, event: _ResponsesEvent) -> Chunks:
         response = self._response(event)
         facts = self._new_facts(response)
         facts["stop_reason"] = stop_reason
@@ -296,7 +296,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
             )
         ]
 
-    def _unhandled(self, item: Payload | Mapping[str, Any], event: ResponsesEvent) -> Chunks:
+    def _unhandled(self, item: Payload | Mapping[str, Any], event: _ResponsesEvent) -> Chunks:
         """``response.failed`` raises the response's error; the rest as every typed converter does."""
         if event.type != "response.failed":
             return super()._unhandled(item, event)
@@ -306,7 +306,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
         where = f"event {self._event_number} (response.failed)"
         raise ProviderError.from_payload(details, event_mapping(item), where)
 
-    def _new_facts(self, response: ResponsesResponse) -> dict[str, Any]:
+    def _new_facts(self, response: _ResponsesResponse) -> dict[str, Any]:
         """The response-level facts that are new or changed since the last report."""
         facts: dict[str, Any] = {}
         created = response.created_at
@@ -355,7 +355,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
 
     # -- output items --------------------------------------------------------------------------------
 
-    def _on_item_added(self, event: ResponsesEvent) -> Chunks:
+    def _on_item_added(self, event: _ResponsesEvent) -> Chunks:
         raw = self._item(event)
         if self._announced_again(event, raw):
             return []
@@ -368,7 +368,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
         call = self._call_start(item, raw)
         return [ChunkResponse(tool_calls=[call])] if call is not None else []
 
-    def _announced_again(self, event: ResponsesEvent, raw: Mapping[str, Any]) -> bool:
+    def _announced_again(self, event: _ResponsesEvent, raw: Mapping[str, Any]) -> bool:
         """Whether ``output_item.added`` repeats an item already announced (then it is ignored).
 
         The same id at the same position, or another id at the position of an unfinished item of the same
@@ -419,7 +419,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
             self._hosted_shell_calls[call_id] = item
         return ToolCallDelta(index, call_id, name, arguments, kind=kind)
 
-    def _on_item_done(self, event: ResponsesEvent) -> Chunks:
+    def _on_item_done(self, event: _ResponsesEvent) -> Chunks:
         raw = self._item(event)
         item = self._find(event, raw.get("id")) or self._register(event, raw)
         item.done = True
@@ -497,7 +497,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
             return '","container_id":' + encode_json(container).decode() + "}"
         return '"}'
 
-    def _on_code_delta(self, event: ResponsesEvent) -> Chunks:
+    def _on_code_delta(self, event: _ResponsesEvent) -> Chunks:
         """Code interpreter code streams as the ``code`` string of the call's JSON arguments."""
         text = self._string(event.delta, "delta")
         item = self._call_item(event)
@@ -581,14 +581,14 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
             raise self._field_error(f"item.{field}", "a list of objects", parts)
         return parts
 
-    def _register(self, event: ResponsesEvent, raw: Mapping[str, Any]) -> _OutputItem:
+    def _register(self, event: _ResponsesEvent, raw: Mapping[str, Any]) -> _OutputItem:
         """Remember the output item ``raw`` (of an ``output_item`` event) at its position and id."""
         item_type = raw.get("type")
         if not isinstance(item_type, str):
             raise self._field_error("item.type", "a string", raw.get("type", MISSING))
         return self._remember(item_type, event, raw.get("id"))
 
-    def _remember(self, item_type: str | None, event: ResponsesEvent, item_id: object) -> _OutputItem:
+    def _remember(self, item_type: str | None, event: _ResponsesEvent, item_id: object) -> _OutputItem:
         if not isinstance(item_id, str) or not item_id:
             item_id = None
         item = _OutputItem(self._item_count, item_type, item_id)
@@ -600,7 +600,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
             self._items_by_id[item_id] = item
         return item
 
-    def _find(self, event: ResponsesEvent, item_id: object) -> _OutputItem | None:
+    def _find(self, event: _ResponsesEvent, item_id: object) -> _OutputItem | None:
         """The item an event addresses: by its id, else by its ``output_index`` (ids may rotate)."""
         if item_id is not None:
             if not isinstance(item_id, str):
@@ -611,7 +611,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
         position = event.output_index
         return None if position is None else self._items_by_position.get(position)
 
-    def _text_item(self, event: ResponsesEvent) -> _OutputItem:
+    def _text_item(self, event: _ResponsesEvent) -> _OutputItem:
         """The item a text event addresses; one not announced by ``output_item.added`` is registered."""
         item_id = event.item_id
         found = self._items_by_id.get(item_id) if item_id else None  # the common case, at once
@@ -619,7 +619,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
 
     # -- text, refusal and reasoning -----------------------------------------------------------------
 
-    def _on_text_delta(self, event: ResponsesEvent) -> Chunks:
+    def _on_text_delta(self, event: _ResponsesEvent) -> Chunks:
         text = event.delta
         if type(text) is not str:
             text = self._string(text, "delta")
@@ -628,38 +628,38 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
         self._text_item(event).text_parts.add(("text", event.content_index))
         return [ChunkResponse(content=text)]
 
-    def _on_text_done(self, event: ResponsesEvent) -> Chunks:
+    def _on_text_done(self, event: _ResponsesEvent) -> Chunks:
         pieces: list[str] = []
         text = self._string(event.text, "text")
         self._collect(self._text_item(event), ("text", event.content_index), text, pieces)
         return [ChunkResponse(content=pieces[0])] if pieces else []
 
-    def _on_refusal_delta(self, event: ResponsesEvent) -> Chunks:
+    def _on_refusal_delta(self, event: _ResponsesEvent) -> Chunks:
         text = self._string(event.delta, "delta")
         if not text:
             return []
         self._text_item(event).text_parts.add(("refusal", event.content_index))
         return [ChunkResponse(refusal=text)]
 
-    def _on_refusal_done(self, event: ResponsesEvent) -> Chunks:
+    def _on_refusal_done(self, event: _ResponsesEvent) -> Chunks:
         pieces: list[str] = []
         text = self._string(event.refusal, "refusal")
         self._collect(self._text_item(event), ("refusal", event.content_index), text, pieces)
         return [ChunkResponse(refusal=pieces[0])] if pieces else []
 
-    def _on_summary_delta(self, event: ResponsesEvent) -> Chunks:
+    def _on_summary_delta(self, event: _ResponsesEvent) -> Chunks:
         return self._reasoning_delta(event, ("summary", event.summary_index))
 
-    def _on_summary_done(self, event: ResponsesEvent) -> Chunks:
+    def _on_summary_done(self, event: _ResponsesEvent) -> Chunks:
         return self._reasoning_done(event, ("summary", event.summary_index))
 
-    def _on_reasoning_text_delta(self, event: ResponsesEvent) -> Chunks:
+    def _on_reasoning_text_delta(self, event: _ResponsesEvent) -> Chunks:
         return self._reasoning_delta(event, ("reasoning", event.content_index))
 
-    def _on_reasoning_text_done(self, event: ResponsesEvent) -> Chunks:
+    def _on_reasoning_text_done(self, event: _ResponsesEvent) -> Chunks:
         return self._reasoning_done(event, ("reasoning", event.content_index))
 
-    def _reasoning_delta(self, event: ResponsesEvent, part: _PartKey) -> Chunks:
+    def _reasoning_delta(self, event: _ResponsesEvent, part: _PartKey) -> Chunks:
         text = event.delta
         if type(text) is not str:
             text = self._string(text, "delta")
@@ -669,7 +669,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
         item.text_parts.add(part)
         return [ChunkResponse(reasoning=self._separated(item, part, text), reasoning_id=item.item_id)]
 
-    def _reasoning_done(self, event: ResponsesEvent, part: _PartKey) -> Chunks:
+    def _reasoning_done(self, event: _ResponsesEvent, part: _PartKey) -> Chunks:
         pieces: list[str] = []
         text = self._string(event.text, "text")
         item = self._text_item(event)
@@ -699,7 +699,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
 
     # -- call arguments ------------------------------------------------------------------------------
 
-    def _on_arguments_delta(self, event: ResponsesEvent) -> Chunks:
+    def _on_arguments_delta(self, event: _ResponsesEvent) -> Chunks:
         text = self._string(event.delta, "delta")
         item = self._call_item(event)
         if not text or item.finished or item.call_index is None:
@@ -709,7 +709,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
             ChunkResponse(tool_calls=[ToolCallDelta(item.call_index, None, None, text, kind=item.call_kind)])
         ]
 
-    def _on_annotation(self, event: ResponsesEvent) -> Chunks:
+    def _on_annotation(self, event: _ResponsesEvent) -> Chunks:
         annotation = event.annotation
         if not is_mapping(annotation):
             raise self._field_error("annotation", "an object", annotation)
@@ -718,13 +718,13 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
         item.annotations[position] = item.annotations.get(position, 0) + 1
         return [ChunkResponse(citations=[annotation])]
 
-    def _on_arguments_done(self, event: ResponsesEvent) -> Chunks:
+    def _on_arguments_done(self, event: _ResponsesEvent) -> Chunks:
         return self._whole_arguments(event, self._string(event.arguments, "arguments"))
 
-    def _on_custom_input_done(self, event: ResponsesEvent) -> Chunks:
+    def _on_custom_input_done(self, event: _ResponsesEvent) -> Chunks:
         return self._whole_arguments(event, self._string(event.input, "input"))
 
-    def _whole_arguments(self, event: ResponsesEvent, text: str) -> Chunks:
+    def _whole_arguments(self, event: _ResponsesEvent, text: str) -> Chunks:
         """The complete arguments of a ``.done`` event, used only when no delta streamed them."""
         item = self._call_item(event)
         if item.arguments_sent or item.finished or item.call_index is None or not text:
@@ -734,7 +734,7 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
             ChunkResponse(tool_calls=[ToolCallDelta(item.call_index, None, None, text, kind=item.call_kind)])
         ]
 
-    def _call_item(self, event: ResponsesEvent) -> _OutputItem:
+    def _call_item(self, event: _ResponsesEvent) -> _OutputItem:
         item = self._find(event, event.item_id)
         if item is None or item.call_index is None:
             raise ConverterError(
@@ -747,13 +747,13 @@ class OpenAIResponsesConverter(TypedFeed[ResponsesEvent]):
 
     # -- field checks --------------------------------------------------------------------------------
 
-    def _response(self, event: ResponsesEvent) -> ResponsesResponse:
+    def _response(self, event: _ResponsesEvent) -> _ResponsesResponse:
         response = event.response
         if response is UNSET or response is None:
             raise self._field_error("response", "an object", MISSING if response is UNSET else response)
         return response
 
-    def _item(self, event: ResponsesEvent) -> Mapping[str, Any]:
+    def _item(self, event: _ResponsesEvent) -> Mapping[str, Any]:
         item = event.item
         if not is_mapping(item):
             raise self._field_error("item", "an object", MISSING if item is UNSET else item)
