@@ -467,12 +467,12 @@ def test_in_band_error_raises_after_what_came_before() -> None:
         ({"type": "content_block_delta", "index": 0}, "field 'delta' should be an object, got nothing"),
         (
             block_delta(0, {"type": "text_delta", "text": 5}),
-            re.escape("event 1 (content_block_delta): field 'text' should be a string, got int: 5"),
+            re.escape("event 1 (content_block_delta): field 'delta.text': Expected `str`, got `int`"),
         ),
         (block_start(0, {"type": "tool_use", "id": "t"}), "field 'name' should be a string, got nothing"),
         (
             block_delta(0, {"type": 7, "text": "x"}),
-            "content_block_delta\\): field 'delta.type' should be a string",
+            "content_block_delta\\): field 'delta.type': Expected `str`, got `int`",
         ),
         (block_delta(0, {"text": "x"}), "content_block_delta\\): field 'delta.type' should be a string"),
         (
@@ -481,7 +481,7 @@ def test_in_band_error_raises_after_what_came_before() -> None:
         ),
         (
             block_delta(0, {"type": "citations_delta", "citation": "x"}),
-            "field 'citation' should be an object, got str: 'x'",
+            "field 'delta.citation': Expected `object`, got `str`",
         ),
         (
             block_start(0, {"type": "web_search_tool_result", "content": []}),

@@ -285,7 +285,8 @@ async def test_a_non_string_delta_type_fails_naming_the_field_after_what_came_be
                 received.append(item)
 
     with pytest.raises(
-        ConverterError, match=r"event 2 \(content_block_delta\): field 'delta.type' should be a string"
+        ConverterError,
+        match=r"event 2 \(content_block_delta\): field 'delta.type': Expected `str`, got `array`",
     ):
         await consume()
     assert [item.to_dict() for item in received if isinstance(item, SegmentEvent)][:2] == [

@@ -72,7 +72,7 @@ def test_a_mistyped_field_has_one_wording_in_every_converter() -> None:
             {"type": "content_block_delta", "index": "0", "delta": {"type": "text_delta", "text": "x"}}
         )
     assert str(from_anthropic.value) == (
-        "event 1 (content_block_delta): field 'index' should be an integer, got str: '0'"
+        "event 1 (content_block_delta): field 'index': Expected `int`, got `str`"
     )
     chat = OpenAIChatConverter()
     with pytest.raises(ConverterError) as from_chat:

@@ -1,4 +1,4 @@
-"""The Anthropic Messages converter: streaming event dicts -> :class:`ChunkResponse`.
+"""The Anthropic Messages converter: streaming events -> :class:`ChunkResponse`.
 
 The wire format is a message envelope around content blocks::
 
@@ -9,15 +9,17 @@ The wire format is a message envelope around content blocks::
     message_delta {delta: {stop_reason}, usage}  cumulative usage
     message_stop
 
-plus ``ping`` (ignored) and ``error`` (raised as :class:`ProviderError`). Tool blocks (``tool_use``, and the
-provider-executed ``server_tool_use`` and ``mcp_tool_use``) become :class:`ToolCallDelta`\\ s numbered by
-their order among the response's calls (never by content-block index, and never merged when two calls share
-an id). Server-tool result blocks (every block type ending in ``_tool_result``: ``web_search_tool_result``,
-``web_fetch_tool_result``, ``code_execution_tool_result``, ``mcp_tool_result``, ...) become
-:class:`ToolResult`\\ s with the block's ``content`` as sent, ``is_error`` when the block says
-``is_error`` or its content is a ``*_error`` object. ``citations_delta`` (and the ``citations`` of a text
-block's start) become ``citations``. Each thinking or redacted-thinking block ends with ``reasoning_done``
-at its ``content_block_stop``, so adjacent blocks stay apart, each with its own signature or data.
+plus ``ping`` (ignored) and ``error`` (raised as :class:`ProviderError`). Each event is a framed
+:class:`~pipeline.models.Payload` (its JSON bytes) or a decoded dict; both decode into one typed event
+(``_AnthropicEvent``). Tool blocks (``tool_use``, and the provider-executed ``server_tool_use`` and
+``mcp_tool_use``) become :class:`ToolCallDelta`\\ s numbered by their order among the response's calls (never
+by content-block index, and never merged when two calls share an id). Server-tool result blocks (every
+block type ending in ``_tool_result``: ``web_search_tool_result``, ``web_fetch_tool_result``,
+``code_execution_tool_result``, ``mcp_tool_result``, ...) become :class:`ToolResult`\\ s with the block's
+``content`` as sent, ``is_error`` when the block says ``is_error`` or its content is a ``*_error`` object.
+``citations_delta`` (and the ``citations`` of a text block's start) become ``citations``. Each thinking or
+redacted-thinking block ends with ``reasoning_done`` at its ``content_block_stop``, so adjacent blocks stay
+apart, each with its own signature or data.
 
 A tool block cut off by ``max_tokens`` never gets its ``content_block_stop``, so its call is left
 unfinished: the later stages report it as truncated.
@@ -32,17 +34,12 @@ from typing import Any, Final
 
 import msgspec
 from aiostream import pipable_operator
+from msgspec import UNSET, UnsetType
 
-from operators.convert._base import (
-    MISSING,
-    IdFactory,
-    TypedEventConverter,
-    field_error,
-    is_mapping,
-    new_call_id,
-)
-from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
+from operators.convert._base import MISSING, IdFactory, field_error, is_mapping, new_call_id
+from operators.convert._typed_feed import TypedFeed
+from pipeline.errors import ConverterError
+from pipeline.models import ChunkResponse, Payload, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
 from pipeline.stage import operator_stream
 
 __all__ = ["AnthropicConverter", "convert_anthropic", "normalize_anthropic_stop_reason"]
@@ -67,17 +64,63 @@ _REASONING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 _RESULT_BLOCK_SUFFIX: Final = "_tool_result"
 """Block types ending with this are the results of provider-executed (server) tools."""
 
-_USAGE_FIELDS: Final = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-)
+_EXPECTED: Final[Mapping[str, str]] = {
+    "index": "an integer",
+    "delta": "an object",
+    "message": "an object",
+    "delta.citation": "an object",
+}
+"""What a required field should be, for the error when it is missing (the others: a string)."""
 
 
 def normalize_anthropic_stop_reason(stop_reason: str) -> str:
     """Anthropic's ``stop_reason`` in OpenAI's words (``stop``, ``length``, ``tool_calls``, ...)."""
     return _STOP_REASONS.get(stop_reason, stop_reason.lower())
+
+
+class _AnthropicUsage(msgspec.Struct, gc=False):
+    """A usage object. Counts are cumulative; a count the event leaves out is ``UNSET``."""
+
+    input_tokens: int | UnsetType | None = UNSET
+    output_tokens: int | UnsetType | None = UNSET
+    cache_read_input_tokens: int | UnsetType | None = UNSET
+    cache_creation_input_tokens: int | UnsetType | None = UNSET
+    output_tokens_details: Any = None
+    service_tier: Any = None
+
+
+class _AnthropicMessage(msgspec.Struct, gc=False):
+    """``message_start``'s message: what the converter reads of it."""
+
+    id: Any = None
+    model: Any = None
+    usage: _AnthropicUsage | None = None
+
+
+class _AnthropicDelta(msgspec.Struct, gc=False):
+    """The ``delta`` of ``content_block_delta`` (by its ``type``) and of ``message_delta``."""
+
+    type: str | UnsetType = UNSET
+    text: str | UnsetType = UNSET
+    thinking: str | UnsetType = UNSET
+    signature: str | UnsetType = UNSET
+    partial_json: str | None = None
+    citation: dict[str, Any] | UnsetType = UNSET
+    stop_reason: str | None = None
+    stop_sequence: str | None = None
+
+
+class _AnthropicEvent(msgspec.Struct, gc=False):
+    """One Messages stream event, every type in one flat Struct: an event type this version does not
+    know decodes too, and gives nothing. ``content_block`` stays a dict: its fields vary by block type."""
+
+    type: str | UnsetType = UNSET
+    index: int | UnsetType = UNSET
+    delta: _AnthropicDelta | UnsetType = UNSET
+    content_block: Any = UNSET
+    message: _AnthropicMessage | UnsetType = UNSET
+    usage: _AnthropicUsage | None = None
+    error: Any = None
 
 
 class _ToolBlock:
@@ -100,8 +143,60 @@ class _ToolBlock:
         )
 
 
-class AnthropicConverter(TypedEventConverter):
-    """Sans-IO core: one Anthropic Messages stream event (a dict) in, the chunks it carries out.
+class _UsageCounts:
+    """The usage counts of one message so far, in OpenAI's terms on demand."""
+
+    __slots__ = ("counts", "thinking_tokens")
+
+    _FIELDS: Final = (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+    )
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.thinking_tokens: int | None = None
+
+    def merge(self, usage: _AnthropicUsage) -> TokenUsage | None:
+        """Fold ``usage`` into the counts so far; None when it holds no count at all.
+
+        Counts are cumulative, so a field replaces the earlier one; a field the event leaves out keeps its
+        value (``message_delta`` often carries ``output_tokens`` alone), and so does a smaller value (a
+        re-serialising client writes 0 for a field the API left out).
+        """
+        values = [getattr(usage, field) for field in self._FIELDS]
+        if all(value is UNSET for value in values):
+            return None
+        counts = self.counts
+        for field, value in zip(self._FIELDS, values, strict=True):
+            if isinstance(value, int) and value >= counts.get(field, 0):
+                counts[field] = value
+        details = usage.output_tokens_details
+        if is_mapping(details) and isinstance(details.get("thinking_tokens"), int):
+            self.thinking_tokens = details["thinking_tokens"]
+        return self.total()
+
+    def total(self) -> TokenUsage:
+        counts = self.counts
+        cache_read = counts.get("cache_read_input_tokens")
+        cache_creation = counts.get("cache_creation_input_tokens")
+        prompt_tokens = counts.get("input_tokens", 0) + (cache_read or 0) + (cache_creation or 0)
+        completion_tokens = counts.get("output_tokens", 0)
+        return TokenUsage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+            cached_tokens=cache_read,
+            cache_creation_tokens=cache_creation,
+            reasoning_tokens=self.thinking_tokens,
+        )
+
+
+class AnthropicConverter(TypedFeed[_AnthropicEvent]):
+    """Sans-IO core: one Anthropic Messages stream event in (a :class:`Payload` or a dict), the chunks it
+    carries out.
 
     ``id_factory`` names a tool call whose block has no ``id`` (the API always sends one; some
     re-serialising clients drop it).
@@ -113,13 +208,13 @@ class AnthropicConverter(TypedEventConverter):
         "_id_factory",
         "_reasoning_blocks",
         "_server_call_names",
-        "_thinking_tokens",
         "_tool_blocks",
-        "_usage_counts",
+        "_usage",
     )
 
     def __init__(self, *, id_factory: IdFactory | None = None) -> None:
         super().__init__(
+            _AnthropicEvent,
             {
                 "message_start": self._message_start,
                 "content_block_start": self._block_start,
@@ -127,9 +222,8 @@ class AnthropicConverter(TypedEventConverter):
                 "content_block_stop": self._block_stop,
                 "message_delta": self._message_delta,
                 "message_stop": self._message_stop,
-                "ping": self._ping,
-                "error": self._provider_error,
-            }
+                "ping": _nothing,
+            },
         )
         self._id_factory: IdFactory = id_factory or new_call_id
         self._call_count = 0
@@ -140,8 +234,7 @@ class AnthropicConverter(TypedEventConverter):
         self._server_call_names: dict[str, str] = {}
         """Provider-executed calls' names by id, to name their results."""
         self._finish_reason: str | None = None
-        self._usage_counts: dict[str, int] = {}
-        self._thinking_tokens: int | None = None
+        self._usage = _UsageCounts()
 
     def finish(self) -> list[ChunkResponse]:
         """Nothing is held back; a call whose block never stopped stays unfinished on purpose."""
@@ -149,68 +242,88 @@ class AnthropicConverter(TypedEventConverter):
 
     # events
 
-    def _message_start(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        message = self._mapping(event, "message", "message_start")
+    def _message_start(self, event: _AnthropicEvent) -> list[ChunkResponse]:
+        message = event.message
+        if message is UNSET:
+            raise self._missing("message")
         # A new message starts a new response: call positions restart at 0, usage counts from nothing.
         self._call_count = 0
         self._tool_blocks.clear()
         self._reasoning_blocks.clear()
         self._finish_reason = None
-        self._usage_counts.clear()
-        self._thinking_tokens = None
-        metadata = {key: message[key] for key in ("id", "model") if isinstance(message.get(key), str)}
-        raw_usage = message.get("usage")
-        usage = self._merge_usage(raw_usage, "message_start") if raw_usage is not None else None
-        if is_mapping(raw_usage) and isinstance(raw_usage.get("service_tier"), str):
-            metadata["service_tier"] = raw_usage["service_tier"]
+        self._usage = _UsageCounts()
+        metadata = {
+            key: value
+            for key, value in (("id", message.id), ("model", message.model))
+            if isinstance(value, str)
+        }
+        raw_usage = message.usage
+        usage = None if raw_usage is None else self._usage.merge(raw_usage)
+        if raw_usage is not None and isinstance(raw_usage.service_tier, str):
+            metadata["service_tier"] = raw_usage.service_tier
         if not metadata and usage is None:
             return []
         return [ChunkResponse(usage=usage, metadata=metadata or None)]
 
-    def _block_start(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        where = "content_block_start"
-        block_index = self._integer(event, "index", where)
-        block = self._mapping(event, "content_block", where)
+    def _block_start(self, event: _AnthropicEvent) -> list[ChunkResponse]:
+        block_index = self._index(event)
+        block = event.content_block
+        if not is_mapping(block):
+            value = MISSING if block is UNSET else block
+            raise field_error(self._event_number, "content_block", "an object", value)
         block_type = block.get("type")
         if not isinstance(block_type, str):
             value = block.get("type", MISSING)
-            raise field_error(self._event_number, "content_block.type", "a string", value, event_type=where)
+            raise field_error(self._event_number, "content_block.type", "a string", value)
         if block_type == "text":
-            text = self._optional_string(block, "text", where)
-            citations = self._citations(block.get("citations"), where)
-            if not text and citations is None:
-                return []
-            return [ChunkResponse(content=text, citations=citations)]
+            return self._text_block(block)
         if block_type in _REASONING_BLOCKS:
             self._reasoning_blocks.add(block_index)
-            if block_type == "redacted_thinking":
-                return [ChunkResponse(encrypted_reasoning=self._string(block, "data", where))]
-            thinking = self._optional_string(block, "thinking", where) or None
-            signature = self._optional_string(block, "signature", where) or None
-            if thinking is None and signature is None:
-                return []
-            return [ChunkResponse(reasoning=thinking, reasoning_signature=signature)]
+            return self._reasoning_block(block_type, block)
         if block_type.endswith(_RESULT_BLOCK_SUFFIX):
-            return [ChunkResponse(tool_results=[self._tool_result(block_type, block, where)])]
+            return [ChunkResponse(tool_results=[self._tool_result(block_type, block)])]
         kind = _TOOL_BLOCK_KINDS.get(block_type)
         if kind is None:
             return []  # block types this version does not know
+        return [ChunkResponse(tool_calls=[self._tool_block(block_index, kind, block)])]
+
+    def _text_block(self, block: Mapping[str, Any]) -> list[ChunkResponse]:
+        text = self._optional_string(block, "text")
+        citations = block.get("citations")
+        if citations is not None and (
+            not isinstance(citations, list) or not all(is_mapping(item) for item in citations)
+        ):
+            raise self._error("has a 'citations' that is not a list of objects")
+        if not text and not citations:
+            return []
+        return [ChunkResponse(content=text, citations=citations or None)]
+
+    def _reasoning_block(self, block_type: str, block: Mapping[str, Any]) -> list[ChunkResponse]:
+        if block_type == "redacted_thinking":
+            return [ChunkResponse(encrypted_reasoning=self._string(block, "data"))]
+        thinking = self._optional_string(block, "thinking") or None
+        signature = self._optional_string(block, "signature") or None
+        if thinking is None and signature is None:
+            return []
+        return [ChunkResponse(reasoning=thinking, reasoning_signature=signature)]
+
+    def _tool_block(self, block_index: int, kind: ToolCallKind, block: Mapping[str, Any]) -> ToolCallDelta:
+        """Open the call of a tool block (its input streams in ``input_json_delta``\\ s)."""
         if block_index in self._tool_blocks:
-            raise self._error(where, f"starts content block {block_index} again before its stop")
+            raise self._error(f"starts content block {block_index} again before its stop")
         position = self._call_count
         self._call_count += 1
-        call_id = self._optional_string(block, "id", where) or self._id_factory(position)
-        name = self._string(block, "name", where)
+        call_id = self._optional_string(block, "id") or self._id_factory(position)
+        name = self._string(block, "name")
         if kind == "server":
             self._server_call_names[call_id] = name
         self._tool_blocks[block_index] = _ToolBlock(position, kind, block.get("input"))
-        server_name = self._optional_string(block, "server_name", where) or None
-        delta = ToolCallDelta(position, call_id, name, kind=kind, server_name=server_name)
-        return [ChunkResponse(tool_calls=[delta])]
+        server_name = self._optional_string(block, "server_name") or None
+        return ToolCallDelta(position, call_id, name, kind=kind, server_name=server_name)
 
-    def _tool_result(self, block_type: str, block: Mapping[str, Any], where: str) -> ToolResult:
+    def _tool_result(self, block_type: str, block: Mapping[str, Any]) -> ToolResult:
         """A server tool's result block, whole in its ``content_block_start``."""
-        call_id = self._string(block, "tool_use_id", where)
+        call_id = self._string(block, "tool_use_id")
         content = block.get("content")
         content_type = content.get("type") if is_mapping(content) else None
         is_error = block.get("is_error") is True or (
@@ -224,49 +337,55 @@ class AnthropicConverter(TypedEventConverter):
             result_type=block_type,
         )
 
-    def _citations(self, value: Any, where: str) -> list[Mapping[str, Any]] | None:
-        """A text block's ``citations``: None when absent or empty."""
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(is_mapping(item) for item in value):
-            raise self._error(where, "has a 'citations' that is not a list of objects")
-        return value or None
-
-    def _block_delta(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        where = "content_block_delta"
-        block_index = self._integer(event, "index", where)
-        delta = self._mapping(event, "delta", where)
-        delta_type = delta.get("type")
-        if not isinstance(delta_type, str):
-            value = delta.get("type", MISSING)
-            raise field_error(self._event_number, "delta.type", "a string", value, event_type=where)
+    def _block_delta(self, event: _AnthropicEvent) -> list[ChunkResponse]:
+        delta = event.delta
+        if event.index is UNSET or delta is UNSET:
+            raise self._missing("index" if event.index is UNSET else "delta")
+        delta_type = delta.type
         if delta_type == "text_delta":
-            text = self._string(delta, "text", where)
+            text = delta.text
+            if text is UNSET:
+                raise self._missing("delta.text")
             return [ChunkResponse(content=text)] if text else []
         if delta_type == "thinking_delta":
-            thinking = self._string(delta, "thinking", where)
+            thinking = delta.thinking
+            if thinking is UNSET:
+                raise self._missing("delta.thinking")
             return [ChunkResponse(reasoning=thinking)] if thinking else []
+        return self._other_delta(event.index, delta)
+
+    def _other_delta(self, block_index: int, delta: _AnthropicDelta) -> list[ChunkResponse]:
+        """A delta that is neither text nor thinking: a signature, tool input, a citation, or unknown."""
+        delta_type = delta.type
         if delta_type == "signature_delta":
-            signature = self._string(delta, "signature", where)
+            signature = delta.signature
+            if signature is UNSET:
+                raise self._missing("delta.signature")
             return [ChunkResponse(reasoning_signature=signature)] if signature else []
         if delta_type == "input_json_delta":
-            # Some clients re-serialise an empty first fragment with the field left out.
-            partial_json = self._optional_string(delta, "partial_json", where)
-            tool_block = self._tool_blocks.get(block_index)
-            if tool_block is None:
-                raise self._error(
-                    where, f"has input_json_delta for block {block_index}, not an open tool block"
-                )
-            if not partial_json:
-                return []
-            tool_block.streamed_input = True
-            return [tool_block.chunk(partial_json)]
+            return self._input_json(block_index, delta.partial_json)
         if delta_type == "citations_delta":
-            return [ChunkResponse(citations=[self._mapping(delta, "citation", where)])]
+            if delta.citation is UNSET:
+                raise self._missing("delta.citation")
+            return [ChunkResponse(citations=[delta.citation])]
+        if delta_type is UNSET:
+            raise self._missing("delta.type")
         return []  # delta types this version does not know
 
-    def _block_stop(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        block_index = self._integer(event, "index", "content_block_stop")
+    def _input_json(self, block_index: int, partial_json: str | None) -> list[ChunkResponse]:
+        """A fragment of a tool block's input; some clients re-serialise an empty first one as nothing."""
+        tool_block = self._tool_blocks.get(block_index)
+        if tool_block is None:
+            raise self._error(
+                f"has input_json_delta for block {block_index}, not an open tool block",
+            )
+        if not partial_json:
+            return []
+        tool_block.streamed_input = True
+        return [tool_block.chunk(partial_json)]
+
+    def _block_stop(self, event: _AnthropicEvent) -> list[ChunkResponse]:
+        block_index = self._index(event)
         if block_index in self._reasoning_blocks:
             self._reasoning_blocks.remove(block_index)
             return [ChunkResponse(reasoning_done=True)]
@@ -278,110 +397,63 @@ class AnthropicConverter(TypedEventConverter):
             arguments = msgspec.json.encode(tool_block.initial_input).decode()
         return [tool_block.chunk(arguments, finished=True)]
 
-    def _message_delta(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        where = "message_delta"
-        delta = self._mapping(event, "delta", where)
+    def _message_delta(self, event: _AnthropicEvent) -> list[ChunkResponse]:
+        delta = event.delta
+        if delta is UNSET:
+            raise self._missing("delta")
         metadata: dict[str, Any] = {}
-        stop_reason = self._optional_string(delta, "stop_reason", where)
-        if stop_reason:
-            self._finish_reason = normalize_anthropic_stop_reason(stop_reason)
-            metadata["stop_reason"] = stop_reason
-        stop_sequence = self._optional_string(delta, "stop_sequence", where)
-        if stop_sequence:
-            metadata["stop_sequence"] = stop_sequence
-        raw_usage = event.get("usage")
-        usage = self._merge_usage(raw_usage, where) if raw_usage is not None else None
+        if delta.stop_reason:
+            self._finish_reason = normalize_anthropic_stop_reason(delta.stop_reason)
+            metadata["stop_reason"] = delta.stop_reason
+        if delta.stop_sequence:
+            metadata["stop_sequence"] = delta.stop_sequence
+        usage = None if event.usage is None else self._usage.merge(event.usage)
         if not metadata and usage is None:
             return []
         return [ChunkResponse(finish_reason=self._finish_reason, usage=usage, metadata=metadata or None)]
 
-    def _message_stop(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
+    def _message_stop(self, event: _AnthropicEvent) -> list[ChunkResponse]:
         return [ChunkResponse(is_complete=True, finish_reason=self._finish_reason)]
 
-    def _ping(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        return []
+    # checks
 
-    def _provider_error(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
-        error = event.get("error")
-        details: Mapping[str, Any] = error if is_mapping(error) else {}
-        raise ProviderError.from_payload(details, event, f"event {self._event_number}")
+    def _index(self, event: _AnthropicEvent) -> int:
+        if event.index is UNSET:
+            raise self._missing("index")
+        return event.index
 
-    # helpers
-
-    def _merge_usage(self, raw_usage: Any, where: str) -> TokenUsage | None:
-        """Fold a usage object into the counts so far and express them in OpenAI's terms.
-
-        Counts are cumulative, so a field replaces the earlier one; a field the event leaves out keeps its
-        value (``message_delta`` often carries ``output_tokens`` alone), and so does a smaller value (a
-        re-serialising client writes 0 for a field the API left out). A usage with no count gives None.
-        """
-        if not is_mapping(raw_usage):
-            raise self._error(where, "has a 'usage' that is not a mapping")
-        if not any(field in raw_usage for field in _USAGE_FIELDS):
-            return None
-        counts = self._usage_counts
-        for field in _USAGE_FIELDS:
-            value = raw_usage.get(field)
-            if value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise self._error(where, f"has usage.{field} that is not an integer")
-            if value >= counts.get(field, 0):
-                counts[field] = value
-        output_details = raw_usage.get("output_tokens_details")
-        if is_mapping(output_details) and isinstance(output_details.get("thinking_tokens"), int):
-            self._thinking_tokens = output_details["thinking_tokens"]
-        cache_read = counts.get("cache_read_input_tokens")
-        cache_creation = counts.get("cache_creation_input_tokens")
-        prompt_tokens = counts.get("input_tokens", 0) + (cache_read or 0) + (cache_creation or 0)
-        completion_tokens = counts.get("output_tokens", 0)
-        return TokenUsage(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
-            cached_tokens=cache_read,
-            cache_creation_tokens=cache_creation,
-            reasoning_tokens=self._thinking_tokens,
-        )
-
-    def _mapping(self, owner: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-        value = owner.get(key)
-        if not is_mapping(value):
-            raise field_error(self._event_number, key, "an object", owner.get(key, MISSING), event_type=where)
-        return value
-
-    def _string(self, owner: Mapping[str, Any], key: str, where: str) -> str:
-        value = owner.get(key)
+    def _string(self, block: Mapping[str, Any], key: str) -> str:
+        """The string ``key`` of a content block."""
+        value = block.get(key)
         if not isinstance(value, str):
-            raise field_error(self._event_number, key, "a string", owner.get(key, MISSING), event_type=where)
+            raise field_error(self._event_number, key, "a string", block.get(key, MISSING))
         return value
 
-    def _optional_string(self, owner: Mapping[str, Any], key: str, where: str) -> str:
-        """The string at ``key``, or ``""`` when the field is absent or null."""
-        value = owner.get(key)
+    def _optional_string(self, block: Mapping[str, Any], key: str) -> str:
+        """The string ``key`` of a content block, or ``""`` when the field is absent or null."""
+        value = block.get(key)
         if value is None:
             return ""
         if not isinstance(value, str):
-            raise field_error(self._event_number, key, "a string", value, event_type=where)
+            raise field_error(self._event_number, key, "a string", value)
         return value
 
-    def _integer(self, owner: Mapping[str, Any], key: str, where: str) -> int:
-        value = owner.get(key)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise field_error(
-                self._event_number, key, "an integer", owner.get(key, MISSING), event_type=where
-            )
-        return value
+    def _missing(self, field: str) -> ConverterError:
+        """The error for a field the event lacks (the feed loop adds the event's type)."""
+        expected = _EXPECTED.get(field, "a string")
+        return field_error(self._event_number, field, expected, MISSING)
 
-    def _error(self, where: str, problem: str) -> ConverterError:
-        return ConverterError(
-            f"event {self._event_number} ({where}): {problem}", event_number=self._event_number
-        )
+    def _error(self, problem: str) -> ConverterError:
+        return ConverterError(f"event {self._event_number}: {problem}", event_number=self._event_number)
+
+
+def _nothing(event: _AnthropicEvent) -> list[ChunkResponse]:
+    return []
 
 
 @pipable_operator
 def convert_anthropic(
-    source: AsyncIterable[Mapping[str, Any]], *, id_factory: IdFactory | None = None
+    source: AsyncIterable[Payload | Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
-    """Anthropic Messages stream events (dicts) -> normalised :class:`ChunkResponse`\\ s."""
+    """Anthropic Messages stream events (Payloads or dicts) -> normalised :class:`ChunkResponse`\\ s."""
     return operator_stream(source, AnthropicConverter(id_factory=id_factory))

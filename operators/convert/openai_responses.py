@@ -69,8 +69,9 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 from aiostream import pipable_operator
+from msgspec import UNSET, UnsetType
 
-from operators.convert._base import CallIndexer, IdFactory, TypedEventConverter, is_mapping, new_call_id
+from operators.convert._base import MISSING, CallIndexer, IdFactory, field_error, is_mapping, new_call_id
 from operators.convert._responses_calls import (
     RESULT_IN_ITEM,
     SERVER_BUILTIN_CALLS,
@@ -78,9 +79,10 @@ from operators.convert._responses_calls import (
     call_shape,
     server_arguments,
 )
+from operators.convert._typed_feed import TypedFeed, event_mapping
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
+from pipeline.models import ChunkResponse, Payload, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
 from pipeline.stage import operator_stream
 
 __all__ = ["OpenAIResponsesConverter", "convert_openai_responses"]
@@ -93,13 +95,6 @@ _INCOMPLETE_FINISH_REASONS: Final[Mapping[str, str]] = {
     "content_filter": "content_filter",
 }
 
-_RESPONSE_FACTS: Final = (
-    ("id", "id"),
-    ("model", "model"),
-    ("created", "created_at"),
-    ("service_tier", "service_tier"),
-)
-"""(metadata key, response field) pairs reported as soon as the response announces them."""
 
 _PartKey: TypeAlias = tuple[str, int]
 """A text part of an output item: (channel, part index); channels: text, refusal, summary, reasoning."""
@@ -115,6 +110,44 @@ def _object_json(value: object) -> str:
         return msgspec.json.encode(value, order="sorted").decode()
     except UnicodeEncodeError:
         return json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+
+
+class _ResponsesResponse(msgspec.Struct, gc=False):
+    """The ``response`` of a lifecycle event: what the converter reads of it (not its ``output``)."""
+
+    id: Any = None
+    model: Any = None
+    created_at: Any = None
+    service_tier: Any = None
+    tools: Any = None
+    usage: Any = None
+    incomplete_details: Any = None
+    error: Any = None
+
+
+class _ResponsesEvent(msgspec.Struct, gc=False):
+    """One Responses stream event, every type in one flat Struct: an event type this version does not
+    know decodes too, and gives nothing.
+
+    The addressing fields mean one thing in every event type and are typed; the others stay loose and
+    are checked where they are read: ``delta`` is an object in ``response.shell_call_output_content.delta``,
+    ``input`` in ``response.steer``, and an output ``item`` varies by its type.
+    """
+
+    type: str | UnsetType = UNSET
+    item_id: str | None = None
+    output_index: int | None = None
+    content_index: int = 0
+    summary_index: int = 0
+    delta: Any = UNSET
+    text: Any = UNSET
+    refusal: Any = UNSET
+    arguments: Any = UNSET
+    input: Any = UNSET
+    item: Any = UNSET
+    annotation: Any = UNSET
+    response: _ResponsesResponse | UnsetType | None = UNSET
+    error: Any = None
 
 
 class _OutputItem:
@@ -164,14 +197,16 @@ class _OutputItem:
         """The text parts that already gave text, so a later ``.done`` or item copy is not repeated."""
 
 
-class OpenAIResponsesConverter(TypedEventConverter):
-    """Sans-IO converter of OpenAI Responses stream events (dicts) into :class:`ChunkResponse`.
+class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
+    """Sans-IO converter of OpenAI Responses stream events (a :class:`Payload` or a dict each) into
+    :class:`ChunkResponse`.
 
     ``id_factory(index)`` makes the id of a call the server sent without a ``call_id``.
     """
 
     def __init__(self, *, id_factory: IdFactory | None = None) -> None:
         super().__init__(
+            _ResponsesEvent,
             {
                 "response.created": self._on_response_started,
                 "response.queued": self._on_response_started,
@@ -196,9 +231,7 @@ class OpenAIResponsesConverter(TypedEventConverter):
                 "response.output_text.annotation.added": self._on_annotation,
                 "response.completed": self._on_response_completed,
                 "response.incomplete": self._on_response_incomplete,
-                "response.failed": self._on_response_failed,
-                "error": self._on_error,
-            }
+            },
         )
         self._new_call_id: IdFactory = id_factory or new_call_id
         self._start_response()
@@ -222,11 +255,11 @@ class OpenAIResponsesConverter(TypedEventConverter):
 
     # -- response lifecycle --------------------------------------------------------------------------
 
-    def _on_response_started(self, event: Mapping[str, Any]) -> Chunks:
+    def _on_response_started(self, event: _ResponsesEvent) -> Chunks:
         if self._complete:
             self._start_response()
-        response = self._mapping(event, "response")
-        self._note_offered_tools(response.get("tools"))
+        response = self._response(event)
+        self._note_offered_tools(response.tools)
         facts = self._new_facts(response)
         return [ChunkResponse(metadata=facts)] if facts else []
 
@@ -238,18 +271,18 @@ class OpenAIResponsesConverter(TypedEventConverter):
                 tool["name"] for tool in tools if is_mapping(tool) and isinstance(tool.get("name"), str)
             )
 
-    def _on_response_completed(self, event: Mapping[str, Any]) -> Chunks:
+    def _on_response_completed(self, event: _ResponsesEvent) -> Chunks:
         return self._end("tool_calls" if self._client_call_made else "stop", "completed", event)
 
-    def _on_response_incomplete(self, event: Mapping[str, Any]) -> Chunks:
-        details = self._mapping(event, "response").get("incomplete_details")
+    def _on_response_incomplete(self, event: _ResponsesEvent) -> Chunks:
+        details = self._response(event).incomplete_details
         reason = details.get("reason") if is_mapping(details) else None
         if not isinstance(reason, str) or not reason:
             return self._end("incomplete", "incomplete", event)
         return self._end(_INCOMPLETE_FINISH_REASONS.get(reason, reason.lower()), reason, event)
 
-    def _end(self, finish_reason: str, stop_reason: str, event: Mapping[str, Any]) -> Chunks:
-        response = self._mapping(event, "response")
+    def _end(self, finish_reason: str, stop_reason: str, event: _ResponsesEvent) -> Chunks:
+        response = self._response(event)
         facts = self._new_facts(response)
         facts["stop_reason"] = stop_reason
         self._metadata["stop_reason"] = stop_reason
@@ -257,69 +290,73 @@ class OpenAIResponsesConverter(TypedEventConverter):
         return [
             ChunkResponse(
                 is_complete=True,
-                usage=self._usage(event, response.get("usage")),
+                usage=self._usage(response.usage),
                 finish_reason=finish_reason,
                 metadata=facts,
             )
         ]
 
-    def _on_response_failed(self, event: Mapping[str, Any]) -> Chunks:
-        response = self._mapping(event, "response")
-        error = response.get("error")
+    def _unhandled(self, item: Payload | Mapping[str, Any], event: _ResponsesEvent) -> Chunks:
+        """``response.failed`` raises the response's error; the rest as every typed converter does."""
+        if event.type != "response.failed":
+            return super()._unhandled(item, event)
+        error = self._response(event).error
         details: Mapping[str, Any] = error if is_mapping(error) else {"message": "the response failed"}
         self._complete = True
-        raise ProviderError.from_payload(details, event, f"event {self._event_number} (response.failed)")
+        where = f"event {self._event_number} (response.failed)"
+        raise ProviderError.from_payload(details, event_mapping(item), where)
 
-    def _on_error(self, event: Mapping[str, Any]) -> Chunks:
-        nested = event.get("error")
-        details = nested if is_mapping(nested) else {k: v for k, v in event.items() if k != "type"}
-        raise ProviderError.from_payload(details, event, f"event {self._event_number}")
-
-    def _new_facts(self, response: Mapping[str, Any]) -> dict[str, Any]:
+    def _new_facts(self, response: _ResponsesResponse) -> dict[str, Any]:
         """The response-level facts that are new or changed since the last report."""
         facts: dict[str, Any] = {}
-        for key, field in _RESPONSE_FACTS:
-            value = response.get(field)
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)  # SDK objects declare created_at a float
+        created = response.created_at
+        if isinstance(created, float) and created.is_integer():
+            created = int(created)  # SDK objects declare created_at a float
+        reported = (
+            ("id", response.id),
+            ("model", response.model),
+            ("created", created),
+            ("service_tier", response.service_tier),
+        )
+        for key, value in reported:
             if value is not None and self._metadata.get(key) != value:
                 facts[key] = value
         self._metadata.update(facts)
         return facts
 
-    def _usage(self, event: Mapping[str, Any], raw: object) -> TokenUsage | None:
+    def _usage(self, raw: object) -> TokenUsage | None:
         if raw is None:
             return None
         if not is_mapping(raw):
-            raise self._field_error(event, "response.usage", "an object")
-        prompt = self._count(event, raw, "input_tokens") or 0
-        completion = self._count(event, raw, "output_tokens") or 0
-        total = self._count(event, raw, "total_tokens")
+            raise self._field_error("response.usage", "an object", raw)
+        prompt = self._count(raw, "input_tokens") or 0
+        completion = self._count(raw, "output_tokens") or 0
+        total = self._count(raw, "total_tokens")
         input_details = raw.get("input_tokens_details")
         output_details = raw.get("output_tokens_details")
         return TokenUsage(
             prompt_tokens=prompt,
             completion_tokens=completion,
             total_tokens=prompt + completion if total is None else total,
-            cached_tokens=self._count(event, input_details, "cached_tokens"),
-            cache_creation_tokens=self._count(event, input_details, "cache_write_tokens"),
-            reasoning_tokens=self._count(event, output_details, "reasoning_tokens"),
+            cached_tokens=self._count(input_details, "cached_tokens"),
+            cache_creation_tokens=self._count(input_details, "cache_write_tokens"),
+            reasoning_tokens=self._count(output_details, "reasoning_tokens"),
         )
 
-    def _count(self, event: Mapping[str, Any], container: object, key: str) -> int | None:
+    def _count(self, container: object, key: str) -> int | None:
         if not is_mapping(container):
             return None
         value = container.get(key)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self._field_error(event, f"response.usage.{key}", "an integer")
+            raise self._field_error(f"response.usage.{key}", "an integer", value)
         return value
 
     # -- output items --------------------------------------------------------------------------------
 
-    def _on_item_added(self, event: Mapping[str, Any]) -> Chunks:
-        raw = self._mapping(event, "item")
+    def _on_item_added(self, event: _ResponsesEvent) -> Chunks:
+        raw = self._item(event)
         if self._announced_again(event, raw):
             return []
         item = self._register(event, raw)
@@ -331,14 +368,14 @@ class OpenAIResponsesConverter(TypedEventConverter):
         call = self._call_start(item, raw)
         return [ChunkResponse(tool_calls=[call])] if call is not None else []
 
-    def _announced_again(self, event: Mapping[str, Any], raw: Mapping[str, Any]) -> bool:
+    def _announced_again(self, event: _ResponsesEvent, raw: Mapping[str, Any]) -> bool:
         """Whether ``output_item.added`` repeats an item already announced (then it is ignored).
 
         The same id at the same position, or another id at the position of an unfinished item of the same
         type (ids may rotate), is the same item; the same id elsewhere or as another type, or another type
         at an unfinished item's position, is an error.
         """
-        item_id, item_type, position = raw.get("id"), raw.get("type"), self._position(event)
+        item_id, item_type, position = raw.get("id"), raw.get("type"), event.output_index
         known = self._items_by_id.get(item_id) if isinstance(item_id, str) and item_id else None
         if known is not None and known.announced:
             moved = position is not None and self._items_by_position.get(position) is not known
@@ -368,7 +405,7 @@ class OpenAIResponsesConverter(TypedEventConverter):
             return None
         kind, name, initial, call_id = shape
         if not isinstance(name, str) or not name:
-            raise self._field_error(raw, "item.name", "a non-empty string")
+            raise self._field_error("item.name", "a non-empty string", raw.get("name", MISSING))
         index = item.call_index = self._calls.position(item.serial)
         item.call_kind = kind
         if kind != "server":
@@ -382,8 +419,8 @@ class OpenAIResponsesConverter(TypedEventConverter):
             self._hosted_shell_calls[call_id] = item
         return ToolCallDelta(index, call_id, name, arguments, kind=kind)
 
-    def _on_item_done(self, event: Mapping[str, Any]) -> Chunks:
-        raw = self._mapping(event, "item")
+    def _on_item_done(self, event: _ResponsesEvent) -> Chunks:
+        raw = self._item(event)
         item = self._find(event, raw.get("id")) or self._register(event, raw)
         item.done = True
         if item.item_type is None:  # known only from text events so far
@@ -460,9 +497,9 @@ class OpenAIResponsesConverter(TypedEventConverter):
             return '","container_id":' + encode_json(container).decode() + "}"
         return '"}'
 
-    def _on_code_delta(self, event: Mapping[str, Any]) -> Chunks:
+    def _on_code_delta(self, event: _ResponsesEvent) -> Chunks:
         """Code interpreter code streams as the ``code`` string of the call's JSON arguments."""
-        text = self._text(event, "delta")
+        text = self._string(event.delta, "delta")
         item = self._call_item(event)
         if not text or item.finished or item.call_index is None or item.arguments_sent != item.code_streamed:
             return []
@@ -487,7 +524,7 @@ class OpenAIResponsesConverter(TypedEventConverter):
         if text is None:
             return None
         if not isinstance(text, str):
-            raise self._field_error(raw, "item.arguments", "a string")
+            raise self._field_error("item.arguments", "a string", text)
         return text or None
 
     def _message_rest(self, item: _OutputItem, raw: Mapping[str, Any]) -> Chunks:
@@ -541,107 +578,102 @@ class OpenAIResponsesConverter(TypedEventConverter):
         if parts is None:
             return []
         if not isinstance(parts, list) or not all(is_mapping(part) for part in parts):
-            raise self._field_error(raw, f"item.{field}", "a list of objects")
+            raise self._field_error(f"item.{field}", "a list of objects", parts)
         return parts
 
-    def _register(self, event: Mapping[str, Any], raw: Mapping[str, Any]) -> _OutputItem:
+    def _register(self, event: _ResponsesEvent, raw: Mapping[str, Any]) -> _OutputItem:
         """Remember the output item ``raw`` (of an ``output_item`` event) at its position and id."""
         item_type = raw.get("type")
         if not isinstance(item_type, str):
-            raise self._field_error(event, "item.type", "a string")
+            raise self._field_error("item.type", "a string", raw.get("type", MISSING))
         return self._remember(item_type, event, raw.get("id"))
 
-    def _remember(self, item_type: str | None, event: Mapping[str, Any], item_id: object) -> _OutputItem:
+    def _remember(self, item_type: str | None, event: _ResponsesEvent, item_id: object) -> _OutputItem:
         if not isinstance(item_id, str) or not item_id:
             item_id = None
         item = _OutputItem(self._item_count, item_type, item_id)
         self._item_count += 1
-        position = self._position(event)
+        position = event.output_index
         if position is not None:
             self._items_by_position[position] = item
         if item_id is not None:
             self._items_by_id[item_id] = item
         return item
 
-    def _find(self, event: Mapping[str, Any], item_id: object) -> _OutputItem | None:
+    def _find(self, event: _ResponsesEvent, item_id: object) -> _OutputItem | None:
         """The item an event addresses: by its id, else by its ``output_index`` (ids may rotate)."""
         if item_id is not None:
             if not isinstance(item_id, str):
-                raise self._field_error(event, "item_id", "a string")
+                raise self._field_error("item.id", "a string", item_id)
             found = self._items_by_id.get(item_id)
             if found is not None:
                 return found
-        position = self._position(event)
+        position = event.output_index
         return None if position is None else self._items_by_position.get(position)
 
-    def _position(self, event: Mapping[str, Any]) -> int | None:
-        position = event.get("output_index")
-        if position is not None and (isinstance(position, bool) or not isinstance(position, int)):
-            raise self._field_error(event, "output_index", "an integer")
-        return position
-
-    def _text_item(self, event: Mapping[str, Any]) -> _OutputItem:
+    def _text_item(self, event: _ResponsesEvent) -> _OutputItem:
         """The item a text event addresses; one not announced by ``output_item.added`` is registered."""
-        item_id = event.get("item_id")
-        found = self._find(event, item_id)
-        return found or self._remember(None, event, item_id)
+        item_id = event.item_id
+        found = self._items_by_id.get(item_id) if item_id else None  # the common case, at once
+        return found or self._find(event, item_id) or self._remember(None, event, item_id)
 
     # -- text, refusal and reasoning -----------------------------------------------------------------
 
-    def _on_text_delta(self, event: Mapping[str, Any]) -> Chunks:
-        text = self._text(event, "delta")
+    def _on_text_delta(self, event: _ResponsesEvent) -> Chunks:
+        text = event.delta
+        if type(text) is not str:
+            text = self._string(text, "delta")
         if not text:
             return []
-        self._text_item(event).text_parts.add(("text", self._part_index(event, "content_index")))
+        self._text_item(event).text_parts.add(("text", event.content_index))
         return [ChunkResponse(content=text)]
 
-    def _on_text_done(self, event: Mapping[str, Any]) -> Chunks:
+    def _on_text_done(self, event: _ResponsesEvent) -> Chunks:
         pieces: list[str] = []
-        part = ("text", self._part_index(event, "content_index"))
-        self._collect(self._text_item(event), part, self._text(event, "text"), pieces)
+        text = self._string(event.text, "text")
+        self._collect(self._text_item(event), ("text", event.content_index), text, pieces)
         return [ChunkResponse(content=pieces[0])] if pieces else []
 
-    def _on_refusal_delta(self, event: Mapping[str, Any]) -> Chunks:
-        text = self._text(event, "delta")
+    def _on_refusal_delta(self, event: _ResponsesEvent) -> Chunks:
+        text = self._string(event.delta, "delta")
         if not text:
             return []
-        self._text_item(event).text_parts.add(("refusal", self._part_index(event, "content_index")))
+        self._text_item(event).text_parts.add(("refusal", event.content_index))
         return [ChunkResponse(refusal=text)]
 
-    def _on_refusal_done(self, event: Mapping[str, Any]) -> Chunks:
+    def _on_refusal_done(self, event: _ResponsesEvent) -> Chunks:
         pieces: list[str] = []
-        part = ("refusal", self._part_index(event, "content_index"))
-        self._collect(self._text_item(event), part, self._text(event, "refusal"), pieces)
+        text = self._string(event.refusal, "refusal")
+        self._collect(self._text_item(event), ("refusal", event.content_index), text, pieces)
         return [ChunkResponse(refusal=pieces[0])] if pieces else []
 
-    def _on_summary_delta(self, event: Mapping[str, Any]) -> Chunks:
-        return self._reasoning_delta(event, "summary", "summary_index", "delta")
+    def _on_summary_delta(self, event: _ResponsesEvent) -> Chunks:
+        return self._reasoning_delta(event, ("summary", event.summary_index))
 
-    def _on_summary_done(self, event: Mapping[str, Any]) -> Chunks:
-        return self._reasoning_done(event, "summary", "summary_index")
+    def _on_summary_done(self, event: _ResponsesEvent) -> Chunks:
+        return self._reasoning_done(event, ("summary", event.summary_index))
 
-    def _on_reasoning_text_delta(self, event: Mapping[str, Any]) -> Chunks:
-        return self._reasoning_delta(event, "reasoning", "content_index", "delta")
+    def _on_reasoning_text_delta(self, event: _ResponsesEvent) -> Chunks:
+        return self._reasoning_delta(event, ("reasoning", event.content_index))
 
-    def _on_reasoning_text_done(self, event: Mapping[str, Any]) -> Chunks:
-        return self._reasoning_done(event, "reasoning", "content_index")
+    def _on_reasoning_text_done(self, event: _ResponsesEvent) -> Chunks:
+        return self._reasoning_done(event, ("reasoning", event.content_index))
 
-    def _reasoning_delta(
-        self, event: Mapping[str, Any], channel: str, index_field: str, field: str
-    ) -> Chunks:
-        text = self._text(event, field)
+    def _reasoning_delta(self, event: _ResponsesEvent, part: _PartKey) -> Chunks:
+        text = event.delta
+        if type(text) is not str:
+            text = self._string(text, "delta")
         if not text:
             return []
         item = self._text_item(event)
-        part = (channel, self._part_index(event, index_field))
         item.text_parts.add(part)
         return [ChunkResponse(reasoning=self._separated(item, part, text), reasoning_id=item.item_id)]
 
-    def _reasoning_done(self, event: Mapping[str, Any], channel: str, index_field: str) -> Chunks:
+    def _reasoning_done(self, event: _ResponsesEvent, part: _PartKey) -> Chunks:
         pieces: list[str] = []
-        part = (channel, self._part_index(event, index_field))
+        text = self._string(event.text, "text")
         item = self._text_item(event)
-        self._collect_reasoning(item, part, self._text(event, "text"), pieces)
+        self._collect_reasoning(item, part, text, pieces)
         return [ChunkResponse(reasoning=pieces[0], reasoning_id=item.item_id)] if pieces else []
 
     def _separated(self, item: _OutputItem, part: _PartKey, text: str) -> str:
@@ -667,8 +699,8 @@ class OpenAIResponsesConverter(TypedEventConverter):
 
     # -- call arguments ------------------------------------------------------------------------------
 
-    def _on_arguments_delta(self, event: Mapping[str, Any]) -> Chunks:
-        text = self._text(event, "delta")
+    def _on_arguments_delta(self, event: _ResponsesEvent) -> Chunks:
+        text = self._string(event.delta, "delta")
         item = self._call_item(event)
         if not text or item.finished or item.call_index is None:
             return []
@@ -677,22 +709,23 @@ class OpenAIResponsesConverter(TypedEventConverter):
             ChunkResponse(tool_calls=[ToolCallDelta(item.call_index, None, None, text, kind=item.call_kind)])
         ]
 
-    def _on_annotation(self, event: Mapping[str, Any]) -> Chunks:
-        annotation = self._mapping(event, "annotation")
+    def _on_annotation(self, event: _ResponsesEvent) -> Chunks:
+        annotation = event.annotation
+        if not is_mapping(annotation):
+            raise self._field_error("annotation", "an object", annotation)
         item = self._text_item(event)
-        position = self._part_index(event, "content_index")
+        position = event.content_index
         item.annotations[position] = item.annotations.get(position, 0) + 1
         return [ChunkResponse(citations=[annotation])]
 
-    def _on_arguments_done(self, event: Mapping[str, Any]) -> Chunks:
-        return self._whole_arguments(event, "arguments")
+    def _on_arguments_done(self, event: _ResponsesEvent) -> Chunks:
+        return self._whole_arguments(event, self._string(event.arguments, "arguments"))
 
-    def _on_custom_input_done(self, event: Mapping[str, Any]) -> Chunks:
-        return self._whole_arguments(event, "input")
+    def _on_custom_input_done(self, event: _ResponsesEvent) -> Chunks:
+        return self._whole_arguments(event, self._string(event.input, "input"))
 
-    def _whole_arguments(self, event: Mapping[str, Any], field: str) -> Chunks:
+    def _whole_arguments(self, event: _ResponsesEvent, text: str) -> Chunks:
         """The complete arguments of a ``.done`` event, used only when no delta streamed them."""
-        text = self._text(event, field)
         item = self._call_item(event)
         if item.arguments_sent or item.finished or item.call_index is None or not text:
             return []
@@ -701,41 +734,46 @@ class OpenAIResponsesConverter(TypedEventConverter):
             ChunkResponse(tool_calls=[ToolCallDelta(item.call_index, None, None, text, kind=item.call_kind)])
         ]
 
-    def _call_item(self, event: Mapping[str, Any]) -> _OutputItem:
-        item = self._find(event, event.get("item_id"))
+    def _call_item(self, event: _ResponsesEvent) -> _OutputItem:
+        item = self._find(event, event.item_id)
         if item is None or item.call_index is None:
             raise ConverterError(
-                f"event {self._event_number} ({event.get('type')}): item_id={event.get('item_id')!r} "
-                f"output_index={event.get('output_index')!r} is not a call announced by "
+                f"event {self._event_number} ({event.type}): item_id={event.item_id!r} "
+                f"output_index={event.output_index!r} is not a call announced by "
                 "response.output_item.added",
                 event_number=self._event_number,
             )
         return item
 
-    # -- field access --------------------------------------------------------------------------------
+    # -- field checks --------------------------------------------------------------------------------
 
-    def _mapping(self, event: Mapping[str, Any], field: str) -> Mapping[str, Any]:
-        value = event.get(field)
-        if not is_mapping(value):
-            raise self._field_error(event, field, "an object")
-        return value
+    def _response(self, event: _ResponsesEvent) -> _ResponsesResponse:
+        response = event.response
+        if response is UNSET or response is None:
+            raise self._field_error("response", "an object", MISSING if response is UNSET else response)
+        return response
 
-    def _text(self, event: Mapping[str, Any], field: str) -> str:
-        value = event.get(field)
+    def _item(self, event: _ResponsesEvent) -> Mapping[str, Any]:
+        item = event.item
+        if not is_mapping(item):
+            raise self._field_error("item", "an object", MISSING if item is UNSET else item)
+        return item
+
+    def _string(self, value: object, field: str) -> str:
+        """``value``, the event's field ``field``, which must be a string."""
         if not isinstance(value, str):
-            raise self._field_error(event, field, "a string")
+            raise self._field_error(field, "a string", MISSING if value is UNSET else value)
         return value
 
-    def _part_index(self, event: Mapping[str, Any], field: str) -> int:
-        value = event.get(field, 0)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self._field_error(event, field, "an integer")
-        return value
+    def _field_error(self, field: str, expected: str, value: object) -> ConverterError:
+        """The error for a ``field`` of the event being converted that is not what it should be (the
+        feed loop adds the event's type)."""
+        return field_error(self._event_number, field, expected, value)
 
 
 @pipable_operator
 def convert_openai_responses(
-    source: AsyncIterable[Mapping[str, Any]], *, id_factory: IdFactory | None = None
+    source: AsyncIterable[Payload | Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
-    """Convert OpenAI Responses stream events (dicts) into :class:`ChunkResponse` items."""
+    """Convert OpenAI Responses stream events (Payloads or dicts) into :class:`ChunkResponse` items."""
     return operator_stream(source, OpenAIResponsesConverter(id_factory=id_factory))
