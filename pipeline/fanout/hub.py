@@ -525,8 +525,8 @@ async def fan_out(source: AsyncIterable[T], *, replay: bool | int = True) -> Asy
     :meth:`Hub.wait_finished` (or consume a subscription to its end) inside the block.
 
     Raises:
-        The source's own exception, unwrapped (not an ``ExceptionGroup``), after every subscriber received
-        the items before it and then the exception.
+        Exception: the source's own exception, unwrapped (not an ``ExceptionGroup``), after every
+            subscriber received the items before it and then the exception.
     """
     hub = Hub(source, history_limit=_history_limit(replay))
     with _sole_exception_unwrapped():
@@ -559,7 +559,7 @@ async def broadcast(
     has ended and every consumer has returned.
 
     Raises:
-        The source's exception, or a consumer's (which cancels the rest), unwrapped.
+        Exception: the source's exception, or a consumer's (which cancels the rest), unwrapped.
     """
     async with fan_out(source, replay=replay) as hub:
         subscriptions = [hub.subscribe(policy=policy, max_buffer=max_buffer) for _ in consumers]

@@ -350,8 +350,10 @@ def sse_endpoint(
 
     Args:
         hubs: one hub, or a resolver such as a :class:`ResponseRegistry`.
-        policy, max_buffer, replay: each connection's subscription (see :meth:`Hub.subscribe`). The
-            default policy never lets a slow client hold up the source; see the module docstring.
+        policy: each connection's subscription policy (see :meth:`Hub.subscribe`). The default never
+            lets a slow client hold up the source; see the module docstring.
+        max_buffer: each connection's subscription buffer, in items.
+        replay: whether a connection first gets what the hub kept from the response's start.
         encode: an item to JSON-ready data.
         send_timeout: drop a client when one send to it takes longer than this many seconds (``None``:
             never, which lets a client that stops reading block the connection for ever).

@@ -125,7 +125,8 @@ class ResponseManager:
         encode: an item to its JSON bytes.
         heartbeat_interval: seconds between heartbeats (default: a third of the log's
             ``heartbeat_timeout``, or 5 s).
-        max_pending, max_pending_bytes: how much the pump may queue while an append is in flight.
+        max_pending: how many items the pump may queue while an append is in flight.
+        max_pending_bytes: how many bytes the pump may queue while an append is in flight.
     """
 
     def __init__(

@@ -152,7 +152,8 @@ class MemoryEventLog:
 
     Args:
         retention: per-response caps and how long an ended response stays readable.
-        max_responses, max_total_bytes: caps over all responses kept.
+        max_responses: cap on the number of responses kept.
+        max_total_bytes: cap on the bytes of all responses kept.
         heartbeat_timeout: seconds without an append or heartbeat after which readers of a running
             response get :class:`~pipeline.errors.ProducerLost`.
         clock: unix seconds, for timestamps and retention (tests pass a fake one).

@@ -126,7 +126,10 @@ class NatsEventLog(RemoteLogBase):
     Args:
         nats_url: a ``nats://`` URL, or a connected ``nats.aio.client.Client`` (not closed by the log).
         prefix: of streams, subjects and the registry bucket (letters, digits, ``_``, ``-``).
-        retention, heartbeat_timeout, retry_for, tombstone_ttl: as :class:`RedisEventLog`'s.
+        retention: as :class:`RedisEventLog`'s.
+        heartbeat_timeout: as :class:`RedisEventLog`'s.
+        retry_for: as :class:`RedisEventLog`'s.
+        tombstone_ttl: as :class:`RedisEventLog`'s.
 
     Open with ``await NatsEventLog.connect(...)`` (or call :meth:`start` once).
     """
