@@ -113,3 +113,15 @@ def test_unknown_fields_and_part_kinds_are_harmless(part: bytes) -> None:
     body = b'{"candidates": [{"content": {"parts": [' + part + b']}, "future": 1}], "novel": {"a": 1}}'
     chunks = GeminiConverter().feed(Payload(body, 0))
     assert chunks == ([ChunkResponse(content="kept")] if b"kept" in part else [])
+
+
+def test_a_failing_event_leaves_nothing_behind_for_the_next() -> None:
+    converter = GeminiConverter(id_factory=sequential_ids)
+    text = b'{"text": "lost"}'
+    stray = b'{"functionCall": {"partialArgs": [{"jsonPath": "$.a", "stringValue": "x"}]}}'
+    body = b'{"candidates": [{"content": {"parts": [' + text + b", " + stray + b"]}}]}"
+    with pytest.raises(ConverterError, match="no streamed call is open"):
+        converter.feed(Payload(body, 0))
+    assert converter.feed({"candidates": [{"content": {"parts": [{"text": "next"}]}}]}) == [
+        ChunkResponse(content="next")
+    ]

@@ -150,7 +150,11 @@ class GenerateContentConverter:
         if candidates:
             candidate = candidates[0] if candidates[0].index == 0 else _candidate_zero(candidates)
             if candidate is not None:
-                finish_reason = self._candidate(candidate, metadata)
+                try:
+                    finish_reason = self._candidate(candidate, metadata)
+                except ConverterError:
+                    self._builder = ChunkBuilder()  # what the failing event gathered goes with it
+                    raise
         feedback = event.prompt_feedback
         if feedback is not None and feedback.block_reason is not None:
             finish_reason = self._blocked(feedback, metadata)
