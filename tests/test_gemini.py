@@ -447,28 +447,54 @@ def test_paths_that_cannot_be_written_in_order_raise(paths: list[str], problem: 
     assert "candidates[0].content.parts[0].functionCall" in str(caught.value)
 
 
+PART = "candidates[0].content.parts[0]"
+
+
 @pytest.mark.parametrize(
-    ("event", "problem"),
+    ("event", "message"),
     [
-        ([1, 2], "the chunk is a list, not a mapping"),
-        ({"candidates": {"a": 1}}, "candidates is not a list"),
-        (chunk({"text": 5}), r"parts\[0\].text is not a string"),
-        (chunk(call(name="f", args=[1])), "functionCall.args is not a mapping"),
-        (chunk(call(name="f", partialArgs=[{"jsonPath": "$.a"}])), "has no stringValue"),
-        (chunk(call(name="f", partialArgs=[{"stringValue": "x"}])), "jsonPath is missing"),
-        (chunk(call(name="f", partialArgs=[partial("a.b", "x")])), "does not start with '\\$'"),
-        (chunk(call(name="f", partialArgs=[partial("$.n", "1", kind="numberValue")])), "wrong type"),
-        (chunk(call(partialArgs=[partial("$.a", "x")])), "no streamed call is open"),
-        ({"usageMetadata": {"promptTokenCount": "9"}}, "usageMetadata.promptTokenCount is not an integer"),
+        # what the schema refuses, in the wording of every converter's decode
+        ([1, 2], "event 1: the event should be an object, got list"),
+        ({"candidates": {"a": 1}}, "event 1: field 'candidates': Expected `array | null`, got `object`"),
+        (chunk({"text": 5}), f"event 1: field '{PART}.text': Expected `str | null`, got `int`"),
+        (
+            chunk(call(name="f", args=[1])),
+            f"event 1: field '{PART}.functionCall.args': Expected `object | null`, got `array`",
+        ),
+        (
+            {"usageMetadata": {"promptTokenCount": "9"}},
+            "event 1: field 'usageMetadata.promptTokenCount': Expected `int | null`, got `str`",
+        ),
+        # what the converter refuses
+        (
+            chunk(call(name="f", partialArgs=[{"jsonPath": "$.a"}])),
+            f"Gemini chunk 1: {PART}.functionCall.partialArgs[0] has no stringValue",
+        ),
+        (
+            chunk(call(name="f", partialArgs=[{"stringValue": "x"}])),
+            f"Gemini chunk 1: {PART}.functionCall.partialArgs[0].jsonPath is missing",
+        ),
+        (
+            chunk(call(name="f", partialArgs=[partial("a.b", "x")])),
+            f"Gemini chunk 1: {PART}.functionCall.partialArgs[0].jsonPath JSON path 'a.b' does not start",
+        ),
+        (
+            chunk(call(name="f", partialArgs=[partial("$.n", "1", kind="numberValue")])),
+            f"Gemini chunk 1: {PART}.functionCall.partialArgs[0] has a value of the wrong type: '1'",
+        ),
+        (
+            chunk(call(partialArgs=[partial("$.a", "x")])),
+            f"Gemini chunk 1: {PART}.functionCall has arguments but no name, and no streamed call is open",
+        ),
     ],
 )
-def test_malformed_chunks_raise_converter_errors(event: Any, problem: str) -> None:
+def test_malformed_chunks_raise_converter_errors_naming_event_and_field(event: Any, message: str) -> None:
     converter = GeminiConverter()
     converter.feed(chunk({"text": "a"}))
-    with pytest.raises(ConverterError, match=problem) as caught:
+    with pytest.raises(ConverterError) as caught:
         converter.feed(event)
     assert caught.value.event_number == 1
-    assert str(caught.value).startswith("Gemini chunk 1: ")
+    assert str(caught.value).startswith(message)
 
 
 @pytest.mark.parametrize(

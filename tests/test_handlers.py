@@ -9,15 +9,17 @@ from typing import Any
 import pytest
 
 from pipeline import (
-    ApiToolCallStreamingResponseHandler,
     ChunkResponse,
     ConfigurationError,
-    ParsingStreamingResponseHandler,
-    PassThroughStreamingResponseHandler,
     SegmentEvent,
     SegmentEventType,
     SegmentType,
     ToolCallDelta,
+)
+from pipeline.seeds import (
+    ApiToolCallStreamingResponseHandler,
+    ParsingStreamingResponseHandler,
+    PassThroughStreamingResponseHandler,
     create_streaming_handler,
 )
 from pipeline.seeds.handlers import PARSER_ENVIRONMENT_VARIABLE, StreamingResponseHandler, resolve_parser_name

@@ -53,6 +53,17 @@ def test_a_model_from_the_facade_loads_only_the_models() -> None:
     assert not loaded & set(HEAVY)
 
 
+def test_the_stage_api_from_the_facade_loads_only_the_stage_api() -> None:
+    loaded = loaded_after("from pipeline import Core, chain, drive, operator_stream")
+    assert {name for name in loaded if name.startswith(("pipeline", "operators"))} == {
+        "pipeline",
+        "pipeline._lazy",
+        "pipeline.errors",
+        "pipeline.stage",
+    }
+    assert not loaded & set(HEAVY)
+
+
 DECODE_SSE = """
 import asyncio
 from operators.adapter.sse import EventParser, SSEDecoder, decode_sse

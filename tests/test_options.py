@@ -15,9 +15,10 @@ import pytest
 
 from operators import convert_openai_chat, emit_segments, fold_invocations
 from operators.segments import FileTool
-from pipeline import ConfigurationError, create_streaming_handler, process, to_chunks
+from pipeline import ConfigurationError, process, to_chunks
 from pipeline.compose import chunk_core
 from pipeline.models import PipelineEvent, SegmentType
+from pipeline.seeds import create_streaming_handler
 from pipeline.seeds.handlers import ApiToolCallStreamingResponseHandler, resolve_parser_name
 from pipeline.testing import chunked, collect, counter_segment_ids, replay, sequential_call_ids
 from tests.conftest import FIXTURES

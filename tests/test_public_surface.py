@@ -18,6 +18,8 @@ from typing import TypeVar
 
 import pytest
 
+from pipeline._lazy import TABLES
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -99,15 +101,16 @@ def test_every_public_module_is_checked() -> None:
 FACADES = [name for name in MODULES if "lazy_exports" in vars(importlib.import_module(name))]
 
 
-def type_checking_names(module: types.ModuleType) -> set[str]:
-    """The ``X as X`` names a facade imports under ``if TYPE_CHECKING:``, what type checkers see."""
+def type_checking_imports(module: types.ModuleType) -> set[tuple[str, str]]:
+    """The ``(module, X)`` of each ``from module import X as X`` a facade has under ``if TYPE_CHECKING:``:
+    what type checkers see."""
     assert module.__file__ is not None
     tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     blocks = [
         node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
     ]
     return {
-        alias.asname or alias.name
+        (node.module or "", alias.name)
         for block in blocks
         for node in block.body
         if isinstance(node, ast.ImportFrom)
@@ -116,14 +119,57 @@ def type_checking_names(module: types.ModuleType) -> set[str]:
     }
 
 
+def table_imports(package: str) -> set[tuple[str, str]]:
+    """The ``(module, X)`` pairs of a facade's one table."""
+    return {(module, name) for module, names in TABLES[package].items() for name in names}
+
+
 @pytest.mark.parametrize("name", FACADES)
-def test_a_lazy_facade_shows_type_checkers_what_it_gives(name: str) -> None:
+def test_a_lazy_facade_shows_type_checkers_what_its_table_gives(name: str) -> None:
     module = importlib.import_module(name)
-    assert type_checking_names(module) == set(module.__all__)
+    assert type_checking_imports(module) == table_imports(name), (
+        f"{name}: its TYPE_CHECKING block is not its table: run `python -m tests.test_public_surface`"
+    )
+    assert {export for _, export in table_imports(name)} == set(module.__all__)
     assert set(module.__all__) <= set(dir(module))
+    for export in module.__all__:
+        assert getattr(module, export) is not None
 
 
 def test_the_facades_are_lazy() -> None:
     assert {"pipeline", "operators", "operators.adapter", "operators.convert", "pipeline.fanout"} <= set(
         FACADES
     )
+
+
+def export_order(name: str) -> tuple[int, str]:
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name.lower())
+
+
+def type_checking_block(package: str) -> str:
+    """The ``if TYPE_CHECKING:`` block written from a facade's table."""
+    lines = ["if TYPE_CHECKING:  # written from the table by `python -m tests.test_public_surface`"]
+    for module, names in sorted(TABLES[package].items()):
+        for name in sorted(names, key=export_order):
+            line = f"    from {module} import {name} as {name}"
+            if len(line) > 110:
+                line = f"    from {module} import (\n        {name} as {name},\n    )"
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def write_type_checking_blocks() -> None:
+    """Rewrite the ``if TYPE_CHECKING:`` block that ends each facade from its table."""
+    for package in FACADES:
+        path = importlib.import_module(package).__file__
+        assert path is not None
+        text = Path(path).read_text(encoding="utf-8")
+        start = text.index("\nif TYPE_CHECKING:") + 1
+        updated = text[:start] + type_checking_block(package)
+        if updated != text:
+            Path(path).write_text(updated, encoding="utf-8")
+            print(f"rewrote {path}")
+
+
+if __name__ == "__main__":
+    write_type_checking_blocks()

@@ -14,6 +14,7 @@ import pytest
 
 import operators
 import pipeline
+import pipeline.seeds
 from operators.delimiters import FORMATS
 from operators.registry import ToolFormat
 from pipeline import ConfigurationError, SegmentType, ToolInvocation, process
@@ -205,7 +206,7 @@ def test_the_handler_factory_reads_the_environment(monkeypatch: pytest.MonkeyPat
         create_streaming_handler()
     for name in ("openai_tool", "openai_responses_tool", "anthropic_tool", "gemini_tool"):
         assert name in text
-        assert hasattr(pipeline, name)
+        assert name in pipeline.seeds.__all__
 
 
 @pytest.mark.parametrize("command", ["demo", "replay", "proxy"])

@@ -9,24 +9,7 @@ from typing import TYPE_CHECKING
 
 from pipeline._lazy import lazy_exports
 
-if TYPE_CHECKING:
-    from operators.arguments.splitter import DEFAULT_MAX_ARGUMENT_SIZE as DEFAULT_MAX_ARGUMENT_SIZE
-    from operators.arguments.splitter import MAX_DEPTH as MAX_DEPTH
-    from operators.arguments.splitter import ArgumentSplitter as ArgumentSplitter
-    from operators.arguments.splitter import JSONStreamParser as JSONStreamParser
-    from operators.arguments.splitter import SplitChunk as SplitChunk
-    from operators.arguments.splitter import split_arguments as split_arguments
-
-__all__ = [
-    "DEFAULT_MAX_ARGUMENT_SIZE",
-    "MAX_DEPTH",
-    "ArgumentSplitter",
-    "JSONStreamParser",
-    "SplitChunk",
-    "split_arguments",
-]
-
-__getattr__, __dir__ = lazy_exports(
+__all__, __getattr__, __dir__ = lazy_exports(
     globals(),
     {
         "operators.arguments.splitter": (
@@ -39,3 +22,11 @@ __getattr__, __dir__ = lazy_exports(
         ),
     },
 )
+
+if TYPE_CHECKING:  # written from the table by `python -m tests.test_public_surface`
+    from operators.arguments.splitter import DEFAULT_MAX_ARGUMENT_SIZE as DEFAULT_MAX_ARGUMENT_SIZE
+    from operators.arguments.splitter import MAX_DEPTH as MAX_DEPTH
+    from operators.arguments.splitter import ArgumentSplitter as ArgumentSplitter
+    from operators.arguments.splitter import JSONStreamParser as JSONStreamParser
+    from operators.arguments.splitter import SplitChunk as SplitChunk
+    from operators.arguments.splitter import split_arguments as split_arguments

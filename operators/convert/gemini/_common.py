@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from operators.convert._base import is_mapping
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import TokenUsage
+from pipeline.models import Payload, TokenUsage
 
 __all__ = ["converter_error", "plain", "provider_error", "token_usage"]
 
@@ -21,11 +23,16 @@ def plain(text: str) -> str:
     return str.__str__(value if isinstance(value, str) else text)
 
 
-def provider_error(event: Mapping[str, Any], event_number: int) -> ProviderError:
-    """The error for an event whose ``error`` is set (an error the provider sent in the stream)."""
-    error = event["error"]
+def provider_error(item: Payload | Mapping[str, Any], error: Any, event_number: int) -> ProviderError:
+    """The error for an event whose ``error`` is set (an error the provider sent in the stream).
+
+    ``item`` is the event as fed (its bytes are decoded again for the error's ``payload``: only an error
+    pays for that); ``error`` is its ``error`` field (``None``: the event itself describes the error)."""
+    payload: Mapping[str, Any] = msgspec.json.decode(item.data) if isinstance(item, Payload) else item
     details: Mapping[str, Any] = error if is_mapping(error) else {"message": str(error)}
-    return ProviderError.from_payload(details, event, f"event {event_number}")
+    if error is None:
+        details = payload
+    return ProviderError.from_payload(details, payload, f"event {event_number}")
 
 
 def converter_error(event_number: int, where: str, problem: str) -> ConverterError:
@@ -34,34 +41,20 @@ def converter_error(event_number: int, where: str, problem: str) -> ConverterErr
 
 
 def token_usage(
-    raw: Any, event_number: int, where: str, fields: tuple[str, str, str, str, str]
+    prompt: int | None, output: int | None, thoughts: int | None, cached: int | None, total: int | None
 ) -> TokenUsage | None:
-    """The usage in ``raw`` (at ``where``), in OpenAI's terms; ``None`` when it has no count.
+    """The usage of the API's counts of prompt, output, thought, cached and total tokens, in OpenAI's
+    terms; ``None`` when it has no count (Vertex sends only ``trafficType`` on most streamed chunks).
 
-    ``fields`` names the API's counts of prompt, output, thought, cached and total tokens; the completion
-    tokens include the thoughts, and the total is the sum when the API does not give it."""
-    if raw is None:
+    The completion tokens include the thoughts, and the total is the sum when the API does not give it."""
+    if prompt is None and output is None and thoughts is None and cached is None and total is None:
         return None
-    if not is_mapping(raw):
-        raise converter_error(event_number, where, "is not a mapping")
-    counts: dict[str, int] = {}
-    for field in fields:
-        value = raw.get(field)
-        if value is None:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise converter_error(event_number, f"{where}.{field}", "is not an integer")
-        counts[field] = value
-    if not counts:
-        return None  # e.g. only trafficType, on every streamed chunk of Vertex
-    prompt_field, output_field, thoughts_field, cached_field, total_field = fields
-    prompt = counts.get(prompt_field, 0)
-    thoughts = counts.get(thoughts_field)
-    completion = counts.get(output_field, 0) + (thoughts or 0)
+    prompt = prompt or 0
+    completion = (output or 0) + (thoughts or 0)
     return TokenUsage(
         prompt_tokens=prompt,
         completion_tokens=completion,
-        total_tokens=counts.get(total_field, prompt + completion),
-        cached_tokens=counts.get(cached_field),
+        total_tokens=prompt + completion if total is None else total,
+        cached_tokens=cached,
         reasoning_tokens=thoughts,
     )

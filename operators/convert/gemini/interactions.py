@@ -1,4 +1,4 @@
-"""The Gemini Interactions API converter: ``event_type`` events -> chunks.
+"""The Gemini Interactions API converter: ``event_type`` events (framed bytes or dicts) -> chunks.
 
 A Gemini stream whose events carry an ``event_type`` is an Interactions API stream::
 
@@ -16,21 +16,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from operators.convert._base import IdFactory, is_mapping, new_call_id
+from operators.convert._base import EventDecoder, IdFactory, is_mapping, new_call_id
 from operators.convert.gemini._common import converter_error, provider_error, token_usage
 from operators.convert.gemini._partial_args import json_text
+from operators.convert.gemini._schema import Interaction, InteractionEvent, InteractionStep, StepDelta
 from pipeline.errors import ConverterError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
+from pipeline.models import ChunkResponse, Payload, ToolCallDelta
 
 __all__ = ["InteractionsConverter"]
 
-_USAGE_FIELDS: Final = (
-    "total_input_tokens",
-    "total_output_tokens",
-    "total_thought_tokens",
-    "total_cached_tokens",
-    "total_tokens",
-)
+_DECODE: Final = EventDecoder(InteractionEvent)
+
+_STEP_START: Final = frozenset({"step.start", "content.start"})
+_STEP_DELTA: Final = frozenset({"step.delta", "content.delta"})
+_STEP_STOP: Final = frozenset({"step.stop", "content.stop"})
+_INTERACTION: Final = {
+    "interaction.created": False,
+    "interaction.start": False,
+    "interaction.completed": True,
+    "interaction.complete": True,
+}
+"""The events that carry the interaction, and whether they complete it."""
 
 
 class _StepCall:
@@ -46,7 +52,7 @@ class _StepCall:
 
 
 class InteractionsConverter:
-    """Sans-IO core: one Interactions API event (a dict) in, the chunks it carries out.
+    """Sans-IO core: one Interactions API event (framed bytes or a dict) in, the chunks it carries out.
 
     ``id_factory`` names the function calls sent without an ``id``."""
 
@@ -67,55 +73,50 @@ class InteractionsConverter:
         self._known_metadata: dict[str, Any] = {}
         self._step_calls: dict[int, _StepCall] = {}
 
-    def feed(self, event: Mapping[str, Any], /) -> list[ChunkResponse]:
+    def feed(self, item: Payload | Mapping[str, Any], /) -> list[ChunkResponse]:
         """Convert one event; event types this version does not know give nothing."""
-        self._event_number += 1
-        if not is_mapping(event):
-            raise self._error("the chunk", f"is a {type(event).__name__}, not a mapping")
-        if event.get("error") is not None:
-            raise provider_error(event, self._event_number)
-        return self._interaction_event(event, event.get("event_type"))
+        number = self._event_number = self._event_number + 1
+        event = _DECODE(item, number)
+        event_type = event.event_type
+        if event.error is not None or event_type == "error":
+            raise provider_error(item, event.error, number)
+        if event_type in _STEP_DELTA:
+            return self._step_delta(event)
+        if event_type in _STEP_START:
+            return self._step_start(event)
+        if event_type in _STEP_STOP:
+            return self._step_stop(event)
+        completes = _INTERACTION.get(event_type) if isinstance(event_type, str) else None
+        if completes is None:
+            return []  # interaction.status_update and event types this version does not know
+        if event.interaction is None:
+            raise self._error("interaction", "is missing or not a mapping")
+        return self._interaction(event.interaction, completed=completes)
 
     def finish(self) -> list[ChunkResponse]:
         """Nothing is held back; a step never stopped stays unfinished on purpose."""
         return []
 
-    def _interaction_event(self, event: Mapping[str, Any], event_type: Any) -> list[ChunkResponse]:
-        if event_type in ("step.start", "content.start"):
-            return self._step_start(event)
-        if event_type in ("step.delta", "content.delta"):
-            return self._step_delta(event)
-        if event_type in ("step.stop", "content.stop"):
-            return self._step_stop(event)
-        if event_type in (
-            "interaction.created",
-            "interaction.start",
-            "interaction.completed",
-            "interaction.complete",
-        ):
-            return self._interaction(event, completed=event_type.startswith("interaction.complete"))
-        if event_type == "error":
-            raise provider_error(event, self._event_number)
-        return []  # interaction.status_update and event types this version does not know
-
-    def _interaction(self, event: Mapping[str, Any], *, completed: bool) -> list[ChunkResponse]:
-        interaction = self._mapping(event, "interaction")
+    def _interaction(self, interaction: Interaction, *, completed: bool) -> list[ChunkResponse]:
         metadata: dict[str, Any] = {}
-        for key in ("id", "model", "service_tier"):
-            value = interaction.get(key)
+        for key, value in (
+            ("id", interaction.id),
+            ("model", interaction.model),
+            ("service_tier", interaction.service_tier),
+        ):
             if isinstance(value, str) and self._known_metadata.get(key) != value:
                 metadata[key] = self._known_metadata[key] = value
-        usage = self._interaction_usage(interaction.get("usage"))
-        finish_reason = None
-        if completed:
-            status = interaction.get("status")
-            if not isinstance(status, str):
-                raise self._error("interaction.status", "is missing or not a string")
-            metadata["stop_reason"] = status
-            if status in ("completed", "requires_action"):
-                finish_reason = "tool_calls" if self._made_function_call else "stop"
-            else:
-                finish_reason = status.lower()
+        raw = interaction.usage
+        usage = None
+        if raw is not None:
+            usage = token_usage(
+                raw.total_input_tokens,
+                raw.total_output_tokens,
+                raw.total_thought_tokens,
+                raw.total_cached_tokens,
+                raw.total_tokens,
+            )
+        finish_reason = self._finish_reason(interaction, metadata) if completed else None
         if not metadata and usage is None and not completed:
             return []
         return [
@@ -124,21 +125,34 @@ class InteractionsConverter:
             )
         ]
 
-    def _step_start(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
+    def _finish_reason(self, interaction: Interaction, metadata: dict[str, Any]) -> str:
+        """The finish reason of a completed interaction, in OpenAI's words; its status goes to metadata."""
+        status = interaction.status
+        if not isinstance(status, str):
+            raise self._error("interaction.status", "is missing or not a string")
+        metadata["stop_reason"] = status
+        if status in ("completed", "requires_action"):
+            return "tool_calls" if self._made_function_call else "stop"
+        return status.lower()
+
+    def _step_start(self, event: InteractionEvent) -> list[ChunkResponse]:
         step_index = self._index(event)
-        step = event.get("step", event.get("content"))
-        if not is_mapping(step):
+        step = event.step if event.step is not None else event.content
+        if step is None:
             raise self._error("step", "is missing or not a mapping")
-        step_type = step.get("type")
-        if step_type == "text":
-            text = step.get("text")
+        if step.type == "text":
+            text = step.text
             return [ChunkResponse(content=text)] if isinstance(text, str) and text else []
-        if step_type != "function_call":
+        if step.type != "function_call":
             return []  # thought steps stream their text and signature as deltas
-        name = step.get("name")
+        return [ChunkResponse(tool_calls=[self._start_call(step, step_index)])]
+
+    def _start_call(self, step: InteractionStep, step_index: int) -> ToolCallDelta:
+        """The first delta of a ``function_call`` step; its arguments come with the deltas or the stop."""
+        name = step.name
         if not isinstance(name, str) or not name:
             raise self._error("step.name", "is missing or not a string")
-        arguments = step.get("arguments")
+        arguments = step.arguments
         if arguments is not None and not is_mapping(arguments):
             raise self._error("step.arguments", "is not a mapping")
         if step_index in self._step_calls:
@@ -146,44 +160,46 @@ class InteractionsConverter:
         position = self._call_count
         self._call_count += 1
         self._made_function_call = True
-        call_id = step.get("id")
+        call_id = step.id
         if not isinstance(call_id, str) or not call_id:
             call_id = self._id_factory(position)
-        signature = step.get("signature")
+        signature = step.signature
         self._step_calls[step_index] = _StepCall(position, arguments or None)
-        delta = ToolCallDelta(
+        return ToolCallDelta(
             position, call_id, name, signature=signature if isinstance(signature, str) and signature else None
         )
-        return [ChunkResponse(tool_calls=[delta])]
 
-    def _step_delta(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
+    def _step_delta(self, event: InteractionEvent) -> list[ChunkResponse]:
         step_index = self._index(event)
-        delta = self._mapping(event, "delta")
-        delta_type = delta.get("type")
+        delta = event.delta
+        if delta is None:
+            raise self._error("delta", "is missing or not a mapping")
+        delta_type = delta.type
         if delta_type == "text":
-            text = self._delta_string(delta, "text")
+            text = self._delta_string(delta.text, "text")
             return [ChunkResponse(content=text)] if text else []
         if delta_type in ("thought_summary", "thought"):
-            content = delta.get("content")
-            text = self._delta_string(content if is_mapping(content) else delta, "text")
+            content = delta.content
+            text = self._delta_string(content.get("text") if is_mapping(content) else delta.text, "text")
             return [ChunkResponse(reasoning=text)] if text else []
         if delta_type == "thought_signature":
-            signature = self._delta_string(delta, "signature")
+            signature = self._delta_string(delta.signature, "signature")
             return [ChunkResponse(reasoning_signature=signature)] if signature else []
         if delta_type == "arguments_delta":
-            call = self._step_calls.get(step_index)
-            if call is None:
-                raise self._error(
-                    "step.delta", f"has arguments for step {step_index}, not an open function call"
-                )
-            arguments = self._delta_string(delta, "arguments")
-            if not arguments:
-                return []
-            call.streamed = True
-            return [ChunkResponse(tool_calls=[ToolCallDelta(call.position, arguments_delta=arguments)])]
+            return self._arguments_delta(delta, step_index)
         return []  # delta types this version does not know
 
-    def _step_stop(self, event: Mapping[str, Any]) -> list[ChunkResponse]:
+    def _arguments_delta(self, delta: StepDelta, step_index: int) -> list[ChunkResponse]:
+        call = self._step_calls.get(step_index)
+        if call is None:
+            raise self._error("step.delta", f"has arguments for step {step_index}, not an open function call")
+        arguments = self._delta_string(delta.arguments, "arguments")
+        if not arguments:
+            return []
+        call.streamed = True
+        return [ChunkResponse(tool_calls=[ToolCallDelta(call.position, arguments_delta=arguments)])]
+
+    def _step_stop(self, event: InteractionEvent) -> list[ChunkResponse]:
         call = self._step_calls.pop(self._index(event), None)
         if call is None:
             return []
@@ -192,24 +208,14 @@ class InteractionsConverter:
             ChunkResponse(tool_calls=[ToolCallDelta(call.position, arguments_delta=arguments, finished=True)])
         ]
 
-    def _interaction_usage(self, raw: Any) -> TokenUsage | None:
-        return token_usage(raw, self._event_number, "interaction.usage", _USAGE_FIELDS)
-
-    def _index(self, event: Mapping[str, Any]) -> int:
-        value = event.get("index")
+    def _index(self, event: InteractionEvent) -> int:
+        value = event.index
         if not isinstance(value, int) or isinstance(value, bool):
             raise self._error("index", "is missing or not an integer")
         return value
 
-    def _mapping(self, owner: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-        value = owner.get(key)
-        if not is_mapping(value):
-            raise self._error(key, "is missing or not a mapping")
-        return value
-
-    def _delta_string(self, owner: Mapping[str, Any], key: str) -> str:
-        """The string at ``key`` (``""`` when absent)."""
-        value = owner.get(key)
+    def _delta_string(self, value: Any, key: str) -> str:
+        """The string ``value`` of the delta's ``key`` (``""`` when absent)."""
         if value is None:
             return ""
         if not isinstance(value, str):
