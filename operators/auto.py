@@ -10,7 +10,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
@@ -170,10 +170,15 @@ def _check_named(provider: str, event: Any) -> None:
 
 
 def _error_body(event: Any) -> ProviderError | None:
-    """A first event of no known wire format that carries a message (``{"message": ...}``, FastAPI's
-    ``{"detail": ...}``): an HTTP error body, as a :class:`ProviderError`."""
+    """A first event of no known wire format that is an error: an OpenAI-compatible or Gemini
+    ``{"error": ...}`` object, or an HTTP error body that carries a message (``{"message": ...}``,
+    FastAPI's ``{"detail": ...}``), as a :class:`ProviderError`."""
     if not isinstance(event, Mapping):
         return None
+    error = event.get("error")
+    if error is not None:
+        details = error if isinstance(error, Mapping) else {"message": str(error)}
+        return ProviderError.from_payload(details, event, "event 0")
     message = event.get("message") or event.get("detail")
     if not message:
         return None
@@ -366,8 +371,8 @@ class _Head:
 
 
 def _byte_front(framing: str) -> list[Core[Any, Any]]:
-    """The framer of ``framing`` and, until the converters read payloads, the payload decode."""
-    return [_framer(framing), _PayloadsAsDicts(framing)]
+    """The framer of ``framing``: the converter decodes each payload itself."""
+    return [_framer(framing)]
 
 
 def _framer(framing: str) -> Core[bytes, Payload]:
@@ -388,29 +393,6 @@ def _framer(framing: str) -> Core[bytes, Payload]:
 
         return EventStreamFramer()
     raise ConfigurationError(f"unknown framing {framing!r}; expected auto, sse, jsonl, json or eventstream")
-
-
-class _PayloadsAsDicts:
-    """TEMPORARY, for issue 26's merge: each :class:`~pipeline.models.Payload` decoded to the dict the
-    converters read today, with today's in-band error check and JSON error wording.
-
-    The converters are being changed to take payloads themselves (and to raise for their own in-band
-    error objects); the lead deletes this class at the merge, and :func:`_byte_front` then returns the
-    framer alone."""
-
-    _UNITS: Final = {
-        "sse": "event",
-        "jsonl": "line",
-        "json": "JSON object",
-        "eventstream": "event-stream frame",
-    }
-
-    def __init__(self, framing: str) -> None:
-        from operators.adapter.payloads import PayloadParser
-
-        parser = PayloadParser(self._UNITS[framing], objects_only=framing != "jsonl")
-        self.feed = parser.feed
-        self.finish = parser.finish
 
 
 class _Identity:

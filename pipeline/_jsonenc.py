@@ -19,7 +19,9 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["JSON_ERRORS", "encode_json", "json_problem"]
+from pipeline.errors import StreamDecodeError
+
+__all__ = ["JSON_ERRORS", "encode_json", "invalid_utf8", "json_problem"]
 
 _encode = msgspec.json.encode
 
@@ -32,6 +34,19 @@ _LONE_SURROGATE = re.compile(
     rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 )
 _NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+")
+
+
+def invalid_utf8(data: bytes, offset: int) -> StreamDecodeError:
+    """The error for ``data`` (at byte ``offset`` of the stream) that is not UTF-8, naming the stream's
+    byte where it stops being UTF-8: the same words whichever stage finds it."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        position = offset + error.start
+        return StreamDecodeError(
+            f"invalid UTF-8 at byte {position} of the stream: {error.reason}", offset=position
+        )
+    return StreamDecodeError(f"invalid UTF-8 at byte {offset} of the stream", offset=offset)
 
 
 def json_problem(error: Exception, data: bytes | str, start: int | None) -> str:

@@ -467,7 +467,7 @@ async def test_deep_nesting_through_process() -> None:
     events, error = await run([sse_body(FIRST, DEEP)])
     assert text_of(events) == "Hi"
     assert isinstance(error, StreamDecodeError)
-    assert "event 1 (byte" in str(error)
+    assert "event 1 (at byte" in str(error)
 
 
 def test_sse_decoder_alone_is_unchanged() -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.errors import StreamDecodeError, StreamfoldError
+from pipeline._jsonenc import invalid_utf8
+from pipeline.errors import StreamfoldError
 
 BOM = b"\xef\xbb\xbf"
 
@@ -102,11 +103,8 @@ def decode_text(data: bytes, offset: int) -> str:
     (``offset`` is that of ``data``)."""
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        position = offset + error.start
-        raise StreamDecodeError(
-            f"invalid UTF-8 at byte {position} of the stream: {error.reason}", offset=position
-        ) from None
+    except UnicodeDecodeError:
+        raise invalid_utf8(data, offset) from None
 
 
 def keep_partial(error: StreamfoldError, outputs: list[Any]) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeAlias, TypeGuard, TypeVar
 
 import msgspec
 
-from pipeline._jsonenc import JSON_ERRORS, json_problem
+from pipeline._jsonenc import JSON_ERRORS, invalid_utf8, json_problem
 from pipeline.errors import ConverterError, StreamDecodeError
 from pipeline.models import ChunkResponse, IdFactory, Payload, new_call_id
 
@@ -167,21 +167,35 @@ class EventDecoder(Generic[EventT]):
         Raises :class:`StreamDecodeError` for bytes that are not JSON (naming the byte offset) and
         :class:`ConverterError` for JSON that does not fit the provider's schema (naming the field)."""
         if type(item) is Payload:
+            data = item.data
             try:
-                return self._decode(item.data)
+                event = self._decode(data)
             except msgspec.ValidationError as error:
                 raise schema_error(number, error) from None
+            except UnicodeDecodeError:
+                raise invalid_utf8(item.data, item.offset) from None
             except JSON_ERRORS as error:
                 problem = json_problem(error, item.data, item.offset)
                 raise StreamDecodeError(
                     f"event {number} (at byte {item.offset}) is {problem}", offset=item.offset
                 ) from None
+            if not data.isascii():
+                _check_utf8(data, item.offset)  # fields the schema skips were not read, nor checked
+            return event
         if not is_mapping(item):
             raise field_error(number, "", "an object", item)
         try:
             return msgspec.convert(item, self._type)
         except msgspec.ValidationError as error:
             raise schema_error(number, error) from None
+
+
+def _check_utf8(data: bytes, offset: int) -> None:
+    """Raise :class:`StreamDecodeError` if ``data`` (at byte ``offset`` of the stream) is not UTF-8."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise invalid_utf8(data, offset) from None
 
 
 def schema_error(number: int, error: msgspec.ValidationError) -> ConverterError:
