@@ -91,6 +91,7 @@ __all__ = [
     "LeaseLost",
     "RunState",
     "StepState",
+    "read_run",
     "rebuild",
     "run_durable",
 ]
