@@ -300,3 +300,40 @@ async def test_a_second_worker_meets_a_held_lease(tmp_path: Path) -> None:
     tools = make_tools(tmp_path, block_in_write=False, idempotent=False)
     with pytest.raises(LeaseHeld):
         await run_durable("r", log, lease, _no_model, USER, tools, next_messages=next_messages, owner="b")
+
+
+async def test_a_run_whose_worker_died_after_its_last_entry_is_ended(tmp_path: Path) -> None:
+    log, lease = MemoryEventLog(), MemoryLease()
+    await log.create("r")
+    entries = [
+        {"type": "RUN_START", "messages": USER},
+        {"type": "RUN_STEP", "step": 0, "attempt": 1, "lease": 1},
+        SegmentEvent.content("t1", "Done.").to_dict(),
+        ResponseEnd(finish_reason="stop").to_dict(),
+        {"type": "RUN_MESSAGES", "step": 0, "messages": [{"role": "assistant", "text": "Done."}]},
+        {"type": "RUN_END", "stop_reason": "no_calls"},
+    ]
+    await log.append("r", [msgspec.json.encode(entry) for entry in entries])
+    tools = make_tools(tmp_path, block_in_write=False, idempotent=False)
+    run = await run_durable("r", log, lease, _no_model, USER, tools, next_messages=next_messages, owner="b")
+    assert run.stop_reason == "no_calls"
+    assert run.messages == [*USER, {"role": "assistant", "text": "Done."}]
+    status = await log.status("r")
+    assert status is not None
+    assert (status.state, status.last_id) == ("done", 7)
+
+
+async def test_a_failed_model_call_fails_the_run(tmp_path: Path) -> None:
+    log, lease = MemoryEventLog(), MemoryLease()
+    tools = make_tools(tmp_path, block_in_write=False, idempotent=False)
+
+    async def broken(messages: list[Any]) -> AsyncIterator[Any]:
+        raise RuntimeError("the provider went away")
+        yield  # pragma: no cover
+
+    with pytest.raises(RuntimeError, match="went away"):
+        await run_durable("r", log, lease, broken, USER, tools, next_messages=next_messages, owner="a")
+    status = await log.status("r")
+    assert status is not None
+    assert status.state == "failed"
+    assert await lease.acquire("r", "b", 1) is not None  # the lease was let go

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -79,7 +80,7 @@ from pipeline.agent.runner import (
 )
 from pipeline.agent.tools import ToolRegistry
 from pipeline.errors import ConfigurationError, StreamfoldError
-from pipeline.fanout.serving._log import Entry, EventLog, error_to_entry
+from pipeline.fanout.serving._log import Entry, EventLog, ResponseStatus, error_to_entry
 from pipeline.models import PipelineEvent, ResponseEnd, ToolApprovalRequest, ToolInvocation, ToolOutput
 
 __all__ = [
@@ -210,11 +211,11 @@ def _apply_to_step(step: StepState, kind: Any, item: dict[str, Any]) -> None:
         step.complete = step.complete or isinstance(typed, ResponseEnd)
 
 
-async def read_run(log: EventLog, run_id: str) -> tuple[RunState, bool]:
-    """The run rebuilt from ``log``, and whether the log has it at all."""
+async def read_run(log: EventLog, run_id: str) -> tuple[RunState, ResponseStatus | None]:
+    """The run rebuilt from ``log``, and its status there (None: the log does not have it)."""
     status = await log.status(run_id)
     if status is None:
-        return RunState(), False
+        return RunState(), None
     if status.first_id > 1:
         raise ConfigurationError(
             f"run {run_id!r}: the log no longer holds its first entries (first id {status.first_id}); "
@@ -226,7 +227,7 @@ async def read_run(log: EventLog, run_id: str) -> tuple[RunState, bool]:
             entries.append(entry)
             if entry.id >= status.last_id:
                 break
-    return rebuild(entries), True
+    return rebuild(entries), status
 
 
 class _Keeper:
@@ -441,10 +442,12 @@ async def run_durable(
         raise LeaseHeld(f"run {run_id!r}: another worker holds its lease")
     keeper = _Keeper(lease, log, run_id, owner, token, lease_ttl)
     try:
-        state, known = await read_run(log, run_id)
+        state, status = await read_run(log, run_id)
         if state.stop_reason is not None:
+            if status is not None and status.state == "running":  # its worker died before the end
+                await log.end(run_id)
             return AgentRun(state.messages or [], state.turns, _stop_reason(state.stop_reason))
-        if not known:
+        if status is None:
             await log.create(run_id, meta={"durable": True})
         durable = _Durable(
             run_id,
@@ -476,7 +479,7 @@ async def _held(
                 raise
             except Exception as exc:
                 if not keeper.lost:
-                    with anyio.CancelScope(shield=True):
+                    with anyio.CancelScope(shield=True), suppress(Exception):  # the run's error matters
                         await durable.log.end(durable.run_id, error=error_to_entry(exc), state="failed")
                 raise
             group.cancel_scope.cancel()
