@@ -233,17 +233,20 @@ async def read_run(log: EventLog, run_id: str) -> tuple[RunState, ResponseStatus
 class _Keeper:
     """Renews the lease while the run works and says whether it may still write."""
 
-    def __init__(self, lease: Lease, log: EventLog, run_id: str, owner: str, token: int, ttl: float):
-        self.lease, self.log, self.run_id, self.owner, self.token, self.ttl = (
-            lease,
-            log,
-            run_id,
-            owner,
-            token,
-            ttl,
-        )
-        self.good_until = time.monotonic() + ttl * (1 - _MARGIN)
+    def __init__(self, lease: Lease, log: EventLog, run_id: str, owner: str, ttl: float) -> None:
+        self.lease, self.log, self.run_id, self.owner, self.ttl = lease, log, run_id, owner, ttl
+        self.token = 0
+        self.good_until = 0.0
         self.lost = False
+
+    async def acquire(self) -> bool:
+        """Take the lease; False while another worker holds it."""
+        asked = time.monotonic()  # the lease runs from before the request, as the store sees it
+        token = await self.lease.acquire(self.run_id, self.owner, self.ttl)
+        if token is None:
+            return False
+        self.token, self.good_until = token, asked + self.ttl * (1 - _MARGIN)
+        return True
 
     def check(self) -> None:
         """Raise :class:`LeaseLost` unless the lease is still good."""
@@ -252,16 +255,24 @@ class _Keeper:
             raise LeaseLost(f"run {self.run_id!r}: the lease of {self.owner!r} ran out; it stopped writing")
 
     async def keep(self, group: TaskGroup) -> None:
-        """Renew every third of the time to live; on a failed renewal, cancel the run (``group``)."""
+        """Renew every third of the time to live; when the lease is refused, or the store stays
+        unreachable until the lease runs out, cancel the run (``group``)."""
         while True:
             await anyio.sleep(self.ttl / 3)
             asked = time.monotonic()
-            if not await self.lease.renew(self.run_id, self.owner, self.token, self.ttl):
+            renewed: bool | None = None
+            try:
+                renewed = await self.lease.renew(self.run_id, self.owner, self.token, self.ttl)
+            except Exception:  # unreachable for now: try again while the lease lasts
+                renewed = None
+            if renewed is False or (renewed is None and time.monotonic() >= self.good_until):
                 self.lost = True
                 group.cancel_scope.cancel()
                 return
-            self.good_until = asked + self.ttl * (1 - _MARGIN)
-            await self.log.heartbeat(self.run_id)
+            if renewed:
+                self.good_until = asked + self.ttl * (1 - _MARGIN)
+                with suppress(Exception):  # readers see the appends as heartbeats too
+                    await self.log.heartbeat(self.run_id)
 
 
 @dataclass(slots=True)
@@ -437,10 +448,9 @@ async def run_durable(
         Exception: the response's own, after the log's terminal entry says ``failed``.
     """
     check_count("max_steps", max_steps, minimum=1)
-    token = await lease.acquire(run_id, owner, lease_ttl)
-    if token is None:
+    keeper = _Keeper(lease, log, run_id, owner, lease_ttl)
+    if not await keeper.acquire():
         raise LeaseHeld(f"run {run_id!r}: another worker holds its lease")
-    keeper = _Keeper(lease, log, run_id, owner, token, lease_ttl)
     try:
         state, status = await read_run(log, run_id)
         if state.stop_reason is not None:
@@ -461,8 +471,8 @@ async def run_durable(
         return await _held(durable, keeper, state, messages, max_steps)
     finally:
         if not keeper.lost:
-            with anyio.CancelScope(shield=True):
-                await lease.release(run_id, owner, token)
+            with anyio.CancelScope(shield=True), suppress(Exception):  # else it expires by itself
+                await lease.release(run_id, owner, keeper.token)
 
 
 async def _held(
