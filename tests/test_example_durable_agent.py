@@ -5,6 +5,7 @@ web worker and resumed on the other (``Last-Event-ID``) saw every entry once, in
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,7 @@ async def test_a_run_outlives_the_producer_killed_in_its_tool(
                         "GET", f"http://127.0.0.1:{ports[1]}{events}", headers=headers
                     ) as response:
                         rest = await read_frames(response)
+                vercel = await client.get(f"http://127.0.0.1:{ports[0]}{events}?protocol=vercel")
     frames = [*first, *rest]
     assert frames[-1].event == "end"
     data = [frame for frame in frames if frame.event != "end"]
@@ -104,3 +106,21 @@ async def test_a_run_outlives_the_producer_killed_in_its_tool(
     assert (output["call_id"], output["status"], output["output"]) == ("call_read_readme", "ok", "# demo\n")
     assert items[-1] == {"type": "RUN_END", "stop_reason": "awaiting_approval"}
     assert (tmp_path / "README.md").read_text() == "# demo\n"  # the write waits for a person
+    chunks = [json.loads(line[6:]) for line in vercel.text.splitlines() if line.startswith("data: {")]
+    useful = [chunk for chunk in chunks if chunk["type"] != "data-streamfold-item"]
+    assert [chunk["type"] for chunk in useful] == [
+        "start",
+        "start-step",
+        "text-delta",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-available",
+        "text-delta",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-available",
+        "tool-approval-request",
+        "finish-step",
+        "tool-output-available",
+        "finish",
+    ]  # what useChat shows: the read's output, the write waiting for approval

@@ -25,6 +25,10 @@ and after a safe finish: denied, or undecided when its time is up, the output is
 side-effecting ones wait for a safe finish. A side-effecting tool given ``start="eager"`` takes that
 risk knowingly.
 
+``idempotent=True`` says that running a call twice does no more than running it once: a durable run
+(:mod:`pipeline.agent.durable`) runs such a call again when the worker running it died mid-call, and
+reports any other call so cut as not run again.
+
 A sync function runs in a worker thread (:func:`anyio.to_thread.run_sync`), so it blocks neither
 the stream nor the other tools; a thread cannot be interrupted, so on a timeout or a cancellation the
 runner stops waiting for it and the thread finishes on its own.
