@@ -37,8 +37,8 @@ not started yet (run as their gate says). A model stream cut mid-way is abandone
 output get a ``cancelled`` output, then a ``RESPONSE_END`` with no ``finish_reason`` and
 ``metadata["streamfold_abandoned"]`` closes the attempt, and the model is called again for that step
 (the next ``RUN_STEP``, attempt + 1). A client therefore sees the dead attempt's partial text, its step
-closed (the Vercel encoder's ``finish-step``, AG-UI's step end), then the new attempt; ids go on from the
-log's last id, and nothing is written twice.
+closed (the Vercel encoder's ``finish-step``, AG-UI's ``streamfold.response_end`` custom event), then
+the new attempt; ids go on from the log's last id, and nothing is written twice.
 
 **What is exactly-once, and what is not.**
 
