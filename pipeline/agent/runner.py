@@ -152,6 +152,7 @@ async def run_tools(
     max_buffer: int = DEFAULT_MAX_BUFFER,
     cancel_grace: float = DEFAULT_CANCEL_GRACE,
     approvals: Approvals | None = None,
+    on_start: Callable[[ToolInvocation], Awaitable[None]] | None = None,
 ) -> AsyncIterator[ToolRun]:
     """Run each invocation of ``events`` (a :func:`pipeline.process` stream) as soon as it is folded and
     its tool's gate allows (``eager`` tools at once, ``after_finish`` ones after a safe finish,
@@ -161,6 +162,7 @@ async def run_tools(
     docstring for the ordering, the tool gate, scheduling, the failure policy and ``cancel_grace`` (the
     seconds a cancelled tool has to stop before it is abandoned). ``approvals``: where the decisions on
     ``approval`` calls are made while the run waits; None: they come with the next request.
+    ``on_start(invocation)`` is awaited just before each tool starts (a durable run logs the start).
 
     Raises:
         ConfigurationError: on entering, for a bad option.
@@ -173,7 +175,7 @@ async def run_tools(
     if approvals is not None and not isinstance(approvals, Approvals):
         raise ConfigurationError(f"approvals must be an Approvals, got {approvals!r}")
     send, receive = anyio.create_memory_object_stream[_Item](max_buffer)
-    runner = _Runner(tools, on_failure, cancel_grace, send, approvals)
+    runner = _Runner(tools, on_failure, cancel_grace, send, approvals, on_start)
     with receive, _sole_exception_unwrapped():
         async with anyio.create_task_group() as group:
             group.start_soon(runner.pump, events)
@@ -208,6 +210,7 @@ class _Runner:
     cancel_grace: float
     send: MemoryObjectSendStream[_Item]
     approvals: Approvals | None
+    on_start: Callable[[ToolInvocation], Awaitable[None]] | None = None
     failed: bool = False
     running: dict[str, ToolInvocation] = field(default_factory=dict)
     """Started, output not yet delivered."""
@@ -342,6 +345,8 @@ class _Runner:
                     return  # failed or declined: the pump reports it as not run
                 del self.queued[call_id]
                 self.running[call_id] = invocation
+            if self.on_start is not None:
+                await self.on_start(invocation)
             output = await execute(invocation, tool, arguments, self.cancel_grace)
             await self.send.send(output)
             del self.running[call_id]

@@ -25,6 +25,10 @@ and after a safe finish: denied, or undecided when its time is up, the output is
 side-effecting ones wait for a safe finish. A side-effecting tool given ``start="eager"`` takes that
 risk knowingly.
 
+``idempotent=True`` says that running a call twice does no more than running it once: a durable run
+(:mod:`pipeline.agent.durable`) runs such a call again when the worker running it died mid-call, and
+reports any other call so cut as not run again.
+
 A sync function runs in a worker thread (:func:`anyio.to_thread.run_sync`), so it blocks neither
 the stream nor the other tools; a thread cannot be interrupted, so on a timeout or a cancellation the
 runner stops waiting for it and the thread finishes on its own.
@@ -70,6 +74,9 @@ class Tool:
     """``eager``: start as soon as the call is folded; ``after_finish``: only after a ``stop`` or
     ``tool_calls`` finish (else the output is ``not_run``); ``approval``: only once approved, and after
     a safe finish (denied or expired: the output is ``denied``)."""
+    idempotent: bool = False
+    """Running it twice with the same arguments does no more than running it once: a durable run
+    (:mod:`pipeline.agent.durable`) runs such a call again when its worker died mid-call."""
     takes_model: bool = False
     """The function takes the validated model itself (its one parameter), not keyword arguments."""
     is_async: bool = field(default=False)
@@ -119,6 +126,7 @@ class ToolRegistry:
         read_only: bool = False,
         timeout: float | None = None,
         start: ToolStart | None = None,
+        idempotent: bool = False,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -130,6 +138,7 @@ class ToolRegistry:
         read_only: bool = False,
         timeout: float | None = None,
         start: ToolStart | None = None,
+        idempotent: bool = False,
     ) -> Any:
         """Register a function as a tool (a decorator, with or without options); returns it unchanged.
         The options are :meth:`add`'s."""
@@ -142,6 +151,7 @@ class ToolRegistry:
                 read_only=read_only,
                 timeout=timeout,
                 start=start,
+                idempotent=idempotent,
             )
             return function
 
@@ -156,6 +166,7 @@ class ToolRegistry:
         read_only: bool = False,
         timeout: float | None = None,
         start: ToolStart | None = None,
+        idempotent: bool = False,
     ) -> Tool:
         """Register ``function``; :class:`ConfigurationError` for a duplicate name, a bad timeout or
         ``start``, or a signature pydantic cannot make a schema of (``*args``, positional-only parameters).
@@ -163,7 +174,8 @@ class ToolRegistry:
         ``read_only``: no side effects (runs in parallel with anything). ``timeout``: seconds before the
         output is ``timeout``. ``start``: ``"eager"``, ``"after_finish"`` or ``"approval"`` (see the module
         docstring);
-        None (default): eager when ``read_only``, else after a safe finish.
+        None (default): eager when ``read_only``, else after a safe finish. ``idempotent``: a durable
+        run may run the call again after its worker died mid-call (else that call's output says so).
         """
         if not callable(function):
             raise ConfigurationError(f"a tool must be a function, got {function!r}")
@@ -191,6 +203,7 @@ class ToolRegistry:
             read_only=read_only,
             timeout=timeout,
             start=start,
+            idempotent=bool(idempotent),
             takes_model=takes_model,
             is_async=inspect.iscoroutinefunction(function),
         )

@@ -1,0 +1,502 @@
+"""Durable agent runs: :func:`run_durable` drives :func:`~pipeline.agent.runner.run_loop`'s turns over a
+serving event log, so that a run outlives the worker that started it.
+
+::
+
+    lease = RedisLease(url)
+    log = RedisEventLog(url)
+    run = await run_durable("run-42", log, lease, call_model, messages, tools,
+                            next_messages=builder.next_messages, owner="worker-1")
+
+The run is a response of the log (its id is the run id): browsers follow it through the served routes
+(:func:`~pipeline.fanout.web.serving_routes`, :func:`~pipeline.fanout.protocols.chat_routes`) like any
+response, from any id on. Each step is written as it happens:
+
+1. ``{"type": "RUN_START", "messages"}`` once, first: the conversation the run starts from.
+2. ``{"type": "RUN_STEP", "step", "attempt", "lease"}``: a model call starts.
+3. The response's events (``to_dict()``), as they stream; a ``TOOL_APPROVAL_REQUEST`` per approval call.
+4. ``{"type": "TOOL_STARTED", "call_id", "name", "lease"}`` just before a tool starts, and its
+   ``TOOL_OUTPUT`` when it ends.
+5. ``{"type": "RUN_MESSAGES", "step", "messages"}``: what ``next_messages`` appended for the next request.
+6. ``{"type": "RUN_END", "stop_reason"}`` and the log's terminal entry.
+
+``lease`` in an entry is the token of the lease its writer held (:mod:`pipeline.agent.leases`).
+
+**The lease.** One worker holds a run: it takes the lease (``acquire``), renews it every third of its
+``lease_ttl`` (and heartbeats the log), and before each append checks that its lease is still good (its
+last renewal is younger than the time to live, less a margin). A worker whose renewal fails stops at once
+and raises :class:`LeaseLost`; :func:`run_durable` on a run whose lease another worker holds raises
+:class:`LeaseHeld`. The lease's time to live must be well under the log's ``heartbeat_timeout``, or
+readers get ``ProducerLost`` while the run waits for a new worker.
+
+**Recovery.** The worker that takes an expired lease reads the log and rebuilds the run: the conversation
+so far, the step in progress, the calls of that step with a logged output (never run again: the call id is
+the idempotency key), those that had started without an output (run again only if the tool is
+``idempotent``; else their output, status ``cancelled``, says the worker died during the call), and those
+not started yet (run as their gate says). A model stream cut mid-way is abandoned: its calls without an
+output get a ``cancelled`` output, then a ``RESPONSE_END`` with no ``finish_reason`` and
+``metadata["streamfold_abandoned"]`` closes the attempt, and the model is called again for that step
+(the next ``RUN_STEP``, attempt + 1). A client therefore sees the dead attempt's partial text, its step
+closed (the Vercel encoder's ``finish-step``, AG-UI's ``streamfold.response_end`` custom event), then
+the new attempt; ids go on from the log's last id, and nothing is written twice.
+
+**What is exactly-once, and what is not.**
+
+- Log entries: exactly once per lease holder. A worker appends only while its lease is good, so a worker
+  that lost its lease (paused, partitioned) writes nothing more; the only window is an append already in
+  flight when the lease runs out (the margin is there to cover it).
+- Tool side effects: at most once, unless the tool is ``idempotent`` (then at least once). A call whose
+  output is logged is never run again; a call that started and has no output was cut by the crash, and is
+  either run again (idempotent) or reported, not run.
+- Model calls: at least once. A stream cut mid-way is called again; its partial events stay in the log,
+  closed by the abandoned marker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+from anyio.abc import TaskGroup
+
+from operators.encode._ui import as_item
+from pipeline._jsonenc import encode_json
+from pipeline._options import check_count
+from pipeline.agent._calls import DEFAULT_CANCEL_GRACE, tool_output
+from pipeline.agent.approval import Approvals
+from pipeline.agent.leases import Lease
+from pipeline.agent.runner import (
+    AgentRun,
+    CallModel,
+    NextMessages,
+    OnFailure,
+    Turn,
+    _sole_exception_unwrapped,
+    run_tools,
+)
+from pipeline.agent.tools import ToolRegistry
+from pipeline.errors import ConfigurationError, StreamfoldError
+from pipeline.fanout.serving._log import Entry, EventLog, ResponseStatus, error_to_entry
+from pipeline.models import PipelineEvent, ResponseEnd, ToolApprovalRequest, ToolInvocation, ToolOutput
+
+__all__ = [
+    "ABANDONED",
+    "DEFAULT_LEASE_TTL",
+    "INTERRUPTED_CALL",
+    "INTERRUPTED_STREAM",
+    "LeaseHeld",
+    "LeaseLost",
+    "RunState",
+    "StepState",
+    "read_run",
+    "rebuild",
+    "run_durable",
+]
+
+DEFAULT_LEASE_TTL: Final = 10.0
+"""Seconds a lease lasts without renewal: how long a dead worker's run waits for another worker."""
+
+ABANDONED: Final = "streamfold_abandoned"
+"""The ``ResponseEnd.metadata`` key of the entry that closes a model attempt cut by a dead worker."""
+
+INTERRUPTED_CALL: Final = (
+    "interrupted: the worker died while this call ran; it is not run again (its tool is not marked "
+    "idempotent)"
+)
+"""The output (status ``cancelled``) of a call cut by a dead worker."""
+
+INTERRUPTED_STREAM: Final = (
+    "interrupted: the worker died while the model was streaming this response; the model is called again"
+)
+"""The output (status ``cancelled``) of a call of a model attempt cut by a dead worker, and the reason
+in its abandoned marker."""
+
+_MARGIN: Final = 0.25
+"""The part of the time to live a holder does not count on (an append in flight, clock drift)."""
+
+
+class LeaseHeld(StreamfoldError):
+    """Another worker holds the run's lease."""
+
+
+class LeaseLost(StreamfoldError):
+    """This worker's lease on the run expired or was taken: it wrote nothing more."""
+
+
+@dataclass(slots=True)
+class StepState:
+    """The step in progress as the log shows it: its last model attempt and its calls."""
+
+    attempt: int
+    events: list[Any] = field(default_factory=list)
+    complete: bool = False
+    """The attempt's ``ResponseEnd`` is logged: the model's part of the step is done."""
+    abandoned: bool = False
+    """The attempt was closed as abandoned (its worker died mid-stream)."""
+    invocations: list[ToolInvocation] = field(default_factory=list)
+    outputs: dict[str, ToolOutput] = field(default_factory=dict)
+    started: set[str] = field(default_factory=set)
+    requested: set[str] = field(default_factory=set)
+    """Call ids with a logged approval request."""
+
+
+@dataclass(slots=True)
+class RunState:
+    """A run rebuilt from its log."""
+
+    messages: list[Any] | None = None
+    """The conversation before the step in progress (None: no ``RUN_START`` yet)."""
+    turns: list[Turn] = field(default_factory=list)
+    current: StepState | None = None
+    """The step in progress (None: the next step has not called the model yet)."""
+    stop_reason: str | None = None
+    """The ``RUN_END``'s, once the run is over."""
+
+
+def rebuild(entries: Sequence[Entry]) -> RunState:
+    """The run that ``entries`` (a run's log from its first entry) describe."""
+    state = RunState()
+    for entry in entries:
+        if entry.data is not None:
+            _apply(state, _decode(entry))
+    return state
+
+
+def _decode(entry: Entry) -> dict[str, Any]:
+    import msgspec
+
+    item = msgspec.json.decode(entry.data or b"null")
+    if not isinstance(item, dict):
+        raise ConfigurationError(f"entry {entry.id} of a durable run is not an object: {item!r}")
+    return item
+
+
+def _apply(state: RunState, item: dict[str, Any]) -> None:
+    kind = item.get("type")
+    if kind == "RUN_START":
+        state.messages = list(item["messages"])
+    elif kind == "RUN_STEP":
+        state.current = StepState(int(item["attempt"]))
+    elif kind == "RUN_MESSAGES":
+        step = state.current
+        if step is not None:
+            state.turns.append(Turn(step.events, list(step.outputs.values())))
+        state.messages = [*(state.messages or []), *item["messages"]]
+        state.current = None
+    elif kind == "RUN_END":
+        state.stop_reason = str(item.get("stop_reason"))
+    elif state.current is not None:
+        _apply_to_step(state.current, kind, item)
+
+
+def _apply_to_step(step: StepState, kind: Any, item: dict[str, Any]) -> None:
+    if kind == "TOOL_STARTED":
+        step.started.add(str(item["call_id"]))
+        return
+    typed = as_item(item)
+    if isinstance(typed, ToolOutput):
+        step.outputs[typed.call_id] = typed
+    elif isinstance(typed, ToolApprovalRequest):
+        step.requested.add(typed.call_id)
+    elif isinstance(typed, ResponseEnd) and ABANDONED in typed.metadata:
+        step.abandoned = True
+    else:
+        step.events.append(typed)
+        if isinstance(typed, ToolInvocation) and not typed.provider_executed:
+            step.invocations.append(typed)
+        step.complete = step.complete or isinstance(typed, ResponseEnd)
+
+
+async def read_run(log: EventLog, run_id: str) -> tuple[RunState, ResponseStatus | None]:
+    """The run rebuilt from ``log``, and its status there (None: the log does not have it)."""
+    status = await log.status(run_id)
+    if status is None:
+        return RunState(), None
+    if status.first_id > 1:
+        raise ConfigurationError(
+            f"run {run_id!r}: the log no longer holds its first entries (first id {status.first_id}); "
+            "a durable run needs a retention that keeps the whole run"
+        )
+    entries: list[Entry] = []
+    if status.last_id > 0:
+        async for entry in log.read(run_id):
+            entries.append(entry)
+            if entry.id >= status.last_id:
+                break
+    return rebuild(entries), status
+
+
+class _Keeper:
+    """Renews the lease while the run works and says whether it may still write."""
+
+    def __init__(self, lease: Lease, log: EventLog, run_id: str, owner: str, ttl: float) -> None:
+        self.lease, self.log, self.run_id, self.owner, self.ttl = lease, log, run_id, owner, ttl
+        self.token = 0
+        self.good_until = 0.0
+        self.lost = False
+
+    async def acquire(self) -> bool:
+        """Take the lease; False while another worker holds it."""
+        asked = time.monotonic()  # the lease runs from before the request, as the store sees it
+        token = await self.lease.acquire(self.run_id, self.owner, self.ttl)
+        if token is None:
+            return False
+        self.token, self.good_until = token, asked + self.ttl * (1 - _MARGIN)
+        return True
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` unless the lease is still good."""
+        if self.lost or time.monotonic() >= self.good_until:
+            self.lost = True
+            raise LeaseLost(f"run {self.run_id!r}: the lease of {self.owner!r} ran out; it stopped writing")
+
+    async def keep(self, group: TaskGroup) -> None:
+        """Renew every third of the time to live; when the lease is refused, or the store stays
+        unreachable until the lease runs out, cancel the run (``group``)."""
+        while True:
+            await anyio.sleep(self.ttl / 3)
+            asked = time.monotonic()
+            renewed: bool | None = None
+            try:
+                renewed = await self.lease.renew(self.run_id, self.owner, self.token, self.ttl)
+            except Exception:  # unreachable for now: try again while the lease lasts
+                renewed = None
+            if renewed is False or (renewed is None and time.monotonic() >= self.good_until):
+                self.lost = True
+                group.cancel_scope.cancel()
+                return
+            if renewed:
+                self.good_until = asked + self.ttl * (1 - _MARGIN)
+                with suppress(Exception):  # readers see the appends as heartbeats too
+                    await self.log.heartbeat(self.run_id)
+
+
+@dataclass(slots=True)
+class _Durable:
+    run_id: str
+    log: EventLog
+    keeper: _Keeper
+    call_model: CallModel
+    tools: ToolRegistry
+    next_messages: NextMessages
+    options: dict[str, Any]
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    """One append at a time: a tool's start and the stream's items are written from different tasks."""
+    logged: dict[str, anyio.Event] = field(default_factory=dict)
+    """Per call id of the step: set once its invocation is in the log."""
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the step's ResponseEnd is in the log."""
+
+    def _logged(self, call_id: str) -> anyio.Event:
+        event = self.logged.get(call_id)
+        if event is None:
+            event = self.logged[call_id] = anyio.Event()
+        return event
+
+    async def write(self, item: dict[str, Any]) -> None:
+        async with self.lock:
+            self.keeper.check()
+            await self.log.append(self.run_id, [encode_json(item)])
+
+    async def tool_started(self, invocation: ToolInvocation) -> None:
+        """Log the call's start, once its invocation (and, for a held call, the response's end) is in
+        the log: a recovering worker never finds a started call of a response it thinks was cut."""
+        await self._logged(invocation.id).wait()
+        tool = self.tools.get(invocation.name)
+        if tool is not None and tool.start != "eager":
+            await self.ended.wait()
+        item = {"type": "TOOL_STARTED", "call_id": invocation.id, "name": invocation.name}
+        await self.write({**item, "lease": self.keeper.token})
+
+    async def run(self, state: RunState, messages: Sequence[Any], max_steps: int) -> AgentRun:
+        if state.messages is None:
+            state.messages = list(messages)
+            await self.write({"type": "RUN_START", "messages": state.messages})
+        conversation: list[Any] = state.messages
+        turns = state.turns
+        for step in range(len(turns), max_steps):
+            current = state.current
+            state.current = None
+            if current is not None and current.complete and not current.abandoned:
+                turn, awaiting = await self._finish_step(current)
+            else:
+                attempt = 1 if current is None else current.attempt + 1
+                if current is not None and not current.abandoned:
+                    await self._abandon(current, step)
+                turn, awaiting = await self._step(step, attempt, conversation)
+            turns.append(turn)
+            if awaiting:
+                return await self._end(AgentRun(conversation, turns, "awaiting_approval"))
+            added = list(self.next_messages(turn.events, turn.outputs))
+            await self.write({"type": "RUN_MESSAGES", "step": step, "messages": added})
+            conversation = [*conversation, *added]
+            if not _client_calls(turn.events):
+                return await self._end(AgentRun(conversation, turns, "no_calls"))
+        return await self._end(AgentRun(conversation, turns, "max_steps"))
+
+    async def _end(self, run: AgentRun) -> AgentRun:
+        await self.write({"type": "RUN_END", "stop_reason": run.stop_reason})
+        self.keeper.check()
+        await self.log.end(self.run_id)
+        return run
+
+    async def _step(self, step: int, attempt: int, conversation: list[Any]) -> tuple[Turn, bool]:
+        """One model call and its tools, each item written as it comes."""
+        await self.write({"type": "RUN_STEP", "step": step, "attempt": attempt, "lease": self.keeper.token})
+        source = self.call_model(list(conversation))
+        if not isinstance(source, AsyncIterable):
+            source = await source
+        events: list[PipelineEvent] = []
+        self.logged, self.ended = {}, anyio.Event()
+        async with run_tools(source, self.tools, on_start=self.tool_started, **self.options) as run:
+            async for item in run:
+                await self.write(item.to_dict())
+                if isinstance(item, ToolInvocation):
+                    self._logged(item.id).set()
+                elif isinstance(item, ResponseEnd):
+                    self.ended.set()
+                if not isinstance(item, ToolOutput | ToolApprovalRequest):
+                    events.append(item)
+        return Turn(events, list(run.outputs)), bool(run.awaiting)
+
+    async def _abandon(self, step_state: StepState, step: int) -> None:
+        """Close an attempt cut mid-stream: its calls without an output, then the abandoned marker."""
+        for invocation in step_state.invocations:
+            if invocation.id not in step_state.outputs:
+                output = tool_output(invocation, "cancelled", INTERRUPTED_STREAM)
+                await self.write(output.to_dict())
+        metadata = {ABANDONED: INTERRUPTED_STREAM, "step": step, "attempt": step_state.attempt}
+        marker = ResponseEnd(metadata=metadata)
+        await self.write(marker.to_dict())
+
+    async def _finish_step(self, step_state: StepState) -> tuple[Turn, bool]:
+        """The model's part of the step is logged: finish its calls that have no output."""
+        outputs = list(step_state.outputs.values())
+        pending: list[ToolInvocation] = []
+        for invocation in step_state.invocations:
+            if invocation.id in step_state.outputs:
+                continue  # its output is logged: never run again
+            tool = self.tools.get(invocation.name)
+            if invocation.id in step_state.started and not (tool is not None and tool.idempotent):
+                output = tool_output(invocation, "cancelled", INTERRUPTED_CALL)
+                await self.write(output.to_dict())
+                outputs.append(output)
+            else:
+                pending.append(invocation)
+        end = next((event for event in step_state.events if isinstance(event, ResponseEnd)), None)
+        awaiting = False
+        if pending:
+            self.logged = {invocation.id: _set_event() for invocation in pending}
+            self.ended = _set_event()
+            source = _replay([*pending, end or ResponseEnd()])
+            async with run_tools(source, self.tools, on_start=self.tool_started, **self.options) as run:
+                async for item in run:
+                    requested = step_state.requested
+                    new = not isinstance(item, ToolApprovalRequest) or item.call_id not in requested
+                    if isinstance(item, ToolOutput | ToolApprovalRequest) and new:
+                        await self.write(item.to_dict())  # the replayed events are logged already
+            outputs += run.outputs
+            awaiting = bool(run.awaiting)
+        return Turn(list(step_state.events), outputs), awaiting
+
+
+def _set_event() -> anyio.Event:
+    event = anyio.Event()
+    event.set()
+    return event
+
+
+async def _replay(events: Sequence[PipelineEvent]) -> AsyncIterator[PipelineEvent]:
+    for event in events:
+        yield event
+
+
+def _client_calls(events: Sequence[Any]) -> bool:
+    return any(isinstance(event, ToolInvocation) and not event.provider_executed for event in events)
+
+
+async def run_durable(
+    run_id: str,
+    log: EventLog,
+    lease: Lease,
+    call_model: CallModel,
+    messages: Sequence[Any],
+    tools: ToolRegistry,
+    *,
+    next_messages: NextMessages,
+    owner: str,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+    max_steps: int = 10,
+    on_failure: OnFailure = "finish",
+    cancel_grace: float = DEFAULT_CANCEL_GRACE,
+    approvals: Approvals | None = None,
+) -> AgentRun:
+    """Run (or take over and finish) the durable run ``run_id`` in ``log``; see the module docstring.
+
+    The arguments are :func:`~pipeline.agent.runner.run_loop`'s, plus the log, the lease store, this
+    worker's name (``owner``) and the lease's time to live. ``messages`` is used only when the log does
+    not hold the run's start yet. A run already over is returned as its log tells it, and the model is
+    not called.
+
+    Raises:
+        LeaseHeld: another worker holds the run.
+        LeaseLost: this worker's lease ran out while it worked (it wrote nothing after).
+        Exception: the response's own, after the log's terminal entry says ``failed``.
+    """
+    check_count("max_steps", max_steps, minimum=1)
+    keeper = _Keeper(lease, log, run_id, owner, lease_ttl)
+    if not await keeper.acquire():
+        raise LeaseHeld(f"run {run_id!r}: another worker holds its lease")
+    try:
+        state, status = await read_run(log, run_id)
+        if state.stop_reason is not None:
+            if status is not None and status.state == "running":  # its worker died before the end
+                await log.end(run_id)
+            return AgentRun(state.messages or [], state.turns, _stop_reason(state.stop_reason))
+        if status is None:
+            await log.create(run_id, meta={"durable": True})
+        durable = _Durable(
+            run_id,
+            log,
+            keeper,
+            call_model,
+            tools,
+            next_messages,
+            {"on_failure": on_failure, "cancel_grace": cancel_grace, "approvals": approvals},
+        )
+        return await _held(durable, keeper, state, messages, max_steps)
+    finally:
+        if not keeper.lost:
+            with anyio.CancelScope(shield=True), suppress(Exception):  # else it expires by itself
+                await lease.release(run_id, owner, keeper.token)
+
+
+async def _held(
+    durable: _Durable, keeper: _Keeper, state: RunState, messages: Sequence[Any], max_steps: int
+) -> AgentRun:
+    """The run under its lease: the keeper renews it; a lost lease stops the run."""
+    result: AgentRun | None = None
+    with _sole_exception_unwrapped():
+        async with anyio.create_task_group() as group:
+            group.start_soon(keeper.keep, group)
+            try:
+                result = await durable.run(state, messages, max_steps)
+            except (LeaseLost, anyio.get_cancelled_exc_class()):
+                raise
+            except Exception as exc:
+                if not keeper.lost:
+                    with anyio.CancelScope(shield=True), suppress(Exception):  # the run's error matters
+                        await durable.log.end(durable.run_id, error=error_to_entry(exc), state="failed")
+                raise
+            group.cancel_scope.cancel()
+    if result is None:  # the keeper cancelled the run: the lease was lost
+        raise LeaseLost(f"run {durable.run_id!r}: the lease of {keeper.owner!r} was lost; it stopped writing")
+    return result
+
+
+def _stop_reason(value: str) -> Any:
+    return value if value in ("no_calls", "max_steps", "awaiting_approval") else "no_calls"
