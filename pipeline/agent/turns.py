@@ -440,46 +440,9 @@ class TurnBuilder:
         calls = self._calls()
         blocks: list[Message] = []
         for segment in segments:
-            end = segment.end or {}
-            if segment.kind is SegmentType.REASONING:
-                if end.get("encrypted_content"):
-                    blocks.append({"type": "redacted_thinking", "data": end["encrypted_content"]})
-                elif end.get("signature"):
-                    blocks.append(
-                        {"type": "thinking", "thinking": segment.text, "signature": end["signature"]}
-                    )
-            elif segment.kind is SegmentType.TEXT:
-                if not segment.text:
-                    continue
-                block: Message = {"type": "text", "text": segment.text}
-                citations = end.get("citations")
-                if citations:
-                    block["citations"] = [entry["citation"] for entry in citations]
+            block = _anthropic_block(segment, segment.end or {}, calls)
+            if block is not None:
                 blocks.append(block)
-            elif segment.kind is SegmentType.TOOL_CALL or segment.kind in _FILE_SEGMENTS:
-                call = calls.get(segment.id)
-                arguments = call.arguments if call is not None else end.get("arguments", {})
-                name = _call_name(segment)
-                if segment.start.get("provider_executed"):
-                    server_name = segment.start.get("server_name")
-                    mcp = server_name is not None or segment.id.startswith("mcptoolu_")
-                    block_type = "mcp_tool_use" if mcp else "server_tool_use"
-                    block = {"type": block_type, "id": segment.id, "name": name, "input": arguments}
-                    if server_name is not None:
-                        block["server_name"] = server_name
-                    blocks.append(block)
-                else:
-                    blocks.append({"type": "tool_use", "id": segment.id, "name": name, "input": arguments})
-            elif segment.kind is SegmentType.TOOL_RESULT:
-                meta = {**segment.start, **end}
-                result: Message = {
-                    "type": meta.get("result_type") or "tool_result",
-                    "tool_use_id": meta["call_id"],
-                    "content": meta.get("result"),
-                }
-                if meta.get("is_error") and result["type"] == "mcp_tool_result":
-                    result["is_error"] = True
-                blocks.append(result)
         return [{"role": "assistant", "content": blocks}] if blocks else []
 
     def _gemini(self, segments: list[_Segment]) -> list[Message]:
@@ -487,41 +450,51 @@ class TurnBuilder:
         parts: list[Message] = []
         for segment in segments:
             end = segment.end or {}
-            part: Message
-            if segment.kind is SegmentType.REASONING:
-                part = {"text": segment.text, "thought": True}
-            elif segment.kind is SegmentType.TEXT:
-                if not segment.text and not end.get("signature"):
-                    continue
-                part = {"text": segment.text}
-            elif segment.kind is SegmentType.TOOL_CALL and segment.start.get("provider_executed"):
-                arguments = end.get("arguments")
-                if _call_name(segment) != "code_execution" or not isinstance(arguments, dict):
-                    continue  # other built-in tools' parts are not in the events whole
-                code: Message = dict(arguments)
-                if not self._is_generated_id(segment.id):
-                    code["id"] = segment.id
-                part = {"executableCode": code}
-            elif segment.kind is SegmentType.TOOL_RESULT:
-                result = end.get("result")
-                if end.get("result_type") != "code_execution_result" or not isinstance(result, dict):
-                    continue
-                part = {"codeExecutionResult": dict(result)}
-            elif segment.kind is SegmentType.TOOL_CALL or segment.kind in _FILE_SEGMENTS:
-                call = calls.get(segment.id)
-                function_call: Message = {
-                    "name": _call_name(segment),
-                    "args": call.arguments if call is not None else end.get("arguments", {}),
-                }
-                if not self._is_generated_id(segment.id):
-                    function_call["id"] = segment.id
-                part = {"functionCall": function_call}
-            else:
+            part = self._gemini_part(segment, end, calls)
+            if part is None:
                 continue
             if end.get("signature"):
                 part["thoughtSignature"] = end["signature"]
             parts.append(part)
         return [{"role": "model", "parts": parts}] if parts else []
+
+    def _gemini_part(
+        self, segment: _Segment, end: dict[str, Any], calls: dict[str, ToolInvocation]
+    ) -> Message | None:
+        """The Gemini part of one segment, without its signature; None for what Gemini does not take back."""
+        kind = segment.kind
+        if kind is SegmentType.REASONING:
+            return {"text": segment.text, "thought": True}
+        if kind is SegmentType.TEXT:
+            return {"text": segment.text} if segment.text or end.get("signature") else None
+        if kind is SegmentType.TOOL_RESULT:
+            result = end.get("result")
+            if end.get("result_type") != "code_execution_result" or not isinstance(result, dict):
+                return None
+            return {"codeExecutionResult": dict(result)}
+        if kind is not SegmentType.TOOL_CALL and kind not in _FILE_SEGMENTS:
+            return None
+        if kind is SegmentType.TOOL_CALL and segment.start.get("provider_executed"):
+            return self._gemini_code(segment, end)
+        call = calls.get(segment.id)
+        function_call: Message = {
+            "name": _call_name(segment),
+            "args": call.arguments if call is not None else end.get("arguments", {}),
+        }
+        if not self._is_generated_id(segment.id):
+            function_call["id"] = segment.id
+        return {"functionCall": function_call}
+
+    def _gemini_code(self, segment: _Segment, end: dict[str, Any]) -> Message | None:
+        """A provider-executed call as Gemini's ``executableCode`` part: code execution only (other
+        built-in tools' parts are not in the events whole)."""
+        arguments = end.get("arguments")
+        if _call_name(segment) != "code_execution" or not isinstance(arguments, dict):
+            return None
+        code: Message = dict(arguments)
+        if not self._is_generated_id(segment.id):
+            code["id"] = segment.id
+        return {"executableCode": code}
 
 
 _FILE_SEGMENTS = frozenset({SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
@@ -532,6 +505,65 @@ _BUILDERS = {
     "anthropic": TurnBuilder._anthropic,
     "gemini": TurnBuilder._gemini,
 }
+
+
+def _anthropic_block(
+    segment: _Segment, end: dict[str, Any], calls: dict[str, ToolInvocation]
+) -> Message | None:
+    """The Anthropic content block of one segment; None for what Anthropic does not take back."""
+    kind = segment.kind
+    if kind is SegmentType.REASONING:
+        if end.get("encrypted_content"):
+            return {"type": "redacted_thinking", "data": end["encrypted_content"]}
+        if end.get("signature"):
+            return {"type": "thinking", "thinking": segment.text, "signature": end["signature"]}
+        return None
+    if kind is SegmentType.TEXT:
+        return _anthropic_text(segment.text, end) if segment.text else None
+    if kind is SegmentType.TOOL_RESULT:
+        return _anthropic_result({**segment.start, **end})
+    if kind is SegmentType.TOOL_CALL or kind in _FILE_SEGMENTS:
+        call = calls.get(segment.id)
+        arguments = call.arguments if call is not None else end.get("arguments", {})
+        return _anthropic_call(segment, arguments)
+    return None
+
+
+def _anthropic_text(text: str, end: dict[str, Any]) -> Message:
+    block: Message = {"type": "text", "text": text}
+    citations = end.get("citations")
+    if citations:
+        block["citations"] = [entry["citation"] for entry in citations]
+    return block
+
+
+def _anthropic_call(segment: _Segment, arguments: Any) -> Message:
+    """A ``tool_use`` block, or a ``server_tool_use`` / ``mcp_tool_use`` one for a provider-executed call."""
+    name = _call_name(segment)
+    if not segment.start.get("provider_executed"):
+        return {"type": "tool_use", "id": segment.id, "name": name, "input": arguments}
+    server_name = segment.start.get("server_name")
+    mcp = server_name is not None or segment.id.startswith("mcptoolu_")
+    block: Message = {
+        "type": "mcp_tool_use" if mcp else "server_tool_use",
+        "id": segment.id,
+        "name": name,
+        "input": arguments,
+    }
+    if server_name is not None:
+        block["server_name"] = server_name
+    return block
+
+
+def _anthropic_result(meta: dict[str, Any]) -> Message:
+    result: Message = {
+        "type": meta.get("result_type") or "tool_result",
+        "tool_use_id": meta["call_id"],
+        "content": meta.get("result"),
+    }
+    if meta.get("is_error") and result["type"] == "mcp_tool_result":
+        result["is_error"] = True
+    return result
 
 
 def _is_client_call(segment: _Segment) -> bool:
