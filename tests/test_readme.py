@@ -41,11 +41,17 @@ BLOCK_IDS = [f"{path.relative_to(ROOT)}:{number}" for number, (path, _) in enume
 def section(title: str) -> str:
     """The text of the section (any level, in README.md or a docs page) whose heading is ``title``, up to
     the next heading."""
-    for text in PAGES.values():
-        match = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", text, flags=re.DOTALL | re.MULTILINE)
-        if match is not None:
-            return match.group(1)
-    raise AssertionError(f"no section {title!r} in README.md or docs/")
+    found = [
+        match.group(1)
+        for text in PAGES.values()
+        for match in re.finditer(
+            rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", text, flags=re.DOTALL | re.MULTILINE
+        )
+    ]
+    assert len(found) == 1, (
+        f"{len(found)} sections {title!r} in README.md and docs/: a claim needs exactly one"
+    )
+    return found[0]
 
 
 def table_column(text: str, column: int = 0) -> list[str]:
