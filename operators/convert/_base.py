@@ -1,25 +1,23 @@
-"""Helpers shared by every converter: tool-call id generation, call positions and the feed loop of
-converters whose events name their kind in a ``type`` field."""
+"""Helpers shared by every converter: the one decode of an event, tool-call id generation, call
+positions and the wording of a field error."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Generic, TypeAlias, TypeGuard, TypeVar
+from collections.abc import Hashable, Mapping
+from typing import Any, Generic, TypeGuard, TypeVar
 
 import msgspec
 
 from pipeline._jsonenc import JSON_ERRORS, invalid_utf8, json_problem
 from pipeline.errors import ConverterError, StreamDecodeError
-from pipeline.models import ChunkResponse, IdFactory, Payload, new_call_id
+from pipeline.models import IdFactory, Payload, new_call_id
 
 __all__ = [
     "MISSING",
     "CallIndexer",
     "EventDecoder",
-    "EventHandler",
     "IdFactory",
-    "TypedEventConverter",
     "field_error",
     "is_mapping",
     "new_call_id",
@@ -39,27 +37,8 @@ def field_error(
     be, ``value`` what it is (:data:`MISSING` when absent), ``event_type`` the event's type if known."""
     where = f"event {number}" + (f" ({event_type})" if isinstance(event_type, str) else "")
     subject = f"field {field!r}" if field else "the event"
-    if value is _UNKNOWN:
-        return ConverterError(f"{where}: {subject} should be {expected}", event_number=number)
     got = "nothing" if value is MISSING else f"{type(value).__name__}: {value!r:.60}"
     return ConverterError(f"{where}: {subject} should be {expected}, got {got}", event_number=number)
-
-
-_UNKNOWN: Any = object()
-"""A field whose value :func:`_lookup` cannot tell (its path runs through a list)."""
-
-
-def _lookup(event: Mapping[str, Any], path: str) -> object:
-    """The value at the dotted ``path`` of ``event``: :data:`MISSING` if absent, :data:`_UNKNOWN` if the
-    path runs through something that is not an object."""
-    value: object = event
-    for key in path.split("."):
-        if not is_mapping(value):
-            return _UNKNOWN
-        value = value.get(key, MISSING)
-        if value is MISSING:
-            return MISSING
-    return value
 
 
 def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
@@ -96,50 +75,6 @@ class CallIndexer:
 
     def __len__(self) -> int:
         return len(self._positions)
-
-
-EventHandler: TypeAlias = Callable[[Mapping[str, Any]], list[ChunkResponse]]
-"""Converts one event of the type it is registered for."""
-
-
-class TypedEventConverter:
-    """The feed loop of a converter whose events are objects with a string ``type``.
-
-    :meth:`feed` counts the event, checks that it is an object with a string ``type`` and hands it to the
-    handler registered for that type; a type with no handler gives nothing (forward compatibility).
-    Subclasses pass their handler table and may word the two shape errors their own way.
-    """
-
-    __slots__ = ("_event_number", "_handlers")
-
-    def __init__(self, handlers: Mapping[str, EventHandler]) -> None:
-        self._event_number = -1
-        """The number of the event being converted (0 for the first), for error messages."""
-        self._handlers = handlers
-
-    def feed(self, event: Mapping[str, Any], /) -> list[ChunkResponse]:
-        """Convert one event; event types without a handler give nothing."""
-        self._event_number += 1
-        if not is_mapping(event):
-            raise self._not_an_object(event)
-        event_type = event.get("type")
-        if not isinstance(event_type, str):
-            raise self._untyped(event)
-        handler = self._handlers.get(event_type)
-        return [] if handler is None else handler(event)
-
-    def _not_an_object(self, event: object) -> ConverterError:
-        """The error for an event that is not an object."""
-        return field_error(self._event_number, "", "an object", event)
-
-    def _untyped(self, event: Mapping[str, Any]) -> ConverterError:
-        """The error for an event without a string ``type``."""
-        return field_error(self._event_number, "type", "a string", event.get("type", MISSING))
-
-    def _field_error(self, event: Mapping[str, Any], field: str, expected: str) -> ConverterError:
-        """The error for a ``field`` of ``event`` that is missing or not what it should be."""
-        value = _lookup(event, field)
-        return field_error(self._event_number, field, expected, value, event_type=event.get("type"))
 
 
 EventT = TypeVar("EventT")
