@@ -126,6 +126,12 @@ class LexerEngine:
 
     name: ClassVar[str] = ""
     aliases: ClassVar[tuple[str, ...]] = ()
+    models: ClassVar[tuple[str, ...]] = ()
+    """The model families that write this format (``"Llama 3.2"``, ``"Olmo 3"``), as ``streamfold formats``
+    and the docs list them."""
+    detect_openers: ClassVar[tuple[str, ...]] = ()
+    """Text that, where it first appears in an answer, names this format for ``--tool-format auto``. An
+    opener several formats share (``<tool_call>``) is told apart by :meth:`detect_after`."""
     end_marker_optional: ClassVar[bool] = False
     """A call whose JSON arguments are complete counts as finished at the end of the input even without
     its end marker (Kimi's tool section that never closes)."""
@@ -134,6 +140,13 @@ class LexerEngine:
     text_markers: ClassVar[Markers]
     """What the text state (:meth:`start`) stops at; text with none of their first characters passes
     through that state untouched (the rewriter's fast path, :meth:`shortcut`)."""
+
+    @classmethod
+    def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
+        """For ``--tool-format auto``: whether ``opener`` (one of :attr:`detect_openers`) followed by
+        ``rest``, the answer's text after it so far, is a call in this format; ``None`` while more text
+        (``final`` False) may tell. By default the opener alone decides."""
+        return True
 
     def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         self._output = output
