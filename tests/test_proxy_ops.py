@@ -155,7 +155,7 @@ def test_help_lists_the_choices_and_defaults(capsys: pytest.CaptureFixture[str])
     out = " ".join(capsys.readouterr().out.split())
     for expected in [
         "(default: kimi_k2)",
-        "auto (detected per answer from the model's markers: kimi_k2, deepseek_v3, deepseek_v31,",
+        "auto (detected per answer from the model's markers: `streamfold formats` lists them)",
         "{text,drop,refuse,allow}",
         "--workers N processes (default: 1)",
         "--graceful-shutdown SECONDS",

@@ -47,6 +47,7 @@ __all__ = [
     "LexerOptions",
     "LexerOutput",
     "State",
+    "claim_next",
 ]
 Channel: TypeAlias = Literal["content", "reasoning"]
 State: TypeAlias = Callable[[str, int, bool], int]
@@ -94,6 +95,17 @@ SKIP: Final = "skip"
 """The streaming helpers a lexer's shortcut can stand in for (see ``LexerEngine._stream``)."""
 
 
+def claim_next(rest: str, *starts: str) -> bool | None:
+    """The usual :meth:`LexerEngine.detect_after`: whether ``rest``, after whitespace, begins with one of
+    ``starts`` (``None`` while it is still the start of one)."""
+    head = rest.lstrip()
+    if head.startswith(starts):
+        return True
+    if any(start.startswith(head) for start in starts):
+        return None
+    return False
+
+
 class LexerEngine:
     """One channel's lexer for one format: a state machine over the channel's text (see the module doc)."""
 
@@ -132,6 +144,9 @@ class LexerEngine:
     detect_openers: ClassVar[tuple[str, ...]] = ()
     """Text that, where it first appears in an answer, names this format for ``--tool-format auto``. An
     opener several formats share (``<tool_call>``) is told apart by :meth:`detect_after`."""
+    detect_at_start: ClassVar[tuple[str, ...]] = ()
+    """Like :attr:`detect_openers`, but only at the start of an answer (after whitespace): for a format
+    without a marker, whose call is the whole answer (bare JSON, Python calls)."""
     end_marker_optional: ClassVar[bool] = False
     """A call whose JSON arguments are complete counts as finished at the end of the input even without
     its end marker (Kimi's tool section that never closes)."""
@@ -143,7 +158,8 @@ class LexerEngine:
 
     @classmethod
     def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
-        """For ``--tool-format auto``: whether ``opener`` (one of :attr:`detect_openers`) followed by
+        """For ``--tool-format auto``: whether ``opener`` (of :attr:`detect_openers` or
+        :attr:`detect_at_start`) followed by
         ``rest``, the answer's text after it so far, is a call in this format; ``None`` while more text
         (``final`` False) may tell. By default the opener alone decides."""
         return True

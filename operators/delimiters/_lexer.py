@@ -90,6 +90,7 @@ from operators.delimiters._engine import (
     LexerOptions,
     LexerOutput,
     State,
+    claim_next,
 )
 from operators.delimiters._rules import (
     CollectRule,
@@ -110,6 +111,7 @@ __all__ = [
     "LexerOutput",
     "Rule",
     "State",
+    "claim_next",
 ]
 
 Shortcut: TypeAlias = ToolCallDelta | bool | None

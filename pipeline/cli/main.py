@@ -10,6 +10,7 @@
                      [--unknown-tools text|drop|refuse|allow] [--workers N] [--graceful-shutdown SECONDS]
                      [--access-log json|plain|off] [--connect-timeout S] [--read-timeout S] [--max-...]
     streamfold serve [FILE | --demo [--stream NAME] | --upstream URL --model NAME] [--host] [--port] [--token]
+    streamfold formats [--json]
     streamfold --version
 
 Errors are one line on stderr: exit status 2 for a usage error (a bad option, a file that cannot be
@@ -100,12 +101,6 @@ def _proxy_tool_format(value: str) -> str:
     return value if value == "auto" else _tool_format(value)
 
 
-def _auto_formats() -> str:
-    from pipeline.proxy.autodetect import DETECTED_FORMATS
-
-    return ", ".join(DETECTED_FORMATS)
-
-
 def _positive_int(value: str) -> int:
     try:
         number = int(value)
@@ -161,7 +156,9 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="streamfold", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"streamfold {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,replay,proxy,serve}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{demo,replay,proxy,serve,formats}"
+    )
 
     demo = commands.add_parser(
         "demo",
@@ -252,7 +249,8 @@ def _parser() -> argparse.ArgumentParser:
         default="kimi_k2",
         metavar="NAME",
         help=f"how the model writes tool calls in the text (default: %(default)s): {formats}; auto"
-        " (detected per answer from the model's markers: " + _auto_formats() + "); or none (no rewriting)",
+        " (detected per answer from the model's markers: `streamfold formats` lists them); or none (no"
+        " rewriting)",
     )
     proxy.add_argument(
         "--unknown-tools",
@@ -339,6 +337,14 @@ def _parser() -> argparse.ArgumentParser:
         help="split reasoning the model writes between <think> tags (kimi: ◁think▷) out of the text, into"
         " reasoning_content / reasoning items / thinking blocks (default: %(default)s)",
     )
+    formats_command = commands.add_parser(
+        "formats",
+        help="list the tool-call formats, the models that write them, and how auto tells them",
+        description="List every tool-call format --tool-format accepts, the models that write it, and"
+        " the markers --tool-format auto tells it by.",
+    )
+    formats_command.add_argument("--json", action="store_true", help="one JSON object per format")
+
     serve = commands.add_parser(
         "serve",
         help="a web page showing a response live (a demo, a file, or a live upstream)",
@@ -427,6 +433,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
             case "serve":
                 _serve(arguments)
+            case "formats":
+                from pipeline.cli.formats import render_formats
+
+                sys.stdout.write(render_formats(as_json=arguments.json))
     except StreamfoldError as exc:
         print(f"streamfold: {where}{type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
         return 1

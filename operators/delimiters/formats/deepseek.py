@@ -12,6 +12,7 @@ from typing import ClassVar, Final
 
 from operators.delimiters._families import SectionLexer
 from operators.delimiters._invoke import InvokeSectionLexer, attribute
+from operators.delimiters._lexer import claim_next
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers, ValueType
 
@@ -38,6 +39,23 @@ class _DeepSeekSection(SectionLexer):
     section_ends: ClassVar[frozenset[str]] = frozenset({_CALLS_END})
     call_end: ClassVar[str] = _CALL_END
     name_ends: ClassVar[Markers]
+    detect_openers: ClassVar[tuple[str, ...]] = (_CALLS_BEGIN,)
+    typed_calls: ClassVar[bool]
+    """Whether a call names its type (``function``) before the separator (V3) or its name (V3.1)."""
+
+    @classmethod
+    def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
+        """A call begins at once; ``function`` before its separator tells V3 from V3.1."""
+        head = rest.lstrip()
+        begun = claim_next(head, _CALL_BEGIN)
+        if not begun:
+            return begun
+        body = head[len(_CALL_BEGIN) :]
+        sep = body.find(_SEP)
+        if sep < 0:
+            return None
+        return (body[:sep].strip() == "function") == cls.typed_calls
+
     name_opening: ClassVar[str]
     """What came before the name, given back as text with a name too long to be one."""
 
@@ -78,6 +96,8 @@ class DeepSeekV31Lexer(_DeepSeekSection):
 
     name: ClassVar[str] = "deepseek_v31"
     aliases: ClassVar[tuple[str, ...]] = ("deepseekv31", "deepseek_v3.1")
+    models: ClassVar[tuple[str, ...]] = ("DeepSeek-V3.1", "DeepSeek-V3.1-Terminus", "DeepSeek-V3.2-Exp")
+    typed_calls: ClassVar[bool] = False
     markers: ClassVar[tuple[str, ...]] = (_CALLS_BEGIN, _CALLS_END, _CALL_BEGIN, _SEP, _CALL_END)
     name_ends: ClassVar[Markers] = Markers(_SEP, *_CLOSERS)
     name_opening: ClassVar[str] = _CALL_BEGIN
@@ -112,6 +132,8 @@ class DeepSeekV3Lexer(_DeepSeekSection):
 
     name: ClassVar[str] = "deepseek_v3"
     aliases: ClassVar[tuple[str, ...]] = ("deepseekv3", "deepseek_r1")
+    models: ClassVar[tuple[str, ...]] = ("DeepSeek-V3 (0324)", "DeepSeek-R1-0528")
+    typed_calls: ClassVar[bool] = True
     markers: ClassVar[tuple[str, ...]] = (_CALLS_BEGIN, _CALLS_END, _CALL_BEGIN, _SEP, _CALL_END, _FENCE_JSON)
     name_ends: ClassVar[Markers] = Markers(_FENCE_JSON, _FENCE, *_CLOSERS)
     name_opening: ClassVar[str] = _CALL_BEGIN + "function" + _SEP
@@ -175,6 +197,8 @@ class DeepSeekV32Lexer(InvokeSectionLexer):
 
     name: ClassVar[str] = "deepseek_v32"
     aliases: ClassVar[tuple[str, ...]] = ("deepseekv32", "deepseek_dsml", "deepseek_v4")
+    models: ClassVar[tuple[str, ...]] = ("DeepSeek-V3.2", "DeepSeek-V4")
+    detect_openers: ClassVar[tuple[str, ...]] = _DSML_BEGINS
     markers: ClassVar[tuple[str, ...]] = (
         *_DSML_BEGINS,
         *_DSML_ENDS,

@@ -7,6 +7,7 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._families import TaggedCallLexer
+from operators.delimiters._lexer import claim_next
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers
 
@@ -25,6 +26,8 @@ _KEY: Final = Markers(_ARG_KEY_END)
 _BEFORE_VALUE: Final = Markers(_ARG_VALUE, _ARG_KEY, _TOOL_CALL_END)
 _VALUE: Final = Markers(_ARG_VALUE_END)
 _AFTER_NAME: Final = (_ARG_KEY, _TOOL_CALL_END)
+
+_DETECT_NAME: Final = re.compile(r"[^\s<>]+\s*")
 
 
 @register_format
@@ -47,7 +50,18 @@ class Glm45Lexer(TaggedCallLexer):
 
     name: ClassVar[str] = "glm45"
     aliases: ClassVar[tuple[str, ...]] = ("glm4_moe", "glm46")
+    models: ClassVar[tuple[str, ...]] = ("GLM-4.5", "GLM-4.6")
+    detect_openers: ClassVar[tuple[str, ...]] = (_TOOL_CALL,)
     opener: ClassVar[str] = _TOOL_CALL
+
+    @classmethod
+    def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
+        """``<tool_call>`` then at once a name, then ``<arg_key>`` or ``</tool_call>``."""
+        name = _DETECT_NAME.match(rest)
+        if name is None:
+            return None if not rest else False
+        return claim_next(rest[name.end() :], _ARG_KEY, _TOOL_CALL_END)
+
     markers: ClassVar[tuple[str, ...]] = (
         _TOOL_CALL,
         _TOOL_CALL_END,
@@ -135,3 +149,6 @@ class Glm47Lexer(Glm45Lexer):
 
     name: ClassVar[str] = "glm47"
     aliases: ClassVar[tuple[str, ...]] = ("glm5",)
+    models: ClassVar[tuple[str, ...]] = ("GLM-4.7", "GLM-5")
+    detect_openers: ClassVar[tuple[str, ...]] = ()
+    """Told as ``glm45``, which reads this layout too."""

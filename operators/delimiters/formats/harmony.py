@@ -133,6 +133,8 @@ class HarmonyLexer(FormatLexer):
 
     name: ClassVar[str] = "harmony"
     aliases: ClassVar[tuple[str, ...]] = ("gpt_oss", "gpt-oss", "openai_harmony")
+    models: ClassVar[tuple[str, ...]] = ("gpt-oss-20b", "gpt-oss-120b")
+    detect_openers: ClassVar[tuple[str, ...]] = (_CHANNEL, _START)
     end_marker_optional: ClassVar[bool] = True
     markers: ClassVar[tuple[str, ...]] = (_START, _CHANNEL, _CONSTRAIN, _MESSAGE, _END, _RETURN, _CALL)
     text_markers: ClassVar[Markers] = _OUTSIDE

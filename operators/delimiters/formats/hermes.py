@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from operators.delimiters._families import TaggedCallLexer
+from operators.delimiters._lexer import claim_next
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers
 from operators.delimiters._wrapped import WrappedJsonLexer
@@ -34,9 +35,16 @@ class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
 
     name: ClassVar[str] = "hermes"
     aliases: ClassVar[tuple[str, ...]] = ("qwen25", "hermes2_pro")
+    models: ClassVar[tuple[str, ...]] = ("Hermes 2 Pro / 3", "Qwen2.5", "Qwen3", "QwQ")
+    detect_openers: ClassVar[tuple[str, ...]] = (_TOOL_CALL,)
     markers: ClassVar[tuple[str, ...]] = (_TOOL_CALL, _TOOL_CALL_END)
     wrapper_markers: ClassVar[Markers] = _END
     opener: ClassVar[str] = _TOOL_CALL
+
+    @classmethod
+    def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
+        """``<tool_call>`` then ``{``."""
+        return claim_next(rest, "{")
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: a call only if ``{`` comes next (after whitespace)."""

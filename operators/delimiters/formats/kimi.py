@@ -81,6 +81,11 @@ class KimiK2Lexer(SectionLexer):
 
     name: ClassVar[str] = "kimi_k2"
     aliases: ClassVar[tuple[str, ...]] = ("kimi_k25", "kimi")
+    models: ClassVar[tuple[str, ...]] = ("Kimi-K2", "Kimi-K2.5", "Kimi-K2-Thinking")
+    detect_openers: ClassVar[tuple[str, ...]] = (
+        "<|tool_calls_section_begin|>",
+        "<|tool_call_section_begin|>",
+    )
     end_marker_optional: ClassVar[bool] = True
     markers: ClassVar[tuple[str, ...]] = (
         *_SECTION_BEGINS,

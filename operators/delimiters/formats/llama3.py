@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._lexer import Channel, LexerOptions, LexerOutput
+from operators.delimiters._lexer import Channel, LexerOptions, LexerOutput, claim_next
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers, space_end
 from operators.delimiters._wrapped import WrappedJsonLexer
@@ -52,6 +52,9 @@ def _opens_call(text: str) -> bool | None:
     return text[index] == ":"
 
 
+_DETECT_FIELD: Final = re.compile(r'"(name|type)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
 @register_format
 class Llama3JsonLexer(WrappedJsonLexer):
     """Llama 3.x JSON tool calls (Meta's template: the model answers with JSON alone).
@@ -74,7 +77,32 @@ class Llama3JsonLexer(WrappedJsonLexer):
 
     name: ClassVar[str] = "llama3_json"
     aliases: ClassVar[tuple[str, ...]] = ("llama3", "llama")
+    models: ClassVar[tuple[str, ...]] = ("Llama 3.1", "Llama 3.2", "Llama 3.3 (JSON tool calls)")
     markers: ClassVar[tuple[str, ...]] = (_PYTHON_TAG, _EOM, _EOT)
+    detect_openers: ClassVar[tuple[str, ...]] = (_PYTHON_TAG,)
+    detect_at_start: ClassVar[tuple[str, ...]] = ("{",)
+
+    @classmethod
+    def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
+        """``<|python_tag|>``; or an answer that starts ``{"name": "NAME", "parameters"`` (or
+        ``"arguments"``) or ``{"type": "function"``: a JSON answer of another shape is not a call."""
+        if opener == _PYTHON_TAG:
+            return True
+        head = rest.lstrip()
+        keyed = claim_next(head, '"name"', '"type"')
+        if not keyed:
+            return keyed
+        field = _DETECT_FIELD.match(head)
+        if field is None:
+            return None
+        if field[1] == "type":
+            return field[2] == "function"
+        after = head[field.end() :]
+        comma = claim_next(after, ",")
+        if not comma:
+            return comma
+        return claim_next(after.lstrip()[1:], '"parameters"', '"arguments"')
+
     wrapper_markers: ClassVar[Markers] = _SECTION
 
     text_markers: ClassVar[Markers] = _TEXT

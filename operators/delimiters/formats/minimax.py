@@ -35,6 +35,8 @@ class MiniMaxM2Lexer(InvokeSectionLexer):
 
     name: ClassVar[str] = "minimax_m2"
     aliases: ClassVar[tuple[str, ...]] = ("minimax-m2",)
+    models: ClassVar[tuple[str, ...]] = ("MiniMax-M2", "MiniMax-M2.1", "MiniMax-M2.5")
+    detect_openers: ClassVar[tuple[str, ...]] = (_SECTION_BEGIN,)
     markers: ClassVar[tuple[str, ...]] = (
         _SECTION_BEGIN,
         _SECTION_END,

@@ -60,6 +60,8 @@ class MistralLexer(WrappedJsonLexer):
 
     name: ClassVar[str] = "mistral"
     aliases: ClassVar[tuple[str, ...]] = ("mistral_v11",)
+    models: ClassVar[tuple[str, ...]] = ("Mistral", "Mistral Small / Medium / Large", "Magistral", "Devstral")
+    detect_openers: ClassVar[tuple[str, ...]] = (_TOOL_CALLS,)
     markers: ClassVar[tuple[str, ...]] = (_TOOL_CALLS, _ARGS, _CALL_ID_MARKER)
     text_markers: ClassVar[Markers] = _TEXT
     wrapper_markers: ClassVar[Markers] = _TEXT

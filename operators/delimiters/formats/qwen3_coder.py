@@ -7,7 +7,7 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._families import TaggedCallLexer
-from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput, Rule
+from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput, Rule, claim_next
 from operators.delimiters._registry import register_format
 from operators.delimiters._rules import CollectRule
 from operators.delimiters._scan import HEADER_LIMIT, Markers, space_end
@@ -99,6 +99,8 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     name: ClassVar[str] = "qwen3_coder"
     aliases: ClassVar[tuple[str, ...]] = ("qwen3_xml", "qwen35")
+    models: ClassVar[tuple[str, ...]] = ("Qwen3-Coder", "Qwen3.5")
+    detect_openers: ClassVar[tuple[str, ...]] = (_TOOL_CALL,)
     opener: ClassVar[str] = _TOOL_CALL
     text_markers: ClassVar[Markers] = _TEXT
     markers: ClassVar[tuple[str, ...]] = (
@@ -109,6 +111,11 @@ class Qwen3CoderLexer(TaggedCallLexer):
         _PARAMETER,
         _PARAMETER_END,
     )
+
+    @classmethod
+    def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
+        """``<tool_call>`` then ``<function=``."""
+        return claim_next(rest, _FUNCTION)
 
     def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)

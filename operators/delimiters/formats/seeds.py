@@ -90,6 +90,8 @@ class XmlToolLexer(TaggedCallLexer):
     """
 
     name: ClassVar[str] = "xml"
+    models: ClassVar[tuple[str, ...]] = ("any model given the synchronous handler API's instructions",)
+    detect_openers: ClassVar[tuple[str, ...]] = ('<tool name="',)
     markers: ClassVar[tuple[str, ...]] = (
         _TOOL,
         _TOOL_END,
@@ -323,6 +325,8 @@ class JsonToolLexer(WrappedJsonLexer):
     """
 
     name: ClassVar[str] = "json"
+    models: ClassVar[tuple[str, ...]] = ("any model given the synchronous handler API's instructions",)
+    detect_openers: ClassVar[tuple[str, ...]] = ('{"tool":', '{"tools":')
     markers: ClassVar[tuple[str, ...]] = ("{", "}", "[", "]", _FENCE)
     name_keys: ClassVar[frozenset[str]] = frozenset({"function", "name"})
     argument_keys: ClassVar[frozenset[str]] = frozenset({"parameters", "arguments"})
@@ -430,6 +434,8 @@ class SentinelLexer(FormatLexer):
     """
 
     name: ClassVar[str] = "sentinel"
+    models: ClassVar[tuple[str, ...]] = ("any model given the synchronous handler API's instructions",)
+    detect_openers: ClassVar[tuple[str, ...]] = (_SEG_START,)
     markers: ClassVar[tuple[str, ...]] = (_SEG_START, _SEG_END, _HEADER_CLOSE)
     text_markers: ClassVar[Markers] = _SEGMENT
 
