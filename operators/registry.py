@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pipeline.stage import Core
 
 __all__ = [
+    "AUTO_FORMAT",
     "FRAMINGS",
     "NO_REWRITE",
     "PROVIDERS",
@@ -65,6 +66,7 @@ FramingOption: TypeAlias = Literal["auto", Framing]
 ToolFormat: TypeAlias = Literal[
     "none",
     "api_tool_call",
+    "auto",
     # built-in delimiter formats, then their aliases (kept equal to operators.delimiters.FORMATS by a test)
     "deepseek_v3",
     "deepseek_v31",
@@ -105,8 +107,9 @@ ToolFormat: TypeAlias = Literal[
     "qwen35",
     "qwen3_xml",
 ]
-"""The ``tool_format=`` names known to mypy: ``none`` and ``api_tool_call`` (no delimiter rewriting), then the
-built-in delimiter formats and their aliases."""
+"""The ``tool_format=`` names known to mypy: ``none`` and ``api_tool_call`` (no delimiter rewriting),
+``auto`` (the format told from the model's markers), then the built-in delimiter formats and their
+aliases."""
 
 RegisteredFormat = NewType("RegisteredFormat", str)
 """The name of a delimiter format registered at run time (``register_format``), which :data:`ToolFormat`
@@ -122,6 +125,9 @@ TOOL_FORMATS: Final[tuple[ToolFormat, ...]] = get_args(ToolFormat)
 NO_REWRITE: Final = "none"
 """The tool format that means: no delimiter rewriting, tool calls come structured from the provider."""
 
+AUTO_FORMAT: Final = "auto"
+"""The tool format told from the model's own markers, per answer."""
+
 _NO_REWRITE_NAMES: Final = frozenset({None, NO_REWRITE, "api_tool_call"})
 """The one "no rewrite" rule: ``None``, ``"none"`` and the seeds' ``"api_tool_call"``."""
 
@@ -134,21 +140,22 @@ def check_choice(option: str, value: object, choices: tuple[str, ...] | list[str
 
 
 def tool_format_choices() -> list[str]:
-    """What a ``tool_format`` option accepts: ``none`` first, then every delimiter format (and alias),
-    including those registered at run time."""
+    """What a ``tool_format`` option accepts: ``none`` and ``auto`` first, then every delimiter format
+    (and alias), including those registered at run time."""
     from operators.delimiters import FORMATS
 
-    return [NO_REWRITE, *sorted(FORMATS)]
+    return [NO_REWRITE, AUTO_FORMAT, *sorted(FORMATS)]
 
 
 def resolve_tool_format(name: object) -> str | None:
-    """The delimiter format to rewrite with, or ``None`` for no rewriting (``None``, ``"none"``,
-    ``"api_tool_call"``); a :class:`ConfigurationError` listing the choices for anything else."""
+    """The delimiter format to rewrite with (``"auto"``: told from the model's markers), or ``None`` for
+    no rewriting (``None``, ``"none"``, ``"api_tool_call"``); a :class:`ConfigurationError` listing the
+    choices for anything else."""
     if name in _NO_REWRITE_NAMES:
         return None
     from operators.delimiters import FORMATS
 
-    if isinstance(name, str) and name in FORMATS:
+    if isinstance(name, str) and (name in FORMATS or name == AUTO_FORMAT):
         return name
     return check_choice("tool format", name, tool_format_choices())
 

@@ -292,9 +292,11 @@ def _pipeline(
     if offered_tools is not None and delimiter_format is None:
         raise ConfigurationError("offered_tools names the tools of delimiter calls: give a tool_format too")
     if delimiter_format is not None:
-        from operators.delimiters import DelimiterRewriter
+        from operators.delimiters.auto import delimiter_rewriter
 
-        stages.append(DelimiterRewriter(delimiter_format, id_factory=id_factory, offered_tools=offered_tools))
+        stages.append(
+            delimiter_rewriter(delimiter_format, id_factory=id_factory, offered_tools=offered_tools)
+        )
     if not isinstance(fold, bool):
         raise ConfigurationError(f"fold must be True or False, got {fold!r}")
     if tools is not None and not fold:

@@ -213,8 +213,8 @@ def test_a_json_list_of_provider_events_replays_as_the_recording(
         ("--speed", "nan", "argument --speed: expected a number >= 0, got 'nan'"),
         (
             "--tool-format",
-            "kimi-k3",
-            "argument --tool-format: unknown tool format 'kimi-k3'; expected one of: none, deepseek_dsml,",
+            "kimi-k9",
+            "argument --tool-format: unknown tool format 'kimi-k9'; expected one of: none, auto, ",
         ),
         ("--tool-format", "", "argument --tool-format: unknown tool format ''; expected one of: none,"),
     ],

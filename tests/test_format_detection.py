@@ -179,3 +179,36 @@ def test_the_docs_table_has_a_row_per_format() -> None:
     rows = " ".join(line for line in page.splitlines() if line.startswith("| "))
     documented = set(re.findall(r"`([a-z0-9_]+)`", rows))
     assert sorted({lexer.name for lexer in lexers()} - documented) == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+async def test_process_with_tool_format_auto_gives_what_the_named_format_gives(name: str) -> None:
+    from pipeline.compose import process
+    from pipeline.models import ToolInvocation
+    from pipeline.testing import collect as gather
+    from pipeline.testing import sequential_call_ids
+
+    async def invocations(tool_format: str) -> list[ToolInvocation]:
+        events = process(
+            [SAMPLES[name]],
+            provider="text",
+            tool_format=tool_format,  # type: ignore[arg-type]
+            id_factory=sequential_call_ids,
+        )
+        return [event for event in await gather(events) if isinstance(event, ToolInvocation)]
+
+    named = await invocations(name)
+    assert [invocation.name for invocation in named] == ["get_weather"]
+    assert await invocations("auto") == named
+
+
+def test_replay_reads_tool_calls_with_tool_format_auto(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recording = tmp_path / "answer.txt"
+    recording.write_text(SAMPLES["qwen3_coder"])
+    assert main(["replay", str(recording), "--tool-format", "auto", "--output", "jsonl", "--speed", "0"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    folded = [event for event in events if event["type"] == "TOOL_INVOCATION"]
+    assert [(event["name"], event["arguments"]) for event in folded] == [("get_weather", {"city": "Paris"})]

@@ -38,13 +38,13 @@ def _deterministic(**options: Any) -> dict[str, Any]:
     return {"id_factory": sequential_call_ids, "segment_ids": counter_segment_ids(), **options}
 
 
-FORMATS_MESSAGE = "expected one of: none, deepseek_dsml"
+FORMATS_MESSAGE = "expected one of: none, auto, "
 
 BAD_PROCESS_OPTIONS: list[tuple[dict[str, Any], str]] = [
     ({"provider": "OpenAI"}, "unknown provider 'OpenAI'; expected one of: auto, openai, openai-responses,"),
     ({"provider": None}, "unknown provider None; expected one of: auto, openai,"),
     ({"framing": "ssee"}, "unknown framing 'ssee'; expected one of: auto, sse, jsonl"),
-    ({"tool_format": "kimi-k3"}, f"unknown tool format 'kimi-k3'; {FORMATS_MESSAGE}"),
+    ({"tool_format": "kimi-k9"}, f"unknown tool format 'kimi-k9'; {FORMATS_MESSAGE}"),
     ({"tool_format": ""}, f"unknown tool format ''; {FORMATS_MESSAGE}"),
     ({"choice": -1}, "choice must be an integer >= 0, got -1"),
     ({"choice": "1"}, "choice must be an integer >= 0, got '1'"),

@@ -198,7 +198,7 @@ async def test_none_means_no_rewriting_and_api_tool_call_is_its_alias(spelling: 
         e for e in default if isinstance(e, ToolInvocation)
     ]
     with pytest.raises(ConfigurationError, match="expected one of: none, "):
-        process(body, tool_format="kimi-k3")  # type: ignore[arg-type]  # the typo mypy catches
+        process(body, tool_format="kimi-k9")  # type: ignore[arg-type]  # the typo mypy catches
 
 
 def test_the_handler_factory_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,12 +35,12 @@ from pipeline.seeds.handlers import resolve_parser_name
 from pipeline.testing import collect, sequential_call_ids
 from tests.conftest import FIXTURES
 
-UNKNOWN_FORMAT = "unknown tool format 'kimi-k3'; expected one of: none, deepseek_dsml, deepseek_r1,"
+UNKNOWN_FORMAT = "unknown tool format 'kimi-k9'; expected one of: none, auto, "
 
 
 def test_the_tool_format_literal_lists_every_built_in_delimiter_format_and_alias() -> None:
-    assert TOOL_FORMATS[:2] == ("none", "api_tool_call")
-    assert sorted(TOOL_FORMATS[2:]) == sorted(FORMATS)
+    assert TOOL_FORMATS[:3] == ("none", "api_tool_call", "auto")
+    assert sorted(TOOL_FORMATS[3:]) == sorted(FORMATS)
     assert len(set(TOOL_FORMATS)) == len(TOOL_FORMATS)
 
 
@@ -86,7 +86,7 @@ def test_formats_and_aliases_resolve_to_themselves() -> None:
     assert resolve_tool_format("hermes2_pro") == "hermes2_pro"
 
 
-@pytest.mark.parametrize("name", ["", "kimi-k3", "NONE", 3])
+@pytest.mark.parametrize("name", ["", "kimi-k9", "NONE", 3])
 def test_an_unknown_tool_format_names_the_choices(name: object) -> None:
     with pytest.raises(
         ConfigurationError, match=re.escape(f"unknown tool format {name!r}; expected one of: none, ")
@@ -98,15 +98,15 @@ def test_every_entry_point_words_an_unknown_tool_format_the_same() -> None:
     from pipeline.cli.main import _tool_format
 
     with pytest.raises(ConfigurationError) as from_process:
-        process(b"", tool_format="kimi-k3")  # type: ignore[arg-type]  # the typo mypy catches
+        process(b"", tool_format="kimi-k9")  # type: ignore[arg-type]  # the typo mypy catches
     with pytest.raises(argparse.ArgumentTypeError) as from_cli:
-        _tool_format("kimi-k3")
+        _tool_format("kimi-k9")
     assert str(from_process.value).startswith(UNKNOWN_FORMAT)
     assert str(from_cli.value) == str(from_process.value)
     with pytest.raises(ConfigurationError) as from_seeds:
-        resolve_parser_name("kimi-k3")
+        resolve_parser_name("kimi-k9")
     assert str(from_seeds.value).startswith(
-        "unknown stream parser 'kimi-k3'; expected one of: api_tool_call, pass_through, none, deepseek_dsml,"
+        "unknown stream parser 'kimi-k9'; expected one of: api_tool_call, pass_through, none, auto, "
     )
 
 
@@ -115,7 +115,7 @@ def test_the_proxy_words_an_unknown_tool_format_the_same() -> None:
     from pipeline.proxy.app import create_app
 
     with pytest.raises(ConfigurationError) as caught:
-        create_app("http://127.0.0.1:9", tool_format="kimi-k3")
+        create_app("http://127.0.0.1:9", tool_format="kimi-k9")
     assert str(caught.value).startswith(UNKNOWN_FORMAT)
 
 

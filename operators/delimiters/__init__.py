@@ -19,6 +19,8 @@ from operators.delimiters import formats as _formats  # registers every format
 from operators.delimiters._families import SectionLexer, TaggedCallLexer
 from operators.delimiters._lexer import DEFAULT_MAX_BUFFERED_CHARS, FormatLexer
 from operators.delimiters._registry import FORMATS, get_format, register_format
+from operators.delimiters.auto import AutoDelimiterRewriter, delimiter_rewriter
+from operators.delimiters.detect import detect_tool_format
 from operators.delimiters.rewriter import DelimiterRewriter
 from pipeline.models import IdFactory
 from pipeline.stage import operator_stream as _operator_stream
@@ -29,10 +31,13 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_BUFFERED_CHARS",
     "FORMATS",
+    "AutoDelimiterRewriter",
     "DelimiterRewriter",
     "FormatLexer",
     "SectionLexer",
     "TaggedCallLexer",
+    "delimiter_rewriter",
+    "detect_tool_format",
     "get_format",
     "register_format",
     "rewrite_delimiters",
@@ -52,8 +57,9 @@ def rewrite_delimiters(
     offered_tools: Collection[str] | None = None,
 ) -> AsyncIterator[ChunkResponse]:
     """Move the tool calls that ``format`` writes into ``content`` and ``reasoning`` to ``tool_calls``
-    (with ``offered_tools``, only calls to those tools: others stay the text the model wrote)."""
-    core = DelimiterRewriter(
+    (with ``offered_tools``, only calls to those tools: others stay the text the model wrote);
+    ``format="auto"`` tells the format from the model's markers (:class:`AutoDelimiterRewriter`)."""
+    core = delimiter_rewriter(
         format,
         id_factory=id_factory,
         tool_schemas=tool_schemas,

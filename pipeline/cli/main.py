@@ -97,8 +97,8 @@ def _tool_format(value: str) -> RegisteredFormat:
 
 
 def _proxy_tool_format(value: str) -> str:
-    """argparse type of the proxy's ``--tool-format``: as ``--tool-format``, or ``auto``."""
-    return value if value == "auto" else _tool_format(value)
+    """argparse type of the proxy's ``--tool-format``: as ``--tool-format``."""
+    return _tool_format(value)
 
 
 def _positive_int(value: str) -> int:

@@ -48,7 +48,7 @@ from pipeline.proxy._shared import (
 )
 from pipeline.proxy.ops import RequestLog
 from pipeline.proxy.policy import ToolPolicy, ToolPolicyFilter
-from pipeline.proxy.rewriter import AUTO, proxy_tool_format
+from pipeline.proxy.rewriter import proxy_tool_format
 from pipeline.stage import Core, chain
 
 _log = logging.getLogger("pipeline.proxy.app")
@@ -125,15 +125,11 @@ class ChunkPipeline:
             cores.append(splitter)
         resolved = proxy_tool_format(tool_format)
         offered = policy.offered_names if policy is not None else None  # calls to other tools stay text
-        if resolved == AUTO:
-            from pipeline.proxy.autodetect import AutoToolRewriter
-
-            cores.append(AutoToolRewriter(tool_schemas=tool_schemas, offered_tools=offered))
-        elif resolved is not None:
-            from operators.delimiters import DelimiterRewriter
+        if resolved is not None:
+            from operators.delimiters.auto import delimiter_rewriter
 
             cores.append(
-                Releasing(DelimiterRewriter(resolved, tool_schemas=tool_schemas, offered_tools=offered))
+                Releasing(delimiter_rewriter(resolved, tool_schemas=tool_schemas, offered_tools=offered))
             )
         self.policy_filter: ToolPolicyFilter | None = None
         """The stage applying ``policy``, if one was given and it changes anything."""

@@ -14,7 +14,7 @@ from typing import Any, Final
 from operators.convert.openai_chat import OpenAIChatConverter
 from operators.delimiters import DelimiterRewriter
 from operators.encode.openai_chat import OpenAIChunkEncoder, sse_line
-from operators.registry import resolve_tool_format
+from operators.registry import AUTO_FORMAT, resolve_tool_format
 from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse, IdFactory
 from pipeline.proxy._shared import Releasing, UpstreamBody, error_body, stream_error
@@ -37,13 +37,11 @@ DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
 """Cap on one upstream SSE event (the stream ends with an error beyond)."""
 
 _DONE: Final = b"data: [DONE]\n\n"
-AUTO: Final = "auto"
-"""The tool format told from the model's markers (:mod:`pipeline.proxy.autodetect`)."""
+AUTO: Final = AUTO_FORMAT
+"""The tool format told from the model's markers (:mod:`operators.delimiters.auto`)."""
 
-
-def proxy_tool_format(name: object) -> str | None:
-    """:func:`~operators.registry.resolve_tool_format`, with ``auto`` accepted too."""
-    return AUTO if name == AUTO else resolve_tool_format(name)
+proxy_tool_format = resolve_tool_format
+"""The proxy's name of :func:`~operators.registry.resolve_tool_format` (which accepts ``auto``)."""
 
 
 class ChatStreamRewriter:
@@ -103,15 +101,11 @@ class ChatStreamRewriter:
             from operators.delimiters.reasoning_tags import ReasoningTagSplitter
 
             cores.append(ReasoningTagSplitter(reasoning_tags))
-        tool_format = proxy_tool_format(tool_format)
-        if tool_format == AUTO:
-            from pipeline.proxy.autodetect import AutoToolRewriter
+        tool_format = resolve_tool_format(tool_format)
+        if tool_format is not None:
+            from operators.delimiters.auto import delimiter_rewriter
 
-            cores.append(AutoToolRewriter(tool_schemas=tool_schemas, **rewriting))
-        elif tool_format is not None:
-            from operators.delimiters import DelimiterRewriter
-
-            cores.append(Releasing(DelimiterRewriter(tool_format, tool_schemas=tool_schemas, **rewriting)))
+            cores.append(Releasing(delimiter_rewriter(tool_format, tool_schemas=tool_schemas, **rewriting)))
         self.policy_filter: ToolPolicyFilter | None = None
         """The stage applying ``policy``, if one was given and it changes anything."""
         if policy is not None and not policy.is_trivial:

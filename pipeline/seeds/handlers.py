@@ -183,9 +183,9 @@ class ParsingStreamingResponseHandler(ApiToolCallStreamingResponseHandler):
         )
 
     def _cores(self) -> list[Core[Any, Any]]:
-        from operators.delimiters import DelimiterRewriter
+        from operators.delimiters.auto import delimiter_rewriter
 
-        return [DelimiterRewriter(self.parser_name), *super()._cores()]
+        return [delimiter_rewriter(self.parser_name), *super()._cores()]
 
 
 class PassThroughStreamingResponseHandler(StreamingResponseHandler):
