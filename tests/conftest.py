@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-FIXTURES = Path(__file__).parent / "fixtures"
+TESTS = Path(__file__).parent
+"""The tests' own directory."""
+ROOT = TESTS.parent
+"""The project's root."""
+FIXTURES = TESTS / "fixtures"
 UI_CLIENTS = Path(__file__).parent / "ui_clients"
 UI_CLIENT_PACKAGES = ("ai", "@ag-ui/core", "@ag-ui/client")
 """The npm packages of tests/ui_clients/package.json: one missing (a checkout older than it) reinstalls."""

@@ -14,9 +14,9 @@ import anyio
 import httpx
 import pytest
 
+from tests.pipeline.fanout.test_serving_web import read_frames
 from tests.servers import RedisServer, free_port, redis_server
 from tests.test_example_replicas import started
-from tests.test_serving_web import read_frames
 
 __all__ = ["redis_server"]
 

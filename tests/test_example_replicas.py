@@ -16,9 +16,9 @@ import pytest
 from anyio.abc import Process
 
 from tests.browser import chromium
+from tests.pipeline.fanout.test_serve_page import READ_VIEW, expected_view
 from tests.servers import RedisServer, free_port, redis_server
 from tests.test_examples import load
-from tests.test_serve_page import READ_VIEW, expected_view
 
 __all__ = ["redis_server"]
 

@@ -19,9 +19,15 @@ from pipeline.cli.main import _DEMO_STREAMS
 from pipeline.compose import process
 from pipeline.models import PipelineEvent
 from tests.guards import GUARD
+from tests.pipeline.fanout.test_ui_conformance import (
+    CLIENTS,
+    agui_expected,
+    agui_view,
+    folded_view,
+    ui_message_view,
+)
 from tests.proxy_upstream import serving
 from tests.test_examples import load
-from tests.test_ui_conformance import CLIENTS, agui_expected, agui_view, folded_view, ui_message_view
 
 pytestmark = pytest.mark.anyio
 

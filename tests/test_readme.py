@@ -101,7 +101,7 @@ def test_the_package_ships_the_mit_license_it_declares() -> None:
 @pytest.mark.anyio
 async def test_any_source_works_a_list_of_provider_dicts_and_one_bytes_object() -> None:
     """In a few lines: "Any source works: ... an SDK stream of objects, a list of provider dicts, one bytes
-    object" (SDK objects: tests/test_sources.py)."""
+    object" (SDK objects: tests/operators/adapter/test_sources.py)."""
     recording = FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse"
     dicts = [payload for _, payload in read_payloads(recording)]
     body = recording.read_bytes()

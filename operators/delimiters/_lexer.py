@@ -11,7 +11,7 @@ lexer hands out the rule that applies where it stands (:attr:`FormatLexer.rule`,
 passes through, goes to the other channel, into a header or a held start of a marker, into JSON
 arguments or into an XML-style value. A chunk its rule leaves goes to :meth:`FormatLexer.shortcut`, which
 decides at once what a chunk that is the next piece of one channel does when that is plain, else to the
-states. ``tests/test_delimiters_fast_path_properties.py`` checks that the rules, the shortcut and the
+states. ``test_delimiters_fast_path_properties.py`` checks that the rules, the shortcut and the
 states give the same chunks.
 
 How to add a format
@@ -68,7 +68,7 @@ How to add a format
    ``make_rule`` of the format's own (harmony's headers and bodies; ``grow_rule`` while a marker's start
    is held), and a rule's ``complete`` may take a marker that the states would (Qwen3-Coder's rules for
    the tags around its values, ``value_rule(complete)`` for ``</parameter>``, and its calls' openings).
-   Each must do exactly what the states do (``tests/test_delimiters_fast_path_properties.py``), and one
+   Each must do exactly what the states do (``test_delimiters_fast_path_properties.py``), and one
    that leaves plain text must not run while ``watched`` (a guard for unknown tools keeps the raw text
    from there).
 """

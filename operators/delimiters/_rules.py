@@ -5,7 +5,7 @@ out the rule that applies where it stands (``FormatLexer.rule``): text passes th
 other channel, goes into a header or a held start of a marker, into JSON arguments, or into an XML-style
 value. :meth:`Rule.take` gives the chunks of an incoming chunk whose text is all of one channel's next
 piece, or None when the lexer's states must take it. A rule leaves the lexer as its states would;
-``tests/test_delimiters_fast_path_properties.py`` checks that every rule gives the chunks the states give.
+``test_delimiters_fast_path_properties.py`` checks that every rule gives the chunks the states give.
 """
 
 from __future__ import annotations
