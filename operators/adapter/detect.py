@@ -42,6 +42,23 @@ _COHERE_TYPES = frozenset(
     }
 )
 _GEMINI_KEYS = ("candidates", "usageMetadata", "promptFeedback", "modelVersion")
+_CONVERSE_EVENTS = frozenset(
+    {
+        "messageStart",
+        "contentBlockStart",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+        "internalServerException",
+        "modelStreamErrorException",
+        "validationException",
+        "throttlingException",
+        "serviceUnavailableException",
+    }
+)
+"""The members of Bedrock's ``ConverseStreamOutput``: an event is one of them, alone (boto3's events, and
+the event-stream framer's ``{"<event-type>": <payload>}``)."""
 
 
 def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
@@ -49,8 +66,11 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
 
     Raises :class:`ConfigurationError` when the event fits none of the supported formats, naming what it
     saw. A Gemini Interactions API stream (``event_type``: ``interaction.created``, ``step.delta``, ...) is
-    not ``generateContent`` but is ``gemini`` too: the Gemini converter tells the two apart by itself.
+    not ``generateContent`` but is ``gemini`` too: the Gemini converter tells the two apart by itself. A
+    Bedrock ConverseStream event is one ``ConverseStreamOutput`` member alone (``{"messageStart": {...}}``).
     """
+    if len(first_event) == 1 and next(iter(first_event)) in _CONVERSE_EVENTS:
+        return "bedrock-converse"
     kind = first_event.get("type")
     if isinstance(kind, str):
         if kind.startswith("response.") or (kind == "error" and "sequence_number" in first_event):
