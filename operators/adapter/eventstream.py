@@ -290,5 +290,7 @@ class EventStreamDecoder(Framed):
 def decode_eventstream(
     source: AsyncIterable[bytes], *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
-    """Bedrock event-stream body bytes -> the model's event dicts (Anthropic events for Claude models)."""
+    """Bedrock event-stream body bytes -> event dicts: the model's own events of
+    ``InvokeModelWithResponseStream`` (Anthropic's for Claude models), or ConverseStream's
+    ``{"<event-type>": body}``."""
     return operator_stream(source, EventStreamDecoder(max_frame_size=max_frame_size))
