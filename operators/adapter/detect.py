@@ -72,13 +72,9 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
     if len(first_event) == 1 and next(iter(first_event)) in _CONVERSE_EVENTS:
         return "bedrock-converse"
     kind = first_event.get("type")
-    if isinstance(kind, str):
-        if kind.startswith("response.") or (kind == "error" and "sequence_number" in first_event):
-            return "openai-responses"
-        if kind in _ANTHROPIC_TYPES or (kind == "error" and isinstance(first_event.get("error"), Mapping)):
-            return "anthropic"
-        if kind in _COHERE_TYPES:
-            return "cohere"
+    typed = _by_type(kind, first_event) if isinstance(kind, str) else None
+    if typed is not None:
+        return typed
     if first_event.get("object") == "chat.completion.chunk" or "choices" in first_event:
         return "openai"
     if kind == "chunk" and isinstance(first_event.get("chunk"), Mapping):
@@ -90,6 +86,17 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
         return "gemini"
     keys = ", ".join(sorted(map(str, first_event))[:8])
     raise ConfigurationError(f"cannot tell the wire format of an event with type {kind!r} and keys: {keys}")
+
+
+def _by_type(kind: str, first_event: Mapping[str, Any]) -> WireFormat | None:
+    """The wire format an event's ``type`` names (Responses, Anthropic, Cohere), or None."""
+    if kind.startswith("response.") or (kind == "error" and "sequence_number" in first_event):
+        return "openai-responses"
+    if kind in _ANTHROPIC_TYPES or (kind == "error" and isinstance(first_event.get("error"), Mapping)):
+        return "anthropic"
+    if kind in _COHERE_TYPES:
+        return "cohere"
+    return None
 
 
 def detect_framing(first_bytes: bytes) -> Framing:
