@@ -7,7 +7,8 @@ adapter            ``decode_sse``, ``decode_jsonl``,            ``SSEDecoder``, 
                    ``parse_events``, ``sse_events``, sources    ``EventParser``, ``EventStreamDecoder``
 converter          ``convert_openai_chat``, ``convert_openai_   ``OpenAIChatConverter``, ...
                    responses``, ``convert_anthropic``,
-                   ``convert_gemini``, ``convert_cohere``
+                   ``convert_gemini``, ``convert_cohere``,
+                   ``convert_bedrock_converse``
 rewriter           ``rewrite_delimiters``                       ``DelimiterRewriter``
 splitter           ``split_arguments``                          ``ArgumentSplitter``, ``JSONStreamParser``
 emitter            ``emit_segments``                            ``SegmentEmitter``
@@ -60,11 +61,13 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ),
         "operators.convert": (
             "AnthropicConverter",
+            "BedrockConverseConverter",
             "CohereConverter",
             "GeminiConverter",
             "OpenAIChatConverter",
             "OpenAIResponsesConverter",
             "convert_anthropic",
+            "convert_bedrock_converse",
             "convert_cohere",
             "convert_gemini",
             "convert_openai_chat",
@@ -118,11 +121,13 @@ if TYPE_CHECKING:  # written from the table by `python -m tests.test_public_surf
     from operators.arguments.splitter import JSONStreamParser as JSONStreamParser
     from operators.arguments.splitter import split_arguments as split_arguments
     from operators.convert import AnthropicConverter as AnthropicConverter
+    from operators.convert import BedrockConverseConverter as BedrockConverseConverter
     from operators.convert import CohereConverter as CohereConverter
     from operators.convert import GeminiConverter as GeminiConverter
     from operators.convert import OpenAIChatConverter as OpenAIChatConverter
     from operators.convert import OpenAIResponsesConverter as OpenAIResponsesConverter
     from operators.convert import convert_anthropic as convert_anthropic
+    from operators.convert import convert_bedrock_converse as convert_bedrock_converse
     from operators.convert import convert_cohere as convert_cohere
     from operators.convert import convert_gemini as convert_gemini
     from operators.convert import convert_openai_chat as convert_openai_chat

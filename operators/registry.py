@@ -44,10 +44,13 @@ __all__ = [
     "tool_format_choices",
 ]
 
-WireFormat: TypeAlias = Literal["openai", "openai-responses", "anthropic", "gemini", "cohere"]
+WireFormat: TypeAlias = Literal[
+    "openai", "openai-responses", "anthropic", "gemini", "cohere", "bedrock-converse"
+]
 """The wire formats with a converter. ``openai``: Chat Completions (OpenAI and compatible servers);
 ``openai-responses``: the Responses API; ``anthropic``: Messages; ``gemini``: ``generateContent`` (Gemini
-API and Vertex AI) and the Gemini Interactions API; ``cohere``: Chat v2."""
+API and Vertex AI) and the Gemini Interactions API; ``cohere``: Chat v2; ``bedrock-converse``: Amazon
+Bedrock ``ConverseStream``."""
 
 Provider: TypeAlias = Literal[WireFormat, "text"]
 """What a stream can be: a wire format, or ``text`` (plain model text, one content delta per piece)."""
@@ -58,7 +61,7 @@ ProviderOption: TypeAlias = Literal["auto", Provider]
 Framing: TypeAlias = Literal["sse", "jsonl", "json", "eventstream"]
 """How provider events are framed in a byte stream: server-sent events, one JSON payload a line, a JSON
 array of payloads (Gemini without ``alt=sse``; also pretty-printed objects one after another), or AWS
-event-stream binary frames (Bedrock)."""
+event-stream binary frames (Bedrock: ``InvokeModelWithResponseStream`` and ``ConverseStream``)."""
 
 FramingOption: TypeAlias = Literal["auto", Framing]
 """The ``framing=`` option: a :data:`Framing`, or ``auto`` (detected from the first bytes)."""
@@ -186,7 +189,11 @@ def converter_for(
             from operators.convert.gemini import GeminiConverter
 
             return GeminiConverter(**options)
-        case _:
+        case "cohere":
             from operators.convert.cohere import CohereConverter
 
             return CohereConverter(**options)
+        case _:
+            from operators.convert.bedrock_converse import BedrockConverseConverter
+
+            return BedrockConverseConverter(**options)

@@ -30,7 +30,15 @@ __all__ = [
 ]
 
 FIXTURES = Path(__file__).parent / "fixtures"
-FORMATS = ("anthropic", "gemini", "openai_chat", "openai_compatible", "openai_responses", "cohere")
+FORMATS = (
+    "anthropic",
+    "gemini",
+    "openai_chat",
+    "openai_compatible",
+    "openai_responses",
+    "cohere",
+    "bedrock_converse",
+)
 """The folders of recorded provider streams; ``raw_model_output`` holds model text, not streams."""
 
 Payload: TypeAlias = tuple[str | None, dict[str, Any]]
@@ -82,19 +90,25 @@ class Expected:
 
 
 def fixture_paths() -> list[Path]:
-    """Every recorded provider stream the oracle covers, sorted (the Bedrock binary frames are left out:
-    their ``.decoded.jsonl`` sibling is the same stream as plain Anthropic events)."""
+    """Every recorded provider stream the oracle covers, sorted (the Anthropic-on-Bedrock binary frames are
+    left out: their ``.decoded.jsonl`` sibling is the same stream as plain Anthropic events; the
+    ConverseStream ones are read)."""
     paths = [
         path
         for folder in FORMATS
         for path in (FIXTURES / folder).iterdir()
-        if path.suffix in {".sse", ".jsonl"}
+        if path.suffix in {".sse", ".jsonl"} or (path.suffix == ".bin" and folder == "bedrock_converse")
     ]
     return sorted(paths)
 
 
 def read_payloads(path: Path) -> list[Payload]:
-    """The provider events of a recording: SSE (``.sse``) or one JSON payload a line (``.jsonl``)."""
+    """The provider events of a recording: SSE (``.sse``), one JSON payload a line (``.jsonl``) or AWS
+    event-stream frames (``.bin``, named by their event type)."""
+    if path.suffix == ".bin":
+        from tests.reference_converse import read_frames
+
+        return read_frames(path.read_bytes())
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
         return [(None, json.loads(line)) for line in text.splitlines() if line.strip()]
@@ -930,6 +944,13 @@ def _cohere(payloads: list[Payload]) -> Expected:
     return Expected("".join(text), "".join(reasoning), [call.result() for call in calls], finish, usage)
 
 
+def _converse(payloads: list[Payload]) -> Expected:
+    """Bedrock ConverseStream: its own module, which reads the binary frames too."""
+    from tests.reference_converse import converse
+
+    return converse(payloads)
+
+
 _READERS: dict[str, Callable[[list[Payload]], Expected]] = {
     "anthropic": _anthropic,
     "gemini": _gemini,
@@ -937,4 +958,5 @@ _READERS: dict[str, Callable[[list[Payload]], Expected]] = {
     "openai_compatible": _chat,
     "openai_responses": _responses,
     "cohere": _cohere,
+    "bedrock_converse": _converse,
 }

@@ -33,6 +33,8 @@ RECHUNKED = [
         "anthropic/anthropic-sdk-python_claude-haiku-4-5_text_after_tool_result.sse",
         "anthropic/fantasy_claude-sonnet-4_text_then_2_parallel_tool_use.sse",
         "anthropic/pydantic-ai_claude_parallel_server_tool_uses.sse",
+        "bedrock_converse/pydantic-ai_nova-2-lite_server_code_interpreter_then_tool_use.eventstream.bin",
+        "bedrock_converse/vercel_claude_reasoning_signature_text.jsonl",
         "cohere/vercel_cohere_v2_tool_plan_then_2_parallel_tool_calls.jsonl",
         "gemini/fantasy_gemini-2.5-flash_2_parallel_function_calls_one_chunk.sse",
         "gemini/vercel_gemini-3-flash_thought_then_4_streamed_calls_incl_no_args.jsonl",
@@ -44,7 +46,7 @@ RECHUNKED = [
     )
 ]
 """A sample across formats and quirks: cut-off arguments, non-ASCII text, parallel and server calls,
-SSE comments and event names, JSONL, custom tools, indexes starting at 1."""
+SSE comments and event names, JSONL, AWS event-stream frames, custom tools, indexes starting at 1."""
 
 
 def by_name(path: Path) -> str:

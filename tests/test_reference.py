@@ -192,6 +192,29 @@ FACTS = [
         "stop",
         True,
     ),
+    # bedrock_converse
+    Fact(
+        "bedrock_converse/pydantic-ai_nova-2-lite_server_code_interpreter_then_tool_use.eventstream.bin",
+        (("nova_code_interpreter", {"snippet": "1234 * 5678"}), ("final_result", {"result": 7006652.0})),
+        "tool_calls",
+        False,
+    ),
+    Fact(
+        "bedrock_converse/pydantic-ai_nova-micro_text_after_tool_result.eventstream.bin",
+        (),
+        "stop",
+        "The current temperature in Paris, the capital of France, is 30\u00b0C.",
+    ),
+    Fact(
+        "bedrock_converse/pydantic-ai_claude-sonnet-4_reasoning_signature_text.eventstream.bin",
+        (),
+        "stop",
+        "Hello! It's nice to meet you. How can I help you today?",
+        True,
+    ),
+    Fact(
+        "bedrock_converse/vercel_text_max_tokens.jsonl", (), "length", "Hello! How can I assist you today? If"
+    ),
     # cohere
     Fact(
         "cohere/vercel_cohere_v2_tool_plan_then_2_parallel_tool_calls.jsonl",
@@ -888,10 +911,10 @@ def test_every_fixture_has_a_consistent_expectation(path: Path) -> None:
         assert result.usage["total_tokens"] >= result.usage["prompt_tokens"]
 
 
-def test_fixture_paths_cover_the_folders_but_not_bedrock_binary_frames() -> None:
+def test_fixture_paths_cover_the_folders_but_not_anthropic_on_bedrock_frames() -> None:
     paths = fixture_paths()
     assert {path.parent.name for path in paths} == set(FORMATS)
-    assert not any(path.suffix == ".bin" for path in paths)
+    assert {path.parent.name for path in paths if path.suffix == ".bin"} == {"bedrock_converse"}
     assert FIXTURES / "anthropic/fantasy_bedrock_claude-sonnet-4-5_tool_use_only.decoded.jsonl" in paths
     with pytest.raises(ValueError, match="raw_model_output"):
         expected(FIXTURES / "raw_model_output/vllm-test_glm-4.5_no_args_tool.txt")

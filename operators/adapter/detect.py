@@ -42,6 +42,23 @@ _COHERE_TYPES = frozenset(
     }
 )
 _GEMINI_KEYS = ("candidates", "usageMetadata", "promptFeedback", "modelVersion")
+_CONVERSE_EVENTS = frozenset(
+    {
+        "messageStart",
+        "contentBlockStart",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+        "internalServerException",
+        "modelStreamErrorException",
+        "validationException",
+        "throttlingException",
+        "serviceUnavailableException",
+    }
+)
+"""The members of Bedrock's ``ConverseStreamOutput``: an event is one of them, alone (boto3's events, and
+the event-stream framer's ``{"<event-type>": <payload>}``)."""
 
 
 def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
@@ -49,16 +66,15 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
 
     Raises :class:`ConfigurationError` when the event fits none of the supported formats, naming what it
     saw. A Gemini Interactions API stream (``event_type``: ``interaction.created``, ``step.delta``, ...) is
-    not ``generateContent`` but is ``gemini`` too: the Gemini converter tells the two apart by itself.
+    not ``generateContent`` but is ``gemini`` too: the Gemini converter tells the two apart by itself. A
+    Bedrock ConverseStream event is one ``ConverseStreamOutput`` member alone (``{"messageStart": {...}}``).
     """
+    if len(first_event) == 1 and next(iter(first_event)) in _CONVERSE_EVENTS:
+        return "bedrock-converse"
     kind = first_event.get("type")
-    if isinstance(kind, str):
-        if kind.startswith("response.") or (kind == "error" and "sequence_number" in first_event):
-            return "openai-responses"
-        if kind in _ANTHROPIC_TYPES or (kind == "error" and isinstance(first_event.get("error"), Mapping)):
-            return "anthropic"
-        if kind in _COHERE_TYPES:
-            return "cohere"
+    typed = _by_type(kind, first_event) if isinstance(kind, str) else None
+    if typed is not None:
+        return typed
     if first_event.get("object") == "chat.completion.chunk" or "choices" in first_event:
         return "openai"
     if kind == "chunk" and isinstance(first_event.get("chunk"), Mapping):
@@ -70,6 +86,17 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
         return "gemini"
     keys = ", ".join(sorted(map(str, first_event))[:8])
     raise ConfigurationError(f"cannot tell the wire format of an event with type {kind!r} and keys: {keys}")
+
+
+def _by_type(kind: str, first_event: Mapping[str, Any]) -> WireFormat | None:
+    """The wire format an event's ``type`` names (Responses, Anthropic, Cohere), or None."""
+    if kind.startswith("response.") or (kind == "error" and "sequence_number" in first_event):
+        return "openai-responses"
+    if kind in _ANTHROPIC_TYPES or (kind == "error" and isinstance(first_event.get("error"), Mapping)):
+        return "anthropic"
+    if kind in _COHERE_TYPES:
+        return "cohere"
+    return None
 
 
 def detect_framing(first_bytes: bytes) -> Framing:

@@ -4,13 +4,22 @@ Bedrock does not use SSE. Its body is a sequence of AWS event-stream frames::
 
     total length (u32) | headers length (u32) | prelude CRC32 (u32) | headers | payload | message CRC32 (u32)
 
-A header is ``name length (u8) | name | type (u8) | value``. A frame whose ``:message-type`` is ``event``
-carries ``{"bytes": base64(model event JSON), "p": padding}``; for Anthropic models the inner events are
-the Messages stream events, to be fed to :class:`operators.convert.anthropic.AnthropicConverter`.
-:class:`EventStreamFramer` yields each event's JSON bytes as a :class:`~pipeline.models.Payload` (the
-wrapper unwrapped); :class:`EventStreamDecoder` chains it with the generic JSON decode. A frame
-of type ``exception`` (``throttlingException``, ``modelStreamErrorException``, ...) or ``error`` raises
-:class:`ProviderError` after every event before it was returned.
+A header is ``name length (u8) | name | type (u8) | value``. Two APIs use these frames:
+
+- ``InvokeModelWithResponseStream``: each event frame (``:event-type`` ``chunk``) carries
+  ``{"bytes": base64(model event JSON), "p": padding}``; for Anthropic models the inner events are the
+  Messages stream events, to be fed to :class:`operators.convert.anthropic.AnthropicConverter`. The framer
+  yields the inner event (the wrapper unwrapped).
+- ``ConverseStream``: the ``:event-type`` header names the event (``messageStart``,
+  ``contentBlockDelta``, ...) and the payload is that event's body (``{"contentBlockIndex": 0, "delta":
+  {...}, "p": padding}``). The framer yields ``{"<event-type>": <payload>}``: the shape of boto3's
+  ``converse_stream`` events, so that :class:`operators.convert.bedrock_converse.BedrockConverseConverter`
+  reads bytes and boto3's dicts through one schema.
+
+:class:`EventStreamFramer` yields each event's JSON bytes as a :class:`~pipeline.models.Payload`;
+:class:`EventStreamDecoder` chains it with the generic JSON decode. A frame of type ``exception``
+(``throttlingException``, ``modelStreamErrorException``, ...) or ``error`` raises :class:`ProviderError`
+after every event before it was returned.
 
 Bytes may be split anywhere; CRCs are checked, so a corrupted or cut-off body is reported with the byte
 offset of its frame rather than decoded into garbage.
@@ -144,18 +153,27 @@ class EventStreamFramer:
             headers = self._headers(memoryview(raw_headers), frame_offset)
             if len(self._known_headers) < _KNOWN_HEADERS:
                 self._known_headers[raw_headers] = headers
-        payload = bytes(frame[_PRELUDE_SIZE + headers_length : total_length - 4])
+        body = frame[_PRELUDE_SIZE + headers_length : total_length - 4]
         message_type = headers.get(":message-type", "event")
         if message_type == "event":
-            return self._event(payload, frame_offset)
+            event_type = headers.get(":event-type")
+            if isinstance(event_type, str) and event_type != "chunk":
+                return _named_event(event_type, body, frame_offset)
+            return self._event(bytes(body), frame_offset)
+        payload = bytes(body)
         if message_type == "exception":
             kind = _text(headers.get(":exception-type"))
             details = self._json(payload, frame_offset) if payload else {}
             message = None
             if isinstance(details, Mapping):
                 message = details.get("message") or details.get("Message")
+            status = details.get("originalStatusCode") if isinstance(details, Mapping) else None
             raise ProviderError.from_payload(
-                {"type": kind, "message": message or payload.decode(errors="replace")},
+                {
+                    "type": kind,
+                    "message": message or payload.decode(errors="replace"),
+                    "status_code": status,
+                },
                 details if isinstance(details, Mapping) else {"payload": details},
                 f"event-stream frame {self._frame_number}",
             )
@@ -231,6 +249,13 @@ class EventStreamFramer:
         )
 
 
+def _named_event(event_type: str, body: memoryview, offset: int) -> Payload:
+    """A ConverseStream event frame as ``{"<event-type>": <payload>}`` (an empty payload as ``{}``)."""
+    return Payload(
+        b"".join((b"{", msgspec.json.encode(event_type), b":", body if body else b"{}", b"}")), offset
+    )
+
+
 def _text(value: HeaderValue | None) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -265,5 +290,7 @@ class EventStreamDecoder(Framed):
 def decode_eventstream(
     source: AsyncIterable[bytes], *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
-    """Bedrock event-stream body bytes -> the model's event dicts (Anthropic events for Claude models)."""
+    """Bedrock event-stream body bytes -> event dicts: the model's own events of
+    ``InvokeModelWithResponseStream`` (Anthropic's for Claude models), or ConverseStream's
+    ``{"<event-type>": body}``."""
     return operator_stream(source, EventStreamDecoder(max_frame_size=max_frame_size))

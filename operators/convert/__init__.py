@@ -17,6 +17,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "AnthropicConverter",
             "convert_anthropic",
         ),
+        "operators.convert.bedrock_converse": (
+            "BedrockConverseConverter",
+            "convert_bedrock_converse",
+        ),
         "operators.convert.cohere": (
             "CohereConverter",
             "convert_cohere",
@@ -41,6 +45,8 @@ if TYPE_CHECKING:  # written from the table by `python -m tests.test_public_surf
     from operators.convert._base import new_call_id as new_call_id
     from operators.convert.anthropic import AnthropicConverter as AnthropicConverter
     from operators.convert.anthropic import convert_anthropic as convert_anthropic
+    from operators.convert.bedrock_converse import BedrockConverseConverter as BedrockConverseConverter
+    from operators.convert.bedrock_converse import convert_bedrock_converse as convert_bedrock_converse
     from operators.convert.cohere import CohereConverter as CohereConverter
     from operators.convert.cohere import convert_cohere as convert_cohere
     from operators.convert.gemini import GeminiConverter as GeminiConverter

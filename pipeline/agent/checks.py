@@ -51,7 +51,7 @@ SKIP_THOUGHT_SIGNATURE = "skip_thought_signature_validator"
 """Google's documented stand-in for a Gemini 3 function call's ``thoughtSignature`` when the history has
 none (a call from another model, or a history that lost it)."""
 
-_TARGETS = ("openai_chat", "openai_responses", "anthropic", "gemini")
+_TARGETS = ("openai_chat", "openai_responses", "anthropic", "gemini", "bedrock_converse")
 
 
 class Violation(msgspec.Struct, frozen=True, kw_only=True):
@@ -127,8 +127,8 @@ def check_conversation(
     reasoning_content: ReasoningContentRule = None,
     thought_signatures: bool = False,
 ) -> list[Violation]:
-    """Every rule of ``target`` (``openai_chat``, ``openai_responses``, ``anthropic``, ``gemini``) that
-    ``messages`` break, in order of position. The messages are not changed.
+    """Every rule of ``target`` (``openai_chat``, ``openai_responses``, ``anthropic``, ``gemini``,
+    ``bedrock_converse``) that ``messages`` break, in order of position. The messages are not changed.
 
     Raises:
         ConfigurationError: an unknown target, or a message that is not an object.
@@ -515,9 +515,44 @@ def _gemini_signature(walk: _Walk, number: int, first_call: tuple[int, Mapping[s
     )
 
 
+# --- Bedrock Converse -------------------------------------------------------------------------------------
+
+
+def _bedrock_converse(walk: _Walk) -> None:
+    """Every client ``toolUse`` answered by a ``toolResult`` in the next user message, and only those."""
+    pending: dict[Any, str] = {}
+    for number, message in enumerate(walk.messages):
+        content = message.get("content")
+        blocks = [block if isinstance(block, Mapping) else {} for block in content or ()]
+        if message.get("role") == "user":
+            _converse_results(walk, number, blocks, pending)
+        _unanswered(walk, pending)
+        if message.get("role") == "assistant":
+            pending = {
+                call.get("toolUseId"): walk.at(number, "content", index)
+                for index, call in enumerate(block.get("toolUse") for block in blocks)
+                if isinstance(call, Mapping) and call.get("type") != "server_tool_use"
+            }
+    _unanswered(walk, pending)
+
+
+def _converse_results(
+    walk: _Walk, number: int, blocks: list[Mapping[str, Any]], pending: dict[Any, str]
+) -> None:
+    for index, block in enumerate(blocks):
+        result = block.get("toolResult")
+        if isinstance(result, Mapping) and pending.pop(result.get("toolUseId"), None) is None:
+            walk.report(
+                walk.at(number, "content", index),
+                "orphan_result",
+                f"a toolResult for {result.get('toolUseId')!r}, which the message before did not call",
+            )
+
+
 _CHECKERS: dict[str, Callable[[_Walk], None]] = {
     "openai_chat": _openai_chat,
     "openai_responses": _openai_responses,
     "anthropic": _anthropic,
     "gemini": _gemini,
+    "bedrock_converse": _bedrock_converse,
 }

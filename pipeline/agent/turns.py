@@ -35,6 +35,13 @@ The messages are plain dicts in the provider's request JSON (what the official S
   (``functionCall.id``, ``functionResponse.id``) only when the provider minted it: models before Gemini 3
   and Vertex reject an ``id`` they did not send. Ids made up by the converter's ``id_factory`` are
   recognised by ``is_generated_id`` (default: the default factory's shape, ``call_`` + 24 hex).
+- Bedrock Converse: reasoning goes back as ``reasoningContent`` (``reasoningText`` with its signature
+  when it has one, a reasoning block without signature as text alone, redacted reasoning as
+  ``redactedContent`` in base64 text, as the HTTP JSON carries it: boto3 wants the bytes,
+  ``base64.b64decode`` it); citations are left out of text blocks; a provider-executed call goes back as
+  its ``toolUse`` (``type: server_tool_use``) followed by its ``toolResult``. Tool outputs are
+  ``toolResult`` blocks of one user message: an object as ``{"json": ...}``, anything else as text,
+  ``status: error`` for a failed tool.
 - Tool outputs that are not strings are sent as compact JSON; Gemini gets ``{"output": ...}`` or
   ``{"error": ...}``. Every client call of the turn must be answered, and only those:
   :meth:`AssistantTurn.tool_results` raises :class:`~pipeline.errors.TurnError` otherwise.
@@ -73,7 +80,7 @@ __all__ = [
     "is_default_generated_id",
 ]
 
-WireFormat: TypeAlias = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
+WireFormat: TypeAlias = Literal["openai_chat", "openai_responses", "anthropic", "gemini", "bedrock_converse"]
 WIRE_FORMATS: tuple[str, ...] = get_args(WireFormat)
 
 Message: TypeAlias = dict[str, Any]
@@ -157,6 +164,9 @@ class AssistantTurn:
                     block["is_error"] = True
                 blocks.append(block)
             return [{"role": "user", "content": blocks}] if blocks else []
+        if self.format == "bedrock_converse":
+            results = [_converse_tool_result(out) for out in ordered]
+            return [{"role": "user", "content": results}] if results else []
         parts: list[Message] = []
         for out in ordered:
             response: Message = {"functionResponse": {"name": self.call_names[out.call_id]}}
@@ -445,6 +455,15 @@ class TurnBuilder:
                 blocks.append(block)
         return [{"role": "assistant", "content": blocks}] if blocks else []
 
+    def _bedrock_converse(self, segments: list[_Segment]) -> list[Message]:
+        calls = self._calls()
+        blocks = [
+            block
+            for segment in segments
+            if (block := _converse_block(segment, segment.end or {}, calls)) is not None
+        ]
+        return [{"role": "assistant", "content": blocks}] if blocks else []
+
     def _gemini(self, segments: list[_Segment]) -> list[Message]:
         calls = self._calls()
         parts: list[Message] = []
@@ -504,6 +523,7 @@ _BUILDERS = {
     "openai_responses": TurnBuilder._openai_responses,
     "anthropic": TurnBuilder._anthropic,
     "gemini": TurnBuilder._gemini,
+    "bedrock_converse": TurnBuilder._bedrock_converse,
 }
 
 
@@ -564,6 +584,58 @@ def _anthropic_result(meta: dict[str, Any]) -> Message:
     if meta.get("is_error") and result["type"] == "mcp_tool_result":
         result["is_error"] = True
     return result
+
+
+def _converse_block(
+    segment: _Segment, end: dict[str, Any], calls: dict[str, ToolInvocation]
+) -> Message | None:
+    """The Converse content block of one segment; None for what Converse does not take back."""
+    kind = segment.kind
+    if kind is SegmentType.REASONING:
+        return _converse_reasoning(segment.text, end)
+    if kind is SegmentType.TEXT:
+        return {"text": segment.text} if segment.text else None
+    if kind is SegmentType.TOOL_RESULT:
+        meta = {**segment.start, **end}
+        result: Message = {
+            "toolUseId": meta["call_id"],
+            "content": meta.get("result") or [],
+            "status": "error" if meta.get("is_error") else "success",
+        }
+        if meta.get("result_type"):
+            result["type"] = meta["result_type"]
+        return {"toolResult": result}
+    if kind is SegmentType.TOOL_CALL or kind in _FILE_SEGMENTS:
+        call = calls.get(segment.id)
+        arguments = call.arguments if call is not None else end.get("arguments", {})
+        tool_use: Message = {"toolUseId": segment.id, "name": _call_name(segment), "input": arguments}
+        if segment.start.get("provider_executed"):
+            tool_use["type"] = "server_tool_use"
+        return {"toolUse": tool_use}
+    return None
+
+
+def _converse_reasoning(text: str, end: dict[str, Any]) -> Message | None:
+    """A ``reasoningContent`` block: redacted, or text with its signature if it has one."""
+    if end.get("encrypted_content"):
+        return {"reasoningContent": {"redactedContent": end["encrypted_content"]}}
+    if not text and not end.get("signature"):
+        return None
+    reasoning: Message = {"text": text}
+    if end.get("signature"):
+        reasoning["signature"] = end["signature"]
+    return {"reasoningContent": {"reasoningText": reasoning}}
+
+
+def _converse_tool_result(out: ToolOutput) -> Message:
+    """A ``toolResult`` block answering one client call: an object as JSON, anything else as text."""
+    content = {"json": out.output} if isinstance(out.output, Mapping) else {"text": _as_text(out.output)}
+    result = {
+        "toolUseId": out.call_id,
+        "content": [content],
+        "status": "error" if out.is_error else "success",
+    }
+    return {"toolResult": result}
 
 
 def _is_client_call(segment: _Segment) -> bool:

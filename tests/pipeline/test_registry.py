@@ -13,6 +13,7 @@ from typing import get_args
 import pytest
 
 from operators.convert.anthropic import AnthropicConverter
+from operators.convert.bedrock_converse import BedrockConverseConverter
 from operators.convert.cohere import CohereConverter
 from operators.convert.gemini import GeminiConverter
 from operators.convert.openai_chat import OpenAIChatConverter
@@ -45,7 +46,14 @@ def test_the_tool_format_literal_lists_every_built_in_delimiter_format_and_alias
 
 
 def test_the_runtime_tuples_come_from_the_literals() -> None:
-    assert WIRE_FORMATS == ("openai", "openai-responses", "anthropic", "gemini", "cohere")
+    assert WIRE_FORMATS == (
+        "openai",
+        "openai-responses",
+        "anthropic",
+        "gemini",
+        "cohere",
+        "bedrock-converse",
+    )
     assert (*WIRE_FORMATS, "text") == PROVIDERS
     assert FRAMINGS == ("auto", "sse", "jsonl", "json", "eventstream")
     assert get_args(ToolFormat) == TOOL_FORMATS
@@ -59,6 +67,7 @@ def test_the_runtime_tuples_come_from_the_literals() -> None:
         ("anthropic", AnthropicConverter),
         ("gemini", GeminiConverter),
         ("cohere", CohereConverter),
+        ("bedrock-converse", BedrockConverseConverter),
     ],
 )
 def test_converter_for_makes_the_named_converter(name: str, converter: type) -> None:
@@ -69,7 +78,8 @@ def test_converter_for_makes_the_named_converter(name: str, converter: type) -> 
 @pytest.mark.parametrize("name", ["text", "auto", "OpenAI", None])
 def test_converter_for_refuses_what_is_not_a_wire_format(name: object) -> None:
     expected = (
-        f"unknown provider {name!r}; expected one of: openai, openai-responses, anthropic, gemini, cohere"
+        f"unknown provider {name!r}; expected one of: openai, openai-responses, anthropic, gemini, cohere, "
+        "bedrock-converse"
     )
     with pytest.raises(ConfigurationError) as caught:
         converter_for(name)

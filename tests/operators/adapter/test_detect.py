@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from operators.adapter import EventParser, JSONLinesDecoder, SSEDecoder
 from operators.adapter.detect import detect_framing, detect_wire_format, sniff_framing
+from operators.adapter.eventstream import EventStreamFramer
 from pipeline.errors import ConfigurationError
 from tests.conftest import FIXTURES
 
@@ -19,6 +21,7 @@ FOLDER_FORMATS = {
     "openai_chat": "openai",
     "openai_compatible": "openai",
     "openai_responses": "openai-responses",
+    "bedrock_converse": "bedrock-converse",
 }
 INTERACTIONS_API = "vercel_gemini-2.5-flash_interactions_api_tool_call.jsonl"
 STREAM_FILES = sorted(
@@ -79,8 +82,28 @@ def test_framing_of_the_other_files(path: Path) -> None:
 
 
 def test_other_files_are_the_expected_ones() -> None:
-    assert {path.parent.name for path in OTHER_FILES} == {"anthropic", "raw_model_output"}
+    folders = {path.parent.name for path in OTHER_FILES}
+    assert folders == {"anthropic", "bedrock_converse", "raw_model_output"}
     assert [path.suffix for path in OTHER_FILES if path.parent.name == "anthropic"] == [".bin"]
+    assert {path.suffix for path in OTHER_FILES if path.parent.name == "bedrock_converse"} == {".bin"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(FIXTURES.glob("bedrock_converse/*.bin")),
+    ids=lambda path: path.name,
+)
+def test_wire_format_of_converse_event_stream_bytes(path: Path) -> None:
+    """A ConverseStream frame names its event in a header: the framer's event is boto3's shape."""
+    framer = EventStreamFramer()
+    payload = framer.feed(path.read_bytes())[0]
+    assert detect_wire_format(msgspec.json.decode(payload.data)) == "bedrock-converse"
+
+
+def test_converse_events_are_one_member_alone() -> None:
+    assert detect_wire_format({"contentBlockDelta": {"contentBlockIndex": 0}}) == "bedrock-converse"
+    assert detect_wire_format({"throttlingException": {"message": "slow"}}) == "bedrock-converse"
+    assert detect_wire_format({"metadata": {}, "candidates": []}) == "gemini"
 
 
 @pytest.mark.parametrize(
