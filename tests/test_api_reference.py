@@ -1,0 +1,130 @@
+"""The API reference (docs/reference/) renders every public name, each once, and the docstrings it renders
+read in one style.
+
+mkdocs is slow, so these tests do not build the site: they read each page's ``::: path`` directives and
+their options, load the packages with griffe (what mkdocstrings renders from) and work out what each
+directive shows, the way mkdocstrings-python chooses members: the ones listed under ``members:``, else the
+public members with a docstring (an imported one only when the module's ``__all__`` names it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_public_surface import MODULES
+
+griffe = pytest.importorskip("griffe")
+yaml = pytest.importorskip("yaml")
+
+ROOT = Path(__file__).parent.parent
+REFERENCE = ROOT / "docs" / "reference"
+OPTIONS = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["plugins"][1]["mkdocstrings"]["handlers"][
+    "python"
+]["options"]
+"""mkdocstrings' options for every directive (mkdocs.yml), before a directive's own."""
+
+
+@dataclass(frozen=True)
+class Directive:
+    """One ``::: path`` of a reference page and its own options."""
+
+    page: str
+    path: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def directives() -> list[Directive]:
+    """Every ``::: path`` directive of every reference page, in page order."""
+    found = []
+    for page in sorted(REFERENCE.rglob("*.md")):
+        pattern = r"^::: ([\w.]+)\n((?:(?: {4}.*)?\n)*)"
+        for match in re.finditer(pattern, page.read_text(), flags=re.MULTILINE):
+            block = yaml.safe_load(match.group(2)) or {}
+            relative = str(page.relative_to(REFERENCE))
+            found.append(Directive(relative, match.group(1), dict(block.get("options") or {})))
+    return found
+
+
+def documented_modules() -> list[str]:
+    """The modules whose public names the reference must show: every public package (the facades), the
+    modules the shared types and helpers live in, and every module a docs page's code imports from."""
+    packages = [name for name in MODULES if hasattr(importlib.import_module(name), "__path__")]
+    shared = [
+        "pipeline.models",
+        "pipeline.errors",
+        "pipeline.stage",
+        "pipeline.compose",
+        "pipeline.testing",
+        "pipeline.telemetry",
+        "operators.registry",
+    ]
+    pages = "\n".join(path.read_text() for path in (ROOT / "docs").glob("*.md"))
+    imported = re.findall(r"^\s*from ((?:pipeline|operators)[\w.]*) import", pages, flags=re.MULTILINE)
+    return sorted({*packages, *shared, *imported})
+
+
+@pytest.fixture(scope="module")
+def loaded() -> Any:
+    """``pipeline`` and ``operators`` as griffe reads them, with Google-style docstrings."""
+    loader = griffe.GriffeLoader(search_paths=[str(ROOT)], docstring_parser=griffe.Parser.google)
+    loader.load("pipeline")
+    loader.load("operators")
+    loader.resolve_aliases(implicit=False, external=None)
+    return loader.modules_collection
+
+
+def target(item: Any) -> Any:
+    """What an alias stands for (an object is its own)."""
+    return item.final_target if item.is_alias else item
+
+
+def shown(collection: Any, directive: Directive) -> list[str]:
+    """The paths (of the objects themselves, not of aliases) that one directive renders at its top level:
+    its object, and that object's members as mkdocstrings-python chooses them."""
+    options = {**OPTIONS, **directive.options}
+    root = target(collection[directive.path])
+    paths = [root.path]
+    members = options.get("members")
+    if not (root.is_module or root.is_class) or members is False:
+        return paths
+    if isinstance(members, list):
+        missing = [name for name in members if name not in root.members]
+        assert missing == [], f"{directive.page}: {directive.path} has no {missing}"
+        return paths + [target(root.members[name]).path for name in members]
+    filters = [re.compile(pattern.lstrip("!")) for pattern in options["filters"]]
+    return paths + [
+        target(member).path
+        for name, member in root.members.items()
+        if not any(pattern.search(name) for pattern in filters)
+        and (not member.is_alias or member.is_public)
+        and not member.is_module
+        and (member.has_docstrings or options["show_if_no_docstring"])
+    ]
+
+
+def test_every_page_is_in_the_nav() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text()
+    pages = sorted(str(page.relative_to(ROOT / "docs")) for page in REFERENCE.rglob("*.md"))
+    assert [page for page in pages if page not in nav] == []
+
+
+@pytest.mark.parametrize("module", documented_modules())
+def test_every_public_name_is_in_the_reference(loaded: Any, module: str) -> None:
+    rendered = {path for directive in directives() for path in shown(loaded, directive)}
+    names = importlib.import_module(module).__all__
+    missing = [name for name in names if target(loaded[f"{module}.{name}"]).path not in rendered]
+    assert missing == [], f"{module}: not in docs/reference/: {missing}"
+
+
+def test_the_reference_shows_each_object_once(loaded: Any) -> None:
+    counts = Counter(path for directive in directives() for path in shown(loaded, directive)[1:])
+    counts.update(target(loaded[directive.path]).path for directive in directives())
+    roots = {directive.path for directive in directives() if directive.options.get("members") is not None}
+    assert sorted(path for path, count in counts.items() if count > 1 and path not in roots) == []
