@@ -21,7 +21,7 @@
 
 Every message says what went wrong and where (event number, byte or character offset). A stage that fails
 part-way through its input puts what it had produced before the failure in ``partial_outputs``: the stage
-runtime (:mod:`pipeline.stage`) delivers those first, then raises, so nothing already received is lost.
+runtime (`pipeline.stage`) delivers those first, then raises, so nothing already received is lost.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class StreamfoldError(Exception):
 
     partial_outputs: list[Any]
     """What the failing stage (or chain of stages) had produced before the failure, in order: delivered to
-    the consumer before the error by :func:`pipeline.stage.drive`. Empty when nothing was."""
+    the consumer before the error by `pipeline.stage.drive`. Empty when nothing was."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -7,9 +7,9 @@
 
 An optional extra (``pip install 'streamfold[telemetry]'``; only ``opentelemetry-api`` is needed at run
 time, an SDK or a distro configures the export). Without ``telemetry=`` nothing of this module runs:
-:func:`pipeline.process` builds the same loop as before.
+`pipeline.process` builds the same loop as before.
 
-Per response (:func:`pipeline.process` with ``telemetry=``), a CLIENT span ``"{operation} {model}"`` with the
+Per response (`pipeline.process` with ``telemetry=``), a CLIENT span ``"{operation} {model}"`` with the
 GenAI attributes (``gen_ai.operation.name``, ``gen_ai.provider.name`` and the deprecated ``gen_ai.system``,
 ``gen_ai.request.model``, ``gen_ai.request.stream``, ``gen_ai.response.id``, ``gen_ai.response.model``,
 ``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens`` / ``output_tokens`` and the cache and
@@ -20,8 +20,8 @@ chunk is one provider event that carries something, as the converters count them
 
 streamfold's own, per tool call (a span event ``streamfold.tool_call`` and two histograms):
 ``streamfold.tool_call.arguments.duration``, from the call's first delta to its last argument delta, and
-``streamfold.tool_call.invocation.delay``, from its first delta to its :class:`ToolInvocation`. Per hub
-subscriber (:meth:`Telemetry.watch_hub`, read from :meth:`Hub.statistics` at each metric collection):
+``streamfold.tool_call.invocation.delay``, from its first delta to its `ToolInvocation`. Per hub
+subscriber (`Telemetry.watch_hub`, read from `Hub.statistics` at each metric collection):
 ``streamfold.hub.subscriber.lag`` (items waiting for it: buffered and replay still to read),
 ``streamfold.hub.subscriber.delivered`` / ``coalesced`` / ``dropped``.
 
@@ -66,7 +66,7 @@ PROVIDER_NAMES: Final[Mapping[str, str]] = {
     "cohere": "cohere",
 }
 """``process(provider=...)`` -> ``gen_ai.provider.name`` (the semantic conventions' well-known values).
-``auto`` and ``text`` give ``_OTHER`` unless :meth:`Telemetry.options` names the provider."""
+``auto`` and ``text`` give ``_OTHER`` unless `Telemetry.options` names the provider."""
 
 MAX_PENDING_CHUNK_TIMES: Final = 4096
 """Chunk intervals held before they are recorded with the response's attributes (so that
@@ -89,7 +89,7 @@ _TOKEN_BUCKETS: Final = (
 
 
 class Telemetry:
-    """Where spans and metrics go, and the per-response attributes (:meth:`options` makes a variant).
+    """Where spans and metrics go, and the per-response attributes (`options` makes a variant).
 
     Args:
         tracer_provider: default the global one (``opentelemetry.trace``).
@@ -157,26 +157,27 @@ class Telemetry:
 
     def watch_hub(self, hub: Hub[Any], name: str = "hub") -> None:
         """Report ``hub``'s subscribers (lag, delivered, coalesced, dropped) at each metric collection,
-        until the hub is garbage or :meth:`unwatch_hub`. Reading the statistics costs the hub nothing
-        between collections. Make one :class:`Telemetry` per meter provider (and :meth:`options` per
+        until the hub is garbage or `unwatch_hub`. Reading the statistics costs the hub nothing
+        between collections. Make one `Telemetry` per meter provider (and `options` per
         request): each one registers its own observable instruments."""
         self._instruments.hubs[hub] = name
 
     def unwatch_hub(self, hub: Hub[Any]) -> None:
+        """Stop reporting ``hub``'s subscribers."""
         self._instruments.hubs.pop(hub, None)
 
     def instrument(
         self, source: AsyncIterable[Any], stages: Sequence[Core[Any, Any]], *, provider: str
     ) -> AsyncGenerator[Any, None]:
         """``drive(source, chain(*stages))`` in a span, the first stage (the adapter: chunks) timed and a
-        probe after the last (events). What :func:`pipeline.process` runs with ``telemetry=``."""
+        probe after the last (events). What `pipeline.process` runs with ``telemetry=``."""
         response = _Response(self, provider)
         probed = [_TimedAdapter(stages[0], response), *stages[1:], _EventProbe(response)]
         return _run(response, drive(source, chain(*probed)))
 
 
 class _Instruments:
-    """The tracer, meter and instruments of a :class:`Telemetry` (made once, shared by its variants)."""
+    """The tracer, meter and instruments of a `Telemetry` (made once, shared by its variants)."""
 
     def __init__(
         self, tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None

@@ -63,7 +63,7 @@ def counter_segment_ids() -> Callable[[SegmentType], str]:
 def chunked(data: bytes, sizes: Sequence[int] | int | None = None) -> list[bytes]:
     """Split ``data`` into pieces of the given sizes, cycling through ``sizes`` (``None``: one piece).
 
-    A size below 1 (or no sizes at all) is a :class:`ConfigurationError`."""
+    A size below 1 (or no sizes at all) is a `ConfigurationError`."""
     if sizes is None:
         return [data]
     size_list = [sizes] if isinstance(sizes, int) else list(sizes)
@@ -82,7 +82,7 @@ def chunked(data: bytes, sizes: Sequence[int] | int | None = None) -> list[bytes
 
 def feed_all(core: Core[T, U], items: Iterable[T]) -> tuple[list[U], StreamfoldError | None]:
     """Feed ``items`` to a sans-IO ``core`` and finish it, synchronously: every output, in order, and the
-    error that stopped it (its ``partial_outputs`` included in the outputs, as :func:`pipeline.stage.drive`
+    error that stopped it (its ``partial_outputs`` included in the outputs, as `pipeline.stage.drive`
     delivers them). Any other exception is a bug and propagates."""
     outputs: list[U] = []
     try:
@@ -168,7 +168,7 @@ class Summary:
 
 
 def summarize(events: Iterable[PipelineEvent], error: BaseException | None = None) -> Summary:
-    """Fold a list of pipeline events into a :class:`Summary` (a plain, non-incremental reference)."""
+    """Fold a list of pipeline events into a `Summary` (a plain, non-incremental reference)."""
     summary = Summary(error=error)
     kinds: dict[str, SegmentType | None] = {}
     pieces: dict[str, list[str]] = {}
