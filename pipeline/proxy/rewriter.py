@@ -1,8 +1,8 @@
 """The proxy's sans-IO core: a streamed Chat Completions answer's SSE bytes in, the client's SSE bytes out.
 
-:class:`ChatStreamRewriter` is the stages chained with :func:`pipeline.stage.chain`: the upstream body
+`ChatStreamRewriter` is the stages chained with `pipeline.stage.chain`: the upstream body
 (SSE, or a whole JSON completion), the OpenAI converter, the delimiter rewriter of ``tool_format``, the
-OpenAI encoder. It knows nothing of HTTP: :mod:`pipeline.proxy.app` feeds it each upstream read.
+OpenAI encoder. It knows nothing of HTTP: `pipeline.proxy.app` feeds it each upstream read.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
 
 _DONE: Final = b"data: [DONE]\n\n"
 AUTO: Final = "auto"
-"""The tool format told from the model's markers (:mod:`pipeline.proxy.autodetect`)."""
+"""The tool format told from the model's markers (`pipeline.proxy.autodetect`)."""
 
 
 def proxy_tool_format(name: object) -> str | None:
-    """:func:`~operators.registry.resolve_tool_format`, with ``auto`` accepted too."""
+    """`resolve_tool_format`, with ``auto`` accepted too."""
     return AUTO if name == AUTO else resolve_tool_format(name)
 
 
@@ -51,10 +51,10 @@ class ChatStreamRewriter:
 
     Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` (none for
     ``None``, ``"none"`` or ``"api_tool_call"``; ``"auto"``: the format told from the model's markers) and
-    :class:`~operators.encode.openai_chat.OpenAIChunkEncoder`,
+    `OpenAIChunkEncoder`,
     one event at a time, so an error at event *k* comes after everything events before it produced.
     Nothing raises: a failure releases what the rewriter held, then ends the output with one
-    ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.
+    ``data: {"error": ...}`` event (`error` tells which), after which the core takes no more input.
     A clean end gives ``data: [DONE]``.
 
     ``reasoning_tags`` (``think``, ``kimi``) moves reasoning written between those tags in the text to
@@ -62,8 +62,8 @@ class ChatStreamRewriter:
 
     ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
     request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
-    an id; ``policy`` applies the request's tool rules (:mod:`pipeline.proxy.policy`) to the calls,
-    and :attr:`policy_filter` tells how many it dropped.
+    an id; ``policy`` applies the request's tool rules (`pipeline.proxy.policy`) to the calls,
+    and `policy_filter` tells how many it dropped.
 
     An upstream that answers the streamed request with a whole ``chat.completion`` JSON body instead of
     SSE (the body's first non-blank byte is ``{``) is read whole, up to ``max_response_bytes``, and
@@ -71,7 +71,7 @@ class ChatStreamRewriter:
     the usage, ``[DONE]``.
 
     ``strip_usage``: the upstream was asked for the usage chunk and the client was not; the usage is kept
-    for :attr:`usage` (the access log) and not written to the client.
+    for `usage` (the access log) and not written to the client.
     """
 
     __slots__ = ("_core", "_encoder", "_tap", "chunks", "ended", "error", "policy_filter")
@@ -191,7 +191,7 @@ class ChatStreamRewriter:
 
 class _UsageTap:
     """Passes payloads on; the client gets the server's usage as it was sent (the encoder writes it), or,
-    with ``strip``, not at all (the proxy asked for it, the client did not); :attr:`usage` keeps it."""
+    with ``strip``, not at all (the proxy asked for it, the client did not); `usage` keeps it."""
 
     __slots__ = ("_encoder", "_strip", "usage")
 
@@ -233,7 +233,7 @@ def fold_openai_completion(
     ``message.tool_calls`` after any the server already parsed, and a ``finish_reason`` of ``stop`` becomes
     ``tool_calls`` when calls were found. Everything else (``id``, ``model``, ``usage``, ...) is kept.
     A choice whose content is not a string (a list of parts) is left as it is. With ``offered_tools``, a
-    call to any other tool stays in the text as the model wrote it (see :class:`DelimiterRewriter`).
+    call to any other tool stays in the text as the model wrote it (see `DelimiterRewriter`).
     """
     result = dict(completion)
     choices = completion.get("choices")
@@ -250,7 +250,7 @@ def fold_openai_completion(
 
 
 def _fold_choice(choice: Any, rewriter: Callable[[], DelimiterRewriter]) -> Any:
-    """One choice of :func:`fold_openai_completion`: as it is when its message holds no call."""
+    """One choice of `fold_openai_completion`: as it is when its message holds no call."""
     message = choice.get("message") if isinstance(choice, Mapping) else None
     if not isinstance(message, Mapping):
         return choice
