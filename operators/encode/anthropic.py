@@ -1,6 +1,6 @@
 """Chunks to the Anthropic Messages stream: what ``streamfold proxy`` answers on ``/v1/messages``.
 
-:class:`MessagesEncoder` turns :class:`~pipeline.models.ChunkResponse`\\ s (after the delimiter rewriter)
+`MessagesEncoder` turns `ChunkResponse`\\ s (after the delimiter rewriter)
 into ``(event name, data)`` pairs as Anthropic sends them:
 
 - ``message_start`` (the message with empty ``content``), held until a chunk brings the usage or output,
@@ -17,7 +17,7 @@ into ``(event name, data)`` pairs as Anthropic sends them:
 Thinking from an open model has no signature: a thinking block starts with ``"signature": ""`` and no
 ``signature_delta`` is sent (an empty one would claim a signature that does not exist). A new kind of
 output closes the open block, so blocks keep the model's order; a tool_use block closes when the call is
-finished or the message ends. :attr:`~MessagesEncoder.message` is the Message object (with ``input``
+finished or the message ends. `message` is the Message object (with ``input``
 parsed from each call's JSON), the whole answer of a non-streamed request.
 """
 
@@ -90,7 +90,7 @@ class _Block:
 
 
 class MessagesEncoder:
-    """Sans-IO core: :class:`ChunkResponse` -> Messages ``(event, data)`` pairs (see the module doc).
+    """Sans-IO core: `ChunkResponse` -> Messages ``(event, data)`` pairs (see the module doc).
 
     ``model`` is echoed in the message (the client's model name); ``message_id`` names it.
     """
