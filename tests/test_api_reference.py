@@ -128,3 +128,83 @@ def test_the_reference_shows_each_object_once(loaded: Any) -> None:
     counts.update(target(loaded[directive.path]).path for directive in directives())
     roots = {directive.path for directive in directives() if directive.options.get("members") is not None}
     assert sorted(path for path, count in counts.items() if count > 1 and path not in roots) == []
+
+
+STYLED = (
+    "pipeline.models",
+    "pipeline.errors",
+    "pipeline.compose",
+    "pipeline.telemetry",
+    "pipeline.testing",
+    "pipeline._options",
+    "pipeline.agent.tools",
+    "pipeline.agent.turns",
+    "pipeline.agent.checks",
+    "pipeline.agent.approval",
+    "pipeline.agent.runner",
+    "pipeline.agent.structured",
+    "pipeline.agent._portable",
+    "pipeline.fanout.hub",
+    "pipeline.fanout.rx",
+    "pipeline.fanout.protocols",
+    "pipeline.fanout.access",
+    "pipeline.fanout.serving",
+    "pipeline.proxy",
+    "operators.arguments",
+    "operators.invocations",
+    "operators.encode",
+    "operators.registry",
+)
+"""The modules (and packages) whose docstrings are in the one style; the others join as theirs are."""
+
+SECTION = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Attributes|Examples?|Note):\s*$", re.M
+)
+"""A Google section title: in a text section it is one the parser did not take (a missing blank line...)."""
+OTHER_STYLES = re.compile(
+    r":(class|func|meth|attr|data|exc|mod|obj|const|param|returns?|raises?|rtype|type)[: ]"
+)
+"""reST roles and Sphinx fields, which Markdown shows as they are."""
+
+
+def rendered_objects(collection: Any) -> dict[str, Any]:
+    """The functions and classes the reference renders, with the public methods and classes of each class,
+    by path."""
+    found: dict[str, Any] = {}
+    for directive in directives():
+        for path in shown(collection, directive):
+            item = target(collection[path])
+            if item.is_function or item.is_class:
+                found[item.path] = item
+    for item in [item for item in found.values() if item.is_class]:
+        for name, member in item.members.items():
+            if not name.startswith("_") and not member.is_alias and (member.is_function or member.is_class):
+                found[member.path] = member
+    return found
+
+
+def styled(path: str) -> bool:
+    return any(path == module or path.startswith(f"{module}.") for module in STYLED) and not path.startswith(
+        "pipeline.proxy.autodetect"
+    )
+
+
+def test_the_docstrings_the_reference_renders_read_in_one_style(
+    loaded: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    problems = []
+    for path, item in sorted(rendered_objects(loaded).items()):
+        if not styled(path):
+            continue
+        if item.docstring is None or not item.docstring.value.strip().splitlines()[0].strip():
+            problems.append(f"{path}: no summary line")
+            continue
+        if OTHER_STYLES.search(item.docstring.value):
+            problems.append(f"{path}: a reST role or Sphinx field")
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="griffe"):
+            sections = item.docstring.parse("google", warn_unknown_params=True, warn_missing_types=False)
+        problems += [f"{path}: {record.getMessage()}" for record in caplog.records]
+        texts = [section.value for section in sections if section.kind.value == "text"]
+        problems += [f"{path}: a section the parser did not read" for text in texts if SECTION.search(text)]
+    assert problems == []
