@@ -133,7 +133,7 @@ def to_chunks(
     id_factory: Callable[[int], str] | None = None,
     choice: int = 0,
 ) -> Any:
-    """Stages 1 and 2: bytes, provider dicts or SDK objects to `ChunkResponse`\\ s.
+    """Stages 1 and 2: bytes, provider dicts or SDK objects to `ChunkResponse`s.
 
     ``choice`` picks which of an OpenAI response's ``n`` choices becomes the stream (the others are
     ignored); run one pipeline per choice to follow several. The source may be a plain iterable too."""

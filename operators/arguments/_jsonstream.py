@@ -217,7 +217,7 @@ class JSONStreamParser:
     character. Offsets count characters of all text fed.
 
     With ``keep_values=False`` values are streamed but never built, so memory stays flat however long
-    the arguments are: string values give their ``ArgumentDelta``\\ s, and the only ``ArgumentValue`` is
+    the arguments are: string values give their ``ArgumentDelta``s, and the only ``ArgumentValue`` is
     ``ArgumentValue((), None)`` when the root is complete. Errors are the same.
     """
 

@@ -1,7 +1,7 @@
 """The argument-chunk splitter: each tool call's arguments text, parsed incrementally as it streams.
 
 `split_arguments` turns each chunk with tool calls into a `SplitChunk`: the chunk, and per
-tool-call delta the `ArgumentEvent`\\ s its ``arguments_delta`` streamed or completed, from one
+tool-call delta the `ArgumentEvent`s its ``arguments_delta`` streamed or completed, from one
 `JSONStreamParser` per call (O(1) amortised work per character: no re-parsing of the accumulated
 text)::
 

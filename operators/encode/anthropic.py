@@ -1,12 +1,12 @@
 """Chunks to the Anthropic Messages stream: what ``streamfold proxy`` answers on ``/v1/messages``.
 
-`MessagesEncoder` turns `ChunkResponse`\\ s (after the delimiter rewriter)
+`MessagesEncoder` turns `ChunkResponse`s (after the delimiter rewriter)
 into ``(event name, data)`` pairs as Anthropic sends them:
 
 - ``message_start`` (the message with empty ``content``), held until a chunk brings the usage or output,
   so that it carries the input tokens when the upstream reports them early (vLLM's and SGLang's
   ``continuous_usage_stats``), zero otherwise; ``model`` is the upstream's when its chunks name one;
-- per block ``content_block_start``, ``content_block_delta``\\ s, ``content_block_stop``: ``text`` blocks
+- per block ``content_block_start``, ``content_block_delta``s, ``content_block_stop``: ``text`` blocks
   (``text_delta``), ``thinking`` blocks (``thinking_delta``) and ``tool_use`` blocks (``input_json_delta``,
   the arguments JSON as the model writes it);
 - ``message_delta`` (``stop_reason``: ``end_turn``, ``tool_use``, ``max_tokens``, ``refusal``; the usage),

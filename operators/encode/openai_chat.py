@@ -1,6 +1,6 @@
 """Chunks back to the OpenAI Chat Completions wire format: what ``streamfold proxy`` answers with.
 
-`OpenAIChunkEncoder` turns `ChunkResponse`\\ s into ``chat.completion.chunk``
+`OpenAIChunkEncoder` turns `ChunkResponse`s into ``chat.completion.chunk``
 dicts and `encode_openai_chat` is its operator (SSE text lines). (Rewriting a whole, non-streamed
 ``chat.completion`` is the proxy's: `pipeline.proxy.rewriter.fold_openai_completion`.)
 

@@ -1,10 +1,10 @@
 """Chunks to the OpenAI Responses API stream: what ``streamfold proxy`` answers on ``/v1/responses``.
 
-`ResponsesEncoder` turns `ChunkResponse`\\ s (after the delimiter rewriter)
+`ResponsesEncoder` turns `ChunkResponse`s (after the delimiter rewriter)
 into Responses stream events, each a dict with ``type`` and a ``sequence_number`` counting from 0:
 
 - ``response.created`` and ``response.in_progress`` first;
-- text as a ``message`` item (``output_item.added``, ``content_part.added``, ``output_text.delta``\\ s,
+- text as a ``message`` item (``output_item.added``, ``content_part.added``, ``output_text.delta``s,
   then ``output_text.done``, ``content_part.done``, ``output_item.done``);
 - reasoning as a ``reasoning`` item whose ``content`` is one ``reasoning_text`` part
   (``reasoning_text.delta``/``done``; ``summary`` stays empty: an open model writes no summary);

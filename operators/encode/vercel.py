@@ -12,7 +12,7 @@ Inside a step:
 
 - text and reasoning segments: ``text-*`` / ``reasoning-*`` with the segment id; a reasoning signature or
   encrypted content goes in ``providerMetadata`` on ``reasoning-end`` (under the ``provider`` key);
-- a tool segment: ``tool-input-start``, its raw argument text as ``tool-input-delta``\\ s (arguments that
+- a tool segment: ``tool-input-start``, its raw argument text as ``tool-input-delta``s (arguments that
   arrive whole, a file tool's or a custom tool's input: one delta with the whole JSON when the call
   ends), then ``tool-input-available`` (or ``tool-input-error``) as soon as the call is folded, not at
   the end of the response;

@@ -158,7 +158,7 @@ async def run_tools(
     its tool's gate allows (``eager`` tools at once, ``after_finish`` ones after a safe finish,
     ``approval`` ones once approved and after a safe finish).
 
-    Yields a `ToolRun`: iterate it for the events and the `ToolOutput`\\ s. See the module
+    Yields a `ToolRun`: iterate it for the events and the `ToolOutput`s. See the module
     docstring for the ordering, the tool gate, scheduling, the failure policy and ``cancel_grace`` (the
     seconds a cancelled tool has to stop before it is abandoned). ``approvals``: where the decisions on
     ``approval`` calls are made while the run waits; None: they come with the next request.

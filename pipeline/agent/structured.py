@@ -99,7 +99,7 @@ class StructuredUpdate(msgspec.Struct, Generic[M], frozen=True, gc=False):
 
 
 class StructuredOutput(Generic[M]):
-    """Sans-IO: content text (or its argument events) in, `StructuredUpdate`\\ s out, for one
+    """Sans-IO: content text (or its argument events) in, `StructuredUpdate`s out, for one
     response. ``feed(text)``, then ``finish()``; both raise `StructuredOutputError`, with the update
     the piece made before the failure on its ``partial_outputs``."""
 
@@ -245,7 +245,7 @@ async def stream_structured(
 ) -> AsyncIterator[StructuredUpdate[M]]:
     """Updates of ``model`` from one response whose content is a JSON object.
 
-    ``source`` yields `ChunkResponse`\\ s (``to_chunks(...)``), the events of ``process(...)``
+    ``source`` yields `ChunkResponse`s (``to_chunks(...)``), the events of ``process(...)``
     (the content of text segments is read), or content strings. The response ends at a chunk with
     ``is_complete``, a `ResponseEnd`, or the end of the source; what follows is not read.
 

@@ -4,7 +4,7 @@ An agent loop sends the model's own answer back with the tool results. What must
 differs per provider: Anthropic thinking blocks with their signatures, in their original order, redacted
 thinking as opaque data, server tool calls followed by their result blocks; OpenAI Responses reasoning
 items with their ids and encrypted content; Gemini ``thoughtSignature`` on the part it came with. A
-`TurnBuilder` folds the `PipelineEvent`\\ s of ``process()`` (as they
+`TurnBuilder` folds the `PipelineEvent`s of ``process()`` (as they
 stream, or afterwards) into an `AssistantTurn`, which also builds the tool-result messages::
 
     builder = TurnBuilder("anthropic")
@@ -121,7 +121,7 @@ class AssistantTurn:
     ) -> list[Message]:
         """The messages answering this turn's client calls, in call order.
 
-        ``outputs``: `ToolOutput`\\ s, ``(call id, output)`` pairs or a mapping call id -> output.
+        ``outputs``: `ToolOutput`s, ``(call id, output)`` pairs or a mapping call id -> output.
 
         Raises:
             TurnError: an output for an id that is not a client call of this turn, two for one id, or a

@@ -386,7 +386,7 @@ async def _send_whole(send: Send, status: int, headers: list[tuple[str, str]], b
 
 
 class _Proxy:
-    """The proxy's configuration and its upstream client; its endpoints build `_Exchange`\\ s."""
+    """The proxy's configuration and its upstream client; its endpoints build `_Exchange`s."""
 
     def __init__(
         self,
