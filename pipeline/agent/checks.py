@@ -127,8 +127,17 @@ def check_conversation(
     reasoning_content: ReasoningContentRule = None,
     thought_signatures: bool = False,
 ) -> list[Violation]:
-    """Every rule of ``target`` (``openai_chat``, ``openai_responses``, ``anthropic``, ``gemini``) that
-    ``messages`` break, in order of position. The messages are not changed.
+    """Every rule of ``target`` that ``messages`` break, in order of position.
+
+    The messages are not changed.
+
+    Args:
+        messages: the conversation, as the target's request body lists it.
+        target: ``openai_chat``, ``openai_responses``, ``anthropic`` or ``gemini``.
+        thinking: Anthropic extended thinking is on.
+        store: the Responses request's ``store``.
+        reasoning_content: ``"required"``, ``"forbidden"`` or None (see `reasoning_content_rule`).
+        thought_signatures: the model is Gemini 3 or later.
 
     Raises:
         ConfigurationError: an unknown target, or a message that is not an object.
@@ -146,8 +155,17 @@ def repair_conversation(
     reasoning_content: ReasoningContentRule = None,
     thought_signatures: bool = False,
 ) -> Repair:
-    """A copy of ``messages`` with what is safe to fix fixed, and every violation found (see the module
-    doc for what is fixed). ``Repair.remaining`` lists what still breaks the rules.
+    """A copy of ``messages`` with what is safe to fix fixed, and every violation found.
+
+    The module docs say what is fixed; ``Repair.remaining`` lists what still breaks the rules.
+
+    Args:
+        messages: the conversation, as the target's request body lists it.
+        target: ``openai_chat``, ``openai_responses``, ``anthropic`` or ``gemini``.
+        thinking: Anthropic extended thinking is on.
+        store: the Responses request's ``store``.
+        reasoning_content: ``"required"``, ``"forbidden"`` or None (see `reasoning_content_rule`).
+        thought_signatures: the model is Gemini 3 or later.
 
     Raises:
         ConfigurationError: an unknown target, or a message that is not an object.

@@ -154,15 +154,26 @@ async def run_tools(
     approvals: Approvals | None = None,
     on_start: Callable[[ToolInvocation], Awaitable[None]] | None = None,
 ) -> AsyncIterator[ToolRun]:
-    """Run each invocation of ``events`` (a `pipeline.process` stream) as soon as it is folded and
-    its tool's gate allows (``eager`` tools at once, ``after_finish`` ones after a safe finish,
-    ``approval`` ones once approved and after a safe finish).
+    """Run each invocation of ``events`` as soon as it is folded and its tool's gate allows.
 
-    Yields a `ToolRun`: iterate it for the events and the `ToolOutput`s. See the module
-    docstring for the ordering, the tool gate, scheduling, the failure policy and ``cancel_grace`` (the
-    seconds a cancelled tool has to stop before it is abandoned). ``approvals``: where the decisions on
-    ``approval`` calls are made while the run waits; None: they come with the next request.
-    ``on_start(invocation)`` is awaited just before each tool starts (a durable run logs the start).
+    ``eager`` tools start at once, ``after_finish`` ones after a safe finish, ``approval`` ones once
+    approved and after a safe finish. The module docs say more on the ordering, the gate, scheduling and
+    the failure policy.
+
+    Args:
+        events: a `pipeline.process` stream.
+        tools: the tools the model may call.
+        on_failure: when the response fails, ``"finish"`` lets running calls finish; ``"cancel"``
+            cancels them.
+        max_buffer: items waiting for the consumer at most; the consumer paces the source.
+        cancel_grace: seconds a cancelled tool has to stop before it is abandoned.
+        approvals: where the decisions on ``approval`` calls are made while the run waits; None: they
+            come with the next request.
+        on_start: awaited with each invocation just before its tool starts (a durable run logs the
+            start).
+
+    Yields:
+        A `ToolRun`: iterate it for the events and the `ToolOutput`s.
 
     Raises:
         ConfigurationError: on entering, for a bad option.
@@ -428,15 +439,26 @@ async def run_loop(
 ) -> AgentRun:
     """Drive turns until a response makes no client-side call, or ``max_steps`` responses.
 
-    Each turn: ``call_model(messages)`` gives the response's events (e.g. a `pipeline.process`
-    stream; it may be a coroutine returning one), whose tools `run_tools` runs (``on_failure``,
-    ``cancel_grace`` and ``approvals`` are its options); every item
-    goes to ``on_event`` (sync or async) as it comes; then ``next_messages(events, outputs)`` gives the
-    messages to append (the assistant message, then the tool results: a builder of
-    `pipeline.agent.messages` fits). A failed response raises, its outputs already delivered.
-    ``messages`` is not modified; the conversation is `AgentRun.messages`. A response whose
-    ``approval`` calls await the next request's decision (no ``approvals``) ends the loop
-    (``awaiting_approval``).
+    Each turn, `run_tools` runs the tools of the response's events, every item goes to ``on_event`` as
+    it comes, then the messages ``next_messages`` gives are appended. A failed response raises, its
+    outputs already delivered. A response whose ``approval`` calls await the next request's decision
+    (no ``approvals``) ends the loop (``awaiting_approval``).
+
+    Args:
+        call_model: given the messages, the response's events (e.g. a `pipeline.process` stream), or
+            a coroutine returning them.
+        messages: the conversation so far; not modified.
+        tools: the tools the model may call.
+        next_messages: given a turn's events and outputs, the messages to append: the assistant message,
+            then the tool results.
+        max_steps: responses at most.
+        on_event: called (sync or async) with every item as it comes.
+        on_failure: `run_tools`' option.
+        cancel_grace: `run_tools`' option.
+        approvals: `run_tools`' option.
+
+    Returns:
+        The run: its turns, the conversation (`AgentRun.messages`) and why it stopped.
     """
     check_count("max_steps", max_steps, minimum=1)
     conversation = list(messages)

@@ -168,14 +168,25 @@ class ToolRegistry:
         start: ToolStart | None = None,
         idempotent: bool = False,
     ) -> Tool:
-        """Register ``function``; `ConfigurationError` for a duplicate name, a bad timeout or
-        ``start``, or a signature pydantic cannot make a schema of (``*args``, positional-only parameters).
+        """Register ``function`` as a tool.
 
-        ``read_only``: no side effects (runs in parallel with anything). ``timeout``: seconds before the
-        output is ``timeout``. ``start``: ``"eager"``, ``"after_finish"`` or ``"approval"`` (see the module
-        docstring);
-        None (default): eager when ``read_only``, else after a safe finish. ``idempotent``: a durable
-        run may run the call again after its worker died mid-call (else that call's output says so).
+        Args:
+            function: the tool; its signature gives the arguments' schema.
+            name: the tool's name (default: the function's).
+            description: what the model reads (default: the function's docstring).
+            read_only: no side effects: it runs in parallel with anything.
+            timeout: seconds before the output is ``timeout``.
+            start: ``"eager"``, ``"after_finish"`` or ``"approval"`` (see the module docs); None: eager
+                when ``read_only``, else after a safe finish.
+            idempotent: a durable run may run the call again after its worker died mid-call (else that
+                call's output says so).
+
+        Returns:
+            The registered `Tool`.
+
+        Raises:
+            ConfigurationError: a duplicate name, a bad ``timeout`` or ``start``, or a signature pydantic
+                cannot make a schema of (``*args``, positional-only parameters).
         """
         if not callable(function):
             raise ConfigurationError(f"a tool must be a function, got {function!r}")
