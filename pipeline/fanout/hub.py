@@ -264,9 +264,14 @@ class Hub(Generic[T]):
     ) -> Subscription[T]:
         """A new subscriber with a buffer of ``max_buffer`` items and the given overflow policy.
 
-        With ``replay`` it first receives every item since the start of the source, then live ones; without,
-        only items pulled after this call. Subscriptions made before the ``async with`` body first awaits
-        see every item either way.
+        Subscriptions made before the ``async with`` body first awaits see every item, whatever ``replay``.
+
+        Args:
+            max_buffer: items the subscriber's buffer holds.
+            policy: what happens when the buffer is full (see the module docs).
+            replay: first every item since the start of the source, then live ones; False: only items
+                pulled after this call.
+            name: how `statistics` names the subscriber.
 
         Raises:
             ConfigurationError: an unknown policy or a ``max_buffer`` below 1.
@@ -556,10 +561,17 @@ async def broadcast(
     """Drive ``source`` to its end while each consumer reads its own subscription, concurrently.
 
     The common case of a hub: agent code is one consumer (``block``, so it sees everything and paces the
-    provider), and ``on_start(hub)`` is called before the first item is pulled to attach the rest (UI
-    observers with `pipeline.fanout.rx.observe`, a `pipeline.fanout.web.ResponseRegistry`
-    entry, ...). A consumer that returns early is unsubscribed and holds nobody up. Returns when the source
-    has ended and every consumer has returned.
+    provider), and ``on_start`` attaches the rest. A consumer that returns early is unsubscribed and
+    holds nobody up. Returns when the source has ended and every consumer has returned.
+
+    Args:
+        source: the items.
+        *consumers: async functions, each given its own `Subscription`.
+        policy: every consumer's overflow policy.
+        max_buffer: every consumer's buffer, in items.
+        replay: as `fan_out` takes it.
+        on_start: called with the hub before the first item is pulled, to attach UI observers
+            (`pipeline.fanout.rx.observe`), a `pipeline.fanout.web.ResponseRegistry` entry...
 
     Raises:
         Exception: the source's exception, or a consumer's (which cancels the rest), unwrapped.

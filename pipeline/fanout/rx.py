@@ -51,10 +51,19 @@ def observe(
     """Feed ``observer`` every item of ``hub`` through its own bounded buffer and pump task.
 
     The observer gets ``on_next`` per item, then ``on_completed`` or ``on_error`` with the source's exception,
-    its overflow (``disconnect``) or `HubClosedError`. ``dispose()`` on the
-    returned
-    disposable unsubscribes it at once, also from inside its own ``on_next`` (as ``take(n)`` does); a
-    disposed observer hears nothing more.
+    its overflow (``disconnect``) or `HubClosedError`.
+
+    Args:
+        hub: the hub to read.
+        observer: the reactivex observer.
+        policy: the subscription's overflow policy (`Hub.subscribe`).
+        max_buffer: the subscription's buffer, in items.
+        replay: first the items since the start of the source (`Hub.subscribe`).
+        name: how the hub's statistics name the subscriber.
+
+    Returns:
+        A disposable: ``dispose()`` unsubscribes at once, also from inside the observer's own
+        ``on_next`` (as ``take(n)`` does); a disposed observer hears nothing more.
 
     Raises:
         HubClosedError: the hub's ``async with`` block has already ended.
@@ -148,9 +157,10 @@ def as_observable(
 ) -> Observable[T]:
     """The hub as a reactivex Observable: each subscription is an `observe` on the hub.
 
-    Subscribing starts a pump task in the hub's task group (so it must happen on the hub's loop, while
-    the hub is open: otherwise the observer gets ``on_error(HubClosedError)``); disposing unsubscribes.
-    Items are emitted from that task, on the running asyncio loop.
+    The options are `observe`'s, for every subscription. Subscribing starts a pump task in the hub's
+    task group, so it must happen on the hub's loop while the hub is open (otherwise the observer gets
+    ``on_error(HubClosedError)``); disposing unsubscribes. Items are emitted from that task, on the
+    running asyncio loop.
     """
 
     def subscribe(observer: ObserverBase[T], scheduler: SchedulerBase | None = None) -> DisposableBase:
