@@ -101,8 +101,7 @@ async def _items(items: Iterable[Any]) -> AsyncIterator[Any]:
 
 def _adapted(source: AsyncIterable[Any]) -> AsyncIterable[Any]:
     """An SDK stream is read through `operators.adapter.sources.from_sdk`, so that the in-band errors
-    the SDK
-    raises as its own exceptions come out as `ProviderError`, as from raw bytes."""
+    the SDK raises as its own exceptions come out as `ProviderError`, as from raw bytes."""
     from operators.adapter.sources import from_sdk, is_sdk_stream
 
     return cast(AsyncIterable[Any], from_sdk.raw(source)) if is_sdk_stream(source) else source
@@ -115,8 +114,9 @@ def chunk_core(
     id_factory: Callable[[int], str] | None = None,
     choice: int = 0,
 ) -> Core[Any, ChunkResponse]:
-    """The sans-IO adapter and converter (`operators.auto.auto_adapter`): source items (bytes, dicts
-    or SDK objects) to chunks.
+    """The sans-IO adapter and converter: source items (bytes, dicts or SDK objects) to chunks.
+
+    The options are `to_chunks`'.
 
     Raises:
         ConfigurationError: an unknown ``provider`` or ``framing``, a ``choice`` below 0.
@@ -135,8 +135,17 @@ def to_chunks(
 ) -> Any:
     """Stages 1 and 2: bytes, provider dicts or SDK objects to `ChunkResponse`s.
 
-    ``choice`` picks which of an OpenAI response's ``n`` choices becomes the stream (the others are
-    ignored); run one pipeline per choice to follow several. The source may be a plain iterable too."""
+    Args:
+        source: as `process` takes it; a plain iterable too.
+        provider: the wire format (one of `PROVIDERS`), or ``auto``.
+        framing: ``sse`` or ``jsonl`` for byte sources, or ``auto``.
+        id_factory: makes ids for tool calls that arrive without one.
+        choice: which of an OpenAI response's ``n`` choices becomes the stream (the others are ignored);
+            run one pipeline per choice to follow several.
+
+    Returns:
+        An aiostream stream of `ChunkResponse`.
+    """
     core = chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice)
     return operator_stream(_adapted(_async_source(source)), core)
 

@@ -119,9 +119,18 @@ async def replay(
 ) -> list[PipelineEvent]:
     """Run a recorded stream through the whole pipeline and return every event.
 
-    ``.sse`` and ``.jsonl`` files are provider streams; ``.txt`` files are plain model text replayed as
-    ``chunk_size``-character deltas (default 4); a ``.json`` file holding a list of strings is replayed
-    delta by delta. ``chunk_sizes`` re-chunks the bytes (cycling through the sizes).
+    Args:
+        path: a recording: ``.sse`` and ``.jsonl`` files are provider streams, ``.txt`` files plain model
+            text, a ``.json`` file a list of text deltas.
+        provider: as `pipeline.process` takes it (``text`` for ``.txt`` and ``.json`` files).
+        tool_format: as `pipeline.process` takes it.
+        chunk_size: a ``.txt`` file's text is replayed in deltas of this many characters (default 4).
+        chunk_sizes: re-chunk the bytes, cycling through these sizes.
+        id_factory: makes ids for tool calls that arrive without one.
+        **options: more options of `pipeline.process`.
+
+    Returns:
+        Every event of the stream.
     """
     from pipeline._options import check_count
     from pipeline.compose import process
