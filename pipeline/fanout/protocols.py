@@ -248,6 +248,26 @@ def chat_routes(
 ) -> list[BaseRoute]:
     """Starlette routes a framework's client calls; see the module doc.
 
+    Args:
+        manager: runs each response detached, in its event log.
+        start: given the request's body, the response's source.
+        path: where the routes are.
+        protocol: ``vercel`` (the AI SDK's ``useChat``) or ``agui``.
+        policy: each connection's buffer policy when the client reads slower than the response.
+        max_buffer: each connection's buffer, in items.
+        max_buffer_bytes: each connection's buffer, in bytes.
+        send_timeout: seconds one send to the client may take before the client is dropped; None: no
+            bound.
+        heartbeat: seconds between keep-alive comments on an idle stream; None: none.
+        authorize: decides who may start and resume responses; None: only clients on this machine.
+        owner: names who starts a response.
+        max_body_bytes: the largest request body accepted.
+
+    Returns:
+        The routes, for a Starlette app.
+
+    The routes:
+
     - ``POST {path}``: ``await start(body)`` gives the source; the response runs detached in ``manager``
       (a client that goes away does not stop it: stop it with ``POST /responses/{id}/stop`` of
       `serving_routes`); the answer is its stream in ``protocol``, with the
