@@ -691,17 +691,23 @@ def serve(
     workers: int = 1,
     **options: Any,
 ) -> None:
-    """Run the proxy with uvicorn until interrupted; ``options`` go to `create_app`.
+    """Run the proxy with uvicorn until interrupted.
 
-    ``timeout_keep_alive`` (seconds) is how long an idle client connection stays open; uvicorn's own 5 s
-    equals the keep-alive expiry of httpx and the openai SDK, and then a pooled client now and then sends
-    its request on a connection the server is closing, which fails with no response.
-
-    On SIGINT or SIGTERM the server stops accepting, lets open streams finish for up to
-    ``graceful_shutdown`` seconds, then cuts what is left. ``workers`` above 1 runs that many processes
-    sharing the listening socket (uvicorn's supervisor; ``options`` must then be JSON-able, or an
-    ``httpx.Timeout``); each has its own metrics. ``access_log``: see `ACCESS_LOGS` (``True`` is
-    ``plain``, ``False`` ``off``).
+    Args:
+        upstream: base URL of the model server, as `create_app` takes it.
+        host: the address to listen on.
+        port: the port to listen on.
+        tool_format: as `create_app` takes it.
+        log_level: uvicorn's log level.
+        access_log: one of `ACCESS_LOGS` (``True`` is ``plain``, ``False`` ``off``).
+        timeout_keep_alive: seconds an idle client connection stays open. uvicorn's own default equals
+            the keep-alive expiry of httpx and the openai SDK, and then a pooled client now and then sends
+            its request on a connection the server is closing, which fails with no response.
+        graceful_shutdown: on SIGINT or SIGTERM the server stops accepting and lets open streams finish
+            for up to this many seconds, then cuts what is left.
+        workers: above 1, that many processes share the listening socket (uvicorn's supervisor;
+            ``options`` must then be JSON-able, or an ``httpx.Timeout``); each has its own metrics.
+        **options: more options of `create_app`.
 
     uvicorn serves with uvloop and httptools when they are installed (the ``server`` extra installs them
     where they build): they take a large share off the proxy's CPU time per chunk of a paced stream.
@@ -709,7 +715,7 @@ def serve(
 
     The server owns its process, so once everything is loaded, every object alive is moved out of the
     garbage collector's sight (``gc.freeze``): an occasional full collection then walks only what requests
-    allocate, not the tens of thousands of objects of the loaded modules.
+    allocate, not the objects of the loaded modules.
     """
     import gc
     import json
