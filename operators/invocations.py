@@ -128,5 +128,10 @@ def _validate(adapter: pydantic.TypeAdapter[Any], arguments: dict[str, Any]) -> 
 def fold_invocations(
     source: AsyncIterable[SegmentEvent | ResponseEnd], *, tools: ToolSchemas | None = None
 ) -> AsyncIterator[SegmentEvent | ToolInvocation | ResponseEnd]:
-    """Pass segment events through and yield each `ToolInvocation` right after its segment's END."""
+    """Pass segment events through and yield each `ToolInvocation` right after its segment's END.
+
+    Args:
+        source: the events of `operators.emit_segments`.
+        tools: tool name -> the pydantic model (or `TypeAdapter`) its arguments are validated against.
+    """
     return operator_stream(source, InvocationFolder(tools=tools))

@@ -203,7 +203,15 @@ def split_arguments(
     max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE,
     keep_values: bool = True,
 ) -> AsyncIterator[ChunkResponse | SplitChunk]:
-    """Give each chunk with tool calls the argument events (string deltas, complete values, errors) its
-    deltas streamed, as a `SplitChunk`; calls left open at the end are finished in one extra chunk."""
+    """Give each chunk with tool calls the argument events its deltas streamed, as a `SplitChunk`.
+
+    The events are string deltas, complete values and errors; calls left open at the end are finished in
+    one extra chunk.
+
+    Args:
+        source: the chunks of a converter.
+        max_argument_size: as `ArgumentSplitter` takes it.
+        keep_values: as `ArgumentSplitter` takes it.
+    """
     splitter = ArgumentSplitter(max_argument_size=max_argument_size, keep_values=keep_values)
     return operator_stream(source, splitter)

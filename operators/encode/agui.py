@@ -551,5 +551,8 @@ def encode_agui(
     thread_id: str | None = None,
     extras: bool = True,
 ) -> AsyncIterator[bytes]:
-    """Pipeline items -> AG-UI SSE frames (see `AGUIEncoder`)."""
+    """Pipeline items to AG-UI SSE frames.
+
+    The options are `AGUIEncoder`'s.
+    """
     return operator_stream(source, AGUIEncoder(run_id=run_id, thread_id=thread_id, extras=extras))

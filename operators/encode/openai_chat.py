@@ -271,5 +271,10 @@ class _SSEText:
 
 @pipable_operator
 def encode_openai_chat(source: AsyncIterable[ChunkResponse], *, choice_index: int = 0) -> AsyncIterator[str]:
-    """Chunks to OpenAI Chat Completions SSE text, one ``data: {...}\\n\\n`` per chunk (no ``[DONE]``)."""
+    """Chunks to OpenAI Chat Completions SSE text, one ``data: {...}\\n\\n`` per chunk (no ``[DONE]``).
+
+    Args:
+        source: the chunks.
+        choice_index: the ``index`` of the one choice written.
+    """
     return operator_stream(source, _SSEText(OpenAIChunkEncoder(choice_index=choice_index)))

@@ -509,5 +509,8 @@ def encode_vercel(
     provider: str | None = None,
     extras: bool = True,
 ) -> AsyncIterator[bytes]:
-    """Pipeline items -> Vercel AI SDK UI message stream v1 SSE frames (see `VercelUIEncoder`)."""
+    """Pipeline items to the SSE frames of the Vercel AI SDK's UI message stream v1.
+
+    The options are `VercelUIEncoder`'s.
+    """
     return operator_stream(source, VercelUIEncoder(message_id=message_id, provider=provider, extras=extras))
