@@ -245,9 +245,17 @@ async def stream_structured(
 ) -> AsyncIterator[StructuredUpdate[M]]:
     """Updates of ``model`` from one response whose content is a JSON object.
 
-    ``source`` yields `ChunkResponse`s (``to_chunks(...)``), the events of ``process(...)``
-    (the content of text segments is read), or content strings. The response ends at a chunk with
-    ``is_complete``, a `ResponseEnd`, or the end of the source; what follows is not read.
+    The response ends at a chunk with ``is_complete``, a `ResponseEnd`, or the end of the source; what
+    follows is not read.
+
+    Args:
+        source: `ChunkResponse`s (``to_chunks(...)``), the events of ``process(...)`` (the content of
+            text segments is read), or content strings.
+        model: the pydantic model the object fills.
+        max_size: characters of content accepted before a ``too_large`` `StructuredOutputError`.
+
+    Yields:
+        A `StructuredUpdate` per piece of content that changed the object.
 
     Raises:
         StructuredOutputError: after the updates before it, when the content is not a valid object.

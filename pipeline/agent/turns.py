@@ -635,7 +635,13 @@ def _as_text(output: Any) -> str:
 
 
 def assistant_turn(events: Iterable[Any], format: WireFormat | str, **options: Any) -> AssistantTurn:
-    """Fold a whole response's pipeline events (a list, say) into an `AssistantTurn`."""
+    """Fold a whole response's pipeline events (a list, say) into an `AssistantTurn`.
+
+    Args:
+        events: the response's events.
+        format: the wire format of the next request.
+        **options: more options of `TurnBuilder`.
+    """
     builder = TurnBuilder(format, **options)
     for event in events:
         builder.feed(event)
@@ -643,5 +649,8 @@ def assistant_turn(events: Iterable[Any], format: WireFormat | str, **options: A
 
 
 def assistant_message(events: Iterable[Any], format: WireFormat | str, **options: Any) -> list[Message]:
-    """The assistant side of a response to append to the conversation (Responses: its input items)."""
+    """The assistant side of a response to append to the conversation (Responses: its input items).
+
+    The arguments are `assistant_turn`'s.
+    """
     return assistant_turn(events, format, **options).messages
