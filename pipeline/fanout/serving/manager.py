@@ -172,18 +172,27 @@ class ResponseManager:
         response_id: str | None = None,
         meta: Mapping[str, Any] = {},
     ) -> str:
-        """Start a response and return its id (a new uuid unless given); it runs detached.
+        """Start a response and return its id; it runs detached.
 
-        ``source`` is an async iterable, or a function (sync or async) returning one; the response
-        exists in the log when this returns. A factory that raises raises here, and no response is made.
-        A factory is called only once the log has room and ``response_id`` is free (the model is not
-        called for a start that will be refused; two starts racing for the last room or for one id may
-        still both call theirs, and the loser's source is closed).
+        The response exists in the log when this returns. A factory that raises raises here, and no
+        response is made. A factory is called only once the log has room and ``response_id`` is free (the
+        model is not called for a start that will be refused; two starts racing for the last room or for
+        one id may still both call theirs, and the loser's source is closed).
 
-        Raises (a source already made is closed):
+        Args:
+            source: an async iterable, or a function (sync or async) returning one.
+            response_id: the id (default: a new uuid).
+            meta: kept with the response, in its `ResponseStatus`.
+
+        Returns:
+            The response's id.
+
+        Raises:
             ResponseExists: ``response_id`` was used before.
             EventLogFull: the log has no room for another running response.
             ConfigurationError: the manager's block is not entered, or an invalid ``response_id``.
+
+        A source already made is closed when one of these is raised.
         """
         if self._tasks is None:
             raise ConfigurationError("start a response inside `async with ResponseManager(...)`")
