@@ -158,7 +158,7 @@ STYLED = (
 """The modules (and packages) whose docstrings are in the one style; the others join as theirs are."""
 
 SECTION = re.compile(
-    r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Attributes|Examples?|Note):\s*$", re.M
+    r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Attributes|Examples?|Note)( \(.*\))?:\s*$", re.M
 )
 """A Google section title: in a text section it is one the parser did not take (a missing blank line...)."""
 OTHER_STYLES = re.compile(
