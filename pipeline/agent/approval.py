@@ -159,6 +159,14 @@ async def run_approved(
     request: that response ended ``tool_calls`` (its calls awaited approval), so the finish is safe. A
     call id named twice gets one output; a request sent twice runs its approved calls twice (keep the
     ids of the calls you ran if a client may retry: the call id is the idempotency key).
+
+    Args:
+        approvals: the decisions, e.g. from `chat_approvals`.
+        tools: the registry the calls' tools are in.
+        cancel_grace: seconds a timed-out tool has to stop before it is abandoned.
+
+    Yields:
+        One `ToolOutput` per call, in the order of the decisions.
     """
     check_cancel_grace(cancel_grace)
     answered: set[str] = set()
