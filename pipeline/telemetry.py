@@ -100,9 +100,9 @@ class Telemetry:
         started_at: a ``clock()`` reading taken when the request was sent: time to first chunk is
             measured from it (default: from when the pipeline is first read).
         attributes: more span attributes.
-        chunk_intervals: record ``gen_ai.client.operation.time_per_output_chunk`` (one histogram record per
-            chunk, which with the OpenTelemetry SDK costs as much as the rest of the pipeline:
-            ``benchmarks/bench_live``); ``False`` leaves that one histogram out.
+        chunk_intervals: record ``gen_ai.client.operation.time_per_output_chunk``: one histogram record
+            per chunk, which with the OpenTelemetry SDK is costly (``benchmarks/bench_live`` measures
+            it); ``False`` leaves that one histogram out.
         clock: seconds, monotonic (default ``time.perf_counter``); tests pass a fake one.
 
     Raises:
@@ -140,7 +140,11 @@ class Telemetry:
         started_at: float | None = None,
         attributes: Mapping[str, Any] | None = None,
     ) -> Telemetry:
-        """A variant for one request, sharing the tracer, meter and instruments (cheap: no new instrument)."""
+        """A variant for one request, sharing the tracer, meter and instruments (cheap: no new instrument).
+
+        The arguments are the class's; those not given keep this one's values, and ``attributes`` are
+        added to this one's.
+        """
         variant = object.__new__(Telemetry)
         variant.__dict__.update(self.__dict__)
         if operation is not None:
@@ -156,10 +160,16 @@ class Telemetry:
         return variant
 
     def watch_hub(self, hub: Hub[Any], name: str = "hub") -> None:
-        """Report ``hub``'s subscribers (lag, delivered, coalesced, dropped) at each metric collection,
-        until the hub is garbage or `unwatch_hub`. Reading the statistics costs the hub nothing
-        between collections. Make one `Telemetry` per meter provider (and `options` per
-        request): each one registers its own observable instruments."""
+        """Report ``hub``'s subscribers (lag, delivered, coalesced, dropped) at each metric collection.
+
+        Until the hub is garbage or `unwatch_hub`. Reading the statistics costs the hub nothing between
+        collections. Make one `Telemetry` per meter provider (and `options` per request): each one
+        registers its own observable instruments.
+
+        Args:
+            hub: the hub to watch.
+            name: the ``hub`` attribute of its metrics.
+        """
         self._instruments.hubs[hub] = name
 
     def unwatch_hub(self, hub: Hub[Any]) -> None:
@@ -169,8 +179,16 @@ class Telemetry:
     def instrument(
         self, source: AsyncIterable[Any], stages: Sequence[Core[Any, Any]], *, provider: str
     ) -> AsyncGenerator[Any, None]:
-        """``drive(source, chain(*stages))`` in a span, the first stage (the adapter: chunks) timed and a
-        probe after the last (events). What `pipeline.process` runs with ``telemetry=``."""
+        """``drive(source, chain(*stages))`` in a span: what `pipeline.process` runs with ``telemetry=``.
+
+        The first stage (the adapter: chunks) is timed, and a probe after the last reads the events.
+
+        Args:
+            source: the source items.
+            stages: the cores, the adapter first.
+            provider: ``process(provider=...)``: it gives ``gen_ai.provider.name`` (`PROVIDER_NAMES`)
+                unless the telemetry names one.
+        """
         response = _Response(self, provider)
         probed = [_TimedAdapter(stages[0], response), *stages[1:], _EventProbe(response)]
         return _run(response, drive(source, chain(*probed)))
