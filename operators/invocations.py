@@ -40,7 +40,7 @@ class InvocationFolder:
     """Sans-IO core of `fold_invocations`.
 
     ``feed`` returns the event itself, followed by the invocation it completes, if any. ``invocations``
-    lists every invocation folded so far (the seeds' ``get_all_invocations``).
+    lists every invocation folded so far (the synchronous handlers' ``get_all_invocations``).
     """
 
     def __init__(self, *, tools: ToolSchemas | None = None) -> None:

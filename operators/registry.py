@@ -2,7 +2,7 @@
 
 Names are ``Literal`` types, so that a typo (``provider="opnai"``) fails mypy, and the runtime tuples are
 derived from them (`PROVIDERS`, `FRAMINGS`, `TOOL_FORMATS`). ``compose``, the CLI, the
-proxy, the seeds' handlers and detection all read them here.
+proxy, the synchronous handlers and detection all read them here.
 
 Tool formats: `ToolFormat` lists ``none`` (no rewriting) and its alias ``api_tool_call``, then every
 built-in delimiter format and alias (a test keeps it equal to the delimiter registry). A format added with
@@ -123,7 +123,7 @@ NO_REWRITE: Final = "none"
 """The tool format that means: no delimiter rewriting, tool calls come structured from the provider."""
 
 _NO_REWRITE_NAMES: Final = frozenset({None, NO_REWRITE, "api_tool_call"})
-"""The one "no rewrite" rule: ``None``, ``"none"`` and the seeds' ``"api_tool_call"``."""
+"""The one "no rewrite" rule: ``None``, ``"none"`` and the synchronous handlers' ``"api_tool_call"``."""
 
 
 def check_choice(option: str, value: object, choices: tuple[str, ...] | list[str]) -> str:

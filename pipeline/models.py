@@ -220,7 +220,7 @@ _NO_URLS: list[str] = _NoURLs()
 
 
 class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
-    """One normalised piece of a streaming response (the seeds' transport container, extended).
+    """One normalised piece of a streaming response.
 
     Fields left at their defaults carry nothing. ``is_complete`` marks the last chunk of a response.
     """
