@@ -158,9 +158,14 @@ def converter_for(
 ) -> Core[Any, ChunkResponse]:
     """A new converter core for the wire format ``name`` (one of `WIRE_FORMATS`).
 
-    ``id_factory`` makes the ids of calls sent without one; ``choice`` is the OpenAI Chat Completions
-    choice to follow (other formats have one). Anything else than a wire format is a
-    `ConfigurationError` naming the choices."""
+    Args:
+        name: the wire format.
+        id_factory: makes the ids of calls sent without one.
+        choice: the OpenAI Chat Completions choice to follow (other formats have one).
+
+    Raises:
+        ConfigurationError: ``name`` is not a wire format (the message names the choices).
+    """
     options: dict[str, Any] = {} if id_factory is None else {"id_factory": id_factory}
     match check_choice("provider", name, WIRE_FORMATS):
         case "openai":

@@ -120,8 +120,12 @@ def agui_usage(usage: TokenUsage, model: Any = None) -> dict[str, Any]:
 class AGUIEncoder:
     """Sans-IO core: pipeline items -> AG-UI SSE frames (see the module doc).
 
-    ``run_id`` and ``thread_id`` name the run (``thread_id`` defaults to the run id, the run id to a new
-    uuid); ``extras`` turns the ``CUSTOM`` events on or off. Each frame is one whole SSE event.
+    Each frame is one whole SSE event.
+
+    Args:
+        run_id: the run's id (default: a new uuid).
+        thread_id: the thread's id (default: the run id).
+        extras: write the ``CUSTOM`` events.
     """
 
     __slots__ = (

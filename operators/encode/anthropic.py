@@ -92,7 +92,9 @@ class _Block:
 class MessagesEncoder:
     """Sans-IO core: `ChunkResponse` -> Messages ``(event, data)`` pairs (see the module doc).
 
-    ``model`` is echoed in the message (the client's model name); ``message_id`` names it.
+    Args:
+        model: echoed in the message (the client's model name).
+        message_id: names the message.
     """
 
     __slots__ = ("_blocks", "_calls", "_finish_reason", "_message", "_open", "_started", "_usage", "ended")

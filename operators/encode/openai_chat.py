@@ -75,9 +75,11 @@ class OpenAIChunkEncoder:
     for another response. Without a ``finish_reason`` from upstream none is invented (the stream was cut
     off; see `finish_reason`).
 
-    ``choice_index`` is the ``index`` of the choice written; ``completion_id`` and ``clock`` supply ``id``
-    and ``created`` when the chunks' metadata has none; ``call_ids`` names a call whose first delta has no
-    id (the converters always give one).
+    Args:
+        choice_index: the ``index`` of the choice written.
+        completion_id: supplies ``id`` when the chunks' metadata has none.
+        clock: supplies ``created`` when the chunks' metadata has none.
+        call_ids: names a call whose first delta has no id (the converters always give one).
     """
 
     __slots__ = (

@@ -71,10 +71,13 @@ class _Item:
 class ResponsesEncoder:
     """Sans-IO core: `ChunkResponse` -> Responses stream event dicts (see the module doc).
 
-    ``request`` is the client's Responses request: its ``model``, ``instructions``, ``tools``,
-    ``tool_choice``, ``parallel_tool_calls``, ``temperature``, ``top_p``, ``max_output_tokens`` and
-    ``metadata`` are echoed in the Response object, as OpenAI does. ``response_id`` and ``clock`` supply the
-    ``id`` and ``created_at``; ``item_ids`` names output items from a prefix (``msg_``, ``rs_``, ``fc_``).
+    Args:
+        request: the client's Responses request: its ``model``, ``instructions``, ``tools``,
+            ``tool_choice``, ``parallel_tool_calls``, ``temperature``, ``top_p``, ``max_output_tokens`` and
+            ``metadata`` are echoed in the Response object, as OpenAI does.
+        response_id: supplies the response's ``id``.
+        clock: supplies ``created_at``.
+        item_ids: names output items from a prefix (``msg_``, ``rs_``, ``fc_``).
     """
 
     __slots__ = (

@@ -124,10 +124,13 @@ def vercel_usage(usage: TokenUsage) -> dict[str, int]:
 class VercelUIEncoder:
     """Sans-IO core: pipeline items -> UI message stream v1 SSE frames (see the module doc).
 
-    ``message_id`` becomes ``start``'s ``messageId`` (none when None: the client makes one);
-    ``provider`` is the ``providerMetadata`` key for signatures (``anthropic``, ``openai``, ``google``
-    let the AI SDK send them back next turn; default ``streamfold``); ``extras`` turns the transient
-    ``data-*`` parts on or off. Each frame is one whole SSE event, so a server may prefix ``id:`` lines.
+    Each frame is one whole SSE event, so a server may prefix ``id:`` lines.
+
+    Args:
+        message_id: ``start``'s ``messageId``; None: none (the client makes one).
+        provider: the ``providerMetadata`` key for signatures: ``anthropic``, ``openai``, ``google`` let
+            the AI SDK send them back next turn (default ``streamfold``).
+        extras: write the transient ``data-*`` parts.
     """
 
     __slots__ = (
