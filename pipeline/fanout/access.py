@@ -239,9 +239,14 @@ class Access:
     async def check_response(
         self, connection: HTTPConnection, action: Action, log: EventLog, response_id: str
     ) -> ResponseStatus | None:
-        """`check` with the response's meta as the log keeps it (empty for an unknown response: asked
-        before anything else, so a refused client learns nothing, not even whether the id exists).
-        Returns the response's status, None when it is unknown (or the id one no backend can hold)."""
+        """`check` with the response's meta as the log keeps it.
+
+        The meta is empty for an unknown response: asked before anything else, so a refused client learns
+        nothing, not even whether the id exists.
+
+        Returns:
+            The response's status; None when it is unknown (or the id one no backend can hold).
+        """
         status = await log.status(response_id) if is_response_id(response_id) else None
         await self.check(connection, action, response_id, status.meta if status is not None else {})
         return status
