@@ -172,10 +172,13 @@ def bearer_token(token: str, *, cookie: str | None = None) -> Authorize:
 def owner_only(principal: Principal) -> Authorize:
     """A policy where each principal starts and lists, and reads and stops only what it owns.
 
-    ``principal(connection)`` names the caller (a session's user, a token's holder) or None (refused
-    everything). Give the same function as the routes' ``owner`` hook, so responses carry their owner::
+    Give the same function as the routes' ``owner`` hook, so responses carry their owner:
 
         serving_routes(manager, start=start, authorize=owner_only(user), owner=user)
+
+    Args:
+        principal: names the caller of a connection (a session's user, a token's holder), or None:
+            refused everything.
     """
 
     async def authorize(
