@@ -162,9 +162,9 @@ SECTION = re.compile(
 )
 """A Google section title: in a text section it is one the parser did not take (a missing blank line...)."""
 OTHER_STYLES = re.compile(
-    r":(class|func|meth|attr|data|exc|mod|obj|const|param|returns?|raises?|rtype|type)[: ]"
+    r":(class|func|meth|attr|data|exc|mod|obj|const|param|returns?|raises?|rtype|type)[: ]|::$", re.M
 )
-"""reST roles and Sphinx fields, which Markdown shows as they are."""
+"""reST roles, Sphinx fields and literal-block markers (``::``), which Markdown shows as they are."""
 
 
 def rendered_objects(collection: Any) -> dict[str, Any]:
