@@ -89,7 +89,10 @@ def shown(collection: Any, directive: Directive) -> list[str]:
     """The paths (of the objects themselves, not of aliases) that one directive renders at its top level:
     its object, and that object's members as mkdocstrings-python chooses them."""
     options = {**OPTIONS, **directive.options}
-    root = target(collection[directive.path])
+    try:
+        root = target(collection[directive.path])
+    except KeyError:
+        pytest.fail(f"docs/reference/{directive.page}: ::: {directive.path} names nothing")
     paths = [root.path]
     members = options.get("members")
     if not (root.is_module or root.is_class) or members is False:
@@ -120,7 +123,10 @@ def test_every_public_name_is_in_the_reference(loaded: Any, module: str) -> None
     rendered = {path for directive in directives() for path in shown(loaded, directive)}
     names = importlib.import_module(module).__all__
     missing = [name for name in names if target(loaded[f"{module}.{name}"]).path not in rendered]
-    assert missing == [], f"{module}: not in docs/reference/: {missing}"
+    assert missing == [], (
+        f"{module}: {missing} not in docs/reference/: add a `::: {module}.<name>` line (or one naming "
+        "it in the package it comes from) to the reference page of that package"
+    )
 
 
 def test_the_reference_shows_each_object_once(loaded: Any) -> None:
