@@ -79,8 +79,10 @@ def denied_output(call: ToolInvocation | ToolApproval, reason: str | None) -> To
 class Approvals:
     """Decisions on the approval requests of a run, made while it waits (see the module docstring).
 
-    ``timeout``: seconds a request waits before it is denied; None: as long as the run lives. Use it
-    from the event loop's thread (a web handler, a task); one `Approvals` may serve many runs.
+    Use it from the event loop's thread (a web handler, a task); one `Approvals` may serve many runs.
+
+    Args:
+        timeout: seconds a request waits before it is denied; None: as long as the run lives.
     """
 
     def __init__(self, *, timeout: float | None = DEFAULT_APPROVAL_TIMEOUT) -> None:
@@ -104,9 +106,16 @@ class Approvals:
         return request
 
     def decide(self, call_id: str, approved: bool, reason: str | None = None) -> bool:
-        """Approve or deny the pending call ``call_id``; ``reason`` goes to the model with a denial.
-        Returns False, changing nothing, when no request of that id waits (unknown, decided, expired,
-        or its run ended)."""
+        """Approve or deny the pending call ``call_id``.
+
+        Args:
+            call_id: the call's id, as its `ToolApprovalRequest` gives it.
+            approved: True runs the call; False denies it.
+            reason: goes to the model with a denial.
+
+        Returns:
+            False, changing nothing, when no request of that id waits (unknown, decided, expired, or its
+            run ended); else True."""
         request = self.pending.pop(call_id, None)
         if request is None:
             return False
