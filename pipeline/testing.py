@@ -63,7 +63,8 @@ def counter_segment_ids() -> Callable[[SegmentType], str]:
 def chunked(data: bytes, sizes: Sequence[int] | int | None = None) -> list[bytes]:
     """Split ``data`` into pieces of the given sizes, cycling through ``sizes`` (``None``: one piece).
 
-    A size below 1 (or no sizes at all) is a `ConfigurationError`."""
+    Raises:
+        ConfigurationError: a size below 1, or no sizes at all."""
     if sizes is None:
         return [data]
     size_list = [sizes] if isinstance(sizes, int) else list(sizes)
@@ -81,9 +82,13 @@ def chunked(data: bytes, sizes: Sequence[int] | int | None = None) -> list[bytes
 
 
 def feed_all(core: Core[T, U], items: Iterable[T]) -> tuple[list[U], StreamfoldError | None]:
-    """Feed ``items`` to a sans-IO ``core`` and finish it, synchronously: every output, in order, and the
-    error that stopped it (its ``partial_outputs`` included in the outputs, as `pipeline.stage.drive`
-    delivers them). Any other exception is a bug and propagates."""
+    """Feed ``items`` to a sans-IO ``core`` and finish it, synchronously.
+
+    An exception other than a `StreamfoldError` is a bug and propagates.
+
+    Returns:
+        Every output, in order, and the error that stopped the core, or None; the error's
+        ``partial_outputs`` are included in the outputs, as `pipeline.stage.drive` delivers them."""
     outputs: list[U] = []
     try:
         for item in items:
