@@ -1,4 +1,4 @@
-"""The invocation folder: segment events in, the same events out with a :class:`ToolInvocation` right after
+"""The invocation folder: segment events in, the same events out with a `ToolInvocation` right after
 the END of each tool segment.
 
 Exactly one invocation per call; its ``id`` is the segment id, which is the provider's call id. Arguments
@@ -37,10 +37,10 @@ _TOOL_SEGMENTS = frozenset({SegmentType.TOOL_CALL, SegmentType.WRITE_FILE, Segme
 
 
 class InvocationFolder:
-    """Sans-IO core of :func:`fold_invocations`.
+    """Sans-IO core of `fold_invocations`.
 
     ``feed`` returns the event itself, followed by the invocation it completes, if any. ``invocations``
-    lists every invocation folded so far (the seeds' ``get_all_invocations``).
+    lists every invocation folded so far (the synchronous handlers' ``get_all_invocations``).
     """
 
     def __init__(self, *, tools: ToolSchemas | None = None) -> None:
@@ -52,6 +52,7 @@ class InvocationFolder:
         self.invocations: list[ToolInvocation] = []
 
     def feed(self, event: SegmentEvent | ResponseEnd) -> list[SegmentEvent | ToolInvocation | ResponseEnd]:
+        """Pass ``event`` on; after a tool call's END, the folded `ToolInvocation` follows it."""
         if type(event) is SegmentEvent and event.event_type is _CONTENT:  # most events: passed through
             return [event]
         if not isinstance(event, SegmentEvent):
@@ -71,6 +72,7 @@ class InvocationFolder:
         return [event]
 
     def finish(self) -> list[SegmentEvent | ToolInvocation | ResponseEnd]:
+        """Nothing: every call was folded at its END."""
         return []
 
     def _fold(self, call_id: str, start: Mapping[str, Any], end: Mapping[str, Any]) -> ToolInvocation:
@@ -126,5 +128,10 @@ def _validate(adapter: pydantic.TypeAdapter[Any], arguments: dict[str, Any]) -> 
 def fold_invocations(
     source: AsyncIterable[SegmentEvent | ResponseEnd], *, tools: ToolSchemas | None = None
 ) -> AsyncIterator[SegmentEvent | ToolInvocation | ResponseEnd]:
-    """Pass segment events through and yield each :class:`ToolInvocation` right after its segment's END."""
+    """Pass segment events through and yield each `ToolInvocation` right after its segment's END.
+
+    Args:
+        source: the events of `operators.emit_segments`.
+        tools: tool name -> the pydantic model (or `TypeAdapter`) its arguments are validated against.
+    """
     return operator_stream(source, InvocationFolder(tools=tools))

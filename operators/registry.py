@@ -1,15 +1,15 @@
 """The one list of providers (wire formats), framings and tool formats, and how a name becomes a stage.
 
 Names are ``Literal`` types, so that a typo (``provider="opnai"``) fails mypy, and the runtime tuples are
-derived from them (:data:`PROVIDERS`, :data:`FRAMINGS`, :data:`TOOL_FORMATS`). ``compose``, the CLI, the
-proxy, the seeds' handlers and detection all read them here.
+derived from them (`PROVIDERS`, `FRAMINGS`, `TOOL_FORMATS`). ``compose``, the CLI, the
+proxy, the synchronous handlers and detection all read them here.
 
-Tool formats: :data:`ToolFormat` lists ``none`` (no rewriting) and its alias ``api_tool_call``, then every
+Tool formats: `ToolFormat` lists ``none`` (no rewriting) and its alias ``api_tool_call``, then every
 built-in delimiter format and alias (a test keeps it equal to the delimiter registry). A format added with
 ``operators.delimiters.register_format`` is known at run time only: pass its name as
 ``RegisteredFormat("my_format")`` (a ``NewType`` of ``str``), so that a plain string is still a type error.
 
-This module imports no stage at import time: :func:`converter_for` and :func:`resolve_tool_format` import the
+This module imports no stage at import time: `converter_for` and `resolve_tool_format` import the
 stage they need when called.
 """
 
@@ -56,7 +56,7 @@ Provider: TypeAlias = Literal[WireFormat, "text"]
 """What a stream can be: a wire format, or ``text`` (plain model text, one content delta per piece)."""
 
 ProviderOption: TypeAlias = Literal["auto", Provider]
-"""The ``provider=`` option: a :data:`Provider`, or ``auto`` (detected from the first event)."""
+"""The ``provider=`` option: a `Provider`, or ``auto`` (detected from the first event)."""
 
 Framing: TypeAlias = Literal["sse", "jsonl", "json", "eventstream"]
 """How provider events are framed in a byte stream: server-sent events, one JSON payload a line, a JSON
@@ -64,7 +64,7 @@ array of payloads (Gemini without ``alt=sse``; also pretty-printed objects one a
 event-stream binary frames (Bedrock: ``InvokeModelWithResponseStream`` and ``ConverseStream``)."""
 
 FramingOption: TypeAlias = Literal["auto", Framing]
-"""The ``framing=`` option: a :data:`Framing`, or ``auto`` (detected from the first bytes)."""
+"""The ``framing=`` option: a `Framing`, or ``auto`` (detected from the first bytes)."""
 
 ToolFormat: TypeAlias = Literal[
     "none",
@@ -115,12 +115,12 @@ ToolFormat: TypeAlias = Literal[
 aliases."""
 
 RegisteredFormat = NewType("RegisteredFormat", str)
-"""The name of a delimiter format registered at run time (``register_format``), which :data:`ToolFormat`
+"""The name of a delimiter format registered at run time (``register_format``), which `ToolFormat`
 cannot list: ``process(..., tool_format=RegisteredFormat("my_format"))``."""
 
 WIRE_FORMATS: Final[tuple[WireFormat, ...]] = get_args(WireFormat)
 PROVIDERS: Final[tuple[Provider, ...]] = get_args(Provider)
-"""The wire formats :func:`pipeline.process` knows (``openai`` also covers OpenAI-compatible servers)."""
+"""The wire formats `pipeline.process` knows (``openai`` also covers OpenAI-compatible servers)."""
 FRAMINGS: Final[tuple[FramingOption, ...]] = get_args(FramingOption)
 """The ``framing=`` values of byte sources."""
 TOOL_FORMATS: Final[tuple[ToolFormat, ...]] = get_args(ToolFormat)
@@ -132,11 +132,11 @@ AUTO_FORMAT: Final = "auto"
 """The tool format told from the model's own markers, per answer."""
 
 _NO_REWRITE_NAMES: Final = frozenset({None, NO_REWRITE, "api_tool_call"})
-"""The one "no rewrite" rule: ``None``, ``"none"`` and the seeds' ``"api_tool_call"``."""
+"""The one "no rewrite" rule: ``None``, ``"none"`` and the synchronous handlers' ``"api_tool_call"``."""
 
 
 def check_choice(option: str, value: object, choices: tuple[str, ...] | list[str]) -> str:
-    """``value`` if it is one of ``choices``; else a :class:`ConfigurationError` listing them."""
+    """``value`` if it is one of ``choices``; else a `ConfigurationError` listing them."""
     if isinstance(value, str) and value in choices:
         return value
     raise ConfigurationError(f"unknown {option} {value!r}; expected one of: {', '.join(choices)}")
@@ -152,7 +152,7 @@ def tool_format_choices() -> list[str]:
 
 def resolve_tool_format(name: object) -> str | None:
     """The delimiter format to rewrite with (``"auto"``: told from the model's markers), or ``None`` for
-    no rewriting (``None``, ``"none"``, ``"api_tool_call"``); a :class:`ConfigurationError` listing the
+    no rewriting (``None``, ``"none"``, ``"api_tool_call"``); a `ConfigurationError` listing the
     choices for anything else."""
     if name in _NO_REWRITE_NAMES:
         return None
@@ -166,11 +166,16 @@ def resolve_tool_format(name: object) -> str | None:
 def converter_for(
     name: object, *, id_factory: Callable[[int], str] | None = None, choice: int = 0
 ) -> Core[Any, ChunkResponse]:
-    """A new converter core for the wire format ``name`` (one of :data:`WIRE_FORMATS`).
+    """A new converter core for the wire format ``name`` (one of `WIRE_FORMATS`).
 
-    ``id_factory`` makes the ids of calls sent without one; ``choice`` is the OpenAI Chat Completions
-    choice to follow (other formats have one). Anything else than a wire format is a
-    :class:`ConfigurationError` naming the choices."""
+    Args:
+        name: the wire format.
+        id_factory: makes the ids of calls sent without one.
+        choice: the OpenAI Chat Completions choice to follow (other formats have one).
+
+    Raises:
+        ConfigurationError: ``name`` is not a wire format (the message names the choices).
+    """
     options: dict[str, Any] = {} if id_factory is None else {"id_factory": id_factory}
     match check_choice("provider", name, WIRE_FORMATS):
         case "openai":

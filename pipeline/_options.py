@@ -1,6 +1,6 @@
 """Checks of the numeric options every public entry point takes: a bad value is a
-:class:`ConfigurationError` that names the option and the value, raised when the pipeline is built, not at
-the first item. Names (providers, framings, tool formats) are checked by :mod:`operators.registry`."""
+`ConfigurationError` that names the option and the value, raised when the pipeline is built, not at
+the first item. Names (providers, framings, tool formats) are checked by `operators.registry`."""
 
 from __future__ import annotations
 

@@ -8,13 +8,13 @@
                 case ToolInvocation():  ...   # folded the moment the call is complete
                 case SegmentEvent():    ...   # text, reasoning, tool and file segments as they stream
 
-The stages are those of the operators of :mod:`operators`: :func:`process` chooses them and runs their
+The stages are those of the operators of `operators`: `process` chooses them and runs their
 sans-IO cores in one loop (one async hop in all, not one per stage). A source may carry
 SSE or JSON-lines bytes, provider event dicts, or provider SDK objects; ``provider="auto"`` and
 ``framing="auto"`` look at the first item to decide. A source may also be a plain (synchronous) iterable,
 e.g. a list of provider dicts, or one ``bytes`` object holding a whole body.
 
-Every option is checked when the pipeline is built: a bad value raises :class:`ConfigurationError` naming
+Every option is checked when the pipeline is built: a bad value raises `ConfigurationError` naming
 the option and its choices. ``tool_format="none"`` (or ``None``, the default) means no delimiter rewriting;
 ``"api_tool_call"`` is accepted as an alias of ``"none"``.
 """
@@ -63,9 +63,9 @@ __all__ = [
 T = TypeVar("T")
 
 Provider: TypeAlias = ProviderOption
-"""The ``provider=`` option (:data:`operators.registry.ProviderOption`)."""
+"""The ``provider=`` option (`operators.registry.ProviderOption`)."""
 Framing: TypeAlias = FramingOption
-"""The ``framing=`` option (:data:`operators.registry.FramingOption`)."""
+"""The ``framing=`` option (`operators.registry.FramingOption`)."""
 ChunkSource: TypeAlias = (
     "AsyncIterable[bytes] | AsyncIterable[Mapping[str, Any]] | AsyncIterable[Any] | Iterable[Any] | bytes"
     " | httpx.Response"
@@ -74,7 +74,7 @@ ChunkSource: TypeAlias = (
 
 def _async_source(source: object) -> AsyncIterable[Any]:
     """``source`` as an async iterable: async iterables as they are, an ``httpx.Response`` as
-    :func:`operators.adapter.sources.from_httpx` reads it (an error status raises the provider's error), a
+    `operators.adapter.sources.from_httpx` reads it (an error status raises the provider's error), a
     ``bytes`` body as one item, a plain iterable (a list of provider dicts, a generator of SDK objects) item
     by item."""
     httpx = sys.modules.get("httpx")  # not imported: the source cannot be one of its responses
@@ -100,9 +100,8 @@ async def _items(items: Iterable[Any]) -> AsyncIterator[Any]:
 
 
 def _adapted(source: AsyncIterable[Any]) -> AsyncIterable[Any]:
-    """An SDK stream is read through :func:`operators.adapter.sources.from_sdk`, so that the in-band errors
-    the SDK
-    raises as its own exceptions come out as :class:`ProviderError`, as from raw bytes."""
+    """An SDK stream is read through `operators.adapter.sources.from_sdk`, so that the in-band errors
+    the SDK raises as its own exceptions come out as `ProviderError`, as from raw bytes."""
     from operators.adapter.sources import from_sdk, is_sdk_stream
 
     return cast(AsyncIterable[Any], from_sdk.raw(source)) if is_sdk_stream(source) else source
@@ -115,8 +114,9 @@ def chunk_core(
     id_factory: Callable[[int], str] | None = None,
     choice: int = 0,
 ) -> Core[Any, ChunkResponse]:
-    """The sans-IO adapter and converter (:func:`operators.auto.auto_adapter`): source items (bytes, dicts
-    or SDK objects) to chunks.
+    """The sans-IO adapter and converter: source items (bytes, dicts or SDK objects) to chunks.
+
+    The options are `to_chunks`'.
 
     Raises:
         ConfigurationError: an unknown ``provider`` or ``framing``, a ``choice`` below 0.
@@ -133,10 +133,19 @@ def to_chunks(
     id_factory: Callable[[int], str] | None = None,
     choice: int = 0,
 ) -> Any:
-    """Stages 1 and 2: bytes, provider dicts or SDK objects to :class:`ChunkResponse`\\ s.
+    """Stages 1 and 2: bytes, provider dicts or SDK objects to `ChunkResponse`s.
 
-    ``choice`` picks which of an OpenAI response's ``n`` choices becomes the stream (the others are
-    ignored); run one pipeline per choice to follow several. The source may be a plain iterable too."""
+    Args:
+        source: as `process` takes it; a plain iterable too.
+        provider: the wire format (one of `PROVIDERS`), or ``auto``.
+        framing: ``sse`` or ``jsonl`` for byte sources, or ``auto``.
+        id_factory: makes ids for tool calls that arrive without one.
+        choice: which of an OpenAI response's ``n`` choices becomes the stream (the others are ignored);
+            run one pipeline per choice to follow several.
+
+    Returns:
+        An aiostream stream of `ChunkResponse`.
+    """
     core = chunk_core(provider=provider, framing=framing, id_factory=id_factory, choice=choice)
     return operator_stream(_adapted(_async_source(source)), core)
 
@@ -161,19 +170,19 @@ def process(
 ) -> Stream[PipelineEvent]:
     """The whole pipeline: adapter, converter, [delimiter rewriter], splitter, emitter, folder.
 
-    The stages are the cores of the operators (:func:`to_chunks`, ``rewrite_delimiters``,
+    The stages are the cores of the operators (`to_chunks`, ``rewrite_delimiters``,
     ``split_arguments``, ``emit_segments``, ``fold_invocations``), run by one loop: the events are the
     same as those of the operators piped one after another, failures included, without an async hop per
     stage.
 
     Args:
         source: an ``httpx.Response`` (streaming, from ``client.stream(...)``: read as
-            :func:`~operators.adapter.sources.from_httpx` reads it, so an error status raises
-            :class:`ProviderError` with the provider's message and the status); an async iterable (or a
+            `from_httpx` reads it, so an error status raises
+            `ProviderError` with the provider's message and the status); an async iterable (or a
             plain iterable, such as a list) of SSE or JSON-lines bytes (an HTTP body, a file), of provider
             event dicts, or of SDK objects; or one ``bytes`` object.
-        provider: the wire format (one of :data:`PROVIDERS`), or ``auto`` to detect it from the first event.
-            A first event plainly of another wire format raises :class:`ConverterError` naming it.
+        provider: the wire format (one of `PROVIDERS`), or ``auto`` to detect it from the first event.
+            A first event plainly of another wire format raises `ConverterError` naming it.
         framing: ``sse`` or ``jsonl`` for byte sources, or ``auto``.
         tool_format: a delimiter format (``kimi_k2``, ``hermes``, ...) whose tool calls are embedded in
             the text; ``"none"`` (or ``None``, the default) when the provider sends structured tool calls.
@@ -182,26 +191,26 @@ def process(
             ``"kimi"`` (``◁think▷...◁/think▷``), or an (opening, closing) pair: the text between the tags
             becomes reasoning (before the delimiter rewriter). ``None`` (the default): text stays text.
         start_in_reasoning: with ``reasoning_tags``, each response begins inside reasoning (the chat
-            template opened the tag); see :class:`operators.delimiters.reasoning_tags.ReasoningTagSplitter`.
-        file_tools: tool name -> :class:`operators.segments.FileTool` (default: write_file, patch_file).
+            template opened the tag); see `operators.delimiters.reasoning_tags.ReasoningTagSplitter`.
+        file_tools: tool name -> `operators.segments.FileTool` (default: write_file, patch_file).
         tools: tool name -> pydantic model that each invocation's arguments are validated against.
         max_argument_size: cap, in characters, of one call's arguments (``too_large`` beyond it), >= 0.
         id_factory: makes ids for tool calls that arrive without one (tests pass a deterministic one).
         segment_ids: makes ids of text and reasoning segments.
         choice: which of an OpenAI Chat Completions response's ``n`` choices to follow (default 0; the
             others are ignored: run one pipeline per choice to follow several).
-        telemetry: a :class:`pipeline.telemetry.Telemetry` (the ``telemetry`` extra): the response gets an
+        telemetry: a `pipeline.telemetry.Telemetry` (the ``telemetry`` extra): the response gets an
             OpenTelemetry GenAI span and metrics. ``None`` (the default): nothing is measured.
         offered_tools: with ``tool_format``, the names of the tools the request offered: a delimiter call
             to any other tool stays the text the model wrote (see
-            :class:`operators.delimiters.DelimiterRewriter`). ``None`` (the default): any name is a call.
-        fold: True (the default): each tool call is folded into a :class:`ToolInvocation` with its
+            `operators.delimiters.DelimiterRewriter`). ``None`` (the default): any name is a call.
+        fold: True (the default): each tool call is folded into a `ToolInvocation` with its
             arguments. False, for consumers of the segments only (a UI, a proxy): the arguments stream as
             segment events but are never built, so memory stays flat however long they are; no
             invocations, and a tool segment's END has no ``arguments``.
 
     Returns:
-        An aiostream ``Stream`` of :data:`PipelineEvent`: iterate it with ``async with ....stream()``, or
+        An aiostream ``Stream`` of `PipelineEvent`: iterate it with ``async with ....stream()``, or
         pipe more operators onto it. Closing it closes the source.
 
     Raises:
@@ -275,7 +284,7 @@ def _pipeline(
     offered_tools: Collection[str] | None = None,
     fold: bool = True,
 ) -> AsyncIterator[PipelineEvent]:
-    """:func:`process`'s stream. Its cores are made with it (so bad options raise at once) and anew for
+    """`process`'s stream. Its cores are made with it (so bad options raise at once) and anew for
     each later iteration, as the operators' are."""
     from operators.arguments.splitter import ArgumentSplitter
     from operators.invocations import InvocationFolder

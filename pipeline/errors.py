@@ -21,7 +21,7 @@
 
 Every message says what went wrong and where (event number, byte or character offset). A stage that fails
 part-way through its input puts what it had produced before the failure in ``partial_outputs``: the stage
-runtime (:mod:`pipeline.stage`) delivers those first, then raises, so nothing already received is lost.
+runtime (`pipeline.stage`) delivers those first, then raises, so nothing already received is lost.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class StreamfoldError(Exception):
 
     partial_outputs: list[Any]
     """What the failing stage (or chain of stages) had produced before the failure, in order: delivered to
-    the consumer before the error by :func:`pipeline.stage.drive`. Empty when nothing was."""
+    the consumer before the error by `pipeline.stage.drive`. Empty when nothing was."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -64,7 +64,11 @@ class StreamfoldError(Exception):
 class ProviderError(StreamfoldError):
     """An error the provider sent in the middle of the stream (``event: error``, ``{"type": "error"}``).
 
-    ``kind`` is the provider's error type or code, ``payload`` the error event as received.
+    Args:
+        message: what went wrong, where.
+        kind: the provider's error type or code.
+        status: the HTTP-like status the provider gave, if any.
+        payload: the error event as received.
     """
 
     def __init__(
@@ -85,12 +89,17 @@ class ProviderError(StreamfoldError):
     def from_payload(
         cls, details: Mapping[str, Any], payload: Mapping[str, Any], where: str
     ) -> ProviderError:
-        """The error for the error object ``details`` found in ``payload`` at ``where`` (``event 3``,
-        ``frame 0``, ``HTTP 429 from URL``): the one wording of every in-band error,
-        ``{where}: provider error ({kind}): {message}``.
+        """The error for an error object found in a payload: the one wording of every in-band error.
 
-        ``kind``: the most specific word the provider gave (a string ``code``, else ``type``, else
-        ``status``); ``status``: the HTTP-like number (``status_code``, or a numeric ``code``: Gemini)."""
+        The message reads ``{where}: provider error ({kind}): {message}``. ``kind`` is the most specific
+        word the provider gave (a string ``code``, else ``type``, else ``status``); ``status`` the
+        HTTP-like number (``status_code``, or a numeric ``code``: Gemini).
+
+        Args:
+            details: the error object.
+            payload: the event it was found in.
+            where: where the event was (``event 3``, ``frame 0``, ``HTTP 429 from URL``).
+        """
         message = details.get("message") or details.get("error") or "the provider reported an error"
         code = details.get("code")
         kind = next(

@@ -57,7 +57,7 @@ IdFactory: TypeAlias = Callable[[int], str]
 
 
 def new_call_id(index: int) -> str:
-    """The default :data:`IdFactory`: ``call_`` + 24 hex characters of a uuid4 (``index`` is unused)."""
+    """The default `IdFactory`: ``call_`` + 24 hex characters of a uuid4 (``index`` is unused)."""
     del index
     return "call_" + uuid.uuid4().hex[:24]
 
@@ -91,7 +91,7 @@ class Payload(msgspec.Struct, frozen=True, gc=False):
 
     ``data`` is the JSON text of an SSE event's data field, of one JSON line, of one element of a JSON
     array, or the body of one AWS event-stream frame. Each converter decodes it into its provider's typed
-    events itself, in one step (:class:`operators.convert.EventDecoder`).
+    events itself, in one step (`operators.convert.EventDecoder`).
     """
 
     data: bytes
@@ -113,6 +113,7 @@ class TokenUsage(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """Completion tokens spent on reasoning, where the provider reports them."""
 
     def to_dict(self) -> dict[str, int]:
+        """The wire form: the counts that are set."""
         return {key: value for key, value in msgspec.structs.asdict(self).items() if value is not None}
 
 
@@ -153,7 +154,7 @@ class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
     ``arguments_delta`` is the next piece of the arguments text (JSON for ``function`` and ``server``
     calls, free text for ``custom``). ``finished`` says the provider declared the call complete: no more
     deltas follow for this index. What the arguments text streamed or completed comes from
-    :func:`operators.split_arguments`, on a :class:`SplitChunk`.
+    `operators.split_arguments`, on a `SplitChunk`.
     """
 
     index: int
@@ -190,11 +191,11 @@ class ToolResult(msgspec.Struct, frozen=True, gc=False, kw_only=True):
 
 
 class _NoURLs(list[str]):
-    """The shared default of :class:`ChunkResponse`'s ``*_urls`` fields: an empty list that cannot change.
+    """The shared default of `ChunkResponse`'s ``*_urls`` fields: an empty list that cannot change.
 
     A plain ``[]`` default costs three new lists per chunk (msgspec copies a mutable default), nearly all
     of them empty; this one is shared. It is a ``list`` equal to ``[]`` that encodes as ``[]``; changing it
-    raises :class:`TypeError` (a chunk is frozen: pass a list of your own to carry URLs)."""
+    raises `TypeError` (a chunk is frozen: pass a list of your own to carry URLs)."""
 
     __slots__ = ()
 
@@ -219,7 +220,7 @@ _NO_URLS: list[str] = _NoURLs()
 
 
 class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
-    """One normalised piece of a streaming response (the seeds' transport container, extended).
+    """One normalised piece of a streaming response.
 
     Fields left at their defaults carry nothing. ``is_complete`` marks the last chunk of a response.
     """
@@ -231,7 +232,7 @@ class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     image_urls: list[str] = _NO_URLS
     audio_urls: list[str] = _NO_URLS
     video_urls: list[str] = _NO_URLS
-    """(The three URL lists default to :data:`_NO_URLS`, one shared empty list that cannot change.)"""
+    """(The three URL lists default to `_NO_URLS`, one shared empty list that cannot change.)"""
     tool_calls: list[ToolCallDelta] | None = None
     finish_reason: str | None = None
     """Normalised to OpenAI's words: ``stop``, ``length``, ``tool_calls``, ``content_filter``, or the
@@ -262,7 +263,7 @@ class ChunkResponse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
 
 
 class SplitChunk(msgspec.Struct, frozen=True, gc=False):
-    """A chunk with tool calls after :func:`operators.split_arguments`: what each call's arguments streamed.
+    """A chunk with tool calls after `operators.split_arguments`: what each call's arguments streamed.
 
     ``argument_events[i]`` holds the events of ``chunk.tool_calls[i]``: string deltas, complete values, the
     complete root value, or an error. Chunks without tool calls leave the splitter as they came.
@@ -280,10 +281,10 @@ class TextJoiner:
 
     Every 1024 pieces are joined into one block stored as UTF-8, so that a long text fed in small pieces
     costs about its UTF-8 size while it grows, not an object per piece nor four bytes per character; the
-    whole text is decoded once, by :meth:`text` or :meth:`take`, from one buffer.
+    whole text is decoded once, by `text` or `take`, from one buffer.
 
     Args:
-        limit: characters kept at most (the first ones); ``None``: all. :attr:`length` counts them all.
+        limit: characters kept at most (the first ones); ``None``: all. `length` counts them all.
     """
 
     __slots__ = ("_blocks", "_limit", "_pieces", "_room", "length")
@@ -295,7 +296,7 @@ class TextJoiner:
         self._room = self._limit
         """Characters that may still be kept."""
         self.length = 0
-        """Characters appended since the start (or the last :meth:`take`), those past the limit included."""
+        """Characters appended since the start (or the last `take`), those past the limit included."""
 
     def __bool__(self) -> bool:
         return bool(self._pieces) or bool(self._blocks)
@@ -342,6 +343,8 @@ class TextJoiner:
 
 
 class SegmentType(enum.StrEnum):
+    """What a segment holds: text, reasoning, a tool call, a file write or patch, or a tool's result."""
+
     TEXT = "text"
     REASONING = "reasoning"
     TOOL_CALL = "tool_call"
@@ -351,6 +354,8 @@ class SegmentType(enum.StrEnum):
 
 
 class SegmentEventType(enum.StrEnum):
+    """The four events of a segment's life, as the wire format spells them."""
+
     START = "SEGMENT_START"
     CONTENT = "SEGMENT_CONTENT"
     ARGUMENT = "SEGMENT_ARGUMENT"
@@ -360,17 +365,14 @@ class SegmentEventType(enum.StrEnum):
 class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
     """One event of a segment's life: START, CONTENT, ARGUMENT, END.
 
-    The payload is the wire format of DESIGN.md (see :meth:`to_dict`); the properties below read it typed,
+    The payload is the wire format of DESIGN.md (see `to_dict`); the properties below read it typed,
     so that code need not index ``payload``:
 
-    ==========  ==========================================================================================
-    START       :attr:`segment_type`, :attr:`tool_name`, :attr:`call_id` (tool segments)
-    CONTENT     :attr:`delta`
-    ARGUMENT    :attr:`path` with :attr:`delta` (text appended to the string there) or, when
-                :attr:`has_value`, :attr:`value` (the value there is complete)
-    END         :attr:`segment_type`, :attr:`tool_name`, :attr:`call_id`, :attr:`arguments`, :attr:`error`,
-                :attr:`file_path` (file segments)
-    ==========  ==========================================================================================
+    - START: `segment_type`, `tool_name`, `call_id` (tool segments).
+    - CONTENT: `delta`.
+    - ARGUMENT: `path` with `delta` (text appended to the string there) or, when `has_value`, `value`
+      (the value there is complete).
+    - END: `segment_type`, `tool_name`, `call_id`, `arguments`, `error`, `file_path` (file segments).
 
     One struct with accessor properties rather than a class per event type: the emitter builds one of
     these per delta, and properties cost nothing until read (no view object, no second allocation).
@@ -380,26 +382,30 @@ class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
     segment_id: str
     segment_type: SegmentType | None = None
     """The segment's type, on START and END (set by the emitter); ``None`` on CONTENT and ARGUMENT.
-    :meth:`to_dict` writes it for START only, as the wire format says."""
+    `to_dict` writes it for START only, as the wire format says."""
     payload: dict[str, Any] = {}
 
     @classmethod
     def start(
         cls, segment_id: str, segment_type: SegmentType, metadata: Mapping[str, Any] | None = None
     ) -> SegmentEvent:
+        """A START event; ``metadata`` (tool name, call id...) goes in the payload when given."""
         payload = {"metadata": dict(metadata)} if metadata else {}
         return cls(SegmentEventType.START, segment_id, segment_type, payload)
 
     @classmethod
     def content(cls, segment_id: str, delta: str) -> SegmentEvent:
+        """A CONTENT event: ``delta`` is text appended to the segment."""
         return cls(SegmentEventType.CONTENT, segment_id, None, {"delta": delta})
 
     @classmethod
     def argument_delta(cls, segment_id: str, path: JSONPath, delta: str) -> SegmentEvent:
+        """An ARGUMENT event: ``delta`` is text appended to the string argument at ``path``."""
         return cls(SegmentEventType.ARGUMENT, segment_id, None, {"path": list(path), "delta": delta})
 
     @classmethod
     def argument_value(cls, segment_id: str, path: JSONPath, value: Any) -> SegmentEvent:
+        """An ARGUMENT event: the argument at ``path`` is complete and is ``value``."""
         return cls(SegmentEventType.ARGUMENT, segment_id, None, {"path": list(path), "value": value})
 
     @classmethod
@@ -410,6 +416,7 @@ class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
         *,
         segment_type: SegmentType | None = None,
     ) -> SegmentEvent:
+        """An END event; ``metadata`` (arguments, error...) goes in the payload when given."""
         payload = {"metadata": dict(metadata)} if metadata else {}
         return cls(SegmentEventType.END, segment_id, segment_type, payload)
 
@@ -421,7 +428,7 @@ class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
 
     @property
     def delta(self) -> str | None:
-        """CONTENT's text, or an ARGUMENT's decoded text appended to the string at :attr:`path`."""
+        """CONTENT's text, or an ARGUMENT's decoded text appended to the string at `path`."""
         delta: str | None = self.payload.get("delta")
         return delta
 
@@ -433,12 +440,12 @@ class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
 
     @property
     def has_value(self) -> bool:
-        """This is an ARGUMENT whose :attr:`value` is complete (the value itself may be ``None``)."""
+        """This is an ARGUMENT whose `value` is complete (the value itself may be ``None``)."""
         return "value" in self.payload
 
     @property
     def value(self) -> Any:
-        """An ARGUMENT's complete value at :attr:`path` (``None`` when :attr:`has_value` is false)."""
+        """An ARGUMENT's complete value at `path` (``None`` when `has_value` is false)."""
         return self.payload.get("value")
 
     @property
@@ -455,7 +462,7 @@ class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
 
     @property
     def arguments(self) -> dict[str, Any] | None:
-        """A tool call's parsed arguments, on its END (what was complete, when :attr:`error` is set)."""
+        """A tool call's parsed arguments, on its END (what was complete, when `error` is set)."""
         arguments: dict[str, Any] | None = self.metadata.get("arguments")
         return arguments
 
@@ -474,6 +481,7 @@ class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
         return path
 
     def to_dict(self) -> dict[str, Any]:
+        """The wire form: a JSON-ready dict, as DESIGN.md specifies it."""
         result: dict[str, Any] = {"type": self.event_type.value, "segment_id": self.segment_id}
         if self.event_type is SegmentEventType.START:
             result["segment_type"] = self.segment_type.value if self.segment_type else None
@@ -490,6 +498,7 @@ class ToolCallError(msgspec.Struct, frozen=True, gc=False):
     offset: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The wire form: a JSON-ready dict, as DESIGN.md specifies it."""
         result: dict[str, Any] = {"kind": self.kind, "message": self.message, "raw": self.raw}
         if self.offset is not None:
             result["offset"] = self.offset
@@ -516,6 +525,7 @@ class ToolInvocation(msgspec.Struct, frozen=True, gc=False):
         return self.error is None
 
     def to_dict(self) -> dict[str, Any]:
+        """The wire form: a JSON-ready dict, as DESIGN.md specifies it."""
         result: dict[str, Any] = {
             "type": "TOOL_INVOCATION",
             "id": self.id,
@@ -539,6 +549,7 @@ class ResponseEnd(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     metadata: Mapping[str, Any] = {}
 
     def to_dict(self) -> dict[str, Any]:
+        """The wire form: a JSON-ready dict, as DESIGN.md specifies it."""
         return {
             "type": "RESPONSE_END",
             "finish_reason": self.finish_reason,
@@ -549,18 +560,18 @@ class ResponseEnd(msgspec.Struct, frozen=True, gc=False, kw_only=True):
 
 PipelineEvent: TypeAlias = SegmentEvent | ToolInvocation | ResponseEnd
 """What the full pipeline yields: segment events, each invocation right after its segment's END, and one
-:class:`ResponseEnd` last."""
+`ResponseEnd` last."""
 
 
 ToolOutputStatus: TypeAlias = Literal[
     "ok", "error", "timeout", "invalid_arguments", "unknown_tool", "not_run", "cancelled", "denied"
 ]
-"""How a client-side tool call ended (see :class:`ToolOutput`)."""
+"""How a client-side tool call ended (see `ToolOutput`)."""
 
 
 class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
-    """The result of running a client-side tool for a :class:`ToolInvocation` (the tool runner of
-    ``pipeline.agent`` puts one in the stream per invocation). Not :class:`ToolResult`, which is what the
+    """The result of running a client-side tool for a `ToolInvocation` (the tool runner of
+    ``pipeline.agent`` puts one in the stream per invocation). Not `ToolResult`, which is what the
     provider sent for a call it executed itself.
 
     ``output`` is what goes back to the model: the tool's return value when ``status`` is ``ok``, else a
@@ -596,6 +607,7 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
             return str(self.output)
 
     def to_dict(self) -> dict[str, Any]:
+        """The wire form: a JSON-ready dict, as DESIGN.md specifies it."""
         return {
             "type": "TOOL_OUTPUT",
             "call_id": self.call_id,
@@ -607,7 +619,7 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
 
 class ToolApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
     """A call of a tool gated on approval (``start="approval"``) asks a person: the tool runner puts one
-    in the stream right after the call's :class:`ToolInvocation`. The UI encoders send it as the Vercel
+    in the stream right after the call's `ToolInvocation`. The UI encoders send it as the Vercel
     AI SDK's ``tool-approval-request`` chunk and as an AG-UI interrupt.
 
     ``expires_at``: when an undecided request is denied, in seconds since the epoch; None when no one
@@ -621,10 +633,11 @@ class ToolApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def approval_id(self) -> str:
-        """The request's name on the wire: ``approval_`` + the call id (:func:`approval_id_of`)."""
+        """The request's name on the wire: ``approval_`` + the call id (`approval_id_of`)."""
         return approval_id_of(self.call_id)
 
     def to_dict(self) -> dict[str, Any]:
+        """The wire form: a JSON-ready dict, as DESIGN.md specifies it."""
         return {
             "type": "TOOL_APPROVAL_REQUEST",
             "call_id": self.call_id,
@@ -636,7 +649,7 @@ class ToolApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolApproval(msgspec.Struct, frozen=True, kw_only=True):
-    """A person's decision on a :class:`ToolApprovalRequest`, with the call it decides (what a UI sends
+    """A person's decision on a `ToolApprovalRequest`, with the call it decides (what a UI sends
     back: the call's id, tool name and arguments, ``approved``, and an optional ``reason``)."""
 
     call_id: str
@@ -655,7 +668,7 @@ def approval_id_of(call_id: str) -> str:
 
 
 def call_id_of_approval(approval_id: str) -> str | None:
-    """The call id an approval id names, or None for an id not made by :func:`approval_id_of`."""
+    """The call id an approval id names, or None for an id not made by `approval_id_of`."""
     if not approval_id.startswith(_APPROVAL_ID_PREFIX) or len(approval_id) == len(_APPROVAL_ID_PREFIX):
         return None
     return approval_id[len(_APPROVAL_ID_PREFIX) :]

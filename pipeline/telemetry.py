@@ -7,9 +7,9 @@
 
 An optional extra (``pip install 'streamfold[telemetry]'``; only ``opentelemetry-api`` is needed at run
 time, an SDK or a distro configures the export). Without ``telemetry=`` nothing of this module runs:
-:func:`pipeline.process` builds the same loop as before.
+`pipeline.process` builds the same loop as before.
 
-Per response (:func:`pipeline.process` with ``telemetry=``), a CLIENT span ``"{operation} {model}"`` with the
+Per response (`pipeline.process` with ``telemetry=``), a CLIENT span ``"{operation} {model}"`` with the
 GenAI attributes (``gen_ai.operation.name``, ``gen_ai.provider.name`` and the deprecated ``gen_ai.system``,
 ``gen_ai.request.model``, ``gen_ai.request.stream``, ``gen_ai.response.id``, ``gen_ai.response.model``,
 ``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens`` / ``output_tokens`` and the cache and
@@ -20,8 +20,8 @@ chunk is one provider event that carries something, as the converters count them
 
 streamfold's own, per tool call (a span event ``streamfold.tool_call`` and two histograms):
 ``streamfold.tool_call.arguments.duration``, from the call's first delta to its last argument delta, and
-``streamfold.tool_call.invocation.delay``, from its first delta to its :class:`ToolInvocation`. Per hub
-subscriber (:meth:`Telemetry.watch_hub`, read from :meth:`Hub.statistics` at each metric collection):
+``streamfold.tool_call.invocation.delay``, from its first delta to its `ToolInvocation`. Per hub
+subscriber (`Telemetry.watch_hub`, read from `Hub.statistics` at each metric collection):
 ``streamfold.hub.subscriber.lag`` (items waiting for it: buffered and replay still to read),
 ``streamfold.hub.subscriber.delivered`` / ``coalesced`` / ``dropped``.
 
@@ -67,7 +67,7 @@ PROVIDER_NAMES: Final[Mapping[str, str]] = {
     "bedrock-converse": "aws.bedrock",
 }
 """``process(provider=...)`` -> ``gen_ai.provider.name`` (the semantic conventions' well-known values).
-``auto`` and ``text`` give ``_OTHER`` unless :meth:`Telemetry.options` names the provider."""
+``auto`` and ``text`` give ``_OTHER`` unless `Telemetry.options` names the provider."""
 
 MAX_PENDING_CHUNK_TIMES: Final = 4096
 """Chunk intervals held before they are recorded with the response's attributes (so that
@@ -90,7 +90,7 @@ _TOKEN_BUCKETS: Final = (
 
 
 class Telemetry:
-    """Where spans and metrics go, and the per-response attributes (:meth:`options` makes a variant).
+    """Where spans and metrics go, and the per-response attributes (`options` makes a variant).
 
     Args:
         tracer_provider: default the global one (``opentelemetry.trace``).
@@ -101,9 +101,9 @@ class Telemetry:
         started_at: a ``clock()`` reading taken when the request was sent: time to first chunk is
             measured from it (default: from when the pipeline is first read).
         attributes: more span attributes.
-        chunk_intervals: record ``gen_ai.client.operation.time_per_output_chunk`` (one histogram record per
-            chunk, which with the OpenTelemetry SDK costs as much as the rest of the pipeline:
-            ``benchmarks/bench_live``); ``False`` leaves that one histogram out.
+        chunk_intervals: record ``gen_ai.client.operation.time_per_output_chunk``: one histogram record
+            per chunk, which with the OpenTelemetry SDK is costly (``benchmarks/bench_live`` measures
+            it); ``False`` leaves that one histogram out.
         clock: seconds, monotonic (default ``time.perf_counter``); tests pass a fake one.
 
     Raises:
@@ -141,7 +141,11 @@ class Telemetry:
         started_at: float | None = None,
         attributes: Mapping[str, Any] | None = None,
     ) -> Telemetry:
-        """A variant for one request, sharing the tracer, meter and instruments (cheap: no new instrument)."""
+        """A variant for one request, sharing the tracer, meter and instruments (cheap: no new instrument).
+
+        The arguments are the class's; those not given keep this one's values, and ``attributes`` are
+        added to this one's.
+        """
         variant = object.__new__(Telemetry)
         variant.__dict__.update(self.__dict__)
         if operation is not None:
@@ -157,27 +161,42 @@ class Telemetry:
         return variant
 
     def watch_hub(self, hub: Hub[Any], name: str = "hub") -> None:
-        """Report ``hub``'s subscribers (lag, delivered, coalesced, dropped) at each metric collection,
-        until the hub is garbage or :meth:`unwatch_hub`. Reading the statistics costs the hub nothing
-        between collections. Make one :class:`Telemetry` per meter provider (and :meth:`options` per
-        request): each one registers its own observable instruments."""
+        """Report ``hub``'s subscribers (lag, delivered, coalesced, dropped) at each metric collection.
+
+        Until the hub is garbage or `unwatch_hub`. Reading the statistics costs the hub nothing between
+        collections. Make one `Telemetry` per meter provider (and `options` per request): each one
+        registers its own observable instruments.
+
+        Args:
+            hub: the hub to watch.
+            name: the ``hub`` attribute of its metrics.
+        """
         self._instruments.hubs[hub] = name
 
     def unwatch_hub(self, hub: Hub[Any]) -> None:
+        """Stop reporting ``hub``'s subscribers."""
         self._instruments.hubs.pop(hub, None)
 
     def instrument(
         self, source: AsyncIterable[Any], stages: Sequence[Core[Any, Any]], *, provider: str
     ) -> AsyncGenerator[Any, None]:
-        """``drive(source, chain(*stages))`` in a span, the first stage (the adapter: chunks) timed and a
-        probe after the last (events). What :func:`pipeline.process` runs with ``telemetry=``."""
+        """``drive(source, chain(*stages))`` in a span: what `pipeline.process` runs with ``telemetry=``.
+
+        The first stage (the adapter: chunks) is timed, and a probe after the last reads the events.
+
+        Args:
+            source: the source items.
+            stages: the cores, the adapter first.
+            provider: ``process(provider=...)``: it gives ``gen_ai.provider.name`` (`PROVIDER_NAMES`)
+                unless the telemetry names one.
+        """
         response = _Response(self, provider)
         probed = [_TimedAdapter(stages[0], response), *stages[1:], _EventProbe(response)]
         return _run(response, drive(source, chain(*probed)))
 
 
 class _Instruments:
-    """The tracer, meter and instruments of a :class:`Telemetry` (made once, shared by its variants)."""
+    """The tracer, meter and instruments of a `Telemetry` (made once, shared by its variants)."""
 
     def __init__(
         self, tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None

@@ -63,7 +63,8 @@ def counter_segment_ids() -> Callable[[SegmentType], str]:
 def chunked(data: bytes, sizes: Sequence[int] | int | None = None) -> list[bytes]:
     """Split ``data`` into pieces of the given sizes, cycling through ``sizes`` (``None``: one piece).
 
-    A size below 1 (or no sizes at all) is a :class:`ConfigurationError`."""
+    Raises:
+        ConfigurationError: a size below 1, or no sizes at all."""
     if sizes is None:
         return [data]
     size_list = [sizes] if isinstance(sizes, int) else list(sizes)
@@ -81,9 +82,13 @@ def chunked(data: bytes, sizes: Sequence[int] | int | None = None) -> list[bytes
 
 
 def feed_all(core: Core[T, U], items: Iterable[T]) -> tuple[list[U], StreamfoldError | None]:
-    """Feed ``items`` to a sans-IO ``core`` and finish it, synchronously: every output, in order, and the
-    error that stopped it (its ``partial_outputs`` included in the outputs, as :func:`pipeline.stage.drive`
-    delivers them). Any other exception is a bug and propagates."""
+    """Feed ``items`` to a sans-IO ``core`` and finish it, synchronously.
+
+    An exception other than a `StreamfoldError` is a bug and propagates.
+
+    Returns:
+        Every output, in order, and the error that stopped the core, or None; the error's
+        ``partial_outputs`` are included in the outputs, as `pipeline.stage.drive` delivers them."""
     outputs: list[U] = []
     try:
         for item in items:
@@ -119,9 +124,18 @@ async def replay(
 ) -> list[PipelineEvent]:
     """Run a recorded stream through the whole pipeline and return every event.
 
-    ``.sse`` and ``.jsonl`` files are provider streams; ``.txt`` files are plain model text replayed as
-    ``chunk_size``-character deltas (default 4); a ``.json`` file holding a list of strings is replayed
-    delta by delta. ``chunk_sizes`` re-chunks the bytes (cycling through the sizes).
+    Args:
+        path: a recording: ``.sse`` and ``.jsonl`` files are provider streams, ``.txt`` files plain model
+            text, a ``.json`` file a list of text deltas.
+        provider: as `pipeline.process` takes it (``text`` for ``.txt`` and ``.json`` files).
+        tool_format: as `pipeline.process` takes it.
+        chunk_size: a ``.txt`` file's text is replayed in deltas of this many characters (default 4).
+        chunk_sizes: re-chunk the bytes, cycling through these sizes.
+        id_factory: makes ids for tool calls that arrive without one.
+        **options: more options of `pipeline.process`.
+
+    Returns:
+        Every event of the stream.
     """
     from pipeline._options import check_count
     from pipeline.compose import process
@@ -168,7 +182,7 @@ class Summary:
 
 
 def summarize(events: Iterable[PipelineEvent], error: BaseException | None = None) -> Summary:
-    """Fold a list of pipeline events into a :class:`Summary` (a plain, non-incremental reference)."""
+    """Fold a list of pipeline events into a `Summary` (a plain, non-incremental reference)."""
     summary = Summary(error=error)
     kinds: dict[str, SegmentType | None] = {}
     pieces: dict[str, list[str]] = {}

@@ -1,6 +1,6 @@
 """Stage 4, the argument-chunk splitter: one incremental JSON parser per tool call.
 
-Module: :mod:`~operators.arguments.splitter` (the core and its operator); the parser itself is private.
+Module: `splitter` (the core and its operator); the parser itself is private.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Token rules of :mod:`operators.arguments._jsonstream`: the JSON number grammar and its values, and the
+"""Token rules of `operators.arguments._jsonstream`: the JSON number grammar and its values, and the
 first error in a string's content (the helpers of an error run once per call, at its first error)."""
 
 from __future__ import annotations

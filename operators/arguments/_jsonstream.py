@@ -1,7 +1,7 @@
 """An incremental JSON parser for one tool call's arguments text: O(1) amortised work per character.
 
 The SDKs re-parse the whole accumulated arguments text on every delta, which is quadratic in the size of
-the arguments. :class:`JSONStreamParser` keeps its state between chunks instead: the containers under
+the arguments. `JSONStreamParser` keeps its state between chunks instead: the containers under
 construction on an explicit stack, the pieces of the string being read, the digits of the number being
 read, and at most a few characters of an escape or literal cut by the chunk boundary (re-read at the
 start of the next chunk). Runs of string characters are decoded by the C string scanner of the standard
@@ -91,7 +91,7 @@ general route refuses (a lone surrogate, a control character, a bad or cut escap
 inside), so that any refusal can go the general way, which says why and where."""
 
 _FAST_STRINGS = True
-"""Whether :meth:`JSONStreamParser.feed` decodes string chunks with :data:`_decode_string`; the tests
+"""Whether `JSONStreamParser.feed` decodes string chunks with `_decode_string`; the tests
 turn it off to check the fast route against the general one."""
 
 
@@ -170,7 +170,7 @@ _MEMO_PIECE: Final = 16
 _MEMO_SIZE: Final = 4096
 _NOT_KNOWN: Final = ("", -1)
 _decoded_pieces: dict[str, tuple[str, int] | None] = {}
-""":func:`_string_piece` of pieces of at most ``_MEMO_PIECE`` characters, remembered (up to ``_MEMO_SIZE``
+"""`_string_piece` of pieces of at most ``_MEMO_PIECE`` characters, remembered (up to ``_MEMO_SIZE``
 of them, then forgotten all at once): the pieces of strings streamed a token at a time repeat (an escaped
 quote or newline and what is next to it), and a lookup is much cheaper than a decode
 (``benchmarks/bench_arguments_parser.py`` measures the parser)."""
@@ -217,7 +217,7 @@ class JSONStreamParser:
     character. Offsets count characters of all text fed.
 
     With ``keep_values=False`` values are streamed but never built, so memory stays flat however long
-    the arguments are: string values give their ``ArgumentDelta``\\ s, and the only ``ArgumentValue`` is
+    the arguments are: string values give their ``ArgumentDelta``s, and the only ``ArgumentValue`` is
     ``ArgumentValue((), None)`` when the root is complete. Errors are the same.
     """
 

@@ -1,8 +1,8 @@
 """The argument-chunk splitter: each tool call's arguments text, parsed incrementally as it streams.
 
-:func:`split_arguments` turns each chunk with tool calls into a :class:`SplitChunk`: the chunk, and per
-tool-call delta the :class:`ArgumentEvent`\\ s its ``arguments_delta`` streamed or completed, from one
-:class:`JSONStreamParser` per call (O(1) amortised work per character: no re-parsing of the accumulated
+`split_arguments` turns each chunk with tool calls into a `SplitChunk`: the chunk, and per
+tool-call delta the `ArgumentEvent`s its ``arguments_delta`` streamed or completed, from one
+`JSONStreamParser` per call (O(1) amortised work per character: no re-parsing of the accumulated
 text)::
 
     ToolCallDelta(0, "call_1", "write_file", '{"path": "a.py", "content": "print(')
@@ -106,10 +106,10 @@ _NO_EVENTS: Final[tuple[ArgumentEvent, ...]] = ()
 
 
 class ArgumentSplitter:
-    """Sans-IO core of :func:`split_arguments`: ``feed(chunk)`` and ``finish()`` return chunks.
+    """Sans-IO core of `split_arguments`: ``feed(chunk)`` and ``finish()`` return chunks.
 
     One parser per call index, chosen by the ``kind`` of the call's first delta (``custom``: free text;
-    ``function`` and ``server``: JSON). A chunk with tool calls comes back as a :class:`SplitChunk` with
+    ``function`` and ``server``: JSON). A chunk with tool calls comes back as a `SplitChunk` with
     the events of each delta; a ``finished`` delta also gets the parser's final events (the complete root
     value, or ``truncated``). A chunk with ``is_complete=True`` ends the response: calls still unfinished
     are finished in that chunk, and the next response starts with fresh parsers. ``finish()`` finishes the
@@ -120,7 +120,7 @@ class ArgumentSplitter:
         max_argument_size: characters of one call's arguments accepted before ``too_large``.
         keep_values: False streams the arguments without building their values (flat memory for
             consumers of segments only): the one ``ArgumentValue`` of a call is ``((), None)`` when its
-            root is complete (see :class:`JSONStreamParser`).
+            root is complete (see `JSONStreamParser`).
     """
 
     def __init__(
@@ -203,7 +203,15 @@ def split_arguments(
     max_argument_size: int = DEFAULT_MAX_ARGUMENT_SIZE,
     keep_values: bool = True,
 ) -> AsyncIterator[ChunkResponse | SplitChunk]:
-    """Give each chunk with tool calls the argument events (string deltas, complete values, errors) its
-    deltas streamed, as a :class:`SplitChunk`; calls left open at the end are finished in one extra chunk."""
+    """Give each chunk with tool calls the argument events its deltas streamed, as a `SplitChunk`.
+
+    The events are string deltas, complete values and errors; calls left open at the end are finished in
+    one extra chunk.
+
+    Args:
+        source: the chunks of a converter.
+        max_argument_size: as `ArgumentSplitter` takes it.
+        keep_values: as `ArgumentSplitter` takes it.
+    """
     splitter = ArgumentSplitter(max_argument_size=max_argument_size, keep_values=keep_values)
     return operator_stream(source, splitter)

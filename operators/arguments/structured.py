@@ -1,8 +1,8 @@
 """Structured output streamed: JSON written as a response's content, parsed as it arrives.
 
 JSON mode, a response schema or "structured output" make the model write one JSON value as its text.
-:class:`ContentJSONParser` runs that text through the same incremental parser as tool arguments
-(:class:`operators.arguments._jsonstream.JSONStreamParser`, O(1) amortised work per character) and gives
+`ContentJSONParser` runs that text through the same incremental parser as tool arguments
+(`operators.arguments._jsonstream.JSONStreamParser`, O(1) amortised work per character) and gives
 the same path-addressed events: ``ArgumentDelta(path, text)`` while a string streams,
 ``ArgumentValue(path, value)`` as each value completes (at every depth, inner values first, so a consumer
 knows which field just completed), ``ArgumentValue((), root)`` when the whole value is complete, and
@@ -11,7 +11,7 @@ knows which field just completed), ``ArgumentValue((), root)`` when the whole va
 Policies: the text must be the JSON value alone (leading and trailing whitespace allowed). A Markdown
 code fence around it (```` ```json ````) is ``invalid_json`` at offset 0, as is any other prose: ask the
 provider for JSON mode or structured output. Reasoning is not parsed (only ``content``); run
-:class:`operators.delimiters.reasoning_tags.ReasoningTagSplitter` first for ``<think>`` models.
+`operators.delimiters.reasoning_tags.ReasoningTagSplitter` first for ``<think>`` models.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ DEFAULT_MAX_OUTPUT_SIZE: Final = DEFAULT_MAX_SIZE
 
 
 class ContentJSONParser:
-    """Sans-IO core of :func:`parse_content_json`: ``feed(chunk)`` / ``finish()`` return argument events.
+    """Sans-IO core of `parse_content_json`: ``feed(chunk)`` / ``finish()`` return argument events.
 
     Args:
         max_size: cap, in characters, of one response's JSON text (``too_large`` beyond it).

@@ -1,10 +1,10 @@
 """Wire encoders: sans-IO cores from pipeline items to a wire format.
 
-Modules: :mod:`~operators.encode.openai_chat` (OpenAI Chat Completions chunks and SSE, for the proxy and
-``replay --output openai-sse``); :mod:`~operators.encode.vercel` (the Vercel AI SDK UI message stream, for
-``useChat``); :mod:`~operators.encode.agui` (AG-UI events); :mod:`~operators.encode.protocols`
-(streamfold's own SSE, and :func:`encoder_for`, which picks a protocol's core, media type and headers);
-:mod:`~operators.encode.responses` (the OpenAI Responses stream) and :mod:`~operators.encode.anthropic` (the
+Modules: `openai_chat` (OpenAI Chat Completions chunks and SSE, for the proxy and
+``replay --output openai-sse``); `vercel` (the Vercel AI SDK UI message stream, for
+``useChat``); `agui` (AG-UI events); `protocols`
+(streamfold's own SSE, and `encoder_for`, which picks a protocol's core, media type and headers);
+`responses` (the OpenAI Responses stream) and `anthropic` (the
 Anthropic Messages stream), for the proxy's other front doors.
 """
 

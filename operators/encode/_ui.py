@@ -1,7 +1,7 @@
 """What the UI protocol encoders share: items from their wire dicts, SSE frames, the tool-call bookkeeping.
 
 A served response's log holds each item as the JSON of its ``to_dict()``; the encoders take either the
-typed item or that dict (:func:`as_item`), so a route can re-encode a log in any protocol.
+typed item or that dict (`as_item`), so a route can re-encode a log in any protocol.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class ToolCallState:
 
 
 def invocation_from_end(end: SegmentEvent, call: ToolCallState) -> ToolInvocation:
-    """The invocation a tool segment's END describes (when no :class:`ToolInvocation` follows it)."""
+    """The invocation a tool segment's END describes (when no `ToolInvocation` follows it)."""
     arguments = end.arguments
     return ToolInvocation(
         end.segment_id,

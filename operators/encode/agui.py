@@ -1,7 +1,7 @@
 """streamfold events to AG-UI events: what CopilotKit, LangGraph's and pydantic-ai's AG-UI clients read.
 
-:class:`AGUIEncoder` is a sans-IO core from pipeline items (or their ``to_dict()`` wire form) to SSE
-frames (``data: <event JSON>``, camelCase, optional fields omitted), :func:`encode_agui` its operator.
+`AGUIEncoder` is a sans-IO core from pipeline items (or their ``to_dict()`` wire form) to SSE
+frames (``data: <event JSON>``, camelCase, optional fields omitted), `encode_agui` its operator.
 
 One stream is one run: ``RUN_STARTED``, the events, then ``RUN_FINISHED`` (with ``result:
 {"finishReason": ...}`` and ``usage``) or ``RUN_ERROR``. Inside it:
@@ -17,18 +17,18 @@ One stream is one run: ``RUN_STARTED``, the events, then ``RUN_FINISHED`` (with 
 - every ``TOOL_CALL_START`` of one response carries one ``parentMessageId``: the response's first text
   message, else its first tool call's id, so that ``@ag-ui/client`` builds one assistant message for the
   model's turn (without it, each call becomes an assistant message of its own);
-- a :class:`~pipeline.models.ToolOutput` or a provider-executed tool's result: ``TOOL_CALL_RESULT``. A
+- a `ToolOutput` or a provider-executed tool's result: ``TOOL_CALL_RESULT``. A
   provider-executed call whose result is not in the response (xAI's ``x_search`` steps, say) gets a
   ``TOOL_CALL_RESULT`` saying so (``"The provider ran this tool; its result is not part of this
   response."``) when the response ends: a call without a result is one the client must
   run, for ``@ag-ui/client`` (its ``pendingToolCallIds``) and the frontends built on it;
-- a :class:`~pipeline.models.ToolApprovalRequest` still unanswered when the stream ends (no output for
+- a `ToolApprovalRequest` still unanswered when the stream ends (no output for
   its call came): the run is paused, ``RUN_FINISHED`` carries ``outcome: {type: "interrupt",
   interrupts: [...]}``, one interrupt per call (``id`` the approval id, ``reason: "tool_approval"``,
   ``toolCallId``, a ``message``, a ``responseSchema`` ``{approved: boolean, reason?: string}`` and, when
   the request expires, ``expiresAt`` in ISO 8601). The client resumes with a new run whose ``resume``
   entries answer them (``status: "resolved"``, ``payload: {approved, reason?}``; ``cancelled`` is a
-  denial): :func:`agui_approvals` reads them. A ``denied`` output is a ``TOOL_CALL_RESULT`` saying why;
+  denial): `agui_approvals` reads them. A ``denied`` output is a ``TOOL_CALL_RESULT`` saying why;
 - streamfold's extras, unless ``extras=False``, as ``CUSTOM`` events: ``streamfold.argument``
   ``{toolCallId, path, delta | value}``, ``streamfold.file_delta`` ``{toolCallId, toolName, delta}``.
 
@@ -100,7 +100,7 @@ def _new_id() -> str:
 
 
 def agui_usage(usage: TokenUsage, model: Any = None) -> dict[str, Any]:
-    """:class:`TokenUsage` as an AG-UI ``TokenUsage`` entry (input/output totals with their parts)."""
+    """`TokenUsage` as an AG-UI ``TokenUsage`` entry (input/output totals with their parts)."""
     entry: dict[str, Any] = {
         "inputTokens": usage.prompt_tokens,
         "outputTokens": usage.completion_tokens,
@@ -120,8 +120,12 @@ def agui_usage(usage: TokenUsage, model: Any = None) -> dict[str, Any]:
 class AGUIEncoder:
     """Sans-IO core: pipeline items -> AG-UI SSE frames (see the module doc).
 
-    ``run_id`` and ``thread_id`` name the run (``thread_id`` defaults to the run id, the run id to a new
-    uuid); ``extras`` turns the ``CUSTOM`` events on or off. Each frame is one whole SSE event.
+    Each frame is one whole SSE event.
+
+    Args:
+        run_id: the run's id (default: a new uuid).
+        thread_id: the thread's id (default: the run id).
+        extras: write the ``CUSTOM`` events.
     """
 
     __slots__ = (
@@ -551,5 +555,8 @@ def encode_agui(
     thread_id: str | None = None,
     extras: bool = True,
 ) -> AsyncIterator[bytes]:
-    """Pipeline items -> AG-UI SSE frames (see :class:`AGUIEncoder`)."""
+    """Pipeline items to AG-UI SSE frames.
+
+    The options are `AGUIEncoder`'s.
+    """
     return operator_stream(source, AGUIEncoder(run_id=run_id, thread_id=thread_id, extras=extras))

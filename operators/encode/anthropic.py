@@ -1,12 +1,12 @@
 """Chunks to the Anthropic Messages stream: what ``streamfold proxy`` answers on ``/v1/messages``.
 
-:class:`MessagesEncoder` turns :class:`~pipeline.models.ChunkResponse`\\ s (after the delimiter rewriter)
+`MessagesEncoder` turns `ChunkResponse`s (after the delimiter rewriter)
 into ``(event name, data)`` pairs as Anthropic sends them:
 
 - ``message_start`` (the message with empty ``content``), held until a chunk brings the usage or output,
   so that it carries the input tokens when the upstream reports them early (vLLM's and SGLang's
   ``continuous_usage_stats``), zero otherwise; ``model`` is the upstream's when its chunks name one;
-- per block ``content_block_start``, ``content_block_delta``\\ s, ``content_block_stop``: ``text`` blocks
+- per block ``content_block_start``, ``content_block_delta``s, ``content_block_stop``: ``text`` blocks
   (``text_delta``), ``thinking`` blocks (``thinking_delta``) and ``tool_use`` blocks (``input_json_delta``,
   the arguments JSON as the model writes it);
 - ``message_delta`` (``stop_reason``: ``end_turn``, ``tool_use``, ``max_tokens``, ``refusal``; the usage),
@@ -17,7 +17,7 @@ into ``(event name, data)`` pairs as Anthropic sends them:
 Thinking from an open model has no signature: a thinking block starts with ``"signature": ""`` and no
 ``signature_delta`` is sent (an empty one would claim a signature that does not exist). A new kind of
 output closes the open block, so blocks keep the model's order; a tool_use block closes when the call is
-finished or the message ends. :attr:`~MessagesEncoder.message` is the Message object (with ``input``
+finished or the message ends. `message` is the Message object (with ``input``
 parsed from each call's JSON), the whole answer of a non-streamed request.
 """
 
@@ -90,9 +90,11 @@ class _Block:
 
 
 class MessagesEncoder:
-    """Sans-IO core: :class:`ChunkResponse` -> Messages ``(event, data)`` pairs (see the module doc).
+    """Sans-IO core: `ChunkResponse` -> Messages ``(event, data)`` pairs (see the module doc).
 
-    ``model`` is echoed in the message (the client's model name); ``message_id`` names it.
+    Args:
+        model: echoed in the message (the client's model name).
+        message_id: names the message.
     """
 
     __slots__ = ("_blocks", "_calls", "_finish_reason", "_message", "_open", "_started", "_usage", "ended")

@@ -1,8 +1,8 @@
 """Chunks back to the OpenAI Chat Completions wire format: what ``streamfold proxy`` answers with.
 
-:class:`OpenAIChunkEncoder` turns :class:`~pipeline.models.ChunkResponse`\\ s into ``chat.completion.chunk``
-dicts and :func:`encode_openai_chat` is its operator (SSE text lines). (Rewriting a whole, non-streamed
-``chat.completion`` is the proxy's: :func:`pipeline.proxy.rewriter.fold_openai_completion`.)
+`OpenAIChunkEncoder` turns `ChunkResponse`s into ``chat.completion.chunk``
+dicts and `encode_openai_chat` is its operator (SSE text lines). (Rewriting a whole, non-streamed
+``chat.completion`` is the proxy's: `pipeline.proxy.rewriter.fold_openai_completion`.)
 
 What a stock OpenAI client expects, and gets:
 
@@ -16,7 +16,7 @@ What a stock OpenAI client expects, and gets:
   upstream said ``stop``), then the usage on its own chunk with ``choices: []`` when the upstream sent one.
 
 The finish reason and the usage are held until the response is complete (``is_complete``, or
-:meth:`~OpenAIChunkEncoder.finish`), because text the delimiter rewriter held back can still follow the
+`finish`), because text the delimiter rewriter held back can still follow the
 upstream's finish chunk; nothing else is held.
 """
 
@@ -47,7 +47,7 @@ def _completion_id() -> str:
 
 
 def _openai_usage(usage: TokenUsage) -> dict[str, Any]:
-    """:class:`TokenUsage` in OpenAI's shape (with the ``*_details`` objects when their counts are known)."""
+    """`TokenUsage` in OpenAI's shape (with the ``*_details`` objects when their counts are known)."""
     result: dict[str, Any] = {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
@@ -66,18 +66,20 @@ def _openai_usage(usage: TokenUsage) -> dict[str, Any]:
 
 
 class OpenAIChunkEncoder:
-    """Sans-IO core: :class:`ChunkResponse` -> OpenAI ``chat.completion.chunk`` dicts (see the module doc).
+    """Sans-IO core: `ChunkResponse` -> OpenAI ``chat.completion.chunk`` dicts (see the module doc).
 
     One chunk dict per incoming chunk that carries text or tool-call progress; chunks carrying only a
     finish reason, usage or metadata give nothing until the response completes (a response with no text
     and no call at all then opens with ``{"role": "assistant", "content": ""}``). A chunk with
     ``is_complete`` ends the response: the finish chunk and the usage chunk follow, and the encoder is ready
     for another response. Without a ``finish_reason`` from upstream none is invented (the stream was cut
-    off; see :attr:`finish_reason`).
+    off; see `finish_reason`).
 
-    ``choice_index`` is the ``index`` of the choice written; ``completion_id`` and ``clock`` supply ``id``
-    and ``created`` when the chunks' metadata has none; ``call_ids`` names a call whose first delta has no
-    id (the converters always give one).
+    Args:
+        choice_index: the ``index`` of the choice written.
+        completion_id: supplies ``id`` when the chunks' metadata has none.
+        clock: supplies ``created`` when the chunks' metadata has none.
+        call_ids: names a call whose first delta has no id (the converters always give one).
     """
 
     __slots__ = (
@@ -120,7 +122,7 @@ class OpenAIChunkEncoder:
         """The finish reason written at the end of the last completed response (``None``: none was)."""
         self.upstream_usage: Mapping[str, Any] | None = None
         """The upstream's own usage object: when set, the usage chunk carries it as it is instead of the
-        normalised :class:`TokenUsage` (a proxy keeps the server's numbers and extra fields)."""
+        normalised `TokenUsage` (a proxy keeps the server's numbers and extra fields)."""
 
     def feed(self, chunk: ChunkResponse) -> list[dict[str, Any]]:
         """Encode one chunk; see the class doc."""
@@ -255,7 +257,7 @@ def sse_line(chunk: Mapping[str, Any]) -> bytes:
 
 
 class _SSEText:
-    """:class:`OpenAIChunkEncoder` with each dict written as an SSE ``data:`` line."""
+    """`OpenAIChunkEncoder` with each dict written as an SSE ``data:`` line."""
 
     __slots__ = ("_encoder",)
 
@@ -271,5 +273,10 @@ class _SSEText:
 
 @pipable_operator
 def encode_openai_chat(source: AsyncIterable[ChunkResponse], *, choice_index: int = 0) -> AsyncIterator[str]:
-    """Chunks to OpenAI Chat Completions SSE text, one ``data: {...}\\n\\n`` per chunk (no ``[DONE]``)."""
+    """Chunks to OpenAI Chat Completions SSE text, one ``data: {...}\\n\\n`` per chunk (no ``[DONE]``).
+
+    Args:
+        source: the chunks.
+        choice_index: the ``index`` of the one choice written.
+    """
     return operator_stream(source, _SSEText(OpenAIChunkEncoder(choice_index=choice_index)))

@@ -1,11 +1,11 @@
-"""The wire protocols a response can be served in, and :func:`encoder_for`, which a route uses to pick one.
+"""The wire protocols a response can be served in, and `encoder_for`, which a route uses to pick one.
 
 =============  =================================================  ==========================================
 protocol       core                                               for
 =============  =================================================  ==========================================
-``streamfold`` :class:`StreamfoldSSEEncoder` (each item's JSON)   streamfold's own clients, the web page
-``vercel``     :class:`~operators.encode.vercel.VercelUIEncoder`  the AI SDK's ``useChat`` (UI message stream)
-``agui``       :class:`~operators.encode.agui.AGUIEncoder`        AG-UI clients (CopilotKit, ...)
+``streamfold`` `StreamfoldSSEEncoder` (each item's JSON)   streamfold's own clients, the web page
+``vercel``     `VercelUIEncoder`  the AI SDK's ``useChat`` (UI message stream)
+``agui``       `AGUIEncoder`        AG-UI clients (CopilotKit, ...)
 =============  =================================================  ==========================================
 
 Every core takes pipeline items or their ``to_dict()`` JSON (what a served response's log holds) and gives
@@ -49,7 +49,7 @@ _END: Final = b'event: end\ndata: {"type":"END"}\n\n'
 
 
 class UICore(Protocol):
-    """What every protocol's core offers (a :class:`~pipeline.stage.Core` from items to SSE bytes)."""
+    """What every protocol's core offers (a `Core` from items to SSE bytes)."""
 
     def feed(self, item: Any, /) -> list[bytes]: ...
 
@@ -134,7 +134,7 @@ def _agui(response_id: str | None = None, **options: Any) -> UICore:
 
 
 def encoder_for(protocol: str) -> WireEncoding:
-    """The :class:`WireEncoding` of ``protocol`` (``streamfold``, ``vercel`` or ``agui``).
+    """The `WireEncoding` of ``protocol`` (``streamfold``, ``vercel`` or ``agui``).
 
     ``vercel``'s core takes ``provider=`` and ``extras=``, ``agui``'s ``thread_id=`` and ``extras=``;
     ``response_id`` becomes the Vercel ``messageId`` (unless ``message_id=`` is given) / the AG-UI ``runId``.
@@ -154,5 +154,5 @@ def encoder_for(protocol: str) -> WireEncoding:
 
 @pipable_operator
 def encode_streamfold(source: AsyncIterable[Any]) -> AsyncIterator[bytes]:
-    """Pipeline items -> streamfold's own SSE frames (see :class:`StreamfoldSSEEncoder`)."""
+    """Pipeline items -> streamfold's own SSE frames (see `StreamfoldSSEEncoder`)."""
     return operator_stream(source, StreamfoldSSEEncoder())

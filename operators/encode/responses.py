@@ -1,23 +1,23 @@
 """Chunks to the OpenAI Responses API stream: what ``streamfold proxy`` answers on ``/v1/responses``.
 
-:class:`ResponsesEncoder` turns :class:`~pipeline.models.ChunkResponse`\\ s (after the delimiter rewriter)
+`ResponsesEncoder` turns `ChunkResponse`s (after the delimiter rewriter)
 into Responses stream events, each a dict with ``type`` and a ``sequence_number`` counting from 0:
 
 - ``response.created`` and ``response.in_progress`` first;
-- text as a ``message`` item (``output_item.added``, ``content_part.added``, ``output_text.delta``\\ s,
+- text as a ``message`` item (``output_item.added``, ``content_part.added``, ``output_text.delta``s,
   then ``output_text.done``, ``content_part.done``, ``output_item.done``);
 - reasoning as a ``reasoning`` item whose ``content`` is one ``reasoning_text`` part
   (``reasoning_text.delta``/``done``; ``summary`` stays empty: an open model writes no summary);
 - each tool call as a ``function_call`` item (``function_call_arguments.delta``/``done``);
 - ``response.completed`` with the usage; ``response.incomplete`` for ``length`` (``max_output_tokens``) or
-  ``content_filter``; ``response.failed`` (:meth:`~ResponsesEncoder.fail`) on a failure or a stream that
+  ``content_filter``; ``response.failed`` (`fail`) on a failure or a stream that
   ended without a finish reason, carrying everything output so far; its ``error.code`` is
   ``server_error`` (the Responses API's codes are a closed set) and its message starts with the proxy's
   own code (``upstream_disconnected: ...``).
 
 A new kind of output (text after reasoning, text after a call) closes the open text or reasoning item
 and opens a new one, so the output items keep the model's order. Call items stay open until the call is
-finished or the response ends. :attr:`~ResponsesEncoder.response` is the Response object at any time,
+finished or the response ends. `response` is the Response object at any time,
 the whole answer of a non-streamed request once the stream ends. Pieces of text are joined once, when
 their item closes (linear).
 """
@@ -41,7 +41,7 @@ def _new_id(prefix: str) -> str:
 
 
 def responses_usage(usage: TokenUsage | None) -> dict[str, Any] | None:
-    """:class:`TokenUsage` in the Responses shape (``input_tokens``, ``output_tokens``, details)."""
+    """`TokenUsage` in the Responses shape (``input_tokens``, ``output_tokens``, details)."""
     if usage is None:
         return None
     return {
@@ -69,12 +69,15 @@ class _Item:
 
 
 class ResponsesEncoder:
-    """Sans-IO core: :class:`ChunkResponse` -> Responses stream event dicts (see the module doc).
+    """Sans-IO core: `ChunkResponse` -> Responses stream event dicts (see the module doc).
 
-    ``request`` is the client's Responses request: its ``model``, ``instructions``, ``tools``,
-    ``tool_choice``, ``parallel_tool_calls``, ``temperature``, ``top_p``, ``max_output_tokens`` and
-    ``metadata`` are echoed in the Response object, as OpenAI does. ``response_id`` and ``clock`` supply the
-    ``id`` and ``created_at``; ``item_ids`` names output items from a prefix (``msg_``, ``rs_``, ``fc_``).
+    Args:
+        request: the client's Responses request: its ``model``, ``instructions``, ``tools``,
+            ``tool_choice``, ``parallel_tool_calls``, ``temperature``, ``top_p``, ``max_output_tokens`` and
+            ``metadata`` are echoed in the Response object, as OpenAI does.
+        response_id: supplies the response's ``id``.
+        clock: supplies ``created_at``.
+        item_ids: names output items from a prefix (``msg_``, ``rs_``, ``fc_``).
     """
 
     __slots__ = (

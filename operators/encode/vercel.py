@@ -1,8 +1,8 @@
 """streamfold events to the Vercel AI SDK UI message stream v1: what ``useChat`` reads.
 
-:class:`VercelUIEncoder` is a sans-IO core from pipeline items (or their ``to_dict()`` wire form) to SSE
-frames (``data: <chunk JSON>``), :func:`encode_vercel` its operator. Serve the frames with
-:data:`VERCEL_HEADERS` (``x-vercel-ai-ui-message-stream: v1``).
+`VercelUIEncoder` is a sans-IO core from pipeline items (or their ``to_dict()`` wire form) to SSE
+frames (``data: <chunk JSON>``), `encode_vercel` its operator. Serve the frames with
+`VERCEL_HEADERS` (``x-vercel-ai-ui-message-stream: v1``).
 
 The stream is one UI message: ``start``, then per response a step (``start-step`` ... ``finish-step``),
 then ``finish`` with the mapped finish reason (``messageMetadata``: the last ``usage``, in the AI SDK's
@@ -12,17 +12,17 @@ Inside a step:
 
 - text and reasoning segments: ``text-*`` / ``reasoning-*`` with the segment id; a reasoning signature or
   encrypted content goes in ``providerMetadata`` on ``reasoning-end`` (under the ``provider`` key);
-- a tool segment: ``tool-input-start``, its raw argument text as ``tool-input-delta``\\ s (arguments that
+- a tool segment: ``tool-input-start``, its raw argument text as ``tool-input-delta``s (arguments that
   arrive whole, a file tool's or a custom tool's input: one delta with the whole JSON when the call
   ends), then ``tool-input-available`` (or ``tool-input-error``) as soon as the call is folded, not at
   the end of the response;
-- a :class:`~pipeline.models.ToolOutput`: ``tool-output-available`` / ``tool-output-error``, or
+- a `ToolOutput`: ``tool-output-available`` / ``tool-output-error``, or
   ``tool-output-denied`` for a ``denied`` one; a provider-executed tool's result likewise (with
   ``providerExecuted``);
-- a :class:`~pipeline.models.ToolApprovalRequest`: ``tool-approval-request {approvalId, toolCallId}``
+- a `ToolApprovalRequest`: ``tool-approval-request {approvalId, toolCallId}``
   (the part's state becomes ``approval-requested``). The client answers with ``addToolApprovalResponse``
   and sends the part in state ``approval-responded`` with its next request (with ``sendAutomaticallyWhen:
-  lastAssistantMessageIsCompleteWithApprovalResponses``): :func:`vercel_approvals` reads it;
+  lastAssistantMessageIsCompleteWithApprovalResponses``): `vercel_approvals` reads it;
 - streamfold's extras, unless ``extras=False``, as transient data parts (``onData`` sees them; they never
   enter the message): ``data-tool-argument`` ``{toolCallId, path, delta | value}`` for each decoded
   argument, ``data-file-delta`` ``{toolCallId, toolName, delta}`` for a file being written or patched.
@@ -108,7 +108,7 @@ def vercel_finish_reason(reason: str | None) -> str | None:
 
 
 def vercel_usage(usage: TokenUsage) -> dict[str, int]:
-    """:class:`TokenUsage` in the AI SDK's ``LanguageModelUsage`` words (what ``streamText`` reports)."""
+    """`TokenUsage` in the AI SDK's ``LanguageModelUsage`` words (what ``streamText`` reports)."""
     result = {
         "inputTokens": usage.prompt_tokens,
         "outputTokens": usage.completion_tokens,
@@ -124,10 +124,13 @@ def vercel_usage(usage: TokenUsage) -> dict[str, int]:
 class VercelUIEncoder:
     """Sans-IO core: pipeline items -> UI message stream v1 SSE frames (see the module doc).
 
-    ``message_id`` becomes ``start``'s ``messageId`` (none when None: the client makes one);
-    ``provider`` is the ``providerMetadata`` key for signatures (``anthropic``, ``openai``, ``google``
-    let the AI SDK send them back next turn; default ``streamfold``); ``extras`` turns the transient
-    ``data-*`` parts on or off. Each frame is one whole SSE event, so a server may prefix ``id:`` lines.
+    Each frame is one whole SSE event, so a server may prefix ``id:`` lines.
+
+    Args:
+        message_id: ``start``'s ``messageId``; None: none (the client makes one).
+        provider: the ``providerMetadata`` key for signatures: ``anthropic``, ``openai``, ``google`` let
+            the AI SDK send them back next turn (default ``streamfold``).
+        extras: write the transient ``data-*`` parts.
     """
 
     __slots__ = (
@@ -509,5 +512,8 @@ def encode_vercel(
     provider: str | None = None,
     extras: bool = True,
 ) -> AsyncIterator[bytes]:
-    """Pipeline items -> Vercel AI SDK UI message stream v1 SSE frames (see :class:`VercelUIEncoder`)."""
+    """Pipeline items to the SSE frames of the Vercel AI SDK's UI message stream v1.
+
+    The options are `VercelUIEncoder`'s.
+    """
     return operator_stream(source, VercelUIEncoder(message_id=message_id, provider=provider, extras=extras))

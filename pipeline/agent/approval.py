@@ -1,38 +1,38 @@
 """Tool calls a person approves: the broker a run waits on, and the decisions the next request brings.
 
-A tool registered with ``start="approval"`` (:meth:`~pipeline.agent.tools.ToolRegistry.tool`) runs only
+A tool registered with ``start="approval"`` (`tool`) runs only
 once a person approved its call. When the call is folded, the tool runner puts a
-:class:`~pipeline.models.ToolApprovalRequest` in the stream, right after the
-:class:`~pipeline.models.ToolInvocation`; the UI encoders send it as the Vercel AI SDK's
+`ToolApprovalRequest` in the stream, right after the
+`ToolInvocation`; the UI encoders send it as the Vercel AI SDK's
 ``tool-approval-request`` chunk and as an AG-UI interrupt. The decision comes back one of two ways:
 
-- **Within the run**: pass ``approvals=Approvals(timeout=...)`` to :func:`~pipeline.agent.run_tools` or
-  :func:`~pipeline.agent.run_loop`. Whoever shows the request calls :meth:`Approvals.decide` (a button's
+- **Within the run**: pass ``approvals=Approvals(timeout=...)`` to `run_tools` or
+  `run_loop`. Whoever shows the request calls `Approvals.decide` (a button's
   POST handler, a terminal prompt); the call waits for it.
 - **With the next request** (the web protocols, where a response must end before the UI answers):
   without ``approvals`` nobody can decide within the run, so the call *awaits approval*: its request
-  goes out, it gets no output in this run (:attr:`~pipeline.agent.ToolRun.awaiting` lists it) and
-  :func:`~pipeline.agent.run_loop` stops with ``awaiting_approval``. The UI sends the decision with its
+  goes out, it gets no output in this run (`awaiting` lists it) and
+  `run_loop` stops with ``awaiting_approval``. The UI sends the decision with its
   next request (the AI SDK: the tool part in state ``approval-responded``; AG-UI: a ``resume`` entry
-  answering the interrupt). :func:`chat_approvals` reads them from the request body and
-  :func:`run_approved` runs each approved call and answers each denied one.
+  answering the interrupt). `chat_approvals` reads them from the request body and
+  `run_approved` runs each approved call and answers each denied one.
 
 The policy:
 
 - An approved call runs like an ``after_finish`` one: only after the response ended ``stop`` or
   ``tool_calls``; after any other finish (or a failure) it is ``not_run``.
-- A denied call is never run: its :class:`~pipeline.models.ToolOutput` has status ``denied`` and says
+- A denied call is never run: its `ToolOutput` has status ``denied`` and says
   why (``denied: <the person's reason>``, or ``denied: a person refused this call``). The next turn
-  carries it to the model like any failed call (:class:`~pipeline.agent.TurnBuilder`: a tool message
+  carries it to the model like any failed call (`TurnBuilder`: a tool message
   for OpenAI, a ``tool_result`` with ``is_error`` for Anthropic, ``{"error": ...}`` for Gemini).
-- Expiry: a request undecided ``timeout`` seconds (default :data:`DEFAULT_APPROVAL_TIMEOUT`) after it
+- Expiry: a request undecided ``timeout`` seconds (default `DEFAULT_APPROVAL_TIMEOUT`) after it
   went out is denied (``denied: no decision within 600 s``); its ``expires_at`` says when, and a
-  decision after that is refused (:meth:`Approvals.decide` returns False). ``timeout=None`` waits as
+  decision after that is refused (`Approvals.decide` returns False). ``timeout=None`` waits as
   long as the run lives. A request whose decision comes with the next request has no expiry here: the
   UI holds it (its ``expires_at`` is None).
 - A decision that comes with a request is the client's word for the call's name and arguments: serve
   approvals only to clients you would let send the conversation itself (the routes' ``authorize``).
-  :func:`run_approved` runs only tools registered with ``start="approval"``; a decision for any other
+  `run_approved` runs only tools registered with ``start="approval"``; a decision for any other
   tool is ``denied``.
 """
 
@@ -79,8 +79,10 @@ def denied_output(call: ToolInvocation | ToolApproval, reason: str | None) -> To
 class Approvals:
     """Decisions on the approval requests of a run, made while it waits (see the module docstring).
 
-    ``timeout``: seconds a request waits before it is denied; None: as long as the run lives. Use it
-    from the event loop's thread (a web handler, a task); one :class:`Approvals` may serve many runs.
+    Use it from the event loop's thread (a web handler, a task); one `Approvals` may serve many runs.
+
+    Args:
+        timeout: seconds a request waits before it is denied; None: as long as the run lives.
     """
 
     def __init__(self, *, timeout: float | None = DEFAULT_APPROVAL_TIMEOUT) -> None:
@@ -104,9 +106,16 @@ class Approvals:
         return request
 
     def decide(self, call_id: str, approved: bool, reason: str | None = None) -> bool:
-        """Approve or deny the pending call ``call_id``; ``reason`` goes to the model with a denial.
-        Returns False, changing nothing, when no request of that id waits (unknown, decided, expired,
-        or its run ended)."""
+        """Approve or deny the pending call ``call_id``.
+
+        Args:
+            call_id: the call's id, as its `ToolApprovalRequest` gives it.
+            approved: True runs the call; False denies it.
+            reason: goes to the model with a denial.
+
+        Returns:
+            False, changing nothing, when no request of that id waits (unknown, decided, expired, or its
+            run ended); else True."""
         request = self.pending.pop(call_id, None)
         if request is None:
             return False
@@ -150,15 +159,23 @@ async def run_approved(
     *,
     cancel_grace: float = DEFAULT_CANCEL_GRACE,
 ) -> AsyncIterator[ToolOutput]:
-    """One :class:`ToolOutput` per decision, in order: an approved call of a ``start="approval"``
+    """One `ToolOutput` per decision, in order: an approved call of a ``start="approval"``
     tool runs (within its timeout, as the runner runs it); a denied one gets its ``denied`` output; a
     decision for a tool that is not registered is ``unknown_tool``, for one that does not ask for
     approval ``denied``, with arguments that fail validation ``invalid_arguments``.
 
-    The decisions of a previous response's calls, as :func:`chat_approvals` reads them from the next
+    The decisions of a previous response's calls, as `chat_approvals` reads them from the next
     request: that response ended ``tool_calls`` (its calls awaited approval), so the finish is safe. A
     call id named twice gets one output; a request sent twice runs its approved calls twice (keep the
     ids of the calls you ran if a client may retry: the call id is the idempotency key).
+
+    Args:
+        approvals: the decisions, e.g. from `chat_approvals`.
+        tools: the registry the calls' tools are in.
+        cancel_grace: seconds a timed-out tool has to stop before it is abandoned.
+
+    Yields:
+        One `ToolOutput` per call, in the order of the decisions.
     """
     check_cancel_grace(cancel_grace)
     answered: set[str] = set()
@@ -186,7 +203,7 @@ async def run_approved(
 def chat_approvals(body: Mapping[str, Any], protocol: str) -> list[ToolApproval]:
     """The decisions a chat request brings: ``vercel``, the tool parts of the last assistant message in
     state ``approval-responded``; ``agui``, the ``resume`` entries answering approval interrupts (see
-    :func:`operators.encode.vercel.vercel_approvals`, :func:`operators.encode.agui.agui_approvals`).
+    `operators.encode.vercel.vercel_approvals`, `operators.encode.agui.agui_approvals`).
 
     Raises:
         ConfigurationError: an unknown protocol.

@@ -3,8 +3,8 @@
 Each provider refuses a request whose history breaks its rules, with a 400 that names the rule but rarely
 the message: a tool call left without its result, an Anthropic thinking block without its signature, a
 Gemini 3 function call without its ``thoughtSignature``, a Responses reasoning item that cannot be found
-again. :func:`check_conversation` walks the messages once and names each violation with its position;
-:func:`repair_conversation` returns a copy with what is safe to fix fixed (the fix is named in the
+again. `check_conversation` walks the messages once and names each violation with its position;
+`repair_conversation` returns a copy with what is safe to fix fixed (the fix is named in the
 violation) and leaves the rest to you:
 
 - safe, and fixed: an Anthropic thinking block without a signature (the API refuses it; it is dropped), an
@@ -19,7 +19,7 @@ violation) and leaves the rest to you:
 The rules a provider applies depend on how the request is made; the keyword arguments say which apply:
 ``thinking`` (Anthropic extended thinking on), ``store`` (Responses ``store``), ``reasoning_content``
 (``"required"`` for Kimi-K2-Thinking and DeepSeek V3.2 thinking with tools, ``"forbidden"`` for
-``deepseek-reasoner``; :func:`reasoning_content_rule` tells it from a model name) and
+``deepseek-reasoner``; `reasoning_content_rule` tells it from a model name) and
 ``thought_signatures`` (Gemini 3 and later).
 """
 
@@ -58,7 +58,7 @@ class Violation(msgspec.Struct, frozen=True, kw_only=True):
     """One rule of the target provider that the conversation breaks.
 
     ``position`` is where, as a path into the messages (``messages[3].content[1]``; Gemini: ``contents``),
-    ``rule`` a stable name, ``message`` what is wrong. ``fixed`` says :func:`repair_conversation` fixed it
+    ``rule`` a stable name, ``message`` what is wrong. ``fixed`` says `repair_conversation` fixed it
     (and how, in ``message``)."""
 
     position: str
@@ -68,7 +68,7 @@ class Violation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Repair(msgspec.Struct, frozen=True):
-    """What :func:`repair_conversation` made: the fixed copy and every violation (fixed or not)."""
+    """What `repair_conversation` made: the fixed copy and every violation (fixed or not)."""
 
     messages: list[Message]
     violations: list[Violation]
@@ -127,8 +127,18 @@ def check_conversation(
     reasoning_content: ReasoningContentRule = None,
     thought_signatures: bool = False,
 ) -> list[Violation]:
-    """Every rule of ``target`` (``openai_chat``, ``openai_responses``, ``anthropic``, ``gemini``,
-    ``bedrock_converse``) that ``messages`` break, in order of position. The messages are not changed.
+    """Every rule of ``target`` that ``messages`` break, in order of position.
+
+    The messages are not changed.
+
+    Args:
+        messages: the conversation, as the target's request body lists it.
+        target: ``openai_chat``, ``openai_responses``, ``anthropic``, ``gemini`` or
+            ``bedrock_converse``.
+        thinking: Anthropic extended thinking is on.
+        store: the Responses request's ``store``.
+        reasoning_content: ``"required"``, ``"forbidden"`` or None (see `reasoning_content_rule`).
+        thought_signatures: the model is Gemini 3 or later.
 
     Raises:
         ConfigurationError: an unknown target, or a message that is not an object.
@@ -146,8 +156,17 @@ def repair_conversation(
     reasoning_content: ReasoningContentRule = None,
     thought_signatures: bool = False,
 ) -> Repair:
-    """A copy of ``messages`` with what is safe to fix fixed, and every violation found (see the module
-    doc for what is fixed). ``Repair.remaining`` lists what still breaks the rules.
+    """A copy of ``messages`` with what is safe to fix fixed, and every violation found.
+
+    The module docs say what is fixed; ``Repair.remaining`` lists what still breaks the rules.
+
+    Args:
+        messages: the conversation, as the target's request body lists it.
+        target: ``openai_chat``, ``openai_responses``, ``anthropic`` or ``gemini``.
+        thinking: Anthropic extended thinking is on.
+        store: the Responses request's ``store``.
+        reasoning_content: ``"required"``, ``"forbidden"`` or None (see `reasoning_content_rule`).
+        thought_signatures: the model is Gemini 3 or later.
 
     Raises:
         ConfigurationError: an unknown target, or a message that is not an object.

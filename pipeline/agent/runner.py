@@ -7,25 +7,25 @@ model keeps streaming.
         async for item in run:          # the response's events, with a ToolOutput per call as it finishes
             ...
 
-The response's events pass through unchanged and in order; each client-side :class:`ToolInvocation` is
-followed, as soon as its tool returns, by one :class:`ToolOutput` (exactly one per invocation, whatever
+The response's events pass through unchanged and in order; each client-side `ToolInvocation` is
+followed, as soon as its tool returns, by one `ToolOutput` (exactly one per invocation, whatever
 happens, unless the consumer leaves the block early). Its ``output`` is what goes back to the model: the
 tool's return value, or for a call that did not succeed a message saying what failed, with ``status``
-saying how it ended. After the response's :class:`ResponseEnd` come the outputs still running. So a hub,
+saying how it ended. After the response's `ResponseEnd` come the outputs still running. So a hub,
 the web endpoints and the UI encoders show tool output like any other item (``to_dict()`` gives
 ``{"type": "TOOL_OUTPUT", ...}``).
 
-The tool gate (``start`` of :meth:`ToolRegistry.tool`): an ``eager`` tool (the default for ``read_only``
+The tool gate (``start`` of `ToolRegistry.tool`): an ``eager`` tool (the default for ``read_only``
 ones) starts the moment its call is folded; an ``after_finish`` tool (the default for the others) starts
-only after the :class:`ResponseEnd`, and only if its ``finish_reason`` is in :data:`SAFE_FINISH_REASONS`
+only after the `ResponseEnd`, and only if its ``finish_reason`` is in `SAFE_FINISH_REASONS`
 (``stop``, ``tool_calls``). A complete call in a response that then ends ``length``, ``content_filter``,
 without a finish reason or without a ``ResponseEnd`` is not run: its output (``not_run``, right after the
 ``ResponseEnd``) says why. The outputs of eager tools stand whatever the finish: they are meant to be
-read-only. An ``approval`` tool's call is followed at once by a :class:`ToolApprovalRequest`; with
-``approvals`` (an :class:`~pipeline.agent.approval.Approvals`) it waits for the decision, then runs like
+read-only. An ``approval`` tool's call is followed at once by a `ToolApprovalRequest`; with
+``approvals`` (an `Approvals`) it waits for the decision, then runs like
 an ``after_finish`` call, or gets a ``denied`` output (refused, or expired); without, it awaits a
-decision that comes with the next request: no output in this run (:attr:`ToolRun.awaiting`), unless the
-response ends unsafely (``not_run``). See :mod:`pipeline.agent.approval`.
+decision that comes with the next request: no output in this run (`ToolRun.awaiting`), unless the
+response ends unsafely (``not_run``). See `pipeline.agent.approval`.
 
 Scheduling: a ``read_only`` tool runs in parallel with everything else; other tools run one at a time in
 call order (a call waits for the side-effecting call before it), in parallel with the read-only ones.
@@ -43,7 +43,7 @@ what the caller needs to report or undo them. With ``on_failure="cancel"`` they 
 
 Leaving the ``async with`` block (or cancelling it) cancels every tool still running and closes the
 source. The bound: a cancelled tool (its timeout, or the block left) has ``cancel_grace`` seconds
-(default :data:`DEFAULT_CANCEL_GRACE`, 1 s) to stop; one that swallows the cancellation is then abandoned
+(default `DEFAULT_CANCEL_GRACE`, 1 s) to stop; one that swallows the cancellation is then abandoned
 (its task goes on alone, with a warning on the ``streamfold`` logger), so a ``timeout`` output comes at
 most ``timeout + cancel_grace`` seconds after the call started, and the block exits at most
 ``cancel_grace`` seconds after it is left. A sync tool's worker thread cannot be interrupted; the runner
@@ -91,8 +91,8 @@ DEFAULT_MAX_BUFFER = 64
 
 OnFailure: TypeAlias = Literal["finish", "cancel"]
 RunnerEvent: TypeAlias = PipelineEvent | ToolOutput | ToolApprovalRequest
-"""What the runner yields: the response's events, one :class:`ToolOutput` per client-side call (but a
-call awaiting the next request's approval), and a :class:`ToolApprovalRequest` per call that needs one."""
+"""What the runner yields: the response's events, one `ToolOutput` per client-side call (but a
+call awaiting the next request's approval), and a `ToolApprovalRequest` per call that needs one."""
 
 SAFE_FINISH_REASONS = frozenset({"stop", "tool_calls"})
 """The finishes after which an ``after_finish`` tool may start (the other calls of such a response are
@@ -154,15 +154,26 @@ async def run_tools(
     approvals: Approvals | None = None,
     on_start: Callable[[ToolInvocation], Awaitable[None]] | None = None,
 ) -> AsyncIterator[ToolRun]:
-    """Run each invocation of ``events`` (a :func:`pipeline.process` stream) as soon as it is folded and
-    its tool's gate allows (``eager`` tools at once, ``after_finish`` ones after a safe finish,
-    ``approval`` ones once approved and after a safe finish).
+    """Run each invocation of ``events`` as soon as it is folded and its tool's gate allows.
 
-    Yields a :class:`ToolRun`: iterate it for the events and the :class:`ToolOutput`\\ s. See the module
-    docstring for the ordering, the tool gate, scheduling, the failure policy and ``cancel_grace`` (the
-    seconds a cancelled tool has to stop before it is abandoned). ``approvals``: where the decisions on
-    ``approval`` calls are made while the run waits; None: they come with the next request.
-    ``on_start(invocation)`` is awaited just before each tool starts (a durable run logs the start).
+    ``eager`` tools start at once, ``after_finish`` ones after a safe finish, ``approval`` ones once
+    approved and after a safe finish. The module docs say more on the ordering, the gate, scheduling and
+    the failure policy.
+
+    Args:
+        events: a `pipeline.process` stream.
+        tools: the tools the model may call.
+        on_failure: when the response fails, ``"finish"`` lets running calls finish; ``"cancel"``
+            cancels them.
+        max_buffer: items waiting for the consumer at most; the consumer paces the source.
+        cancel_grace: seconds a cancelled tool has to stop before it is abandoned.
+        approvals: where the decisions on ``approval`` calls are made while the run waits; None: they
+            come with the next request.
+        on_start: awaited with each invocation just before its tool starts (a durable run logs the
+            start).
+
+    Yields:
+        A `ToolRun`: iterate it for the events and the `ToolOutput`s.
 
     Raises:
         ConfigurationError: on entering, for a bad option.
@@ -398,14 +409,14 @@ class Turn:
 
 @dataclass(slots=True)
 class AgentRun:
-    """What :func:`run_loop` did: the conversation at the end, each turn, and why it stopped."""
+    """What `run_loop` did: the conversation at the end, each turn, and why it stopped."""
 
     messages: list[Any]
     turns: list[Turn]
     stop_reason: Literal["no_calls", "max_steps", "awaiting_approval"]
     """``no_calls``: the last response made no client call; ``max_steps``: the step limit;
     ``awaiting_approval``: calls of the last response wait for a decision that comes with the next
-    request (:attr:`ToolRun.awaiting`; the last turn's messages are not appended)."""
+    request (`ToolRun.awaiting`; the last turn's messages are not appended)."""
 
 
 CallModel: TypeAlias = Callable[
@@ -428,15 +439,26 @@ async def run_loop(
 ) -> AgentRun:
     """Drive turns until a response makes no client-side call, or ``max_steps`` responses.
 
-    Each turn: ``call_model(messages)`` gives the response's events (e.g. a :func:`pipeline.process`
-    stream; it may be a coroutine returning one), whose tools :func:`run_tools` runs (``on_failure``,
-    ``cancel_grace`` and ``approvals`` are its options); every item
-    goes to ``on_event`` (sync or async) as it comes; then ``next_messages(events, outputs)`` gives the
-    messages to append (the assistant message, then the tool results: a builder of
-    :mod:`pipeline.agent.messages` fits). A failed response raises, its outputs already delivered.
-    ``messages`` is not modified; the conversation is :attr:`AgentRun.messages`. A response whose
-    ``approval`` calls await the next request's decision (no ``approvals``) ends the loop
-    (``awaiting_approval``).
+    Each turn, `run_tools` runs the tools of the response's events, every item goes to ``on_event`` as
+    it comes, then the messages ``next_messages`` gives are appended. A failed response raises, its
+    outputs already delivered. A response whose ``approval`` calls await the next request's decision
+    (no ``approvals``) ends the loop (``awaiting_approval``).
+
+    Args:
+        call_model: given the messages, the response's events (e.g. a `pipeline.process` stream), or
+            a coroutine returning them.
+        messages: the conversation so far; not modified.
+        tools: the tools the model may call.
+        next_messages: given a turn's events and outputs, the messages to append: the assistant message,
+            then the tool results.
+        max_steps: responses at most.
+        on_event: called (sync or async) with every item as it comes.
+        on_failure: `run_tools`' option.
+        cancel_grace: `run_tools`' option.
+        approvals: `run_tools`' option.
+
+    Returns:
+        The run: its turns, the conversation (`AgentRun.messages`) and why it stopped.
     """
     check_count("max_steps", max_steps, minimum=1)
     conversation = list(messages)

@@ -1,7 +1,7 @@
 """Structured output streamed into a pydantic model: partial snapshots with a "field complete" signal.
 
-:func:`stream_structured` reads a response whose content is one JSON object (JSON mode, a response schema,
-structured output) and yields a :class:`StructuredUpdate` per piece of it::
+`stream_structured` reads a response whose content is one JSON object (JSON mode, a response schema,
+structured output) and yields a `StructuredUpdate` per piece of it::
 
     async for update in stream_structured(process(response), Recipe):
         for delta in update.deltas:          # string text as it streams: ("steps", 2, "text") "Whisk"
@@ -11,7 +11,7 @@ structured output) and yields a :class:`StructuredUpdate` per piece of it::
         if update.done:
             recipe = update.value            # the whole object, validated once by the model
 
-Linear per byte: the JSON is parsed once, incrementally (:class:`operators.arguments.structured
+Linear per byte: the JSON is parsed once, incrementally (`operators.arguments.structured
 .ContentJSONParser`); a top-level field is validated once, when its value completes, against its own
 annotation and constraints; ``partial`` is rebuilt (``model_construct``, no validation) only when a field
 completes. Nothing re-parses or re-validates the accumulated text per delta, as instructor's partial
@@ -26,7 +26,7 @@ Policies:
   run in the final validation of the whole object (they may need the other fields).
 - A field that fails its validation is reported on its update (``errors``) and left out of ``partial``;
   the stream goes on. Invalid JSON, a cut-off or oversized text, no content at all, or a final
-  validation failure raise :class:`StructuredOutputError` after every update before it was yielded.
+  validation failure raise `StructuredOutputError` after every update before it was yielded.
 - Keys that are not fields are left to the final validation (the model's ``extra`` setting decides).
 """
 
@@ -99,8 +99,8 @@ class StructuredUpdate(msgspec.Struct, Generic[M], frozen=True, gc=False):
 
 
 class StructuredOutput(Generic[M]):
-    """Sans-IO: content text (or its argument events) in, :class:`StructuredUpdate`\\ s out, for one
-    response. ``feed(text)``, then ``finish()``; both raise :class:`StructuredOutputError`, with the update
+    """Sans-IO: content text (or its argument events) in, `StructuredUpdate`s out, for one
+    response. ``feed(text)``, then ``finish()``; both raise `StructuredOutputError`, with the update
     the piece made before the failure on its ``partial_outputs``."""
 
     def __init__(self, model: type[M], *, max_size: int = DEFAULT_MAX_OUTPUT_SIZE) -> None:
@@ -134,7 +134,7 @@ class StructuredOutput(Generic[M]):
         return self.feed_events(events)
 
     def finish(self) -> list[StructuredUpdate[M]]:
-        """The content has ended: the final update, or :class:`StructuredOutputError`."""
+        """The content has ended: the final update, or `StructuredOutputError`."""
         if self._done:
             return []
         if not self._seen:
@@ -145,7 +145,7 @@ class StructuredOutput(Generic[M]):
         return updates
 
     def feed_events(self, events: Iterable[ArgumentEvent]) -> list[StructuredUpdate[M]]:
-        """The update made by path-addressed events (from :class:`ContentJSONParser`)."""
+        """The update made by path-addressed events (from `ContentJSONParser`)."""
         completed: list[JSONPath] = []
         fields: list[str] = []
         deltas: list[ArgumentDelta] = []
@@ -245,9 +245,17 @@ async def stream_structured(
 ) -> AsyncIterator[StructuredUpdate[M]]:
     """Updates of ``model`` from one response whose content is a JSON object.
 
-    ``source`` yields :class:`ChunkResponse`\\ s (``to_chunks(...)``), the events of ``process(...)``
-    (the content of text segments is read), or content strings. The response ends at a chunk with
-    ``is_complete``, a :class:`ResponseEnd`, or the end of the source; what follows is not read.
+    The response ends at a chunk with ``is_complete``, a `ResponseEnd`, or the end of the source; what
+    follows is not read.
+
+    Args:
+        source: `ChunkResponse`s (``to_chunks(...)``), the events of ``process(...)`` (the content of
+            text segments is read), or content strings.
+        model: the pydantic model the object fills.
+        max_size: characters of content accepted before a ``too_large`` `StructuredOutputError`.
+
+    Yields:
+        A `StructuredUpdate` per piece of content that changed the object.
 
     Raises:
         StructuredOutputError: after the updates before it, when the content is not a valid object.

@@ -19,17 +19,17 @@ order.
 folded, while the model is still streaming; ``"after_finish"``, only once the response has ended with a
 finish of ``stop`` or ``tool_calls``: a response that then ends ``length``, ``content_filter`` or any
 other way (or fails) never runs it, and the call's output is ``not_run``; ``"approval"``, only once a
-person approved it (a :class:`~pipeline.models.ToolApprovalRequest` goes out when the call is folded)
+person approved it (a `ToolApprovalRequest` goes out when the call is folded)
 and after a safe finish: denied, or undecided when its time is up, the output is ``denied``
-(:mod:`pipeline.agent.approval`). The default follows ``read_only``: read-only tools are eager,
+(`pipeline.agent.approval`). The default follows ``read_only``: read-only tools are eager,
 side-effecting ones wait for a safe finish. A side-effecting tool given ``start="eager"`` takes that
 risk knowingly.
 
 ``idempotent=True`` says that running a call twice does no more than running it once: a durable run
-(:mod:`pipeline.agent.durable`) runs such a call again when the worker running it died mid-call, and
+(`pipeline.agent.durable`) runs such a call again when the worker running it died mid-call, and
 reports any other call so cut as not run again.
 
-A sync function runs in a worker thread (:func:`anyio.to_thread.run_sync`), so it blocks neither
+A sync function runs in a worker thread (`anyio.to_thread.run_sync`), so it blocks neither
 the stream nor the other tools; a thread cannot be interrupted, so on a timeout or a cancellation the
 runner stops waiting for it and the thread finishes on its own.
 """
@@ -59,7 +59,7 @@ TOOL_STARTS: tuple[ToolStart, ...] = ("eager", "after_finish", "approval")
 
 @dataclass(frozen=True, slots=True)
 class Tool:
-    """One registered tool. Use :meth:`ToolRegistry.tool` to make one."""
+    """One registered tool. Use `ToolRegistry.tool` to make one."""
 
     name: str
     function: Callable[..., Any]
@@ -76,13 +76,13 @@ class Tool:
     a safe finish (denied or expired: the output is ``denied``)."""
     idempotent: bool = False
     """Running it twice with the same arguments does no more than running it once: a durable run
-    (:mod:`pipeline.agent.durable`) runs such a call again when its worker died mid-call."""
+    (`pipeline.agent.durable`) runs such a call again when its worker died mid-call."""
     takes_model: bool = False
     """The function takes the validated model itself (its one parameter), not keyword arguments."""
     is_async: bool = field(default=False)
 
     def validate(self, arguments: Mapping[str, Any]) -> pydantic.BaseModel:
-        """The arguments as the tool's model; raises :class:`pydantic.ValidationError`."""
+        """The arguments as the tool's model; raises `pydantic.ValidationError`."""
         return self.arguments.model_validate(arguments)
 
     async def call(self, model: pydantic.BaseModel) -> Any:
@@ -141,7 +141,7 @@ class ToolRegistry:
         idempotent: bool = False,
     ) -> Any:
         """Register a function as a tool (a decorator, with or without options); returns it unchanged.
-        The options are :meth:`add`'s."""
+        The options are `add`'s."""
 
         def register(function: Callable[..., Any]) -> Callable[..., Any]:
             self.add(
@@ -168,14 +168,25 @@ class ToolRegistry:
         start: ToolStart | None = None,
         idempotent: bool = False,
     ) -> Tool:
-        """Register ``function``; :class:`ConfigurationError` for a duplicate name, a bad timeout or
-        ``start``, or a signature pydantic cannot make a schema of (``*args``, positional-only parameters).
+        """Register ``function`` as a tool.
 
-        ``read_only``: no side effects (runs in parallel with anything). ``timeout``: seconds before the
-        output is ``timeout``. ``start``: ``"eager"``, ``"after_finish"`` or ``"approval"`` (see the module
-        docstring);
-        None (default): eager when ``read_only``, else after a safe finish. ``idempotent``: a durable
-        run may run the call again after its worker died mid-call (else that call's output says so).
+        Args:
+            function: the tool; its signature gives the arguments' schema.
+            name: the tool's name (default: the function's).
+            description: what the model reads (default: the function's docstring).
+            read_only: no side effects: it runs in parallel with anything.
+            timeout: seconds before the output is ``timeout``.
+            start: ``"eager"``, ``"after_finish"`` or ``"approval"`` (see the module docs); None: eager
+                when ``read_only``, else after a safe finish.
+            idempotent: a durable run may run the call again after its worker died mid-call (else that
+                call's output says so).
+
+        Returns:
+            The registered `Tool`.
+
+        Raises:
+            ConfigurationError: a duplicate name, a bad ``timeout`` or ``start``, or a signature pydantic
+                cannot make a schema of (``*args``, positional-only parameters).
         """
         if not callable(function):
             raise ConfigurationError(f"a tool must be a function, got {function!r}")
@@ -211,6 +222,7 @@ class ToolRegistry:
         return tool
 
     def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
         return self._tools.get(name)
 
     def __getitem__(self, name: str) -> Tool:
@@ -230,7 +242,7 @@ class ToolRegistry:
         return {name: tool.arguments for name, tool in self._tools.items()}
 
     def definitions(self) -> list[dict[str, Any]]:
-        """Each tool's :meth:`Tool.definition`, in registration order."""
+        """Each tool's `Tool.definition`, in registration order."""
         return [tool.definition() for tool in self._tools.values()]
 
 

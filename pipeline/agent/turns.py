@@ -4,8 +4,8 @@ An agent loop sends the model's own answer back with the tool results. What must
 differs per provider: Anthropic thinking blocks with their signatures, in their original order, redacted
 thinking as opaque data, server tool calls followed by their result blocks; OpenAI Responses reasoning
 items with their ids and encrypted content; Gemini ``thoughtSignature`` on the part it came with. A
-:class:`TurnBuilder` folds the :data:`~pipeline.models.PipelineEvent`\\ s of ``process()`` (as they
-stream, or afterwards) into an :class:`AssistantTurn`, which also builds the tool-result messages::
+`TurnBuilder` folds the `PipelineEvent`s of ``process()`` (as they
+stream, or afterwards) into an `AssistantTurn`, which also builds the tool-result messages::
 
     builder = TurnBuilder("anthropic")
     async with process(response).stream() as events:
@@ -44,7 +44,7 @@ The messages are plain dicts in the provider's request JSON (what the official S
   ``status: error`` for a failed tool.
 - Tool outputs that are not strings are sent as compact JSON; Gemini gets ``{"output": ...}`` or
   ``{"error": ...}``. Every client call of the turn must be answered, and only those:
-  :meth:`AssistantTurn.tool_results` raises :class:`~pipeline.errors.TurnError` otherwise.
+  `AssistantTurn.tool_results` raises `TurnError` otherwise.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ class AssistantTurn:
     call_names: Mapping[str, str] = field(default_factory=dict)
     provider_ids: frozenset[str] = frozenset()
     dropped: tuple[Dropped, ...] = ()
-    """What of the response the messages leave out, each with why (see :class:`TurnBuilder`'s
+    """What of the response the messages leave out, each with why (see `TurnBuilder`'s
     ``source``)."""
 
     def tool_results(
@@ -128,7 +128,7 @@ class AssistantTurn:
     ) -> list[Message]:
         """The messages answering this turn's client calls, in call order.
 
-        ``outputs``: :class:`ToolOutput`\\ s, ``(call id, output)`` pairs or a mapping call id -> output.
+        ``outputs``: `ToolOutput`s, ``(call id, output)`` pairs or a mapping call id -> output.
 
         Raises:
             TurnError: an output for an id that is not a client call of this turn, two for one id, or a
@@ -208,12 +208,12 @@ class AssistantTurn:
 
 
 class TurnBuilder:
-    """Sans-IO fold of one response's pipeline events into an :class:`AssistantTurn`.
+    """Sans-IO fold of one response's pipeline events into an `AssistantTurn`.
 
-    ``feed`` each :data:`~pipeline.models.PipelineEvent` (segment events, invocations, the response end),
+    ``feed`` each `PipelineEvent` (segment events, invocations, the response end),
     then ``finish``. Memory: the text of each segment is kept (as received pieces, joined once at the end).
     A segment that starts twice, an invocation folded twice or a second ``ResponseEnd`` (the same events
-    fed twice) raises :class:`TurnError` and leaves the turn as it was: a provider rejects repeated
+    fed twice) raises `TurnError` and leaves the turn as it was: a provider rejects repeated
     tool-call ids.
 
     Args:
@@ -224,7 +224,7 @@ class TurnBuilder:
         source: the wire format of the provider that answered, when it differs from ``format`` (switching
             models mid-conversation): what is bound to that provider (signatures, encrypted reasoning,
             reasoning ids, provider-executed calls and their results, its citations) is left out, and
-            :attr:`AssistantTurn.dropped` says what and why. None (default): the same provider.
+            `AssistantTurn.dropped` says what and why. None (default): the same provider.
     """
 
     __slots__ = (
@@ -300,8 +300,8 @@ class TurnBuilder:
         thought_signatures: bool = False,
     ) -> list[Violation]:
         """The rules of this builder's format that ``messages`` (the next request's conversation) break,
-        each named with its position: :func:`pipeline.agent.check_conversation`, whose doc lists the rules
-        and the options; :func:`pipeline.agent.repair_conversation` fixes what is safe to fix."""
+        each named with its position: `pipeline.agent.check_conversation`, whose doc lists the rules
+        and the options; `pipeline.agent.repair_conversation` fixes what is safe to fix."""
         return check_conversation(
             messages,
             self._format,
@@ -707,7 +707,13 @@ def _as_text(output: Any) -> str:
 
 
 def assistant_turn(events: Iterable[Any], format: WireFormat | str, **options: Any) -> AssistantTurn:
-    """Fold a whole response's pipeline events (a list, say) into an :class:`AssistantTurn`."""
+    """Fold a whole response's pipeline events (a list, say) into an `AssistantTurn`.
+
+    Args:
+        events: the response's events.
+        format: the wire format of the next request.
+        **options: more options of `TurnBuilder`.
+    """
     builder = TurnBuilder(format, **options)
     for event in events:
         builder.feed(event)
@@ -715,5 +721,8 @@ def assistant_turn(events: Iterable[Any], format: WireFormat | str, **options: A
 
 
 def assistant_message(events: Iterable[Any], format: WireFormat | str, **options: Any) -> list[Message]:
-    """The assistant side of a response to append to the conversation (Responses: its input items)."""
+    """The assistant side of a response to append to the conversation (Responses: its input items).
+
+    The arguments are `assistant_turn`'s.
+    """
     return assistant_turn(events, format, **options).messages

@@ -1,6 +1,6 @@
 """Who may start, list, read and stop served responses, and what a POST body may be.
 
-:func:`~pipeline.fanout.web.serving_routes`, :func:`~pipeline.fanout.protocols.chat_routes` and
+`serving_routes`, `chat_routes` and
 ``streamfold serve`` ask one hook, ``authorize(connection, action, response_id, meta)``, before they do
 anything for a client:
 
@@ -17,19 +17,19 @@ an unknown id from somebody else's). The hook returns a bool, or an awaitable of
 403 in the route's error shape (a WebSocket: an ``ERROR`` message, then close 4403).
 
 An ``owner(connection) -> str | None`` hook names who starts a response; the name is kept in the
-response's meta under :data:`OWNER_KEY` (``"owner"``). :func:`owner_only` is the policy that lets each
+response's meta under `OWNER_KEY` (``"owner"``). `owner_only` is the policy that lets each
 principal see and stop only its own responses.
 
-Without ``authorize``, :func:`loopback_only` applies: only clients on this machine (127.0.0.0/8, ::1) are
+Without ``authorize``, `loopback_only` applies: only clients on this machine (127.0.0.0/8, ::1) are
 served, and every one of them may start, list, read and stop every response. A route exposed to a
-network needs a hook: :func:`bearer_token` (one shared token), :func:`owner_only` (per-user, from a
+network needs a hook: `bearer_token` (one shared token), `owner_only` (per-user, from a
 session or a token), or your own.
 
 Bodies: every POST must be ``application/json`` (415 otherwise: a cross-site form or a no-cors ``fetch``
 cannot send that type without a CORS preflight, so another site cannot make a browser start a model call
-or stop a response), at most ``max_body_bytes`` (:data:`DEFAULT_MAX_BODY_BYTES`; 413 over it), valid
+or stop a response), at most ``max_body_bytes`` (`DEFAULT_MAX_BODY_BYTES`; 413 over it), valid
 UTF-8 JSON nested no deeper than the decoder allows (400). Routes of your own can apply the same rules
-with :class:`Access` and :func:`read_json_body`.
+with `Access` and `read_json_body`.
 """
 
 from __future__ import annotations
@@ -172,10 +172,13 @@ def bearer_token(token: str, *, cookie: str | None = None) -> Authorize:
 def owner_only(principal: Principal) -> Authorize:
     """A policy where each principal starts and lists, and reads and stops only what it owns.
 
-    ``principal(connection)`` names the caller (a session's user, a token's holder) or None (refused
-    everything). Give the same function as the routes' ``owner`` hook, so responses carry their owner::
+    Give the same function as the routes' ``owner`` hook, so responses carry their owner:
 
         serving_routes(manager, start=start, authorize=owner_only(user), owner=user)
+
+    Args:
+        principal: names the caller of a connection (a session's user, a token's holder), or None:
+            refused everything.
     """
 
     async def authorize(
@@ -210,6 +213,7 @@ class Access:
     async def allows(
         self, connection: HTTPConnection, action: Action, response_id: str | None, meta: Mapping[str, Any]
     ) -> bool:
+        """Whether ``connection`` may do ``action``: `authorize` decides, or only loopback clients may."""
         if self.authorize is None:
             return loopback_only(connection, action, response_id, meta)
         return bool(await _maybe_await(self.authorize(connection, action, response_id, meta)))
@@ -217,7 +221,7 @@ class Access:
     async def check(
         self, connection: HTTPConnection, action: Action, response_id: str | None, meta: Mapping[str, Any]
     ) -> None:
-        """Raise :class:`AccessDenied` (naming the action and why) unless ``authorize`` allows it."""
+        """Raise `AccessDenied` (naming the action and why) unless ``authorize`` allows it."""
         if await self.allows(connection, action, response_id, meta):
             return
         what = {"start": "start a response", "list": "list responses"}.get(
@@ -238,9 +242,14 @@ class Access:
     async def check_response(
         self, connection: HTTPConnection, action: Action, log: EventLog, response_id: str
     ) -> ResponseStatus | None:
-        """:meth:`check` with the response's meta as the log keeps it (empty for an unknown response: asked
-        before anything else, so a refused client learns nothing, not even whether the id exists).
-        Returns the response's status, None when it is unknown (or the id one no backend can hold)."""
+        """`check` with the response's meta as the log keeps it.
+
+        The meta is empty for an unknown response: asked before anything else, so a refused client learns
+        nothing, not even whether the id exists.
+
+        Returns:
+            The response's status; None when it is unknown (or the id one no backend can hold).
+        """
         status = await log.status(response_id) if is_response_id(response_id) else None
         await self.check(connection, action, response_id, status.meta if status is not None else {})
         return status
@@ -288,7 +297,7 @@ def declares_over(content_length: str | None, max_bytes: int) -> bool:
 async def read_body(
     connection: HTTPConnection, receive: Callable[[], Awaitable[Any]], max_bytes: int
 ) -> bytes | BodyRefused:
-    """The request's body, or a 413 :class:`BodyRefused` when it is over ``max_bytes`` (declared by
+    """The request's body, or a 413 `BodyRefused` when it is over ``max_bytes`` (declared by
     ``Content-Length`` or as it arrives: nothing past the cap is read)."""
     too_large = _refusal(
         413, "PayloadTooLarge", f"the body is over the {max_bytes}-byte cap (max_body_bytes)"
@@ -314,7 +323,7 @@ async def read_body(
 async def read_json_body(
     connection: HTTPConnection, receive: Callable[[], Awaitable[Any]], max_bytes: int
 ) -> Any:
-    """The request's JSON body, or a :class:`BodyRefused`: 415 (not ``application/json``), 413 (over
+    """The request's JSON body, or a `BodyRefused`: 415 (not ``application/json``), 413 (over
     ``max_bytes``), 400 (not JSON, not UTF-8, nested too deep)."""
     refused = json_content_type(connection)
     if refused is not None:
@@ -324,7 +333,7 @@ async def read_json_body(
 
 
 def decode_json_body(body: bytes) -> Any:
-    """``body`` as JSON, or a 400 :class:`BodyRefused` naming what is wrong with it."""
+    """``body`` as JSON, or a 400 `BodyRefused` naming what is wrong with it."""
     try:
         return msgspec.json.decode(body)
     except msgspec.DecodeError as exc:

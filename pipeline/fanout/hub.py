@@ -20,7 +20,7 @@ A subscriber declares what happens when its buffer (``max_buffer`` items) is ful
     Lossy: the oldest waiting item is discarded. Only for snapshot-like items (each one replaces the
     previous, e.g. a progress or cumulative-state item); a dropped delta is lost text.
 ``disconnect``
-    The subscriber ends with :class:`~pipeline.errors.SubscriberError` after the items it already holds;
+    The subscriber ends with `SubscriberError` after the items it already holds;
     the others go on.
 ``coalesce_or_disconnect``
     ``coalesce`` where a delta can merge, ``disconnect`` where ``coalesce`` would wait: lossless in text
@@ -32,7 +32,7 @@ Replay: the hub keeps the response's items (up to ``MAX_REPLAY``, or the count g
 A replaying subscriber reads the hub's own history list: replay copies nothing.
 
 Nothing here starts a task per item: one pump task delivers each item into every subscriber's buffer
-synchronously, and a consumer takes everything waiting in one go (:meth:`Subscription.receive_batch`)
+synchronously, and a consumer takes everything waiting in one go (`Subscription.receive_batch`)
 or item by item without a hand-off while its buffer is not empty.
 """
 
@@ -92,7 +92,7 @@ MAX_REPLAY: Final = 100_000
 """Default cap of the replay history, in items (``fan_out(replay=True)``). About 100 k segment events is a
 very long response; the history holds references to the items, nothing is copied."""
 RETAINED_SUBSCRIBERS: Final = 256
-"""How many ended subscribers :meth:`Hub.statistics` still lists one by one (totals count them all)."""
+"""How many ended subscribers `Hub.statistics` still lists one by one (totals count them all)."""
 
 
 class HubStatistics(NamedTuple):
@@ -119,12 +119,12 @@ class HubStatistics(NamedTuple):
 class Subscription(AsyncIterator[T]):
     """One subscriber's view of a hub: an async iterator over its bounded buffer.
 
-    Iterate it (``async for``) or take batches (:meth:`receive_batch`). It ends as the source ends: cleanly,
-    or by raising the source's exception, :class:`~pipeline.errors.SubscriberError` (overflow under
-    ``disconnect`` or ``coalesce_or_disconnect``) or :class:`HubClosedError`, after the items it already
+    Iterate it (``async for``) or take batches (`receive_batch`). It ends as the source ends: cleanly,
+    or by raising the source's exception, `SubscriberError` (overflow under
+    ``disconnect`` or ``coalesce_or_disconnect``) or `HubClosedError`, after the items it already
     holds.
 
-    Use it as an async context manager, or call :meth:`close`, to unsubscribe early. A subscription that is
+    Use it as an async context manager, or call `close`, to unsubscribe early. A subscription that is
     no longer referenced (``async for ... : break`` on ``hub.subscribe()``) unsubscribes itself, so a
     consumer that walks away never stalls the others, even under ``block``.
 
@@ -188,6 +188,7 @@ class Subscription(AsyncIterator[T]):
         self._buffer.close()
 
     async def aclose(self) -> None:
+        """Unsubscribe: the hub stops delivering to this subscription."""
         self._buffer.close()
 
     async def __aenter__(self) -> Subscription[T]:
@@ -211,6 +212,7 @@ class Subscription(AsyncIterator[T]):
         self._buffer.cut_off("disconnected", error)
 
     def statistics(self) -> SubscriberStatistics:
+        """This subscriber's counts and state now."""
         return self._buffer.statistics()
 
 
@@ -222,10 +224,10 @@ def _close_buffer(buffer_ref: weakref.ref[SubscriberBuffer[Any]]) -> None:
 
 
 class Hub(Generic[T]):
-    """Multicasts one source to many subscribers. Made by :func:`fan_out`, which owns its tasks.
+    """Multicasts one source to many subscribers. Made by `fan_out`, which owns its tasks.
 
-    Subscribe with :meth:`subscribe` (an async iterator; :func:`pipeline.fanout.rx.observe` feeds a reactivex
-    observer from one); watch it with :meth:`statistics`. Use it from the event loop's thread only.
+    Subscribe with `subscribe` (an async iterator; `pipeline.fanout.rx.observe` feeds a reactivex
+    observer from one); watch it with `statistics`. Use it from the event loop's thread only.
     """
 
     def __init__(self, source: AsyncIterable[T], *, history_limit: int | None) -> None:
@@ -262,9 +264,14 @@ class Hub(Generic[T]):
     ) -> Subscription[T]:
         """A new subscriber with a buffer of ``max_buffer`` items and the given overflow policy.
 
-        With ``replay`` it first receives every item since the start of the source, then live ones; without,
-        only items pulled after this call. Subscriptions made before the ``async with`` body first awaits
-        see every item either way.
+        Subscriptions made before the ``async with`` body first awaits see every item, whatever ``replay``.
+
+        Args:
+            max_buffer: items the subscriber's buffer holds.
+            policy: what happens when the buffer is full (see the module docs).
+            replay: first every item since the start of the source, then live ones; False: only items
+                pulled after this call.
+            name: how `statistics` names the subscriber.
 
         Raises:
             ConfigurationError: an unknown policy or a ``max_buffer`` below 1.
@@ -314,6 +321,7 @@ class Hub(Generic[T]):
         return self._source_state
 
     def statistics(self) -> HubStatistics:
+        """The hub's totals, its source's state, and each subscriber's counts now."""
         subscribers = tuple(buffer.statistics() for buffer in self._buffers)
         delivered, coalesced, dropped, disconnected, failed = self._forgotten_totals
         for stats in subscribers:
@@ -517,12 +525,12 @@ async def fan_out(source: AsyncIterable[T], *, replay: bool | int = True) -> Asy
             the hub closes.
         replay: keep the items for subscribers joining late: ``True`` keeps up to ``MAX_REPLAY`` items, an
             int keeps up to that many, ``False`` none. Past the cap, asking for replay raises
-            :class:`ReplayUnavailableError`.
+            `ReplayUnavailableError`.
 
     Leaving the block (or cancelling the task in it) cancels the pump and closes the source at once;
-    subscribers still reading get what they hold, then :class:`HubClosedError` (or a clean end if the
+    subscribers still reading get what they hold, then `HubClosedError` (or a clean end if the
     source had already ended). No task is left behind. To let the source run to its end, await
-    :meth:`Hub.wait_finished` (or consume a subscription to its end) inside the block.
+    `Hub.wait_finished` (or consume a subscription to its end) inside the block.
 
     Raises:
         Exception: the source's own exception, unwrapped (not an ``ExceptionGroup``), after every
@@ -553,10 +561,17 @@ async def broadcast(
     """Drive ``source`` to its end while each consumer reads its own subscription, concurrently.
 
     The common case of a hub: agent code is one consumer (``block``, so it sees everything and paces the
-    provider), and ``on_start(hub)`` is called before the first item is pulled to attach the rest (UI
-    observers with :func:`pipeline.fanout.rx.observe`, a :class:`pipeline.fanout.web.ResponseRegistry`
-    entry, ...). A consumer that returns early is unsubscribed and holds nobody up. Returns when the source
-    has ended and every consumer has returned.
+    provider), and ``on_start`` attaches the rest. A consumer that returns early is unsubscribed and
+    holds nobody up. Returns when the source has ended and every consumer has returned.
+
+    Args:
+        source: the items.
+        *consumers: async functions, each given its own `Subscription`.
+        policy: every consumer's overflow policy.
+        max_buffer: every consumer's buffer, in items.
+        replay: as `fan_out` takes it.
+        on_start: called with the hub before the first item is pulled, to attach UI observers
+            (`pipeline.fanout.rx.observe`), a `pipeline.fanout.web.ResponseRegistry` entry...
 
     Raises:
         Exception: the source's exception, or a consumer's (which cancels the rest), unwrapped.

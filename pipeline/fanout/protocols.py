@@ -1,12 +1,12 @@
 """Served responses in the browsers' protocols: the Vercel AI SDK UI message stream and AG-UI.
 
-Two ways in, both over an event log (:mod:`pipeline.fanout.serving`), so every response is detached from
+Two ways in, both over an event log (`pipeline.fanout.serving`), so every response is detached from
 its clients, resumable, and readable from any replica:
 
 - ``GET /responses/{id}/events?protocol=vercel|agui|streamfold``
-  (:func:`~pipeline.fanout.web.serving_routes`): the same response in any protocol.
+  (`serving_routes`): the same response in any protocol.
   ``streamfold`` (the default) is the log's own JSON.
-- :func:`chat_routes`: what the frameworks' clients call. ``POST {path}`` with the body ``useChat``'s
+- `chat_routes`: what the frameworks' clients call. ``POST {path}`` with the body ``useChat``'s
   ``DefaultChatTransport`` sends (``{id, messages, trigger, messageId, ...}``) or AG-UI's ``HttpAgent``
   sends (``RunAgentInput``: ``{threadId, runId, messages, tools, ...}``) runs the user's function, starts
   a response and answers with its stream in the protocol; for Vercel, ``GET {path}/{chatId}/stream`` is
@@ -248,9 +248,29 @@ def chat_routes(
 ) -> list[BaseRoute]:
     """Starlette routes a framework's client calls; see the module doc.
 
+    Args:
+        manager: runs each response detached, in its event log.
+        start: given the request's body, the response's source.
+        path: where the routes are.
+        protocol: ``vercel`` (the AI SDK's ``useChat``) or ``agui``.
+        policy: each connection's buffer policy when the client reads slower than the response.
+        max_buffer: each connection's buffer, in items.
+        max_buffer_bytes: each connection's buffer, in bytes.
+        send_timeout: seconds one send to the client may take before the client is dropped; None: no
+            bound.
+        heartbeat: seconds between keep-alive comments on an idle stream; None: none.
+        authorize: decides who may start and resume responses; None: only clients on this machine.
+        owner: names who starts a response.
+        max_body_bytes: the largest request body accepted.
+
+    Returns:
+        The routes, for a Starlette app.
+
+    The routes:
+
     - ``POST {path}``: ``await start(body)`` gives the source; the response runs detached in ``manager``
       (a client that goes away does not stop it: stop it with ``POST /responses/{id}/stop`` of
-      :func:`~pipeline.fanout.web.serving_routes`); the answer is its stream in ``protocol``, with the
+      `serving_routes`); the answer is its stream in ``protocol``, with the
       header ``x-streamfold-response-id``. A body that is not a JSON object, or a ``ConfigurationError``
       from ``start``: 400; another streamfold error from ``start`` (the provider refused): 502; a log
       with no room for another running response (``MemoryEventLog``'s ``max_responses``): 503 with
@@ -266,10 +286,10 @@ def chat_routes(
     request's last message is the assistant's, which the AI SDK continues after a tool approval, that
     message's id). ``agui``: the
     thread id is ``threadId``; the response id is ``runId`` (new when the body has none): a ``runId``
-    that is not a valid response id (see :data:`~pipeline.fanout.serving._log.RESPONSE_ID_PATTERN`)
+    that is not a valid response id (see `RESPONSE_ID_PATTERN`)
     answers 400 before ``start`` is called.
 
-    Access, as in ``serving_routes`` (:mod:`pipeline.fanout.access`): ``authorize`` decides the POST
+    Access, as in ``serving_routes`` (`pipeline.fanout.access`): ``authorize`` decides the POST
     (``start``) and the resume (``read``: only responses the caller may read are resumed), 403 when
     refused; without it only clients on this machine are served. ``owner`` names who starts a response.
     The POST must be ``application/json`` (else 415) and at most ``max_body_bytes`` (else 413).
@@ -315,7 +335,7 @@ def chat_routes(
         check_read: bool = True,
     ) -> None:
         """The response's stream in ``protocol``, with ``x-streamfold-response-id`` (the AG-UI thread
-        comes from the response's meta: see :meth:`ProtocolStream.prepare`)."""
+        comes from the response's meta: see `ProtocolStream.prepare`)."""
         await streams.serve(
             scope,
             receive,

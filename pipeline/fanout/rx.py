@@ -1,13 +1,13 @@
 """The reactivex bridge: observers fed from a hub, a hub as an Observable, and a cold adapter.
 
 reactivex has no backpressure and runs user callbacks synchronously, so observers sit behind the hub: each
-one gets its own bounded buffer and policy (:mod:`pipeline.fanout.hub`) and a pump task in the hub's task
+one gets its own bounded buffer and policy (`pipeline.fanout.hub`) and a pump task in the hub's task
 group
 that calls ``on_next`` for every item it takes.
 
 Isolation: an observer whose ``on_next`` raises is cut off alone. Its pump stops, its ``on_error`` is
 called once with that exception (so it knows it will hear nothing more), the failure is logged on the
-``streamfold`` logger and shown in :meth:`Hub.statistics` (state ``failed``), and the pipeline and the other
+``streamfold`` logger and shown in `Hub.statistics` (state ``failed``), and the pipeline and the other
 subscribers go on. An ``on_error`` or ``on_completed`` that raises is logged, never propagated: an exception
 escaping into the event loop would end the stream without a word.
 
@@ -51,10 +51,19 @@ def observe(
     """Feed ``observer`` every item of ``hub`` through its own bounded buffer and pump task.
 
     The observer gets ``on_next`` per item, then ``on_completed`` or ``on_error`` with the source's exception,
-    its overflow (``disconnect``) or :class:`~pipeline.fanout.hub.HubClosedError`. ``dispose()`` on the
-    returned
-    disposable unsubscribes it at once, also from inside its own ``on_next`` (as ``take(n)`` does); a
-    disposed observer hears nothing more.
+    its overflow (``disconnect``) or `HubClosedError`.
+
+    Args:
+        hub: the hub to read.
+        observer: the reactivex observer.
+        policy: the subscription's overflow policy (`Hub.subscribe`).
+        max_buffer: the subscription's buffer, in items.
+        replay: first the items since the start of the source (`Hub.subscribe`).
+        name: how the hub's statistics name the subscriber.
+
+    Returns:
+        A disposable: ``dispose()`` unsubscribes at once, also from inside the observer's own
+        ``on_next`` (as ``take(n)`` does); a disposed observer hears nothing more.
 
     Raises:
         HubClosedError: the hub's ``async with`` block has already ended.
@@ -146,11 +155,12 @@ def as_observable(
     replay: bool = True,
     name: str | None = None,
 ) -> Observable[T]:
-    """The hub as a reactivex Observable: each subscription is an :func:`observe` on the hub.
+    """The hub as a reactivex Observable: each subscription is an `observe` on the hub.
 
-    Subscribing starts a pump task in the hub's task group (so it must happen on the hub's loop, while
-    the hub is open: otherwise the observer gets ``on_error(HubClosedError)``); disposing unsubscribes.
-    Items are emitted from that task, on the running asyncio loop.
+    The options are `observe`'s, for every subscription. Subscribing starts a pump task in the hub's
+    task group, so it must happen on the hub's loop while the hub is open (otherwise the observer gets
+    ``on_error(HubClosedError)``); disposing unsubscribes. Items are emitted from that task, on the
+    running asyncio loop.
     """
 
     def subscribe(observer: ObserverBase[T], scheduler: SchedulerBase | None = None) -> DisposableBase:
@@ -172,8 +182,8 @@ def to_observable(source: AsyncIterable[T]) -> Observable[T]:
 
     Each subscription iterates ``source`` anew in a task of its own on the running loop (so ``source``
     must be re-iterable, like an aiostream stream, to be subscribed more than once). Disposing cancels that
-    task and closes the source. Unlike :func:`observe`, nothing bounds or structures these tasks: in a
-    program, put the source behind :func:`pipeline.fanout.hub.fan_out` instead.
+    task and closes the source. Unlike `observe`, nothing bounds or structures these tasks: in a
+    program, put the source behind `pipeline.fanout.hub.fan_out` instead.
 
     Raises:
         RuntimeError: when subscribed outside a running event loop.

@@ -1,6 +1,6 @@
 """The OpenAI-compatible rewriting proxy (``streamfold proxy``): delimiter tool calls become ``tool_calls``.
 
-Modules: :mod:`~pipeline.proxy.rewriter` (the sans-IO stream rewriter) and :mod:`~pipeline.proxy.app`
+Modules: `rewriter` (the sans-IO stream rewriter) and `app`
 (the HTTP app; needs the ``server`` extra).
 """
 

@@ -2,13 +2,13 @@
 
 Each translates the client's request into a streamed Chat Completions request to the upstream (asked
 for a stream whether the client streams or not, with ``stream_options.include_usage``), runs the answer
-through :class:`ChunkPipeline` (upstream body, OpenAI converter, the reasoning-tag splitter when
+through `ChunkPipeline` (upstream body, OpenAI converter, the reasoning-tag splitter when
 ``reasoning_tags`` is set, the delimiter rewriter, the request's tool rules) and a wire encoder, and
 answers with the wire's SSE, or with the encoder's whole object when the client did not stream.
 
 The translated request decides the rewriting and the tool rules exactly as on the Chat route
-(:func:`chat_pipeline`): rewritten only with ``tools`` and a ``tool_choice`` other than ``"none"``, the
-rules read by :meth:`~pipeline.proxy.policy.ToolPolicy.from_request` from the Chat fields each front door
+(`chat_pipeline`): rewritten only with ``tools`` and a ``tool_choice`` other than ``"none"``, the
+rules read by `from_request` from the Chat fields each front door
 translated its own ``tool_choice`` and parallel-call switch into.
 """
 
@@ -98,10 +98,10 @@ class ChunkPipeline:
 
     ``reasoning_tags`` splits tagged reasoning out of the text before the delimiter rewriter of
     ``tool_format`` (``None``: no rewriting; ``"auto"``: the format told from the model's markers) sees
-    it; ``policy`` then applies the request's tool rules to the calls (:mod:`pipeline.proxy.policy`, the
-    same stage as on the Chat route). A failure raises a :class:`StreamfoldError` whose
+    it; ``policy`` then applies the request's tool rules to the calls (`pipeline.proxy.policy`, the
+    same stage as on the Chat route). A failure raises a `StreamfoldError` whose
     ``partial_outputs`` hold the chunks produced before it (the rewriter's held text released); a broken
-    tool rule is a :class:`~pipeline.proxy.policy.ToolChoiceError`.
+    tool rule is a `ToolChoiceError`.
     """
 
     __slots__ = ("_core", "policy_filter")

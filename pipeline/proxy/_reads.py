@@ -2,7 +2,7 @@
 
 A model server writes every SSE event as its own HTTP chunk, and httpx yields each chunk on its own: when
 the proxy falls behind a fast upstream, one socket read holds a hundred events, and handling them one by
-one costs a rewrite call, an ASGI ``send`` and a socket write each. :func:`forward_reads` hands on
+one costs a rewrite call, an ASGI ``send`` and a socket write each. `forward_reads` hands on
 everything the upstream iterator produced without waiting (what one read brought) in one call instead.
 It adds no latency: a batch ends exactly where the reader would wait for the network.
 """
@@ -37,7 +37,7 @@ stream's reads are far smaller and take the one-call path."""
 async def feed_sliced(
     feed: Callable[[bytes], bytes], data: bytes, emit: Callable[[bytes], Awaitable[bool]]
 ) -> bool:
-    """``feed(data)`` in slices of at most :data:`FEED_SLICE` bytes, handing each result to ``emit``
+    """``feed(data)`` in slices of at most `FEED_SLICE` bytes, handing each result to ``emit``
     (which returns ``False`` to stop) and yielding to the event loop between two slices."""
     if len(data) <= FEED_SLICE:
         return await emit(feed(data))
@@ -171,7 +171,7 @@ async def forward_reads(
 
 
 class RelayCore(Protocol):
-    """What :func:`relay_upstream` drives: upstream bytes in, the client's bytes out, never raising."""
+    """What `relay_upstream` drives: upstream bytes in, the client's bytes out, never raising."""
 
     @property
     def ended(self) -> bool:

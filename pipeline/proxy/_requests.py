@@ -1,11 +1,11 @@
 """The proxy's request edge: a client's body read as a JSON object, and its fields' types checked.
 
 Every route answers a bad request with a 400 in its own API's error shape, never a 500:
-:class:`RequestError` carries the status, the message, the field (``param``) and the code, and renders
+`RequestError` carries the status, the message, the field (``param``) and the code, and renders
 itself as an OpenAI error (``/v1/chat/completions``, ``/v1/responses``) or an Anthropic one
-(``/v1/messages``). :func:`decode_object` reads the body (bytes that are not UTF-8, JSON nested deeper
-than the decoder's recursion limit, anything but an object: 400). :func:`check_responses` and
-:func:`check_messages` check the fields the translation reads against msgspec models (strictly: ``5.5``
+(``/v1/messages``). `decode_object` reads the body (bytes that are not UTF-8, JSON nested deeper
+than the decoder's recursion limit, anything but an object: 400). `check_responses` and
+`check_messages` check the fields the translation reads against msgspec models (strictly: ``5.5``
 is not an integer, ``"true"`` not a boolean) and refuse a request without ``model`` as the real APIs do.
 Fields the proxy does not read pass unchecked, as the upstream reads them.
 """

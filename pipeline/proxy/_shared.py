@@ -1,8 +1,8 @@
 """What the proxy's routes share (Chat Completions, ``/v1/responses``, ``/v1/messages``).
 
-The sans-IO pieces of an upstream answer (:class:`UpstreamBody`, :class:`Releasing`, :func:`stream_error`,
-:func:`error_body`) and the HTTP helpers (headers forwarded, transport errors, capped reads, the client
-watch), plus :class:`ProxyConfig`, what a route reads of the proxy. ``httpx`` and ``starlette`` are
+The sans-IO pieces of an upstream answer (`UpstreamBody`, `Releasing`, `stream_error`,
+`error_body`) and the HTTP helpers (headers forwarded, transport errors, capped reads, the client
+watch), plus `ProxyConfig`, what a route reads of the proxy. ``httpx`` and ``starlette`` are
 imported only where used, so that the sans-IO rewriter stays importable without the ``server`` extra.
 """
 
@@ -96,7 +96,7 @@ def transport_error(exc: httpx.HTTPError) -> tuple[int, dict[str, Any]]:
     """Status and error body for an upstream request that failed in transport.
 
     The message names the kind of failure only: the upstream's address, its credentials and the
-    exception's text (which may hold them) are for the log (:func:`shown_url`), not for clients.
+    exception's text (which may hold them) are for the log (`shown_url`), not for clients.
     """
     import httpx
 

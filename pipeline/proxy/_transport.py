@@ -2,7 +2,7 @@
 
 httpx's own transport parses each upstream response with h11 in Python: on a streamed answer that is most
 of the proxy's CPU time per chunk, and it grows with the number of open streams. aiohttp parses with
-llhttp in C and hands over whatever one socket read brought, so :class:`AiohttpTransport` costs less per
+llhttp in C and hands over whatever one socket read brought, so `AiohttpTransport` costs less per
 chunk and stays flat from one stream to fifty (``python -m benchmarks.bench_proxy`` measures both).
 The proxy keeps speaking httpx (requests, responses, timeouts, limits, errors); this module maps aiohttp's
 errors onto httpx's, so that the proxy reports them the same way:

@@ -8,10 +8,10 @@ DeepSeek, Qwen3-Coder, ...) and stock OpenAI clients see standard ``tool_calls``
 
 ``POST /v1/chat/completions`` is forwarded as the client sent it (headers such as ``Authorization``
 included). A streamed answer runs through one sans-IO core per request,
-:class:`~pipeline.proxy.rewriter.ChatStreamRewriter` (SSE decoder, OpenAI converter, delimiter rewriter,
+`ChatStreamRewriter` (SSE decoder, OpenAI converter, delimiter rewriter,
 OpenAI encoder, chained), and every upstream read is answered
 at once with what it completed: arguments stream as the model writes them. A whole answer is rewritten by
-:func:`~pipeline.proxy.rewriter.fold_openai_completion`. Every other route passes through unchanged.
+`fold_openai_completion`. Every other route passes through unchanged.
 
 As a model server runs its tool parser, the text is rewritten only when the request has ``tools`` and its
 ``tool_choice`` is not ``"none"``; otherwise it passes through unchanged. With ``stream: true``, ``n`` must
@@ -105,7 +105,7 @@ DEFAULT_KEEPALIVE_EXPIRY: Final = 2.0
 """Seconds an idle upstream connection is kept for reuse: below the 5 s after which uvicorn (vLLM, SGLang)
 closes an idle connection, so that the proxy does not send a request on a connection being closed."""
 DEFAULT_SERVER_KEEP_ALIVE: Final = 75
-"""Seconds :func:`serve` keeps an idle client connection open: longer than clients keep theirs (httpx and
+"""Seconds `serve` keeps an idle client connection open: longer than clients keep theirs (httpx and
 the openai SDK 5 s, aiohttp 15 s), so that a pooled client never sends on a connection the proxy closes."""
 DEFAULT_TOOL_FORMAT: Final = "kimi_k2"
 """The delimiter format the proxy rewrites when none is given."""
@@ -302,7 +302,7 @@ class _Exchange(Response):
 
     async def _stream(self, upstream: httpx.Response, send: Send) -> None:
         """A streamed answer: what each upstream read brought goes through the core and out at once, in
-        one ``send`` (:func:`~pipeline.proxy._reads.forward_reads`)."""
+        one ``send`` (`forward_reads`)."""
         core = ChatStreamRewriter(
             self._tool_format,
             max_event_size=self._proxy.max_event_size,
@@ -361,7 +361,7 @@ def _message_text(completion: Mapping[str, Any]) -> str:
 
 
 def _upstream_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
-    """The upstream transport on aiohttp when it is installed (:mod:`pipeline.proxy._transport`: its C
+    """The upstream transport on aiohttp when it is installed (`pipeline.proxy._transport`: its C
     parser costs the proxy less CPU per chunk: ``benchmarks/bench_proxy``), else ``None``: httpx's own."""
     try:
         from pipeline.proxy._transport import AiohttpTransport
@@ -386,7 +386,7 @@ async def _send_whole(send: Send, status: int, headers: list[tuple[str, str]], b
 
 
 class _Proxy:
-    """The proxy's configuration and its upstream client; its endpoints build :class:`_Exchange`\\ s."""
+    """The proxy's configuration and its upstream client; its endpoints build `_Exchange`s."""
 
     def __init__(
         self,
@@ -583,7 +583,7 @@ def create_app(
     Args:
         upstream: base URL of the model server (``http://host:8000``; a trailing ``/v1`` is fine).
         tool_format: the delimiter format of the model's tool calls (``kimi_k2``, ...), or ``auto``
-            (told per answer from the model's markers, see :mod:`pipeline.proxy.autodetect`); ``None`` or
+            (told per answer from the model's markers, see `pipeline.proxy.autodetect`); ``None`` or
             ``"none"`` (alias ``"api_tool_call"``) re-encodes without rewriting. A request is rewritten
             only when it has ``tools`` and its ``tool_choice`` is not ``"none"``.
         client: the upstream client (its timeouts and limits then apply, and it is not closed by the app);
@@ -598,7 +598,7 @@ def create_app(
             reads, not the whole stream.
         unknown_tools: a call to a tool the request does not offer stays the text the model wrote
             (``text``, the default), is dropped (``drop``), ends the answer with an ``unknown_tool``
-            error (``refuse``) or passes (``allow``); see :mod:`pipeline.proxy.policy` for
+            error (``refuse``) or passes (``allow``); see `pipeline.proxy.policy` for
             ``tool_choice`` and ``parallel_tool_calls``.
         reasoning_tags: ``think``, ``kimi`` (or ``None``): reasoning the model writes between these tags
             in its text becomes ``reasoning_content`` (Chat), reasoning items (Responses) and thinking
@@ -659,11 +659,11 @@ uvicorn's own access lines; ``off``: none."""
 DEFAULT_GRACEFUL_SHUTDOWN: Final = 30.0
 """Seconds open streams may take to finish after a shutdown signal before they are cut."""
 _OPTIONS_VARIABLE: Final = "STREAMFOLD_PROXY_OPTIONS"
-"""Environment variable carrying :func:`create_app`'s arguments (JSON) to the workers of ``--workers``."""
+"""Environment variable carrying `create_app`'s arguments (JSON) to the workers of ``--workers``."""
 
 
 def app_from_environment() -> Starlette:
-    """The app of one ``--workers`` process: :func:`create_app` with the arguments :func:`serve` left in
+    """The app of one ``--workers`` process: `create_app` with the arguments `serve` left in
     the environment (uvicorn imports this factory in each worker)."""
     import json
     import os
@@ -691,17 +691,23 @@ def serve(
     workers: int = 1,
     **options: Any,
 ) -> None:
-    """Run the proxy with uvicorn until interrupted; ``options`` go to :func:`create_app`.
+    """Run the proxy with uvicorn until interrupted.
 
-    ``timeout_keep_alive`` (seconds) is how long an idle client connection stays open; uvicorn's own 5 s
-    equals the keep-alive expiry of httpx and the openai SDK, and then a pooled client now and then sends
-    its request on a connection the server is closing, which fails with no response.
-
-    On SIGINT or SIGTERM the server stops accepting, lets open streams finish for up to
-    ``graceful_shutdown`` seconds, then cuts what is left. ``workers`` above 1 runs that many processes
-    sharing the listening socket (uvicorn's supervisor; ``options`` must then be JSON-able, or an
-    ``httpx.Timeout``); each has its own metrics. ``access_log``: see :data:`ACCESS_LOGS` (``True`` is
-    ``plain``, ``False`` ``off``).
+    Args:
+        upstream: base URL of the model server, as `create_app` takes it.
+        host: the address to listen on.
+        port: the port to listen on.
+        tool_format: as `create_app` takes it.
+        log_level: uvicorn's log level.
+        access_log: one of `ACCESS_LOGS` (``True`` is ``plain``, ``False`` ``off``).
+        timeout_keep_alive: seconds an idle client connection stays open. uvicorn's own default equals
+            the keep-alive expiry of httpx and the openai SDK, and then a pooled client now and then sends
+            its request on a connection the server is closing, which fails with no response.
+        graceful_shutdown: on SIGINT or SIGTERM the server stops accepting and lets open streams finish
+            for up to this many seconds, then cuts what is left.
+        workers: above 1, that many processes share the listening socket (uvicorn's supervisor;
+            ``options`` must then be JSON-able, or an ``httpx.Timeout``); each has its own metrics.
+        **options: more options of `create_app`.
 
     uvicorn serves with uvloop and httptools when they are installed (the ``server`` extra installs them
     where they build): they take a large share off the proxy's CPU time per chunk of a paced stream.
@@ -709,7 +715,7 @@ def serve(
 
     The server owns its process, so once everything is loaded, every object alive is moved out of the
     garbage collector's sight (``gc.freeze``): an occasional full collection then walks only what requests
-    allocate, not the tens of thousands of objects of the loaded modules.
+    allocate, not the objects of the loaded modules.
     """
     import gc
     import json

@@ -12,10 +12,10 @@ no signature to keep); ``tools`` (``input_schema`` as ``parameters``); ``tool_ch
 thinks; what it thinks comes back as thinking blocks. Server tools (a ``type`` such as
 ``web_search_20250305``) are refused with a 400.
 
-The answer is :class:`~operators.encode.anthropic.MessagesEncoder`'s events as SSE, or the Message when
+The answer is `MessagesEncoder`'s events as SSE, or the Message when
 ``stream`` is not true; errors are Anthropic error bodies. The request's tool rules (``tools``,
 ``tool_choice``, ``disable_parallel_tool_use``, ``--unknown-tools``) apply as on the Chat route; a broken
-one ends the answer as :class:`MessagesWire` says.
+one ends the answer as `MessagesWire` says.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ _ERROR_TYPES = {
 
 
 class MessagesWire:
-    """:class:`MessagesEncoder` framed as SSE, for :class:`~pipeline.proxy._front.StreamCore`.
+    """`MessagesEncoder` framed as SSE, for `StreamCore`.
 
     A failure ends a stream with an ``error`` event whose message is led by the proxy's code, which
     ``error.details.error_code`` also carries (the anthropic SDK's ``APIStatusError.error_code``); a whole

@@ -75,7 +75,7 @@ def label_value(value: object) -> str:
 
 
 class Metrics:
-    """The proxy's counters (one instance per app); :meth:`render` writes them as Prometheus text."""
+    """The proxy's counters (one instance per app); `render` writes them as Prometheus text."""
 
     __slots__ = (
         "_latency_buckets",
@@ -111,7 +111,7 @@ class Metrics:
 
     def upstream_error(self, code: str) -> None:
         """Count an upstream failure under ``code``, or ``upstream_other`` when it is not one of
-        :data:`UPSTREAM_ERROR_CODES`."""
+        `UPSTREAM_ERROR_CODES`."""
         if code not in UPSTREAM_ERROR_CODES:
             code = "upstream_other"
         self.upstream_errors[code] = self.upstream_errors.get(code, 0) + 1

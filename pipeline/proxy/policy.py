@@ -1,18 +1,18 @@
 """Request semantics the proxy applies to the calls it rewrites, as a model server applies them.
 
-:class:`ToolPolicy` is read from a Chat Completions request (``tools``, ``tool_choice``,
-``parallel_tool_calls``); :class:`ToolPolicyFilter` is its sans-IO stage (chunks in, chunks out, placed
-after the delimiter rewriter) and :meth:`ToolPolicy.apply_to_completion` its form for a whole answer.
+`ToolPolicy` is read from a Chat Completions request (``tools``, ``tool_choice``,
+``parallel_tool_calls``); `ToolPolicyFilter` is its sans-IO stage (chunks in, chunks out, placed
+after the delimiter rewriter) and `ToolPolicy.apply_to_completion` its form for a whole answer.
 The front doors ``/v1/responses`` and ``/v1/messages`` read it from the Chat request they translate
 theirs into and run the same stage, so the rules mean the same on all three routes; each reports a
-broken rule in its own error shape (:mod:`pipeline.proxy.responses`, :mod:`pipeline.proxy.messages`).
+broken rule in its own error shape (`pipeline.proxy.responses`, `pipeline.proxy.messages`).
 
 The policy choices, documented in docs/proxy.md:
 
 - A call whose name is not among the request's ``tools`` (or, with a named ``tool_choice``, is not that
   function) stays text by default (``unknown_tools="text"``): the delimiter rewriter, told the offered
-  names (:attr:`ToolPolicy.offered_names`), gives back the text the model wrote for it, markers and all,
-  where it was (:mod:`operators.delimiters._guard`; where that text cannot be told apart it is dropped).
+  names (`ToolPolicy.offered_names`), gives back the text the model wrote for it, markers and all,
+  where it was (`operators.delimiters._guard`; where that text cannot be told apart it is dropped).
   ``"drop"`` drops it, as SGLang's tool parsers drop a call to an undefined function; ``"refuse"`` ends
   the answer with an error (``unknown_tool``); ``"allow"`` lets it pass.
 - ``parallel_tool_calls: false`` keeps the first call; later ones are dropped.
@@ -50,7 +50,7 @@ UNKNOWN_TOOLS: Final[tuple[UnknownTools, ...]] = ("text", "drop", "refuse", "all
 
 
 TOOL_RULE_CODES: Final = frozenset({"unknown_tool", "tool_choice_not_satisfied"})
-"""The error codes of :class:`ToolChoiceError`: an answer that breaks the request's tool rules."""
+"""The error codes of `ToolChoiceError`: an answer that breaks the request's tool rules."""
 
 
 class ToolChoiceError(StreamfoldError):
@@ -176,7 +176,7 @@ class ToolPolicy(msgspec.Struct, frozen=True):
         return self.parallel or kept == 0
 
     def check_made(self, kept: int, named_made: bool = False) -> None:
-        """Raises :class:`ToolChoiceError` when a required call was not made (``kept`` calls kept;
+        """Raises `ToolChoiceError` when a required call was not made (``kept`` calls kept;
         ``named_made``: one of them called the function a named ``tool_choice`` requires, which a call
         to another function kept by ``unknown_tools="allow"`` does not satisfy)."""
         named = isinstance(self.required, str) and bool(self.required)
@@ -194,7 +194,7 @@ _DROPPED: Final = -1
 class ToolPolicyFilter:
     """Sans-IO stage: chunks in, chunks with the calls that break ``policy`` removed (see the module doc).
 
-    It holds nothing: each chunk is answered at once. :attr:`dropped` counts the calls removed.
+    It holds nothing: each chunk is answered at once. `dropped` counts the calls removed.
     """
 
     __slots__ = ("_policy", "_positions", "dropped", "kept", "named_made")

@@ -9,10 +9,10 @@ type ``function`` in the Chat shape; ``tool_choice``; ``max_output_tokens`` as `
 ``top_p``, ``parallel_tool_calls``, ``user`` as they are. The proxy keeps no state: ``previous_response_id``
 and non-function tools (``web_search``, ``file_search``, ...) are refused with a 400.
 
-The answer is :class:`~operators.encode.responses.ResponsesEncoder`'s events as SSE
+The answer is `ResponsesEncoder`'s events as SSE
 (``event: <type>`` and ``data: {...}``), or the Response object when ``stream`` is not true. The
 request's tool rules (``tools``, ``tool_choice``, ``parallel_tool_calls``, ``--unknown-tools``) apply
-as on the Chat route; a broken one ends the answer as :class:`ResponsesWire` says.
+as on the Chat route; a broken one ends the answer as `ResponsesWire` says.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ __all__ = ["ResponsesWire", "chat_request", "responses_endpoint"]
 
 
 class ResponsesWire:
-    """:class:`ResponsesEncoder` framed as SSE, for :class:`~pipeline.proxy._front.StreamCore`.
+    """`ResponsesEncoder` framed as SSE, for `StreamCore`.
 
     A failure ends a stream with ``response.failed`` (error code ``server_error``, the message led by the
     proxy's code); a whole answer that failed is a 502 whose error carries the proxy's code, and, when the

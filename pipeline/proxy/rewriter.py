@@ -1,8 +1,8 @@
 """The proxy's sans-IO core: a streamed Chat Completions answer's SSE bytes in, the client's SSE bytes out.
 
-:class:`ChatStreamRewriter` is the stages chained with :func:`pipeline.stage.chain`: the upstream body
+`ChatStreamRewriter` is the stages chained with `pipeline.stage.chain`: the upstream body
 (SSE, or a whole JSON completion), the OpenAI converter, the delimiter rewriter of ``tool_format``, the
-OpenAI encoder. It knows nothing of HTTP: :mod:`pipeline.proxy.app` feeds it each upstream read.
+OpenAI encoder. It knows nothing of HTTP: `pipeline.proxy.app` feeds it each upstream read.
 """
 
 from __future__ import annotations
@@ -38,38 +38,39 @@ DEFAULT_MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
 
 _DONE: Final = b"data: [DONE]\n\n"
 AUTO: Final = AUTO_FORMAT
-"""The tool format told from the model's markers (:mod:`operators.delimiters.auto`)."""
+"""The tool format told from the model's markers (`operators.delimiters.auto`)."""
 
 proxy_tool_format = resolve_tool_format
-"""The proxy's name of :func:`~operators.registry.resolve_tool_format` (which accepts ``auto``)."""
+"""The proxy's name of `resolve_tool_format` (which accepts ``auto``)."""
 
 
 class ChatStreamRewriter:
     """Sans-IO core of a streamed answer: the upstream's SSE bytes in, the client's SSE bytes out.
 
-    Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` (none for
-    ``None``, ``"none"`` or ``"api_tool_call"``; ``"auto"``: the format told from the model's markers) and
-    :class:`~operators.encode.openai_chat.OpenAIChunkEncoder`,
-    one event at a time, so an error at event *k* comes after everything events before it produced.
-    Nothing raises: a failure releases what the rewriter held, then ends the output with one
-    ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.
-    A clean end gives ``data: [DONE]``.
-
-    ``reasoning_tags`` (``think``, ``kimi``) moves reasoning written between those tags in the text to
-    ``reasoning_content``, before the rewriter reads it.
-
-    ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
-    request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
-    an id; ``policy`` applies the request's tool rules (:mod:`pipeline.proxy.policy`) to the calls,
-    and :attr:`policy_filter` tells how many it dropped.
+    Each event runs through the OpenAI converter, the delimiter rewriter of ``tool_format`` and
+    `OpenAIChunkEncoder`, one event at a time, so an error at event *k* comes after everything events
+    before it produced. Nothing raises: a failure releases what the rewriter held, then ends the output
+    with one ``data: {"error": ...}`` event (`error` tells which), after which the core takes no more
+    input. A clean end gives ``data: [DONE]``.
 
     An upstream that answers the streamed request with a whole ``chat.completion`` JSON body instead of
-    SSE (the body's first non-blank byte is ``{``) is read whole, up to ``max_response_bytes``, and
-    answered as a stream: the message as one chunk (its calls rewritten the same way), the finish reason,
-    the usage, ``[DONE]``.
+    SSE (the body's first non-blank byte is ``{``) is read whole and answered as a stream: the message as
+    one chunk (its calls rewritten the same way), the finish reason, the usage, ``[DONE]``.
 
-    ``strip_usage``: the upstream was asked for the usage chunk and the client was not; the usage is kept
-    for :attr:`usage` (the access log) and not written to the client.
+    Args:
+        tool_format: the delimiter format of the model's tool calls; ``None``, ``"none"`` or
+            ``"api_tool_call"``: no rewriting; ``"auto"``: the format told from the model's markers.
+        max_event_size: cap on one upstream event.
+        max_response_bytes: cap on a whole ``chat.completion`` body read in place of a stream.
+        tool_schemas: tool name -> parameters schema, from the request's ``tools``: it types XML-style
+            argument values.
+        id_factory: names calls that come without an id.
+        policy: the request's tool rules (`pipeline.proxy.policy`), applied to the calls;
+            `policy_filter` tells how many it dropped.
+        reasoning_tags: ``think`` or ``kimi``: reasoning written between those tags in the text moves to
+            ``reasoning_content``, before the rewriter reads it.
+        strip_usage: the upstream was asked for the usage chunk and the client was not; the usage is kept
+            for `usage` (the access log) and not written to the client.
     """
 
     __slots__ = ("_core", "_encoder", "_tap", "chunks", "ended", "error", "policy_filter")
@@ -185,7 +186,7 @@ class ChatStreamRewriter:
 
 class _UsageTap:
     """Passes payloads on; the client gets the server's usage as it was sent (the encoder writes it), or,
-    with ``strip``, not at all (the proxy asked for it, the client did not); :attr:`usage` keeps it."""
+    with ``strip``, not at all (the proxy asked for it, the client did not); `usage` keeps it."""
 
     __slots__ = ("_encoder", "_strip", "usage")
 
@@ -226,8 +227,18 @@ def fold_openai_completion(
     them (content becomes ``None`` when nothing else is left), the calls are appended to
     ``message.tool_calls`` after any the server already parsed, and a ``finish_reason`` of ``stop`` becomes
     ``tool_calls`` when calls were found. Everything else (``id``, ``model``, ``usage``, ...) is kept.
-    A choice whose content is not a string (a list of parts) is left as it is. With ``offered_tools``, a
-    call to any other tool stays in the text as the model wrote it (see :class:`DelimiterRewriter`).
+    A choice whose content is not a string (a list of parts) is left as it is.
+
+    Args:
+        completion: the upstream's answer; not modified.
+        tool_format: the delimiter format of the model's tool calls.
+        id_factory: names calls that come without an id.
+        tool_schemas: tool name -> parameters schema: it types XML-style argument values.
+        offered_tools: the tools the request offered: a call to any other tool stays in the text as the
+            model wrote it (see `DelimiterRewriter`).
+
+    Returns:
+        The completion, with its choices rewritten.
     """
     result = dict(completion)
     choices = completion.get("choices")
@@ -244,7 +255,7 @@ def fold_openai_completion(
 
 
 def _fold_choice(choice: Any, rewriter: Callable[[], DelimiterRewriter]) -> Any:
-    """One choice of :func:`fold_openai_completion`: as it is when its message holds no call."""
+    """One choice of `fold_openai_completion`: as it is when its message holds no call."""
     message = choice.get("message") if isinstance(choice, Mapping) else None
     if not isinstance(message, Mapping):
         return choice

@@ -1,10 +1,10 @@
 """Serving live responses: an event log with ids, resumable reads, a detached lifecycle, backends.
 
-- :class:`MemoryEventLog`: the default backend (embedded, no server); :class:`RedisEventLog` (Redis
-  Streams, the ``redis`` extra) and :class:`NatsEventLog` (NATS JetStream, the ``nats`` extra) for a
+- `MemoryEventLog`: the default backend (embedded, no server); `RedisEventLog` (Redis
+  Streams, the ``redis`` extra) and `NatsEventLog` (NATS JetStream, the ``nats`` extra) for a
   producer and readers in several processes.
-- :class:`ResponseManager`: starts, stops and lists responses over any :class:`EventLog`.
-- :func:`pipeline.fanout.web.serving_routes`: the HTTP routes (SSE and WebSocket, resumable).
+- `ResponseManager`: starts, stops and lists responses over any `EventLog`.
+- `pipeline.fanout.web.serving_routes`: the HTTP routes (SSE and WebSocket, resumable).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ when the client is slower than the response:
   has not read); a client that stops reading is cut off by the endpoint's ``send_timeout``, one that
   falls behind retention by ``ResponseGone``; either can reconnect with ``Last-Event-ID``.
 
-The buffer is the hub's (:class:`pipeline.fanout._buffer.BoundedBuffer`). Caps: ``max_buffer``
+The buffer is the hub's (`pipeline.fanout._buffer.BoundedBuffer`). Caps: ``max_buffer``
 entries and ``max_bytes`` bytes of items per connection (one entry may pass the byte cap).
 """
 
@@ -140,7 +140,7 @@ class Edge:
         return taken
 
     async def take_or_raise(self) -> list[Entry] | None:
-        """As :meth:`take`, but the error that ended the buffer is raised, not kept in :attr:`error`."""
+        """As `take`, but the error that ended the buffer is raised, not kept in `error`."""
         taken = await self.take()
         if taken is None and self.error is not None:
             raise self.error

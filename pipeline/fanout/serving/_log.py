@@ -3,28 +3,28 @@
 A response is a log of entries with ids 1, 2, 3, ... (contiguous, assigned by the log at append), ending
 with one terminal entry (``end=True``). A producer appends; any number of readers, in any process, read
 from any id on (catch-up, then live). The log never waits for readers: each reader applies its own policy
-at its edge (see :mod:`pipeline.fanout.web`).
+at its edge (see `pipeline.fanout.web`).
 
 Changes from the interface in the issue brief (decided while writing this module):
 
-- ``response_id`` must match :data:`RESPONSE_ID_PATTERN` (letters, digits, ``_`` and ``-``, 1 to 128
+- ``response_id`` must match `RESPONSE_ID_PATTERN` (letters, digits, ``_`` and ``-``, 1 to 128
   characters): safe as a URL segment, inside a Redis hash tag and as a NATS subject token. Every backend
   refuses any other id alike: ``create`` with ``ConfigurationError``, the others as an unknown id
   (``status`` None, else ``ResponseNotFound``), without asking its server.
 - The terminal entry has an id of its own (``last_id`` counts it), so a reader that saw it can resume
   after it and gets nothing more.
-- ``create`` raises :class:`~pipeline.errors.ResponseExists` for an id already used; ``append``, ``end``
-  and ``heartbeat`` on an ended response raise :class:`~pipeline.errors.ResponseGone` (unknown:
-  :class:`~pipeline.errors.ResponseNotFound`).
+- ``create`` raises `ResponseExists` for an id already used; ``append``, ``end``
+  and ``heartbeat`` on an ended response raise `ResponseGone` (unknown:
+  `ResponseNotFound`).
 - ``stop_requested`` yields once when a stop is requested (at once if one was requested before), and ends
   when the response ends.
 - ``check_create`` raises what a ``create`` would (``ResponseExists``, or
-  :class:`~pipeline.errors.EventLogFull` for want of room), so that a start is refused before its
+  `EventLogFull` for want of room), so that a start is refused before its
   model is called.
-- The errors share a base, :class:`~pipeline.errors.ServingError`, with ``response_id``; a backend whose
-  server stays unreachable past its retry bound raises :class:`~pipeline.errors.EventLogUnavailable`.
+- The errors share a base, `ServingError`, with ``response_id``; a backend whose
+  server stays unreachable past its retry bound raises `EventLogUnavailable`.
 - Retention keeps at least the newest entry even if it alone is over ``max_bytes`` (an item's size is
-  bounded upstream by the pipeline's own caps); :data:`MAX_ITEM_BYTES` bounds one item in any case.
+  bounded upstream by the pipeline's own caps); `MAX_ITEM_BYTES` bounds one item in any case.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class Retention(msgspec.Struct, frozen=True):
 
     ``max_items`` and ``max_bytes`` (the sum of the items' JSON) cap a response's retained entries: the
     oldest are trimmed first, so a reader whose cursor falls behind them gets
-    :class:`~pipeline.errors.ResponseGone`. ``ttl_after_end`` is how many seconds an ended response stays
+    `ResponseGone`. ``ttl_after_end`` is how many seconds an ended response stays
     readable; after that it is gone (410), and later forgotten (404).
     """
 
@@ -129,18 +129,32 @@ class EventLog(Protocol):
     """One serving backend; every method is safe to call from many tasks at once."""
 
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = ...) -> None:
-        """Start a response (``running``, no entries). Raises ``ResponseExists`` if the id was used."""
+        """Start a response: ``running``, no entries.
+
+        Raises:
+            ResponseExists: the id was used.
+        """
 
     async def check_create(self, response_id: str) -> None:
-        """Raise what ``create(response_id)`` would raise now, creating nothing: ``ResponseExists`` (the
-        id is in use, or remembered as expired), ``EventLogFull`` (no room; a log without a cap on
-        responses never is full). The manager asks before it makes a source (calls the model)."""
+        """Raise what ``create(response_id)`` would raise now, creating nothing.
+
+        The manager asks before it makes a source (calls the model).
+
+        Raises:
+            ResponseExists: the id is in use, or remembered as expired.
+            EventLogFull: no room (a log without a cap on responses never is full).
+        """
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
         """Append ``items`` in order (ids assigned by the log) and return the last id.
 
-        Never waits for readers. Raises ``ResponseNotFound``, ``ResponseGone`` (ended or expired),
-        ``EventLogUnavailable`` (the server stayed unreachable within the retry bound)."""
+        Never waits for readers.
+
+        Raises:
+            ResponseNotFound: the log does not know the response.
+            ResponseGone: the response ended or expired.
+            EventLogUnavailable: the server stayed unreachable within the retry bound.
+        """
 
     async def end(
         self,
@@ -157,9 +171,12 @@ class EventLog(Protocol):
     def read(self, response_id: str, *, after: int = 0) -> AsyncIterator[Entry]:
         """Entries with id > ``after``: what is retained, then live ones, ending after the terminal entry.
 
-        Raises (from the first ``__anext__``, or later for ``ProducerLost``): ``ResponseNotFound``,
-        ``ResponseGone`` (expired, or ``after < first_id - 1``; carries ``first_id``), ``ProducerLost``
-        (no heartbeat for ``heartbeat_timeout`` while running)."""
+        Raises:
+            ResponseNotFound: from the first ``__anext__``: the log does not know the response.
+            ResponseGone: from the first ``__anext__``: expired, or ``after < first_id - 1`` (it carries
+                ``first_id``).
+            ProducerLost: no heartbeat for ``heartbeat_timeout`` while running.
+        """
 
     async def status(self, response_id: str) -> ResponseStatus | None:
         """The response's status, or None if the log does not know it (or it expired)."""
@@ -168,25 +185,32 @@ class EventLog(Protocol):
         """Running responses and ended ones still retained, oldest first."""
 
     async def request_stop(self, response_id: str) -> None:
-        """Ask the producer (in any process) to stop. Raises ``ResponseNotFound``; no-op once ended."""
+        """Ask the producer (in any process) to stop; nothing once the response ended.
+
+        Raises:
+            ResponseNotFound: the log does not know the response.
+        """
 
     def stop_requested(self, response_id: str) -> AsyncIterator[None]:
-        """Yields once when a stop is requested (at once if already requested); ends when the
-        response ends. The producer's manager cancels the source at the first item."""
+        """Wait for a stop request: the producer's manager cancels the source at the first item.
+
+        Yields:
+            Once when a stop is requested (at once if already requested); ends when the response ends.
+        """
 
     async def aclose(self) -> None:
         """Release connections; readers still open end with an error."""
 
 
 def is_response_id(value: object) -> TypeGuard[str]:
-    """Whether ``value`` matches :data:`RESPONSE_ID_PATTERN`: what every backend can hold (a NATS subject
+    """Whether ``value`` matches `RESPONSE_ID_PATTERN`: what every backend can hold (a NATS subject
     cannot hold ``.``, ``*``, ``>``, ``$JS`` or non-ASCII; a Redis hash tag cannot hold braces)."""
     return isinstance(value, str) and RESPONSE_ID_PATTERN.fullmatch(value) is not None
 
 
 def check_response_id(response_id: object) -> str:
     """``response_id`` for creating a response: a ``ConfigurationError`` (HTTP 400) unless it matches
-    :data:`RESPONSE_ID_PATTERN`."""
+    `RESPONSE_ID_PATTERN`."""
     if is_response_id(response_id):
         return response_id
     raise ConfigurationError(f"a response id is 1 to 128 letters, digits, '_' or '-', got {response_id!r}")
@@ -194,7 +218,7 @@ def check_response_id(response_id: object) -> str:
 
 def check_lookup_id(response_id: str) -> str:
     """``response_id`` for looking a response up: one no backend can hold names no response, so
-    :class:`~pipeline.errors.ResponseNotFound` (HTTP 404), on every backend alike."""
+    `ResponseNotFound` (HTTP 404), on every backend alike."""
     if not is_response_id(response_id):
         raise ResponseNotFound(f"no response {response_id!r}", response_id=response_id)
     return response_id

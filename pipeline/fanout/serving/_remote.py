@@ -1,9 +1,9 @@
 """What the server-backed logs (Redis, NATS) share: retries within a bound, and resumable reads.
 
-A read catches up from the server in batches of at most :data:`READ_BATCH` entries; once caught up, it
+A read catches up from the server in batches of at most `READ_BATCH` entries; once caught up, it
 waits on the log's *tail* of that response: one blocking poll per response per process, whichever of its
 waiting readers runs it (no background task), with the entries it brings kept in a bounded cache
-(:data:`TAIL_MAX_ITEMS`, :data:`TAIL_MAX_BYTES`) that every caught-up reader takes from. A thousand
+(`TAIL_MAX_ITEMS`, `TAIL_MAX_BYTES`) that every caught-up reader takes from. A thousand
 readers of one response in one process cost one poll, not a thousand. A reader that falls behind the
 cache catches up from the server again, where trimming can answer ``ResponseGone``: a reader far behind
 holds no memory of its own, and its edge's policy (coalesce, drop, disconnect) applies to what it reads.

@@ -9,12 +9,12 @@
 
 A response runs in a task group the manager owns, so no client's disconnect stops it; it ends when its
 source ends (``done``), raises (``failed``: the error is on the terminal entry, after every item received
-before it), or is stopped (:meth:`ResponseManager.stop` here, or ``log.request_stop`` from any process:
+before it), or is stopped (`ResponseManager.stop` here, or ``log.request_stop`` from any process:
 ``stopped``). A stop cancels the source and closes it (``aclose()`` or ``close()``: the provider's HTTP
 response). Leaving the manager's block stops the responses still running.
 
 One response's failure is its own: an item that cannot be served (not JSON, over
-:data:`~pipeline.fanout.serving._log.MAX_ITEM_BYTES`), a failing log or a bug ends that response
+`MAX_ITEM_BYTES`), a failing log or a bug ends that response
 ``failed`` with the error on its terminal entry, and the manager (and the app's lifespan around it) goes
 on. A source may hold a cancel scope across its yields (``anyio.fail_after`` around them, a tool runner's
 task group): it is closed from where it yielded, so its scopes unwind in order and its cleanup runs.
@@ -109,7 +109,7 @@ class _Running:
         self.writer: _Writer | None = None  # set when its task starts
 
     def stop(self) -> None:
-        """Stop the response: its pump returns (see :meth:`_Writer.interrupt`)."""
+        """Stop the response: its pump returns (see `_Writer.interrupt`)."""
         self.stopping = True
         if self.writer is None:
             self.scope.cancel()
@@ -121,7 +121,7 @@ class ResponseManager:
     """Starts, stops and lists served responses over an event log; an async context manager.
 
     Args:
-        log: the backend (:class:`~pipeline.fanout.serving.memory.MemoryEventLog`, Redis, NATS).
+        log: the backend (`MemoryEventLog`, Redis, NATS).
         encode: an item to its JSON bytes.
         heartbeat_interval: seconds between heartbeats (default: a third of the log's
             ``heartbeat_timeout``, or 5 s).
@@ -172,18 +172,27 @@ class ResponseManager:
         response_id: str | None = None,
         meta: Mapping[str, Any] = {},
     ) -> str:
-        """Start a response and return its id (a new uuid unless given); it runs detached.
+        """Start a response and return its id; it runs detached.
 
-        ``source`` is an async iterable, or a function (sync or async) returning one; the response
-        exists in the log when this returns. A factory that raises raises here, and no response is made.
-        A factory is called only once the log has room and ``response_id`` is free (the model is not
-        called for a start that will be refused; two starts racing for the last room or for one id may
-        still both call theirs, and the loser's source is closed).
+        The response exists in the log when this returns. A factory that raises raises here, and no
+        response is made. A factory is called only once the log has room and ``response_id`` is free (the
+        model is not called for a start that will be refused; two starts racing for the last room or for
+        one id may still both call theirs, and the loser's source is closed).
 
-        Raises (a source already made is closed):
+        Args:
+            source: an async iterable, or a function (sync or async) returning one.
+            response_id: the id (default: a new uuid).
+            meta: kept with the response, in its `ResponseStatus`.
+
+        Returns:
+            The response's id.
+
+        Raises:
             ResponseExists: ``response_id`` was used before.
             EventLogFull: the log has no room for another running response.
             ConfigurationError: the manager's block is not entered, or an invalid ``response_id``.
+
+        A source already made is closed when one of these is raised.
         """
         if self._tasks is None:
             raise ConfigurationError("start a response inside `async with ResponseManager(...)`")
@@ -346,7 +355,7 @@ class _Writer:
         """Make the pump return: cancel the source while the pump awaits in it (the source unwinds its
         own cancel scopes there); while the source is suspended at a yield (the pump waits for room),
         wake the pump instead, which returns and closes the source where it yielded (see
-        :func:`_close_source`)."""
+        `_close_source`)."""
         if self.at_yield:
             self._notify()
         else:

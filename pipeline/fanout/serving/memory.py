@@ -1,16 +1,16 @@
 """The in-memory event log: the default backend, embedded in the process, no server.
 
 Readers and producer share one process. Appends never wait: a reader only holds a cursor into the
-response's retained entries (and a slice of at most :data:`READ_BATCH` of them at a time), so a reader far
+response's retained entries (and a slice of at most `READ_BATCH` of them at a time), so a reader far
 behind costs no memory of its own; when trimming passes its cursor it gets
-:class:`~pipeline.errors.ResponseGone`.
+`ResponseGone`.
 
 Memory is bounded by the caps: each response keeps at most ``retention.max_items`` entries and
 ``retention.max_bytes`` bytes of items (the oldest are trimmed first; the newest entry is always kept);
 the log keeps at most ``max_responses`` responses and ``max_total_bytes`` bytes of items, evicting the
 oldest ended responses first (their ids then answer 410 Gone); creating a response when
-``max_responses`` are all running raises :class:`~pipeline.errors.EventLogFull` (the routes answer 503
-with ``Retry-After:`` :data:`RETRY_AFTER_FULL`; ``check_create`` says so before). Ended responses are
+``max_responses`` are all running raises `EventLogFull` (the routes answer 503
+with ``Retry-After:`` `RETRY_AFTER_FULL`; ``check_create`` says so before). Ended responses are
 kept for ``retention.ttl_after_end`` seconds; ids of expired responses are remembered (up to
 ``max_responses`` of them) to answer 410 rather than 404.
 """
@@ -127,7 +127,7 @@ class _Response:
         return freed
 
     def since(self, after: int) -> list[Entry]:
-        """At most :data:`READ_BATCH` retained entries with id > ``after`` (``after >= first_id - 1``)."""
+        """At most `READ_BATCH` retained entries with id > ``after`` (``after >= first_id - 1``)."""
         start = self.head + after + 1 - self.first_id
         return self.entries[start : start + READ_BATCH]
 
@@ -148,14 +148,14 @@ class _Response:
 
 
 class MemoryEventLog:
-    """An :class:`~pipeline.fanout.serving._log.EventLog` in this process's memory; see the module docs.
+    """An `EventLog` in this process's memory; see the module docs.
 
     Args:
         retention: per-response caps and how long an ended response stays readable.
         max_responses: cap on the number of responses kept.
         max_total_bytes: cap on the bytes of all responses kept.
         heartbeat_timeout: seconds without an append or heartbeat after which readers of a running
-            response get :class:`~pipeline.errors.ProducerLost`.
+            response get `ProducerLost`.
         clock: unix seconds, for timestamps and retention (tests pass a fake one).
     """
 
@@ -249,6 +249,7 @@ class MemoryEventLog:
         )
 
     async def check_create(self, response_id: str) -> None:
+        """Raise what `create` would raise now: see `EventLog.check_create`."""
         check_response_id(response_id)
         self._expire()
         if response_id in self._responses or response_id in self._gone:
@@ -257,6 +258,7 @@ class MemoryEventLog:
             raise self._full(response_id)
 
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = {}) -> None:
+        """Start a response: see `EventLog.create`."""
         check_response_id(response_id)
         if self._closed:
             raise ServingError("the event log is closed", response_id=response_id)
@@ -271,6 +273,7 @@ class MemoryEventLog:
         )
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
+        """Append items and return the last id: see `EventLog.append`."""
         response = self._running(response_id)
         for data in items:
             if len(data) > MAX_ITEM_BYTES:
@@ -301,6 +304,7 @@ class MemoryEventLog:
         error: Mapping[str, Any] | None = None,
         state: Literal["done", "failed", "stopped"] = "done",
     ) -> None:
+        """Append the terminal entry: see `EventLog.end`."""
         response = self._running(response_id)
         response.add(Entry(response.last_id + 1, None, True, dict(error) if error is not None else None))
         before = response.nbytes
@@ -313,15 +317,18 @@ class MemoryEventLog:
         response.notify()
 
     async def heartbeat(self, response_id: str) -> None:
+        """Mark the producer alive: see `EventLog.heartbeat`."""
         self._alive(self._running(response_id))
 
     async def request_stop(self, response_id: str) -> None:
+        """Ask the producer to stop: see `EventLog.request_stop`."""
         response = self._get(response_id)
         if response.state == "running":
             response.stop_requested = True
             response.stop.set()
 
     async def stop_requested(self, response_id: str) -> AsyncIterator[None]:
+        """Yield once when a stop is requested: see `EventLog.stop_requested`."""
         response = self._get(response_id)
         await response.stop.wait()
         if response.stop_requested and response.state == "running":
@@ -330,6 +337,7 @@ class MemoryEventLog:
     # -- the readers' side ----------------------------------------------------------------------
 
     async def read(self, response_id: str, *, after: int = 0) -> AsyncIterator[Entry]:
+        """Entries after an id, then live ones: see `EventLog.read`."""
         if after < 0:
             raise ConfigurationError(f"a cursor is an entry id >= 0, got {after}")
         response = self._get(response_id)
@@ -387,18 +395,21 @@ class MemoryEventLog:
                 response.notify()
 
     async def status(self, response_id: str) -> ResponseStatus | None:
+        """The response's status, or None: see `EventLog.status`."""
         try:
             return self._get(response_id).status()
         except (ResponseGone, ResponseNotFound):
             return None
 
     async def active(self) -> list[ResponseStatus]:
+        """Running and retained responses, oldest first: see `EventLog.active`."""
         if self._closed:
             return []
         self._expire()
         return sorted((r.status() for r in self._responses.values()), key=lambda s: s.created)
 
     async def aclose(self) -> None:
+        """Release connections: see `EventLog.aclose`."""
         self._closed = True
         for response in self._responses.values():
             response.stop.set()

@@ -21,7 +21,7 @@ machines' clocks synchronised (NTP).
 
 Appends publish a batch without waiting, then wait once for all its acknowledgements (one reply subject).
 While the server is unreachable every operation is retried for ``retry_for`` seconds, then fails with
-:class:`~pipeline.errors.EventLogUnavailable`.
+`EventLogUnavailable`.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ DEFAULT_TOMBSTONE_TTL: Final = 86_400.0
 _END_HEADER: Final = "Sf-End"
 _END: Final = {_END_HEADER: "1"}
 CLOSE_TIMEOUT: Final = 5.0
-"""Seconds :meth:`NatsEventLog.aclose` waits for the connection to close (the server may be gone)."""
+"""Seconds `NatsEventLog.aclose` waits for the connection to close (the server may be gone)."""
 
 _logger = logging.getLogger("streamfold")
 
@@ -121,17 +121,17 @@ def _too_large(response_id: str, size: int, max_payload: int) -> ServingError:
 
 
 class NatsEventLog(RemoteLogBase):
-    """An :class:`~pipeline.fanout.serving._log.EventLog` on NATS JetStream; see the module docs.
+    """An `EventLog` on NATS JetStream; see the module docs.
 
     Args:
         nats_url: a ``nats://`` URL, or a connected ``nats.aio.client.Client`` (not closed by the log).
         prefix: of streams, subjects and the registry bucket (letters, digits, ``_``, ``-``).
-        retention: as :class:`RedisEventLog`'s.
-        heartbeat_timeout: as :class:`RedisEventLog`'s.
-        retry_for: as :class:`RedisEventLog`'s.
-        tombstone_ttl: as :class:`RedisEventLog`'s.
+        retention: as `RedisEventLog`'s.
+        heartbeat_timeout: as `RedisEventLog`'s.
+        retry_for: as `RedisEventLog`'s.
+        tombstone_ttl: as `RedisEventLog`'s.
 
-    Open with ``await NatsEventLog.connect(...)`` (or call :meth:`start` once).
+    Open with ``await NatsEventLog.connect(...)`` (or call `start` once).
     """
 
     server_name = "NATS"
@@ -269,6 +269,7 @@ class NatsEventLog(RemoteLogBase):
     # -- the producer's side --------------------------------------------------------------------
 
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = {}) -> None:
+        """Start a response: see `EventLog.create`."""
         check_response_id(response_id)
         nc, kv = self._ready(response_id)
         now = time.time()
@@ -410,6 +411,7 @@ class NatsEventLog(RemoteLogBase):
             )
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
+        """Append items and return the last id: see `EventLog.append`."""
         max_payload = self._ready(response_id)[0].max_payload
         for position, data in enumerate(items):
             if len(data) > min(MAX_ITEM_BYTES, max_payload):
@@ -434,6 +436,7 @@ class NatsEventLog(RemoteLogBase):
         error: Mapping[str, Any] | None = None,
         state: Literal["done", "failed", "stopped"] = "done",
     ) -> None:
+        """Append the terminal entry: see `EventLog.end`."""
         producing = await self._producer(response_id)
         body = msgspec.json.encode(dict(error)) if error is not None else b""
         await self._publish(response_id, producing.last + 1, [(body, True)])
@@ -451,6 +454,8 @@ class NatsEventLog(RemoteLogBase):
         await self._change(response_id, "end", ended)
 
     async def heartbeat(self, response_id: str) -> None:
+        """Mark the producer alive: see `EventLog.heartbeat`."""
+
         def beat(record: _Record) -> bool:
             if record.state != "running":
                 raise ResponseGone(f"response {response_id!r} has ended", response_id=response_id)
@@ -460,6 +465,8 @@ class NatsEventLog(RemoteLogBase):
         await self._change(response_id, "a heartbeat", beat)
 
     async def request_stop(self, response_id: str) -> None:
+        """Ask the producer to stop: see `EventLog.request_stop`."""
+
         def stop(record: _Record) -> bool:
             if record.state != "running" or record.stop:
                 return False
@@ -469,6 +476,7 @@ class NatsEventLog(RemoteLogBase):
         await self._change(response_id, "a stop request", stop)
 
     async def stop_requested(self, response_id: str) -> AsyncIterator[None]:
+        """Yield once when a stop is requested: see `EventLog.stop_requested`."""
         _, kv = self._ready(response_id)
         await self._retry("a stop watch", response_id, lambda: self._known(response_id))
         watcher = await kv.watch(response_id)
@@ -578,6 +586,7 @@ class NatsEventLog(RemoteLogBase):
         )
 
     async def status(self, response_id: str) -> ResponseStatus | None:
+        """The response's status, or None: see `EventLog.status`."""
         if not is_response_id(response_id):
             return None
         nc, _ = self._ready(response_id)
@@ -593,6 +602,7 @@ class NatsEventLog(RemoteLogBase):
         return self._status(response_id, found[0], info)
 
     async def active(self) -> list[ResponseStatus]:
+        """Running and retained responses, oldest first: see `EventLog.active`."""
         if self._closed:
             return []
         _, kv = self._client("*")
@@ -608,6 +618,7 @@ class NatsEventLog(RemoteLogBase):
         return sorted(found, key=lambda status: status.created)
 
     async def aclose(self) -> None:
+        """Release connections: see `EventLog.aclose`."""
         self._closed = True
         for tail in self._tails.values():
             tail.notify()

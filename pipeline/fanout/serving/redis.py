@@ -10,7 +10,7 @@ Keys, all of one response in one cluster slot (the hash tag ``{response_id}``), 
 - ``PREFIX:{ID}:ctl``: a stream the producer's manager blocks on: ``stop`` (requested) or ``end``.
 - ``PREFIX:{ID}:gone``: a tombstone kept ``tombstone_ttl`` seconds past retention, so an expired id
   answers 410 (not 404) and is never reused.
-- ``PREFIX:responses``: a sorted set (score: created) of the responses, for :meth:`RedisEventLog.active`;
+- ``PREFIX:responses``: a sorted set (score: created) of the responses, for `RedisEventLog.active`;
   members whose keys expired are removed when listed. It is the one key outside the hash tags (its own
   slot); no command touches it together with a response's keys.
 
@@ -21,7 +21,7 @@ expire ``heartbeat_timeout + ttl_after_end`` seconds after the producer's last a
 producer's response does not stay for ever); an ended one's ``ttl_after_end`` seconds after its end.
 
 While the server is unreachable, every operation is retried with backoff for ``retry_for`` seconds, then
-fails with :class:`~pipeline.errors.EventLogUnavailable` (the manager then fails the response). Run Redis
+fails with `EventLogUnavailable` (the manager then fails the response). Run Redis
 with persistence (``appendonly yes``) for readers to resume after a server restart.
 """
 
@@ -186,7 +186,7 @@ def _entry(stream_id: bytes, fields: Mapping[bytes, bytes]) -> Entry:
 
 
 class RedisEventLog(RemoteLogBase):
-    """An :class:`~pipeline.fanout.serving._log.EventLog` on Redis Streams; see the module docs.
+    """An `EventLog` on Redis Streams; see the module docs.
 
     Args:
         redis: a ``redis://`` URL, or a ``redis.asyncio.Redis`` client (``decode_responses=False``;
@@ -194,7 +194,7 @@ class RedisEventLog(RemoteLogBase):
         prefix: of every key (hash tags keep each response's keys in one cluster slot).
         retention: per-response caps (exact) and how long an ended response stays readable.
         heartbeat_timeout: seconds without an entry or heartbeat after which readers get
-            :class:`~pipeline.errors.ProducerLost`.
+            `ProducerLost`.
         retry_for: seconds an operation is retried while Redis is unreachable.
         tombstone_ttl: seconds an expired response's id still answers 410 (then 404).
     """
@@ -258,6 +258,7 @@ class RedisEventLog(RemoteLogBase):
     # -- the producer's side --------------------------------------------------------------------
 
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = {}) -> None:
+        """Start a response: see `EventLog.create`."""
         check_response_id(response_id)
         self._check_open(response_id)
         log, meta_key, ctl, gone = self._keys(response_id)
@@ -285,6 +286,7 @@ class RedisEventLog(RemoteLogBase):
             raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
+        """Append items and return the last id: see `EventLog.append`."""
         self._check_open(response_id)
         for data in items:
             if len(data) > MAX_ITEM_BYTES:
@@ -354,6 +356,7 @@ class RedisEventLog(RemoteLogBase):
         error: Mapping[str, Any] | None = None,
         state: Literal["done", "failed", "stopped"] = "done",
     ) -> None:
+        """Append the terminal entry: see `EventLog.end`."""
         self._check_open(response_id)
         keys = list(self._keys(response_id))
         retention = self.retention
@@ -379,6 +382,7 @@ class RedisEventLog(RemoteLogBase):
         self._expected.pop(response_id, None)
 
     async def heartbeat(self, response_id: str) -> None:
+        """Mark the producer alive: see `EventLog.heartbeat`."""
         self._check_open(response_id)
         log, meta, ctl, _ = self._keys(response_id)
         args: list[str | int] = [repr(time.time()), self._keep_ms()]
@@ -391,6 +395,7 @@ class RedisEventLog(RemoteLogBase):
             raise ResponseGone(f"response {response_id!r} has ended", response_id=response_id)
 
     async def request_stop(self, response_id: str) -> None:
+        """Ask the producer to stop: see `EventLog.request_stop`."""
         self._check_open(response_id)
         _, meta, ctl, _ = self._keys(response_id)
         code = await self._retry("a stop request", response_id, lambda: self._stop(keys=[meta, ctl]))
@@ -398,6 +403,7 @@ class RedisEventLog(RemoteLogBase):
             raise await self._missing(response_id)
 
     async def stop_requested(self, response_id: str) -> AsyncIterator[None]:
+        """Yield once when a stop is requested: see `EventLog.stop_requested`."""
         self._check_open(response_id)
         _, meta, ctl, _ = self._keys(response_id)
         state = await self._retry("a stop watch", response_id, lambda: self.client.hget(meta, "state"))
@@ -451,6 +457,7 @@ class RedisEventLog(RemoteLogBase):
         return [], beats
 
     async def status(self, response_id: str) -> ResponseStatus | None:
+        """The response's status, or None: see `EventLog.status`."""
         if not is_response_id(response_id):
             return None
         self._check_open(response_id)
@@ -474,6 +481,7 @@ class RedisEventLog(RemoteLogBase):
         )
 
     async def active(self) -> list[ResponseStatus]:
+        """Running and retained responses, oldest first: see `EventLog.active`."""
         if self._closed:
             return []
         members: Any = await self._retry("listing", "*", lambda: self.client.zrange(self._registry, 0, -1))
@@ -496,6 +504,7 @@ class RedisEventLog(RemoteLogBase):
         return found
 
     async def aclose(self) -> None:
+        """Release connections: see `EventLog.aclose`."""
         self._closed = True
         for tail in self._tails.values():
             tail.notify()
