@@ -110,7 +110,7 @@ async def first_entry(log: MemoryEventLog, run_id: str) -> Any:
 
 
 async def test_a_chat_request_queues_a_run_a_worker_runs_and_the_next_request_approves_it() -> None:
-    log, ran = MemoryEventLog(), []
+    log, ran = MemoryEventLog(), list[str]()
     user = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "write a.txt"}]}
     with anyio.fail_after(GUARD):
         async with durable_chat(log, ran) as url, httpx.AsyncClient(timeout=GUARD) as client:
@@ -181,7 +181,7 @@ async def test_a_chat_request_queues_a_run_a_worker_runs_and_the_next_request_ap
     ],
 )
 async def test_a_refused_start_queues_nothing(body: dict[str, Any], status: int, message: str) -> None:
-    log, ran = MemoryEventLog(), []
+    log, ran = MemoryEventLog(), list[str]()
     async with durable_chat(log, ran) as url, httpx.AsyncClient(timeout=GUARD) as client:
         answer = await client.post(url, json=body)
     assert (answer.status_code, answer.json()["message"]) == (status, message)
@@ -189,7 +189,7 @@ async def test_a_refused_start_queues_nothing(body: dict[str, Any], status: int,
 
 
 async def test_a_full_log_is_503_before_start_is_called() -> None:
-    log, ran = MemoryEventLog(max_responses=1), []
+    log, ran = MemoryEventLog(max_responses=1), list[str]()
     await log.create("busy")
     async with durable_chat(log, ran) as url, httpx.AsyncClient(timeout=GUARD) as client:
         answer = await client.post(url, json={"id": "chat", "messages": [], "bad": True})
@@ -221,7 +221,7 @@ async def decided_outputs(log: MemoryEventLog, ran: list[str]) -> list[Any]:
 
 
 async def test_a_decided_call_the_dead_worker_had_started_is_not_run_again() -> None:
-    log, ran = MemoryEventLog(), []
+    log, ran = MemoryEventLog(), list[str]()
     await queued_with_decisions(log, {"type": "TOOL_STARTED", "call_id": "c1", "name": "write", "lease": 1})
     assert await decided_outputs(log, ran) == [
         ("c1", "cancelled", INTERRUPTED_CALL),
@@ -231,7 +231,7 @@ async def test_a_decided_call_the_dead_worker_had_started_is_not_run_again() -> 
 
 
 async def test_a_decided_call_with_a_logged_output_is_not_run_again() -> None:
-    log, ran = MemoryEventLog(), []
+    log, ran = MemoryEventLog(), list[str]()
     output = ToolOutput(call_id="c1", name="write", output="wrote a.txt").to_dict()
     await queued_with_decisions(
         log, {"type": "TOOL_STARTED", "call_id": "c1", "name": "write", "lease": 1}, output
@@ -241,7 +241,7 @@ async def test_a_decided_call_with_a_logged_output_is_not_run_again() -> None:
 
 
 async def test_decided_calls_run_once_then_the_model() -> None:
-    log, ran = MemoryEventLog(), []
+    log, ran = MemoryEventLog(), list[str]()
     await queued_with_decisions(log)
     assert await decided_outputs(log, ran) == [("c1", "ok", "wrote a.txt"), ("c2", "denied", "denied: no")]
     assert ran == ["a.txt"]
