@@ -10,9 +10,14 @@ serving event log, so that a run outlives the worker that started it.
 
 The run is a response of the log (its id is the run id): browsers follow it through the served routes
 (:func:`~pipeline.fanout.web.serving_routes`, :func:`~pipeline.fanout.protocols.chat_routes`) like any
-response, from any id on. Each step is written as it happens:
+response, from any id on. ``chat_routes`` over :class:`~pipeline.fanout.serving.runs.DurableRuns`
+queues a run for the workers, and :func:`serve_runs` is a worker's loop that runs the queued runs. Each
+step is written as it happens:
 
-1. ``{"type": "RUN_START", "messages"}`` once, first: the conversation the run starts from.
+1. ``{"type": "RUN_START", "messages", "approvals"?}`` once, first: the conversation the run starts
+   from, and the approval decisions the request that queued it brought
+   (:mod:`pipeline.fanout.serving.runs`); their calls run first, and a ``RUN_MESSAGES`` with ``step``
+   null carries their outputs.
 2. ``{"type": "RUN_STEP", "step", "attempt", "lease"}``: a model call starts.
 3. The response's events (``to_dict()``), as they stream; a ``TOOL_APPROVAL_REQUEST`` per approval call.
 4. ``{"type": "TOOL_STARTED", "call_id", "name", "lease"}`` just before a tool starts, and its
