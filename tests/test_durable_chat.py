@@ -16,7 +16,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from pipeline.agent import ToolRegistry
+from pipeline.agent import Approvals, ToolRegistry
 from pipeline.agent.durable import INTERRUPTED_CALL, run_durable, serve_runs
 from pipeline.agent.leases import MemoryLease
 from pipeline.errors import ConfigurationError
@@ -30,12 +30,13 @@ from tests.proxy_upstream import serving
 pytestmark = pytest.mark.anyio
 
 CALL = {"path": "a.txt", "text": "hi"}
+USER = [{"role": "user", "content": "write a.txt"}]
 
 
-def approval_tools(ran: list[str]) -> ToolRegistry:
+def approval_tools(ran: list[str], *, idempotent: bool = False) -> ToolRegistry:
     tools = ToolRegistry()
 
-    @tools.tool(start="approval")
+    @tools.tool(start="approval", idempotent=idempotent)
     async def write(path: str, text: str) -> str:
         ran.append(path)
         return f"wrote {path}"
@@ -245,3 +246,60 @@ async def test_decided_calls_run_once_then_the_model() -> None:
     await queued_with_decisions(log)
     assert await decided_outputs(log, ran) == [("c1", "ok", "wrote a.txt"), ("c2", "denied", "denied: no")]
     assert ran == ["a.txt"]
+
+
+# --- decisions of the run's own broker (``approvals``) ----------------------------------------------
+
+
+async def test_a_broker_decision_is_logged_and_a_worker_that_takes_over_does_not_ask_again() -> None:
+    log, ran = MemoryEventLog(), list[str]()
+    approvals = Approvals(timeout=None)
+    in_the_tool = anyio.Event()
+
+    async def decide() -> None:
+        while not approvals.pending:  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+        approvals.decide("c1", True)
+
+    def tools_that_hang() -> ToolRegistry:
+        tools = ToolRegistry()
+
+        @tools.tool(start="approval", name="write", idempotent=True)
+        async def hangs(path: str, text: str) -> str:
+            in_the_tool.set()
+            await anyio.sleep_forever()
+            return "never"
+
+        return tools
+
+    async def first_worker() -> None:
+        await run_durable(
+            "run", log, MemoryLease(), model, USER, tools_that_hang(), next_messages=next_messages,
+            owner="w1", approvals=approvals,
+        )  # fmt: skip
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as group:
+            group.start_soon(decide)
+            group.start_soon(first_worker)
+            await in_the_tool.wait()
+            group.cancel_scope.cancel()  # the worker stops in the tool: no output logged
+        second = Approvals(timeout=None)  # nobody decides here: the logged decision stands
+        run = await run_durable(
+            "run", log, MemoryLease(), model, USER, approval_tools(ran, idempotent=True),
+            next_messages=next_messages, owner="w2", approvals=second,
+        )  # fmt: skip
+    assert run.stop_reason == "no_calls"
+    assert ran == ["a.txt"]  # idempotent, started, decided: run again, without asking
+    assert second.pending == {}
+    items = [json.loads(entry.data) async for entry in log.read("run") if entry.data]
+    assert [item for item in items if item["type"] == "TOOL_APPROVAL"] == [
+        {
+            "type": "TOOL_APPROVAL",
+            "call_id": "c1",
+            "approved": True,
+            "name": "write",
+            "arguments": CALL,
+            "reason": None,
+        }
+    ]

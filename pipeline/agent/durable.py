@@ -22,6 +22,8 @@ step is written as it happens:
 3. The response's events (``to_dict()``), as they stream; a ``TOOL_APPROVAL_REQUEST`` per approval call.
 4. ``{"type": "TOOL_STARTED", "call_id", "name", "lease"}`` just before a tool starts, and its
    ``TOOL_OUTPUT`` when it ends.
+   ``{"type": "TOOL_APPROVAL", ...}`` (a :class:`~pipeline.models.ToolApproval`) when the run's broker
+   (``approvals``) decided a call: a worker that takes the run over does not ask again.
 5. ``{"type": "RUN_MESSAGES", "step", "messages"}``: what ``next_messages`` appended for the next request.
 6. ``{"type": "RUN_END", "stop_reason"}`` and the log's terminal entry.
 
@@ -103,6 +105,7 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "INTERRUPTED_CALL",
     "INTERRUPTED_STREAM",
+    "TOOL_APPROVAL",
     "ApprovedMessages",
     "LeaseHeld",
     "LeaseLost",
@@ -138,6 +141,9 @@ ApprovedMessages: TypeAlias = Callable[[Sequence[ToolOutput]], Sequence[Any]]
 """``(outputs) -> messages``: the messages that carry the outputs of the calls decided with the request
 that started a run (their assistant turn is in the run's first messages already)."""
 
+TOOL_APPROVAL: Final = "TOOL_APPROVAL"
+"""The type of the entry that logs a decision of the run's broker (``approvals``)."""
+
 _MARGIN: Final = 0.25
 """The part of the time to live a holder does not count on (an append in flight, clock drift)."""
 
@@ -167,6 +173,8 @@ class StepState:
     """Call ids with a logged approval request."""
     decisions: list[ToolApproval] = field(default_factory=list)
     """The approval decisions the run started with (the run's first step: their calls)."""
+    approved: dict[str, ToolApproval] = field(default_factory=dict)
+    """Decisions of the run's own broker (``approvals``), logged, by call id."""
 
 
 @dataclass(slots=True)
@@ -225,6 +233,10 @@ def _apply(state: RunState, item: dict[str, Any]) -> None:
 def _apply_to_step(step: StepState, kind: Any, item: dict[str, Any]) -> None:
     if kind == "TOOL_STARTED":
         step.started.add(str(item["call_id"]))
+        return
+    if kind == TOOL_APPROVAL:
+        decision = msgspec.convert({k: v for k, v in item.items() if k != "type"}, ToolApproval)
+        step.approved[decision.call_id] = decision
         return
     typed = as_item(item)
     if isinstance(typed, ToolOutput):
@@ -374,6 +386,14 @@ class _Durable:
                 return await self._end(AgentRun(conversation, turns, "no_calls"))
         return await self._end(AgentRun(conversation, turns, "max_steps"))
 
+    def _options(self, logged: dict[str, ToolApproval]) -> dict[str, Any]:
+        """``run_tools``' options; a broker (``approvals``) logs its decisions and takes those of
+        ``logged`` again without asking."""
+        approvals = self.options["approvals"]
+        if approvals is None:
+            return self.options
+        return {**self.options, "approvals": _LoggedApprovals(approvals, self, logged)}
+
     async def _run_decided(self, decided: StepState) -> list[Any]:
         """Run the calls approved with the request that started the run (deny the others), once each:
         as :meth:`_finish_step` does, a logged output stands and a started call runs again only if its
@@ -424,7 +444,8 @@ class _Durable:
             source = await source
         events: list[PipelineEvent] = []
         self.logged, self.ended = {}, anyio.Event()
-        async with run_tools(source, self.tools, on_start=self.tool_started, **self.options) as run:
+        options = self._options({})
+        async with run_tools(source, self.tools, on_start=self.tool_started, **options) as run:
             async for item in run:
                 await self.write(item.to_dict())
                 if isinstance(item, ToolInvocation):
@@ -465,7 +486,8 @@ class _Durable:
             self.logged = {invocation.id: _set_event() for invocation in pending}
             self.ended = _set_event()
             source = _replay([*pending, end or ResponseEnd()])
-            async with run_tools(source, self.tools, on_start=self.tool_started, **self.options) as run:
+            options = self._options(step_state.approved)
+            async with run_tools(source, self.tools, on_start=self.tool_started, **options) as run:
                 async for item in run:
                     requested = step_state.requested
                     new = not isinstance(item, ToolApprovalRequest) or item.call_id not in requested
@@ -474,6 +496,31 @@ class _Durable:
             outputs += run.outputs
             awaiting = bool(run.awaiting)
         return Turn(list(step_state.events), outputs), awaiting
+
+
+class _LoggedApprovals(Approvals):
+    """The run's broker, seen by its tool runner: each decision is logged (``TOOL_APPROVAL``) before the
+    call goes on, and a decision the log already holds is taken again without asking, so a worker that
+    takes the run over does not ask twice. People decide on the broker given to the run."""
+
+    def __init__(self, broker: Approvals, durable: _Durable, logged: dict[str, ToolApproval]) -> None:
+        super().__init__(timeout=broker.timeout)
+        self.broker, self.durable, self.logged = broker, durable, logged
+
+    def request(self, invocation: ToolInvocation) -> ToolApprovalRequest:
+        if invocation.id in self.logged:  # decided before the takeover: nobody is asked again
+            return ToolApprovalRequest(
+                call_id=invocation.id, name=invocation.name, arguments=invocation.arguments
+            )
+        return self.broker.request(invocation)
+
+    async def wait(self, request: ToolApprovalRequest) -> ToolApproval:
+        logged = self.logged.get(request.call_id)
+        if logged is not None:
+            return logged
+        decision = await self.broker.wait(request)
+        await self.durable.write({"type": TOOL_APPROVAL, **msgspec.to_builtins(decision)})
+        return decision
 
 
 def _set_event() -> anyio.Event:
