@@ -3,7 +3,8 @@ producers are real processes over a real Redis. The producer running a run is ki
 middle of a tool and in the middle of a model stream; another producer takes the run over once its lease
 expires and finishes it; the client, which resumed the chat's stream on the other web worker
 (``Last-Event-ID``), got every chunk once, in order. The AI SDK's own chat (``ai`` under Node) follows a
-run across a killed producer and answers the write tool's approval request with its next request."""
+run across a killed producer and answers the write tool's approval request with its next request; so does
+``@ag-ui/client``'s ``HttpAgent``, resuming the interrupted run."""
 
 from __future__ import annotations
 
@@ -310,3 +311,58 @@ async def test_the_ai_sdk_chat_follows_a_run_across_a_killed_producer_and_answer
         },
     ]
     assert (tmp_path / "README.md").read_text() == (NEW_README if approved else README)
+
+
+async def test_the_ag_ui_client_follows_a_run_across_a_killed_producer_and_resumes_it_approved(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    async with agent(redis_server.url, tmp_path, "hold-reads") as example:
+        request = {
+            "url": f"{example.urls[0]}/agent",
+            "text": "add a line",
+            "status": "resolved",
+            "payload": {"approved": True},
+        }
+        async with anyio.create_task_group() as group:
+            group.start_soon(kill_when_logged, example, "TOOL_STARTED", "RESPONSE_END")
+            result = await anyio.to_thread.run_sync(node_client, "approval_agent.mjs", request)
+    (interrupt,) = result["interrupts"]
+    assert (interrupt["id"], interrupt["toolCallId"]) == ("approval_call_write_readme", "call_write_readme")
+    assert result["pendingAfter"] == []
+    read = {
+        "id": "call_read_readme",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path":"README.md"}'},
+    }
+    write = {
+        "id": "call_write_readme",
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "arguments": json.dumps({"path": "README.md", "text": NEW_README}, separators=(",", ":")),
+        },
+    }
+    assert result["messages"] == [
+        {"id": "user-1", "role": "user", "content": "add a line"},
+        {
+            "id": "text-0",
+            "role": "assistant",
+            "content": "Let me read the README first. ",
+            "toolCalls": [read, write],
+        },
+        {
+            "id": "call_read_readme:output",
+            "toolCallId": "call_read_readme",
+            "role": "tool",
+            "content": README,
+        },
+        {
+            "id": "call_write_readme:output",
+            "toolCallId": "call_write_readme",
+            "role": "tool",
+            "content": "wrote 15 characters to README.md",
+        },
+        {"id": "text-1", "role": "assistant", "content": "I will add a line to it."},
+        {"id": "text-2", "role": "assistant", "content": "Done: wrote 15 characters to README.md."},
+    ]
+    assert (tmp_path / "README.md").read_text() == NEW_README
