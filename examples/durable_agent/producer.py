@@ -1,19 +1,22 @@
-"""A producer of the durable coding agent: runs the queued runs, and takes over those of a dead producer.
+"""A producer of the durable coding agent: runs the runs the web workers queue, and takes over those of a
+dead producer.
 
     python examples/durable_agent/producer.py --redis redis://127.0.0.1:6379/0 --name a --workdir ./repo
 
-Every ``--poll`` seconds it looks at the runs not finished yet (``web.py`` queues them) and runs each whose
-lease is free with :func:`~pipeline.agent.durable.run_durable`: a new run, or one whose producer died
-(its lease expired after ``--lease-ttl`` seconds). The tools work in ``--workdir``: ``read_file`` is
-read-only (it starts while the model streams) and idempotent (a producer that takes over reads again);
-``write_file`` needs a person's approval: the run stops ``awaiting_approval`` with a
-``TOOL_APPROVAL_REQUEST`` in its log. The model is scripted, so the example runs without a provider key;
+:func:`~pipeline.agent.durable.serve_runs` looks at the queued runs every ``--poll`` seconds and runs each
+whose lease is free: a new run, or one whose producer died (its lease expired after ``--lease-ttl``
+seconds). The tools work in ``--workdir``: ``read_file`` is read-only (it starts while the model streams)
+and idempotent (a producer that takes over reads again); ``write_file`` needs a person's approval: the run
+ends ``awaiting_approval`` with a ``tool-approval-request`` for the browser, and the browser's answer
+comes with its next request, which queues the next run; the producer that takes that run writes the file
+(or tells the model it was denied). The model is scripted, so the example runs without a provider key;
 swap ``call_model`` for ``process(await client.chat.completions.create(..., stream=True))``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -21,15 +24,30 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from redis.asyncio import Redis
 
 from pipeline.agent import ToolRegistry
-from pipeline.agent.durable import LeaseHeld, run_durable
+from pipeline.agent.durable import serve_runs
 from pipeline.agent.leases import RedisLease
 from pipeline.fanout.serving.redis import RedisEventLog
-from pipeline.models import PipelineEvent, ResponseEnd, SegmentEvent, ToolInvocation, ToolOutput
+from pipeline.fanout.serving.runs import DurableRuns
+from pipeline.models import (
+    PipelineEvent,
+    ResponseEnd,
+    SegmentEvent,
+    SegmentEventType,
+    SegmentType,
+    ToolInvocation,
+    ToolOutput,
+)
 
-RUNS = "durable-agent:runs"
+NEW_README = "# demo\nupdated\n"
+
+
+def hold(variable: str) -> None:
+    """The example's test holds a producer here while the file ``$variable`` names exists."""
+    path = os.environ.get(variable)
+    while path and Path(path).exists():
+        time.sleep(0.05)  # a worker thread: polling the test's file is all there is to wait on
 
 
 def coding_tools(workdir: Path) -> ToolRegistry:
@@ -38,9 +56,7 @@ def coding_tools(workdir: Path) -> ToolRegistry:
     @tools.tool(read_only=True, idempotent=True)
     def read_file(path: str) -> str:
         """Read a file of the repository."""
-        hold = os.environ.get("DURABLE_AGENT_HOLD_READS")  # the example's test holds a read here
-        while hold and Path(hold).exists():
-            time.sleep(0.05)  # a worker thread: polling the test's file is all there is to wait on
+        hold("DURABLE_AGENT_HOLD_READS")
         return (workdir / path).read_text()
 
     @tools.tool(start="approval")
@@ -52,48 +68,70 @@ def coding_tools(workdir: Path) -> ToolRegistry:
     return tools
 
 
+def text(segment_id: str, *pieces: str) -> list[SegmentEvent]:
+    """A text segment of the scripted model."""
+    contents = [SegmentEvent.content(segment_id, piece) for piece in pieces]
+    start = SegmentEvent.start(segment_id, SegmentType.TEXT)
+    return [start, *contents, SegmentEvent.end(segment_id, segment_type=SegmentType.TEXT)]
+
+
 async def call_model(messages: list[Any]) -> AsyncIterator[PipelineEvent]:
-    """A scripted coding model: reads README.md, then proposes a change to it."""
-    yield SegmentEvent.content("text-0", "Let me read the README first. ")
+    """A scripted coding model: reads README.md and proposes a change to it; once the change is
+    written (or refused), says so."""
+    if messages[-1]["role"] == "tool":
+        for event in text("text-2", "Done: ", messages[-1]["content"], "."):
+            yield event
+        yield ResponseEnd(finish_reason="stop")
+        return
+    for event in text("text-0", "Let me read ", "the README first. "):
+        yield event
+        if event.event_type == SegmentEventType.CONTENT:  # the test may kill the producer here
+            await anyio.to_thread.run_sync(hold, "DURABLE_AGENT_HOLD_STREAM")
     yield ToolInvocation("call_read_readme", "read_file", {"path": "README.md"})
-    yield SegmentEvent.content("text-0", "I will add a line to it.")
-    yield ToolInvocation(
-        "call_write_readme", "write_file", {"path": "README.md", "text": "# demo\nupdated\n"}
-    )
+    for event in text("text-1", "I will add a line to it."):
+        yield event
+    yield ToolInvocation("call_write_readme", "write_file", {"path": "README.md", "text": NEW_README})
     yield ResponseEnd(finish_reason="tool_calls")
 
 
+def tool_messages(outputs: Sequence[ToolOutput]) -> list[Any]:
+    """The chat messages that carry tool outputs (also those of the calls a request approved)."""
+    return [{"role": "tool", "tool_call_id": o.call_id, "content": o.text} for o in outputs]
+
+
 def next_messages(events: Sequence[PipelineEvent], outputs: Sequence[ToolOutput]) -> list[Any]:
-    text = "".join(str(e.payload.get("delta", "")) for e in events if isinstance(e, SegmentEvent))
-    results = [{"role": "tool", "tool_call_id": o.call_id, "content": o.text} for o in outputs]
-    return [{"role": "assistant", "content": text}, *results]
+    """The model's turn and its tools' outputs, as chat messages."""
+    content = SegmentEventType.CONTENT
+    said = "".join(e.delta or "" for e in events if isinstance(e, SegmentEvent) and e.event_type == content)
+    calls = [
+        {"id": e.id, "type": "function", "function": {"name": e.name, "arguments": json.dumps(e.arguments)}}
+        for e in events
+        if isinstance(e, ToolInvocation)
+    ]
+    turn: dict[str, Any] = {"role": "assistant", "content": said}
+    if calls:
+        turn["tool_calls"] = calls
+    return [turn, *tool_messages(outputs)]
 
 
 async def main(redis_url: str, name: str, workdir: Path, lease_ttl: float, poll: float) -> None:
-    log, lease, redis = RedisEventLog(redis_url), RedisLease(redis_url), Redis.from_url(redis_url)
-    tools = coding_tools(workdir)
+    runs, lease = DurableRuns(RedisEventLog(redis_url)), RedisLease(redis_url)
     print(f"producer {name} ready", flush=True)
     try:
-        while True:
-            queued = await redis.hgetall(RUNS)
-            for raw_id, prompt in queued.items():
-                run_id = raw_id.decode() if isinstance(raw_id, bytes) else raw_id
-                text = prompt.decode() if isinstance(prompt, bytes) else prompt
-                messages = [{"role": "user", "content": text}]
-                try:
-                    run = await run_durable(
-                        run_id, log, lease, call_model, messages, tools,
-                        next_messages=next_messages, owner=name, lease_ttl=lease_ttl,
-                    )  # fmt: skip
-                except LeaseHeld:
-                    continue  # another producer runs it
-                await redis.hdel(RUNS, run_id)
-                print(f"producer {name} finished {run_id}: {run.stop_reason}", flush=True)
-            await anyio.sleep(poll)
+        await serve_runs(
+            runs,
+            lease,
+            call_model,
+            coding_tools(workdir),
+            next_messages=next_messages,
+            approved_messages=tool_messages,
+            owner=name,
+            lease_ttl=lease_ttl,
+            poll=poll,
+        )
     finally:
-        await log.aclose()
+        await runs.log.aclose()
         await lease.aclose()
-        await redis.aclose()
 
 
 if __name__ == "__main__":

@@ -10,13 +10,20 @@ serving event log, so that a run outlives the worker that started it.
 
 The run is a response of the log (its id is the run id): browsers follow it through the served routes
 (:func:`~pipeline.fanout.web.serving_routes`, :func:`~pipeline.fanout.protocols.chat_routes`) like any
-response, from any id on. Each step is written as it happens:
+response, from any id on. ``chat_routes`` over :class:`~pipeline.fanout.serving.runs.DurableRuns`
+queues a run for the workers, and :func:`serve_runs` is a worker's loop that runs the queued runs. Each
+step is written as it happens:
 
-1. ``{"type": "RUN_START", "messages"}`` once, first: the conversation the run starts from.
+1. ``{"type": "RUN_START", "messages", "approvals"?}`` once, first: the conversation the run starts
+   from, and the approval decisions the request that queued it brought
+   (:mod:`pipeline.fanout.serving.runs`); their calls run first, and a ``RUN_MESSAGES`` with ``step``
+   null carries their outputs.
 2. ``{"type": "RUN_STEP", "step", "attempt", "lease"}``: a model call starts.
 3. The response's events (``to_dict()``), as they stream; a ``TOOL_APPROVAL_REQUEST`` per approval call.
 4. ``{"type": "TOOL_STARTED", "call_id", "name", "lease"}`` just before a tool starts, and its
    ``TOOL_OUTPUT`` when it ends.
+   ``{"type": "TOOL_APPROVAL", ...}`` (a :class:`~pipeline.models.ToolApproval`) when the run's broker
+   (``approvals``) decided a call: a worker that takes the run over does not ask again.
 5. ``{"type": "RUN_MESSAGES", "step", "messages"}``: what ``next_messages`` appended for the next request.
 6. ``{"type": "RUN_END", "stop_reason"}`` and the log's terminal entry.
 
@@ -54,20 +61,22 @@ the new attempt; ids go on from the log's last id, and nothing is written twice.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import anyio
+import msgspec
 from anyio.abc import TaskGroup
 
 from operators.encode._ui import as_item
 from pipeline._jsonenc import encode_json
 from pipeline._options import check_count
 from pipeline.agent._calls import DEFAULT_CANCEL_GRACE, tool_output
-from pipeline.agent.approval import Approvals
+from pipeline.agent.approval import Approvals, run_approved
 from pipeline.agent.leases import Lease
 from pipeline.agent.runner import (
     AgentRun,
@@ -79,15 +88,25 @@ from pipeline.agent.runner import (
     run_tools,
 )
 from pipeline.agent.tools import ToolRegistry
-from pipeline.errors import ConfigurationError, StreamfoldError
+from pipeline.errors import ConfigurationError, ServingError, StreamfoldError
 from pipeline.fanout.serving._log import Entry, EventLog, ResponseStatus, error_to_entry
-from pipeline.models import PipelineEvent, ResponseEnd, ToolApprovalRequest, ToolInvocation, ToolOutput
+from pipeline.fanout.serving.runs import RUN_START, DurableRuns
+from pipeline.models import (
+    PipelineEvent,
+    ResponseEnd,
+    ToolApproval,
+    ToolApprovalRequest,
+    ToolInvocation,
+    ToolOutput,
+)
 
 __all__ = [
     "ABANDONED",
     "DEFAULT_LEASE_TTL",
     "INTERRUPTED_CALL",
     "INTERRUPTED_STREAM",
+    "TOOL_APPROVAL",
+    "ApprovedMessages",
     "LeaseHeld",
     "LeaseLost",
     "RunState",
@@ -95,7 +114,10 @@ __all__ = [
     "read_run",
     "rebuild",
     "run_durable",
+    "serve_runs",
 ]
+
+_logger = logging.getLogger("streamfold")
 
 DEFAULT_LEASE_TTL: Final = 10.0
 """Seconds a lease lasts without renewal: how long a dead worker's run waits for another worker."""
@@ -114,6 +136,13 @@ INTERRUPTED_STREAM: Final = (
 )
 """The output (status ``cancelled``) of a call of a model attempt cut by a dead worker, and the reason
 in its abandoned marker."""
+
+ApprovedMessages: TypeAlias = Callable[[Sequence[ToolOutput]], Sequence[Any]]
+"""``(outputs) -> messages``: the messages that carry the outputs of the calls decided with the request
+that started a run (their assistant turn is in the run's first messages already)."""
+
+TOOL_APPROVAL: Final = "TOOL_APPROVAL"
+"""The type of the entry that logs a decision of the run's broker (``approvals``)."""
 
 _MARGIN: Final = 0.25
 """The part of the time to live a holder does not count on (an append in flight, clock drift)."""
@@ -142,6 +171,10 @@ class StepState:
     started: set[str] = field(default_factory=set)
     requested: set[str] = field(default_factory=set)
     """Call ids with a logged approval request."""
+    decisions: list[ToolApproval] = field(default_factory=list)
+    """The approval decisions the run started with (the run's first step: their calls)."""
+    approved: dict[str, ToolApproval] = field(default_factory=dict)
+    """Decisions of the run's own broker (``approvals``), logged, by call id."""
 
 
 @dataclass(slots=True)
@@ -153,6 +186,8 @@ class RunState:
     turns: list[Turn] = field(default_factory=list)
     current: StepState | None = None
     """The step in progress (None: the next step has not called the model yet)."""
+    decided: StepState | None = None
+    """The calls decided with the request that started the run, while their messages are not logged."""
     stop_reason: str | None = None
     """The ``RUN_END``'s, once the run is over."""
 
@@ -167,8 +202,6 @@ def rebuild(entries: Sequence[Entry]) -> RunState:
 
 
 def _decode(entry: Entry) -> dict[str, Any]:
-    import msgspec
-
     item = msgspec.json.decode(entry.data or b"null")
     if not isinstance(item, dict):
         raise ConfigurationError(f"entry {entry.id} of a durable run is not an object: {item!r}")
@@ -177,8 +210,10 @@ def _decode(entry: Entry) -> dict[str, Any]:
 
 def _apply(state: RunState, item: dict[str, Any]) -> None:
     kind = item.get("type")
-    if kind == "RUN_START":
+    if kind == RUN_START:
         state.messages = list(item["messages"])
+        if item.get("approvals"):
+            state.decided = StepState(0, decisions=msgspec.convert(item["approvals"], list[ToolApproval]))
     elif kind == "RUN_STEP":
         state.current = StepState(int(item["attempt"]))
     elif kind == "RUN_MESSAGES":
@@ -186,16 +221,22 @@ def _apply(state: RunState, item: dict[str, Any]) -> None:
         if step is not None:
             state.turns.append(Turn(step.events, list(step.outputs.values())))
         state.messages = [*(state.messages or []), *item["messages"]]
-        state.current = None
+        state.current = state.decided = None
     elif kind == "RUN_END":
         state.stop_reason = str(item.get("stop_reason"))
     elif state.current is not None:
         _apply_to_step(state.current, kind, item)
+    elif state.decided is not None:
+        _apply_to_step(state.decided, kind, item)
 
 
 def _apply_to_step(step: StepState, kind: Any, item: dict[str, Any]) -> None:
     if kind == "TOOL_STARTED":
         step.started.add(str(item["call_id"]))
+        return
+    if kind == TOOL_APPROVAL:
+        decision = msgspec.convert({k: v for k, v in item.items() if k != "type"}, ToolApproval)
+        step.approved[decision.call_id] = decision
         return
     typed = as_item(item)
     if isinstance(typed, ToolOutput):
@@ -283,6 +324,7 @@ class _Durable:
     call_model: CallModel
     tools: ToolRegistry
     next_messages: NextMessages
+    approved_messages: ApprovedMessages | None
     options: dict[str, Any]
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     """One append at a time: a tool's start and the stream's items are written from different tasks."""
@@ -309,14 +351,20 @@ class _Durable:
         tool = self.tools.get(invocation.name)
         if tool is not None and tool.start != "eager":
             await self.ended.wait()
-        item = {"type": "TOOL_STARTED", "call_id": invocation.id, "name": invocation.name}
-        await self.write({**item, "lease": self.keeper.token})
+        await self._started(invocation.id, invocation.name)
+
+    async def _started(self, call_id: str, name: str) -> None:
+        await self.write(
+            {"type": "TOOL_STARTED", "call_id": call_id, "name": name, "lease": self.keeper.token}
+        )
 
     async def run(self, state: RunState, messages: Sequence[Any], max_steps: int) -> AgentRun:
         if state.messages is None:
             state.messages = list(messages)
-            await self.write({"type": "RUN_START", "messages": state.messages})
+            await self.write({"type": RUN_START, "messages": state.messages})
         conversation: list[Any] = state.messages
+        if state.decided is not None:
+            conversation = [*conversation, *await self._run_decided(state.decided)]
         turns = state.turns
         for step in range(len(turns), max_steps):
             current = state.current
@@ -338,6 +386,50 @@ class _Durable:
                 return await self._end(AgentRun(conversation, turns, "no_calls"))
         return await self._end(AgentRun(conversation, turns, "max_steps"))
 
+    def _options(self, logged: dict[str, ToolApproval]) -> dict[str, Any]:
+        """``run_tools``' options; a broker (``approvals``) logs its decisions and takes those of
+        ``logged`` again without asking."""
+        approvals = self.options["approvals"]
+        if approvals is None:
+            return self.options
+        return {**self.options, "approvals": _LoggedApprovals(approvals, self, logged)}
+
+    async def _run_decided(self, decided: StepState) -> list[Any]:
+        """Run the calls approved with the request that started the run (deny the others), once each:
+        as :meth:`_finish_step` does, a logged output stands and a started call runs again only if its
+        tool is idempotent. Returns the messages that carry their outputs, logged."""
+        outputs: dict[str, ToolOutput] = {}
+        calls: list[ToolInvocation] = []
+        for decision in decided.decisions:
+            if decision.call_id in outputs:
+                continue  # one output per call, however often the request names it
+            call = ToolInvocation(decision.call_id, decision.name, dict(decision.arguments))
+            calls.append(call)
+            output = decided.outputs.get(call.id)
+            if output is None:
+                output = await self._decide(decision, call, call.id in decided.started)
+                await self.write(output.to_dict())
+            outputs[call.id] = output
+        done = list(outputs.values())
+        if self.approved_messages is not None:
+            added = list(self.approved_messages(done))
+        else:
+            added = list(self.next_messages(calls, done))
+        await self.write({"type": "RUN_MESSAGES", "step": None, "messages": added})
+        return added
+
+    async def _decide(self, decision: ToolApproval, call: ToolInvocation, started: bool) -> ToolOutput:
+        """The output of one decided call that has none logged."""
+        tool = self.tools.get(call.name)
+        runs = decision.approved and tool is not None and tool.start == "approval"
+        if runs and started and not (tool is not None and tool.idempotent):
+            return tool_output(call, "cancelled", INTERRUPTED_CALL)
+        if runs:
+            await self._started(call.id, call.name)
+        grace = self.options["cancel_grace"]
+        (output,) = [output async for output in run_approved([decision], self.tools, cancel_grace=grace)]
+        return output
+
     async def _end(self, run: AgentRun) -> AgentRun:
         await self.write({"type": "RUN_END", "stop_reason": run.stop_reason})
         self.keeper.check()
@@ -352,7 +444,8 @@ class _Durable:
             source = await source
         events: list[PipelineEvent] = []
         self.logged, self.ended = {}, anyio.Event()
-        async with run_tools(source, self.tools, on_start=self.tool_started, **self.options) as run:
+        options = self._options({})
+        async with run_tools(source, self.tools, on_start=self.tool_started, **options) as run:
             async for item in run:
                 await self.write(item.to_dict())
                 if isinstance(item, ToolInvocation):
@@ -393,7 +486,8 @@ class _Durable:
             self.logged = {invocation.id: _set_event() for invocation in pending}
             self.ended = _set_event()
             source = _replay([*pending, end or ResponseEnd()])
-            async with run_tools(source, self.tools, on_start=self.tool_started, **self.options) as run:
+            options = self._options(step_state.approved)
+            async with run_tools(source, self.tools, on_start=self.tool_started, **options) as run:
                 async for item in run:
                     requested = step_state.requested
                     new = not isinstance(item, ToolApprovalRequest) or item.call_id not in requested
@@ -402,6 +496,31 @@ class _Durable:
             outputs += run.outputs
             awaiting = bool(run.awaiting)
         return Turn(list(step_state.events), outputs), awaiting
+
+
+class _LoggedApprovals(Approvals):
+    """The run's broker, seen by its tool runner: each decision is logged (``TOOL_APPROVAL``) before the
+    call goes on, and a decision the log already holds is taken again without asking, so a worker that
+    takes the run over does not ask twice. People decide on the broker given to the run."""
+
+    def __init__(self, broker: Approvals, durable: _Durable, logged: dict[str, ToolApproval]) -> None:
+        super().__init__(timeout=broker.timeout)
+        self.broker, self.durable, self.logged = broker, durable, logged
+
+    def request(self, invocation: ToolInvocation) -> ToolApprovalRequest:
+        if invocation.id in self.logged:  # decided before the takeover: nobody is asked again
+            return ToolApprovalRequest(
+                call_id=invocation.id, name=invocation.name, arguments=invocation.arguments
+            )
+        return self.broker.request(invocation)
+
+    async def wait(self, request: ToolApprovalRequest) -> ToolApproval:
+        logged = self.logged.get(request.call_id)
+        if logged is not None:
+            return logged
+        decision = await self.broker.wait(request)
+        await self.durable.write({"type": TOOL_APPROVAL, **msgspec.to_builtins(decision)})
+        return decision
 
 
 def _set_event() -> anyio.Event:
@@ -434,13 +553,17 @@ async def run_durable(
     on_failure: OnFailure = "finish",
     cancel_grace: float = DEFAULT_CANCEL_GRACE,
     approvals: Approvals | None = None,
+    approved_messages: ApprovedMessages | None = None,
 ) -> AgentRun:
     """Run (or take over and finish) the durable run ``run_id`` in ``log``; see the module docstring.
 
     The arguments are :func:`~pipeline.agent.runner.run_loop`'s, plus the log, the lease store, this
     worker's name (``owner``) and the lease's time to live. ``messages`` is used only when the log does
     not hold the run's start yet. A run already over is returned as its log tells it, and the model is
-    not called.
+    not called. A run queued with approval decisions (``chat_routes`` over
+    :class:`~pipeline.fanout.serving.runs.DurableRuns`) first runs the approved calls and denies the
+    others; ``approved_messages(outputs)`` gives the messages that carry their outputs (default:
+    ``next_messages`` of a turn made of those calls alone).
 
     Raises:
         LeaseHeld: another worker holds the run.
@@ -466,6 +589,7 @@ async def run_durable(
             call_model,
             tools,
             next_messages,
+            approved_messages,
             {"on_failure": on_failure, "cancel_grace": cancel_grace, "approvals": approvals},
         )
         return await _held(durable, keeper, state, messages, max_steps)
@@ -500,3 +624,62 @@ async def _held(
 
 def _stop_reason(value: str) -> Any:
     return value if value in ("no_calls", "max_steps", "awaiting_approval") else "no_calls"
+
+
+async def serve_runs(
+    runs: DurableRuns,
+    lease: Lease,
+    call_model: CallModel,
+    tools: ToolRegistry,
+    *,
+    next_messages: NextMessages,
+    owner: str,
+    poll: float = 0.5,
+    max_runs: int = 16,
+    **options: Any,
+) -> None:
+    """Run the durable runs queued on ``runs`` until cancelled: a worker process's main loop.
+
+    Every ``poll`` seconds it lists the runs not over (:meth:`DurableRuns.queued`) and starts
+    :func:`run_durable` on each it does not run already, at most ``max_runs`` at a time: a new run, or
+    one whose worker died (its lease expired). A run another worker holds is left to it. ``options``
+    are :func:`run_durable`'s (``lease_ttl``, ``max_steps``, ``approvals``, ``approved_messages``, ...).
+    A run's own failure is in its log and on the ``streamfold`` logger; the loop goes on.
+    """
+    check_count("max_runs", max_runs, minimum=1)
+    if not poll > 0:
+        raise ConfigurationError(f"poll is a positive number of seconds, got {poll!r}")
+    running: set[str] = set()
+
+    async def one(run_id: str) -> None:
+        try:
+            await run_durable(
+                run_id,
+                runs.log,
+                lease,
+                call_model,
+                (),
+                tools,
+                next_messages=next_messages,
+                owner=owner,
+                **options,
+            )
+        except LeaseHeld:
+            pass  # another worker runs it
+        except Exception as exc:
+            _logger.warning("durable run %r on %r: %s: %s", run_id, owner, type(exc).__name__, exc)
+        finally:
+            running.discard(run_id)
+
+    async with anyio.create_task_group() as group:
+        while True:
+            try:
+                queued = await runs.queued()
+            except ServingError as exc:  # the log unreachable for now: try again at the next poll
+                _logger.warning("durable runs of %r: the log: %s", owner, exc)
+                queued = []
+            for status in queued:
+                if status.response_id not in running and len(running) < max_runs:
+                    running.add(status.response_id)
+                    group.start_soon(one, status.response_id, name=f"durable run {status.response_id}")
+            await anyio.sleep(poll)

@@ -18,7 +18,7 @@ early. Three stores:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from nats.js.kv import KeyValue
     from redis.asyncio import Redis
 
-__all__ = ["Lease", "MemoryLease", "NatsLease", "RedisLease"]
+__all__ = ["DEFAULT_TOKEN_TTL", "Lease", "MemoryLease", "NatsLease", "RedisLease"]
 
 
 class Lease(Protocol):
@@ -86,6 +86,7 @@ class MemoryLease:
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
@@ -99,13 +100,22 @@ return 0
 """
 
 
+DEFAULT_TOKEN_TTL: Final = 86_400.0
+"""Seconds a run's token counter outlives the last time its lease was taken or renewed."""
+
+
 class RedisLease:
     """Leases in Redis: ``{prefix}:{{run_id}}:lease`` holds ``owner token`` with a PX expiry, and
-    ``{prefix}:{{run_id}}:lease-token`` counts the tokens (INCR, kept)."""
+    ``{prefix}:{{run_id}}:lease-token`` counts the tokens (INCR). The counter expires ``token_ttl``
+    seconds after the lease was last taken or renewed: keep it longer than a run may wait for a worker,
+    since a counter that expired starts the tokens again from 1."""
 
-    def __init__(self, redis: str | Redis, *, prefix: str = "streamfold") -> None:
+    def __init__(
+        self, redis: str | Redis, *, prefix: str = "streamfold", token_ttl: float = DEFAULT_TOKEN_TTL
+    ) -> None:
         from redis.asyncio import Redis
 
+        self._token_ms = _check_ttl(token_ttl)
         if isinstance(redis, str):
             self.client: Redis = Redis.from_url(redis, decode_responses=False)
             self._own_client = True
@@ -125,14 +135,18 @@ class RedisLease:
         key, counter = self._keys(run_id)
         if await self.client.exists(key):
             return None
-        token = int(await self.client.incr(counter))
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.incr(counter)
+            pipe.pexpire(counter, self._token_ms)
+            counted, _ = await pipe.execute()
+        token = int(counted)
         taken = await self.client.set(key, f"{owner} {token}", nx=True, px=ms)
         return token if taken else None
 
     async def renew(self, run_id: str, owner: str, token: int, ttl: float) -> bool:
         ms = _check_ttl(ttl)
-        key, _ = self._keys(run_id)
-        return bool(await self._renew(keys=[key], args=[f"{owner} {token}", ms]))
+        key, counter = self._keys(run_id)
+        return bool(await self._renew(keys=[key, counter], args=[f"{owner} {token}", ms, self._token_ms]))
 
     async def release(self, run_id: str, owner: str, token: int) -> None:
         key, _ = self._keys(run_id)

@@ -52,6 +52,7 @@ from pipeline.fanout.access import (
 from pipeline.fanout.serving._edge import Edge
 from pipeline.fanout.serving._log import Entry, EventLog
 from pipeline.fanout.serving.manager import ResponseManager
+from pipeline.fanout.serving.runs import DurableRuns
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 
     from operators.encode.protocols import UICore, WireEncoding
     from pipeline.fanout.hub import Policy
+    from pipeline.models import ToolApproval
 
 __all__ = ["CHAT_PROTOCOLS", "ChatStarter", "ProtocolStream", "chat_routes", "query_protocol"]
 
@@ -66,7 +68,8 @@ CHAT_PROTOCOLS: Final = ("vercel", "agui")
 
 ChatStarter = Callable[[Any], Awaitable[Any]]
 """``async (request_json) -> source``: the user's function a chat ``POST`` calls (an SDK stream,
-``process(...)``, any async iterable of pipeline items)."""
+``process(...)``, any async iterable of pipeline items); for :class:`DurableRuns`, ``async
+(request_json) -> messages``: the conversation the durable run starts from."""
 
 _Scope = Any
 _Receive = Callable[[], Awaitable[Any]]
@@ -232,7 +235,7 @@ def _frames(core: UICore, entry: Entry) -> list[bytes]:
 
 
 def chat_routes(
-    manager: ResponseManager,
+    manager: ResponseManager | DurableRuns,
     start: ChatStarter,
     *,
     path: str = "/api/chat",
@@ -276,6 +279,13 @@ def chat_routes(
       with no room for another running response (``MemoryEventLog``'s ``max_responses``): 503 with
       ``Retry-After``, before ``start`` is called; a log whose server stays unreachable: 503. Errors are
       ``{"type": "ERROR", "error", "message"}``.
+    - With :class:`~pipeline.fanout.serving.runs.DurableRuns` in place of the manager, the POST runs
+      no model: ``await start(body)`` gives the conversation, and the run is queued on the log with
+      it and the tool approval decisions the body brings (the AI SDK's ``approval-responded`` tool
+      parts, AG-UI's ``resume``), for a worker process to take
+      (:func:`pipeline.agent.durable.serve_runs`); the answer is the run read back from the log,
+      resumable like any response. The error shapes are the same (``start``'s ``ConfigurationError``
+      or a decision that does not parse: 400).
     - A repeated AG-UI ``runId`` (a client retrying) does not call ``start`` again: the answer is that
       run's stream from its start, as for a first request, while the run is retained and was started
       by this route in the same ``threadId``; else 409 (a runId names one run).
@@ -372,7 +382,13 @@ def chat_routes(
             if continued is not None:  # the AI SDK continues its last assistant message (an approval)
                 meta["message_id"] = continued
             try:
-                await manager.start(lambda: start(body), response_id=response_id, meta=meta)
+                if isinstance(manager, DurableRuns):  # a worker process runs it: see serve_runs
+                    decided = _decisions(body, protocol)
+                    await manager.queue(
+                        lambda: start(body), response_id=response_id, meta=meta, approvals=decided
+                    )
+                else:
+                    await manager.start(lambda: start(body), response_id=response_id, meta=meta)
             except ResponseExists as exc:  # a repeated AG-UI runId: that run again, not a second one
                 await self.repeated(scope, receive, send, exc.response_id, meta)
                 return
@@ -440,6 +456,18 @@ def _core_options(protocol: str, meta: Mapping[str, Any]) -> dict[str, Any]:
     if protocol == "vercel" and isinstance(meta.get("message_id"), str):
         return {"message_id": meta["message_id"]}
     return {}
+
+
+def _decisions(body: Mapping[str, Any], protocol: str) -> list[ToolApproval]:
+    """The tool approval decisions a chat request brings (``ConfigurationError`` when they do not
+    parse)."""
+    if protocol == "vercel":
+        from operators.encode.vercel import vercel_approvals
+
+        return vercel_approvals(body.get("messages"))
+    from operators.encode.agui import agui_approvals
+
+    return agui_approvals(body)
 
 
 def _continued_message(body: Mapping[str, Any]) -> str | None:

@@ -244,6 +244,24 @@ async def test_one_worker_holds_a_lease_until_it_expires(lease_store: Lease) -> 
         assert await lease_store.acquire(run_id, "c", 5) is not None
 
 
+async def test_the_redis_token_counter_expires_after_the_last_take_or_renewal(
+    redis_server: RedisServer,
+) -> None:
+    from pipeline.agent.leases import RedisLease
+
+    lease = RedisLease(redis_server.url, token_ttl=30)
+    counter = "streamfold:{run-t}:lease-token"
+    try:
+        token = await lease.acquire("run-t", "a", 5)
+        assert token == 1
+        assert 0 < await lease.client.pttl(counter) <= 30_000
+        await lease.client.pexpire(counter, 1_000)
+        assert await lease.renew("run-t", "a", token, 5)
+        assert 1_000 < await lease.client.pttl(counter) <= 30_000  # renewed with the lease
+    finally:
+        await lease.aclose()
+
+
 # --- recovery in one process (the memory log) ---------------------------------------------------------
 
 
