@@ -68,7 +68,7 @@ CHAT_PROTOCOLS: Final = ("vercel", "agui")
 
 ChatStarter = Callable[[Any], Awaitable[Any]]
 """``async (request_json) -> source``: the user's function a chat ``POST`` calls (an SDK stream,
-``process(...)``, any async iterable of pipeline items); for :class:`DurableRuns`, ``async
+``process(...)``, any async iterable of pipeline items); for `DurableRuns`, ``async
 (request_json) -> messages``: the conversation the durable run starts from."""
 
 _Scope = Any
@@ -279,11 +279,11 @@ def chat_routes(
       with no room for another running response (``MemoryEventLog``'s ``max_responses``): 503 with
       ``Retry-After``, before ``start`` is called; a log whose server stays unreachable: 503. Errors are
       ``{"type": "ERROR", "error", "message"}``.
-    - With :class:`~pipeline.fanout.serving.runs.DurableRuns` in place of the manager, the POST runs
+    - With `DurableRuns` in place of the manager, the POST runs
       no model: ``await start(body)`` gives the conversation, and the run is queued on the log with
       it and the tool approval decisions the body brings (the AI SDK's ``approval-responded`` tool
       parts, AG-UI's ``resume``), for a worker process to take
-      (:func:`pipeline.agent.durable.serve_runs`); the answer is the run read back from the log,
+      (`serve_runs`); the answer is the run read back from the log,
       resumable like any response. The error shapes are the same (``start``'s ``ConfigurationError``
       or a decision that does not parse: 400).
     - A repeated AG-UI ``runId`` (a client retrying) does not call ``start`` again: the answer is that

@@ -1,11 +1,11 @@
-"""Durable runs queued on an event log: what :func:`~pipeline.fanout.protocols.chat_routes` writes when
-a chat request starts a run that a worker process runs (:func:`pipeline.agent.durable.serve_runs`).
+"""Durable runs queued on an event log: what `pipeline.fanout.protocols.chat_routes` writes when
+a chat request starts a run that a worker process runs (`pipeline.agent.durable.serve_runs`).
 
 A queued run is a response of the log (its id is the run id) whose meta has ``"durable": true`` and
 whose first entry is ``{"type": "RUN_START", "messages", "approvals"?}``: the conversation the run
 starts from, and the decisions on tool approvals the request brought (each a
-:class:`~pipeline.models.ToolApproval` as JSON). The web worker that queued it only reads it back; a
-worker that takes the run's lease runs it (:func:`pipeline.agent.durable.run_durable`), so no model is
+`pipeline.models.ToolApproval` as JSON). The web worker that queued it only reads it back; a
+worker that takes the run's lease runs it (`pipeline.agent.durable.run_durable`), so no model is
 called in the web tier and a run outlives the web worker that queued it.
 """
 
@@ -43,11 +43,11 @@ def run_start(messages: Sequence[Any], approvals: Sequence[ToolApproval] = ()) -
 
 class DurableRuns:
     """Durable runs queued on ``log`` for worker processes: pass it to
-    :func:`~pipeline.fanout.protocols.chat_routes` in place of a ``ResponseManager``.
+    `pipeline.fanout.protocols.chat_routes` in place of a ``ResponseManager``.
 
     ``log`` is shared by the web workers and the run workers (a
-    :class:`~pipeline.fanout.serving.redis.RedisEventLog` or
-    :class:`~pipeline.fanout.serving.nats.NatsEventLog` across processes).
+    `pipeline.fanout.serving.redis.RedisEventLog` or
+    `pipeline.fanout.serving.nats.NatsEventLog` across processes).
     """
 
     def __init__(self, log: EventLog) -> None:
