@@ -69,6 +69,8 @@ ToolFormat: TypeAlias = Literal[
     "deepseek_v3",
     "deepseek_v31",
     "deepseek_v32",
+    "functiongemma",
+    "gemma4",
     "glm45",
     "glm47",
     "harmony",

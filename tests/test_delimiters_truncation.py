@@ -89,6 +89,11 @@ TEXTS: dict[str, list[str]] = {
     ],
     "olmo3": ["<function_calls>f(k='v\\'\\u00e9', n=1)\ng(d={'a': [true, null]})</function_calls>"],
     "lfm2": ["<|tool_call_start|>[f(k='\\\\x', n=-0.5), g()]<|tool_call_end|>text"],
+    "gemma4": [
+        '<|tool_call>call:f{k:<|"|>v\\<|"|>,n:[1,{<|"|>x<|"|>:null}],b:true}<tool_call|>'
+        "<|tool_call>call:g{}<turn|>text",
+    ],
+    "functiongemma": ["<start_function_call>call:f{a:<escape>x<escape>b:-1.5}<end_function_call>"],
     "sentinel": [f'[[SEG_START {{"type": "tool_call", "name": "f\\\\", "arguments": {ARGS}}}]]x[[SEG_END]]'],
 }
 

@@ -20,7 +20,15 @@ from typing import Final
 
 from operators.delimiters._scan import json_escape, space_end
 
-__all__ = ["TOKEN_LIMIT", "PythonArguments", "PythonLiteral"]
+__all__ = [
+    "DONE",
+    "MALFORMED",
+    "NEEDS_MORE",
+    "TOKEN_LIMIT",
+    "PythonArguments",
+    "PythonLiteral",
+    "json_number",
+]
 
 TOKEN_LIMIT: Final = 256
 """Longest number or word held before the value counts as malformed."""
@@ -104,7 +112,7 @@ def _hex_escape(buf: str, index: int, width: int, final: bool) -> tuple[int, str
     return end, chr(code) if code < 0x110000 else buf[index:end]
 
 
-def _json_number(token: str) -> str | None:
+def json_number(token: str) -> str | None:
     """The JSON text of a Python number ``token``, None when it is not one."""
     match = _NUMBER.fullmatch(token)
     if match is None:
@@ -306,7 +314,7 @@ class PythonLiteral:
         self._token.clear()
         self._token_size = 0
         if self._expect == _NUMBER_TOKEN:
-            text = _json_number(token)
+            text = json_number(token)
             if text is not None and self._key:
                 text = '"' + text + '"'
         else:
