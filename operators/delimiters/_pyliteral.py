@@ -174,6 +174,13 @@ class PythonLiteral:
             self._end_token()
         return pos
 
+    def string_piece(self, text: str) -> str | None:
+        """The JSON text of ``text`` when all of it is the next piece of the string being read (no quote,
+        no backslash: nothing changes), else None. What the lexer's shortcut streams without lexing."""
+        if self._expect != _STRING or self._quote in text or "\\" in text:
+            return None
+        return json_escape(text)
+
     def cut(self) -> None:
         """The literal ends unfinished (the input ended, or it is malformed): emit a number or word held
         so far as it is, so that nothing read is lost."""

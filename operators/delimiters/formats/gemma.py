@@ -16,10 +16,11 @@ import re
 from collections.abc import Callable
 from typing import ClassVar, Final
 
-from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput
+from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput, Shortcut
 from operators.delimiters._pyliteral import DONE, MALFORMED, NEEDS_MORE, json_number
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import HEADER_LIMIT, Markers, json_escape, space_end
+from pipeline.models import ToolCallDelta
 
 __all__ = ["FunctionGemmaLexer", "Gemma4Lexer", "GemmaArguments", "GemmaCallLexer"]
 
@@ -98,6 +99,13 @@ class GemmaArguments:
                     return index
                 pos = self._structure(buf, index)
         return pos
+
+    def string_piece(self, text: str) -> str | None:
+        """The JSON text of ``text`` when all of it is the next piece of a string value in which no
+        delimiter can start, else None. What the lexer's shortcut streams without lexing."""
+        if self._expect != _STRING or not self._delimiter.cannot_start_in(text):
+            return None
+        return json_escape(text)
 
     def cut(self) -> None:
         """The arguments end unfinished: emit a bare value held so far as it is."""
@@ -275,6 +283,18 @@ class GemmaCallLexer(FormatLexer):
     def opened(self, marker: str) -> None:
         self.hold_tentative(marker)
         self.state = self._call_prefix
+
+    def shortcut(self, text: str) -> Shortcut:
+        """A piece of a string argument goes into the call as its JSON text without lexing (what
+        :meth:`_args` would emit); else the engine's shortcut."""
+        arguments = self._arguments
+        index = self.call_index
+        if arguments is not None and index is not None and index >= 0 and not self._held:
+            piece = arguments.string_piece(text)
+            if piece is not None:
+                self._call_has_args = True
+                return ToolCallDelta(index, None, None, piece, False, self.call_kind)
+        return super().shortcut(text)
 
     def _call_prefix(self, buf: str, pos: int, final: bool) -> int:
         index, found = self.expect_after_space(buf, pos, final, (_CALL,))

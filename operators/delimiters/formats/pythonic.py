@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final
 
-from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput
+from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput, Shortcut
 from operators.delimiters._pyliteral import DONE, MALFORMED, PythonArguments, PythonLiteral
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import HEADER_LIMIT, Markers, space_end
+from pipeline.models import ToolCallDelta
 
 __all__ = ["LfmLexer", "OlmoLexer", "PythonicCallsLexer", "PythonicLexer"]
 
@@ -73,6 +74,18 @@ class PythonicCallsLexer(FormatLexer):
         self._key_size = 0
         self._arguments: PythonArguments | None = None
         self._literal: PythonLiteral | None = None
+
+    def shortcut(self, text: str) -> Shortcut:
+        """A piece of a string argument goes into the call as its JSON text without lexing (what
+        :meth:`_value` would emit); else the engine's shortcut."""
+        literal = self._literal
+        index = self.call_index
+        if literal is not None and index is not None and index >= 0 and not self._held:
+            piece = literal.string_piece(text)
+            if piece is not None:
+                self._call_has_args = True
+                return ToolCallDelta(index, None, None, piece, False, self.call_kind)
+        return super().shortcut(text)
 
     def opened(self, marker: str) -> None:
         self.hold_tentative(marker)
