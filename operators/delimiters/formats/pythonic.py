@@ -340,6 +340,8 @@ class PythonicLexer(PythonicCallsLexer):
     name: ClassVar[str] = "pythonic"
     aliases: ClassVar[tuple[str, ...]] = ("llama4_pythonic",)
     models: ClassVar[tuple[str, ...]] = ("Llama 3.2", "Llama 4", "ToolACE")
+    detect_openers: ClassVar[tuple[str, ...]] = (_PYTHON_START,)
+    """Only Llama 4's marker: a bare list has no opener that names it (name the format)."""
     markers: ClassVar[tuple[str, ...]] = (_PYTHON_START, _PYTHON_END)
     text_markers: ClassVar[Markers] = Markers(_PYTHON_START)
     end_markers: ClassVar[tuple[str, ...]] = (_PYTHON_END,)
@@ -347,6 +349,10 @@ class PythonicLexer(PythonicCallsLexer):
     def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)
         self.state = self._channel_start
+
+    @classmethod
+    def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
+        return calls_follow(rest, final)
 
     def _channel_start(self, buf: str, pos: int, final: bool) -> int:
         """Nothing but whitespace has gone out on this channel yet: a bare list may open here."""
