@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.delimiters import DelimiterRewriter
+from operators.delimiters import DelimiterRewriter, get_format
 from pipeline.models import ChunkResponse, ToolCallDelta
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
@@ -200,3 +200,21 @@ def test_random_values_become_their_json_at_any_chunking(
     assert result.arguments(0) == arguments
     assert result.calls[1] == Call(1, "call_1", "g", "{}")
     assert run("gemma4", list(text)) == result
+
+
+FRAGMENTS = ("call:", "f", "{", "}", "[", "]", ":", ",", " ", "\n", "a", "1", "true", "null", "<", "|")
+FRAGMENTS += ("-2.5", "city:", "x y", '"', "\\")
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_any_text_of_markers_and_fragments_is_chunking_invariant(data: st.DataObject) -> None:
+    """Random mixtures of a format's markers and argument fragments: no exception, the delta protocol
+    holds (``collect`` checks it), and the result does not depend on the chunking."""
+    name = data.draw(st.sampled_from(["gemma4", "functiongemma"]))
+    markers = get_format(name).markers
+    text = "".join(data.draw(st.lists(st.sampled_from(markers + FRAGMENTS), min_size=1, max_size=30)))
+    cuts = data.draw(st.sets(st.integers(min_value=1, max_value=max(1, len(text) - 1)), max_size=12))
+    whole = run(name, [text])
+    assert run(name, pieces_at(text, cuts)) == whole
+    assert run(name, list(text)) == whole

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.delimiters import DelimiterRewriter
+from operators.delimiters import DelimiterRewriter, get_format
 from operators.delimiters._pyliteral import DONE, MALFORMED, PythonLiteral
 from pipeline.models import ChunkResponse, ToolCallDelta
 from tests.conftest import FIXTURES
@@ -309,3 +309,21 @@ def test_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
         Call(1, "call_1", "noop", "{}"),
     ]
     assert run("pythonic", pieces_at(SAMPLE, cuts)) == expected
+
+
+FRAGMENTS = ("[", "]", "(", ")", "{", "}", "'", '"', "\\", ",", "=", ":", " ", "\n", "f", "a", "1", "-")
+FRAGMENTS += ("get_weather(", "city=", "'Paris'", "True", "None", "null", ".5e3", "[1, 2,]", "\\x4", "\\u00")
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_any_text_of_markers_and_fragments_is_chunking_invariant(data: st.DataObject) -> None:
+    """Random mixtures of a format's markers and pythonic fragments: no exception, the delta protocol
+    holds (``collect`` checks it), and the result does not depend on the chunking."""
+    name = data.draw(st.sampled_from(["pythonic", "olmo3", "lfm2"]))
+    markers = get_format(name).markers
+    text = "".join(data.draw(st.lists(st.sampled_from(markers + FRAGMENTS), min_size=1, max_size=30)))
+    cuts = data.draw(st.sets(st.integers(min_value=1, max_value=max(1, len(text) - 1)), max_size=12))
+    whole = run(name, [text])
+    assert run(name, pieces_at(text, cuts)) == whole
+    assert run(name, list(text)) == whole
