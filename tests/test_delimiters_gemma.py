@@ -202,7 +202,24 @@ def test_random_values_become_their_json_at_any_chunking(
     assert run("gemma4", list(text)) == result
 
 
-FRAGMENTS = ("call:", "f", "{", "}", "[", "]", ":", ",", " ", "\n", "a", "1", "true", "null", "<", "|")
+FRAGMENTS: tuple[str, ...] = (
+    "call:",
+    "f",
+    "{",
+    "}",
+    "[",
+    "]",
+    ":",
+    ",",
+    " ",
+    "\n",
+    "a",
+    "1",
+    "true",
+    "null",
+    "<",
+    "|",
+)
 FRAGMENTS += ("-2.5", "city:", "x y", '"', "\\")
 
 

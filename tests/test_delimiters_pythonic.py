@@ -311,7 +311,26 @@ def test_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
     assert run("pythonic", pieces_at(SAMPLE, cuts)) == expected
 
 
-FRAGMENTS = ("[", "]", "(", ")", "{", "}", "'", '"', "\\", ",", "=", ":", " ", "\n", "f", "a", "1", "-")
+FRAGMENTS: tuple[str, ...] = (
+    "[",
+    "]",
+    "(",
+    ")",
+    "{",
+    "}",
+    "'",
+    '"',
+    "\\",
+    ",",
+    "=",
+    ":",
+    " ",
+    "\n",
+    "f",
+    "a",
+    "1",
+    "-",
+)
 FRAGMENTS += ("get_weather(", "city=", "'Paris'", "True", "None", "null", ".5e3", "[1, 2,]", "\\x4", "\\u00")
 
 
