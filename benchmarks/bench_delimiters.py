@@ -19,13 +19,13 @@ the rewriter's time over it. ``--growth`` runs each stream at 1x, 10x and 100x t
 and prints ns/byte at each over 1x: flat when the rewriter is linear.
 
 The peer: SGLang's streaming detectors (``KimiK2Detector``, ``Qwen3CoderDetector``, ``HermesDetector``,
-``GptOssDetector``), each called with ``parse_streaming_increment(delta, tools)`` on the same deltas
-(their text), in the same process, CPU time, fastest of ``--repeat``, on the first ``--peer-max``
-characters of the smallest stream (some detectors rescan their buffer, so their time per byte grows
-with the stream); the rewriter runs again on the same deltas just before, and the ``x peer`` column is
-the peer's time over the rewriter's. The ``calls`` column of a peer row counts the calls it named
-(here ``KimiK2Detector`` names fewer calls than the stream holds, whose argument strings hold marker
-text, and ``GptOssDetector`` names none of the harmony calls: their rows time what they do all the same).
+``GptOssDetector``, ``PythonicDetector``), each called with ``parse_streaming_increment(delta, tools)`` on
+the same deltas (their text), in the same process, CPU time, fastest of ``--repeat``, on the first ``--peer-
+max`` characters of the smallest stream (some detectors rescan their buffer, so their time per byte grows
+with the stream); the rewriter runs again on the same deltas just before, and the ``x peer`` column is the
+peer's time over the rewriter's. The ``calls`` column of a peer row counts the calls it named (here
+``KimiK2Detector`` names fewer calls than the stream holds, whose argument strings hold marker text, and
+``GptOssDetector`` names none of the harmony calls: their rows time what they do all the same).
 
 SGLang is heavy to install whole; its detectors need only ``sglang/srt/function_call/``,
 ``sglang/srt/environ.py``, ``orjson``, ``partial-json-parser`` and ``pydantic``::
@@ -436,6 +436,7 @@ _SGLANG_DETECTORS: Final = {
     "qwen3_coder": ("qwen3_coder_detector", "Qwen3CoderDetector"),
     "hermes": ("hermes_detector", "HermesDetector"),
     "harmony": ("gpt_oss_detector", "GptOssDetector"),
+    "pythonic": ("pythonic_detector", "PythonicDetector"),
 }
 
 

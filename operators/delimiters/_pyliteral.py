@@ -73,8 +73,11 @@ _NUMBER_TOKEN: Final = 5
 _WORD_TOKEN: Final = 6
 
 NEEDS_MORE: Final = 0
+"""A converter's ``status`` while its value goes on."""
 DONE: Final = 1
+"""A converter's ``status`` once its value ended."""
 MALFORMED: Final = 2
+"""A converter's ``status`` once it met what cannot be part of its value."""
 
 
 def _escape(buf: str, index: int, final: bool) -> tuple[int, str | None]:

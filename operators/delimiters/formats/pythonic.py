@@ -6,7 +6,10 @@
 - ``lfm2``: LFM2 and LFM2.5 wrap the list in ``<|tool_call_start|>`` ... ``<|tool_call_end|>``.
 
 The arguments become a JSON object as they stream (:mod:`operators.delimiters._pyliteral`): a string
-argument streams character by character as JSON text, and each call is finished at its ``)``.
+argument streams character by character as JSON text, and each call is finished at its ``)``. A lexer
+holds at most the text since the last call while the next one is undecided
+(:data:`~operators.delimiters._scan.HEADER_LIMIT` characters), an argument's name of that length, a
+number or word of :data:`~operators.delimiters._pyliteral.TOKEN_LIMIT` characters, and a partial escape.
 """
 
 from __future__ import annotations
