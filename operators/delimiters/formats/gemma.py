@@ -22,7 +22,7 @@ from operators.delimiters._registry import register_format
 from operators.delimiters._scan import HEADER_LIMIT, Markers, json_escape, space_end
 from pipeline.models import ToolCallDelta
 
-__all__ = ["FunctionGemmaLexer", "Gemma4Lexer", "GemmaArguments", "GemmaCallLexer"]
+__all__ = ["BARE_LIMIT", "FunctionGemmaLexer", "Gemma4Lexer", "GemmaArguments", "GemmaCallLexer"]
 
 BARE_LIMIT: Final = HEADER_LIMIT
 """Longest key or bare value held before the arguments count as malformed."""

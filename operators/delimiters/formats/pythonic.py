@@ -23,7 +23,7 @@ from operators.delimiters._registry import register_format
 from operators.delimiters._scan import HEADER_LIMIT, Markers, space_end
 from pipeline.models import ToolCallDelta
 
-__all__ = ["LfmLexer", "OlmoLexer", "PythonicCallsLexer", "PythonicLexer"]
+__all__ = ["LfmLexer", "OlmoLexer", "PythonicCallsLexer", "PythonicLexer", "calls_follow"]
 
 _NAME_START: Final = re.compile(r"[^\W\d]")
 """What a tool or argument name starts with: a letter or ``_``."""
