@@ -11,14 +11,21 @@ through one rewriter as many times as it takes (the stream goes on where it ende
 after a call), so that 100 MB shows the growth without holding 25 million deltas. Its output is
 checked on one pass.
 
+The ``pythonic`` stream (Llama 4's ``<|python_start|>[f(k='v'), ...]<|python_end|>`` between paragraphs
+of prose, the same arguments written as Python literals) has one more row, its floor: what a parser
+that waits for the whole answer does once (each call list cut out with ``str.split``, ``ast.parse``,
+``ast.literal_eval`` of each keyword value, ``json.dumps``), timed on the whole text; ``x floor`` is
+the rewriter's time over it. ``--growth`` runs each stream at 1x, 10x and 100x the first ``--sizes``
+and prints ns/byte at each over 1x: flat when the rewriter is linear.
+
 The peer: SGLang's streaming detectors (``KimiK2Detector``, ``Qwen3CoderDetector``, ``HermesDetector``,
-``GptOssDetector``), each called with ``parse_streaming_increment(delta, tools)`` on the same deltas
-(their text), in the same process, CPU time, fastest of ``--repeat``, on the first ``--peer-max``
-characters of the smallest stream (some detectors rescan their buffer, so their time per byte grows
-with the stream); the rewriter runs again on the same deltas just before, and the ``x peer`` column is
-the peer's time over the rewriter's. The ``calls`` column of a peer row counts the calls it named
-(here ``KimiK2Detector`` names fewer calls than the stream holds, whose argument strings hold marker
-text, and ``GptOssDetector`` names none of the harmony calls: their rows time what they do all the same).
+``GptOssDetector``, ``PythonicDetector``), each called with ``parse_streaming_increment(delta, tools)`` on
+the same deltas (their text), in the same process, CPU time, fastest of ``--repeat``, on the first ``--peer-
+max`` characters of the smallest stream (some detectors rescan their buffer, so their time per byte grows
+with the stream); the rewriter runs again on the same deltas just before, and the ``x peer`` column is the
+peer's time over the rewriter's. The ``calls`` column of a peer row counts the calls it named (here
+``KimiK2Detector`` names fewer calls than the stream holds, whose argument strings hold marker text, and
+``GptOssDetector`` names none of the harmony calls: their rows time what they do all the same).
 
 SGLang is heavy to install whole; its detectors need only ``sglang/srt/function_call/``,
 ``sglang/srt/environ.py``, ``orjson``, ``partial-json-parser`` and ``pydantic``::
@@ -62,6 +69,7 @@ counts (``valgrind --tool=callgrind``, the run minus building the stream) compar
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import functools
 import gc
@@ -255,11 +263,78 @@ def hermes_stream(size: int, seed: int = 7) -> Stream:
     return Stream("".join(parts), "".join(content), calls, markup)
 
 
+def pythonic_stream(size: int, seed: int = 7) -> Stream:
+    """About ``size`` characters of Llama 4 pythonic output: prose, then ``<|python_start|>[...]
+    <|python_end|>`` with one to three calls whose arguments are Python literals (``repr``)."""
+    rng = random.Random(seed)
+    parts: list[str] = []
+    content: list[str] = []
+    calls: Calls = []
+    total = markup = 0
+    while total < size:
+        prose = "".join(rng.choice(_PROSE) for _ in range(rng.randint(3, 12)))
+        parts.append(prose)
+        content.append(prose)
+        written = []
+        for _ in range(rng.randint(1, 3)):
+            name = rng.choice(("read_file", "write_file", "search", "run_shell"))
+            arguments = _arguments(rng, _VALUES)
+            values = [f"{key}={value!r}" for key, value in arguments.items()]
+            written.append(f"{name}({', '.join(values)})")
+            markup += len(written[-1]) - sum(len(value) for value in values)
+            calls.append((str(len(calls)), name, json.dumps(arguments, ensure_ascii=False)))
+        text = f"<|python_start|>[{', '.join(written)}]<|python_end|>"
+        parts.append(text)
+        total += len(prose) + len(text)
+        markup += len(text) - sum(map(len, written))
+    return Stream("".join(parts), "".join(content), calls, markup)
+
+
+def pythonic_floor(text: str) -> int:
+    """The floor of the ``pythonic`` rows: the work a parser that waits for the whole answer does once,
+    each call list cut out with ``str.split``, parsed with ``ast.parse`` and its keyword values
+    converted with ``ast.literal_eval`` and ``json.dumps``; no streaming, no text passed on. Returns
+    the calls it read."""
+    count = 0
+    for section in text.split("<|python_start|>")[1:]:
+        body = section.split("<|python_end|>", 1)[0]
+        tree = ast.parse(body, mode="eval").body
+        assert isinstance(tree, ast.List)
+        for call in tree.elts:
+            assert isinstance(call, ast.Call)
+            json.dumps(
+                {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords},
+                ensure_ascii=False,
+            )
+            count += 1
+    return count
+
+
+def _floor_row(fmt: str, text: str, calls: int, core: float, args: argparse.Namespace) -> None:
+    """The ``pythonic`` floor (:func:`pythonic_floor`) on the same text, and the rewriter's ``x floor``."""
+    if fmt != "pythonic":
+        return
+    times = []
+    for _ in range(args.repeat):
+        gc.collect()
+        start = time.process_time()
+        assert pythonic_floor(text) == calls
+        times.append(time.process_time() - start)
+    elapsed = min(times)
+    size_bytes = len(text.encode())
+    print(
+        f"{'':>10} {'pythonic floor: ast.parse per list':<40} {'':>7} {'':>10} {calls:>7} {elapsed:>8.2f} "
+        f"{size_bytes / elapsed / 1e6:>7.2f} {elapsed * 1e9 / size_bytes:>8.1f} {'':>9} {'':>9} "
+        f"{core / elapsed:>6.1f}x floor"
+    )
+
+
 STREAMS: dict[str, Callable[[int], Stream]] = {
     "kimi_k2": kimi_stream,
     "qwen3_coder": qwen3_coder_stream,
     "hermes": hermes_stream,
     "harmony": harmony_stream,
+    "pythonic": pythonic_stream,
 }
 """The streams by format name (the rewriter's format of the same name reads each)."""
 
@@ -361,6 +436,7 @@ _SGLANG_DETECTORS: Final = {
     "qwen3_coder": ("qwen3_coder_detector", "Qwen3CoderDetector"),
     "hermes": ("hermes_detector", "HermesDetector"),
     "harmony": ("gpt_oss_detector", "GptOssDetector"),
+    "pythonic": ("pythonic_detector", "PythonicDetector"),
 }
 
 
@@ -450,7 +526,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="time a consumer that keeps every output chunk until the run ends (fresh memory: see above)",
     )
+    parser.add_argument(
+        "--growth",
+        action="store_true",
+        help="run each stream at 1x, 10x and 100x the first --sizes and print ns/byte over 1x (flat: linear)",
+    )
     args = parser.parse_args(argv)
+    if args.growth:
+        args.sizes = [args.sizes[0] * factor for factor in (1, 10, 100)]
     args.peers = sglang_detectors()
     print(
         f"{'stream':>10} {'path':<40} {'markup':>7} {'deltas':>10} {'calls':>7} {'seconds':>8} {'MB/s':>7}"
@@ -468,6 +551,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             verdict = "ok" if ratio <= TARGET_RATIO else f"ABOVE the {TARGET_RATIO}x target"
             print(f"{label}: ns/byte at the largest size / smallest = {ratio:.2f} ({verdict})")
             status = status or int(ratio > TARGET_RATIO)
+    if args.growth:
+        for label, values in per_byte.items():
+            ratios = ", ".join(
+                f"{size // args.sizes[0]}x {value / values[0]:.2f}"
+                for size, value in zip(args.sizes[1:], values[1:], strict=False)
+            )
+            print(f"{label}: ns/byte over 1x: {ratios}")
     return status
 
 
@@ -479,7 +569,7 @@ def _rows(fmt: str, size: int, args: argparse.Namespace, per_byte: dict[str, lis
     size_bytes = len(text.encode())
     # XML-style parameters are rewritten as JSON, Hermes's arguments are the object as the model wrote
     # it: their calls are compared parsed.
-    normal: Callable[[str], object] = json.loads if fmt in ("qwen3_coder", "hermes") else str
+    normal: Callable[[str], object] = json.loads if fmt in ("qwen3_coder", "hermes", "pythonic") else str
     expected = (content, [(call_id, name, normal(arguments)) for call_id, name, arguments in calls])
 
     def check(out: list[ChunkResponse]) -> bool:
@@ -492,6 +582,7 @@ def _rows(fmt: str, size: int, args: argparse.Namespace, per_byte: dict[str, lis
     row = _Row(items, size_bytes, passes, len(calls) * passes)
     core = _row(shown, label, core_runner, row, args, check, markup=markup / len(text))
     per_byte.setdefault(label, []).append(core * 1e9 / (size_bytes * passes))
+    _floor_row(fmt, text, len(calls), core / passes, args)
     if not args.no_async:
         label = f"{fmt} rewrite_delimiters (async)"
         runner = functools.partial(run_operator, fmt=fmt)

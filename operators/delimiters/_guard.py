@@ -58,6 +58,7 @@ class UnknownCallGuard:
     __slots__ = (
         "_after_call",
         "_channel",
+        "_gap_is_next_call",
         "_journal",
         "_lexer",
         "_openers",
@@ -88,6 +89,9 @@ class UnknownCallGuard:
             section.markers if section is not None else ()
         )
         """The markers that open a call's markup, in plain text or in a section of calls."""
+        self._gap_is_next_call = bool(getattr(type(lexer), "gap_is_next_call", False))
+        """The text between two calls is the next call's (a format whose calls open with no marker:
+        ``f(a=1), g(b=2)``); else a call's markup starts at the first of :attr:`_openers`."""
 
     @property
     def lexes_as_usual(self) -> bool:
@@ -200,7 +204,7 @@ class UnknownCallGuard:
         if started:
             if self._after_call:  # what closed the offered call before it is that call's
                 raw_text = "".join(self._journal)
-                self._journal = [raw_text[_first_of_markers(raw_text, self._openers) :]]
+                self._journal = [raw_text[self._call_markup_start(raw_text) :]]
             self._give_back(saved)
             mode = _TEXT
         elif _starts_call(ops):
@@ -223,10 +227,14 @@ class UnknownCallGuard:
             _merge(saved, ops)
             return
         raw_text = "".join(self._journal)
-        opening = _first_of_markers(raw_text, self._openers)
+        opening = self._call_markup_start(raw_text)
         if opening:
             _text(saved, self._channel, raw_text[:opening])
         _merge(saved, _from_start(ops))
+
+    def _call_markup_start(self, raw_text: str) -> int:
+        """Where the markup of the call that follows starts in ``raw_text``, kept since a call ended."""
+        return 0 if self._gap_is_next_call else _first_of_markers(raw_text, self._openers)
 
     def _text_in_markup(self, ops: list[tuple[str, Any]], saved: list[tuple[str, Any]]) -> int:
         """Undecided markup produced text: the mode that follows.

@@ -70,12 +70,12 @@ def test_wire_format_of_every_stream_fixture(path: Path) -> None:
 @pytest.mark.parametrize("path", OTHER_FILES, ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_framing_of_the_other_files(path: Path) -> None:
     """Bedrock's binary frames are ``eventstream`` (from their first 12 bytes); a JSON array (the kimi deltas
-    file) is ``json``; plain model text is no framing."""
+    file, and a pythonic answer's head) is ``json``; other plain model text is no framing."""
     head = path.read_bytes()[:200]
     if path.suffix == ".bin":
         assert detect_framing(head) == detect_framing(head[:12]) == "eventstream"
-    elif path.suffix == ".json":
-        assert detect_framing(head) == "json"
+    elif path.suffix == ".json" or head.startswith(b"["):
+        assert detect_framing(head) == "json"  # (a pythonic answer, [f(a=1)], starts as an array does)
     else:
         with pytest.raises(ConfigurationError, match="neither SSE, JSON Lines, a JSON array nor an AWS"):
             detect_framing(head)

@@ -4,9 +4,9 @@ A channel's next chunk goes to the rule its lexer hands out (``operators/delimit
 to the lexer's shortcut, then to the states. Each property below pins one side of "the same chunks":
 
 - ``test_fast_paths_equal_the_states_*``: rules and shortcut against a rewriter whose every chunk is
-  lexed (``_NoShortcut``), on Qwen3-Coder, GLM, MiniMax, harmony and Kimi-K2 text: at any chunking
-  (hypothesis), at every two-piece cut and every small piece size, on either channel, with chunks that
-  carry other fields, and with a guard of unknown tools (the call's tool offered or not).
+  lexed (``_NoShortcut``), on Qwen3-Coder, GLM, MiniMax, harmony, Kimi-K2, pythonic and Gemma 4 text: at
+  any chunking (hypothesis), at every two-piece cut and every small piece size, on either channel, with
+  chunks that carry other fields, and with a guard of unknown tools (the call's tool offered or not).
 - ``test_*_without_lexing`` / ``*_need_no_shortcut``: the chunks a rule must take itself (plain text,
   a header's piece, a held marker start growing, an XML value's piece, the tags around a Qwen3-Coder
   value, a harmony message's text on either channel) never reach the states: what keeps the
@@ -80,12 +80,22 @@ def kimi_k2(value: str, prose: str) -> str:
     )
 
 
+def pythonic(value: str, prose: str) -> str:
+    return f"{prose}<|python_start|>[f(a={value!r}, b=[1, {value!r}])]<|python_end|>{prose}"
+
+
+def gemma4(value: str, prose: str) -> str:
+    return f'{prose}<|tool_call>call:f{{a:<|"|>{value}<|"|>,b:1}}<tool_call|>{prose}'
+
+
 STREAMS = {
     "qwen3_coder": qwen3_coder,
     "glm45": glm,
     "minimax_m2": minimax,
     "harmony": harmony,
     "kimi_k2": kimi_k2,
+    "pythonic": pythonic,
+    "gemma4": gemma4,
 }
 
 

@@ -83,6 +83,17 @@ TEXTS: dict[str, list[str]] = {
         f'<tool name="f">\n<arguments>\n<arg name="k\\">{ARGS}</arg>\n<arg name="s">a\\"b\\</arg>\n'
         "</arguments>\n</tool>",
     ],
+    "pythonic": [
+        "[f(k='v\\'\\u00e9\\U0001f600\\n\\x41', n=[1, {'x': None}]), g()]",
+        '<|python_start|>[f(s="a\\"b\\\\", t=(True, 1.5e3))]<|python_end|> after',
+    ],
+    "olmo3": ["<function_calls>f(k='v\\'\\u00e9', n=1)\ng(d={'a': [true, null]})</function_calls>"],
+    "lfm2": ["<|tool_call_start|>[f(k='\\\\x', n=-0.5), g()]<|tool_call_end|>text"],
+    "gemma4": [
+        '<|tool_call>call:f{k:<|"|>v\\<|"|>,n:[1,{<|"|>x<|"|>:null}],b:true}<tool_call|>'
+        "<|tool_call>call:g{}<turn|>text",
+    ],
+    "functiongemma": ["<start_function_call>call:f{a:<escape>x<escape>b:-1.5}<end_function_call>"],
     "sentinel": [f'[[SEG_START {{"type": "tool_call", "name": "f\\\\", "arguments": {ARGS}}}]]x[[SEG_END]]'],
 }
 

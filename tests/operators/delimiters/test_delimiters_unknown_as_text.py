@@ -36,6 +36,21 @@ RECORDED = {
     "vllm-test_qwen3-coder_2_parallel_tools.txt": "qwen3_coder",
     "vllm-test_qwen3-coder_multiline_object_param.txt": "qwen3_coder",
     "vllm-test_qwen3-coder_text_then_tool_xml_params.txt": "qwen3_coder",
+    "vllm-test_pythonic_llama3.2_parallel_calls.txt": "pythonic",
+    "vllm-test_pythonic_escaped_strings.txt": "pythonic",
+    "vllm-test_llama4-pythonic_python_start_2_calls.txt": "pythonic",
+    "vllm-test_llama4-pythonic_python_start_end_3_calls.txt": "pythonic",
+    "vllm-test_olmo3_parallel_calls.txt": "olmo3",
+    "vllm-test_olmo3_json_literals.txt": "olmo3",
+    "vllm-test_lfm2_text_after_call.txt": "lfm2",
+    "vllm-test_lfm2_dotted_name_nested_args.txt": "lfm2",
+    "vllm-test_lfm2_multiline_string_arg.txt": "lfm2",
+    "vllm-test_gemma4_text_then_tool.txt": "gemma4",
+    "vllm-test_gemma4_2_calls_back_to_back.txt": "gemma4",
+    "vllm-test_gemma4_nested_object_and_array.txt": "gemma4",
+    "vllm-test_gemma4_bare_number_and_boolean.txt": "gemma4",
+    "vllm-test_functiongemma_2_calls.txt": "functiongemma",
+    "vllm-test_functiongemma_text_then_tool.txt": "functiongemma",
 }
 """Real model output (tests/fixtures/SOURCES.md) and its format."""
 

@@ -47,6 +47,12 @@ RAW_FORMATS = {
     "vllm-test_hermes_": "hermes",
     "vllm-test_kimi-k2_": "kimi_k2",
     "vllm-test_qwen3-coder_": "qwen3_coder",
+    "vllm-test_pythonic_": "pythonic",
+    "vllm-test_llama4-pythonic_": "pythonic",
+    "vllm-test_olmo3_": "olmo3",
+    "vllm-test_lfm2_": "lfm2",
+    "vllm-test_gemma4_": "gemma4",
+    "vllm-test_functiongemma_": "functiongemma",
 }
 """The delimiter format of each recording of raw model text, by its name's prefix."""
 

@@ -360,6 +360,11 @@ OTHER_FORMATS = [
     ("qwen3_coder", "vllm-test_qwen3-coder_text_then_tool_xml_params.txt"),
     ("deepseek_v31", "vllm-test_deepseek-v3.1_prefix_2_tools_suffix.txt"),
     ("glm45", "vllm-test_glm-4.5_text_tool_text_tool.txt"),
+    ("pythonic", "vllm-test_pythonic_llama3.2_parallel_calls.txt"),
+    ("olmo3", "vllm-test_olmo3_parallel_calls.txt"),
+    ("lfm2", "vllm-test_lfm2_text_after_call.txt"),
+    ("gemma4", "vllm-test_gemma4_text_then_tool.txt"),
+    ("functiongemma", "vllm-test_functiongemma_2_calls.txt"),
 ]
 
 
