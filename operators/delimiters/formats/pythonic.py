@@ -327,6 +327,12 @@ _PYTHON_START: Final = "<|python_start|>"
 _PYTHON_END: Final = "<|python_end|>"
 
 
+_BARE_CALL: Final = re.compile(r"\s*[^\W\d][\w.]*\s*\(\s*(?:[^\W\d]\w*\s*=|\))")
+"""The start of a bare list of calls, after its ``[``: a name, ``(``, then ``key=`` or ``)``."""
+_BARE_CALL_START: Final = re.compile(r"\s*(?:[^\W\d][\w.]*\s*(?:\(\s*(?:[^\W\d]\w*\s*)?)?)?")
+"""What may still become :data:`_BARE_CALL`."""
+
+
 @register_format
 class PythonicLexer(PythonicCallsLexer):
     """Llama 3.2 / Llama 4 pythonic tool calls: ``[get_weather(city="Paris"), get_time()]``, alone or
@@ -344,7 +350,7 @@ class PythonicLexer(PythonicCallsLexer):
     aliases: ClassVar[tuple[str, ...]] = ("llama4_pythonic",)
     models: ClassVar[tuple[str, ...]] = ("Llama 3.2", "Llama 4", "ToolACE")
     detect_openers: ClassVar[tuple[str, ...]] = (_PYTHON_START,)
-    """Only Llama 4's marker: a bare list has no opener that names it (name the format)."""
+    detect_at_start: ClassVar[tuple[str, ...]] = ("[",)
     markers: ClassVar[tuple[str, ...]] = (_PYTHON_START, _PYTHON_END)
     text_markers: ClassVar[Markers] = Markers(_PYTHON_START)
     end_markers: ClassVar[tuple[str, ...]] = (_PYTHON_END,)
@@ -355,7 +361,12 @@ class PythonicLexer(PythonicCallsLexer):
 
     @classmethod
     def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
-        return calls_follow(rest, final)
+        """``<|python_start|>`` then a call; or an answer that starts ``[name(`` then ``key=`` or ``)``."""
+        if opener != "[":
+            return calls_follow(rest, final)
+        if _BARE_CALL.match(rest):
+            return True
+        return None if _BARE_CALL_START.fullmatch(rest) else False
 
     def _channel_start(self, buf: str, pos: int, final: bool) -> int:
         """Nothing but whitespace has gone out on this channel yet: a bare list may open here."""

@@ -56,6 +56,12 @@ SAMPLES: dict[str, str] = {
     "json": 'Checking. {"tool": {"function": "get_weather", "parameters": {"city": "Paris"}}}',
     "sentinel": 'Checking. [[SEG_START {"type": "tool_call", "tool_name": "get_weather"}]]'
     '{"city": "Paris"}[[SEG_END]]',
+    "pythonic": '[get_weather(city="Paris")]',
+    "olmo3": "Checking.\n<function_calls>get_weather(city='Paris')</function_calls>",
+    "lfm2": "<|tool_call_start|>[get_weather(city='Paris')]<|tool_call_end|>Checking.",
+    "gemma4": 'Checking. <|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>',
+    "functiongemma": "Checking. <start_function_call>call:get_weather{city:<escape>Paris<escape>}"
+    "<end_function_call>",
 }
 """One answer with a call per detected format: every detected format must have one."""
 
