@@ -7,7 +7,8 @@ adapter            ``decode_sse``, ``decode_jsonl``,            ``SSEDecoder``, 
                    ``parse_events``, ``sse_events``, sources    ``EventParser``, ``EventStreamDecoder``
 converter          ``convert_openai_chat``, ``convert_openai_   ``OpenAIChatConverter``, ...
                    responses``, ``convert_anthropic``,
-                   ``convert_gemini``, ``convert_cohere``
+                   ``convert_gemini``, ``convert_cohere``,
+                   ``convert_ollama``
 rewriter           ``rewrite_delimiters``                       ``DelimiterRewriter``
 splitter           ``split_arguments``                          ``ArgumentSplitter``, ``JSONStreamParser``
 emitter            ``emit_segments``                            ``SegmentEmitter``
@@ -62,11 +63,13 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "AnthropicConverter",
             "CohereConverter",
             "GeminiConverter",
+            "OllamaConverter",
             "OpenAIChatConverter",
             "OpenAIResponsesConverter",
             "convert_anthropic",
             "convert_cohere",
             "convert_gemini",
+            "convert_ollama",
             "convert_openai_chat",
             "convert_openai_responses",
         ),
@@ -120,11 +123,13 @@ if TYPE_CHECKING:  # written from the table by `python -m tests.test_public_surf
     from operators.convert import AnthropicConverter as AnthropicConverter
     from operators.convert import CohereConverter as CohereConverter
     from operators.convert import GeminiConverter as GeminiConverter
+    from operators.convert import OllamaConverter as OllamaConverter
     from operators.convert import OpenAIChatConverter as OpenAIChatConverter
     from operators.convert import OpenAIResponsesConverter as OpenAIResponsesConverter
     from operators.convert import convert_anthropic as convert_anthropic
     from operators.convert import convert_cohere as convert_cohere
     from operators.convert import convert_gemini as convert_gemini
+    from operators.convert import convert_ollama as convert_ollama
     from operators.convert import convert_openai_chat as convert_openai_chat
     from operators.convert import convert_openai_responses as convert_openai_responses
     from operators.delimiters import FORMATS as FORMATS

@@ -43,10 +43,11 @@ __all__ = [
     "tool_format_choices",
 ]
 
-WireFormat: TypeAlias = Literal["openai", "openai-responses", "anthropic", "gemini", "cohere"]
+WireFormat: TypeAlias = Literal["openai", "openai-responses", "anthropic", "gemini", "cohere", "ollama"]
 """The wire formats with a converter. ``openai``: Chat Completions (OpenAI and compatible servers);
 ``openai-responses``: the Responses API; ``anthropic``: Messages; ``gemini``: ``generateContent`` (Gemini
-API and Vertex AI) and the Gemini Interactions API; ``cohere``: Chat v2."""
+API and Vertex AI) and the Gemini Interactions API; ``cohere``: Chat v2; ``ollama``: Ollama's native
+``/api/chat`` and ``/api/generate`` (one converter reads both)."""
 
 Provider: TypeAlias = Literal[WireFormat, "text"]
 """What a stream can be: a wire format, or ``text`` (plain model text, one content delta per piece)."""
@@ -179,7 +180,11 @@ def converter_for(
             from operators.convert.gemini import GeminiConverter
 
             return GeminiConverter(**options)
-        case _:
+        case "cohere":
             from operators.convert.cohere import CohereConverter
 
             return CohereConverter(**options)
+        case _:
+            from operators.convert.ollama import OllamaConverter
+
+            return OllamaConverter(**options)

@@ -64,6 +64,7 @@ PROVIDER_NAMES: Final[Mapping[str, str]] = {
     "anthropic": "anthropic",
     "gemini": "gcp.gemini",
     "cohere": "cohere",
+    "ollama": "ollama",
 }
 """``process(provider=...)`` -> ``gen_ai.provider.name`` (the semantic conventions' well-known values).
 ``auto`` and ``text`` give ``_OTHER`` unless :meth:`Telemetry.options` names the provider."""

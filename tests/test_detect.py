@@ -16,6 +16,7 @@ FOLDER_FORMATS = {
     "anthropic": "anthropic",
     "cohere": "cohere",
     "gemini": "gemini",
+    "ollama": "ollama",
     "openai_chat": "openai",
     "openai_compatible": "openai",
     "openai_responses": "openai-responses",

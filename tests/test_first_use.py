@@ -37,6 +37,7 @@ RECORDINGS = {
     "openai-responses": FIXTURES / "openai_responses" / "fantasy_gpt-4o_2_parallel_function_calls.sse",
     "gemini": FIXTURES / "gemini" / "fantasy_gemini-2.5-flash_thought_summary_then_function_call.sse",
     "cohere": FIXTURES / "cohere" / "vercel_cohere_v2_tool_plan_then_2_parallel_tool_calls.jsonl",
+    "ollama": FIXTURES / "ollama" / "ollama-docs_llama3.2_chat_streamed_tool_call.jsonl",
 }
 """One recording per wire format."""
 
@@ -46,6 +47,7 @@ FIRST_EVENT_LOOKS = {
     "openai-responses": "type 'response.created', keys: response, sequence_number, type",
     "gemini": "keys: candidates, modelVersion, responseId, usageMetadata",
     "cohere": "type 'message-start', keys: delta, id, type",
+    "ollama": "keys: created_at, done, message, model",
 }
 """How the wrong-provider error describes each recording's first event."""
 

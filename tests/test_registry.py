@@ -15,6 +15,7 @@ import pytest
 from operators.convert.anthropic import AnthropicConverter
 from operators.convert.cohere import CohereConverter
 from operators.convert.gemini import GeminiConverter
+from operators.convert.ollama import OllamaConverter
 from operators.convert.openai_chat import OpenAIChatConverter
 from operators.convert.openai_responses import OpenAIResponsesConverter
 from operators.delimiters import FORMATS
@@ -45,7 +46,7 @@ def test_the_tool_format_literal_lists_every_built_in_delimiter_format_and_alias
 
 
 def test_the_runtime_tuples_come_from_the_literals() -> None:
-    assert WIRE_FORMATS == ("openai", "openai-responses", "anthropic", "gemini", "cohere")
+    assert WIRE_FORMATS == ("openai", "openai-responses", "anthropic", "gemini", "cohere", "ollama")
     assert (*WIRE_FORMATS, "text") == PROVIDERS
     assert FRAMINGS == ("auto", "sse", "jsonl", "json", "eventstream")
     assert get_args(ToolFormat) == TOOL_FORMATS
@@ -59,6 +60,7 @@ def test_the_runtime_tuples_come_from_the_literals() -> None:
         ("anthropic", AnthropicConverter),
         ("gemini", GeminiConverter),
         ("cohere", CohereConverter),
+        ("ollama", OllamaConverter),
     ],
 )
 def test_converter_for_makes_the_named_converter(name: str, converter: type) -> None:
@@ -69,7 +71,8 @@ def test_converter_for_makes_the_named_converter(name: str, converter: type) -> 
 @pytest.mark.parametrize("name", ["text", "auto", "OpenAI", None])
 def test_converter_for_refuses_what_is_not_a_wire_format(name: object) -> None:
     expected = (
-        f"unknown provider {name!r}; expected one of: openai, openai-responses, anthropic, gemini, cohere"
+        f"unknown provider {name!r}; expected one of: openai, openai-responses, anthropic, gemini, cohere,"
+        " ollama"
     )
     with pytest.raises(ConfigurationError) as caught:
         converter_for(name)

@@ -3,7 +3,7 @@
 ::
 
     streamfold demo [--stream NAME] [--speed PIECES_PER_SECOND] [--plain]
-    streamfold replay FILE [--provider auto|openai|openai-responses|anthropic|gemini|cohere|text]
+    streamfold replay FILE [--provider auto|openai|openai-responses|anthropic|gemini|cohere|ollama|text]
                            [--tool-format none|kimi_k2|...] [--output pretty|jsonl|openai-sse]
                            [--speed PIECES_PER_SECOND] [--chunk-size N] [--plain]
     streamfold proxy --upstream URL [--host 127.0.0.1] [--port 8000] [--tool-format kimi_k2|auto|none|...]
