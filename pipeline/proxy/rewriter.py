@@ -57,8 +57,8 @@ class ChatStreamRewriter:
     ``data: {"error": ...}`` event (:attr:`error` tells which), after which the core takes no more input.
     A clean end gives ``data: [DONE]``.
 
-    ``reasoning_tags`` (``think``, ``kimi``) moves reasoning written between those tags in the text to
-    ``reasoning_content``, before the rewriter reads it.
+    ``reasoning_tags`` (``think``, ``kimi``, or another reasoning format) moves reasoning written in the
+    text to ``reasoning_content``, before the rewriter reads it.
 
     ``max_event_size`` caps one upstream event; ``tool_schemas`` (tool name -> parameters schema, from the
     request's ``tools``) types XML-style argument values; ``id_factory`` names calls that come without
