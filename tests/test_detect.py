@@ -80,7 +80,7 @@ def test_framing_of_the_other_files(path: Path) -> None:
 
 
 def test_other_files_are_the_expected_ones() -> None:
-    assert {path.parent.name for path in OTHER_FILES} == {"anthropic", "raw_model_output"}
+    assert {path.parent.name for path in OTHER_FILES} == {"anthropic", "raw_model_output", "reasoning"}
     assert [path.suffix for path in OTHER_FILES if path.parent.name == "anthropic"] == [".bin"]
 
 

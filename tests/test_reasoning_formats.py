@@ -18,8 +18,11 @@ from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse
 from pipeline.testing import collect, counter_segment_ids, summarize
 
-RAW = Path(__file__).parent / "fixtures" / "raw_model_output"
-VLLM_CASES: list[dict[str, Any]] = json.loads((RAW / "vllm-tests_reasoning_parsers.json").read_text("utf-8"))
+FIXTURES = Path(__file__).parent / "fixtures"
+RAW = FIXTURES / "raw_model_output"
+VLLM_CASES: list[dict[str, Any]] = json.loads(
+    (FIXTURES / "reasoning" / "vllm-tests_reasoning_parsers.json").read_text("utf-8")
+)
 """Outputs and the reasoning / content vLLM's parsers give them (tests/fixtures/SOURCES.md)."""
 
 HARMONY = RAW / "harmony_gpt-oss_analysis_then_builtin_tool_call_and_response.txt"
