@@ -9,6 +9,7 @@ converter          ``convert_openai_chat``, ``convert_openai_   ``OpenAIChatConv
                    responses``, ``convert_anthropic``,
                    ``convert_gemini``, ``convert_cohere``,
                    ``convert_bedrock_converse``
+                   ``convert_ollama``
 rewriter           ``rewrite_delimiters``                       ``DelimiterRewriter``
 splitter           ``split_arguments``                          ``ArgumentSplitter``, ``JSONStreamParser``
 emitter            ``emit_segments``                            ``SegmentEmitter``
@@ -64,12 +65,14 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "BedrockConverseConverter",
             "CohereConverter",
             "GeminiConverter",
+            "OllamaConverter",
             "OpenAIChatConverter",
             "OpenAIResponsesConverter",
             "convert_anthropic",
             "convert_bedrock_converse",
             "convert_cohere",
             "convert_gemini",
+            "convert_ollama",
             "convert_openai_chat",
             "convert_openai_responses",
         ),
@@ -124,12 +127,14 @@ if TYPE_CHECKING:  # written from the table by `python -m tests.test_public_surf
     from operators.convert import BedrockConverseConverter as BedrockConverseConverter
     from operators.convert import CohereConverter as CohereConverter
     from operators.convert import GeminiConverter as GeminiConverter
+    from operators.convert import OllamaConverter as OllamaConverter
     from operators.convert import OpenAIChatConverter as OpenAIChatConverter
     from operators.convert import OpenAIResponsesConverter as OpenAIResponsesConverter
     from operators.convert import convert_anthropic as convert_anthropic
     from operators.convert import convert_bedrock_converse as convert_bedrock_converse
     from operators.convert import convert_cohere as convert_cohere
     from operators.convert import convert_gemini as convert_gemini
+    from operators.convert import convert_ollama as convert_ollama
     from operators.convert import convert_openai_chat as convert_openai_chat
     from operators.convert import convert_openai_responses as convert_openai_responses
     from operators.delimiters import FORMATS as FORMATS

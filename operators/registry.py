@@ -45,12 +45,13 @@ __all__ = [
 ]
 
 WireFormat: TypeAlias = Literal[
-    "openai", "openai-responses", "anthropic", "gemini", "cohere", "bedrock-converse"
+    "openai", "openai-responses", "anthropic", "gemini", "cohere", "bedrock-converse", "ollama"
 ]
 """The wire formats with a converter. ``openai``: Chat Completions (OpenAI and compatible servers);
 ``openai-responses``: the Responses API; ``anthropic``: Messages; ``gemini``: ``generateContent`` (Gemini
 API and Vertex AI) and the Gemini Interactions API; ``cohere``: Chat v2; ``bedrock-converse``: Amazon
-Bedrock ``ConverseStream``."""
+Bedrock ``ConverseStream``; ``ollama``: Ollama's native ``/api/chat`` and ``/api/generate`` (one converter
+reads both)."""
 
 Provider: TypeAlias = Literal[WireFormat, "text"]
 """What a stream can be: a wire format, or ``text`` (plain model text, one content delta per piece)."""
@@ -204,7 +205,11 @@ def converter_for(
             from operators.convert.cohere import CohereConverter
 
             return CohereConverter(**options)
-        case _:
+        case "bedrock-converse":
             from operators.convert.bedrock_converse import BedrockConverseConverter
 
             return BedrockConverseConverter(**options)
+        case _:
+            from operators.convert.ollama import OllamaConverter
+
+            return OllamaConverter(**options)

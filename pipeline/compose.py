@@ -157,7 +157,7 @@ def process(
     framing: Framing = "auto",
     tool_format: ToolFormat | RegisteredFormat | None = None,
     reasoning_tags: str | tuple[str, str] | None = None,
-    start_in_reasoning: bool = False,
+    start_in_reasoning: bool | None = None,
     file_tools: Mapping[str, Any] | None = None,
     tools: Mapping[str, Any] | None = None,
     max_argument_size: int | None = None,
@@ -187,11 +187,14 @@ def process(
         tool_format: a delimiter format (``kimi_k2``, ``hermes``, ...) whose tool calls are embedded in
             the text; ``"none"`` (or ``None``, the default) when the provider sends structured tool calls.
             ``"api_tool_call"`` is an alias of ``"none"``.
-        reasoning_tags: ``"think"`` (``<think>...</think>``: DeepSeek-R1, Qwen3, QwQ, GLM, MiniMax) or
-            ``"kimi"`` (``◁think▷...◁/think▷``), or an (opening, closing) pair: the text between the tags
-            becomes reasoning (before the delimiter rewriter). ``None`` (the default): text stays text.
+        reasoning_tags: ``"think"`` (``<think>...</think>``: DeepSeek-R1, Qwen3, QwQ, GLM, MiniMax),
+            ``"kimi"`` (``◁think▷...◁/think▷``), ``"granite"``, ``"hunyuan"``, ``"ernie"``, ``"step3"``,
+            ``"step3p5"``, ``"seed_oss"``, ``"harmony"`` (the analysis channel as text), or an (opening,
+            closing) pair: the reasoning the model writes in the text becomes reasoning (before the
+            delimiter rewriter). ``None`` (the default): text stays text.
         start_in_reasoning: with ``reasoning_tags``, each response begins inside reasoning (the chat
-            template opened the tag); see `operators.delimiters.reasoning_tags.ReasoningTagSplitter`.
+            template opened the tag); ``None``: the format's default (``True`` for ERNIE, Step-3 and
+            Seed-OSS); see `operators.delimiters.reasoning_tags.ReasoningTagSplitter`.
         file_tools: tool name -> `operators.segments.FileTool` (default: write_file, patch_file).
         tools: tool name -> pydantic model that each invocation's arguments are validated against.
         max_argument_size: cap, in characters, of one call's arguments (``too_large`` beyond it), >= 0.
@@ -273,7 +276,7 @@ def _pipeline(
     framing: str,
     tool_format: str | None,
     reasoning_tags: str | tuple[str, str] | None,
-    start_in_reasoning: bool,
+    start_in_reasoning: bool | None,
     file_tools: Mapping[str, Any] | None,
     tools: Mapping[str, Any] | None,
     max_argument_size: int | None,

@@ -65,6 +65,7 @@ PROVIDER_NAMES: Final[Mapping[str, str]] = {
     "gemini": "gcp.gemini",
     "cohere": "cohere",
     "bedrock-converse": "aws.bedrock",
+    "ollama": "ollama",
 }
 """``process(provider=...)`` -> ``gen_ai.provider.name`` (the semantic conventions' well-known values).
 ``auto`` and ``text`` give ``_OTHER`` unless `Telemetry.options` names the provider."""

@@ -38,6 +38,7 @@ FORMATS = (
     "openai_responses",
     "cohere",
     "bedrock_converse",
+    "ollama",
 )
 """The folders of recorded provider streams; ``raw_model_output`` holds model text, not streams."""
 
@@ -951,6 +952,37 @@ def _converse(payloads: list[Payload]) -> Expected:
     return converse(payloads)
 
 
+# --------------------------------------------------------------------------------------------------
+# Ollama /api/chat and /api/generate: one JSON object a line, calls whole
+
+
+def _ollama(payloads: list[Payload]) -> Expected:
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ExpectedCall] = []
+    finish: str | None = None
+    usage: dict[str, int] | None = None
+    for _, line in payloads:
+        if "error" in line:
+            return Expected("".join(text), "".join(reasoning), calls, None, None, error=str(line["error"]))
+        # Chat nests its text in "message"; generate puts it at the top, its text named "response".
+        part = line.get("message") or {"content": line.get("response"), **line}
+        text.append(part.get("content") or "")
+        reasoning.append(part.get("thinking") or "")
+        for call in part.get("tool_calls") or []:
+            function = call["function"]
+            call_id = call.get("id") or call_id_for(len(calls))
+            calls.append(ExpectedCall(call_id, function["name"], function.get("arguments") or {}))
+        if line.get("done"):
+            reason = line.get("done_reason") or "stop"
+            finish = {"load": "stop", "unload": "stop"}.get(reason, reason)
+            if finish == "stop" and calls:
+                finish = "tool_calls"
+            if "prompt_eval_count" in line or "eval_count" in line:
+                usage = _usage(line.get("prompt_eval_count"), line.get("eval_count"))
+    return Expected("".join(text), "".join(reasoning), calls, finish, usage)
+
+
 _READERS: dict[str, Callable[[list[Payload]], Expected]] = {
     "anthropic": _anthropic,
     "gemini": _gemini,
@@ -959,4 +991,5 @@ _READERS: dict[str, Callable[[list[Payload]], Expected]] = {
     "openai_responses": _responses,
     "cohere": _cohere,
     "bedrock_converse": _converse,
+    "ollama": _ollama,
 }

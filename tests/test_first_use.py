@@ -38,6 +38,7 @@ RECORDINGS = {
     "gemini": FIXTURES / "gemini" / "fantasy_gemini-2.5-flash_thought_summary_then_function_call.sse",
     "cohere": FIXTURES / "cohere" / "vercel_cohere_v2_tool_plan_then_2_parallel_tool_calls.jsonl",
     "bedrock-converse": FIXTURES / "bedrock_converse" / "pydantic-ai_nova-micro_text.eventstream.bin",
+    "ollama": FIXTURES / "ollama" / "ollama-docs_llama3.2_chat_streamed_tool_call.jsonl",
 }
 """One recording per wire format."""
 
@@ -48,6 +49,7 @@ FIRST_EVENT_LOOKS = {
     "gemini": "keys: candidates, modelVersion, responseId, usageMetadata",
     "cohere": "type 'message-start', keys: delta, id, type",
     "bedrock-converse": "keys: messageStart",
+    "ollama": "keys: created_at, done, message, model",
 }
 """How the wrong-provider error describes each recording's first event."""
 

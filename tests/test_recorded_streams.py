@@ -38,6 +38,7 @@ RECHUNKED = [
         "cohere/vercel_cohere_v2_tool_plan_then_2_parallel_tool_calls.jsonl",
         "gemini/fantasy_gemini-2.5-flash_2_parallel_function_calls_one_chunk.sse",
         "gemini/vercel_gemini-3-flash_thought_then_4_streamed_calls_incl_no_args.jsonl",
+        "ollama/ollama-docs_llama3.2_chat_streamed_tool_call.jsonl",
         "openai_chat/openai-python_parallel_tool_calls_gpt4o.sse",
         "openai_compatible/fantasy_openrouter_gemini_2_parallel_tools.sse",
         "openai_compatible/vercel_anthropic-openai-compat_text_then_tool_call_index1.sse",

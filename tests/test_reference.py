@@ -620,6 +620,28 @@ FACTS = [
         "tool_calls",
         False,
     ),
+    # ollama
+    Fact(
+        "ollama/attogram_granite3.3-2b_generate_streamed_text.jsonl",
+        (),
+        "stop",
+        "Rabbits are small to medium-sized mammals known for their fluffy tails and long ears, which they"
+        " use to detect predators. They are herbivores, primarily feeding on grasses, leaves, and roots, and"
+        " are famous for their rapid hopping ability.",
+    ),
+    Fact(
+        "ollama/ollama-docs_gemma4_generate_streamed_text.jsonl",
+        (),
+        "stop",
+        "That's a fantastic question!",
+    ),
+    Fact(
+        "ollama/ollama-docs_llama3.2_chat_streamed_tool_call.jsonl",
+        (("get_weather", {"city": "Tokyo"}),),
+        "tool_calls",
+        False,
+    ),
+    Fact("ollama/ollama-docs_llama3.2_chat_text_without_done_reason.jsonl", (), "stop", "The"),
     Fact(
         "openai_responses/vercel_lmstudio_glm-4.7-flash_reasoning_text_function_call.jsonl",
         (("weather", {"location": "San Francisco"}),),  # arguments only in .done events

@@ -68,6 +68,7 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
     saw. A Gemini Interactions API stream (``event_type``: ``interaction.created``, ``step.delta``, ...) is
     not ``generateContent`` but is ``gemini`` too: the Gemini converter tells the two apart by itself. A
     Bedrock ConverseStream event is one ``ConverseStreamOutput`` member alone (``{"messageStart": {...}}``).
+    An Ollama line is ``ollama`` whether it comes from ``/api/chat`` or ``/api/generate``.
     """
     if len(first_event) == 1 and next(iter(first_event)) in _CONVERSE_EVENTS:
         return "bedrock-converse"
@@ -84,6 +85,8 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
     event_type = first_event.get("event_type")
     if isinstance(event_type, str) and event_type.startswith(("interaction.", "step.", "content.")):
         return "gemini"
+    if _is_ollama(first_event):
+        return "ollama"
     keys = ", ".join(sorted(map(str, first_event))[:8])
     raise ConfigurationError(f"cannot tell the wire format of an event with type {kind!r} and keys: {keys}")
 
@@ -97,6 +100,14 @@ def _by_type(kind: str, first_event: Mapping[str, Any]) -> WireFormat | None:
     if kind in _COHERE_TYPES:
         return "cohere"
     return None
+
+
+def _is_ollama(event: Mapping[str, Any]) -> bool:
+    """An Ollama ``/api/chat`` or ``/api/generate`` line: a boolean ``done`` beside a ``message`` object
+    (chat) or a ``response`` string (generate). Its ``message`` is not an error's message."""
+    if not isinstance(event.get("done"), bool):
+        return False
+    return isinstance(event.get("message"), Mapping) or isinstance(event.get("response"), str)
 
 
 def detect_framing(first_bytes: bytes) -> Framing:

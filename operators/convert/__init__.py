@@ -29,6 +29,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "GeminiConverter",
             "convert_gemini",
         ),
+        "operators.convert.ollama": (
+            "OllamaConverter",
+            "convert_ollama",
+        ),
         "operators.convert.openai_chat": (
             "OpenAIChatConverter",
             "convert_openai_chat",
@@ -51,6 +55,8 @@ if TYPE_CHECKING:  # written from the table by `python -m tests.test_public_surf
     from operators.convert.cohere import convert_cohere as convert_cohere
     from operators.convert.gemini import GeminiConverter as GeminiConverter
     from operators.convert.gemini import convert_gemini as convert_gemini
+    from operators.convert.ollama import OllamaConverter as OllamaConverter
+    from operators.convert.ollama import convert_ollama as convert_ollama
     from operators.convert.openai_chat import OpenAIChatConverter as OpenAIChatConverter
     from operators.convert.openai_chat import convert_openai_chat as convert_openai_chat
     from operators.convert.openai_responses import OpenAIResponsesConverter as OpenAIResponsesConverter

@@ -3,7 +3,7 @@
 ::
 
     streamfold demo [--stream NAME] [--speed PIECES_PER_SECOND] [--plain]
-    streamfold replay FILE [--provider auto|openai|openai-responses|anthropic|gemini|cohere|text]
+    streamfold replay FILE [--provider auto|openai|openai-responses|anthropic|gemini|cohere|ollama|text]
                            [--tool-format none|kimi_k2|...] [--output pretty|jsonl|openai-sse]
                            [--speed PIECES_PER_SECOND] [--chunk-size N] [--plain]
     streamfold proxy --upstream URL [--host 127.0.0.1] [--port 8000] [--tool-format kimi_k2|auto|none|...]
@@ -152,6 +152,7 @@ def _port(value: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from operators.delimiters.reasoning_tags import REASONING_FORMATS
     from pipeline.proxy.policy import UNKNOWN_TOOLS
 
     parser = argparse.ArgumentParser(prog="streamfold", description=_DESCRIPTION)
@@ -201,15 +202,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument(
         "--reasoning-tags",
-        choices=("think", "kimi"),
+        choices=tuple(REASONING_FORMATS),
         default=None,
-        help="reasoning written in the text between tags becomes reasoning: think (<think>...</think>:"
-        " DeepSeek-R1, Qwen3, QwQ, GLM, MiniMax) or kimi (◁think▷...◁/think▷); default: none",
+        help="reasoning written in the text becomes reasoning: think (<think>...</think>: DeepSeek-R1, Qwen3,"
+        " QwQ, GLM, MiniMax), kimi (◁think▷...◁/think▷), granite, hunyuan, ernie, step3, step3p5, seed_oss"
+        " or harmony (the analysis channel); default: none",
     )
     replay.add_argument(
         "--start-in-reasoning",
         action="store_true",
-        help="with --reasoning-tags: the response begins inside reasoning (the chat template opened the tag)",
+        default=None,
+        help="with --reasoning-tags: the response begins inside reasoning (the chat template opened the tag;"
+        " ernie, step3, step3p5 and seed_oss do by default)",
     )
     replay.add_argument(
         "--output",
@@ -332,10 +336,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     proxy.add_argument(
         "--reasoning-tags",
-        choices=["think", "kimi", "none"],
+        choices=[*REASONING_FORMATS, "none"],
         default="none",
-        help="split reasoning the model writes between <think> tags (kimi: ◁think▷) out of the text, into"
-        " reasoning_content / reasoning items / thinking blocks (default: %(default)s)",
+        help="split reasoning the model writes between <think> tags (kimi: ◁think▷; granite, hunyuan, ernie,"
+        " step3, step3p5, seed_oss, harmony: theirs) out of the text, into reasoning_content / reasoning"
+        " items / thinking blocks (default: %(default)s)",
     )
     formats_command = commands.add_parser(
         "formats",
@@ -569,7 +574,7 @@ async def _run(
     output: str,
     plain: bool = False,
     reasoning_tags: str | None = None,
-    start_in_reasoning: bool = False,
+    start_in_reasoning: bool | None = None,
 ) -> None:
     from pipeline.compose import process
 
@@ -644,7 +649,7 @@ async def _openai_sse(
     provider: str,
     tool_format: str,
     reasoning_tags: str | None = None,
-    start_in_reasoning: bool = False,
+    start_in_reasoning: bool | None = None,
 ) -> None:
     """Re-encode the (rewritten) chunks as OpenAI Chat Completions SSE, as the proxy answers: ``[DONE]``
     after a complete response; an error event and no ``[DONE]`` after a failure or a stream that ended

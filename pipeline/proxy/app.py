@@ -600,7 +600,8 @@ def create_app(
             (``text``, the default), is dropped (``drop``), ends the answer with an ``unknown_tool``
             error (``refuse``) or passes (``allow``); see `pipeline.proxy.policy` for
             ``tool_choice`` and ``parallel_tool_calls``.
-        reasoning_tags: ``think``, ``kimi`` (or ``None``): reasoning the model writes between these tags
+        reasoning_tags: ``think``, ``kimi``, ``granite``, ``hunyuan``, ``ernie``, ``step3``, ``step3p5``,
+            ``seed_oss``, ``harmony`` (or ``None``): reasoning the model writes between these markers
             in its text becomes ``reasoning_content`` (Chat), reasoning items (Responses) and thinking
             blocks (Messages), before the tool rewriter reads the text.
 

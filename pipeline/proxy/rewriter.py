@@ -67,8 +67,8 @@ class ChatStreamRewriter:
         id_factory: names calls that come without an id.
         policy: the request's tool rules (`pipeline.proxy.policy`), applied to the calls;
             `policy_filter` tells how many it dropped.
-        reasoning_tags: ``think`` or ``kimi``: reasoning written between those tags in the text moves to
-            ``reasoning_content``, before the rewriter reads it.
+        reasoning_tags: ``think``, ``kimi`` or another reasoning format: reasoning written in the text
+            moves to ``reasoning_content``, before the rewriter reads it.
         strip_usage: the upstream was asked for the usage chunk and the client was not; the usage is kept
             for `usage` (the access log) and not written to the client.
     """

@@ -16,6 +16,7 @@ from operators.convert.anthropic import AnthropicConverter
 from operators.convert.bedrock_converse import BedrockConverseConverter
 from operators.convert.cohere import CohereConverter
 from operators.convert.gemini import GeminiConverter
+from operators.convert.ollama import OllamaConverter
 from operators.convert.openai_chat import OpenAIChatConverter
 from operators.convert.openai_responses import OpenAIResponsesConverter
 from operators.delimiters import FORMATS
@@ -53,6 +54,7 @@ def test_the_runtime_tuples_come_from_the_literals() -> None:
         "gemini",
         "cohere",
         "bedrock-converse",
+        "ollama",
     )
     assert (*WIRE_FORMATS, "text") == PROVIDERS
     assert FRAMINGS == ("auto", "sse", "jsonl", "json", "eventstream")
@@ -68,6 +70,7 @@ def test_the_runtime_tuples_come_from_the_literals() -> None:
         ("gemini", GeminiConverter),
         ("cohere", CohereConverter),
         ("bedrock-converse", BedrockConverseConverter),
+        ("ollama", OllamaConverter),
     ],
 )
 def test_converter_for_makes_the_named_converter(name: str, converter: type) -> None:
@@ -79,7 +82,7 @@ def test_converter_for_makes_the_named_converter(name: str, converter: type) -> 
 def test_converter_for_refuses_what_is_not_a_wire_format(name: object) -> None:
     expected = (
         f"unknown provider {name!r}; expected one of: openai, openai-responses, anthropic, gemini, cohere, "
-        "bedrock-converse"
+        "bedrock-converse, ollama"
     )
     with pytest.raises(ConfigurationError) as caught:
         converter_for(name)

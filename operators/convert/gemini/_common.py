@@ -11,7 +11,7 @@ from operators.convert._base import is_mapping
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import Payload, TokenUsage
 
-__all__ = ["converter_error", "plain", "provider_error", "token_usage"]
+__all__ = ["converter_error", "enum_name", "plain", "provider_error", "token_usage"]
 
 
 def plain(text: str) -> str:
@@ -21,6 +21,14 @@ def plain(text: str) -> str:
         return text
     value = getattr(text, "value", text)
     return str.__str__(value if isinstance(value, str) else text)
+
+
+def enum_name(value: str | int, names: Mapping[int, str]) -> str:
+    """The name of an enum value sent as its name or as its number (``enum-encoding=int``); a number that
+    ``names`` does not know (newer than this table) is kept as its digits."""
+    if type(value) is int:
+        return names.get(value, str(value))
+    return plain(value)  # type: ignore[arg-type]
 
 
 def provider_error(item: Payload | Mapping[str, Any], error: Any, event_number: int) -> ProviderError:

@@ -5,7 +5,9 @@ kind is a key of its own with a fixed type, so the schema types them and msgspec
 API events (:class:`InteractionEvent`) have snake_case names and one shape for every ``event_type``; the
 fields whose type depends on the step or delta type stay loose (``Any``) and the converter checks them
 where it reads them. Unknown fields are ignored, and a part or event of an unknown kind decodes with every
-known field unset, so that it gives nothing (forward compatibility).
+known field unset, so that it gives nothing (forward compatibility). An enum the converter reads is a name
+or a number (:data:`~operators.convert.gemini._enums.EnumValue`): clients may ask for numbers
+(``$alt=json;enum-encoding=int``); the converter reads either as the name.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+
+from operators.convert.gemini._enums import EnumValue
 
 __all__ = [
     "Candidate",
@@ -55,14 +59,14 @@ class ExecutableCode(_Camel):
     """Code the code execution tool runs on the server."""
 
     code: str | None = None
-    language: str | None = None
+    language: EnumValue | None = None
     id: str | None = None
 
 
 class CodeExecutionResult(_Camel):
     """What the code execution tool returned."""
 
-    outcome: str | None = None
+    outcome: EnumValue | None = None
     output: str | None = None
     id: str | None = None
 
@@ -71,7 +75,7 @@ class ServerToolCall(_Camel):
     """A ``toolCall`` part: a built-in tool the server runs (Google Search, URL context, Maps, ...)."""
 
     id: str | None = None
-    tool_type: str | None = None
+    tool_type: EnumValue | None = None
     args: dict[str, Any] | None = None
 
 
@@ -79,7 +83,7 @@ class ServerToolResponse(_Camel):
     """A ``toolResponse`` part: what a built-in tool returned."""
 
     id: str | None = None
-    tool_type: str | None = None
+    tool_type: EnumValue | None = None
     response: dict[str, Any] | None = None
 
 
@@ -134,7 +138,7 @@ class Candidate(_Camel):
 
     index: int = 0
     content: Content | None = None
-    finish_reason: str | None = None
+    finish_reason: EnumValue | None = None
     finish_message: str | None = None
     grounding_metadata: GroundingMetadata | None = None
     citation_metadata: CitationMetadata | None = None
@@ -143,7 +147,7 @@ class Candidate(_Camel):
 class PromptFeedback(_Camel):
     """Why the prompt was blocked, if it was."""
 
-    block_reason: str | None = None
+    block_reason: EnumValue | None = None
     block_reason_message: str | None = None
 
 

@@ -66,7 +66,8 @@ from typing import Any, Final
 from operators.convert._base import EventDecoder, IdFactory, new_call_id
 from operators.convert.gemini._calls import ResponseCalls
 from operators.convert.gemini._chunks import ChunkBuilder
-from operators.convert.gemini._common import converter_error, plain, provider_error, token_usage
+from operators.convert.gemini._common import converter_error, enum_name, plain, provider_error, token_usage
+from operators.convert.gemini._enums import BLOCK_REASONS, FINISH_REASONS, LANGUAGES, OUTCOMES, EnumValue
 from operators.convert.gemini._partial_args import json_text
 from operators.convert.gemini._schema import (
     Candidate,
@@ -172,7 +173,7 @@ class GenerateContentConverter:
             self._parts(content.parts)
         finish_reason = None
         if candidate.finish_reason is not None:
-            raw_reason = plain(candidate.finish_reason)
+            raw_reason = enum_name(candidate.finish_reason, FINISH_REASONS)
             finish_reason = normalize_gemini_finish_reason(
                 raw_reason, made_function_call=self._calls.made_function_call
             )
@@ -188,7 +189,7 @@ class GenerateContentConverter:
     def _blocked(self, feedback: PromptFeedback, metadata: dict[str, Any]) -> str:
         """A blocked prompt ends the response: ``content_filter``, the reason in metadata."""
         assert feedback.block_reason is not None
-        metadata["stop_reason"] = plain(feedback.block_reason)
+        metadata["stop_reason"] = enum_name(feedback.block_reason, BLOCK_REASONS)
         if feedback.block_reason_message is not None:
             metadata["block_reason_message"] = plain(feedback.block_reason_message)
         return "content_filter"
@@ -246,13 +247,15 @@ class GenerateContentConverter:
             raise self._error(f"{where}.code", "is missing")
         code = plain(part.code)
         arguments = (
-            {"code": code} if part.language is None else {"language": plain(part.language), "code": code}
+            {"code": code}
+            if part.language is None
+            else {"language": enum_name(part.language, LANGUAGES), "code": code}
         )
         self._calls.server_call(self._builder, part.id, "code_execution", arguments, signature)
 
     def _code_execution_result(self, part: CodeExecutionResult, signature: str | None, where: str) -> None:
         """``codeExecutionResult``: the result of the code execution call it follows (or names by id)."""
-        outcome = None if part.outcome is None else plain(part.outcome)
+        outcome = None if part.outcome is None else enum_name(part.outcome, OUTCOMES)
         content: dict[str, Any] = {}
         if outcome is not None:
             content["outcome"] = outcome
@@ -375,8 +378,12 @@ def _candidate_zero(candidates: list[Candidate]) -> Candidate | None:
     return None
 
 
-def _tool_name(tool_type: str | None) -> str:
-    return plain(tool_type).lower() if tool_type else "server_tool"
+def _tool_name(tool_type: EnumValue | None) -> str:
+    """A built-in tool's call name: its ``toolType`` in lower case (a number, which no table names yet,
+    as its digits)."""
+    if tool_type is None or tool_type == "":
+        return "server_tool"
+    return enum_name(tool_type, {}).lower()
 
 
 def _add_media(builder: ChunkBuilder, mime_type: str | None, data: str | None, *, inline: bool) -> None:

@@ -18,6 +18,7 @@ FOLDER_FORMATS = {
     "anthropic": "anthropic",
     "cohere": "cohere",
     "gemini": "gemini",
+    "ollama": "ollama",
     "openai_chat": "openai",
     "openai_compatible": "openai",
     "openai_responses": "openai-responses",
@@ -83,7 +84,7 @@ def test_framing_of_the_other_files(path: Path) -> None:
 
 def test_other_files_are_the_expected_ones() -> None:
     folders = {path.parent.name for path in OTHER_FILES}
-    assert folders == {"anthropic", "bedrock_converse", "raw_model_output"}
+    assert folders == {"anthropic", "bedrock_converse", "raw_model_output", "reasoning"}
     assert [path.suffix for path in OTHER_FILES if path.parent.name == "anthropic"] == [".bin"]
     assert {path.suffix for path in OTHER_FILES if path.parent.name == "bedrock_converse"} == {".bin"}
 

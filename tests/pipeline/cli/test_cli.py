@@ -132,7 +132,7 @@ def test_unknown_provider_is_a_usage_error_listing_the_choices(capsys: pytest.Ca
     path = FIXTURES / "openai_chat" / "openai-python_text_only_gpt4o.sse"
     assert usage_error(capsys, "replay", str(path), "--provider", "mystery") == (
         "argument --provider: invalid choice: 'mystery' (choose from 'auto', 'openai', 'openai-responses',"
-        " 'anthropic', 'gemini', 'cohere', 'bedrock-converse', 'text')"
+        " 'anthropic', 'gemini', 'cohere', 'bedrock-converse', 'ollama', 'text')"
     )
 
 
