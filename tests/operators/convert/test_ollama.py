@@ -21,9 +21,10 @@ from pipeline.compose import process
 from pipeline.errors import ConverterError, ProviderError, StreamfoldError
 from pipeline.models import ChunkResponse, Payload, PipelineEvent, TokenUsage, ToolCallDelta
 from pipeline.testing import counter_segment_ids, summarize
+from tests.conftest import TESTS
 from tests.converter_cases import Event, collect, iterate, load_events, run_converter, sequential_ids
 
-FIXTURES = Path(__file__).parent / "fixtures" / "ollama"
+FIXTURES = TESTS / "fixtures" / "ollama"
 FIXTURE_FILES = sorted(FIXTURES.iterdir())
 RECORDED_BYTES = {path: path.read_bytes() for path in FIXTURE_FILES}
 

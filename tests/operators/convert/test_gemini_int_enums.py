@@ -15,9 +15,10 @@ from operators.convert.gemini import GeminiConverter
 from pipeline.compose import process
 from pipeline.models import ChunkResponse, Payload, TokenUsage, ToolResult
 from pipeline.testing import counter_segment_ids, summarize
+from tests.conftest import TESTS
 from tests.converter_cases import collect, load_events, run_converter, sequential_ids
 
-FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
+FIXTURES = TESTS / "fixtures" / "gemini"
 GENERATE_CONTENT = sorted(
     path
     for path in FIXTURES.iterdir()

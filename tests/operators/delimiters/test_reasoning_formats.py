@@ -5,7 +5,6 @@ CLI and the proxy."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +16,9 @@ from pipeline.compose import process
 from pipeline.errors import ConfigurationError
 from pipeline.models import ChunkResponse
 from pipeline.testing import collect, counter_segment_ids, summarize
+from tests.conftest import TESTS
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = TESTS / "fixtures"
 RAW = FIXTURES / "raw_model_output"
 VLLM_CASES: list[dict[str, Any]] = json.loads(
     (FIXTURES / "reasoning" / "vllm-tests_reasoning_parsers.json").read_text("utf-8")
