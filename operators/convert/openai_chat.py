@@ -86,7 +86,7 @@ _HELPER_EVENTS = frozenset(
 )
 """The events openai-python's ``.stream()`` helper derives from the chunks (it also sends each chunk)."""
 
-_decode_chunk: EventDecoder[ChatChunk] = EventDecoder(ChatChunk)
+_decode_chunk = EventDecoder(ChatChunk).decode
 _NOTHING: Final = ChunkResponse()
 """A chunk that says nothing: an event that carries nothing new gives no chunk."""
 

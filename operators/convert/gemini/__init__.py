@@ -55,7 +55,7 @@ class GeminiConverter:
         return [] if self._core is None else self._core.finish()
 
 
-_PROBE = _EventDecoder(_APIProbe)
+_PROBE = _EventDecoder(_APIProbe).decode
 
 
 def _has_event_type(first: _Payload | Mapping[str, Any]) -> bool:
