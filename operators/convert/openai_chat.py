@@ -214,16 +214,17 @@ class OpenAIChatConverter:
             raise _provider_error(chunk.error, item, number)
         seen = (chunk.id, chunk.model, chunk.created, chunk.system_fingerprint, chunk.service_tier)
         metadata = None if seen == self._seen_metadata else self._metadata_changes(seen)
-        usage = None
-        if chunk.usage is not None or chunk.x_groq is not None:
-            usage = self._usage_change(chunk, number)
         choices = chunk.choices
+        if chunk.usage is None and chunk.x_groq is None:
+            usage = None
+            if choices and len(choices) == 1:
+                plain = self._plain(choices[0], metadata)
+                if plain is not None:
+                    return plain
+        else:
+            usage = self._usage_change(chunk, number)
         if not choices:
             return [ChunkResponse(usage=usage, metadata=metadata)] if usage or metadata else []
-        if usage is None and len(choices) == 1:
-            plain = self._plain(choices[0], metadata)
-            if plain is not None:
-                return plain
         return self._choices(choices, number, usage, metadata)
 
     def finish(self) -> list[ChunkResponse]:
@@ -264,15 +265,17 @@ class OpenAIChatConverter:
             return None  # fields only _choices gathers
         if delta.tool_calls:
             return self._plain_arguments(delta.tool_calls, delta, metadata)
-        content = delta.content if isinstance(delta.content, str) else ""
+        content = delta.content if type(delta.content) is str else ""
         reasoning, refusal = delta.reasoning_content or delta.reasoning, delta.refusal
+        if not (reasoning or refusal or metadata):
+            return [ChunkResponse(content=content)] if content else []  # a text delta: most events
         if content or reasoning or refusal:
             return [
                 ChunkResponse(
                     content=content, reasoning=reasoning or None, refusal=refusal or None, metadata=metadata
                 )
             ]
-        return [ChunkResponse(metadata=metadata)] if metadata else []
+        return [ChunkResponse(metadata=metadata)]
 
     def _plain_arguments(
         self, tool_calls: list[ChatToolCall], delta: ChatDelta, metadata: dict[str, Any] | None
