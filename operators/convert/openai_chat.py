@@ -265,17 +265,15 @@ class OpenAIChatConverter:
             return None  # fields only _choices gathers
         if delta.tool_calls:
             return self._plain_arguments(delta.tool_calls, delta, metadata)
-        content = delta.content if type(delta.content) is str else ""
+        content = delta.content if isinstance(delta.content, str) else ""
         reasoning, refusal = delta.reasoning_content or delta.reasoning, delta.refusal
-        if not (reasoning or refusal or metadata):
-            return [ChunkResponse(content=content)] if content else []  # a text delta: most events
         if content or reasoning or refusal:
             return [
                 ChunkResponse(
                     content=content, reasoning=reasoning or None, refusal=refusal or None, metadata=metadata
                 )
             ]
-        return [ChunkResponse(metadata=metadata)]
+        return [ChunkResponse(metadata=metadata)] if metadata else []
 
     def _plain_arguments(
         self, tool_calls: list[ChatToolCall], delta: ChatDelta, metadata: dict[str, Any] | None
