@@ -157,22 +157,22 @@ class _Chain:
     __slots__ = ("_aborts", "_cores", "_feeds", "_head", "_rest")
 
     def __init__(self, cores: Sequence[Core[Any, Any]]) -> None:
-        self._use(cores)
+        self._use(tuple(cores), tuple(core.feed for core in cores))
         flatten: Callable[[Callable[[Sequence[Core[Any, Any]]], None]], None] | None = getattr(
             cores[0], "flatten", None
         )
         if flatten is not None:
             flatten(self._replace_head)
 
-    def _use(self, cores: Sequence[Core[Any, Any]]) -> None:
-        self._cores = tuple(cores)
-        self._feeds = tuple(core.feed for core in self._cores)
-        self._head, self._rest = self._cores[0], self._feeds[1:]
-        self._aborts = tuple(_abort_of(core) for core in self._cores)
+    def _use(self, cores: tuple[Core[Any, Any], ...], feeds: tuple[Callable[[Any], list[Any]], ...]) -> None:
+        self._cores, self._feeds = cores, feeds
+        self._head, self._rest = cores[0], feeds[1:]
+        self._aborts = tuple(_abort_of(core) for core in cores)
 
     def _replace_head(self, cores: Sequence[Core[Any, Any]]) -> None:
-        """The first core has become ``cores`` in a row: run them here, one loop for all."""
-        self._use((*cores, *self._cores[1:]))
+        """The first core has become ``cores`` in a row: run them here, one loop for all. The later cores
+        keep their feeds (an error's position is found by the feed's identity)."""
+        self._use((*cores, *self._cores[1:]), (*(core.feed for core in cores), *self._feeds[1:]))
 
     def feed(self, item: Any) -> list[Any]:
         feed = None
