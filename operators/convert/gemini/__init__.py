@@ -36,7 +36,6 @@ class GeminiConverter:
     ``generateContent`` stream. ``id_factory`` names the calls sent without an ``id``.
     """
 
-
     def __init__(self, *, id_factory: _IdFactory | None = None) -> None:
         self._id_factory = id_factory
         self._core: _GenerateContentConverter | _InteractionsConverter | None = None
