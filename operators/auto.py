@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -218,9 +218,22 @@ class _AutoChunks:
         self._feed: Callable[[Any], list[ChunkResponse]] = self._first_feed
         """The feed of the moment: the first, the lazy converter's, then the chain's own."""
         self._head = _Head()
+        self._replace: Callable[[Sequence[Core[Any, Any]]], None] | None = None
+        """Tells the chain this adapter leads the framer and converter, once known (see :meth:`flatten`)."""
 
     def feed(self, item: Any) -> list[ChunkResponse]:
         return self._feed(item)
+
+    def flatten(self, replace: Callable[[Sequence[Core[Any, Any]]], None]) -> None:
+        """Called by the :func:`~pipeline.stage.chain` this adapter leads: once the framer and converter
+        are chosen, ``replace`` gets them, and the chain runs them in its own loop (no chain in a chain)."""
+        self._replace = replace
+
+    def _settled(self, cores: Sequence[Core[Any, Any]]) -> None:
+        """The framer and converter are known (``cores``): the chain this adapter leads may run them."""
+        if self._replace is not None:
+            self._replace(cores)
+            self._replace = None
 
     def _use(self, feed: Callable[[Any], list[ChunkResponse]]) -> None:
         """Make ``feed`` the feed of the moment; also as this instance's ``feed``, so that a caller that
@@ -233,10 +246,14 @@ class _AutoChunks:
         if front is None:
             return []  # the framing is not known yet: the bytes wait in the head
         self._chain = self._chain_with(front)
-        self._use(self._chain.feed if self._lazy is None else self._lazy_feed)
+        known = self._lazy is None  # no converter to choose (plain text): the front is all there is
+        self._use(self._chain.feed if known else self._lazy_feed)
         if self._head.parts:
             item = self._head.take()
-        return self._feed(item)
+        chunks = self._feed(item)
+        if known:
+            self._settled(front)
+        return chunks
 
     def _lazy_feed(self, item: Any) -> list[ChunkResponse]:
         """Until the converter is chosen from the first event; then it replaces the lazy one."""
@@ -245,6 +262,7 @@ class _AutoChunks:
         if lazy is not None and lazy.core is not None:
             self._chain, self._lazy = chain(*self._front, lazy.core), None
             self._use(self._chain.feed)
+            self._settled([*self._front, lazy.core])
         return chunks
 
     def finish(self) -> list[ChunkResponse]:

@@ -124,15 +124,32 @@ class _NoRule:
 _NO_RULE: Final = _NoRule()
 
 
+class _Facts:
+    """What the response's end carries, gathered from every chunk: the latest usage, the metadata."""
+
+    __slots__ = ("metadata", "usage")
+
+    def __init__(self) -> None:
+        self.usage: TokenUsage | None = None
+        self.metadata: dict[str, Any] = {}
+
+
+_PLAIN_BESIDE: Final = (None, None, False, None, None, None, None, None, None)
+"""The fields of a chunk beside its text, reasoning, usage and metadata (as :meth:`_Run.take` lists them),
+when it carries nothing else: the reasoning's signature, encrypted form and end, citations, the text's
+signature, a refusal, tool results, the finish reason, tool calls."""
+
+
 class _Run:
     """The open text or reasoning run."""
 
-    __slots__ = ("kind", "length", "metadata", "refusal", "sealed", "segment_id")
+    __slots__ = ("facts", "kind", "length", "metadata", "refusal", "sealed", "segment_id")
 
-    def __init__(self, kind: SegmentType, segment_id: str, refusal: bool) -> None:
+    def __init__(self, kind: SegmentType, segment_id: str, refusal: bool, facts: _Facts) -> None:
         self.kind = kind
         self.segment_id = segment_id
         self.refusal = refusal
+        self.facts = facts
         self.length = 0
         """Characters of the run's text so far (the offset of a citation)."""
         self.sealed = False
@@ -140,20 +157,26 @@ class _Run:
         self.metadata: dict[str, Any] = {}
         """What its END carries."""
 
-    def takes_text(self) -> bool:
-        """Whether more text continues this run: it is a text run, not a refusal, not sealed."""
-        return self.kind is _TEXT and not self.refusal and not self.sealed
+    def takes_deltas(self) -> bool:
+        """Whether more of its kind of text may continue this run: not a refusal, not sealed."""
+        return not self.refusal and not self.sealed
 
     def take(self, item: _Item) -> _Events | None:
-        """The rule of an open text run: a chunk of only text continues it with one CONTENT event."""
+        """The rule of an open run: a chunk of only its kind of text (with usage or metadata, kept for the
+        response's end) continues it with one CONTENT event."""
         if type(item) is not ChunkResponse:
             return None
-        content = item.content
-        if not content or item.tool_calls is not None:
+        text: str | None
+        other: str | None
+        if self.kind is _TEXT:
+            text, other, block = item.content, item.reasoning, item.reasoning_id
+        else:
+            text, other, block = item.reasoning, item.content, item.reasoning_id
+            if block is not None and block == self.metadata.get("reasoning_id"):
+                block = None  # the same provider block goes on
+        if not text or other or block is not None:
             return None
         beside = (
-            item.reasoning,
-            item.reasoning_id,
             item.reasoning_signature,
             item.encrypted_reasoning,
             item.reasoning_done,
@@ -161,14 +184,17 @@ class _Run:
             item.content_signature,
             item.refusal,
             item.tool_results,
-            item.usage,
             item.finish_reason,
-            item.metadata,
+            item.tool_calls,
         )
-        if beside != _NOTHING_BESIDE:
+        if beside != _PLAIN_BESIDE:
             return None
-        self.length += len(content)
-        return [SegmentEvent(_CONTENT, self.segment_id, None, {"delta": content})]
+        if item.usage is not None:
+            self.facts.usage = item.usage
+        if item.metadata:
+            self.facts.metadata.update(item.metadata)
+        self.length += len(text)
+        return [SegmentEvent(_CONTENT, self.segment_id, None, {"delta": text})]
 
 
 class _Call:
@@ -396,8 +422,7 @@ class SegmentEmitter:
         time (amortised), not by probing ``_2``, ``_3``, ... from the start each time."""
         self._calls: dict[int, _Call] = {}
         self._finish_reason: str | None = None
-        self._usage: TokenUsage | None = None
-        self._metadata: dict[str, Any] = {}
+        self._facts = _Facts()
         self._finished = False
 
     def feed(self, item: ChunkResponse | SplitChunk) -> list[SegmentEvent | ResponseEnd]:
@@ -429,11 +454,11 @@ class SegmentEmitter:
             for result in chunk.tool_results:
                 self._tool_result(events, result)
         if chunk.usage is not None:
-            self._usage = chunk.usage
+            self._facts.usage = chunk.usage
         if chunk.finish_reason is not None:
             self._finish_reason = chunk.finish_reason
         if chunk.metadata:
-            self._metadata.update(chunk.metadata)
+            self._facts.metadata.update(chunk.metadata)
         self._rule = self._next_rule(chunk)
         return events
 
@@ -443,7 +468,7 @@ class SegmentEmitter:
             call = self._calls.get(chunk.tool_calls[-1].index)
             return call if call is not None and call.started and not call.ended else _NO_RULE
         run = self._run
-        return run if run is not None and run.takes_text() else _NO_RULE
+        return run if run is not None and run.takes_deltas() else _NO_RULE
 
     def finish(self) -> list[SegmentEvent | ResponseEnd]:
         """Close every open segment (an unfinished tool call is ``truncated``), then :class:`ResponseEnd`."""
@@ -451,7 +476,9 @@ class SegmentEmitter:
             return []
         events = self._close_all(interrupted="")
         events.append(
-            ResponseEnd(finish_reason=self._finish_reason, usage=self._usage, metadata=self._metadata)
+            ResponseEnd(
+                finish_reason=self._finish_reason, usage=self._facts.usage, metadata=self._facts.metadata
+            )
         )
         return events
 
@@ -524,7 +551,7 @@ class SegmentEmitter:
         refusal: bool = False,
     ) -> _Run:
         self._close_run(events)
-        run = self._run = _Run(kind, self._segment_ids(kind), refusal)
+        run = self._run = _Run(kind, self._segment_ids(kind), refusal, self._facts)
         events.append(SegmentEvent.start(run.segment_id, kind, metadata))
         return run
 

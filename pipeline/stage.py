@@ -36,7 +36,9 @@ P = ParamSpec("P")
 
 class Core(Protocol[In_contra, Out]):
     """A sans-IO stage. It may also define ``abort(exc: BaseException) -> list[Out]``: its input failed,
-    return what that closes."""
+    return what that closes. A first core of a :func:`chain` may define ``flatten(replace)``: the chain
+    passes it a function that the core calls once, at the end of a ``feed``, with the cores it has become
+    (the auto adapter, once it knows its framer and converter); the chain then runs those itself."""
 
     def feed(self, item: In_contra, /) -> list[Out]:
         """Take the next input item; return the outputs it completes (often none, sometimes several)."""
@@ -155,18 +157,32 @@ class _Chain:
     __slots__ = ("_aborts", "_cores", "_feeds", "_head", "_rest")
 
     def __init__(self, cores: Sequence[Core[Any, Any]]) -> None:
-        self._cores = tuple(cores)
-        self._feeds = tuple(core.feed for core in self._cores)
-        self._head, self._rest = self._cores[0], self._feeds[1:]
-        self._aborts = tuple(_abort_of(core) for core in self._cores)
+        self._use(tuple(cores), tuple(core.feed for core in cores))
+        flatten: Callable[[Callable[[Sequence[Core[Any, Any]]], None]], None] | None = getattr(
+            cores[0], "flatten", None
+        )
+        if flatten is not None:
+            flatten(self._replace_head)
+
+    def _use(self, cores: tuple[Core[Any, Any], ...], feeds: tuple[Callable[[Any], list[Any]], ...]) -> None:
+        self._cores, self._feeds = cores, feeds
+        self._head, self._rest = cores[0], feeds[1:]
+        self._aborts = tuple(_abort_of(core) for core in cores)
+
+    def _replace_head(self, cores: Sequence[Core[Any, Any]]) -> None:
+        """The first core has become ``cores`` in a row: run them here, one loop for all. The later cores
+        keep their feeds (an error's position is found by the feed's identity)."""
+        self._use((*cores, *self._cores[1:]), (*(core.feed for core in cores), *self._feeds[1:]))
 
     def feed(self, item: Any) -> list[Any]:
         feed = None
+        # Read before the first core runs: a first core that flattens itself into this chain does so at
+        # the end of its feed, and what it returned goes on through the cores after it.
+        rest = self._rest
         try:
-            # Looked up at each item: a first core may replace its feed once it knows more (the auto
-            # adapter does, once it has chosen its decoder), saving a call per item.
+            # Looked up at each item: a first core may replace its feed once it knows more.
             items = self._head.feed(item)
-            for feed in self._rest:
+            for feed in rest:
                 if len(items) == 1:
                     items = feed(items[0])
                 elif items:

@@ -27,10 +27,10 @@ offset of its frame rather than decoded into garbage.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import struct
 import zlib
+from binascii import a2b_base64
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final
 
@@ -103,11 +103,11 @@ class EventStreamFramer:
             self._check_prelude(data, start, total_length, headers_length, prelude_crc)
             if len(data) - start < total_length:
                 break
-            frame = memoryview(data)[start : start + total_length]
-            try:
-                event = self._frame(frame, headers_length, self._offset + start)
-            finally:
-                frame.release()
+            if start == 0 and total_length == len(data) and isinstance(data, bytes):
+                frame = data  # a read of one whole frame, read in place
+            else:
+                frame = bytes(data[start : start + total_length])
+            event = self._frame(frame, headers_length, self._offset + start)
             if event is not None:
                 events.append(event)
             start += total_length
@@ -132,7 +132,7 @@ class EventStreamFramer:
         self, buffer: bytes | bytearray, start: int, total_length: int, headers_length: int, prelude_crc: int
     ) -> None:
         offset = self._offset + start
-        if zlib.crc32(memoryview(buffer)[start : start + 8]) != prelude_crc:
+        if zlib.crc32(buffer[start : start + 8]) != prelude_crc:
             raise self._error("has a bad prelude CRC", offset)
         if total_length < _MINIMUM_FRAME or headers_length > total_length - _MINIMUM_FRAME:
             raise self._error(
@@ -141,13 +141,12 @@ class EventStreamFramer:
         if total_length > self._max_frame_size:
             raise self._error(f"is {total_length} bytes, over the cap of {self._max_frame_size}", offset)
 
-    def _frame(self, frame: memoryview, headers_length: int, frame_offset: int) -> Payload | None:
+    def _frame(self, frame: bytes, headers_length: int, frame_offset: int) -> Payload | None:
         """The event of one whole frame (None for a message type this version does not know)."""
         total_length = len(frame)
-        (message_crc,) = struct.unpack_from(">I", frame, total_length - 4)
-        if zlib.crc32(frame[: total_length - 4]) != message_crc:
+        if zlib.crc32(frame[: total_length - 4]) != int.from_bytes(frame[total_length - 4 :], "big"):
             raise self._error("has a bad message CRC", frame_offset)
-        raw_headers = bytes(frame[_PRELUDE_SIZE : _PRELUDE_SIZE + headers_length])
+        raw_headers = frame[_PRELUDE_SIZE : _PRELUDE_SIZE + headers_length]
         headers = self._known_headers.get(raw_headers)
         if headers is None:
             headers = self._headers(memoryview(raw_headers), frame_offset)
@@ -190,18 +189,32 @@ class EventStreamFramer:
     def _event(self, payload: bytes, offset: int) -> Payload:
         """The model event of an event frame: the ``bytes`` of Bedrock's wrapper, base64-decoded, or the
         payload itself when it has no such wrapper."""
-        envelope = self._json(payload, offset)
-        if not isinstance(envelope, Mapping):
-            raise self._error("has a payload that is not a JSON object", offset)
-        encoded = envelope.get("bytes")
+        encoded: object
+        try:
+            # Typed: the wrapper's other fields are skipped, not built (ASCII only: what is skipped is not
+            # checked for UTF-8, and base64 is ASCII).
+            encoded = (
+                _decode_envelope(payload).bytes if payload.isascii() else self._bytes_field(payload, offset)
+            )
+        except msgspec.ValidationError:
+            encoded = self._bytes_field(payload, offset)  # not an object: the general read says what is wrong
+        except JSON_ERRORS:
+            encoded = self._bytes_field(payload, offset)
         if encoded is None:
             return Payload(payload, offset)  # a payload that is the event itself
         if not isinstance(encoded, str):
             raise self._error("has a 'bytes' field that is not a string", offset)
         try:
-            return Payload(base64.b64decode(encoded, validate=True), offset)
+            return Payload(a2b_base64(encoded, strict_mode=True), offset)
         except binascii.Error as error:
             raise self._error(f"has a 'bytes' field that is not base64: {error}", offset) from error
+
+    def _bytes_field(self, payload: bytes, offset: int) -> object:
+        """The wrapper's ``bytes`` field, read as any JSON: raises when the payload is not a JSON object."""
+        envelope = self._json(payload, offset)
+        if not isinstance(envelope, Mapping):
+            raise self._error("has a payload that is not a JSON object", offset)
+        return envelope.get("bytes")
 
     def _json(self, data: bytes, offset: int) -> Any:
         try:
@@ -267,6 +280,15 @@ _FIXED_SIZE_HEADERS: Final[Mapping[int, tuple[int, str]]] = {
     5: (8, ">q"),
     8: (8, ">q"),  # timestamp: milliseconds since the epoch
 }
+
+
+class _Envelope(msgspec.Struct, gc=False):
+    """Bedrock's wrapper of a model event: ``{"bytes": base64 of the event, "p": padding}``."""
+
+    bytes: str | None = None
+
+
+_decode_envelope: Final = msgspec.json.Decoder(_Envelope).decode
 
 
 class EventStreamDecoder(Framed):

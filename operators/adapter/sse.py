@@ -258,31 +258,25 @@ class SSEFramer(_EventStreamParser):
                     self._stop()
                     return []
             elif chunk[:7] == b"event: " and end == len(chunk) - 2:
-                return self._named(chunk, end)
+                # An ``event:`` line, then a ``data:`` line, LF endings (Anthropic, OpenAI Responses).
+                cut = chunk.find(0x0A)
+                start = cut + 7
+                data = chunk[start:end]
+                name = chunk[7:cut]
+                if (
+                    chunk[cut + 1 : start] == b"data: "
+                    and 0x0A not in data
+                    and 0x0D not in chunk
+                    and name != b"error"
+                    and name.isascii()
+                    and (len(data) > _DONE_SIZE or data.strip() != _DONE)
+                ):
+                    lines = self._lines
+                    offset = lines.offset
+                    lines.offset = offset + len(chunk)
+                    self._number += 1
+                    return [Payload(data, offset + start)]
         return self._feed(chunk)
-
-    def _named(self, chunk: bytes, end: int) -> list[Payload]:
-        """A read of one whole event of an ``event:`` line and a ``data:`` line, LF endings (Anthropic,
-        OpenAI Responses); any other shape is read line by line."""
-        cut = chunk.find(0x0A)
-        start = cut + 7
-        # Three LFs (the two lines' and the blank line's) and no CR: nothing else ends a line.
-        if chunk[cut + 1 : start] == b"data: " and chunk.count(0x0A) == 3 and 0x0D not in chunk:
-            name = chunk[7:cut]
-            if name != b"error" and name.isascii():
-                return self._take(chunk, chunk[start:end], start)
-        return self._feed(chunk)
-
-    def _take(self, chunk: bytes, data: bytes, start: int) -> list[Payload]:
-        """``chunk``, one whole event whose data is ``data``, from ``start`` in it."""
-        lines = self._lines
-        offset = lines.offset
-        lines.offset = offset + len(chunk)
-        self._number += 1
-        if len(data) > _DONE_SIZE or data.strip() != _DONE:
-            return [Payload(data, offset + start)]
-        self._stop()
-        return []
 
     def finish(self) -> list[Payload]:
         if self._stopped:

@@ -88,6 +88,7 @@ class EventDecoder(Generic[EventT]):
     A framed :class:`~pipeline.models.Payload` is decoded from its bytes by a typed msgspec decoder; a
     dict (a JSON decoder's, or an SDK object's ``model_dump``) is converted into the same type. Every
     converter then reads one type, whatever the source, with no second parser beside the first.
+    Converters keep the bound :meth:`decode` and call it for each event.
     """
 
     __slots__ = ("_decode", "_type")
@@ -96,7 +97,7 @@ class EventDecoder(Generic[EventT]):
         self._type = event_type
         self._decode = msgspec.json.Decoder(event_type).decode
 
-    def __call__(self, item: Payload | Mapping[str, Any], number: int) -> EventT:
+    def decode(self, item: Payload | Mapping[str, Any], number: int) -> EventT:
         """``item`` as ``EventT``; ``number`` is the event's number in the stream (from 0), for errors.
 
         Raises :class:`StreamDecodeError` for bytes that are not JSON (naming the byte offset) and

@@ -48,8 +48,7 @@ class TypedFeed(Generic[EventT]):
     def __init__(
         self, event_type: type[EventT], handlers: Mapping[str, Callable[[EventT], list[ChunkResponse]]]
     ) -> None:
-        self._decode = EventDecoder(event_type).__call__
-        """The decoder's bound ``__call__``: a call through the instance costs a slower call path."""
+        self._decode = EventDecoder(event_type).decode
         self._handlers = handlers
         self._event_number = -1
         """The number of the event being converted (0 for the first), for error messages."""

@@ -58,7 +58,7 @@ _FINISH_REASONS: Final[Mapping[str, str]] = {
 }
 
 Chunks: TypeAlias = list[ChunkResponse]
-_decode_event: EventDecoder[CohereEvent] = EventDecoder(CohereEvent)
+_decode_event = EventDecoder(CohereEvent).decode
 
 
 class CohereConverter:

@@ -86,7 +86,7 @@ _HELPER_EVENTS = frozenset(
 )
 """The events openai-python's ``.stream()`` helper derives from the chunks (it also sends each chunk)."""
 
-_decode_chunk: EventDecoder[ChatChunk] = EventDecoder(ChatChunk)
+_decode_chunk = EventDecoder(ChatChunk).decode
 _NOTHING: Final = ChunkResponse()
 """A chunk that says nothing: an event that carries nothing new gives no chunk."""
 
@@ -214,16 +214,17 @@ class OpenAIChatConverter:
             raise _provider_error(chunk.error, item, number)
         seen = (chunk.id, chunk.model, chunk.created, chunk.system_fingerprint, chunk.service_tier)
         metadata = None if seen == self._seen_metadata else self._metadata_changes(seen)
-        usage = None
-        if chunk.usage is not None or chunk.x_groq is not None:
-            usage = self._usage_change(chunk, number)
         choices = chunk.choices
+        if chunk.usage is None and chunk.x_groq is None:
+            usage = None
+            if choices and len(choices) == 1:
+                plain = self._plain(choices[0], metadata)
+                if plain is not None:
+                    return plain
+        else:
+            usage = self._usage_change(chunk, number)
         if not choices:
             return [ChunkResponse(usage=usage, metadata=metadata)] if usage or metadata else []
-        if usage is None and len(choices) == 1:
-            plain = self._plain(choices[0], metadata)
-            if plain is not None:
-                return plain
         return self._choices(choices, number, usage, metadata)
 
     def finish(self) -> list[ChunkResponse]:

@@ -126,6 +126,65 @@ async def test_a_chain_driven_once_gives_what_its_cores_give_piped(
     assert fused == reference
 
 
+class Flattening:
+    """A first core that is ``cores`` chained until its first feed succeeds, then hands them to the chain
+    it leads (as the auto adapter does once it knows its framer and converter)."""
+
+    def __init__(self, cores: list[Core[Any, Any]]) -> None:
+        self.cores = cores
+        self.inner = chain(*cores)
+        self.fed = 0
+        self.replace: Any = None
+
+    def flatten(self, replace: Any) -> None:
+        self.replace = replace
+
+    def feed(self, item: Any) -> list[Any]:
+        self.fed += 1
+        outputs = self.inner.feed(item)
+        if self.replace is not None:
+            self.replace(self.cores)
+            self.replace = None
+        return outputs
+
+    def finish(self) -> list[Any]:
+        return self.inner.finish()
+
+    def abort(self, exc: BaseException) -> list[Any]:
+        abort: Any = getattr(self.inner, "abort", None)
+        return [] if abort is None else abort(exc)
+
+
+@pytest.mark.anyio
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    spec=st.lists(STAGE, min_size=1, max_size=4),
+    split=st.integers(min_value=1, max_value=4),
+    count=st.integers(min_value=0, max_value=6),
+    fail_after=st.none() | st.integers(min_value=0, max_value=6),
+)
+async def test_a_first_core_that_flattens_into_its_chain_gives_what_its_cores_give_piped(
+    spec: list[dict[str, Any]], split: int, count: int, fail_after: int | None
+) -> None:
+    piped: AsyncIterator[Any] = items(list(range(count)), fail_after)
+    for core in stages(spec):
+        piped = drive(piped, core)
+    reference = await run(piped)
+    cores = stages(spec)
+    first = Flattening(cores[:split])
+    fused = await run(drive(items(list(range(count)), fail_after), chain(first, *cores[split:])))
+    assert fused == reference
+
+
+def test_after_flattening_the_chain_feeds_the_cores_themselves() -> None:
+    first = Flattening([Stage("a"), Stage("b")])
+    core = chain(first, Stage("c"))
+    assert core.feed(1) == [("c", ("b", ("a", 1, 0), 0), 0)]
+    assert core.feed(2) == [("c", ("b", ("a", 2, 0), 0), 0)]
+    assert first.fed == 1
+    assert core.finish() == [("c", ("b", ("a", "end"), 0), 0), ("c", ("b", "end"), 0), ("c", "end")]
+
+
 def test_a_core_failing_on_a_later_item_of_a_batch_keeps_the_outputs_of_those_before() -> None:
     core = chain(Stage("a", fan=3), Stage("b", fail_at=2), Stage("c", closes=True))
     with pytest.raises(ConverterError, match="b failed at item 2") as caught:

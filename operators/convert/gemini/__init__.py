@@ -36,8 +36,6 @@ class GeminiConverter:
     ``generateContent`` stream. ``id_factory`` names the calls sent without an ``id``.
     """
 
-    __slots__ = ("_core", "_id_factory")
-
     def __init__(self, *, id_factory: _IdFactory | None = None) -> None:
         self._id_factory = id_factory
         self._core: _GenerateContentConverter | _InteractionsConverter | None = None
@@ -48,6 +46,8 @@ class GeminiConverter:
         if core is None:
             api = _InteractionsConverter if _has_event_type(item) else _GenerateContentConverter
             core = self._core = api(id_factory=self._id_factory)
+            # Later events go straight to the chosen converter (a chain reads ``feed`` once it is set).
+            self.feed = core.feed  # type: ignore[method-assign]
         return core.feed(item)
 
     def finish(self) -> list[_ChunkResponse]:
@@ -55,7 +55,7 @@ class GeminiConverter:
         return [] if self._core is None else self._core.finish()
 
 
-_PROBE = _EventDecoder(_APIProbe)
+_PROBE = _EventDecoder(_APIProbe).decode
 
 
 def _has_event_type(first: _Payload | Mapping[str, Any]) -> bool:

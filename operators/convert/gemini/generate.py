@@ -91,7 +91,7 @@ _CONTENT_FILTER_REASONS: Final = frozenset(
 
 _MEDIA_KINDS: Final = ("image", "audio", "video")
 
-_DECODE: Final = EventDecoder(GenerateContentResponse)
+_DECODE: Final = EventDecoder(GenerateContentResponse).decode
 
 
 def normalize_gemini_finish_reason(finish_reason: str, *, made_function_call: bool) -> str:

@@ -25,7 +25,7 @@ from pipeline.models import ChunkResponse, Payload, ToolCallDelta
 
 __all__ = ["InteractionsConverter"]
 
-_DECODE: Final = EventDecoder(InteractionEvent)
+_DECODE: Final = EventDecoder(InteractionEvent).decode
 
 _STEP_START: Final = frozenset({"step.start", "content.start"})
 _STEP_DELTA: Final = frozenset({"step.delta", "content.delta"})

@@ -4,8 +4,9 @@
 open call); ``_feed`` is the general path alone. What each property pins:
 
 - ``test_the_emitters_rules_give_what_the_general_path_gives``: any mix of text, reasoning, refusals,
-  signatures, citations, tool calls, results, usage and metadata, so the text run's rule takes a chunk only
-  when the general path would give just its CONTENT event.
+  signatures, citations, tool calls, results, usage and metadata, so the open text or reasoning run's rule
+  takes a chunk only when the general path would give just its CONTENT event (and keeps the same usage and
+  metadata for the response's end).
 - ``test_the_emitters_tool_call_rule_gives_what_the_general_path_gives``: tool calls (file tools among
   them, complete, cut short or invalid) streamed in random deltas through the splitter, other chunks
   among them, so the open call's rule agrees on streaming, completion and errors.
@@ -74,10 +75,17 @@ CHUNK = st.builds(
     metadata=st.sampled_from([None, {}, {"id": "x"}]),
 )
 PLAIN = st.builds(ChunkResponse, content=TEXT)
+THOUGHT = st.builds(
+    ChunkResponse,
+    reasoning=TEXT,
+    reasoning_id=st.sampled_from([None, "rs_1", "rs_2"]),
+    usage=st.sampled_from([None, TokenUsage(prompt_tokens=1, completion_tokens=2, total_tokens=3)]),
+    metadata=st.sampled_from([None, {"id": "y"}]),
+)
 
 
 @settings(max_examples=500, deadline=None)
-@given(chunks=st.lists(st.one_of(CHUNK, PLAIN, PLAIN), max_size=12))
+@given(chunks=st.lists(st.one_of(CHUNK, PLAIN, PLAIN, THOUGHT, THOUGHT), max_size=12))
 def test_the_emitters_rules_give_what_the_general_path_gives(chunks: list[ChunkResponse]) -> None:
     assert run(split(chunks), general=False) == run(split(chunks), general=True)
 
