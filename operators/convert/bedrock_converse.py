@@ -204,7 +204,7 @@ class BedrockConverseConverter:
     )
 
     def __init__(self, *, id_factory: IdFactory | None = None) -> None:
-        self._decode = EventDecoder(_ConverseEvent).__call__
+        self._decode = EventDecoder(_ConverseEvent).decode
         self._id_factory: IdFactory = id_factory or new_call_id
         self._event_number = -1
         """The number of the event being converted (0 for the first), for error messages."""

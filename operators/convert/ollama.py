@@ -46,7 +46,7 @@ _FINISH_REASONS: Final[Mapping[str, str]] = {
     "unload": "stop",
 }
 _DURATIONS: Final = ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration")
-_decode_line: EventDecoder[OllamaLine] = EventDecoder(OllamaLine)
+_decode_line = EventDecoder(OllamaLine).decode
 _encode = msgspec.json.Encoder().encode
 
 
