@@ -186,9 +186,9 @@ class JsonListLexer(_Preamble):
     def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)
         if self.bare_at_start:
-            self.state = self._channel_start
+            self.state = self.channel_start
 
-    def _channel_start(self, buf: str, pos: int, final: bool) -> int:
+    def channel_start(self, buf: str, pos: int, final: bool) -> int:
         """Nothing but whitespace has gone out on this channel yet: a bare list may open here."""
         index, char = self.char_after_space(buf, pos)
         if char == "[":
@@ -258,7 +258,7 @@ class JsonListLexer(_Preamble):
 
     def at_end(self) -> None:
         state = self.state
-        if state == self._list_open or state == self._channel_start:
+        if state == self._list_open or state == self.channel_start:
             self.release_tentative()
         elif state == self._after_list:
             self.take_tentative()
