@@ -214,7 +214,7 @@ def test_a_json_list_of_provider_events_replays_as_the_recording(
         (
             "--tool-format",
             "kimi-k3",
-            "argument --tool-format: unknown tool format 'kimi-k3'; expected one of: none, deepseek_dsml,",
+            "argument --tool-format: unknown tool format 'kimi-k3'; expected one of: none, ",
         ),
         ("--tool-format", "", "argument --tool-format: unknown tool format ''; expected one of: none,"),
     ],
@@ -321,7 +321,7 @@ def test_proxy_help_shows_the_tool_format_default_and_choices(capsys: pytest.Cap
         main(["proxy", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: kimi_k2)" in text
-    assert "hermes, json, kimi_k2, llama3_json" in text
+    assert all(f" {name}," in text for name in ("hermes", "json", "kimi_k2", "llama3_json"))
     assert "or none (no rewriting)" in text
 
 
