@@ -1,5 +1,5 @@
-"""Properties every JSON-call format of ``operators/delimiters/_jsonblocks.py`` keeps (granite,
-granite_20b_fc, internlm2, gigachat3, longcat, jamba, phi4_mini, xlam, cohere_command, hermes):
+"""Properties every format added with ``operators/delimiters/_jsonblocks.py`` keeps (granite,
+granite_20b_fc, internlm2, gigachat3, longcat, jamba, phi4_mini, xlam, cohere_command; and gigachat35):
 
 - the same result at any chunking, and a clean end at every cut (``assert_chunking_invariant``);
 - the fast paths (rules, shortcut) give exactly the chunks the states give, with and without a guard;
@@ -32,6 +32,9 @@ RECORDED = {
     "vllm-test_internlm2_various_data_types.txt": "internlm2",
     "vllm-test_gigachat3_mixed_content_eos.txt": "gigachat3",
     "vllm-test_gigachat31_mixed_content.txt": "gigachat3",
+    "vllm-test_gigachat35_surrounding_text.txt": "gigachat35",
+    "vllm-test_gigachat35_parallel_tool_calls.txt": "gigachat35",
+    "vllm-test_gigachat35_various_data_types.txt": "gigachat35",
     "vllm-test_longcat_parallel_tool_calls.txt": "longcat",
     "vllm-test_longcat_surrounding_text.txt": "longcat",
     "vllm-test_jamba_parallel_tools.txt": "jamba",
@@ -56,6 +59,11 @@ STREAMS = {
     "granite_20b_fc": "Hi <b> | <function_call> " + _CALL + "\n<function_call>" + _G + " ok",
     "internlm2": "Hi <b> | <|action_start|><|plugin|>\n" + _PARAMETERS + "<|action_end|> ok",
     "gigachat3": "Hi <b> | <|message_sep|>\n\nfunction call<|role_sep|>\n" + _CALL + "</s>",
+    "gigachat35": (
+        'Hi <b> | <\uff5cGCML\uff5ctool_calls><\uff5cGCML\uff5cinvoke name="f">'
+        '<\uff5cGCML\uff5cparameter name="a">{v}</\uff5cGCML\uff5cparameter>'
+        "</\uff5cGCML\uff5cinvoke></\uff5cGCML\uff5ctool_calls> ok"
+    ),
     "longcat": "Hi <b> | <longcat_tool_call>\n" + _CALL + "\n</longcat_tool_call> ok",
     "jamba": "Hi <b> | <tool_calls>[\n " + _CALL + "\n]</tool_calls> ok",
     "phi4_mini": "Hi <b> | functools[" + _CALL + "] ok",
@@ -71,6 +79,10 @@ _VALUE = st.lists(
     st.sampled_from(["a", " ", "\\n", '\\"', "\\\\", "<", "/", ">", "|", "]", "}", "é", "```"]), max_size=12
 ).map("".join)
 """A JSON string's content, escapes written out."""
+
+
+WRAPPED = sorted(set(STREAMS) - {"gigachat35"})
+"""The formats whose calls are JSON objects (gigachat35's are XML-style)."""
 
 
 def stream(fmt: str, value: str) -> str:
@@ -122,7 +134,7 @@ def test_fast_paths_equal_the_states_at_every_boundary(fmt: str) -> None:
         assert_same_chunks(fmt, pieces_at(text, range(size, len(text), size)))
 
 
-@pytest.mark.parametrize("fmt", sorted(STREAMS))
+@pytest.mark.parametrize("fmt", WRAPPED)
 def test_the_call_streams_its_arguments_verbatim(fmt: str) -> None:
     result = assert_chunking_invariant(fmt, stream(fmt, "a\\nb"))
     first = result.calls[0]
@@ -137,7 +149,7 @@ def test_an_opener_followed_by_whitespace_past_the_cap_is_text(fmt: str) -> None
     assert (result.content, result.calls) == (text, [])
 
 
-@pytest.mark.parametrize("fmt", sorted(STREAMS))
+@pytest.mark.parametrize("fmt", WRAPPED)
 def test_arguments_before_the_name_are_held_up_to_max_buffered_chars(fmt: str) -> None:
     """A call object whose arguments come before its name opens the call (unnamed) once they pass the
     cap: nothing grows without bound."""

@@ -90,6 +90,12 @@ TEXTS: dict[str, list[str]] = {
     "internlm2": [f'a<|action_start|><|plugin|>{{"name": "f\\\\", "parameters": {ARGS}}}<|action_end|>b'],
     "gigachat3": [f'a<|message_sep|>\n\nfunction call<|role_sep|>\n{{"name": "f", "arguments": {ARGS}}}</s>'],
     "longcat": [f'<longcat_tool_call>{{"name": "f\\"", "arguments": {STRING_ARGS}}}</longcat_tool_call>'],
+    "gigachat35": [
+        f'<\uff5cGCML\uff5ctool_calls><\uff5cGCML\uff5cinvoke name="f\\">'
+        f'<\uff5cGCML\uff5cparameter name="k" string="false">{ARGS}</\uff5cGCML\uff5cparameter>'
+        '<\uff5cGCML\uff5cparameter name="s">a\\"b\\</\uff5cGCML\uff5cparameter>'
+        "</\uff5cGCML\uff5cinvoke></\uff5cGCML\uff5ctool_calls>",
+    ],
     "jamba": [f'<tool_calls>[{{"name": "f", "arguments": {ARGS}}}]</tool_calls>'],
     "phi4_mini": [f'functools[{{"name": "f", "parameters": {ARGS}}}] x'],
     "xlam": [
