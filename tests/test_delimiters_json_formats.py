@@ -161,3 +161,29 @@ def test_arguments_before_the_name_are_held_up_to_max_buffered_chars(fmt: str) -
     assert large.calls[0].name == "f"
     assert small.calls[0].name == ""
     assert small.calls[0].arguments == large.calls[0].arguments
+
+
+LISTS = {
+    "granite": ("<|tool_call|>[", "] done"),
+    "jamba": ("<tool_calls>[", "]</tool_calls> done"),
+    "phi4_mini": ("functools[", "] done"),
+    "xlam": ("[TOOL_CALLS][", "] done"),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(LISTS))
+def test_a_list_with_an_offered_and_an_unknown_call(fmt: str) -> None:
+    """In a list, the unknown call goes out from its ``{`` on; the list's opening goes out with an
+    unknown first call, and its closing after the unknown last call."""
+    opening, closing = LISTS[fmt]
+    first, second = '{"name": "foo", "arguments": {"a": 1}}', '{"name": "bar", "arguments": {}}'
+    text = f"{opening}{first}, {second}{closing}"
+    for pieces in ([text], list(text), pieces_at(text, range(3, len(text), 5))):
+        known_first = run(fmt, pieces, offered_tools={"foo"})
+        assert known_first.content == f"{second}{closing}"
+        assert [(call.name, call.arguments) for call in known_first.calls] == [("foo", '{"a": 1}')]
+        known_second = run(fmt, pieces, offered_tools={"bar"})
+        assert known_second.content == f"{opening}{first}, " + closing.lstrip("]").removeprefix(
+            "</tool_calls>"
+        )
+        assert [(call.name, call.arguments) for call in known_second.calls] == [("bar", "{}")]

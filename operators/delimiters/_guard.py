@@ -84,10 +84,12 @@ class UnknownCallGuard:
         self._after_call = False
         """The kept raw text began where an offered call ended: it starts with that call's closing."""
         section = getattr(type(lexer), "section_markers", None)
-        self._openers: tuple[str, ...] = lexer.text_markers.markers + (
-            section.markers if section is not None else ()
+        self._openers: tuple[str, ...] = (
+            lexer.text_markers.markers
+            + (section.markers if section is not None else ())
+            + getattr(type(lexer), "call_openers", ())
         )
-        """The markers that open a call's markup, in plain text or in a section of calls."""
+        """The markers that open a call's markup, in plain text, in a section of calls, or in a list."""
 
     @property
     def lexes_as_usual(self) -> bool:

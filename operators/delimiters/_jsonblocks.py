@@ -173,6 +173,8 @@ class JsonListLexer(_Preamble):
     """
 
     first: ClassVar[str] = "["
+    call_openers: ClassVar[tuple[str, ...]] = ("{",)
+    """What opens a call inside the list (for the guard of tools not offered, ``._guard``)."""
     closers: ClassVar[dict[str, str]] = {}
     bare_at_start: ClassVar[bool] = False
     _closer_markers: ClassVar[dict[str, Markers]] = {}
@@ -192,6 +194,11 @@ class JsonListLexer(_Preamble):
         """Nothing but whitespace has gone out on this channel yet: a bare list may open here."""
         index, char = self.char_after_space(buf, pos)
         if char == "[":
+            stop, _resume, marker = self.text_markers.find(buf, index, final)
+            if stop == index:  # an opener that starts with ``[`` (``[TOOL_CALLS]``), or its start
+                if marker is not None:
+                    self.not_a_call()  # (the text state takes the opener)
+                return index
             self.opener_seen = ""
             self.confirmed_first()
             return index + 1
