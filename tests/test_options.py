@@ -38,7 +38,7 @@ def _deterministic(**options: Any) -> dict[str, Any]:
     return {"id_factory": sequential_call_ids, "segment_ids": counter_segment_ids(), **options}
 
 
-FORMATS_MESSAGE = "expected one of: none, deepseek_dsml"
+FORMATS_MESSAGE = "expected one of: none, "
 
 BAD_PROCESS_OPTIONS: list[tuple[dict[str, Any], str]] = [
     ({"provider": "OpenAI"}, "unknown provider 'OpenAI'; expected one of: auto, openai, openai-responses,"),
