@@ -85,10 +85,12 @@ class UnknownCallGuard:
         self._after_call = False
         """The kept raw text began where an offered call ended: it starts with that call's closing."""
         section = getattr(type(lexer), "section_markers", None)
-        self._openers: tuple[str, ...] = lexer.text_markers.markers + (
-            section.markers if section is not None else ()
+        self._openers: tuple[str, ...] = (
+            lexer.text_markers.markers
+            + (section.markers if section is not None else ())
+            + getattr(type(lexer), "call_openers", ())
         )
-        """The markers that open a call's markup, in plain text or in a section of calls."""
+        """The markers that open a call's markup, in plain text, in a section of calls, or in a list."""
         self._gap_is_next_call = bool(getattr(type(lexer), "gap_is_next_call", False))
         """The text between two calls is the next call's (a format whose calls open with no marker:
         ``f(a=1), g(b=2)``); else a call's markup starts at the first of :attr:`_openers`."""

@@ -725,7 +725,9 @@ def _convert(text: str, value_type: ValueType) -> str:
 
 
 def _fits(value: Any, value_type: ValueType) -> bool:
-    if value_type in ("auto", "json"):
+    if value_type == "json":  # (a JSON string written as JSON, ``"hello"``, is that string)
+        return True
+    if value_type == "auto":
         return not isinstance(value, str)
     if value_type == "integer":
         return (isinstance(value, int) and not isinstance(value, bool)) or (

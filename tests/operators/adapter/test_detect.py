@@ -71,7 +71,8 @@ def test_wire_format_of_every_stream_fixture(path: Path) -> None:
 @pytest.mark.parametrize("path", OTHER_FILES, ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_framing_of_the_other_files(path: Path) -> None:
     """Bedrock's binary frames are ``eventstream`` (from their first 12 bytes); a JSON array (the kimi deltas
-    file, and a pythonic answer's head) is ``json``; other plain model text is no framing."""
+    file, a pythonic answer's head, xLAM's bare list of calls) is ``json``; other plain model text is no
+    framing."""
     head = path.read_bytes()[:200]
     if path.suffix == ".bin":
         assert detect_framing(head) == detect_framing(head[:12]) == "eventstream"

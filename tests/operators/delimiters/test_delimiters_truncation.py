@@ -79,6 +79,34 @@ TEXTS: dict[str, list[str]] = {
         "<|channel|>analysis<|message|>think \\<|end|><|start|>assistant<|channel|>commentary "
         f"to=functions.f <|constrain|>json<|message|>{ARGS}<|call|>",
     ],
+    "granite": [
+        f'<|tool_call|>[{{"na\\u006de": "get\\"w", "arguments": {ARGS}}}, '
+        f'{{"name": "g", "arguments": {STRING_ARGS}}}]',
+        f'[{{"name": "f\\\\", "arguments": {ARGS}}}] ok',
+    ],
+    "granite_20b_fc": [
+        f'<function_call> {{"name": "f\\"", "arguments": {ARGS}}}\n<function_call> {{"name": "g"}}'
+    ],
+    "internlm2": [f'a<|action_start|><|plugin|>{{"name": "f\\\\", "parameters": {ARGS}}}<|action_end|>b'],
+    "gigachat3": [f'a<|message_sep|>\n\nfunction call<|role_sep|>\n{{"name": "f", "arguments": {ARGS}}}</s>'],
+    "longcat": [f'<longcat_tool_call>{{"name": "f\\"", "arguments": {STRING_ARGS}}}</longcat_tool_call>'],
+    "gigachat35": [
+        f'<\uff5cGCML\uff5ctool_calls><\uff5cGCML\uff5cinvoke name="f\\">'
+        f'<\uff5cGCML\uff5cparameter name="k" string="false">{ARGS}</\uff5cGCML\uff5cparameter>'
+        '<\uff5cGCML\uff5cparameter name="s">a\\"b\\</\uff5cGCML\uff5cparameter>'
+        "</\uff5cGCML\uff5cinvoke></\uff5cGCML\uff5ctool_calls>",
+    ],
+    "jamba": [f'<tool_calls>[{{"name": "f", "arguments": {ARGS}}}]</tool_calls>'],
+    "phi4_mini": [f'functools[{{"name": "f", "parameters": {ARGS}}}] x'],
+    "xlam": [
+        f'```json\n[{{"name": "f", "arguments": {ARGS}}}]\n```',
+        f'<tool_call>[{{"name": "f", "arguments": {ARGS}}}]</tool_call>',
+    ],
+    "cohere_command": [
+        f'<|START_THINKING|>t\\<|END_THINKING|><|START_ACTION|>[{{"tool_call_id": "0\\"", "tool_name": "f", '
+        f'"parameters": {ARGS}}}]<|END_ACTION|>',
+        f'Action: ```json\n[{{"tool_name": "f", "parameters": {ARGS}}}]\n```',
+    ],
     "xml": [
         f'<tool name="f">\n<arguments>\n<arg name="k\\">{ARGS}</arg>\n<arg name="s">a\\"b\\</arg>\n'
         "</arguments>\n</tool>",

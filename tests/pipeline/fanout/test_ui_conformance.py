@@ -53,6 +53,17 @@ RAW_FORMATS = {
     "vllm-test_lfm2_": "lfm2",
     "vllm-test_gemma4_": "gemma4",
     "vllm-test_functiongemma_": "functiongemma",
+    "vllm-test_cohere-command_": "cohere_command",
+    "vllm-test_gigachat35_": "gigachat35",
+    "vllm-test_gigachat31_": "gigachat3",
+    "vllm-test_gigachat3_": "gigachat3",
+    "vllm-test_granite-20b-fc_": "granite_20b_fc",
+    "vllm-test_granite_": "granite",
+    "vllm-test_internlm2_": "internlm2",
+    "vllm-test_jamba_": "jamba",
+    "vllm-test_longcat_": "longcat",
+    "vllm-test_phi4-mini_": "phi4_mini",
+    "vllm-test_xlam_": "xlam",
 }
 """The delimiter format of each recording of raw model text, by its name's prefix."""
 
