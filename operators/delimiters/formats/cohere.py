@@ -46,7 +46,7 @@ class CohereCommandLexer(JsonListLexer):
     name: ClassVar[str] = "cohere_command"
     aliases: ClassVar[tuple[str, ...]] = ("cohere", "command_a", "command_r")
     models: ClassVar[tuple[str, ...]] = ("Command A", "Command R7B", "Command R", "Command R+")
-    detect_openers: ClassVar[tuple[str, ...]] = (_START_ACTION, _ACTION)
+    detect_openers: ClassVar[tuple[str, ...]] = (_START_ACTION, _START_THINKING, _START_RESPONSE, _ACTION)
     markers: ClassVar[tuple[str, ...]] = (
         _START_ACTION,
         _END_ACTION,
@@ -68,8 +68,8 @@ class CohereCommandLexer(JsonListLexer):
 
     @classmethod
     def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
-        """``Action:`` names the format only when a fenced or bare JSON list follows it."""
-        if opener == _START_ACTION:
+        """Command A's tokens; ``Action:`` only when a fenced or bare JSON list follows it."""
+        if opener != _ACTION:
             return True
         return opener_followed_by(rest, final, ("```json", "["))
 

@@ -46,6 +46,8 @@ class XLamLexer(JsonListLexer):
     def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
         """Each opener names xLAM only when a JSON list follows it (after ``json`` for a fence)."""
         if opener == _FENCE:
+            if not final and "json".startswith(rest):
+                return None
             rest = rest.removeprefix("json")
         return opener_followed_by(rest, final, ("[{", "[\n", "[ "))
 

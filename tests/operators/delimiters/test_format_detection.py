@@ -62,6 +62,21 @@ SAMPLES: dict[str, str] = {
     "gemma4": 'Checking. <|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>',
     "functiongemma": "Checking. <start_function_call>call:get_weather{city:<escape>Paris<escape>}"
     "<end_function_call>",
+    "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+    "granite_20b_fc": '<function_call> {"name": "get_weather", "arguments": {"city": "Paris"}}',
+    "internlm2": "Checking. <|action_start|><|plugin|>"
+    '{"name": "get_weather", "parameters": {"city": "Paris"}}<|action_end|>',
+    "gigachat3": "Checking.<|message_sep|>\n\nfunction call<|role_sep|>\n"
+    '{"name": "get_weather", "arguments": {"city": "Paris"}}</s>',
+    "gigachat35": '<｜GCML｜tool_calls><｜GCML｜invoke name="get_weather"><｜GCML｜parameter name="city" '
+    'string="true">Paris</｜GCML｜parameter></｜GCML｜invoke></｜GCML｜tool_calls>',
+    "jamba": ' <tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_calls>',
+    "phi4_mini": 'functools[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+    "xlam": 'Checking.\n```json\n[{"name": "get_weather", "arguments": {"city": "Paris"}}]\n```',
+    "cohere_command": "<|START_THINKING|>The user asks.<|END_THINKING|><|START_ACTION|>\n"
+    '[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}]\n<|END_ACTION|>',
+    "longcat": '<longcat_tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    "</longcat_tool_call>",
 }
 """One answer with a call per detected format: every detected format must have one."""
 
