@@ -84,6 +84,10 @@ TEXTS: dict[str, list[str]] = {
         "</arguments>\n</tool>",
     ],
     "sentinel": [f'[[SEG_START {{"type": "tool_call", "name": "f\\\\", "arguments": {ARGS}}}]]x[[SEG_END]]'],
+    "seed_oss": [
+        f"a<seed:tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n"
+        '<parameter=s>a\\"b\\</parameter>\n</function>\n</seed:tool_call>b',
+    ],
 }
 
 

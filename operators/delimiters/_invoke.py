@@ -58,6 +58,11 @@ class InvokeSectionLexer(SectionLexer):
         """The type a parameter tag declares (None: the tool schema, or the value itself, decides)."""
         return None
 
+    def tag_name(self, tag: str) -> str:
+        """The name in the text of an invoke or parameter tag (after ``invoke`` or ``parameter``, up to
+        its ``>``): the ``name`` attribute; a format whose tags are ``<function=NAME>`` overrides it."""
+        return attribute(tag, "name") or ""
+
     def begin_call(self, marker: str) -> None:
         self.state = self._invoke_tag
 
@@ -67,7 +72,7 @@ class InvokeSectionLexer(SectionLexer):
             self.emit_text(self.invoke + self.take_header())
             self.after_call()
         elif marker is not None:
-            self.start_xml_call(attribute(self.take_header(), "name") or "", strip=self.value_strip)
+            self.start_xml_call(self.tag_name(self.take_header()), strip=self.value_strip)
             self.state = self._in_invoke
         return resume
 
@@ -85,7 +90,7 @@ class InvokeSectionLexer(SectionLexer):
             self.state = self._in_invoke
         elif marker is not None:
             tag = self.take_header()
-            self.begin_value(attribute(tag, "name") or "", self.parameter_type(tag))
+            self.begin_value(self.tag_name(tag), self.parameter_type(tag))
             self.state = self._value
         return resume
 
@@ -104,3 +109,10 @@ class InvokeSectionLexer(SectionLexer):
         else:  # the invoke's end, or (its end tag missing) the next invoke or the section's end
             self.end_xml_call(finished=True)
             self.resume_after(marker)
+
+    def at_end(self) -> None:
+        if self.state == self._invoke_tag:  # cut off in the call's tag: a cut-off call if it has a name
+            name = self.tag_name(self.take_header())
+            if name:
+                self.start_xml_call(name, strip=self.value_strip)
+        super().at_end()
