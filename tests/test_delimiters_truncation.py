@@ -84,6 +84,13 @@ TEXTS: dict[str, list[str]] = {
         "</arguments>\n</tool>",
     ],
     "sentinel": [f'[[SEG_START {{"type": "tool_call", "name": "f\\\\", "arguments": {ARGS}}}]]x[[SEG_END]]'],
+    "step3": [
+        f"x<\uff5ctool_calls_begin\uff5c><\uff5ctool_call_begin\uff5c>function<\uff5ctool_sep\uff5c>"
+        f'<steptml:invoke name="f"><steptml:parameter name="k">{ARGS}</steptml:parameter>'
+        '<steptml:parameter name="s">a\\"b\\</steptml:parameter></steptml:invoke>'
+        "<\uff5ctool_call_end\uff5c><\uff5ctool_calls_end\uff5c>y",
+    ],
+    "step3p5": [f"<tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n</function>\n</tool_call>"],
     "seed_oss": [
         f"a<seed:tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n"
         '<parameter=s>a\\"b\\</parameter>\n</function>\n</seed:tool_call>b',

@@ -44,13 +44,16 @@ class InvokeSectionLexer(SectionLexer):
     parameter: ClassVar[str]
     parameter_end: ClassVar[str]
     value_strip: ClassVar[str] = "newline"
+    call_closers: ClassVar[tuple[str, ...]] = ()
+    """Section markers that close a call whose ``INVOKE_END`` is missing (they must be in
+    ``section_markers``), besides the next ``INVOKE`` and the section's end."""
     _in_invoke_markers: ClassVar[Markers]
     _value_markers: ClassVar[Markers]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "invoke" in cls.__dict__:
-            ends = tuple(cls.section_ends)
+            ends = (*cls.section_ends, *cls.call_closers)
             cls._in_invoke_markers = Markers(cls.parameter, cls.invoke_end, cls.invoke, *ends)
             cls._value_markers = Markers(cls.parameter_end, cls.invoke_end, cls.invoke, *ends)
 
