@@ -33,7 +33,7 @@ class HermesLexer(WrappedJsonLexer, TaggedCallLexer):
     """
 
     name: ClassVar[str] = "hermes"
-    aliases: ClassVar[tuple[str, ...]] = ("qwen25", "hermes2_pro")
+    aliases: ClassVar[tuple[str, ...]] = ("qwen25", "hermes2_pro", "ernie45")
     markers: ClassVar[tuple[str, ...]] = (_TOOL_CALL, _TOOL_CALL_END)
     wrapper_markers: ClassVar[Markers] = _END
     opener: ClassVar[str] = _TOOL_CALL
