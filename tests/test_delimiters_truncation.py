@@ -91,6 +91,14 @@ TEXTS: dict[str, list[str]] = {
         "<\uff5ctool_call_end\uff5c><\uff5ctool_calls_end\uff5c>y",
     ],
     "step3p5": [f"<tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n</function>\n</tool_call>"],
+    "hunyuan_a13b": [
+        f'x<tool_calls>[{{"name": "f\\"", "arguments": {ARGS}}}, {{"name": "g", "arguments": {STRING_ARGS}}}]'
+        "</tool_calls>y",
+    ],
+    "hunyuan": [
+        f"<tool_calls>\n<tool_call>f<tool_sep>\n<arg_key>k\\</arg_key>\n<arg_value>{ARGS}</arg_value>\n"
+        '<arg_key>s</arg_key><arg_value>a\\"b\\</arg_value></tool_call><tool_call>g</tool_call></tool_calls>',
+    ],
     "seed_oss": [
         f"a<seed:tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n"
         '<parameter=s>a\\"b\\</parameter>\n</function>\n</seed:tool_call>b',
