@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from operators.delimiters.formats.kimi import kimi_tool_name
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
+from tests.test_delimiters_fast_path_properties import assert_same_chunks
 
 RAW = FIXTURES / "raw_model_output"
 SB, SE = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
@@ -288,3 +289,55 @@ def test_any_rechunking_in_reasoning_gives_the_same_result(cuts: set[int]) -> No
     expected = run("kimi_k2", [SAMPLE], channel="reasoning")
     assert expected.reasoning == "Plan: call two tools. Done <| ok."
     assert run("kimi_k2", pieces_at(SAMPLE, cuts), channel="reasoning") == expected
+
+
+# --- K2.5: fenced JSON without <|tool_call_argument_begin|> ---------------------------------------------
+
+
+def test_k25_fenced_json_calls_fixture() -> None:
+    text = (RAW / "kimi-tool-parser-test_kimi-k2.5_2_fenced_json_calls.txt").read_text()
+    result = assert_chunking_invariant("kimi_k2", text)
+    assert result.content == "Let me search for that.\n"
+    assert result.calls == [
+        Call(0, "functions.web_search", "web_search", '{"query": "first query"}'),
+        Call(1, "functions.web_browse", "web_browse", '{"url": "https://example.com"}'),
+    ]
+
+
+def test_k25_argument_end_marker_fixture() -> None:
+    text = (RAW / "kimi-tool-parser-test_kimi-k2.5_argument_end_marker.txt").read_text()
+    result = assert_chunking_invariant("kimi_k2", text)
+    assert result.content == "\n"
+    assert result.calls == [Call(0, "functions.web_search:0", "web_search", '{"query": "weather today"}')]
+
+
+def test_k25_fence_inside_a_string_indexed_id_cut_off_and_unfinished() -> None:
+    text = (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.run:3\n```json\n"
+        '{"code": "```python\\nx```"}\n```\n<|tool_call_end|>'
+        '<|tool_call_begin|>functions.ls\n```\n{"a": [1, '
+    )
+    result = assert_chunking_invariant("kimi_k2", text)
+    assert result.calls == [
+        Call(0, "functions.run:3", "run", '{"code": "```python\\nx```"}'),
+        Call(1, "functions.ls", "ls", '{"a": [1,', finished=False),
+    ]
+
+
+FENCED = (
+    "Hi <b> | <|tool_calls_section_begin|>\n<|tool_call_begin|>functions.f\n```json\n"
+    '{"a": "x ``` \\" <|tool_call_end|>"}\n```\n<|tool_call_end|>\n<|tool_calls_section_end|> bye'
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.integers(min_value=1, max_value=len(FENCED) - 1), max_size=40))
+def test_k25_fenced_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
+    expected = run("kimi_k2", [FENCED])
+    assert (expected.content, expected.parsed()) == (
+        "Hi <b> |  bye",
+        [("f", {"a": 'x ``` " <|tool_call_end|>'})],
+    )
+    assert run("kimi_k2", pieces_at(FENCED, cuts)) == expected
+    assert_same_chunks("kimi_k2", pieces_at(FENCED, cuts))
+    assert_same_chunks("kimi_k2", pieces_at(FENCED, cuts), offered={"f"})

@@ -17,9 +17,15 @@ _SECTION_ENDS: Final = ("<|tool_calls_section_end|>", "<|tool_call_section_end|>
 _CALL_BEGIN: Final = "<|tool_call_begin|>"
 _ARGUMENT_BEGIN: Final = "<|tool_call_argument_begin|>"
 _CALL_END: Final = "<|tool_call_end|>"
+_ARGUMENT_END: Final = "<|tool_call_argument_end|>"
 
-_HEADER: Final = Markers(_ARGUMENT_BEGIN, _CALL_END, _CALL_BEGIN, *_SECTION_ENDS)
-_ARGUMENTS: Final = Markers(_CALL_END, _CALL_BEGIN, *_SECTION_ENDS)
+_FENCE: Final = "```"
+_FENCE_JSON: Final = "```json"
+
+_HEADER: Final = Markers(_ARGUMENT_BEGIN, _CALL_END, _CALL_BEGIN, *_SECTION_ENDS, _FENCE_JSON, _FENCE)
+_ARGUMENTS: Final = Markers(_CALL_END, _CALL_BEGIN, *_SECTION_ENDS, _ARGUMENT_END)
+_FENCED_ARGUMENTS: Final = Markers(_FENCE, _CALL_END, _CALL_BEGIN, *_SECTION_ENDS)
+_AFTER_FENCE: Final = Markers(_CALL_END, _CALL_BEGIN, *_SECTION_ENDS)
 
 _PARENTHESISED: Final = re.compile(r"functions\((?P<name>[^()]+)\):\d+(?:\.\d+)?")
 _INDEX_SUFFIX: Final = re.compile(r"(?P<name>.+?)[:_]\d+")
@@ -74,9 +80,13 @@ class KimiK2Lexer(SectionLexer):
     whose JSON is complete then counts as finished at the end of the stream, ``end_marker_optional``), a
     missing ``<|tool_call_end|>`` before the next ``<|tool_call_begin|>``. The call id is kept as the
     ``call_id`` (see :func:`kimi_tool_name` for the name). The arguments are the model's JSON text,
-    whitespace around it trimmed; markers inside a JSON string are content. The markers are special
-    tokens, so prose cannot write them; a model that writes them as plain text (explaining the format)
-    cannot be told apart from a real call.
+    whitespace around it trimmed; markers inside a JSON string are content. Kimi-K2.5 sometimes writes
+    the arguments as a fenced block without ``<|tool_call_argument_begin|>``
+    (``<|tool_call_begin|>functions.NAME\n```json\n{JSON}\n```\n<|tool_call_end|>``): the fence is
+    lexed as a marker (the id ends there) and what follows the closing fence up to the call's end is
+    dropped, as is what follows ``<|tool_call_argument_end|>``, which some outputs put after the JSON.
+    The markers are special tokens, so prose cannot write them; a model that writes them as plain text
+    (explaining the format) cannot be told apart from a real call.
     """
 
     name: ClassVar[str] = "kimi_k2"
@@ -88,6 +98,8 @@ class KimiK2Lexer(SectionLexer):
         _CALL_BEGIN,
         _ARGUMENT_BEGIN,
         _CALL_END,
+        _FENCE_JSON,
+        _ARGUMENT_END,
     )
 
     text_markers: ClassVar[Markers] = Markers(*_SECTION_BEGINS, _CALL_BEGIN)
@@ -111,6 +123,8 @@ class KimiK2Lexer(SectionLexer):
         self.start_call(kimi_tool_name(call_id, known) if call_id else "", call_id or None)
         if marker == _ARGUMENT_BEGIN:
             self.state = self._arguments
+        elif marker in (_FENCE_JSON, _FENCE):
+            self.state = self._fenced_arguments
         else:
             self.close_call(marker)
         return resume
@@ -124,6 +138,24 @@ class KimiK2Lexer(SectionLexer):
 
     def _arguments(self, buf: str, pos: int, final: bool) -> int:
         resume, marker = self.stream_json_args(buf, pos, final, _ARGUMENTS)
+        if marker == _ARGUMENT_END:
+            self.state = self._after_fence
+        elif marker is not None:
+            self.close_call(marker)
+        return resume
+
+    def _fenced_arguments(self, buf: str, pos: int, final: bool) -> int:
+        """The JSON of a fenced block, up to its closing fence (outside a JSON string)."""
+        resume, marker = self.stream_json_args(buf, pos, final, _FENCED_ARGUMENTS)
+        if marker == _FENCE:
+            self.state = self._after_fence
+        elif marker is not None:
+            self.close_call(marker)
+        return resume
+
+    def _after_fence(self, buf: str, pos: int, final: bool) -> int:
+        """Between the closing fence (or ``<|tool_call_argument_end|>``) and the call's end: dropped."""
+        resume, marker = self.skip_to(buf, pos, final, _AFTER_FENCE)
         if marker is not None:
             self.close_call(marker)
         return resume
