@@ -341,3 +341,74 @@ def test_k25_fenced_any_rechunking_gives_the_same_result(cuts: set[int]) -> None
     assert run("kimi_k2", pieces_at(FENCED, cuts)) == expected
     assert_same_chunks("kimi_k2", pieces_at(FENCED, cuts))
     assert_same_chunks("kimi_k2", pieces_at(FENCED, cuts), offered={"f"})
+
+
+# --- Kimi-K3 XTML ---------------------------------------------------------------------------------------
+
+K3_RESPONSE = "<|open|>response<|sep|>Let me run it.<|close|>response<|sep|>"
+
+
+def k3_call(tool: str, **arguments: tuple[str, str]) -> str:
+    body = "".join(
+        f'<|open|>argument key="{key}" type="{kind}"<|sep|>{value}<|close|>argument<|sep|>'
+        for key, (kind, value) in arguments.items()
+    )
+    return f'<|open|>call tool="{tool}" index="1"<|sep|>{body}<|close|>call<|sep|>'
+
+
+def test_k3_fixture_tools_channel() -> None:
+    text = (RAW / "vllm-docstring_kimi-k3_xtml_tools_channel.txt").read_text()
+    result = assert_chunking_invariant("kimi_k3", K3_RESPONSE + text + "<|close|>message<|sep|>")
+    assert result.content == "Let me run it."
+    assert result.calls == [Call(0, "call_0", "python", '{"code": "print(1)", "opts": {"a":1}}')]
+
+
+def test_k3_types_escaped_attributes_and_several_calls() -> None:
+    text = (
+        "Hi<|open|>tools<|sep|>"
+        + k3_call("a&amp;b", s=("string", ' 7 "x"\n'), n=("integer", "7"), bad=("object", "{oops"))
+        + "\n"
+        + k3_call("now")
+        + "<|close|>tools<|sep|>"
+    )
+    result = assert_chunking_invariant("kimi_k3", text)
+    assert result.content == "Hi"
+    assert result.calls == [
+        Call(0, "call_0", "a&b", '{"s": " 7 \\"x\\"\\n", "n": 7, "bad": "{oops"}'),
+        Call(1, "call_1", "now", "{}"),
+    ]
+
+
+def test_k3_in_reasoning_cut_off_and_prose() -> None:
+    text = '<|open|>tools<|sep|><|open|>call tool="f"<|sep|><|open|>argument key="s" type="string"<|sep|>ab'
+    result = assert_chunking_invariant("kimi_k3", text, channel="reasoning")
+    assert result.calls == [Call(0, "call_0", "f", '{"s": "ab', finished=False)]
+    prose = 'Call tools with <|open|>call tool="x"<|sep|> inside a tools channel.'
+    assert assert_chunking_invariant("kimi_k3", prose).content == prose
+
+
+def test_k3_a_call_to_a_tool_not_offered_stays_text() -> None:
+    text = "<|open|>tools<|sep|>" + k3_call("rm", p=("string", "/")) + k3_call("f") + "<|close|>tools<|sep|>"
+    result = run("kimi_k3", list(text), offered_tools={"f"})
+    assert result.parsed() == [("f", {})]
+    assert 'tool="rm"' in result.content
+
+
+K3 = (
+    "Hi <b> | <|open|>tools<|sep|>\n"
+    + k3_call("f", a=("string", 'x "<|close|>argum\\ '), n=("array", "[1, 2]"))
+    + "\n<|close|>tools<|sep|> bye<|close|>message<|sep|>"
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.integers(min_value=1, max_value=len(K3) - 1), max_size=40))
+def test_k3_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
+    expected = run("kimi_k3", [K3])
+    assert (expected.content, expected.parsed()) == (
+        "Hi <b> |  bye",
+        [("f", {"a": 'x "<|close|>argum\\ ', "n": [1, 2]})],
+    )
+    assert run("kimi_k3", pieces_at(K3, cuts)) == expected
+    assert_same_chunks("kimi_k3", pieces_at(K3, cuts))
+    assert_same_chunks("kimi_k3", pieces_at(K3, cuts), offered={"f"})

@@ -99,6 +99,12 @@ TEXTS: dict[str, list[str]] = {
         f"<tool_calls>\n<tool_call>f<tool_sep>\n<arg_key>k\\</arg_key>\n<arg_value>{ARGS}</arg_value>\n"
         '<arg_key>s</arg_key><arg_value>a\\"b\\</arg_value></tool_call><tool_call>g</tool_call></tool_calls>',
     ],
+    "kimi_k3": [
+        '<|open|>response<|sep|>x<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="f\\"<|sep|>'
+        f'<|open|>argument key="k" type="object"<|sep|>{ARGS}<|close|>argument<|sep|>'
+        '<|open|>argument key="s" type="string"<|sep|>a\\"b\\<|close|>argument<|sep|><|close|>call<|sep|>'
+        "<|close|>tools<|sep|><|close|>message<|sep|>",
+    ],
     "seed_oss": [
         f"a<seed:tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n"
         '<parameter=s>a\\"b\\</parameter>\n</function>\n</seed:tool_call>b',

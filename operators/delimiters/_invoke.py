@@ -44,6 +44,11 @@ class InvokeSectionLexer(SectionLexer):
     parameter: ClassVar[str]
     parameter_end: ClassVar[str]
     value_strip: ClassVar[str] = "newline"
+    tag_end: ClassVar[Markers] = _TAG_END
+    """What ends the attributes of an invoke or parameter tag."""
+    invoke_attribute: ClassVar[str] = "name"
+    parameter_attribute: ClassVar[str] = "name"
+    """The attributes that hold the tool's and the parameter's names (see :meth:`tag_name`)."""
     call_closers: ClassVar[tuple[str, ...]] = ()
     """Section markers that close a call whose ``INVOKE_END`` is missing (they must be in
     ``section_markers``), besides the next ``INVOKE`` and the section's end."""
@@ -61,21 +66,22 @@ class InvokeSectionLexer(SectionLexer):
         """The type a parameter tag declares (None: the tool schema, or the value itself, decides)."""
         return None
 
-    def tag_name(self, tag: str) -> str:
+    def tag_name(self, tag: str, key: str) -> str:
         """The name in the text of an invoke or parameter tag (after ``invoke`` or ``parameter``, up to
-        its ``>``): the ``name`` attribute; a format whose tags are ``<function=NAME>`` overrides it."""
-        return attribute(tag, "name") or ""
+        ``tag_end``): its attribute ``key``; a format whose tags are ``<function=NAME>`` overrides it."""
+        return attribute(tag, key) or ""
 
     def begin_call(self, marker: str) -> None:
         self.state = self._invoke_tag
 
     def _invoke_tag(self, buf: str, pos: int, final: bool) -> int:
-        resume, marker = self.collect_header(buf, pos, final, _TAG_END)
+        resume, marker = self.collect_header(buf, pos, final, self.tag_end)
         if marker == "":
             self.emit_text(self.invoke + self.take_header())
             self.after_call()
         elif marker is not None:
-            self.start_xml_call(self.tag_name(self.take_header()), strip=self.value_strip)
+            name = self.tag_name(self.take_header(), self.invoke_attribute)
+            self.start_xml_call(name, strip=self.value_strip)
             self.state = self._in_invoke
         return resume
 
@@ -87,13 +93,13 @@ class InvokeSectionLexer(SectionLexer):
         return resume
 
     def _parameter_tag(self, buf: str, pos: int, final: bool) -> int:
-        resume, marker = self.collect_header(buf, pos, final, _TAG_END)
+        resume, marker = self.collect_header(buf, pos, final, self.tag_end)
         if marker == "":
             self.take_header()
             self.state = self._in_invoke
         elif marker is not None:
             tag = self.take_header()
-            self.begin_value(self.tag_name(tag), self.parameter_type(tag))
+            self.begin_value(self.tag_name(tag, self.parameter_attribute), self.parameter_type(tag))
             self.state = self._value
         return resume
 
@@ -115,7 +121,7 @@ class InvokeSectionLexer(SectionLexer):
 
     def at_end(self) -> None:
         if self.state == self._invoke_tag:  # cut off in the call's tag: a cut-off call if it has a name
-            name = self.tag_name(self.take_header())
+            name = self.tag_name(self.take_header(), self.invoke_attribute)
             if name:
                 self.start_xml_call(name, strip=self.value_strip)
         super().at_end()

@@ -1,5 +1,6 @@
-"""Kimi-K2 (K2, K2-0905, K2-Thinking, K2.5, K2.6): ``<|tool_calls_section_begin|>`` sections of
-``<|tool_call_begin|>ID<|tool_call_argument_begin|>JSON<|tool_call_end|>`` calls."""
+"""Kimi tool calls: Kimi-K2 (K2, K2-0905, K2-Thinking, K2.5, K2.6: ``<|tool_calls_section_begin|>`` sections
+of ``<|tool_call_begin|>ID<|tool_call_argument_begin|>JSON<|tool_call_end|>`` calls) and Kimi-K3 (XTML
+``<|open|>tools<|sep|>`` channels of ``<|open|>call tool="NAME"<|sep|>`` calls)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import re
 from typing import ClassVar, Final
 
 from operators.delimiters._families import SectionLexer
+from operators.delimiters._invoke import InvokeSectionLexer
 from operators.delimiters._registry import register_format
-from operators.delimiters._scan import Markers
+from operators.delimiters._scan import Markers, ValueType
 
-__all__ = ["KimiK2Lexer", "kimi_tool_name"]
+__all__ = ["KimiK2Lexer", "KimiK3Lexer", "kimi_tool_name"]
 
 _SECTION_BEGINS: Final = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
 _SECTION_ENDS: Final = ("<|tool_calls_section_end|>", "<|tool_call_section_end|>")
@@ -159,3 +161,73 @@ class KimiK2Lexer(SectionLexer):
         if marker is not None:
             self.close_call(marker)
         return resume
+
+
+# --- Kimi-K3 XTML ---------------------------------------------------------------------------------------
+
+_SEP: Final = "<|sep|>"
+_TOOLS_OPEN: Final = "<|open|>tools<|sep|>"
+_TOOLS_CLOSE: Final = "<|close|>tools<|sep|>"
+_CALL_OPEN: Final = "<|open|>call"
+_CALL_CLOSE: Final = "<|close|>call<|sep|>"
+_ARGUMENT_OPEN: Final = "<|open|>argument"
+_ARGUMENT_CLOSE: Final = "<|close|>argument<|sep|>"
+_CHANNEL_MARKERS: Final = frozenset(
+    {"<|open|>response<|sep|>", "<|close|>response<|sep|>", "<|close|>message<|sep|>"}
+)
+"""The response channel's wrapper and the end of the message: control markers, not text."""
+
+
+@register_format
+class KimiK3Lexer(InvokeSectionLexer):
+    """Kimi-K3 XTML: ``<|open|>tools<|sep|>`` then per call ``<|open|>call tool="NAME" index="1"<|sep|>``
+    with ``<|open|>argument key="K" type="string"<|sep|>V<|close|>argument<|sep|>`` arguments and
+    ``<|close|>call<|sep|>``, then ``<|close|>tools<|sep|>``.
+
+    A ``type="string"`` value is the raw text, streamed as a JSON string as it arrives; any other type is
+    JSON, held until its end (the raw text as a string if it does not parse). Attribute values are
+    unescaped (``&quot;``, ``&amp;``). The response channel's ``<|open|>response<|sep|>`` and
+    ``<|close|>response<|sep|>`` and the closing ``<|close|>message<|sep|>`` are dropped from the text.
+    The markers are special tokens: prose cannot write them. A string value containing the literal
+    ``<|close|>argument<|sep|>`` ends there: that cannot be told apart (vLLM has the same limit).
+    """
+
+    name: ClassVar[str] = "kimi_k3"
+    models: ClassVar[tuple[str, ...]] = ("Kimi-K3",)
+    detect_openers: ClassVar[tuple[str, ...]] = (_TOOLS_OPEN,)
+    markers: ClassVar[tuple[str, ...]] = (
+        _TOOLS_OPEN,
+        _TOOLS_CLOSE,
+        _CALL_OPEN,
+        _CALL_CLOSE,
+        _ARGUMENT_OPEN,
+        _ARGUMENT_CLOSE,
+        _SEP,
+        *_CHANNEL_MARKERS,
+    )
+
+    text_markers: ClassVar[Markers] = Markers(_TOOLS_OPEN, *_CHANNEL_MARKERS)
+    section_begins: ClassVar[frozenset[str]] = frozenset({_TOOLS_OPEN})
+    section_markers: ClassVar[Markers] = Markers(_CALL_OPEN, _TOOLS_CLOSE)
+    section_ends: ClassVar[frozenset[str]] = frozenset({_TOOLS_CLOSE})
+    invoke: ClassVar[str] = _CALL_OPEN
+    invoke_end: ClassVar[str] = _CALL_CLOSE
+    parameter: ClassVar[str] = _ARGUMENT_OPEN
+    parameter_end: ClassVar[str] = _ARGUMENT_CLOSE
+    tag_end: ClassVar[Markers] = Markers(_SEP)
+    invoke_attribute: ClassVar[str] = "tool"
+    parameter_attribute: ClassVar[str] = "key"
+    value_strip: ClassVar[str] = "none"
+
+    def opened(self, marker: str) -> None:
+        if marker not in _CHANNEL_MARKERS:  # (a channel marker is dropped: the text goes on)
+            super().opened(marker)
+
+    def tag_name(self, tag: str, key: str) -> str:
+        return super().tag_name(tag, key).replace("&quot;", '"').replace("&amp;", "&")
+
+    def parameter_type(self, tag: str) -> ValueType | None:
+        declared = self.tag_name(tag, "type")
+        if not declared:
+            return None
+        return "string" if declared == "string" else "json"

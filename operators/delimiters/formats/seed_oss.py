@@ -59,5 +59,5 @@ class SeedOssLexer(InvokeSectionLexer):
     parameter_end: ClassVar[str] = _PARAMETER_END
     value_strip: ClassVar[str] = "newline"
 
-    def tag_name(self, tag: str) -> str:
+    def tag_name(self, tag: str, key: str) -> str:
         return tag.strip()
