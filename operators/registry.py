@@ -81,6 +81,12 @@ ToolFormat: TypeAlias = Literal[
     "qwen3_coder",
     "sentinel",
     "xml",
+    "hunyuan",
+    "hunyuan_a13b",
+    "kimi_k3",
+    "seed_oss",
+    "step3",
+    "step3p5",
     "deepseek_dsml",
     "deepseek_r1",
     "deepseek_v3.1",
@@ -104,6 +110,11 @@ ToolFormat: TypeAlias = Literal[
     "qwen25",
     "qwen35",
     "qwen3_xml",
+    "ernie45",
+    "hy_v3",
+    "hy_v4",
+    "seed-oss",
+    "step3.5",
 ]
 """The ``tool_format=`` names known to mypy: ``none`` and ``api_tool_call`` (no delimiter rewriting), then the
 built-in delimiter formats and their aliases."""
