@@ -84,6 +84,7 @@ ToolFormat: TypeAlias = Literal[
     "hunyuan",
     "hunyuan_a13b",
     "kimi_k3",
+    "minimax_m3",
     "seed_oss",
     "step3",
     "step3p5",
@@ -113,6 +114,7 @@ ToolFormat: TypeAlias = Literal[
     "ernie45",
     "hy_v3",
     "hy_v4",
+    "minimax-m3",
     "seed-oss",
     "step3.5",
 ]

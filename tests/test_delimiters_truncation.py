@@ -105,6 +105,11 @@ TEXTS: dict[str, list[str]] = {
         '<|open|>argument key="s" type="string"<|sep|>a\\"b\\<|close|>argument<|sep|><|close|>call<|sep|>'
         "<|close|>tools<|sep|><|close|>message<|sep|>",
     ],
+    "minimax_m3": [
+        ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="f">]<]minimax[>[<k>a\\"b\\]<]minimax[>[</k>'
+        f"]<]minimax[>[<o>]<]minimax[>[<j>{ARGS}]<]minimax[>[</j>]<]minimax[>[</o>]<]minimax[>[</invoke>\n"
+        "]<]minimax[>[</tool_call>",
+    ],
     "seed_oss": [
         f"a<seed:tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n"
         '<parameter=s>a\\"b\\</parameter>\n</function>\n</seed:tool_call>b',
