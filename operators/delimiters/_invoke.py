@@ -1,5 +1,5 @@
 """Sections of ``<invoke name="NAME">`` calls with ``<parameter name="KEY">VALUE</parameter>`` parameters,
-the layout MiniMax-M2 and DeepSeek DSML share (with different tag spellings)."""
+the layout MiniMax-M2, DeepSeek DSML, Seed-OSS, Step-3 and Kimi-K3 share (with different tag spellings)."""
 
 from __future__ import annotations
 
@@ -32,11 +32,14 @@ class InvokeSectionLexer(SectionLexer):
     """Calls ``INVOKE name="NAME">`` ... ``INVOKE_END`` inside a section, each with parameters
     ``PARAMETER name="KEY">VALUE PARAMETER_END`` turned into JSON by :class:`~._scan.XmlArguments`.
 
-    Subclasses set the tag spellings (``invoke = "<invoke"``: the tag's attributes run up to ``>``), the
-    section markers, ``value_strip``, and may type values from the tag (:meth:`parameter_type`). Text
-    between parameters is dropped; a missing ``PARAMETER_END`` is tolerated before ``INVOKE_END``, the
-    next ``INVOKE`` or the section end, and a missing ``INVOKE_END`` before the next ``INVOKE`` or the
-    section end.
+    Subclasses set the tag spellings (``invoke = "<invoke"``: the tag's attributes run up to ``tag_end``,
+    ``>`` by default), the section markers, ``value_strip``, and may name the attributes that hold the
+    names (``invoke_attribute``, ``parameter_attribute``), read names otherwise (:meth:`tag_name`,
+    ``<function=NAME>``) and type values from the tag (:meth:`parameter_type`). Text between parameters
+    is dropped; a missing ``PARAMETER_END`` is tolerated before ``INVOKE_END``, the next ``INVOKE``, one
+    of ``call_closers`` or the section end, and a missing ``INVOKE_END`` before the next ``INVOKE``, one
+    of ``call_closers`` or the section end. A stream cut inside a call's tag leaves a cut-off call when
+    the tag names the tool.
     """
 
     invoke: ClassVar[str]
