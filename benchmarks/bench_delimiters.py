@@ -2,8 +2,8 @@
 SGLang's detectors on the same deltas.
 
 Run: ``python -m benchmarks.bench_delimiters`` (``--sizes 1000000 10000000 100000000``; ``--formats
-kimi_k2 qwen3_coder hermes harmony``; ``--no-async`` skips the operator rows; ``--repeat 3`` keeps the
-fastest of three runs, which filters out the noise of a shared machine; ``--peer-max`` is how many
+kimi_k2 qwen3_coder seed_oss hermes harmony``; ``--no-async`` skips the operator rows; ``--repeat 3``
+keeps the fastest of three runs, which filters out the noise of a shared machine; ``--peer-max`` is how many
 characters of the smallest size's stream the peer rows run on).
 
 Streams are built up to 10 MB (:data:`BUILT_MAX`); a larger size feeds the 10 MB stream's deltas
@@ -42,7 +42,9 @@ The stream is model output as Kimi-K2 writes it: paragraphs of prose (with the o
 look like the start of a marker) interleaved with tool sections of one to three calls whose JSON
 arguments hold strings with escapes, non-ASCII text and marker-like text. The Qwen3-Coder stream has the
 same shape with XML-style calls (``<parameter=content>`` values are raw text, rewritten as JSON strings;
-compared parsed); the harmony stream has ``analysis`` and ``final`` messages around ``commentary``
+compared parsed; the Seed-OSS stream is the same calls in ``<seed:tool_call>`` blocks, an XML-style
+format read by the invoke-section lexer, its floor the ``prose`` row); the harmony stream has
+``analysis`` and ``final`` messages around ``commentary``
 function calls with the same JSON arguments. It is cut into 4-character
 content deltas (about one token each), built before timing. Each row runs the whole stream through a
 fresh :class:`~operators.delimiters.DelimiterRewriter` (``feed`` per delta, then ``finish``), or through
@@ -182,8 +184,11 @@ def _arguments(rng: random.Random, values: tuple[str, ...]) -> dict[str, object]
     }
 
 
-def qwen3_coder_stream(size: int, seed: int = 7) -> Stream:
-    """About ``size`` characters of Qwen3-Coder output: prose, then one to three XML calls, and so on."""
+def qwen3_coder_stream(
+    size: int, seed: int = 7, block: tuple[str, str] = ("<tool_call>", "</tool_call>")
+) -> Stream:
+    """About ``size`` characters of Qwen3-Coder output: prose, then one to three XML calls, and so on
+    (each in ``block``, its opening and closing tags)."""
     rng = random.Random(seed)
     parts: list[str] = []
     content: list[str] = []
@@ -202,7 +207,7 @@ def qwen3_coder_stream(size: int, seed: int = 7) -> Stream:
                 for key, value in arguments.items()
             }
             params = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in values.items())
-            text = f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+            text = f"{block[0]}\n<function={name}>\n{params}</function>\n{block[1]}"
             parts.append(text)
             total += len(text)
             markup += len(text) - sum(map(len, values.values()))
@@ -332,6 +337,7 @@ def _floor_row(fmt: str, text: str, calls: int, core: float, args: argparse.Name
 STREAMS: dict[str, Callable[[int], Stream]] = {
     "kimi_k2": kimi_stream,
     "qwen3_coder": qwen3_coder_stream,
+    "seed_oss": functools.partial(qwen3_coder_stream, block=("<seed:tool_call>", "</seed:tool_call>")),
     "hermes": hermes_stream,
     "harmony": harmony_stream,
     "pythonic": pythonic_stream,
@@ -569,7 +575,9 @@ def _rows(fmt: str, size: int, args: argparse.Namespace, per_byte: dict[str, lis
     size_bytes = len(text.encode())
     # XML-style parameters are rewritten as JSON, Hermes's arguments are the object as the model wrote
     # it: their calls are compared parsed.
-    normal: Callable[[str], object] = json.loads if fmt in ("qwen3_coder", "hermes", "pythonic") else str
+    normal: Callable[[str], object] = (
+        json.loads if fmt in ("qwen3_coder", "seed_oss", "hermes", "pythonic") else str
+    )
     expected = (content, [(call_id, name, normal(arguments)) for call_id, name, arguments in calls])
 
     def check(out: list[ChunkResponse]) -> bool:

@@ -37,7 +37,7 @@ How to add a format
    - ``_wrapped.WrappedJsonLexer``: a call written as ``{"name": ..., "arguments": {...}}``, alone or
      in a list (Hermes, Mistral, Llama 3, json).
    - ``_invoke.InvokeSectionLexer``: ``<invoke name=..><parameter name=..>V</parameter></invoke>``
-     sections (MiniMax-M2, DeepSeek DSML).
+     sections (MiniMax-M2, DeepSeek DSML, Seed-OSS, Step-3, Kimi-K3).
 
 3. Set ``text_markers`` (what the text state, :meth:`FormatLexer.start`, stops at) and write
    ``opened(marker)`` (switch to what the marker opens), plus one method per state

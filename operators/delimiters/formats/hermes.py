@@ -32,7 +32,7 @@ class HermesLexer(JsonBlockLexer):
     """
 
     name: ClassVar[str] = "hermes"
-    aliases: ClassVar[tuple[str, ...]] = ("qwen25", "hermes2_pro", "granite4")
+    aliases: ClassVar[tuple[str, ...]] = ("qwen25", "hermes2_pro", "granite4", "ernie45")
     models: ClassVar[tuple[str, ...]] = ("Hermes 2 Pro", "Qwen2.5", "Qwen3", "QwQ", "Granite 4", "ERNIE 4.5")
     detect_openers: ClassVar[tuple[str, ...]] = (_TOOL_CALL,)
     markers: ClassVar[tuple[str, ...]] = (_TOOL_CALL, _TOOL_CALL_END)

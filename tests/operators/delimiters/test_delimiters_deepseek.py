@@ -8,6 +8,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from operators.delimiters import get_format
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
 
@@ -208,3 +209,16 @@ def test_dsml_cut_off_in_a_value() -> None:
     text = f'<{D}function_calls><{D}invoke name="f"><{D}parameter name="s" string="true">abc'
     result = assert_chunking_invariant("deepseek_v32", text)
     assert result.calls == [Call(0, "call_0", "f", '{"s": "abc', finished=False)]
+
+
+# --- V4 -----------------------------------------------------------------------------------------------
+
+
+def test_v4_is_v32_dsml_in_the_tool_calls_wrapper() -> None:
+    """DeepSeek V4 keeps V3.2's DSML grammar; only the wrapper is the ``tool_calls`` one (vLLM's
+    ``DeepSeekV4ToolParser`` subclasses the V3.2 one): ``deepseek_v4`` is an alias of ``deepseek_v32``."""
+    assert get_format("deepseek_v4") is get_format("deepseek_v32")
+    text = (RAW / "vllm-test_deepseek-v4_text_then_tool_calls_dsml.txt").read_text()
+    result = assert_chunking_invariant("deepseek_v4", text)
+    assert result.content == "Let me check. "
+    assert result.calls == [Call(0, "call_0", "get_weather", '{"location": "Beijing", "unit": "celsius"}')]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from operators.delimiters.formats.kimi import kimi_tool_name
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
+from tests.test_delimiters_fast_path_properties import assert_same_chunks
 
 RAW = FIXTURES / "raw_model_output"
 SB, SE = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
@@ -288,3 +289,126 @@ def test_any_rechunking_in_reasoning_gives_the_same_result(cuts: set[int]) -> No
     expected = run("kimi_k2", [SAMPLE], channel="reasoning")
     assert expected.reasoning == "Plan: call two tools. Done <| ok."
     assert run("kimi_k2", pieces_at(SAMPLE, cuts), channel="reasoning") == expected
+
+
+# --- K2.5: fenced JSON without <|tool_call_argument_begin|> ---------------------------------------------
+
+
+def test_k25_fenced_json_calls_fixture() -> None:
+    text = (RAW / "kimi-tool-parser-test_kimi-k2.5_2_fenced_json_calls.txt").read_text()
+    result = assert_chunking_invariant("kimi_k2", text)
+    assert result.content == "Let me search for that.\n"
+    assert result.calls == [
+        Call(0, "functions.web_search", "web_search", '{"query": "first query"}'),
+        Call(1, "functions.web_browse", "web_browse", '{"url": "https://example.com"}'),
+    ]
+
+
+def test_k25_argument_end_marker_fixture() -> None:
+    text = (RAW / "kimi-tool-parser-test_kimi-k2.5_argument_end_marker.txt").read_text()
+    result = assert_chunking_invariant("kimi_k2", text)
+    assert result.content == "\n"
+    assert result.calls == [Call(0, "functions.web_search:0", "web_search", '{"query": "weather today"}')]
+
+
+def test_k25_fence_inside_a_string_indexed_id_cut_off_and_unfinished() -> None:
+    text = (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.run:3\n```json\n"
+        '{"code": "```python\\nx```"}\n```\n<|tool_call_end|>'
+        '<|tool_call_begin|>functions.ls\n```\n{"a": [1, '
+    )
+    result = assert_chunking_invariant("kimi_k2", text)
+    assert result.calls == [
+        Call(0, "functions.run:3", "run", '{"code": "```python\\nx```"}'),
+        Call(1, "functions.ls", "ls", '{"a": [1,', finished=False),
+    ]
+
+
+FENCED = (
+    "Hi <b> | <|tool_calls_section_begin|>\n<|tool_call_begin|>functions.f\n```json\n"
+    '{"a": "x ``` \\" <|tool_call_end|>"}\n```\n<|tool_call_end|>\n<|tool_calls_section_end|> bye'
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.integers(min_value=1, max_value=len(FENCED) - 1), max_size=40))
+def test_k25_fenced_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
+    expected = run("kimi_k2", [FENCED])
+    assert (expected.content, expected.parsed()) == (
+        "Hi <b> |  bye",
+        [("f", {"a": 'x ``` " <|tool_call_end|>'})],
+    )
+    assert run("kimi_k2", pieces_at(FENCED, cuts)) == expected
+    assert_same_chunks("kimi_k2", pieces_at(FENCED, cuts))
+    assert_same_chunks("kimi_k2", pieces_at(FENCED, cuts), offered={"f"})
+
+
+# --- Kimi-K3 XTML ---------------------------------------------------------------------------------------
+
+K3_RESPONSE = "<|open|>response<|sep|>Let me run it.<|close|>response<|sep|>"
+
+
+def k3_call(tool: str, **arguments: tuple[str, str]) -> str:
+    body = "".join(
+        f'<|open|>argument key="{key}" type="{kind}"<|sep|>{value}<|close|>argument<|sep|>'
+        for key, (kind, value) in arguments.items()
+    )
+    return f'<|open|>call tool="{tool}" index="1"<|sep|>{body}<|close|>call<|sep|>'
+
+
+def test_k3_fixture_tools_channel() -> None:
+    text = (RAW / "vllm-docstring_kimi-k3_xtml_tools_channel.txt").read_text()
+    result = assert_chunking_invariant("kimi_k3", K3_RESPONSE + text + "<|close|>message<|sep|>")
+    assert result.content == "Let me run it."
+    assert result.calls == [Call(0, "call_0", "python", '{"code": "print(1)", "opts": {"a":1}}')]
+
+
+def test_k3_types_escaped_attributes_and_several_calls() -> None:
+    text = (
+        "Hi<|open|>tools<|sep|>"
+        + k3_call("a&amp;b", s=("string", ' 7 "x"\n'), n=("integer", "7"), bad=("object", "{oops"))
+        + "\n"
+        + k3_call("now")
+        + "<|close|>tools<|sep|>"
+    )
+    result = assert_chunking_invariant("kimi_k3", text)
+    assert result.content == "Hi"
+    assert result.calls == [
+        Call(0, "call_0", "a&b", '{"s": " 7 \\"x\\"\\n", "n": 7, "bad": "{oops"}'),
+        Call(1, "call_1", "now", "{}"),
+    ]
+
+
+def test_k3_in_reasoning_cut_off_and_prose() -> None:
+    text = '<|open|>tools<|sep|><|open|>call tool="f"<|sep|><|open|>argument key="s" type="string"<|sep|>ab'
+    result = assert_chunking_invariant("kimi_k3", text, channel="reasoning")
+    assert result.calls == [Call(0, "call_0", "f", '{"s": "ab', finished=False)]
+    prose = 'Call tools with <|open|>call tool="x"<|sep|> inside a tools channel.'
+    assert assert_chunking_invariant("kimi_k3", prose).content == prose
+
+
+def test_k3_a_call_to_a_tool_not_offered_stays_text() -> None:
+    text = "<|open|>tools<|sep|>" + k3_call("rm", p=("string", "/")) + k3_call("f") + "<|close|>tools<|sep|>"
+    result = run("kimi_k3", list(text), offered_tools={"f"})
+    assert result.parsed() == [("f", {})]
+    assert 'tool="rm"' in result.content
+
+
+K3 = (
+    "Hi <b> | <|open|>tools<|sep|>\n"
+    + k3_call("f", a=("string", 'x "<|close|>argum\\ '), n=("array", "[1, 2]"))
+    + "\n<|close|>tools<|sep|> bye<|close|>message<|sep|>"
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.integers(min_value=1, max_value=len(K3) - 1), max_size=40))
+def test_k3_any_rechunking_gives_the_same_result(cuts: set[int]) -> None:
+    expected = run("kimi_k3", [K3])
+    assert (expected.content, expected.parsed()) == (
+        "Hi <b> |  bye",
+        [("f", {"a": 'x "<|close|>argum\\ ', "n": [1, 2]})],
+    )
+    assert run("kimi_k3", pieces_at(K3, cuts)) == expected
+    assert_same_chunks("kimi_k3", pieces_at(K3, cuts))
+    assert_same_chunks("kimi_k3", pieces_at(K3, cuts), offered={"f"})

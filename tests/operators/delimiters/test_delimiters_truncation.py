@@ -123,6 +123,36 @@ TEXTS: dict[str, list[str]] = {
     ],
     "functiongemma": ["<start_function_call>call:f{a:<escape>x<escape>b:-1.5}<end_function_call>"],
     "sentinel": [f'[[SEG_START {{"type": "tool_call", "name": "f\\\\", "arguments": {ARGS}}}]]x[[SEG_END]]'],
+    "step3": [
+        f"x<\uff5ctool_calls_begin\uff5c><\uff5ctool_call_begin\uff5c>function<\uff5ctool_sep\uff5c>"
+        f'<steptml:invoke name="f"><steptml:parameter name="k">{ARGS}</steptml:parameter>'
+        '<steptml:parameter name="s">a\\"b\\</steptml:parameter></steptml:invoke>'
+        "<\uff5ctool_call_end\uff5c><\uff5ctool_calls_end\uff5c>y",
+    ],
+    "step3p5": [f"<tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n</function>\n</tool_call>"],
+    "hunyuan_a13b": [
+        f'x<tool_calls>[{{"name": "f\\"", "arguments": {ARGS}}}, {{"name": "g", "arguments": {STRING_ARGS}}}]'
+        "</tool_calls>y",
+    ],
+    "hunyuan": [
+        f"<tool_calls>\n<tool_call>f<tool_sep>\n<arg_key>k\\</arg_key>\n<arg_value>{ARGS}</arg_value>\n"
+        '<arg_key>s</arg_key><arg_value>a\\"b\\</arg_value></tool_call><tool_call>g</tool_call></tool_calls>',
+    ],
+    "kimi_k3": [
+        '<|open|>response<|sep|>x<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="f\\"<|sep|>'
+        f'<|open|>argument key="k" type="object"<|sep|>{ARGS}<|close|>argument<|sep|>'
+        '<|open|>argument key="s" type="string"<|sep|>a\\"b\\<|close|>argument<|sep|><|close|>call<|sep|>'
+        "<|close|>tools<|sep|><|close|>message<|sep|>",
+    ],
+    "minimax_m3": [
+        ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="f">]<]minimax[>[<k>a\\"b\\]<]minimax[>[</k>'
+        f"]<]minimax[>[<o>]<]minimax[>[<j>{ARGS}]<]minimax[>[</j>]<]minimax[>[</o>]<]minimax[>[</invoke>\n"
+        "]<]minimax[>[</tool_call>",
+    ],
+    "seed_oss": [
+        f"a<seed:tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n"
+        '<parameter=s>a\\"b\\</parameter>\n</function>\n</seed:tool_call>b',
+    ],
 }
 
 

@@ -51,6 +51,17 @@ RECORDED = {
     "vllm-test_gemma4_bare_number_and_boolean.txt": "gemma4",
     "vllm-test_functiongemma_2_calls.txt": "functiongemma",
     "vllm-test_functiongemma_text_then_tool.txt": "functiongemma",
+    "vllm-test_seed-oss_think_budget_then_tool.txt": "seed_oss",
+    "vllm-test_step3_parallel_tools.txt": "step3",
+    "vllm-test_step3_whitespace_kept_in_strings.txt": "step3",
+    "vllm-test_step3p5_text_then_typed_tool.txt": "step3p5",
+    "vllm-test_hunyuan-a13b_2_tools_nested_args.txt": "hunyuan_a13b",
+    "vllm-test_hy-v3_2_tools_newlines.txt": "hunyuan",
+    "vllm-test_ernie-4.5_think_end_then_2_tools.txt": "ernie45",
+    "vllm-test_deepseek-v4_text_then_tool_calls_dsml.txt": "deepseek_v4",
+    "kimi-tool-parser-test_kimi-k2.5_2_fenced_json_calls.txt": "kimi_k2",
+    "vllm-docstring_kimi-k3_xtml_tools_channel.txt": "kimi_k3",
+    "vllm-test_minimax-m3_text_then_nested_call.txt": "minimax_m3",
 }
 """Real model output (tests/fixtures/SOURCES.md) and its format."""
 

@@ -64,6 +64,16 @@ RAW_FORMATS = {
     "vllm-test_longcat_": "longcat",
     "vllm-test_phi4-mini_": "phi4_mini",
     "vllm-test_xlam_": "xlam",
+    "vllm-test_seed-oss_": "seed_oss",
+    "vllm-test_step3_": "step3",
+    "vllm-test_step3p5_": "step3p5",
+    "vllm-test_ernie-4.5_": "ernie45",
+    "vllm-test_deepseek-v4_": "deepseek_v4",
+    "vllm-test_hunyuan-a13b_": "hunyuan_a13b",
+    "vllm-test_hy-v3_": "hunyuan",
+    "vllm-test_minimax-m3_": "minimax_m3",
+    "vllm-docstring_kimi-k3_": "kimi_k3",
+    "kimi-tool-parser-test_": "kimi_k2",
 }
 """The delimiter format of each recording of raw model text, by its name's prefix."""
 

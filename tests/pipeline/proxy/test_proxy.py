@@ -84,7 +84,8 @@ def kimi_reference(text: str) -> tuple[str, Calls]:
     return "".join(content), calls
 
 
-KIMI_FILES = sorted(path.name for path in RAW.glob("*kimi*"))
+KIMI_FILES = sorted(path.name for path in RAW.glob("vllm-test_kimi-k2_*"))
+"""The Kimi-K2 fixtures in the layout :func:`kimi_reference` reads (not K2.5's fenced calls, not K3)."""
 
 
 def kimi_text(name: str) -> str:
