@@ -1,17 +1,17 @@
-"""Tencent Hunyuan tool calls: Hunyuan-A13B (``<tool_calls>`` + a JSON list of calls) and Hunyuan's later
-models (HY-V3 / HY-V4: ``<tool_calls>`` sections of ``<tool_call>NAME<arg_key>..</arg_key><arg_value>..
-</arg_value></tool_call>`` calls). Both open with ``<tool_calls>``; what follows tells them apart."""
+"""Tencent Hunyuan's later models (HY-V3 / HY-V4): ``<tool_calls>`` sections of ``<tool_call>NAME<arg_key>..
+</arg_key><arg_value>..</arg_value></tool_call>`` calls. Hunyuan-A13B writes Jamba's ``<tool_calls>`` +
+a JSON list of calls, read by ``jamba`` (alias ``hunyuan_a13b``); what follows ``<tool_calls>`` tells
+the two apart."""
 
 from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from operators.delimiters._families import SectionLexer, TaggedCallLexer
+from operators.delimiters._families import SectionLexer
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers, space_end
-from operators.delimiters._wrapped import WrappedJsonLexer
 
-__all__ = ["HunyuanA13BLexer", "HunyuanLexer"]
+__all__ = ["HunyuanLexer"]
 
 _TOOL_CALLS: Final = "<tool_calls>"
 _TOOL_CALLS_END: Final = "</tool_calls>"
@@ -23,7 +23,12 @@ _ARG_KEY_END: Final = "</arg_key>"
 _ARG_VALUE: Final = "<arg_value>"
 _ARG_VALUE_END: Final = "</arg_value>"
 
-_LIST_END: Final = Markers(_TOOL_CALLS_END)
+_NAME_END: Final = Markers(_TOOL_SEP, _ARG_KEY, _TOOL_CALL_END, _TOOL_CALL, _TOOL_CALLS_END)
+_IN_CALL: Final = Markers(_ARG_KEY, _TOOL_CALL_END, _TOOL_CALL, _TOOL_CALLS_END)
+_KEY_END: Final = Markers(_ARG_KEY_END)
+_BEFORE_VALUE: Final = Markers(_ARG_VALUE, _ARG_KEY, _TOOL_CALL_END, _TOOL_CALL, _TOOL_CALLS_END)
+_VALUE_END: Final = Markers(_ARG_VALUE_END, _TOOL_CALL_END, _TOOL_CALL, _TOOL_CALLS_END)
+_CALL_CLOSERS: Final = frozenset({_TOOL_CALL_END})
 
 
 def _opens(rest: str, final: bool, start: str) -> bool | None:
@@ -35,94 +40,6 @@ def _opens(rest: str, final: bool, start: str) -> bool | None:
     if not final and start.startswith(body):
         return None
     return False
-
-
-@register_format
-class HunyuanA13BLexer(WrappedJsonLexer, TaggedCallLexer):
-    """Hunyuan-A13B: ``<tool_calls>[{"name": "NAME", "arguments": {...}}, ...]</tool_calls>``.
-
-    The arguments stream verbatim as they arrive (markers inside JSON strings are content). ``<tool_calls>``
-    is taken for calls only when ``[`` and ``{`` follow (after whitespace): prose that mentions the tag
-    stays text; a list that is not of call objects ends the calls there (the rest is text). A missing
-    ``</tool_calls>`` is tolerated. vLLM ignores calls inside ``<think>``; here the text of each channel is
-    read alike (pass ``offered_tools`` to keep calls to other tools as text). The chat template's
-    ``\u52a9\u624b\uff1a`` (assistant) prefix is left in the text.
-    """
-
-    name: ClassVar[str] = "hunyuan_a13b"
-    models: ClassVar[tuple[str, ...]] = ("Hunyuan-A13B",)
-    detect_openers: ClassVar[tuple[str, ...]] = (_TOOL_CALLS,)
-    markers: ClassVar[tuple[str, ...]] = (_TOOL_CALLS, _TOOL_CALLS_END)
-    opener: ClassVar[str] = _TOOL_CALLS
-    wrapper_markers: ClassVar[Markers] = _LIST_END
-
-    @classmethod
-    def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
-        return _opens(rest, final, "[")
-
-    def confirm(self, buf: str, pos: int, final: bool) -> int:
-        """After ``<tool_calls>``: whitespace, then ``[``."""
-        index, found = self.expect_after_space(buf, pos, final, ("[",))
-        if found:
-            self.hold_tentative(found)
-            self.state = self._list_open
-            return index + 1
-        if found == "":
-            self.not_a_call()
-        return index
-
-    def _list_open(self, buf: str, pos: int, final: bool) -> int:
-        """After ``[``: whitespace, then the first call object (or ``]``, no calls)."""
-        index, char = self.char_after_space(buf, pos)
-        if char == "{":
-            self.enter_wrapper(in_list=True)
-        elif char == "]":
-            self.take_tentative()
-            self.list_closed()
-            return index + 1
-        elif char:
-            self.not_a_call()
-        return index
-
-    def wrapper_closed(self) -> None:
-        self.end_call(finished=True)
-        self.state = self.list_next
-
-    def wrapper_interrupted(self, marker: str | None) -> None:
-        self.end_call(finished=False)
-        if marker is None:
-            self.state = self.start  # not a call object: what follows is text
-        else:
-            self.call_done()
-
-    def list_closed(self) -> None:
-        self.state = self._after_list
-
-    def _after_list(self, buf: str, pos: int, final: bool) -> int:
-        """After ``]``: whitespace, then ``</tool_calls>`` (tolerated if missing)."""
-        index, found = self.expect_after_space(buf, pos, final, (_TOOL_CALLS_END,))
-        if found:
-            self.take_tentative()
-            self.call_done()
-            return index + len(found)
-        if found == "":
-            self.not_a_call()
-        return index
-
-    def at_end(self) -> None:
-        if self.state in (self.confirm, self._list_open):
-            self.not_a_call()
-        elif self.state == self._after_list:
-            self.take_tentative()
-        super().at_end()
-
-
-_NAME_END: Final = Markers(_TOOL_SEP, _ARG_KEY, _TOOL_CALL_END, _TOOL_CALL, _TOOL_CALLS_END)
-_IN_CALL: Final = Markers(_ARG_KEY, _TOOL_CALL_END, _TOOL_CALL, _TOOL_CALLS_END)
-_KEY_END: Final = Markers(_ARG_KEY_END)
-_BEFORE_VALUE: Final = Markers(_ARG_VALUE, _ARG_KEY, _TOOL_CALL_END, _TOOL_CALL, _TOOL_CALLS_END)
-_VALUE_END: Final = Markers(_ARG_VALUE_END, _TOOL_CALL_END, _TOOL_CALL, _TOOL_CALLS_END)
-_CALL_CLOSERS: Final = frozenset({_TOOL_CALL_END})
 
 
 @register_format

@@ -26,7 +26,8 @@ class JambaLexer(JsonListLexer):
     """
 
     name: ClassVar[str] = "jamba"
-    models: ClassVar[tuple[str, ...]] = ("Jamba 1.5", "Jamba 1.6", "Jamba 1.7")
+    aliases: ClassVar[tuple[str, ...]] = ("hunyuan_a13b",)
+    models: ClassVar[tuple[str, ...]] = ("Jamba 1.5", "Jamba 1.6", "Jamba 1.7", "Hunyuan-A13B")
     detect_openers: ClassVar[tuple[str, ...]] = (_OPEN,)
     markers: ClassVar[tuple[str, ...]] = (_OPEN, _CLOSE)
     text_markers: ClassVar[Markers] = Markers(_OPEN)

@@ -122,3 +122,5 @@ class Step3p5Lexer(Qwen3CoderLexer):
     name: ClassVar[str] = "step3p5"
     aliases: ClassVar[tuple[str, ...]] = ("step3.5",)
     models: ClassVar[tuple[str, ...]] = ("Step-3.5",)
+    detect_openers: ClassVar[tuple[str, ...]] = ()
+    """Told as ``qwen3_coder``, which reads this layout the same way."""

@@ -18,7 +18,7 @@ from operators.delimiters import get_format
 from operators.delimiters._scan import HEADER_LIMIT
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import assert_chunking_invariant, pieces_at, run
-from tests.test_delimiters_fast_path_properties import assert_same_chunks
+from tests.operators.delimiters.test_delimiters_fast_path_properties import assert_same_chunks
 
 RAW = FIXTURES / "raw_model_output"
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from operators.delimiters.formats.kimi import kimi_tool_name
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
-from tests.test_delimiters_fast_path_properties import assert_same_chunks
+from tests.operators.delimiters.test_delimiters_fast_path_properties import assert_same_chunks
 
 RAW = FIXTURES / "raw_model_output"
 SB, SE = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"

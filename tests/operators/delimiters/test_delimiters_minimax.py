@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
-from tests.test_delimiters_fast_path_properties import assert_same_chunks
+from tests.operators.delimiters.test_delimiters_fast_path_properties import assert_same_chunks
 
 M2 = """Let me check. <minimax:tool_call>
 <invoke name="get_weather">

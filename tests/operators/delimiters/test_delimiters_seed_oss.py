@@ -9,7 +9,7 @@ from operators.delimiters import DelimiterRewriter
 from pipeline.models import ChunkResponse
 from tests.conftest import FIXTURES
 from tests.delimiter_cases import Call, assert_chunking_invariant, pieces_at, run
-from tests.test_delimiters_fast_path_properties import assert_same_chunks
+from tests.operators.delimiters.test_delimiters_fast_path_properties import assert_same_chunks
 
 RAW = FIXTURES / "raw_model_output"
 SCHEMA = {"get_weather": {"properties": {"location": {"type": "string"}, "unit": {"type": "string"}}}}

@@ -96,7 +96,11 @@ TEXTS: dict[str, list[str]] = {
         '<\uff5cGCML\uff5cparameter name="s">a\\"b\\</\uff5cGCML\uff5cparameter>'
         "</\uff5cGCML\uff5cinvoke></\uff5cGCML\uff5ctool_calls>",
     ],
-    "jamba": [f'<tool_calls>[{{"name": "f", "arguments": {ARGS}}}]</tool_calls>'],
+    "jamba": [
+        f'<tool_calls>[{{"name": "f", "arguments": {ARGS}}}]</tool_calls>',
+        f'x<tool_calls>[{{"name": "f\\"", "arguments": {ARGS}}}, {{"name": "g", "arguments": {STRING_ARGS}}}]'
+        "</tool_calls>y",  # Hunyuan-A13B's
+    ],
     "phi4_mini": [f'functools[{{"name": "f", "parameters": {ARGS}}}] x'],
     "xlam": [
         f'```json\n[{{"name": "f", "arguments": {ARGS}}}]\n```',
@@ -130,10 +134,6 @@ TEXTS: dict[str, list[str]] = {
         "<\uff5ctool_call_end\uff5c><\uff5ctool_calls_end\uff5c>y",
     ],
     "step3p5": [f"<tool_call>\n<function=f>\n<parameter=k>\n{ARGS}\n</parameter>\n</function>\n</tool_call>"],
-    "hunyuan_a13b": [
-        f'x<tool_calls>[{{"name": "f\\"", "arguments": {ARGS}}}, {{"name": "g", "arguments": {STRING_ARGS}}}]'
-        "</tool_calls>y",
-    ],
     "hunyuan": [
         f"<tool_calls>\n<tool_call>f<tool_sep>\n<arg_key>k\\</arg_key>\n<arg_value>{ARGS}</arg_value>\n"
         '<arg_key>s</arg_key><arg_value>a\\"b\\</arg_value></tool_call><tool_call>g</tool_call></tool_calls>',

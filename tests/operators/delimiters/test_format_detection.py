@@ -77,6 +77,18 @@ SAMPLES: dict[str, str] = {
     '[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}]\n<|END_ACTION|>',
     "longcat": '<longcat_tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}'
     "</longcat_tool_call>",
+    "seed_oss": "Checking.\n<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
+    "</function>\n</seed:tool_call>",
+    "step3": '<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name="get_weather">'
+    '<steptml:parameter name="city">Paris</steptml:parameter></steptml:invoke><｜tool_call_end｜>'
+    "<｜tool_calls_end｜>",
+    "hunyuan": "<tool_calls>\n<tool_call>get_weather<tool_sep>\n<arg_key>city</arg_key>\n"
+    "<arg_value>Paris</arg_value>\n</tool_call>\n</tool_calls>",
+    "kimi_k3": '<|open|>tools<|sep|>\n  <|open|>call tool="get_weather" index="1"<|sep|>\n'
+    '    <|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|>\n'
+    "  <|close|>call<|sep|>\n<|close|>tools<|sep|>",
+    "minimax_m3": ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="get_weather">]<]minimax[>[<city>'
+    "Paris]<]minimax[>[</city>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>",
 }
 """One answer with a call per detected format: every detected format must have one."""
 
