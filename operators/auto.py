@@ -1,8 +1,8 @@
 """The auto adapter: source items (bytes, provider event dicts or SDK objects) to chunks, choosing the framing
 and the wire format from the first items that tell (stages 1 and 2 for ``process()`` and ``to_chunks()``).
 
-It sits beside the stage packages because it picks among them: a byte decoder of :mod:`operators.adapter`,
-then a converter of :mod:`operators.convert`, fused with :func:`pipeline.stage.chain`.
+It sits beside the stage packages because it picks among them: a byte decoder of `operators.adapter`,
+then a converter of `operators.convert`, fused with `pipeline.stage.chain`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _converter(
 class TextDeltas:
     """Plain model text (``provider="text"``): each piece of text, or of UTF-8 bytes, is one content delta.
 
-    Bytes that are not UTF-8 raise :class:`StreamDecodeError` naming their byte offset in the stream, after a
+    Bytes that are not UTF-8 raise `StreamDecodeError` naming their byte offset in the stream, after a
     chunk with the text before them."""
 
     def __init__(self) -> None:
@@ -95,7 +95,7 @@ class TextDeltas:
 class _LazyConverter:
     """The converter for the wire format of the first event (``provider="auto"``), or the one named.
 
-    The first event may be a :class:`~pipeline.models.Payload`: it is decoded once, generically, to tell
+    The first event may be a `Payload`: it is decoded once, generically, to tell
     the wire format, and the payload itself goes on to the converter."""
 
     def __init__(self, provider: str, id_factory: Callable[[int], str] | None, choice: int) -> None:
@@ -145,7 +145,7 @@ _EXCERPT_KEYS = 8
 
 def _check_named(provider: str, event: Any) -> None:
     """The first event of a stream read as the wire format ``provider`` (named, not ``auto``): raise
-    :class:`ConverterError` when it is plainly another wire format's, rather than convert nothing.
+    `ConverterError` when it is plainly another wire format's, rather than convert nothing.
 
     Checked once, on the first event only. An event no format claims, or an error event, is left to the
     converter, which reads errors and reports what it cannot."""
@@ -172,7 +172,7 @@ def _check_named(provider: str, event: Any) -> None:
 def _error_body(event: Any) -> ProviderError | None:
     """A first event of no known wire format that is an error: an OpenAI-compatible or Gemini
     ``{"error": ...}`` object, or an HTTP error body that carries a message (``{"message": ...}``,
-    FastAPI's ``{"detail": ...}``), as a :class:`ProviderError`."""
+    FastAPI's ``{"detail": ...}``), as a `ProviderError`."""
     if not isinstance(event, Mapping):
         return None
     error = event.get("error")
@@ -197,8 +197,8 @@ _BOM = codecs.BOM_UTF8
 class _AutoChunks:
     """Source items to chunks, choosing framing and wire format from the first items that tell.
 
-    Auto framing decides within a bounded head (see :func:`operators.adapter.detect.sniff_framing`): it
-    holds at most :data:`_MAX_HEAD` bytes, joined once, when it decides.
+    Auto framing decides within a bounded head (see `operators.adapter.detect.sniff_framing`): it
+    holds at most `_MAX_HEAD` bytes, joined once, when it decides.
     """
 
     def __init__(
@@ -219,13 +219,13 @@ class _AutoChunks:
         """The feed of the moment: the first, the lazy converter's, then the chain's own."""
         self._head = _Head()
         self._replace: Callable[[Sequence[Core[Any, Any]]], None] | None = None
-        """Tells the chain this adapter leads the framer and converter, once known (see :meth:`flatten`)."""
+        """Tells the chain this adapter leads the framer and converter, once known (see `flatten`)."""
 
     def feed(self, item: Any) -> list[ChunkResponse]:
         return self._feed(item)
 
     def flatten(self, replace: Callable[[Sequence[Core[Any, Any]]], None]) -> None:
-        """Called by the :func:`~pipeline.stage.chain` this adapter leads: once the framer and converter
+        """Called by the `chain` this adapter leads: once the framer and converter
         are chosen, ``replace`` gets them, and the chain runs them in its own loop (no chain in a chain)."""
         self._replace = replace
 
@@ -237,7 +237,7 @@ class _AutoChunks:
 
     def _use(self, feed: Callable[[Any], list[ChunkResponse]]) -> None:
         """Make ``feed`` the feed of the moment; also as this instance's ``feed``, so that a caller that
-        looks ``feed`` up at each item (:func:`pipeline.stage.chain`) calls it without this wrapper's call."""
+        looks ``feed`` up at each item (`pipeline.stage.chain`) calls it without this wrapper's call."""
         self._feed = self.feed = feed  # type: ignore[method-assign,assignment]
 
     def _first_feed(self, item: Any) -> list[ChunkResponse]:
@@ -305,7 +305,7 @@ class _AutoChunks:
 class _Head:
     """The first bytes of a stream under ``framing="auto"``, held until they tell the framing.
 
-    Bytes of no known framing, or none but whitespace, raise :class:`StreamDecodeError`."""
+    Bytes of no known framing, or none but whitespace, raise `StreamDecodeError`."""
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -314,7 +314,7 @@ class _Head:
         self._start = b""
         """The first bytes of the stream (up to 12)."""
         self._probe = b""
-        """Up to :data:`_PROBE` bytes from the first that is neither a BOM nor whitespace."""
+        """Up to `_PROBE` bytes from the first that is neither a BOM nor whitespace."""
 
     def take(self) -> bytes:
         """The bytes held, joined once; the head is empty after."""

@@ -1,4 +1,4 @@
-"""The segment emitter: chunks (after :func:`operators.split_arguments`) to :class:`SegmentEvent`\\ s.
+"""The segment emitter: chunks (after `operators.split_arguments`) to `SegmentEvent`s.
 
 A segment is one run of text, reasoning, a tool call, or a file written or patched by a tool call::
 
@@ -15,11 +15,11 @@ A segment is one run of text, reasoning, a tool call, or a file written or patch
 A tool segment ends as soon as its arguments are complete (the root JSON value closed) or the provider
 says the call is finished, whichever comes first: that is the earliest moment the call can be folded.
 File tools (``write_file`` streams ``content``, ``patch_file`` streams ``patch``; see
-:class:`FileTool`) become file segments whose CONTENT is the decoded file text; their ``path`` is
+`FileTool`) become file segments whose CONTENT is the decoded file text; their ``path`` is
 reported with an ARGUMENT event as soon as it is complete, before or after the content.
 
-The arguments' events come from the splitter, on :class:`SplitChunk`\\ s: a chunk with tool calls that
-did not pass through it is refused with a :class:`ConfigurationError` (there is no second parser here).
+The arguments' events come from the splitter, on `SplitChunk`s: a chunk with tool calls that
+did not pass through it is refused with a `ConfigurationError` (there is no second parser here).
 
 Most chunks continue what the last one started: the next text of the open text run, the next piece of
 the open call's arguments. The state that starts each (the open run, the open call) is also the rule that
@@ -135,7 +135,7 @@ class _Facts:
 
 
 _PLAIN_BESIDE: Final = (None, None, False, None, None, None, None, None, None)
-"""The fields of a chunk beside its text, reasoning, usage and metadata (as :meth:`_Run.take` lists them),
+"""The fields of a chunk beside its text, reasoning, usage and metadata (as `_Run.take` lists them),
 when it carries nothing else: the reasoning's signature, encrypted form and end, citations, the text's
 signature, a refusal, tool results, the finish reason, tool calls."""
 
@@ -375,16 +375,16 @@ class _Call:
 
 
 class SegmentEmitter:
-    """Sans-IO core of :func:`emit_segments`: ``feed(chunk)`` and ``finish()`` return events.
+    """Sans-IO core of `emit_segments`: ``feed(chunk)`` and ``finish()`` return events.
 
-    ``feed`` takes what :class:`operators.arguments.ArgumentSplitter` gives: chunks, and
-    :class:`SplitChunk`\\ s for chunks with tool calls.
+    ``feed`` takes what `operators.arguments.ArgumentSplitter` gives: chunks, and
+    `SplitChunk`s for chunks with tool calls.
 
-    A tool segment's END carries the call's arguments (or its error, with the first :data:`RAW_KEPT`
-    characters of its arguments text), which :class:`operators.invocations.InvocationFolder` folds.
+    A tool segment's END carries the call's arguments (or its error, with the first `RAW_KEPT`
+    characters of its arguments text), which `operators.invocations.InvocationFolder` folds.
 
     Args:
-        file_tools: tool name -> :class:`FileTool`; defaults to ``write_file`` and ``patch_file``.
+        file_tools: tool name -> `FileTool`; defaults to ``write_file`` and ``patch_file``.
         segment_ids: makes text and reasoning segment ids; defaults to ``"text_" + 16 random hex``.
         call_ids: makes the id of a tool call that arrives without one (converters normally give one).
         keep_values: False for a splitter that does not keep values (``keep_values=False``): tool
@@ -426,7 +426,7 @@ class SegmentEmitter:
         self._finished = False
 
     def feed(self, item: ChunkResponse | SplitChunk) -> list[SegmentEvent | ResponseEnd]:
-        """The segment events of one chunk (a :class:`SplitChunk` when it has tool calls).
+        """The segment events of one chunk (a `SplitChunk` when it has tool calls).
 
         Raises:
             ConfigurationError: a chunk with tool calls that did not pass through the argument splitter.
@@ -437,7 +437,7 @@ class SegmentEmitter:
         return events
 
     def _feed(self, item: ChunkResponse | SplitChunk) -> list[SegmentEvent | ResponseEnd]:
-        """:meth:`feed`, the general way (a property test keeps the rules equal to it)."""
+        """`feed`, the general way (a property test keeps the rules equal to it)."""
         if isinstance(item, SplitChunk):
             chunk, argument_events = item.chunk, item.argument_events
         elif item.tool_calls:
@@ -471,7 +471,7 @@ class SegmentEmitter:
         return run if run is not None and run.takes_deltas() else _NO_RULE
 
     def finish(self) -> list[SegmentEvent | ResponseEnd]:
-        """Close every open segment (an unfinished tool call is ``truncated``), then :class:`ResponseEnd`."""
+        """Close every open segment (an unfinished tool call is ``truncated``), then `ResponseEnd`."""
         if self._finished:
             return []
         events = self._close_all(interrupted="")
@@ -697,7 +697,7 @@ def emit_segments(
     call_ids: Callable[[int], str] | None = None,
     keep_values: bool = True,
 ) -> AsyncIterator[SegmentEvent | ResponseEnd]:
-    """Chunks (after :func:`operators.split_arguments`) to segment events, then one :class:`ResponseEnd`.
+    """Chunks (after `operators.split_arguments`) to segment events, then one `ResponseEnd`.
 
     If the source fails, open segments are closed first (tool calls with an ``interrupted`` error, so the
     folder still gives exactly one invocation per call) and then the exception propagates.

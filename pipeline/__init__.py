@@ -1,6 +1,6 @@
 """streamfold's data model and runtime: chunk, segment and invocation types, composition, fan-out, CLI.
 
-The stages themselves are in :mod:`operators`; :func:`process` chains them for a provider's stream.
+The stages themselves are in `operators`; `process` chains them for a provider's stream.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ _SEEDS = (
     "openai_responses_tool",
     "openai_tool",
 )
-"""The seeds' names this package offered before they moved to :mod:`pipeline.seeds`."""
+"""The seeds' names this package offered before they moved to `pipeline.seeds`."""
 
 __all__, __getattr__, __dir__ = lazy_exports(
     globals(),

@@ -1,4 +1,4 @@
-"""Optional dependencies: a missing one is a :class:`MissingExtraError` naming the extra to install."""
+"""Optional dependencies: a missing one is a `MissingExtraError` naming the extra to install."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ __all__ = ["needs_extra"]
 @contextmanager
 def needs_extra(extra: str, feature: str) -> Iterator[None]:
     """Imports inside the block that fail for a missing third-party module raise
-    :class:`MissingExtraError`: ``FEATURE needs the EXTRA extra: pip install 'streamfold[EXTRA]'``."""
+    `MissingExtraError`: ``FEATURE needs the EXTRA extra: pip install 'streamfold[EXTRA]'``."""
     try:
         yield
     except ModuleNotFoundError as exc:

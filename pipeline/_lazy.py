@@ -2,7 +2,7 @@
 
 ``import pipeline`` or ``import operators`` then costs almost nothing, and decoding SSE never loads the
 fan-out, reactivex, pydantic or Starlette. Each facade writes its names once, in the table it passes to
-:func:`lazy_exports`, which gives its ``__all__``, ``__getattr__`` and ``__dir__``. Type checkers do not run
+`lazy_exports`, which gives its ``__all__``, ``__getattr__`` and ``__dir__``. Type checkers do not run
 that code, so each facade ends with an ``if TYPE_CHECKING:`` block of ``from module import X as X``, written
 from the table by ``python -m tests.test_public_surface`` (never by hand); the same file's tests fail when a
 block and its table differ.
@@ -18,7 +18,7 @@ from typing import Any
 __all__ = ["TABLES", "lazy_exports"]
 
 TABLES: dict[str, Mapping[str, tuple[str, ...]]] = {}
-"""Each facade's table (module -> the names taken from it), by package, as :func:`lazy_exports` got it."""
+"""Each facade's table (module -> the names taken from it), by package, as `lazy_exports` got it."""
 
 
 def lazy_exports(
@@ -33,7 +33,7 @@ def lazy_exports(
         exports: each module, and the names the package takes from it. A resolved name is stored in the
             namespace, so that each is looked up once.
         moved: names the package no longer offers, each with the module that has it now: using one still
-            works, with a :class:`DeprecationWarning` saying where to import it from.
+            works, with a `DeprecationWarning` saying where to import it from.
 
     Returns:
         ``__all__`` (constants, classes, then functions, each sorted) and the two module functions.

@@ -1,4 +1,4 @@
-"""The stage API: a sans-IO core, :func:`drive`, which makes it an async operator, and :func:`chain`, which
+"""The stage API: a sans-IO core, `drive`, which makes it an async operator, and `chain`, which
 fuses cores into one core.
 
 A core knows nothing of asyncio: ``feed(item)`` returns the outputs the item completes, ``finish()`` those
@@ -8,9 +8,9 @@ runs it in the consumer's task (``operator_stream`` is ``drive`` as an aiostream
 ``chain`` runs several in one flat loop. ``process()``, the piped operators,
 the proxy and the seeds' handlers all run their cores this way, so they give the same events.
 
-The error contract (h11's): a core raises a :class:`~pipeline.errors.StreamfoldError` for bad input, with the
+The error contract (h11's): a core raises a `StreamfoldError` for bad input, with the
 outputs it produced before the failure in ``partial_outputs``. Any other exception is a bug and passes
-through untouched (nothing is salvaged from it). Nothing already received is lost: :func:`drive` yields the
+through untouched (nothing is salvaged from it). Nothing already received is lost: `drive` yields the
 partial outputs, then raises.
 """
 
@@ -36,7 +36,7 @@ P = ParamSpec("P")
 
 class Core(Protocol[In_contra, Out]):
     """A sans-IO stage. It may also define ``abort(exc: BaseException) -> list[Out]``: its input failed,
-    return what that closes. A first core of a :func:`chain` may define ``flatten(replace)``: the chain
+    return what that closes. A first core of a `chain` may define ``flatten(replace)``: the chain
     passes it a function that the core calls once, at the end of a ``feed``, with the cores it has become
     (the auto adapter, once it knows its framer and converter); the chain then runs those itself."""
 
@@ -121,15 +121,15 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerato
 
 
 def operator_stream(source: AsyncIterable[In], core: Core[In, Out]) -> Streamer[Out]:
-    """:func:`drive` as an aiostream operator returns it: ``return operator_stream(source, core)`` from a
+    """`drive` as an aiostream operator returns it: ``return operator_stream(source, core)`` from a
     ``@pipable_operator`` function gives the same items, and ``async for`` inside the stream's context runs
-    on :func:`drive`'s generator itself (see :class:`GeneratorStreamer`)."""
+    on `drive`'s generator itself (see `GeneratorStreamer`)."""
     return GeneratorStreamer(drive(source, core))
 
 
 def source_operator(generator: Callable[P, AsyncIterator[Out]]) -> Operator[P, Out]:
     """aiostream's ``@operator`` for an async generator function (a source), whose stream hands the stage
-    reading it, inside the stream's context, the generator itself (see :class:`GeneratorStreamer`)."""
+    reading it, inside the stream's context, the generator itself (see `GeneratorStreamer`)."""
 
     @functools.wraps(generator)
     def stream(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[Out]:
@@ -262,10 +262,10 @@ def _feed_each(feed: Callable[[Any], list[Any]], items: list[Any]) -> list[Any]:
 def chain(*cores: Core[Any, Any]) -> Core[Any, Any]:
     """Fuse ``cores`` into one core that feeds each one's outputs to the next.
 
-    When a core raises :class:`~pipeline.errors.StreamfoldError`, its ``partial_outputs`` flow on through
+    When a core raises `StreamfoldError`, its ``partial_outputs`` flow on through
     the cores after it, each of which then closes what it has open (``abort``), and the result becomes the
     error's ``partial_outputs`` (if one of those cores fails in turn, its error is the one raised): the
-    same events and error as the cores run by one :func:`drive` each, piped. When the
+    same events and error as the cores run by one `drive` each, piped. When the
     chain's input fails, its ``abort`` aborts the cores in order, each one's outputs fed to the next.
     """
     if not cores:

@@ -1,9 +1,9 @@
 """Stage 1, the provider adapter: from a source (SDK streams, dicts, SSE or JSON Lines bytes, AWS
 event-stream frames) to provider event dicts.
 
-Modules: :mod:`~operators.adapter.sse` (SSE / JSON Lines decoding), :mod:`~operators.adapter.sources` (files,
-bytes, httpx responses, SDK streams), :mod:`~operators.adapter.eventstream` (Bedrock's binary framing),
-:mod:`~operators.adapter.detect` (which framing and wire format a stream is).
+Modules: `sse` (SSE / JSON Lines decoding), `sources` (files,
+bytes, httpx responses, SDK streams), `eventstream` (Bedrock's binary framing),
+`detect` (which framing and wire format a stream is).
 """
 
 from __future__ import annotations

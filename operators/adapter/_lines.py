@@ -17,7 +17,7 @@ BOM = b"\xef\xbb\xbf"
 class LineSplitter:
     """Cuts a byte stream into complete lines (without their CR, LF or CRLF ending), linearly.
 
-    :meth:`split` returns ``(line, byte offset of the line)`` pairs; a partial last line is held as pieces
+    `split` returns ``(line, byte offset of the line)`` pairs; a partial last line is held as pieces
     and joined once, when its end arrives. A UTF-8 byte order mark at the very start is dropped.
     """
 
@@ -99,7 +99,7 @@ class LineSplitter:
 
 
 def decode_text(data: bytes, offset: int) -> str:
-    """``data`` as text; invalid UTF-8 raises :class:`StreamDecodeError` naming its byte of the stream
+    """``data`` as text; invalid UTF-8 raises `StreamDecodeError` naming its byte of the stream
     (``offset`` is that of ``data``)."""
     try:
         return data.decode("utf-8")
@@ -108,6 +108,6 @@ def decode_text(data: bytes, offset: int) -> str:
 
 
 def keep_partial(error: StreamfoldError, outputs: list[Any]) -> None:
-    """Put what a feed produced before ``error`` first in its ``partial_outputs`` (:func:`drive` yields
+    """Put what a feed produced before ``error`` first in its ``partial_outputs`` (`drive` yields
     them before raising)."""
     error.partial_outputs = outputs + error.partial_outputs

@@ -8,17 +8,17 @@ A header is ``name length (u8) | name | type (u8) | value``. Two APIs use these 
 
 - ``InvokeModelWithResponseStream``: each event frame (``:event-type`` ``chunk``) carries
   ``{"bytes": base64(model event JSON), "p": padding}``; for Anthropic models the inner events are the
-  Messages stream events, to be fed to :class:`operators.convert.anthropic.AnthropicConverter`. The framer
+  Messages stream events, to be fed to `operators.convert.anthropic.AnthropicConverter`. The framer
   yields the inner event (the wrapper unwrapped).
 - ``ConverseStream``: the ``:event-type`` header names the event (``messageStart``,
   ``contentBlockDelta``, ...) and the payload is that event's body (``{"contentBlockIndex": 0, "delta":
   {...}, "p": padding}``). The framer yields ``{"<event-type>": <payload>}``: the shape of boto3's
-  ``converse_stream`` events, so that :class:`operators.convert.bedrock_converse.BedrockConverseConverter`
+  ``converse_stream`` events, so that `operators.convert.bedrock_converse.BedrockConverseConverter`
   reads bytes and boto3's dicts through one schema.
 
-:class:`EventStreamFramer` yields each event's JSON bytes as a :class:`~pipeline.models.Payload`;
-:class:`EventStreamDecoder` chains it with the generic JSON decode. A frame of type ``exception``
-(``throttlingException``, ``modelStreamErrorException``, ...) or ``error`` raises :class:`ProviderError`
+`EventStreamFramer` yields each event's JSON bytes as a `Payload`;
+`EventStreamDecoder` chains it with the generic JSON decode. A frame of type ``exception``
+(``throttlingException``, ``modelStreamErrorException``, ...) or ``error`` raises `ProviderError`
 after every event before it was returned.
 
 Bytes may be split anywhere; CRCs are checked, so a corrupted or cut-off body is reported with the byte
@@ -60,7 +60,7 @@ HeaderValue = bool | int | bytes | str
 
 class EventStreamFramer:
     """Sans-IO framer: bytes of an AWS event-stream body in, each event frame's model event out, as a
-    :class:`~pipeline.models.Payload` (its JSON bytes, at the byte offset of its frame).
+    `Payload` (its JSON bytes, at the byte offset of its frame).
 
     ``max_frame_size`` bounds one frame, and so the bytes held between calls.
     """
@@ -293,7 +293,7 @@ _decode_envelope: Final = msgspec.json.Decoder(_Envelope).decode
 
 class EventStreamDecoder(Framed):
     """Sans-IO core: bytes of an AWS event-stream body in, the model's event dicts out
-    (:class:`EventStreamFramer` chained with the generic JSON decode).
+    (`EventStreamFramer` chained with the generic JSON decode).
 
     If a frame is bad (a CRC mismatch, an exception frame), the events of the frames before it travel on
     the exception (its ``partial_outputs``): nothing decoded is lost. ``max_frame_size`` bounds one frame,

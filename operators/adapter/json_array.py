@@ -1,8 +1,8 @@
 """A streamed JSON array of objects (Gemini's ``streamGenerateContent`` without ``alt=sse``), or JSON objects
 one after another, pretty-printed or not (an HTTP error body): one payload an object.
 
-:class:`JSONArrayFramer` yields each object's bytes as a :class:`~pipeline.models.Payload` as soon as its
-last byte arrives; :class:`JSONSequenceDecoder` chains it with the generic JSON decode.
+`JSONArrayFramer` yields each object's bytes as a `Payload` as soon as its
+last byte arrives; `JSONSequenceDecoder` chains it with the generic JSON decode.
 """
 
 from __future__ import annotations
@@ -36,17 +36,17 @@ _EXPECTED: Final = {
     "comma": "a JSON object",
     "closed": "nothing after the array",
 }
-"""What may come next at the top, outside any object, in each state of :attr:`JSONArrayFramer._array`."""
+"""What may come next at the top, outside any object, in each state of `JSONArrayFramer._array`."""
 
 
 class JSONArrayFramer:
     """Sans-IO framer: the bytes of one JSON array of objects, or of objects one after another, -> each
-    object's bytes as a :class:`~pipeline.models.Payload`.
+    object's bytes as a `Payload`.
 
     The bytes are scanned once, by a small state machine (depth, in a string, after a backslash) that
     jumps between structural characters with a regex, and each object's pieces are joined once, when it
     closes: linear in the stream. An object over ``max_value_size`` bytes raises
-    :class:`StreamDecodeError`, and so does anything but objects at the top (or in the array), an array
+    `StreamDecodeError`, and so does anything but objects at the top (or in the array), an array
     not closed or an object cut off at the end.
     """
 
@@ -83,6 +83,7 @@ class JSONArrayFramer:
         self._started = False
 
     def feed(self, chunk: bytes) -> list[Payload]:
+        """The payloads of the array elements this read completes."""
         out: list[Payload] = []
         try:
             self._scan(chunk, out)
@@ -92,6 +93,7 @@ class JSONArrayFramer:
         return out
 
     def finish(self) -> list[Payload]:
+        """The body has ended: an array left open is an error naming where."""
         if self._depth:
             raise StreamDecodeError(
                 f"the JSON stream ends inside object {self._number} (started at byte {self._value_start}, "
@@ -223,8 +225,8 @@ _AFTER: Final[dict[tuple[int, str | None], str]] = {
 
 class JSONSequenceDecoder(Framed):
     """Sans-IO core: bytes of one JSON array of objects, or of JSON objects one after another, -> one dict
-    per object, each as soon as its last byte arrives (:class:`JSONArrayFramer` chained with the generic
-    JSON decode). In-band provider error objects raise :class:`ProviderError` after every object before
+    per object, each as soon as its last byte arrives (`JSONArrayFramer` chained with the generic
+    JSON decode). In-band provider error objects raise `ProviderError` after every object before
     them."""
 
     __slots__ = ()

@@ -1,7 +1,7 @@
 """JSON Lines (``.jsonl`` recordings, NDJSON bodies): one payload a line.
 
-:class:`JSONLinesFramer` yields each non-blank line's bytes as a :class:`~pipeline.models.Payload`;
-:class:`JSONLinesDecoder` chains it with the generic JSON decode, one value a line.
+`JSONLinesFramer` yields each non-blank line's bytes as a `Payload`;
+`JSONLinesDecoder` chains it with the generic JSON decode, one value a line.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ _DONE: Final = b"[DONE]"
 
 class JSONLinesFramer:
     """Sans-IO framer: bytes -> each non-blank line (without its ending and surrounding whitespace) as a
-    :class:`~pipeline.models.Payload`.
+    `Payload`.
 
     Lines end with CR, LF or CRLF, and bytes may be split anywhere. A line ``[DONE]`` is skipped, so that
     recorded SSE payloads can be replayed as they were. A line longer than ``max_line_size`` bytes raises
-    :class:`StreamDecodeError` naming its byte offset (the cap also bounds a line that never ends).
+    `StreamDecodeError` naming its byte offset (the cap also bounds a line that never ends).
     """
 
     __slots__ = ("_lines", "_max")
@@ -41,6 +41,7 @@ class JSONLinesFramer:
         self._lines = LineSplitter()
 
     def feed(self, chunk: bytes) -> list[Payload]:
+        """The payloads of the lines this read completes."""
         out: list[Payload] = []
         try:
             for line, offset in self._lines.split(chunk):
@@ -53,6 +54,7 @@ class JSONLinesFramer:
         return out
 
     def finish(self) -> list[Payload]:
+        """The body has ended: the last line, if it had no newline."""
         out: list[Payload] = []
         for line, offset in self._lines.finish():
             self._line(line, offset, out)
@@ -75,11 +77,11 @@ class JSONLinesFramer:
 class JSONLinesDecoder(Framed):
     """Sans-IO core: bytes -> one decoded JSON value per non-blank line.
 
-    :class:`JSONLinesFramer` chained with the generic JSON decode. A line that is not JSON raises
-    :class:`StreamDecodeError` naming its number (counting the lines that hold a value, from 0) and byte
+    `JSONLinesFramer` chained with the generic JSON decode. A line that is not JSON raises
+    `StreamDecodeError` naming its number (counting the lines that hold a value, from 0) and byte
     offset. With ``check_errors`` (the default), an in-band provider error object raises
-    :class:`ProviderError`; with ``objects_only``, a line holding anything but a JSON object raises
-    :class:`StreamDecodeError`.
+    `ProviderError`; with ``objects_only``, a line holding anything but a JSON object raises
+    `StreamDecodeError`.
     """
 
     __slots__ = ()

@@ -1,13 +1,13 @@
-"""The one generic decode of framed payloads: :class:`~pipeline.models.Payload` -> the JSON value it holds.
+"""The one generic decode of framed payloads: `Payload` -> the JSON value it holds.
 
-The framers (:mod:`~operators.adapter.sse`, :mod:`~operators.adapter.jsonl`,
-:mod:`~operators.adapter.json_array`, :mod:`~operators.adapter.eventstream`) yield each event's bytes and
+The framers (`sse`, `jsonl`,
+`json_array`, `eventstream`) yield each event's bytes and
 nothing else; the decoders that give provider event dicts (``sse_events``, ``decode_jsonl``, ...) are a
-framer chained with a :class:`PayloadParser`.
+framer chained with a `PayloadParser`.
 
 In-band errors (Anthropic's ``{"type": "error"}``, OpenAI-compatible servers' and Gemini's
 ``{"error": {...}}``, OpenAI Responses' ``{"type": "error", "code": ...}``) raise
-:class:`~pipeline.errors.ProviderError` after every event before them was returned.
+`ProviderError` after every event before them was returned.
 """
 
 from __future__ import annotations
@@ -48,13 +48,13 @@ _WORDING: Final[Mapping[str, tuple[str, str]]] = {
 
 
 class PayloadParser:
-    """Sans-IO core: :class:`~pipeline.models.Payload` -> the JSON value it holds (a dict, as providers send).
+    """Sans-IO core: `Payload` -> the JSON value it holds (a dict, as providers send).
 
     ``unit`` names a payload in errors (``event``, ``line``, ``JSON object``, ``event-stream frame``): bytes
-    that are not JSON (invalid UTF-8 included) raise :class:`StreamDecodeError` naming the payload's number
+    that are not JSON (invalid UTF-8 included) raise `StreamDecodeError` naming the payload's number
     and byte offset. With ``check_errors`` (the default) an in-band provider error object raises
-    :class:`ProviderError`; with ``objects_only`` (the default) a value that is not a JSON object raises
-    :class:`StreamDecodeError`.
+    `ProviderError`; with ``objects_only`` (the default) a value that is not a JSON object raises
+    `StreamDecodeError`.
     """
 
     __slots__ = ("_check_errors", "_decode", "_number", "_objects_only", "_unit")
@@ -69,6 +69,7 @@ class PayloadParser:
         self._number = 0
 
     def feed(self, payload: Payload) -> list[Any]:
+        """The provider events (dicts) of the payloads this read completes."""
         number = self._number
         self._number = number + 1
         try:
@@ -87,6 +88,7 @@ class PayloadParser:
         return [value]
 
     def finish(self) -> list[Any]:
+        """The body has ended: the events of what the framer still held."""
         return []
 
     def _not_json(self, payload: Payload, number: int, error: Exception) -> StreamDecodeError:
@@ -101,7 +103,7 @@ class PayloadParser:
 
 
 def raise_for_provider_error(payload: Mapping[str, Any], *, where: str = "event") -> None:
-    """Raise :class:`ProviderError` if ``payload`` is an in-band error object of any known wire format.
+    """Raise `ProviderError` if ``payload`` is an in-band error object of any known wire format.
 
     Recognised: ``{"type": "error", "error": {...}}`` (Anthropic), ``{"type": "error", "code": ...,
     "message": ...}`` (OpenAI Responses), ``{"error": {...}}`` without ``choices`` (OpenAI-compatible
@@ -126,7 +128,7 @@ def excerpt(text: str | bytes) -> str:
 
 
 class Framed:
-    """A framer chained with a :class:`PayloadParser`: bytes in, the provider's event dicts out."""
+    """A framer chained with a `PayloadParser`: bytes in, the provider's event dicts out."""
 
     __slots__ = ("_core", "abort", "feed", "finish")
 

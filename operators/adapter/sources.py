@@ -2,10 +2,10 @@
 
 Each source is an aiostream operator, so it pipes into the stages (``from_file(path) | sse_events.pipe()``),
 and each closes what it opened as soon as the consumer stops, early or not: the file, the HTTP response,
-the SDK stream. Each is a :func:`~pipeline.stage.source_operator`: the stage reading it, inside the
+the SDK stream. Each is a `source_operator`: the stage reading it, inside the
 stream's context, iterates its generator itself, without aiostream's own streamer around each item.
 
-:func:`provider_events` is the whole provider adapter: bytes in, provider event dicts out.
+`provider_events` is the whole provider adapter: bytes in, provider event dicts out.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ async def from_httpx(response: httpx.Response) -> AsyncIterator[bytes]:
     """The body of a streaming ``httpx.Response`` (from ``client.stream(...)`` or ``send(..., stream=True)``).
 
     Bytes come from ``aiter_bytes`` (content-encoding such as gzip undone). The response is closed when the
-    consumer stops. An error status raises :class:`ProviderError` with the provider's message and the
+    consumer stops. An error status raises `ProviderError` with the provider's message and the
     status, instead of feeding an error page to the SSE decoder.
     """
     try:
@@ -113,11 +113,11 @@ def _http_error(response: httpx.Response) -> ProviderError:
 async def from_sdk(stream: AsyncIterable[Any]) -> AsyncIterator[dict[str, Any]]:
     """The events of an ``openai``, ``anthropic`` or ``google-genai`` async stream, as wire-format dicts.
 
-    Each SDK object becomes the dict its JSON payload was (see :func:`sdk_object_to_dict`), so the
+    Each SDK object becomes the dict its JSON payload was (see `sdk_object_to_dict`), so the
     converters see the same events whether they come from an SDK or from raw bytes. An in-band error the
     SDK raises as its own exception (``openai.APIError``, ``anthropic.APIStatusError``,
-    ``google.genai.errors.APIError``) is raised as :class:`ProviderError`, as from raw bytes (see
-    :func:`sdk_error`). The SDK stream is closed (``aclose()`` or ``close()``) when the consumer stops.
+    ``google.genai.errors.APIError``) is raised as `ProviderError`, as from raw bytes (see
+    `sdk_error`). The SDK stream is closed (``aclose()`` or ``close()``) when the consumer stops.
     """
     iterator = aiter(stream)
     try:
@@ -141,7 +141,7 @@ _SDK_PACKAGES = ("openai", "anthropic", "google")
 
 def is_sdk_stream(source: object) -> bool:
     """Whether ``source`` is an async stream of the ``openai``, ``anthropic`` or ``google-genai`` SDK (their
-    stream classes, or an async generator of theirs), which :func:`from_sdk` should read."""
+    stream classes, or an async generator of theirs), which `from_sdk` should read."""
     code = getattr(source, "ag_code", None)
     if code is not None:
         path = code.co_filename.replace("\\", "/")
@@ -150,7 +150,7 @@ def is_sdk_stream(source: object) -> bool:
 
 
 def sdk_error(error: BaseException) -> ProviderError | None:
-    """The :class:`ProviderError` for an exception an SDK raised for an error the provider sent (an in-band
+    """The `ProviderError` for an exception an SDK raised for an error the provider sent (an in-band
     error event: its body is the error object), or ``None`` for any other exception (a lost connection).
 
     The message, ``kind`` and ``status`` are made from the error object as from raw bytes; the original
@@ -181,7 +181,7 @@ def sdk_object_to_dict(item: Any) -> dict[str, Any]:
 
     pydantic models are dumped with their wire names (``by_alias``: google-genai's camelCase, openai's
     ``schema``), only the fields the payload set (``exclude_unset``: no defaults invented, explicit
-    ``null``\\ s kept), bytes as standard base64 like the wire (pydantic's JSON mode would use the URL-safe
+    ``null``s kept), bytes as standard base64 like the wire (pydantic's JSON mode would use the URL-safe
     alphabet), and without the SDKs' own additions (google-genai ``sdk_http_response``). Mappings pass
     through. Fields an SDK dropped while parsing cannot come back.
     """
@@ -243,8 +243,8 @@ def provider_events(
     """The provider adapter: bytes to provider event dicts, for SSE, JSON Lines, JSON array or AWS
     event-stream (Bedrock) framing.
 
-    In-band errors raise :class:`ProviderError` after the events before them; bad bytes or JSON raise
-    :class:`StreamDecodeError`; an event over ``max_event_size`` bytes raises too.
+    In-band errors raise `ProviderError` after the events before them; bad bytes or JSON raise
+    `StreamDecodeError`; an event over ``max_event_size`` bytes raises too.
     """
     if framing == "sse":
         return sse_events.raw(source, max_event_size=max_event_size)

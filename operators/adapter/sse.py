@@ -3,13 +3,13 @@ https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-inte
 
 One parser of the event stream and two views of the events it dispatches:
 
-- :class:`SSEFramer`: each event's data as a :class:`~pipeline.models.Payload` (its bytes and where they
+- `SSEFramer`: each event's data as a `Payload` (its bytes and where they
   start), for a converter to decode. ``data: [DONE]`` ends the data; ``event: error`` raises
-  :class:`~pipeline.errors.ProviderError` (SSE-level error signalling).
-- :class:`SSEDecoder`: each event as a :class:`ServerSentEvent` (text fields, ``id``, ``retry``).
+  `ProviderError` (SSE-level error signalling).
+- `SSEDecoder`: each event as a `ServerSentEvent` (text fields, ``id``, ``retry``).
 
-Then their decodes into provider event dicts: :class:`EventParser` (a :class:`ServerSentEvent` at a time),
-:class:`SSEPayloadDecoder` (the framer chained with :class:`~operators.adapter.payloads.PayloadParser`).
+Then their decodes into provider event dicts: `EventParser` (a `ServerSentEvent` at a time),
+`SSEPayloadDecoder` (the framer chained with `PayloadParser`).
 
 Bytes may be split anywhere: inside a UTF-8 sequence, inside ``\\r\\n``, inside a field name. Lines are cut
 on the raw bytes and every error names its byte offset in the stream.
@@ -103,7 +103,7 @@ class _EventStreamParser:
     servers end streams that way. Invalid UTF-8 in a line raises instead of being replaced. The cap
     bounds an event's ``data`` lines, and any one line with the data before it in its event.
 
-    The views override :meth:`_dispatch`.
+    The views override `_dispatch`.
     """
 
     __slots__ = (
@@ -217,12 +217,12 @@ class _EventStreamParser:
 
 
 class SSEFramer(_EventStreamParser):
-    """Sans-IO framer: SSE bytes -> each event's data as a :class:`~pipeline.models.Payload`.
+    """Sans-IO framer: SSE bytes -> each event's data as a `Payload`.
 
     ``data: [DONE]`` ends the data: nothing after it is read. An ``event: error`` raises
-    :class:`ProviderError` (its data, JSON or plain text, is the error). A stream that ends without a
+    `ProviderError` (its data, JSON or plain text, is the error). A stream that ends without a
     single event although it held something other than comments and blank lines (an HTML or plain-text
-    error page fed as the body) raises :class:`StreamDecodeError` quoting its start. An event whose lines
+    error page fed as the body) raises `StreamDecodeError` quoting its start. An event whose lines
     add up to more than ``max_event_size`` bytes raises too (the cap also bounds a line that never ends).
     """
 
@@ -238,6 +238,7 @@ class SSEFramer(_EventStreamParser):
         """At an event start, after the first event: a read of one whole event is taken as it is."""
 
     def feed(self, chunk: bytes) -> list[Payload]:
+        """The payloads (data fields) of the events this read completes."""
         # The live case first: a read of one whole event of one ``data:`` line, LF or CRLF endings.
         if self._ready and len(chunk) <= self._max:
             if chunk[-2:] == b"\n\n":
@@ -279,6 +280,7 @@ class SSEFramer(_EventStreamParser):
         return self._feed(chunk)
 
     def finish(self) -> list[Payload]:
+        """The body has ended: the payload of an event cut before its blank line."""
         if self._stopped:
             return []
         out: list[Payload] = []
@@ -329,9 +331,9 @@ class SSEFramer(_EventStreamParser):
 
 
 class SSEDecoder(_EventStreamParser):
-    """Sans-IO core: bytes -> :class:`ServerSentEvent`, following the WHATWG event-stream parsing rules.
+    """Sans-IO core: bytes -> `ServerSentEvent`, following the WHATWG event-stream parsing rules.
 
-    Invalid UTF-8 raises :class:`StreamDecodeError` naming the byte offset. An event whose lines add up to
+    Invalid UTF-8 raises `StreamDecodeError` naming the byte offset. An event whose lines add up to
     more than ``max_event_size`` bytes raises too (the cap also bounds a line that never ends).
     """
 
@@ -341,6 +343,7 @@ class SSEDecoder(_EventStreamParser):
         super().__init__(max_event_size)
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        """The decoded JSON data of the events this read completes."""
         out: list[ServerSentEvent] = []
         try:
             if not (self.at_event_start() and self._take_whole(chunk, out)):
@@ -351,6 +354,7 @@ class SSEDecoder(_EventStreamParser):
         return out
 
     def finish(self) -> list[ServerSentEvent]:
+        """The body has ended: the data of an event cut before its blank line."""
         out: list[ServerSentEvent] = []
         try:
             self._finish_lines(out)
@@ -367,10 +371,10 @@ class SSEDecoder(_EventStreamParser):
 
 
 class EventParser:
-    """Sans-IO core: :class:`ServerSentEvent` -> the provider's event dict (its ``data`` decoded as JSON).
+    """Sans-IO core: `ServerSentEvent` -> the provider's event dict (its ``data`` decoded as JSON).
 
     ``data: [DONE]`` yields nothing. An ``event: error`` and in-band error objects raise
-    :class:`ProviderError`. Data that is not a JSON object raises :class:`StreamDecodeError` naming the
+    `ProviderError`. Data that is not a JSON object raises `StreamDecodeError` naming the
     event number (from 0, which is also the error's ``offset``) and an excerpt.
     """
 
@@ -381,6 +385,7 @@ class EventParser:
         self._number = 0
 
     def feed(self, event: ServerSentEvent) -> list[dict[str, Any]]:
+        """The events this read completes."""
         number = self._number
         self._number += 1
         data = event.data
@@ -406,12 +411,13 @@ class EventParser:
         return [payload]
 
     def finish(self) -> list[dict[str, Any]]:
+        """The body has ended: an event cut before its blank line is dispatched."""
         return []
 
 
 class SSEPayloadDecoder(Framed):
-    """Sans-IO core: SSE bytes -> provider event dicts (:class:`SSEFramer` chained with a
-    :class:`~operators.adapter.payloads.PayloadParser`), so that a decode error names the event's byte
+    """Sans-IO core: SSE bytes -> provider event dicts (`SSEFramer` chained with a
+    `PayloadParser`), so that a decode error names the event's byte
     offset in the stream."""
 
     __slots__ = ()
@@ -439,7 +445,7 @@ def _error_event(data: str | bytes, number: int) -> ProviderError:
 def decode_sse(
     source: AsyncIterable[bytes], *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE
 ) -> AsyncIterator[ServerSentEvent]:
-    """Decode an SSE byte stream into :class:`ServerSentEvent`\\ s."""
+    """Decode an SSE byte stream into `ServerSentEvent`s."""
     return operator_stream(source, SSEDecoder(max_event_size=max_event_size))
 
 
@@ -453,5 +459,5 @@ def parse_events(source: AsyncIterable[ServerSentEvent]) -> AsyncIterator[dict[s
 def sse_events(
     source: AsyncIterable[bytes], *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
-    """SSE bytes to provider event dicts: :class:`SSEFramer` and the generic JSON decode in one step."""
+    """SSE bytes to provider event dicts: `SSEFramer` and the generic JSON decode in one step."""
     return operator_stream(source, SSEPayloadDecoder(max_event_size=max_event_size))

@@ -1,4 +1,4 @@
-"""Converters, one per wire format: provider event dicts to :class:`pipeline.ChunkResponse`."""
+"""Converters, one per wire format: provider event dicts to `pipeline.ChunkResponse`."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 MISSING: Any = object()
-"""The value of a field an event does not have (``owner.get(key, MISSING)``), for :func:`field_error`."""
+"""The value of a field an event does not have (``owner.get(key, MISSING)``), for `field_error`."""
 
 
 def field_error(
@@ -34,7 +34,7 @@ def field_error(
     ``event 3 (content_block_start): field 'index' should be an integer, got str: '0'``.
 
     ``field`` is the field's path in the event (``""``: the event itself), ``expected`` what it should
-    be, ``value`` what it is (:data:`MISSING` when absent), ``event_type`` the event's type if known."""
+    be, ``value`` what it is (`MISSING` when absent), ``event_type`` the event's type if known."""
     where = f"event {number}" + (f" ({event_type})" if isinstance(event_type, str) else "")
     subject = f"field {field!r}" if field else "the event"
     got = "nothing" if value is MISSING else f"{type(value).__name__}: {value!r:.60}"
@@ -85,10 +85,10 @@ _AT_PATH = re.compile(r"^(?P<problem>.*) - at `\$(?P<path>.*)`$", re.DOTALL)
 class EventDecoder(Generic[EventT]):
     """The one decode of a converter: any source's event into the provider's typed event ``EventT``.
 
-    A framed :class:`~pipeline.models.Payload` is decoded from its bytes by a typed msgspec decoder; a
+    A framed `Payload` is decoded from its bytes by a typed msgspec decoder; a
     dict (a JSON decoder's, or an SDK object's ``model_dump``) is converted into the same type. Every
     converter then reads one type, whatever the source, with no second parser beside the first.
-    Converters keep the bound :meth:`decode` and call it for each event.
+    Converters keep the bound `decode` and call it for each event.
     """
 
     __slots__ = ("_decode", "_type")
@@ -100,8 +100,8 @@ class EventDecoder(Generic[EventT]):
     def decode(self, item: Payload | Mapping[str, Any], number: int) -> EventT:
         """``item`` as ``EventT``; ``number`` is the event's number in the stream (from 0), for errors.
 
-        Raises :class:`StreamDecodeError` for bytes that are not JSON (naming the byte offset) and
-        :class:`ConverterError` for JSON that does not fit the provider's schema (naming the field)."""
+        Raises `StreamDecodeError` for bytes that are not JSON (naming the byte offset) and
+        `ConverterError` for JSON that does not fit the provider's schema (naming the field)."""
         if type(item) is Payload:
             data = item.data
             try:
@@ -127,7 +127,7 @@ class EventDecoder(Generic[EventT]):
 
 
 def _check_utf8(data: bytes, offset: int) -> None:
-    """Raise :class:`StreamDecodeError` if ``data`` (at byte ``offset`` of the stream) is not UTF-8."""
+    """Raise `StreamDecodeError` if ``data`` (at byte ``offset`` of the stream) is not UTF-8."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -135,7 +135,7 @@ def _check_utf8(data: bytes, offset: int) -> None:
 
 
 def schema_error(number: int, error: msgspec.ValidationError) -> ConverterError:
-    """:func:`field_error`'s wording for msgspec's refusal of event ``number``:
+    """`field_error`'s wording for msgspec's refusal of event ``number``:
     ``event 3: field 'choices[0].index': Expected `int`, got `str```."""
     message = str(error)
     found = _AT_PATH.match(message)

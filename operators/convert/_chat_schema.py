@@ -1,7 +1,7 @@
 """The schema of an OpenAI Chat Completions stream chunk, with the fields OpenAI-compatible servers add.
 
 One msgspec Struct per object of the wire, decoded straight from an event's bytes or converted from a dict
-(:class:`~operators.convert._base.EventDecoder`). Every field is optional where some server leaves it out,
+(`EventDecoder`). Every field is optional where some server leaves it out,
 and fields the converter does not read (``object``, ``role``, ``logprobs``, ``audio``, ``provider``, ...)
 are skipped by the decoder without building anything. A field that servers send in several shapes is a
 union (``content``: text or a list of parts; ``arguments``: JSON text or the parsed value); ``error`` is

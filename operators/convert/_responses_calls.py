@@ -1,6 +1,6 @@
 """Which OpenAI Responses output items are tool calls, who runs them, and their arguments.
 
-Kept apart from :mod:`operators.convert.openai_responses` (the event handling): a call item's kind, tool
+Kept apart from `operators.convert.openai_responses` (the event handling): a call item's kind, tool
 name, first arguments and id depend only on the item and on the tools the response lists.
 """
 

@@ -38,8 +38,8 @@ class TypedFeed(Generic[EventT]):
     """Counts each event, decodes it into ``EventT`` and hands it to the handler of its ``type``.
 
     An event type without a handler gives nothing; ``error`` events (and an untyped object holding an
-    ``error``, as some proxies send) raise :class:`ProviderError`; an event without a string ``type``
-    raises :class:`ConverterError`. A :class:`ConverterError` that names the event's number but not its
+    ``error``, as some proxies send) raise `ProviderError`; an event without a string ``type``
+    raises `ConverterError`. A `ConverterError` that names the event's number but not its
     type gets the type added, so handlers and their checks need not carry it.
     """
 
@@ -54,7 +54,7 @@ class TypedFeed(Generic[EventT]):
         """The number of the event being converted (0 for the first), for error messages."""
 
     def feed(self, item: Payload | Mapping[str, Any], /) -> list[ChunkResponse]:
-        """Convert one event: a framed :class:`Payload` or a decoded dict."""
+        """Convert one event: a framed `Payload` or a decoded dict."""
         self._event_number += 1
         try:
             event = self._decode(item, self._event_number)
@@ -83,7 +83,7 @@ def event_mapping(item: Payload | Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def in_band_error(payload: Mapping[str, Any], where: str) -> ProviderError:
-    """The :class:`ProviderError` of an in-band error event: its nested ``error`` object, else the event's
+    """The `ProviderError` of an in-band error event: its nested ``error`` object, else the event's
     own fields (``{"type": "error", "code": ..., "message": ...}``)."""
     error = payload.get("error")
     if is_mapping(error):

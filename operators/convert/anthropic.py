@@ -1,4 +1,4 @@
-"""The Anthropic Messages converter: streaming events -> :class:`ChunkResponse`.
+"""The Anthropic Messages converter: streaming events -> `ChunkResponse`.
 
 The wire format is a message envelope around content blocks::
 
@@ -9,13 +9,13 @@ The wire format is a message envelope around content blocks::
     message_delta {delta: {stop_reason}, usage}  cumulative usage
     message_stop
 
-plus ``ping`` (ignored) and ``error`` (raised as :class:`ProviderError`). Each event is a framed
-:class:`~pipeline.models.Payload` (its JSON bytes) or a decoded dict; both decode into one typed event
+plus ``ping`` (ignored) and ``error`` (raised as `ProviderError`). Each event is a framed
+`Payload` (its JSON bytes) or a decoded dict; both decode into one typed event
 (``_AnthropicEvent``). Tool blocks (``tool_use``, and the provider-executed ``server_tool_use`` and
-``mcp_tool_use``) become :class:`ToolCallDelta`\\ s numbered by their order among the response's calls (never
+``mcp_tool_use``) become `ToolCallDelta`s numbered by their order among the response's calls (never
 by content-block index, and never merged when two calls share an id). Server-tool result blocks (every
 block type ending in ``_tool_result``: ``web_search_tool_result``, ``web_fetch_tool_result``,
-``code_execution_tool_result``, ``mcp_tool_result``, ...) become :class:`ToolResult`\\ s with the block's
+``code_execution_tool_result``, ``mcp_tool_result``, ...) become `ToolResult`s with the block's
 ``content`` as sent, ``is_error`` when the block says ``is_error`` or its content is a ``*_error`` object.
 ``citations_delta`` (and the ``citations`` of a text block's start) become ``citations``. Each thinking or
 redacted-thinking block ends with ``reasoning_done`` at its ``content_block_stop``, so adjacent blocks stay
@@ -24,7 +24,7 @@ apart, each with its own signature or data.
 A tool block cut off by ``max_tokens`` never gets its ``content_block_stop``, so its call is left
 unfinished: the later stages report it as truncated.
 
-The same events arrive from AWS Bedrock (see :mod:`operators.adapter.eventstream`) and Google Vertex AI.
+The same events arrive from AWS Bedrock (see `operators.adapter.eventstream`) and Google Vertex AI.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ class _UsageCounts:
 
 
 class AnthropicConverter(TypedFeed[_AnthropicEvent]):
-    """Sans-IO core: one Anthropic Messages stream event in (a :class:`Payload` or a dict), the chunks it
+    """Sans-IO core: one Anthropic Messages stream event in (a `Payload` or a dict), the chunks it
     carries out.
 
     ``id_factory`` names a tool call whose block has no ``id`` (the API always sends one; some
@@ -308,7 +308,7 @@ class AnthropicConverter(TypedFeed[_AnthropicEvent]):
         return [ChunkResponse(reasoning=thinking, reasoning_signature=signature)]
 
     def _tool_block(self, block_index: int, kind: ToolCallKind, block: Mapping[str, Any]) -> ToolCallDelta:
-        """Open the call of a tool block (its input streams in ``input_json_delta``\\ s)."""
+        """Open the call of a tool block (its input streams in ``input_json_delta``s)."""
         if block_index in self._tool_blocks:
             raise self._error(f"starts content block {block_index} again before its stop")
         position = self._call_count
@@ -455,5 +455,5 @@ def _nothing(event: _AnthropicEvent) -> list[ChunkResponse]:
 def convert_anthropic(
     source: AsyncIterable[Payload | Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
-    """Anthropic Messages stream events (Payloads or dicts) -> normalised :class:`ChunkResponse`\\ s."""
+    """Anthropic Messages stream events (Payloads or dicts) -> normalised `ChunkResponse`s."""
     return operator_stream(source, AnthropicConverter(id_factory=id_factory))

@@ -1,4 +1,4 @@
-"""The Amazon Bedrock ``ConverseStream`` converter: stream events -> :class:`ChunkResponse`.
+"""The Amazon Bedrock ``ConverseStream`` converter: stream events -> `ChunkResponse`.
 
 Each event is one member of ``ConverseStreamOutput`` (botocore's ``bedrock-runtime`` service model)::
 
@@ -12,14 +12,14 @@ Each event is one member of ``ConverseStreamOutput`` (botocore's ``bedrock-runti
               metrics: {latencyMs}, trace, serviceTier}
 
 plus the exceptions ``internalServerException``, ``modelStreamErrorException``, ``validationException``,
-``throttlingException`` and ``serviceUnavailableException``, raised as :class:`ProviderError`. An event
+``throttlingException`` and ``serviceUnavailableException``, raised as `ProviderError`. An event
 arrives as boto3 gives it (``{"contentBlockDelta": {...}}``, from ``for event in response["stream"]``) or
-as the bytes :class:`~operators.adapter.eventstream.EventStreamFramer` makes of a frame (the same shape);
+as the bytes `EventStreamFramer` makes of a frame (the same shape);
 both decode into one typed event (``_ConverseEvent``).
 
 Text blocks have no ``contentBlockStart``. A ``toolUse`` block is a call (``type: server_tool_use``: run by
 the provider, kind ``server``) whose input streams as JSON text and which is finished at its
-``contentBlockStop``; a ``toolResult`` block (a server tool's result) becomes a :class:`ToolResult` at
+``contentBlockStop``; a ``toolResult`` block (a server tool's result) becomes a `ToolResult` at
 its stop. Reasoning blocks end with ``reasoning_done`` at their stop, each with its own signature or
 redacted content (sent on as base64 text in ``encrypted_reasoning``).
 
@@ -185,7 +185,7 @@ class _Block:
 
 
 class BedrockConverseConverter:
-    """Sans-IO core: one ``ConverseStream`` event in (a :class:`Payload` or a dict), the chunks it
+    """Sans-IO core: one ``ConverseStream`` event in (a `Payload` or a dict), the chunks it
     carries out.
 
     ``id_factory`` names a call whose ``toolUse`` start has no ``toolUseId`` (the API always sends one).
@@ -219,7 +219,7 @@ class BedrockConverseConverter:
         """``messageStop`` has come, or ``is_complete`` was sent."""
 
     def feed(self, item: Payload | Mapping[str, Any], /) -> list[ChunkResponse]:
-        """Convert one event: a framed :class:`Payload` or a dict (boto3's, or decoded JSON)."""
+        """Convert one event: a framed `Payload` or a dict (boto3's, or decoded JSON)."""
         self._event_number += 1
         event = self._decode(item, self._event_number)
         if event.content_block_delta is not UNSET:
@@ -385,7 +385,7 @@ class BedrockConverseConverter:
         return msgspec.structs.replace(chunk, is_complete=True)
 
     def _raise_exception(self, event: _ConverseEvent) -> None:
-        """Raise the :class:`ProviderError` of an exception event; return for any other event."""
+        """Raise the `ProviderError` of an exception event; return for any other event."""
         for name in _EXCEPTIONS:
             details = getattr(event, _SNAKE[name])
             if details is UNSET:
@@ -438,5 +438,5 @@ def _token_usage(usage: _Usage) -> TokenUsage:
 def convert_bedrock_converse(
     source: AsyncIterable[Payload | Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
-    """Bedrock ``ConverseStream`` events (Payloads or boto3 dicts) -> :class:`ChunkResponse`\\ s."""
+    """Bedrock ``ConverseStream`` events (Payloads or boto3 dicts) -> `ChunkResponse`s."""
     return operator_stream(source, BedrockConverseConverter(id_factory=id_factory))

@@ -1,11 +1,11 @@
-"""Cohere v2 chat stream events -> :class:`~pipeline.models.ChunkResponse`.
+"""Cohere v2 chat stream events -> `ChunkResponse`.
 
 - ``message-start`` -> ``metadata["id"]``.
 - ``content-start`` / ``content-delta``: ``delta.message.content.text`` -> ``content``; the ``thinking``
   text of reasoning models -> ``reasoning``.
 - ``tool-plan-delta`` (``delta.message.tool_plan``) -> ``reasoning``: the plan is the model's reasoning about
   which tools to call.
-- ``tool-call-start`` / ``tool-call-delta`` / ``tool-call-end`` -> :class:`ToolCallDelta` at the position of
+- ``tool-call-start`` / ``tool-call-delta`` / ``tool-call-end`` -> `ToolCallDelta` at the position of
   the event's ``index`` (first appearance order), with the call's ``id`` and ``function.name`` at the start,
   arguments text on the deltas, and ``finished`` at the end.
 - ``message-end`` -> the last chunk: ``finish_reason`` (COMPLETE and STOP_SEQUENCE -> stop, MAX_TOKENS ->
@@ -13,15 +13,15 @@
   ``metadata["stop_reason"]``, and an ``error`` message in ``metadata["error"]``) and usage. Usage prefers
   ``usage.tokens`` (what the model processed) over ``usage.billed_units``.
 
-Each event, the bytes of a framed :class:`~pipeline.models.Payload` or a dict, is decoded once into
-:class:`~operators.convert._cohere_schema.CohereEvent`: one Struct for every event type, its ``type`` a
+Each event, the bytes of a framed `Payload` or a dict, is decoded once into
+`CohereEvent`: one Struct for every event type, its ``type`` a
 plain string, not a tag, so that an event type this module does not know decodes like the others and is
 skipped (forward compatibility).
 Citation events and event types not listed are skipped. A field that has the wrong type (a call ``id`` or
 message ``id`` that is not a string, a ``usage.tokens`` that is not an object, ...) raises
-:class:`~pipeline.errors.ConverterError` naming it, rather than being dropped or replaced by a default. An
+`ConverterError` naming it, rather than being dropped or replaced by a default. An
 in-band error (``{"type": "error", ...}``, or an ``error`` object without a ``type``) raises
-:class:`~pipeline.errors.ProviderError`.
+`ProviderError`.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ _decode_event = EventDecoder(CohereEvent).decode
 
 
 class CohereConverter:
-    """Sans-IO converter of Cohere v2 chat stream events (payloads or dicts) into :class:`ChunkResponse`.
+    """Sans-IO converter of Cohere v2 chat stream events (payloads or dicts) into `ChunkResponse`.
 
     ``id_factory(index)`` makes the id of a call the server sent without one.
     """
@@ -91,8 +91,8 @@ class CohereConverter:
     def feed(self, item: Payload | Mapping[str, Any], /) -> Chunks:
         """Convert one event; event types without a handler give nothing.
 
-        Raises :class:`ProviderError` for an in-band error, :class:`ConverterError` for an event that does
-        not fit (naming the event and the field) and :class:`~pipeline.errors.StreamDecodeError` for
+        Raises `ProviderError` for an in-band error, `ConverterError` for an event that does
+        not fit (naming the event and the field) and `StreamDecodeError` for
         bytes that are not JSON."""
         self._event_number += 1
         event = _decode_event(item, self._event_number)
@@ -244,7 +244,7 @@ class CohereConverter:
         return int(value)
 
     def _provider_error(self, event: CohereEvent, item: Payload | Mapping[str, Any]) -> ProviderError:
-        """The :class:`ProviderError` of an in-band error event, carrying the event."""
+        """The `ProviderError` of an in-band error event, carrying the event."""
         payload: Any = msgspec.json.decode(item.data) if isinstance(item, Payload) else item
         error = event.error
         details = error if isinstance(error, Mapping) else payload
@@ -257,5 +257,5 @@ class CohereConverter:
 def convert_cohere(
     source: AsyncIterable[Payload | Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
-    """Convert Cohere v2 chat stream events (payloads or dicts) into :class:`ChunkResponse` items."""
+    """Convert Cohere v2 chat stream events (payloads or dicts) into `ChunkResponse` items."""
     return operator_stream(source, CohereConverter(id_factory=id_factory))

@@ -1,10 +1,10 @@
 """Ollama's native streams (``/api/chat`` and ``/api/generate``, one JSON object a line) ->
-:class:`~pipeline.models.ChunkResponse`.
+`ChunkResponse`.
 
 - chat ``message.content`` and generate ``response`` -> ``content``; ``message.thinking`` and generate
   ``thinking`` -> ``reasoning``.
 - ``tool_calls`` (in ``message`` for chat, at the top for generate): each call arrives whole, its
-  ``function.arguments`` an object; it becomes one :class:`ToolCallDelta` with the call's id (generated
+  ``function.arguments`` an object; it becomes one `ToolCallDelta` with the call's id (generated
   when the server sent none), name, the arguments as JSON text and ``finished``. Positions follow the order
   of arrival.
 - the line with ``done: true`` -> the last chunk: ``finish_reason`` (``stop`` -> stop, or tool_calls when
@@ -17,10 +17,10 @@
 One converter reads both endpoints: their lines share ``done``, ``done_reason`` and the metrics, and say
 which they are by their fields (``message`` or ``response``), so one provider name serves both.
 
-Each line, the bytes of a framed :class:`~pipeline.models.Payload` or a dict, is decoded once into
-:class:`~operators.convert._ollama_schema.OllamaLine`. An ``{"error": ...}`` line, first or mid-stream,
-raises :class:`~pipeline.errors.ProviderError` naming the line's event number (from 0), after everything
-before it; a field of the wrong type raises :class:`~pipeline.errors.ConverterError` naming it.
+Each line, the bytes of a framed `Payload` or a dict, is decoded once into
+`OllamaLine`. An ``{"error": ...}`` line, first or mid-stream,
+raises `ProviderError` naming the line's event number (from 0), after everything
+before it; a field of the wrong type raises `ConverterError` naming it.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _encode = msgspec.json.Encoder().encode
 
 class OllamaConverter:
     """Sans-IO converter of Ollama ``/api/chat`` and ``/api/generate`` lines (payloads or dicts) into
-    :class:`ChunkResponse`.
+    `ChunkResponse`.
 
     ``id_factory(index)`` makes the id of a call the server sent without one.
     """
@@ -70,8 +70,8 @@ class OllamaConverter:
     def feed(self, item: Payload | Mapping[str, Any], /) -> list[ChunkResponse]:
         """Convert one line.
 
-        Raises :class:`ProviderError` for an error line, :class:`ConverterError` for a line that does not
-        fit (naming the field) and :class:`~pipeline.errors.StreamDecodeError` for bytes that are not JSON.
+        Raises `ProviderError` for an error line, `ConverterError` for a line that does not
+        fit (naming the field) and `StreamDecodeError` for bytes that are not JSON.
         """
         self._event_number += 1
         line = _decode_line(item, self._event_number)
@@ -148,5 +148,5 @@ def convert_ollama(
     source: AsyncIterable[Payload | Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
     """Convert Ollama ``/api/chat`` or ``/api/generate`` lines (payloads or dicts) into
-    :class:`ChunkResponse` items."""
+    `ChunkResponse` items."""
     return operator_stream(source, OllamaConverter(id_factory=id_factory))

@@ -1,9 +1,9 @@
-"""OpenAI Chat Completions chunks (and OpenAI-compatible servers' variants) -> :class:`ChunkResponse`.
+"""OpenAI Chat Completions chunks (and OpenAI-compatible servers' variants) -> `ChunkResponse`.
 
-Each event, the bytes of a framed :class:`~pipeline.models.Payload` or a dict, is decoded once into the
-typed chunk of :mod:`operators.convert._chat_schema`, whatever it carries. One ``ChunkResponse`` per chunk
+Each event, the bytes of a framed `Payload` or a dict, is decoded once into the
+typed chunk of `operators.convert._chat_schema`, whatever it carries. One ``ChunkResponse`` per chunk
 that carries something, then a last ``is_complete=True`` chunk from
-:meth:`~OpenAIChatConverter.finish`. What compatible servers do differently, and what is made of it:
+`finish`. What compatible servers do differently, and what is made of it:
 
 - tool calls without ``index`` (Mistral): a new ``id`` is a new call; no ``id`` and no ``index`` continues
   the last call; an ``index`` numbered from 1 or anyhow: calls get positions 0, 1, ... in order of first
@@ -20,11 +20,11 @@ that carries something, then a last ``is_complete=True`` chunk from
 - empty ``id`` / ``model`` / ``created: 0`` (Azure's prompt-filter chunk, Snowflake) are not metadata;
   OpenRouter's ``native_finish_reason`` is the ``stop_reason`` metadata when present;
 - an ``error`` object in a chunk (OpenRouter mid-stream errors, with or without ``choices``; a server's
-  ``{"error": {...}}`` in place of a chunk) raises :class:`ProviderError` after everything before it was
+  ``{"error": {...}}`` in place of a chunk) raises `ProviderError` after everything before it was
   returned;
 - Groq's ``executed_tools`` (compound models: tools Groq ran itself, listed in a delta once when called and
   again, at the same ``index``, with their ``output``): a ``server`` call named after the tool's ``type``
-  with its ``arguments``, finished with a :class:`ToolResult` holding the result fields Groq sent;
+  with its ``arguments``, finished with a `ToolResult` holding the result fields Groq sent;
 - the events of openai-python's ``client.chat.completions.stream()`` helper: its ``chunk`` events carry the
   raw chunks, which are read; its derived events (``content.delta``, ``tool_calls.function.arguments.done``,
   ...) repeat what the chunks said and are skipped.
@@ -66,7 +66,7 @@ __all__ = ["DEFAULT_MAX_HELD_ARGUMENTS", "OpenAIChatConverter", "convert_openai_
 
 DEFAULT_MAX_HELD_ARGUMENTS: Final = 32 * 1024 * 1024
 """Characters of arguments held for a call whose name has not arrived yet (the splitter's default cap on
-one call's arguments): past it the stream fails with a :class:`ConverterError`."""
+one call's arguments): past it the stream fails with a `ConverterError`."""
 
 _METADATA_KEYS = ("id", "model", "created", "system_fingerprint", "service_tier")
 _FINISH_REASONS = {"function_call": "tool_calls"}
@@ -136,7 +136,7 @@ class _Pieces(msgspec.Struct, gc=False):
 
 
 class OpenAIChatConverter:
-    """Chat Completions chunks -> :class:`ChunkResponse` (sans-IO core of :func:`convert_openai_chat`).
+    """Chat Completions chunks -> `ChunkResponse` (sans-IO core of `convert_openai_chat`).
 
     ``choice`` selects which choice of an ``n > 1`` request becomes the stream (by its ``index``); the
     deltas of the other choices are ignored. Usage is the request's, all choices together. Tool calls get
@@ -147,7 +147,7 @@ class OpenAIChatConverter:
 
     A call's arguments are held until its name arrives (the name decides what the call is), at most
     ``max_held_arguments`` characters. A call that has no name when its arguments pass that cap, at its
-    ``finish_reason`` or at the end of the stream raises :class:`ConverterError`, after its id and held
+    ``finish_reason`` or at the end of the stream raises `ConverterError`, after its id and held
     arguments were given out in a delta without a name: nothing received is lost, and the pipeline folds
     it into an invocation carrying the error.
     """
@@ -202,9 +202,9 @@ class OpenAIChatConverter:
     def feed(self, item: Payload | Mapping[str, Any], /) -> list[ChunkResponse]:
         """Convert one event: a framed payload's bytes, or a chunk dict.
 
-        Raises :class:`ProviderError` for an in-band error, :class:`ConverterError` for an event that does
+        Raises `ProviderError` for an in-band error, `ConverterError` for an event that does
         not fit the chunk's schema (naming the event and the field) and
-        :class:`~pipeline.errors.StreamDecodeError` for bytes that are not JSON."""
+        `StreamDecodeError` for bytes that are not JSON."""
         number = self._event_number
         self._event_number = number + 1
         chunk = _decode_chunk(item, number) if type(item) is Payload else _from_mapping(item, number)
@@ -230,7 +230,7 @@ class OpenAIChatConverter:
     def finish(self) -> list[ChunkResponse]:
         """The last chunk, ``is_complete=True`` with the finish reason (none if the stream was empty).
 
-        A call still without a name raises :class:`ConverterError` instead, after a chunk with its id and
+        A call still without a name raises `ConverterError` instead, after a chunk with its id and
         held arguments (see the class docstring)."""
         if self._event_number == 0:
             return []
@@ -251,7 +251,7 @@ class OpenAIChatConverter:
     def _plain(self, choice: ChatChoice, metadata: dict[str, Any] | None) -> list[ChunkResponse] | None:
         """The chunks of the selected choice when its delta is only text (``content``, reasoning or
         ``refusal``) or only the next arguments of one announced call, and it does not finish: nearly
-        every event. ``None`` for any other choice, which :meth:`_choices` gathers into the same chunks."""
+        every event. ``None`` for any other choice, which `_choices` gathers into the same chunks."""
         delta = choice.delta
         if delta is None or choice.finish_reason or choice.index != self._choice:
             return None
@@ -278,7 +278,7 @@ class OpenAIChatConverter:
     def _plain_arguments(
         self, tool_calls: list[ChatToolCall], delta: ChatDelta, metadata: dict[str, Any] | None
     ) -> list[ChunkResponse] | None:
-        """:meth:`_plain` for a delta with ``tool_calls``: the next arguments of one announced call."""
+        """`_plain` for a delta with ``tool_calls``: the next arguments of one announced call."""
         if (
             delta.content
             or delta.reasoning_content
@@ -564,7 +564,7 @@ class OpenAIChatConverter:
             )
 
     def _metadata_changes(self, seen: tuple[object, ...]) -> dict[str, Any] | None:
-        """The response-level facts of a chunk (``seen``, in :data:`_METADATA_KEYS` order) that are new."""
+        """The response-level facts of a chunk (``seen``, in `_METADATA_KEYS` order) that are new."""
         self._seen_metadata = seen
         changes: dict[str, Any] = {}
         known = self._metadata
@@ -607,7 +607,7 @@ def _from_mapping(event: object, number: int) -> ChatChunk | None:
 
 
 def _provider_error(error: Any, item: Payload | Mapping[str, Any], number: int) -> ProviderError:
-    """The :class:`ProviderError` for the in-band ``error`` of event ``number``, carrying its payload."""
+    """The `ProviderError` for the in-band ``error`` of event ``number``, carrying its payload."""
     payload: Any = msgspec.json.decode(item.data) if type(item) is Payload else item
     if is_mapping(payload) and "choices" not in payload and payload.get("type") == "chunk":
         payload = payload["chunk"]
@@ -717,7 +717,7 @@ def _count(value: Count, number: int, field: str) -> int | None:
 
 
 def _usage(raw: ChatUsage, number: int) -> TokenUsage:
-    """OpenAI's usage object (and compatible servers' variants) as :class:`TokenUsage`."""
+    """OpenAI's usage object (and compatible servers' variants) as `TokenUsage`."""
     prompt = _count(raw.prompt_tokens, number, "usage.prompt_tokens")
     if prompt is None:
         prompt = _count(raw.input_tokens, number, "usage.input_tokens") or 0
@@ -757,5 +757,5 @@ def convert_openai_chat(
     id_factory: IdFactory | None = None,
     choice: int = 0,
 ) -> AsyncIterator[ChunkResponse]:
-    """OpenAI Chat Completions (or compatible) chunks, as payloads or dicts, to :class:`ChunkResponse`\\ s."""
+    """OpenAI Chat Completions (or compatible) chunks, as payloads or dicts, to `ChunkResponse`s."""
     return operator_stream(source, OpenAIChatConverter(id_factory=id_factory, choice=choice))

@@ -1,7 +1,7 @@
-"""OpenAI Responses API stream events -> :class:`~pipeline.models.ChunkResponse`.
+"""OpenAI Responses API stream events -> `ChunkResponse`.
 
 The Responses API streams typed events addressed to output items by ``output_index`` and ``item_id``.
-:class:`OpenAIResponsesConverter` turns them into the normalised chunks of CONTRIBUTING.md:
+`OpenAIResponsesConverter` turns them into the normalised chunks of CONTRIBUTING.md:
 
 - ``response.output_text.delta`` -> ``content``; ``response.refusal.delta`` -> ``refusal``.
 - ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` -> ``reasoning``. Each
@@ -29,14 +29,14 @@ The Responses API streams typed events addressed to output items by ``output_ind
 - A hosted ``shell_call`` (its item names a container ``environment``, any type but ``local``) runs in
   OpenAI's container: a ``kind="server"`` call named ``shell`` (id: its ``call_id``, arguments: its
   ``action``); the ``shell_call_output`` item of the same response that answers it (by ``call_id``) gives
-  its :class:`~pipeline.models.ToolResult` (the ``output`` list) at that item's ``output_item.done``. A
+  its `ToolResult` (the ``output`` list) at that item's ``output_item.done``. A
   ``shell_call_output`` that answers no hosted call of this response is skipped.
 - Provider-executed built-ins ``web_search_call``, ``file_search_call`` and ``code_interpreter_call`` ->
   ``kind="server"`` calls named ``web_search``, ``file_search``, ``code_interpreter`` whose id is the item
   id and whose arguments are the JSON of the search ``action`` (without its ``sources``), ``{"queries":
   [...]}`` or ``{"code": ..., "container_id": ...}`` (the code streams from
   ``response.code_interpreter_call_code.delta``). At the item's ``output_item.done`` these and ``mcp_call``
-  give a :class:`~pipeline.models.ToolResult`: the search's ``sources``, the file search ``results``, the
+  give a `ToolResult`: the search's ``sources``, the file search ``results``, the
   code interpreter ``outputs``, the MCP ``output`` (or its ``error``); ``is_error`` when the item failed.
 - Other provider-side items (``image_generation_call``, server-side ``tool_search_call``,
   ``mcp_list_tools``, ``mcp_approval_request``, ...) make no tool call: the client neither runs nor
@@ -46,11 +46,11 @@ The Responses API streams typed events addressed to output items by ``output_ind
 - ``response.output_item.added`` for an item already announced (the same id at the same ``output_index``,
   or another id at the ``output_index`` of an unfinished item of the same type: ids may rotate) is a
   duplicate and ignored; the same id at another ``output_index`` or with another type, or another type at
-  the ``output_index`` of an unfinished item, raises :class:`~pipeline.errors.ConverterError`.
+  the ``output_index`` of an unfinished item, raises `ConverterError`.
 - ``created`` (``created_at``) is an integer: SDK objects give it as a float, raw JSON as an int.
 - ``response.completed`` / ``response.incomplete`` -> the last chunk (``is_complete``), with usage in OpenAI
   Chat terms, ``finish_reason`` and ``metadata["stop_reason"]``; ``response.failed`` and ``error`` raise
-  :class:`~pipeline.errors.ProviderError`.
+  `ProviderError`.
 
 Items are found by ``item_id`` first and by ``output_index`` when the id is unknown: the GitHub Copilot proxy
 sends a different ``item_id`` on every event of the same item. Text that arrives only in a ``.done`` event or
@@ -198,8 +198,8 @@ class _OutputItem:
 
 
 class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
-    """Sans-IO converter of OpenAI Responses stream events (a :class:`Payload` or a dict each) into
-    :class:`ChunkResponse`.
+    """Sans-IO converter of OpenAI Responses stream events (a `Payload` or a dict each) into
+    `ChunkResponse`.
 
     ``id_factory(index)`` makes the id of a call the server sent without a ``call_id``.
     """
@@ -775,5 +775,5 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
 def convert_openai_responses(
     source: AsyncIterable[Payload | Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
-    """Convert OpenAI Responses stream events (Payloads or dicts) into :class:`ChunkResponse` items."""
+    """Convert OpenAI Responses stream events (Payloads or dicts) into `ChunkResponse` items."""
     return operator_stream(source, OpenAIResponsesConverter(id_factory=id_factory))

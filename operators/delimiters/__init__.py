@@ -1,10 +1,10 @@
 """The delimiter-token rewriter: tool calls written into the text between delimiter tokens become
-:class:`~pipeline.models.ToolCallDelta`\\ s; every other character passes through.
+`ToolCallDelta`s; every other character passes through.
 
-``rewrite_delimiters(source, "kimi_k2")`` is the operator, :class:`DelimiterRewriter` its sans-IO core,
-:data:`FORMATS` the formats by name. The modules: ``rewriter`` (the core and its output packing),
+``rewrite_delimiters(source, "kimi_k2")`` is the operator, `DelimiterRewriter` its sans-IO core,
+`FORMATS` the formats by name. The modules: ``rewriter`` (the core and its output packing),
 ``_lexer`` (the lexer engine; how the lexers work and how to add a format), ``_families`` and
-``_wrapped`` / ``_invoke`` (building blocks), ``_registry`` (:data:`FORMATS`), ``_scan`` (markers, JSON and
+``_wrapped`` / ``_invoke`` (building blocks), ``_registry`` (`FORMATS`), ``_scan`` (markers, JSON and
 XML-style arguments), ``formats/`` (one module per family of models, registered on import).
 """
 
@@ -58,7 +58,7 @@ def rewrite_delimiters(
 ) -> AsyncIterator[ChunkResponse]:
     """Move the tool calls that ``format`` writes into ``content`` and ``reasoning`` to ``tool_calls``
     (with ``offered_tools``, only calls to those tools: others stay the text the model wrote);
-    ``format="auto"`` tells the format from the model's markers (:class:`AutoDelimiterRewriter`)."""
+    ``format="auto"`` tells the format from the model's markers (`AutoDelimiterRewriter`)."""
     core = delimiter_rewriter(
         format,
         id_factory=id_factory,

@@ -1,4 +1,4 @@
-"""The delimiter lexer's engine: :class:`LexerEngine` runs a channel's states and gives them their helpers.
+"""The delimiter lexer's engine: `LexerEngine` runs a channel's states and gives them their helpers.
 
 Each channel (``content``, ``reasoning``) has its own lexer: a small state machine over the text whose
 current state is a method ``state(buf, pos, final) -> int``. ``buf`` is the text held back from the
@@ -7,11 +7,11 @@ text or call pieces, possibly switches ``self.state``, and returns where it stop
 ``pos`` without switching state, the rest of ``buf`` is held back until the next chunk (it could still
 become a marker): handlers only do that for a bounded suffix (a partial marker, a few characters), so
 nothing is rescanned more than a bounded number of times. With ``final=True`` (end of input) a state must
-consume everything. Markers are found with :class:`~._scan.Markers` (one compiled alternation per state,
-searched from ``pos`` only), JSON arguments are followed with :class:`~._scan.JsonArgs`, XML-style
-parameters are converted with :class:`~._scan.XmlArguments`.
+consume everything. Markers are found with `Markers` (one compiled alternation per state,
+searched from ``pos`` only), JSON arguments are followed with `JsonArgs`, XML-style
+parameters are converted with `XmlArguments`.
 
-A lexer reports through :class:`LexerOutput`, and the rewriter packs the results into chunks, keeping the
+A lexer reports through `LexerOutput`, and the rewriter packs the results into chunks, keeping the
 order: ``emit_text(text, channel=None)`` (``channel`` when the format decides where text belongs),
 ``start_call(name, call_id=None, kind="function")`` (the index is the next position in the response, the
 id comes from ``id_factory`` when ``call_id`` is ``None``; ``kind="custom"`` for free-text input),
@@ -62,12 +62,12 @@ class LexerOptions(msgspec.Struct, frozen=True):
     tool_schemas: Mapping[str, Mapping[str, Any]] = {}
     """JSON schema of each tool's parameters, by tool name: decides the JSON type of XML-style values."""
     max_buffered_chars: int = DEFAULT_MAX_BUFFERED_CHARS
-    """Cap on the characters held for one call; see :class:`~._scan.XmlArguments`."""
+    """Cap on the characters held for one call; see `XmlArguments`."""
 
 
 class LexerOutput(Protocol):
     """Where a lexer reports what it found, in order; the rewriter packs it into chunks
-    (:class:`~operators.delimiters.rewriter.DelimiterRewriter`)."""
+    (`DelimiterRewriter`)."""
 
     def text(self, channel: Channel, text: str) -> None:
         """Text of ``channel`` that passes through."""
@@ -96,7 +96,7 @@ SKIP: Final = "skip"
 
 
 def claim_next(rest: str, *starts: str) -> bool | None:
-    """The usual :meth:`LexerEngine.detect_after`: whether ``rest``, after whitespace, begins with one of
+    """The usual `LexerEngine.detect_after`: whether ``rest``, after whitespace, begins with one of
     ``starts`` (``None`` while it is still the start of one)."""
     head = rest.lstrip()
     if head.startswith(starts):
@@ -143,9 +143,9 @@ class LexerEngine:
     and the docs list them."""
     detect_openers: ClassVar[tuple[str, ...]] = ()
     """Text that, where it first appears in an answer, names this format for ``--tool-format auto``. An
-    opener several formats share (``<tool_call>``) is told apart by :meth:`detect_after`."""
+    opener several formats share (``<tool_call>``) is told apart by `detect_after`."""
     detect_at_start: ClassVar[tuple[str, ...]] = ()
-    """Like :attr:`detect_openers`, but only at the start of an answer (after whitespace): for a format
+    """Like `detect_openers`, but only at the start of an answer (after whitespace): for a format
     without a marker, whose call is the whole answer (bare JSON, Python calls)."""
     end_marker_optional: ClassVar[bool] = False
     """A call whose JSON arguments are complete counts as finished at the end of the input even without
@@ -153,13 +153,13 @@ class LexerEngine:
     markers: ClassVar[tuple[str, ...]] = ()
     """Every literal the format uses, for tests that split the input around each of them."""
     text_markers: ClassVar[Markers]
-    """What the text state (:meth:`start`) stops at; text with none of their first characters passes
-    through that state untouched (the rewriter's fast path, :meth:`shortcut`)."""
+    """What the text state (`start`) stops at; text with none of their first characters passes
+    through that state untouched (the rewriter's fast path, `shortcut`)."""
 
     @classmethod
     def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
-        """For ``--tool-format auto``: whether ``opener`` (of :attr:`detect_openers` or
-        :attr:`detect_at_start`) followed by
+        """For ``--tool-format auto``: whether ``opener`` (of `detect_openers` or
+        `detect_at_start`) followed by
         ``rest``, the answer's text after it so far, is a call in this format; ``None`` while more text
         (``final`` False) may tell. By default the opener alone decides."""
         return True
@@ -192,10 +192,10 @@ class LexerEngine:
         self._skip_newline = False
         self._expect: tuple[State, tuple[str, ...], int] | None = None
         """The state that last held the start of a literal it expects after whitespace
-        (:meth:`expect_after_space`), the literals and the longest length."""
+        (`expect_after_space`), the literals and the longest length."""
         self.naming: tuple[State, re.Pattern[str]] | None = None
         """The state that last read a name to the end of a chunk (``_families.TaggedCallLexer.read_name``)
-        and what ends the name: :meth:`shortcut` holds the next piece of the name as the state would."""
+        and what ends the name: `shortcut` holds the next piece of the name as the state would."""
         self._stream: tuple[State, Markers, str] | None = None
         """The state that last streamed with one of the helpers the shortcut knows (``collect_header``,
         ``stream_json_args``, ``stream_value``, ``stream_free_args``), its end markers and which one."""
@@ -258,7 +258,7 @@ class LexerEngine:
 
     def start(self, buf: str, pos: int, final: bool) -> int:
         """The text state: text passes through up to the first of ``text_markers``, which goes to
-        :meth:`opened`."""
+        `opened`."""
         resume, marker = self.stream_text(buf, pos, final, self.text_markers)
         if marker is not None:
             self.opened(marker)
@@ -319,7 +319,7 @@ class LexerEngine:
 
     def hold_tentative(self, text: str) -> bool:
         """Hold ``text`` while deciding whether a call opens; False once the held text passes
-        :data:`~._scan.HEADER_LIMIT` (the caller then gives up and releases it)."""
+        `HEADER_LIMIT` (the caller then gives up and releases it)."""
         if self.tentative is None:
             self.tentative = []
             self._tentative_size = 0
@@ -329,16 +329,16 @@ class LexerEngine:
 
     def hold_space(self, buf: str, pos: int) -> tuple[int, bool]:
         """Hold the whitespace at ``pos`` with the tentative text: where it ends, and False once the held
-        text passed the cap (as :meth:`hold_tentative`)."""
+        text passed the cap (as `hold_tentative`)."""
         index = space_end(buf, pos)
         return index, index == pos or self.hold_tentative(buf[pos:index])
 
     def char_after_space(self, buf: str, pos: int) -> tuple[int, str]:
-        """Hold the whitespace at ``pos`` (see :meth:`hold_space`), then the character after it.
+        """Hold the whitespace at ``pos`` (see `hold_space`), then the character after it.
 
         Returns ``(index, char)`` with ``index`` just past the whitespace; ``char`` is ``""`` when there is
         nothing to look at yet (the chunk ended) or any more (the whitespace passed the cap: it was not a
-        call, see :meth:`not_a_call`).
+        call, see `not_a_call`).
         """
         index, held = self.hold_space(buf, pos)
         if not held:
@@ -349,7 +349,7 @@ class LexerEngine:
     def expect_after_space(
         self, buf: str, pos: int, final: bool, expected: tuple[str, ...]
     ) -> tuple[int, str | None]:
-        """Hold the whitespace at ``pos`` (see :meth:`hold_space`), then look for one of ``expected``.
+        """Hold the whitespace at ``pos`` (see `hold_space`), then look for one of ``expected``.
 
         Returns ``(index, found)`` with ``index`` just past the whitespace: ``found`` is the literal that
         starts there, ``""`` when something else does (or the whitespace passed the cap), None when the
@@ -370,7 +370,7 @@ class LexerEngine:
                     expect = self._expect
                     if expect is None or expect[0] != self.state or expect[1] is not expected:
                         self._expect = (self.state, expected, max(map(len, expected)))
-                    return index, None  # held back: :meth:`shortcut` extends it while it grows
+                    return index, None  # held back: `shortcut` extends it while it grows
         return index, ""
 
     def hold_header(self, text: str) -> bool:
@@ -402,27 +402,27 @@ class LexerEngine:
         ``(resume, marker)``.
 
         The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
-        start of one at its end): :meth:`shortcut` drops such text without running the state.
+        start of one at its end): `shortcut` drops such text without running the state.
         """
         self._stream = (self.state, markers, SKIP)
         _stop, resume, marker = markers.find(buf, pos, final)
         return resume, marker
 
     def switch_to_header(self, state: State, markers: Markers) -> None:
-        """Switch to ``state``, which begins with :meth:`collect_header` up to ``markers``: from the next
-        chunk on, :meth:`shortcut` may stand in for it before it ever ran."""
+        """Switch to ``state``, which begins with `collect_header` up to ``markers``: from the next
+        chunk on, `shortcut` may stand in for it before it ever ran."""
         self.state = state
         self._stream = (state, markers, HEADER)
 
     def switch_to_value(self, state: State, markers: Markers) -> None:
-        """Switch to ``state``, which begins with :meth:`stream_value` up to ``markers`` (see
-        :meth:`switch_to_header`)."""
+        """Switch to ``state``, which begins with `stream_value` up to ``markers`` (see
+        `switch_to_header`)."""
         self.state = state
         self._stream = (state, markers, VALUE)
 
     def switch_to_skip(self, state: State, markers: Markers) -> None:
-        """Switch to ``state``, which begins with :meth:`skip_to` up to ``markers`` (see
-        :meth:`switch_to_header`)."""
+        """Switch to ``state``, which begins with `skip_to` up to ``markers`` (see
+        `switch_to_header`)."""
         self.state = state
         self._stream = (state, markers, SKIP)
 
@@ -430,9 +430,9 @@ class LexerEngine:
         """Collect a header (a name, an id, tag attributes) up to the first of ``markers``.
 
         Returns ``(resume, marker)``: ``marker`` is None while more input is needed, ``""`` when the header
-        passed :data:`~._scan.HEADER_LIMIT` (the caller gives up on the call). :meth:`take_header` gives
+        passed `HEADER_LIMIT` (the caller gives up on the call). `take_header` gives
         the text. The state that calls it must call it first and do nothing else with text in which none
-        of ``markers`` can start: :meth:`shortcut` collects such text without running the state.
+        of ``markers`` can start: `shortcut` collects such text without running the state.
         """
         self._stream = (self.state, markers, HEADER)
         stop, resume, marker = markers.find(buf, pos, final)
@@ -451,7 +451,7 @@ class LexerEngine:
         return text
 
     def start_xml_call(self, name: str, call_id: str | None = None, *, strip: str = "newline") -> None:
-        """Open a call whose XML-style parameters :attr:`xml_args` turns into JSON."""
+        """Open a call whose XML-style parameters `xml_args` turns into JSON."""
         self.start_call(name, call_id)
         self.xml_args = XmlArguments(self.emit_args, strip=strip, limit=self.options.max_buffered_chars)
 
@@ -472,7 +472,7 @@ class LexerEngine:
         A marker in ``kept`` starts with a newline that belongs to the value (the value sees it as if the
         marker were its rest: a marker with a newline before it is recognised a chunk earlier).
         The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
-        start of one at its end): :meth:`shortcut` streams such text without running the state.
+        start of one at its end): `shortcut` streams such text without running the state.
         """
         self._stream = (self.state, markers, VALUE)
         stop, resume, marker = markers.find(buf, pos, final)
@@ -498,7 +498,7 @@ class LexerEngine:
     def stream_text(
         self, buf: str, pos: int, final: bool, markers: Markers, channel: Channel | None = None
     ) -> tuple[int, str | None]:
-        """Pass text through up to the first of ``markers`` (on ``channel``, see :meth:`emit_text`);
+        """Pass text through up to the first of ``markers`` (on ``channel``, see `emit_text`);
         ``(resume, marker)``."""
         stop, resume, marker = markers.find(buf, pos, final)
         if stop > pos:
@@ -509,7 +509,7 @@ class LexerEngine:
         """Stream a ``custom`` call's free-text input up to the first of ``markers``; ``(resume, marker)``.
 
         The state that calls it must do nothing else with text that holds none of ``markers`` (nor the
-        start of one at its end): :meth:`shortcut` streams such text without running the state.
+        start of one at its end): `shortcut` streams such text without running the state.
         """
         self._stream = (self.state, markers, FREE)
         stop, resume, marker = markers.find(buf, pos, final)
@@ -519,7 +519,7 @@ class LexerEngine:
 
     def begin_raw_string(self) -> None:
         """What follows is raw text (a file's content) going into a JSON string of the open call's
-        arguments: :meth:`stream_raw_string` streams it. One newline right after the opener is not part
+        arguments: `stream_raw_string` streams it. One newline right after the opener is not part
         of it."""
         self._skip_newline = True
 
@@ -541,7 +541,7 @@ class LexerEngine:
         """Stream JSON arguments from ``buf[pos:]`` until one of ``markers`` outside a JSON string.
 
         Returns ``(resume, marker)``; ``marker`` is None when more input is needed. The state that calls
-        it must do nothing else with text in which none of ``markers`` can start: :meth:`shortcut` streams
+        it must do nothing else with text in which none of ``markers`` can start: `shortcut` streams
         such text without running the state.
         """
         self._stream = (self.state, markers, JSON)

@@ -1,7 +1,7 @@
 """The building blocks most formats share: calls inside a section, and calls in tagged blocks.
 
-:class:`SectionLexer` (Kimi, DeepSeek; ``_invoke.InvokeSectionLexer`` builds on it) and
-:class:`TaggedCallLexer` (Hermes, Qwen3-Coder, GLM) are :class:`~._lexer.FormatLexer`\\ s with the states
+`SectionLexer` (Kimi, DeepSeek; ``_invoke.InvokeSectionLexer`` builds on it) and
+`TaggedCallLexer` (Hermes, Qwen3-Coder, GLM) are `FormatLexer`s with the states
 their family shares; a format adds the states of its own call syntax.
 """
 
@@ -34,7 +34,7 @@ class SectionLexer(FormatLexer):
     section_ends: ClassVar[frozenset[str]]
     call_end: ClassVar[str] = ""
     """The marker that ends a call; a call that another marker ends is finished only if
-    ``end_marker_optional`` and its JSON arguments are complete (see :meth:`close_call`)."""
+    ``end_marker_optional`` and its JSON arguments are complete (see `close_call`)."""
 
     def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)
@@ -52,7 +52,7 @@ class SectionLexer(FormatLexer):
 
     def close_call(self, marker: str) -> None:
         """``marker`` ended the current call's header or arguments: end the call, then
-        :meth:`resume_after` the marker."""
+        `resume_after` the marker."""
         json_args = self.json_args
         self.end_call(
             finished=marker == self.call_end
@@ -79,6 +79,7 @@ class SectionLexer(FormatLexer):
         self._between_started = True
 
     def opened(self, marker: str) -> None:
+        """A text marker opened a section (held until a call confirms it) or a bare call."""
         if marker in self.section_begins:
             self.in_section = True
             self._between_started = False
@@ -120,6 +121,7 @@ class SectionLexer(FormatLexer):
         return resume
 
     def partial_markers(self) -> Markers | None:
+        """Inside a section, the section markers; elsewhere the text markers."""
         if self.state == self.in_section_state:
             return self.section_markers
         return super().partial_markers()
@@ -136,10 +138,10 @@ class SectionLexer(FormatLexer):
 class TaggedCallLexer(FormatLexer):
     """A format whose calls each sit in their own block opened by ``opener`` (``<tool_call>``).
 
-    The opener is plain text in these tokenizers, so it is held back (tentative) while :meth:`confirm`,
-    the state after the opener, looks at what follows: it calls :meth:`confirmed` when a call really
-    starts, or :meth:`not_a_call` to release the opener (and what it held) as text. A call's last state
-    calls :meth:`call_done`. Whitespace between two calls is their separator and is dropped; whitespace
+    The opener is plain text in these tokenizers, so it is held back (tentative) while `confirm`,
+    the state after the opener, looks at what follows: it calls `confirmed` when a call really
+    starts, or `not_a_call` to release the opener (and what it held) as text. A call's last state
+    calls `call_done`. Whitespace between two calls is their separator and is dropped; whitespace
     after the last call is released as text unless the input ends.
     """
 
@@ -155,6 +157,7 @@ class TaggedCallLexer(FormatLexer):
         raise NotImplementedError
 
     def opened(self, marker: str) -> None:
+        """The opener is held until `confirm` decides whether a call follows."""
         self.hold_tentative(marker)
         self.state = self.confirm
 
@@ -164,10 +167,10 @@ class TaggedCallLexer(FormatLexer):
 
     def read_name(self, buf: str, pos: int, name_end: re.Pattern[str]) -> tuple[int, str | None]:
         """Read a tool name up to the first character that ``name_end`` matches, collected and held with
-        :meth:`hold_header`.
+        `hold_header`.
 
         Returns ``(stop, ender)``: ``ender`` is the character at ``stop`` that ended the name (the name is
-        then :meth:`take_header`), None while the name runs to the end of the chunk, ``""`` when it passed
+        then `take_header`), None while the name runs to the end of the chunk, ``""`` when it passed
         the cap (then it was not a call and the held text went out as text).
         """
         hit = name_end.search(buf, pos)
@@ -194,6 +197,7 @@ class TaggedCallLexer(FormatLexer):
         return index
 
     def at_end(self) -> None:
+        """The input has ended: what was held between calls goes with the calls."""
         if self.state == self._between_calls:
             self.take_tentative()
         super().at_end()

@@ -1,13 +1,13 @@
 """Calls to tools the request does not offer, given back as the text the model wrote.
 
-:class:`UnknownCallGuard` feeds one channel's :class:`~._lexer.FormatLexer` so that the raw text of such a
+`UnknownCallGuard` feeds one channel's `FormatLexer` so that the raw text of such a
 call (its markers, name and arguments) comes out as text of the channel, in order, while calls to offered
 tools are rewritten as usual. The rewriter's output does not number or write a call to a tool it was not
 offered (it tells the guard through two flags). The guard follows the lexer state by state
-(:meth:`~._lexer.FormatLexer.feed` with ``step``: each state reports the input it took), so it knows the raw
+(`feed` with ``step``: each state reports the input it took), so it knows the raw
 text from the moment the lexer leaves plain text until the call's name is decided, and keeps it; it is
 given back when the name is not offered, and what follows of that call goes out as it came. The text
-kept is bounded by :data:`MAX_UNDECIDED_CHARS`; plain text and the arguments of offered calls still take
+kept is bounded by `MAX_UNDECIDED_CHARS`; plain text and the arguments of offered calls still take
 the rewriter's fast paths.
 
 Where the text of a call cannot be told apart, the call is dropped instead, as the policy's ``drop``
@@ -81,7 +81,7 @@ class UnknownCallGuard:
         self._owed = False
         """The markup's opening went out as text with an unknown call: its closing markers do too."""
         self._saved: list[tuple[str, Any]] = []
-        """The rewriter's output list while :meth:`feed` runs (the lexer writes each step to a new one)."""
+        """The rewriter's output list while `feed` runs (the lexer writes each step to a new one)."""
         self._after_call = False
         """The kept raw text began where an offered call ended: it starts with that call's closing."""
         section = getattr(type(lexer), "section_markers", None)
@@ -93,13 +93,13 @@ class UnknownCallGuard:
         """The markers that open a call's markup, in plain text, in a section of calls, or in a list."""
         self._gap_is_next_call = bool(getattr(type(lexer), "gap_is_next_call", False))
         """The text between two calls is the next call's (a format whose calls open with no marker:
-        ``f(a=1), g(b=2)``); else a call's markup starts at the first of :attr:`_openers`."""
+        ``f(a=1), g(b=2)``); else a call's markup starts at the first of `_openers`."""
 
     @property
     def lexes_as_usual(self) -> bool:
         """Whether the lexer's output goes on as it is (plain text, an offered call, markup that made text
         of its own): the rewriter's fast paths may then take the next chunk (they never cross a marker),
-        and lexing goes through :meth:`feed` only when they cannot decide it."""
+        and lexing goes through `feed` only when they cannot decide it."""
         return self.mode in (_REST, _KNOWN, _PASS)
 
     @property
@@ -185,7 +185,7 @@ class UnknownCallGuard:
     def _text_step(
         self, raw: str, ops: list[tuple[str, Any]], saved: list[tuple[str, Any]], ended: bool
     ) -> int:
-        """:meth:`_step` in an unknown call kept as text: the mode that follows."""
+        """`_step` in an unknown call kept as text: the mode that follows."""
         _text(saved, self._channel, raw)
         if _starts_call(ops):  # an offered call opened without the unknown one's end
             _merge(saved, _from_start(ops))
@@ -198,7 +198,7 @@ class UnknownCallGuard:
     def _probe_step(
         self, mode: int, raw: str, ops: list[tuple[str, Any]], saved: list[tuple[str, Any]], started: bool
     ) -> int:
-        """:meth:`_step` at rest or in undecided markup: the mode that follows."""
+        """`_step` at rest or in undecided markup: the mode that follows."""
         if mode == _REST:
             self._journal, self._size, self._owed, self._after_call = [], 0, False, False
         self._journal.append(raw)

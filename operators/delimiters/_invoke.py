@@ -30,12 +30,12 @@ def attribute(tag: str, name: str) -> str | None:
 
 class InvokeSectionLexer(SectionLexer):
     """Calls ``INVOKE name="NAME">`` ... ``INVOKE_END`` inside a section, each with parameters
-    ``PARAMETER name="KEY">VALUE PARAMETER_END`` turned into JSON by :class:`~._scan.XmlArguments`.
+    ``PARAMETER name="KEY">VALUE PARAMETER_END`` turned into JSON by `XmlArguments`.
 
     Subclasses set the tag spellings (``invoke = "<invoke"``: the tag's attributes run up to ``tag_end``,
     ``>`` by default), the section markers, ``value_strip``, and may name the attributes that hold the
-    names (``invoke_attribute``, ``parameter_attribute``), read names otherwise (:meth:`tag_name`,
-    ``<function=NAME>``) and type values from the tag (:meth:`parameter_type`). Text between parameters
+    names (``invoke_attribute``, ``parameter_attribute``), read names otherwise (`tag_name`,
+    ``<function=NAME>``) and type values from the tag (`parameter_type`). Text between parameters
     is dropped; a missing ``PARAMETER_END`` is tolerated before ``INVOKE_END``, the next ``INVOKE``, one
     of ``call_closers`` or the section end, and a missing ``INVOKE_END`` before the next ``INVOKE``, one
     of ``call_closers`` or the section end. A stream cut inside a call's tag leaves a cut-off call when
@@ -51,7 +51,7 @@ class InvokeSectionLexer(SectionLexer):
     """What ends the attributes of an invoke or parameter tag."""
     invoke_attribute: ClassVar[str] = "name"
     parameter_attribute: ClassVar[str] = "name"
-    """The attributes that hold the tool's and the parameter's names (see :meth:`tag_name`)."""
+    """The attributes that hold the tool's and the parameter's names (see `tag_name`)."""
     call_closers: ClassVar[tuple[str, ...]] = ()
     """Section markers that close a call whose ``INVOKE_END`` is missing (they must be in
     ``section_markers``), besides the next ``INVOKE`` and the section's end."""

@@ -1,16 +1,16 @@
 """JSON tool calls behind an opener: one call object per block, or a JSON list of call objects.
 
-Two building blocks on :class:`~._wrapped.WrappedJsonLexer` (the call object ``{"name": ...,
+Two building blocks on `WrappedJsonLexer` (the call object ``{"name": ...,
 "arguments": {...}}`` followed structurally, the arguments streamed verbatim):
 
-- :class:`JsonBlockLexer`: ``OPENER {call} CLOSER`` per call, the closer optional in some formats
+- `JsonBlockLexer`: ``OPENER {call} CLOSER`` per call, the closer optional in some formats
   (Hermes ``<tool_call>``, LongCat, InternLM2 ``<|action_start|><|plugin|>``, Granite 20B-FC
   ``<function_call>``, GigaChat 3 ``<|function_call|>``).
-- :class:`JsonListLexer`: ``OPENER [{call}, {call}] CLOSER`` (Granite 3 ``<|tool_call|>``, Jamba
+- `JsonListLexer`: ``OPENER [{call}, {call}] CLOSER`` (Granite 3 ``<|tool_call|>``, Jamba
   ``<tool_calls>``, Phi-4-mini ``functools``, xLAM, Cohere Command ``<|START_ACTION|>``).
 
 Both hold the opener back (bounded, as tentative text) until what follows it decides: the ``{`` of a
-call object or the ``[{`` of a list, after whitespace and the optional literals of :attr:`preamble`.
+call object or the ``[{`` of a list, after whitespace and the optional literals of `preamble`.
 Anything else releases the opener and what was held as text, so prose that mentions an opener stays
 text.
 """
@@ -39,7 +39,7 @@ def opener_followed_by(rest: str, final: bool, starts: tuple[str, ...]) -> bool 
 
 
 class _Preamble(WrappedJsonLexer):
-    """What both blocks share: the opener held while the literals of :attr:`preamble` and the first
+    """What both blocks share: the opener held while the literals of `preamble` and the first
     character after them decide whether a call opens."""
 
     preamble: ClassVar[tuple[str, ...]] = ()
@@ -61,7 +61,7 @@ class _Preamble(WrappedJsonLexer):
         self.state = self.confirm
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
-        """After the opener: the preamble's literals (each optional), then :attr:`first` opens the call."""
+        """After the opener: the preamble's literals (each optional), then `first` opens the call."""
         preamble = self.preamble
         at = self._preamble_at
         expected = (preamble[at], self.first) if at < len(preamble) else (self.first,)
@@ -78,7 +78,7 @@ class _Preamble(WrappedJsonLexer):
         return index
 
     def confirmed_first(self) -> None:
-        """:attr:`first` came after the opener."""
+        """`first` came after the opener."""
         raise NotImplementedError
 
     def at_end(self) -> None:

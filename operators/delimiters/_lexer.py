@@ -1,15 +1,15 @@
-"""The delimiter lexer: :class:`FormatLexer`, the engine's states with a shortcut and rules beside them.
+"""The delimiter lexer: `FormatLexer`, the engine's states with a shortcut and rules beside them.
 
 Some models write their tool calls into the text itself, between delimiter tokens (Kimi-K2's
 ``<|tool_call_begin|>``, DeepSeek's ``<\uff5ctool\u2581call\u2581begin\uff5c>``, Qwen's ``<tool_call>``, ...).
-:class:`~operators.delimiters.rewriter.DelimiterRewriter` moves those calls out of ``content`` and
-``reasoning`` into :class:`~pipeline.models.ToolCallDelta`\\ s and passes every other character through, in
-order. The states and their helpers are in :mod:`~._engine`.
+`DelimiterRewriter` moves those calls out of ``content`` and
+``reasoning`` into `ToolCallDelta`s and passes every other character through, in
+order. The states and their helpers are in `_engine`.
 
 Most chunks never reach the states. After each run of a lexer (and each chunk its shortcut took), the
-lexer hands out the rule that applies where it stands (:attr:`FormatLexer.rule`, :mod:`~._rules`): text
+lexer hands out the rule that applies where it stands (`FormatLexer.rule`, `_rules`): text
 passes through, goes to the other channel, into a header or a held start of a marker, into JSON
-arguments or into an XML-style value. A chunk its rule leaves goes to :meth:`FormatLexer.shortcut`, which
+arguments or into an XML-style value. A chunk its rule leaves goes to `FormatLexer.shortcut`, which
 decides at once what a chunk that is the next piece of one channel does when that is plain, else to the
 states. ``test_delimiters_fast_path_properties.py`` checks that the rules, the shortcut and the
 states give the same chunks.
@@ -23,7 +23,7 @@ How to add a format
    the tests), ``end_marker_optional`` if a call whose JSON is complete may lack its end marker at the
    end of the stream, and decorate the class with ``@register_format`` (``._registry``). The building blocks:
 
-   - :class:`FormatLexer`: the engine and the helpers (``collect_header`` for a bounded name or id,
+   - `FormatLexer`: the engine and the helpers (``collect_header`` for a bounded name or id,
      ``stream_json_args`` for JSON arguments that end at a marker outside a JSON string,
      ``start_xml_call`` / ``begin_value`` / ``stream_value`` / ``end_xml_call`` for XML-style
      parameters, ``begin_raw_string`` / ``stream_raw_string`` for a file's raw text,
@@ -39,9 +39,9 @@ How to add a format
    - ``_invoke.InvokeSectionLexer``: ``<invoke name=..><parameter name=..>V</parameter></invoke>``
      sections (MiniMax-M2, DeepSeek DSML, Seed-OSS, Step-3, Kimi-K3).
 
-3. Set ``text_markers`` (what the text state, :meth:`FormatLexer.start`, stops at) and write
+3. Set ``text_markers`` (what the text state, `FormatLexer.start`, stops at) and write
    ``opened(marker)`` (switch to what the marker opens), plus one method per state
-   ``state(self, buf, pos, final) -> int``, with module-level :class:`~._scan.Markers` constants per
+   ``state(self, buf, pos, final) -> int``, with module-level `Markers` constants per
    state; a typical state::
 
        def _arguments(self, buf: str, pos: int, final: bool) -> int:
@@ -52,14 +52,14 @@ How to add a format
 
    A state that calls ``collect_header``, ``stream_json_args``, ``stream_value`` or ``stream_free_args``
    calls it first and does nothing else with text that holds none of the given markers (the shortcut
-   stands in for such a state, see :meth:`FormatLexer.shortcut`).
+   stands in for such a state, see `FormatLexer.shortcut`).
 
 4. Override ``at_end()`` when the format has something to release at the end of the input (the default
    releases held tentative text and ends an open call as cut off, or finished if ``end_marker_optional``
    and its JSON is complete).
 5. Say in the class docstring what cannot be told apart (a marker written in prose, a closing tag inside
    an argument value).
-6. Bounds: a lexer holds at most a partial marker, a header of :data:`~._scan.HEADER_LIMIT` characters
+6. Bounds: a lexer holds at most a partial marker, a header of `HEADER_LIMIT` characters
    (past it the text is not a call and goes out as text) and, per XML value, ``max_buffered_chars``.
 7. Test it with ``tests/delimiter_cases.py`` (``assert_chunking_invariant`` feeds a text whole, one
    character at a time, split around every marker, and at random splits; ``run`` gives the text per
@@ -115,14 +115,14 @@ __all__ = [
 ]
 
 Shortcut: TypeAlias = ToolCallDelta | bool | None
-"""What :meth:`FormatLexer.shortcut` did with a chunk (see there)."""
+"""What `FormatLexer.shortcut` did with a chunk (see there)."""
 
 _ANYTHING: Final = re.compile("")
 """Matches at the start of any text."""
 
 
 def _dropped(text: str) -> bool:
-    """Text a format ignores between its tags (see :meth:`LexerEngine.skip_to`): taken, and dropped."""
+    """Text a format ignores between its tags (see `LexerEngine.skip_to`): taken, and dropped."""
     return True
 
 
@@ -153,8 +153,8 @@ def _value_stop(text: str, markers: Markers, start: int) -> int:
 
 
 class FormatLexer(LexerEngine):
-    """One channel's lexer for one format: its states (:class:`~._engine.LexerEngine`), the rule that
-    applies to its next chunk (:attr:`rule`) and its shortcut."""
+    """One channel's lexer for one format: its states (`LexerEngine`), the rule that
+    applies to its next chunk (`rule`) and its shortcut."""
 
     __slots__ = (
         "_grow_ends",
@@ -180,13 +180,13 @@ class FormatLexer(LexerEngine):
         self._skip_rule: CollectRule | None = None
         self._growing = CollectRule(self, self._grow_held, holds=True)
         self._grow_prefixes: frozenset[str] = frozenset()
-        """What the held start of a marker may grow into while :attr:`_growing` is the rule."""
+        """What the held start of a marker may grow into while `_growing` is the rule."""
         self._grow_ends: re.Pattern[str] | None = None
-        """While :attr:`_growing` is the rule: matches at the start of the held text and the next chunk
+        """While `_growing` is the rule: matches at the start of the held text and the next chunk
         when the states must take them (the held start became what it was the start of: the shortcut
         would give up on it), None when the shortcut may take them."""
         self.rule: Rule = self._text_rule
-        """The rule of the next chunk, made again whenever the lexer moved (:meth:`renew_rule`)."""
+        """The rule of the next chunk, made again whenever the lexer moved (`renew_rule`)."""
 
     # --- rules ------------------------------------------------------------------------------------------
 
@@ -199,7 +199,7 @@ class FormatLexer(LexerEngine):
         return self._output.chunks(item)
 
     def shortcut_chunks(self, item: ChunkResponse, text: str) -> list[ChunkResponse] | None:
-        """The chunks of ``item`` (``text`` alone) when :meth:`shortcut` takes ``text``; None: lex it."""
+        """The chunks of ``item`` (``text`` alone) when `shortcut` takes ``text``; None: lex it."""
         shortcut = self.shortcut(text)
         if shortcut is False:
             return None
@@ -216,7 +216,7 @@ class FormatLexer(LexerEngine):
         take a piece of a string without a quote or JSON text in which no end marker can start, an
         XML-style value takes text without a marker, a header takes text in which no marker can start,
         up to its cap, text a format skips between its tags is dropped when it holds no marker, and a
-        held start of a marker grows. Else :attr:`fallback`."""
+        held start of a marker grows. Else `fallback`."""
         if self._held:
             return self._held_rule()
         if self.tentative is not None:
@@ -228,8 +228,8 @@ class FormatLexer(LexerEngine):
         return self._stream_rule()
 
     def _held_rule(self) -> Rule:
-        """:meth:`make_rule` while the start of a marker (or of a literal a state expects) is held back:
-        the next chunk that only extends it is held with it, as :meth:`_held_shortcut` would."""
+        """`make_rule` while the start of a marker (or of a literal a state expects) is held back:
+        the next chunk that only extends it is held with it, as `_held_shortcut` would."""
         markers = self.partial_markers()
         if markers is not None:
             value = None if self.xml_args is None else self.value_rule()
@@ -241,7 +241,7 @@ class FormatLexer(LexerEngine):
         return self.fallback
 
     def _arguments_rule(self, json_args: JsonArgs) -> Rule:
-        """:meth:`make_rule` in a call's JSON arguments, once the call has some."""
+        """`make_rule` in a call's JSON arguments, once the call has some."""
         index = self.call_index
         if index is None or not self._call_has_args:
             return self.fallback
@@ -260,7 +260,7 @@ class FormatLexer(LexerEngine):
         return rule
 
     def _stream_rule(self) -> Rule:
-        """:meth:`make_rule` in a state that streams with one of the engine's helpers."""
+        """`make_rule` in a state that streams with one of the engine's helpers."""
         stream = self._stream
         if stream is None or self.state != stream[0]:
             return self.fallback
@@ -284,9 +284,9 @@ class FormatLexer(LexerEngine):
 
     def value_rule(self, complete: Callable[[str], bool] | None = None) -> ValueRule | None:
         """The rule of the XML-style value being streamed (None: no such value, or it is not yet part of
-        the arguments). The same rule object is kept for the value: :meth:`value_chunk` sets its stops
+        the arguments). The same rule object is kept for the value: `value_chunk` sets its stops
         as it holds or releases. ``complete``: the format's way past a marker (see
-        :class:`~._rules.CollectRule`)."""
+        `CollectRule`)."""
         stream = self._stream
         xml_args = self.xml_args
         index = self.call_index
@@ -317,17 +317,17 @@ class FormatLexer(LexerEngine):
         complete: Callable[[str], bool] | None = None,
     ) -> Rule:
         """The rule while the start of one of ``markers`` is held back: the next chunk that only extends
-        it is held with it (a format's :meth:`make_rule` for the states it writes itself).
+        it is held with it (a format's `make_rule` for the states it writes itself).
 
         ``completed_by_states``: a chunk that completes the marker goes to ``complete``, if given, then
-        to the states (False: to :meth:`shortcut`, when the format's shortcut takes some completed
+        to the states (False: to `shortcut`, when the format's shortcut takes some completed
         markers itself)."""
         return self._grow(markers.prefixes, markers.pattern if completed_by_states else None, complete)
 
     def _grow(
         self, prefixes: frozenset[str], ends: re.Pattern[str] | None, complete: Callable[[str], bool] | None
     ) -> Rule:
-        """:attr:`_growing`, set to grow the held text into ``prefixes`` (see :attr:`_grow_ends`)."""
+        """`_growing`, set to grow the held text into ``prefixes`` (see `_grow_ends`)."""
         self._grow_prefixes = prefixes
         self._grow_ends = ends
         self._growing.complete = complete
@@ -335,7 +335,7 @@ class FormatLexer(LexerEngine):
 
     def _grow_held(self, text: str) -> bool | None:
         """Hold ``text`` with the held start of a marker when together they are still the start of one
-        (the rule :meth:`make_rule` gives while something is held): True. None when they start with
+        (the rule `make_rule` gives while something is held): True. None when they start with
         the marker (or literal) itself, which the states take; False: it has to be looked at."""
         longer = self._held + text
         if longer in self._grow_prefixes:
@@ -373,7 +373,7 @@ class FormatLexer(LexerEngine):
         - False: it has to be lexed.
 
         A start of a marker held back from the previous chunk is extended while it stays one (None), and
-        so is the start of the literal a state expects after whitespace (:meth:`expect_after_space`).
+        so is the start of the literal a state expects after whitespace (`expect_after_space`).
         """
         json_args = self.json_args
         index = self.call_index
@@ -397,7 +397,7 @@ class FormatLexer(LexerEngine):
         return self._stream_shortcut(text, json_args, index)
 
     def _text_shortcut(self, text: str) -> bool | None:
-        """:meth:`shortcut` in the text state, nothing held."""
+        """`shortcut` in the text state, nothing held."""
         if self.tentative is not None:
             return False
         text_markers = self.text_markers
@@ -407,8 +407,8 @@ class FormatLexer(LexerEngine):
         return True
 
     def value_chunk(self, text: str) -> Shortcut:
-        """:meth:`shortcut` for ``text``, all of the next piece of the value the state streams (the value
-        rule's piece, see :meth:`value_rule`): held with the start of a marker held back while they are
+        """`shortcut` for ``text``, all of the next piece of the value the state streams (the value
+        rule's piece, see `value_rule`): held with the start of a marker held back while they are
         still one; False when a marker starts them or is in them; else a string's piece (the start of a
         marker at its end held back) as its delta, or None: taken by the value's writer (whitespace at
         the end, perhaps not part of the value; a value held to be typed) or held."""
@@ -451,7 +451,7 @@ class FormatLexer(LexerEngine):
         return ToolCallDelta(index, None, None, text, False, self.call_kind)
 
     def _held_shortcut(self, held: str, longer: str) -> Shortcut:
-        """:meth:`shortcut` when the start of a marker was held back: ``longer`` is it and the new text.
+        """`shortcut` when the start of a marker was held back: ``longer`` is it and the new text.
 
         While ``longer`` can still grow into a marker it is held. When it holds no marker and no start of
         one at its end, the text state and the states streaming a value or free text pass it all, as
@@ -496,8 +496,8 @@ class FormatLexer(LexerEngine):
         return text
 
     def _text_piece(self, text: str, markers: Markers, channel: Channel | None = None) -> bool | None:
-        """:meth:`shortcut` for ``text``, the next piece of text that a state streams up to ``markers``
-        (as :meth:`stream_text`) and that holds the start of one: True when it is none (``text`` goes
+        """`shortcut` for ``text``, the next piece of text that a state streams up to ``markers``
+        (as `stream_text`) and that holds the start of one: True when it is none (``text`` goes
         on as it is), None when a marker may begin at its end (that is held and what comes before it
         emitted), False when a marker is in it."""
         taken = self._hold_marker_start(text, markers)
@@ -509,7 +509,7 @@ class FormatLexer(LexerEngine):
         return None
 
     def _stream_shortcut(self, text: str, json_args: JsonArgs | None, index: int | None) -> Shortcut:
-        """:meth:`shortcut` in a state that streams with one of the helpers it knows (``_stream``)."""
+        """`shortcut` in a state that streams with one of the helpers it knows (``_stream``)."""
         stream = self._stream
         if stream is None or self.state != stream[0]:
             return self._name_shortcut(text)
@@ -548,7 +548,7 @@ class FormatLexer(LexerEngine):
         return False
 
     def _json_shortcut(self, text: str, json_args: JsonArgs, index: int, markers: Markers) -> Shortcut:
-        """:meth:`shortcut` in JSON arguments streamed up to ``markers``."""
+        """`shortcut` in JSON arguments streamed up to ``markers``."""
         if markers.cannot_start_in(text):
             text = json_args.take(text, markers)  # no marker can start in it: nothing to hold back
         else:

@@ -1,10 +1,10 @@
 """Python literals to JSON text as they stream: the arguments of pythonic tool calls.
 
-:class:`PythonArguments` writes the keyword arguments of one call, ``f(city='Paris', days=[1, 2])``, as
+`PythonArguments` writes the keyword arguments of one call, ``f(city='Paris', days=[1, 2])``, as
 the JSON object ``{"city": "Paris", "days": [1, 2]}``: the key as soon as its ``=`` comes, a string
 character by character (Python escapes decoded, JSON escapes written), containers as their brackets
 come. Nothing is parsed twice: a number or a word (``True``, ``None``) is held until the character after
-it, at most :data:`TOKEN_LIMIT` characters, and an escape split across chunks is held until it is whole.
+it, at most `TOKEN_LIMIT` characters, and an escape split across chunks is held until it is whole.
 
 Accepted: strings in either quote (no prefixes, no triple quotes), integers and floats (``_`` separators,
 leading zeros, a sign), ``True`` / ``False`` / ``None`` and their JSON spellings, lists, tuples (written
@@ -104,7 +104,7 @@ def _escape(buf: str, index: int, final: bool) -> tuple[int, str | None]:
 
 
 def _hex_escape(buf: str, index: int, width: int, final: bool) -> tuple[int, str | None]:
-    """:func:`_escape` of ``\\x``, ``\\u`` or ``\\U`` and its ``width`` hex digits."""
+    """`_escape` of ``\\x``, ``\\u`` or ``\\U`` and its ``width`` hex digits."""
     digits = buf[index + 2 : index + 2 + width]
     if not all(digit in _HEX for digit in digits):
         return index + 2, buf[index : index + 2]
@@ -135,9 +135,9 @@ def json_number(token: str) -> str | None:
 class PythonLiteral:
     """Converts one Python literal to JSON text as it streams (see the module doc).
 
-    :meth:`feed` takes ``buf[pos:]`` as far as the literal goes and returns where it stopped; ``status``
-    is then :data:`DONE` (the literal ended just before that position), :data:`MALFORMED` (what is
-    there is not part of a literal) or :data:`NEEDS_MORE`. Text it returns without consuming is the start
+    `feed` takes ``buf[pos:]`` as far as the literal goes and returns where it stopped; ``status``
+    is then `DONE` (the literal ended just before that position), `MALFORMED` (what is
+    there is not part of a literal) or `NEEDS_MORE`. Text it returns without consuming is the start
     of an escape, to be given again with what follows.
     """
 
@@ -339,7 +339,7 @@ class PythonLiteral:
 
 class PythonArguments:
     """Writes one call's keyword arguments as a JSON object: ``key(name)`` emits ``{"name": `` (or
-    ``, "name": ``), :attr:`value` converts the value that follows (:class:`PythonLiteral`), ``close()``
+    ``, "name": ``), `value` converts the value that follows (`PythonLiteral`), ``close()``
     emits ``}`` (``{}`` without arguments)."""
 
     __slots__ = ("_emit", "count", "value")

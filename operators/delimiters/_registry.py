@@ -1,4 +1,4 @@
-"""The registry of delimiter formats: :data:`FORMATS` by name and alias, filled by ``@register_format``."""
+"""The registry of delimiter formats: `FORMATS` by name and alias, filled by ``@register_format``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def register_format(lexer: _L) -> _L:
 
 
 def get_format(name: str) -> type[FormatLexer]:
-    """The lexer class of the format ``name``; :class:`ConfigurationError` naming the known ones if none."""
+    """The lexer class of the format ``name``; `ConfigurationError` naming the known ones if none."""
     try:
         return FORMATS[name]
     except KeyError:

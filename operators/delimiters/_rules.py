@@ -1,9 +1,9 @@
 """The rules of a channel: what its next chunk of text does when that is decided at once.
 
-After each run of its states (and each chunk its shortcut took), a :class:`~._lexer.FormatLexer` hands
+After each run of its states (and each chunk its shortcut took), a `FormatLexer` hands
 out the rule that applies where it stands (``FormatLexer.rule``): text passes through, is text of the
 other channel, goes into a header or a held start of a marker, into JSON arguments, or into an XML-style
-value. :meth:`Rule.take` gives the chunks of an incoming chunk whose text is all of one channel's next
+value. `Rule.take` gives the chunks of an incoming chunk whose text is all of one channel's next
 piece, or None when the lexer's states must take it. A rule leaves the lexer as its states would;
 ``test_delimiters_fast_path_properties.py`` checks that every rule gives the chunks the states give.
 """
@@ -59,7 +59,7 @@ def carries_more(item: ChunkResponse) -> bool:
 
 def more_than_text(item: ChunkResponse) -> bool:
     """Whether ``item`` carries more than its ``content`` and ``reasoning``: ``is_complete``,
-    ``tool_calls`` or ``finish_reason`` (which change the chunks it gives), or :func:`carries_more`."""
+    ``tool_calls`` or ``finish_reason`` (which change the chunks it gives), or `carries_more`."""
     # (carries_more written out: most chunks of markup ask this, and one call fewer is the cheaper path)
     return bool(
         item.is_complete
@@ -88,7 +88,7 @@ class Rule:
     __slots__ = ("common", "lexer", "stops", "tail")
 
     holds = False
-    """:meth:`collect` holds the text back (a marker's start growing) rather than taking it."""
+    """`collect` holds the text back (a marker's start growing) rather than taking it."""
 
     def __init__(self, lexer: FormatLexer, stops: tuple[str, ...] = (), tail: str | None = None) -> None:
         self.lexer = lexer
@@ -115,7 +115,7 @@ class Rule:
         return text[-1] in self.tail
 
     def gathers(self, text: str) -> bool:
-        """:meth:`collect` for a chunk without a stop (what a guard of unknown tools lets through)."""
+        """`collect` for a chunk without a stop (what a guard of unknown tools lets through)."""
         return not self.stopped(text) and bool(self.collect(text))
 
 
@@ -260,7 +260,7 @@ class ValueRule(CollectRule):
     """A piece of the XML-style value of call ``index`` that ``xml_args`` writes: without a marker or
     the start of one it goes into the value (a string's piece as its JSON escape, in one delta); any
     other chunk to the lexer's ``value_chunk``, also while the start of a marker is held (the rule's
-    stops are every chunk then). One rule serves a lexer's values, call after call (:meth:`follow`)."""
+    stops are every chunk then). One rule serves a lexer's values, call after call (`follow`)."""
 
     __slots__ = ("ends_plain", "index", "kind", "markers", "xml_args")
 

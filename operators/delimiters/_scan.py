@@ -1,10 +1,10 @@
 """Incremental scanning primitives shared by the delimiter formats.
 
-- :class:`Markers`: find the first of a set of literal markers in a buffer, and the suffix that could
+- `Markers`: find the first of a set of literal markers in a buffer, and the suffix that could
   still grow into one (to hold back until the next chunk).
-- :class:`JsonArgs`: follow streamed JSON text (strings, escapes, nesting) so that a marker inside a JSON
+- `JsonArgs`: follow streamed JSON text (strings, escapes, nesting) so that a marker inside a JSON
   string is content, and trim the whitespace around the root value.
-- :class:`XmlArguments`: turn XML-style parameters (``<parameter=K>V</parameter>`` and kin) into JSON text
+- `XmlArguments`: turn XML-style parameters (``<parameter=K>V</parameter>`` and kin) into JSON text
   as they stream: the key as soon as it is known, string values character by character.
 
 All of them keep their state between chunks and look at each input character a bounded number of times.
@@ -56,14 +56,14 @@ def space_end(text: str, pos: int) -> int:
 def json_escape(text: str) -> str:
     """The body of the JSON string literal of ``text`` (no surrounding quotes; non-ASCII kept as is):
     ``text`` itself when nothing in it needs an escape (a hot path makes this test inline, then calls
-    :func:`escape_json_text`)."""
+    `escape_json_text`)."""
     if not text.isprintable() or '"' in text or "\\" in text:
         return escape_json_text(text)
     return text
 
 
 def escape_json_text(text: str) -> str:
-    """:func:`json_escape` of ``text`` that holds a character to escape.
+    """`json_escape` of ``text`` that holds a character to escape.
 
     A lone surrogate (only a Python-object source can carry one) is written as its ``\\uXXXX`` escape,
     which the argument parser then reports as ``invalid_json`` (I-JSON has no lone surrogates)."""
@@ -133,7 +133,7 @@ class Markers:
         """Every proper prefix of a marker: text in it can still grow into one."""
         partials = "|".join(_partial(marker) for marker in ordered if len(marker) > 1)
         self._scan = re.compile(f"{alternation}|(?P<partial>{partials})\\Z" if partials else alternation)
-        """A marker, or a proper prefix of one that ends the text: :meth:`find` in one search (the first
+        """A marker, or a proper prefix of one that ends the text: `find` in one search (the first
         match is the same, as no marker contains another one except as a prefix)."""
         self.first_chars: tuple[str, ...] = tuple(sorted({marker[0] for marker in ordered}))
         """The characters a marker starts with: text without any of them holds no marker."""
@@ -147,7 +147,7 @@ class Markers:
             self.starts, self.tail = self.first_chars, None
             self._pairs = None
         """Text that holds none of ``starts`` and, when ``tail`` is set, does not end with one of its
-        characters holds no marker and no start of one at its end (:meth:`absent_from` is True): the
+        characters holds no marker and no start of one at its end (`absent_from` is True): the
         first two characters of every marker when none is shorter (the start of a marker at the end is
         one of them or its first character), else the first characters."""
         self.common = common_char(self.starts)
@@ -206,7 +206,7 @@ class Markers:
         return size, size, None
 
     def _search(self, buf: str, pos: int, final: bool) -> tuple[int, int, str | None]:
-        """:meth:`find` by one regular expression search over ``buf[pos:]``."""
+        """`find` by one regular expression search over ``buf[pos:]``."""
         for char in self.first_chars:
             if buf.find(char, pos) >= 0:
                 break
@@ -234,7 +234,7 @@ class Markers:
 
     def absent_from(self, text: str) -> bool:
         """Whether ``text`` holds no marker and does not end with the start of one (so, not at the end of
-        the input, :meth:`find` would pass all of it); one ``in`` per marker-start character when none of
+        the input, `find` would pass all of it); one ``in`` per marker-start character when none of
         them is in ``text``."""
         for char in self.first_chars:
             if char in text:
@@ -264,7 +264,7 @@ class Markers:
 
 
 _PAIR_TRIES: Final = 4
-"""Places that start like a marker but hold none that :meth:`Markers.find` looks at one by one before it
+"""Places that start like a marker but hold none that `Markers.find` looks at one by one before it
 searches the rest of the text in one go."""
 
 
@@ -278,9 +278,9 @@ def _partial(marker: str) -> str:
 
 _STRING_STOP: Final = re.compile(r'[\\"]')
 _STRUCTURE: Final = re.compile(r"[\\{}\[\]]")
-"""What :meth:`JsonArgs.take` leaves to :meth:`JsonArgs.scan`: an escape or a bracket."""
+"""What `JsonArgs.take` leaves to `JsonArgs.scan`: an escape or a bracket."""
 SHORT_PIECE: Final = 16
-"""Longest piece :meth:`JsonArgs.take` reads character by character (a regex search costs more)."""
+"""Longest piece `JsonArgs.take` reads character by character (a regex search costs more)."""
 _BRACKETS: Final = "{}[]"
 
 
@@ -311,7 +311,7 @@ class JsonArgs:
     def take_in_string(self, text: str) -> bool:
         """If all of ``text``, coming next, stays inside the current JSON string (the scan is in a string
         and ``text`` has no quote), follow it (a trailing backslash escapes what comes next): True.
-        Otherwise change nothing: False. (Inside a string no whitespace is pending: :meth:`trim` holds it
+        Otherwise change nothing: False. (Inside a string no whitespace is pending: `trim` holds it
         back only outside strings and releases it with the next text, which every scan is followed by.)"""
         if not self.in_string or '"' in text:
             return False
@@ -328,9 +328,9 @@ class JsonArgs:
             self.escape = (run + self.escape if run == len(text) else run) % 2 == 1
 
     def take(self, text: str, markers: Markers) -> str:
-        """Follow ``text``, the next JSON text, in which none of ``markers`` can start (as :meth:`scan`
-        does to the end), and return what of it to emit now (:meth:`trim`). A short piece is read
-        character by character, a longer one by :meth:`scan` (one without a backslash or bracket only
+        """Follow ``text``, the next JSON text, in which none of ``markers`` can start (as `scan`
+        does to the end), and return what of it to emit now (`trim`). A short piece is read
+        character by character, a longer one by `scan` (one without a backslash or bracket only
         opens and closes strings)."""
         if len(text) > SHORT_PIECE:
             if self.escape or _STRUCTURE.search(text) is not None:
@@ -385,7 +385,7 @@ class JsonArgs:
     ) -> tuple[int, int, str | None]:
         """Scan ``buf[pos:]`` as JSON text up to the first of ``markers`` found outside a string.
 
-        Same result as :meth:`Markers.find`. With ``stop_at_close``, scanning also stops right after the
+        Same result as `Markers.find`. With ``stop_at_close``, scanning also stops right after the
         bracket that closes the root value (``marker`` is then ``""``), so that a wrapper around the
         arguments can take over.
         """
@@ -480,7 +480,7 @@ _OTHER_STARTS: Final = frozenset("-0123456789{[tfn")
 
 
 def value_type_from_schema(schema: Mapping[str, Any] | None, key: str) -> ValueType:
-    """The :data:`ValueType` of parameter ``key`` of a tool whose JSON schema is ``schema``.
+    """The `ValueType` of parameter ``key`` of a tool whose JSON schema is ``schema``.
 
     Without a schema: ``auto``. With a schema: ``string`` for a key the schema does not declare (as vLLM
     does) or declares as a string only, else the declared non-string type (``json`` for several).
@@ -552,7 +552,7 @@ class XmlArguments:
         self._strip = strip
         self.strips_space = strip == "space"
         self.streaming = False
-        """A string value has started and nothing is held: :meth:`value` writes its next characters as
+        """A string value has started and nothing is held: `value` writes its next characters as
         their JSON escape unless they end with whitespace it may strip (a newline; any whitespace when
         ``strips_space``), so the caller may write them so itself."""
         self._limit = limit

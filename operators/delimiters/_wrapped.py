@@ -1,6 +1,6 @@
 """Calls written as a JSON object that wraps the arguments: ``{"name": "f", "arguments": {...}}``.
 
-:class:`WrappedJsonLexer` reads the wrapper object incrementally: the name (and an id) as soon as their
+`WrappedJsonLexer` reads the wrapper object incrementally: the name (and an id) as soon as their
 strings close, the ``arguments`` (or ``parameters``) value streamed verbatim as it arrives, so the outer
 ``}`` never reaches the arguments. An ``arguments`` value that is itself a JSON string (Granite writes
 ``"arguments": "{\\"a\\": 1}"``) is decoded as it streams, so the arguments are its content, not a
@@ -28,12 +28,12 @@ _LOW_SURROGATE: Final = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 class WrappedJsonLexer(FormatLexer):
     """A lexer whose calls are JSON wrapper objects.
 
-    A subclass calls :meth:`enter_wrapper` when a wrapper ``{`` is next, sets ``wrapper_markers``
+    A subclass calls `enter_wrapper` when a wrapper ``{`` is next, sets ``wrapper_markers``
     (markers that end the call even inside the wrapper, e.g. ``</tool_call>``, never matched inside a JSON
-    string) and implements :meth:`wrapper_closed` (the wrapper's ``}`` came) and
-    :meth:`wrapper_interrupted` (one of ``wrapper_markers`` came first, or the wrapper is malformed). Calls
+    string) and implements `wrapper_closed` (the wrapper's ``}`` came) and
+    `wrapper_interrupted` (one of ``wrapper_markers`` came first, or the wrapper is malformed). Calls
     written as a JSON list of wrappers (``[{...}, {...}]``) enter each with ``in_list=True`` and go on with
-    :meth:`list_next` after each one, which calls :meth:`list_closed` at the ``]``. A stream cut inside a
+    `list_next` after each one, which calls `list_closed` at the ``]``. A stream cut inside a
     wrapper leaves a call with the name and arguments read so far.
     """
 

@@ -41,11 +41,11 @@ class AutoDelimiterRewriter:
     """The delimiter rewriter of the format an answer's markers name (``tool_format="auto"``).
 
     Sans-IO: chunks in, chunks out. Text passes on unchanged until a format's opener appears (see
-    :mod:`operators.delimiters.detect`); then the :class:`~.rewriter.DelimiterRewriter` of that format is
+    `operators.delimiters.detect`); then the `DelimiterRewriter` of that format is
     built and fed what was held. Text is held only while its end could be the start of an opener, or what
-    follows an opener does not yet tell, at most :data:`~.detect.MAX_HELD_CHARS` characters; past that, or
+    follows an opener does not yet tell, at most `MAX_HELD_CHARS` characters; past that, or
     when the answer ends, it goes on as text. The options go to the rewriter once it is built;
-    :attr:`format` tells which format was detected (``None`` so far)."""
+    `format` tells which format was detected (``None`` so far)."""
 
     __slots__ = ("_detector", "_head", "_held", "_options", "_rewriter", "_window", "format")
 
@@ -75,6 +75,7 @@ class AutoDelimiterRewriter:
         self.format: str | None = None
 
     def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
+        """The next chunk rewritten once the format is told; held or passed on until then."""
         if self._rewriter is not None:
             return self._rewriter.feed(item)
         text = (item.reasoning or "") + (item.content or "")
@@ -113,6 +114,7 @@ class AutoDelimiterRewriter:
         return None
 
     def finish(self) -> list[ChunkResponse]:
+        """The answer has ended: the rewriter finishes, or what was held goes on as text."""
         if self._rewriter is not None:
             return self._rewriter.finish()
         return self._release()

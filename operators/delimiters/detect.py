@@ -1,14 +1,14 @@
 """Which delimiter format an answer is written in, told from the model's own markers.
 
-Every registered format says what names it (:attr:`~._engine.LexerEngine.detect_openers`: text that may
-appear anywhere; :attr:`~._engine.LexerEngine.detect_at_start`: text that names it only at the start of
+Every registered format says what names it (`detect_openers`: text that may
+appear anywhere; `detect_at_start`: text that names it only at the start of
 the answer, for formats with no marker such as bare JSON or Python calls) and, for an opener several
-formats share, which of them the text after it means (:meth:`~._engine.LexerEngine.detect_after`).
-:func:`detect_tool_format` reads the registry, so a format registered at run time is detected too.
+formats share, which of them the text after it means (`detect_after`).
+`detect_tool_format` reads the registry, so a format registered at run time is detected too.
 
 The first opener in the text decides. While the text's end could still become an opener, or what follows
 an opener does not yet tell, the answer is ``""`` (undecided) if more text is coming, for at most
-:data:`MAX_HELD_CHARS` characters.
+`MAX_HELD_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ MAX_HELD_CHARS: Final = 512
 """How long an opener may stay undecided (the text after it) before it counts as no call."""
 
 UNDECIDED: Final = ""
-"""What :meth:`FormatDetector.detect` answers while more text will tell."""
+"""What `FormatDetector.detect` answers while more text will tell."""
 
 _Claims = dict[str, tuple[type[FormatLexer], ...]]
 
 
 class FormatDetector:
-    """The openers of a set of formats, compiled once; :meth:`detect` names the format of a text."""
+    """The openers of a set of formats, compiled once; `detect` names the format of a text."""
 
     __slots__ = ("_anywhere", "_at_start", "_first_chars", "_longest", "_pattern", "formats")
 
@@ -142,7 +142,7 @@ def registry_detector() -> FormatDetector:
 
 
 def detect_tool_format(text: str, final: bool = True, *, at_start: bool = True) -> str | None:
-    """The registered format whose opener comes first in ``text`` (see :meth:`FormatDetector.detect`).
+    """The registered format whose opener comes first in ``text`` (see `FormatDetector.detect`).
 
     Args:
         text: the answer's text so far (or a part of it that ends where it ends).

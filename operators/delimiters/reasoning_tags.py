@@ -3,14 +3,14 @@ the formats of the models that vLLM and SGLang serve with a reasoning parser (Gr
 Step-3, Seed-OSS, gpt-oss's harmony analysis channel).
 
 Open-weight reasoning models served without a reasoning parser write their thinking into ``content``.
-:class:`ReasoningTagSplitter` moves the text between the markers to ``ChunkResponse.reasoning`` and drops
+`ReasoningTagSplitter` moves the text between the markers to ``ChunkResponse.reasoning`` and drops
 the markers; everything else passes through unchanged, in order::
 
     content="Hi<thi"   ->  content="Hi"                         ("<thi" held back: it may open a tag)
     content="nk>plan"  ->  reasoning="plan"
     content="</think>A" ->  content="A"
 
-A format (:class:`ReasoningFormat`, by name in :data:`REASONING_FORMATS`) lists the markers that open
+A format (`ReasoningFormat`, by name in `REASONING_FORMATS`) lists the markers that open
 reasoning, those that close it, and those dropped from the answer (Hunyuan's ``<answer>`` wrapper, ERNIE's
 ``<response>``, harmony's ``final`` channel header). Where several markers could match, the one that
 starts first wins.
@@ -37,7 +37,7 @@ Policies:
   OpenAI-compatible ``reasoning_content``, ``reasoning``, Anthropic thinking, ...) keeps its ``content`` as
   text from that chunk on: a stray ``<think>`` there is text, not the start of reasoning that would swallow
   the rest of the answer. Text held back then (a partial marker, leading whitespace) is given out as what
-  it was (as :meth:`~ReasoningTagSplitter.finish` does); what was split before stays as it was. Decided
+  it was (as `finish` does); what was split before stays as it was. Decided
   from the stream, per response; the check costs one attribute test per chunk.
 - A chunk with ``is_complete=True`` ends the response: the next response starts afresh.
 """
@@ -132,14 +132,14 @@ REASONING_FORMATS: Final[dict[str, ReasoningFormat]] = {
         models="gpt-oss (harmony), its analysis channel served as text",
     ),
 }
-"""Format name -> :class:`ReasoningFormat`: the ``reasoning_tags=`` presets."""
+"""Format name -> `ReasoningFormat`: the ``reasoning_tags=`` presets."""
 
 REASONING_TAG_STYLES: Final[dict[str, tuple[str, str]]] = {
     "think": ("<think>", "</think>"),
     "kimi": ("◁think▷", "◁/think▷"),
 }
 """Style name -> (opening tag, closing tag), for the formats that are one pair of tags. ``think``:
-DeepSeek-R1, Qwen3, QwQ, GLM, MiniMax-M2. Every preset, these included, is in :data:`REASONING_FORMATS`."""
+DeepSeek-R1, Qwen3, QwQ, GLM, MiniMax-M2. Every preset, these included, is in `REASONING_FORMATS`."""
 
 _MAX_LEADING_SPACE: Final = 1024
 """Cap of the whitespace held at the start of a response while an opening marker may still follow; past
@@ -147,7 +147,7 @@ it the whitespace is what the response starts with."""
 
 
 def _reasoning_format(style: object) -> ReasoningFormat:
-    """The format ``style`` names or is; a :class:`ConfigurationError` naming the choices otherwise."""
+    """The format ``style`` names or is; a `ConfigurationError` naming the choices otherwise."""
     if isinstance(style, ReasoningFormat):
         return style
     if isinstance(style, str):
@@ -169,11 +169,11 @@ def _reasoning_format(style: object) -> ReasoningFormat:
 
 
 class ReasoningTagSplitter:
-    """Sans-IO core of :func:`split_reasoning_tags`: ``feed(chunk)`` and ``finish()`` return chunks.
+    """Sans-IO core of `split_reasoning_tags`: ``feed(chunk)`` and ``finish()`` return chunks.
 
     Args:
-        style: a name of :data:`REASONING_FORMATS` (``"think"``, ``"kimi"``, ``"granite"``, ...), an
-            ``(opening, closing)`` pair of non-empty tags, or a :class:`ReasoningFormat`.
+        style: a name of `REASONING_FORMATS` (``"think"``, ``"kimi"``, ``"granite"``, ...), an
+            ``(opening, closing)`` pair of non-empty tags, or a `ReasoningFormat`.
         start_in_reasoning: each response begins inside reasoning (the chat template opened the tag);
             ``None``: the format's default.
 

@@ -1,5 +1,5 @@
-"""The delimiter-token rewriter's core: :class:`DelimiterRewriter` runs one lexer per channel and packs what
-they report into :class:`~pipeline.models.ChunkResponse`\\ s, in order."""
+"""The delimiter-token rewriter's core: `DelimiterRewriter` runs one lexer per channel and packs what
+they report into `ChunkResponse`s, in order."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ class _Output:
 
 
 class DelimiterRewriter:
-    """Sans-IO core: :class:`ChunkResponse` in, chunks with delimiter tool calls moved to ``tool_calls``.
+    """Sans-IO core: `ChunkResponse` in, chunks with delimiter tool calls moved to ``tool_calls``.
 
     ``content`` and ``reasoning`` are lexed by two independent lexers of ``format``. Text keeps its channel
     and order; a chunk whose text produced several runs (text, then a call, then text) becomes several
@@ -253,11 +253,11 @@ class DelimiterRewriter:
     raw, so the call goes on and nothing is lost, and a value that is not valid JSON leaves the call
     with arguments text that the argument splitter reports (``invalid_json`` at the offset). JSON
     arguments are never held (they stream as they arrive); headers (ids, names, tags) are capped at
-    :data:`~._scan.HEADER_LIMIT`.
+    `HEADER_LIMIT`.
 
     ``offered_tools`` (the names of the tools the request offers; ``None``, the default: any name) gives a
     call to any other tool back as the text the model wrote for it, markers and all, where the call was
-    (see :mod:`~._guard` for the cases where it is dropped instead); it is not numbered, so the offered
+    (see `_guard` for the cases where it is dropped instead); it is not numbered, so the offered
     calls keep positions 0, 1, ... and a ``finish_reason`` of ``stop`` stays ``stop`` without them.
     """
 
@@ -292,7 +292,7 @@ class DelimiterRewriter:
         """The content and reasoning lexers' guards, when ``offered_tools`` is given."""
         self._watching = False
         """A guard follows markup (not plain text, an offered call or markup with text of its own): the
-        next chunk goes to :meth:`_guarded_feed`. Set after each lexing, where the guards' modes change."""
+        next chunk goes to `_guarded_feed`. Set after each lexing, where the guards' modes change."""
         self._content: FormatLexer
         self._reasoning: FormatLexer
         self._reset()
@@ -332,7 +332,7 @@ class DelimiterRewriter:
         return chunks
 
     def _guarded_feed(self, item: ChunkResponse) -> list[ChunkResponse]:
-        """:meth:`feed` while a guard follows markup: lexed, except the next piece of a marker or header
+        """`feed` while a guard follows markup: lexed, except the next piece of a marker or header
         that the lexer's rule holds or takes as it is (the guard keeps what it takes as raw text; held
         text is kept when a state takes it)."""
         guards = self._guards

@@ -1,12 +1,12 @@
 """One tool call, bounded: its timeout, a ``CancelledError`` of the tool's own, a tool that ignores its
 cancellation, a result that cannot be sent.
 
-The tool's coroutine runs in an asyncio task of its own, awaited with :func:`asyncio.wait` (which never
+The tool's coroutine runs in an asyncio task of its own, awaited with `asyncio.wait` (which never
 cancels what it waits for). So a ``CancelledError`` that the tool raises (it awaited something cancelled,
 or raised one) ends only that task and becomes the call's ``error`` output, while a cancellation of the run
 reaches the runner, never the tool, until the runner cancels the tool itself: once, then it waits at most
 ``cancel_grace`` seconds. A tool still running then (it swallowed the cancellation) is abandoned: its task
-goes on by itself, kept in :data:`_ABANDONED` until it ends, with a warning on the ``streamfold`` logger.
+goes on by itself, kept in `_ABANDONED` until it ends, with a warning on the ``streamfold`` logger.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Durable agent runs: :func:`run_durable` drives :func:`~pipeline.agent.runner.run_loop`'s turns over a
+"""Durable agent runs: `run_durable` drives `run_loop`'s turns over a
 serving event log, so that a run outlives the worker that started it.
 
 ::
@@ -9,31 +9,31 @@ serving event log, so that a run outlives the worker that started it.
                             next_messages=builder.next_messages, owner="worker-1")
 
 The run is a response of the log (its id is the run id): browsers follow it through the served routes
-(:func:`~pipeline.fanout.web.serving_routes`, :func:`~pipeline.fanout.protocols.chat_routes`) like any
-response, from any id on. ``chat_routes`` over :class:`~pipeline.fanout.serving.runs.DurableRuns`
-queues a run for the workers, and :func:`serve_runs` is a worker's loop that runs the queued runs. Each
+(`serving_routes`, `chat_routes`) like any
+response, from any id on. ``chat_routes`` over `DurableRuns`
+queues a run for the workers, and `serve_runs` is a worker's loop that runs the queued runs. Each
 step is written as it happens:
 
 1. ``{"type": "RUN_START", "messages", "approvals"?}`` once, first: the conversation the run starts
    from, and the approval decisions the request that queued it brought
-   (:mod:`pipeline.fanout.serving.runs`); their calls run first, and a ``RUN_MESSAGES`` with ``step``
+   (`pipeline.fanout.serving.runs`); their calls run first, and a ``RUN_MESSAGES`` with ``step``
    null carries their outputs.
 2. ``{"type": "RUN_STEP", "step", "attempt", "lease"}``: a model call starts.
 3. The response's events (``to_dict()``), as they stream; a ``TOOL_APPROVAL_REQUEST`` per approval call.
 4. ``{"type": "TOOL_STARTED", "call_id", "name", "lease"}`` just before a tool starts, and its
    ``TOOL_OUTPUT`` when it ends.
-   ``{"type": "TOOL_APPROVAL", ...}`` (a :class:`~pipeline.models.ToolApproval`) when the run's broker
+   ``{"type": "TOOL_APPROVAL", ...}`` (a `ToolApproval`) when the run's broker
    (``approvals``) decided a call: a worker that takes the run over does not ask again.
 5. ``{"type": "RUN_MESSAGES", "step", "messages"}``: what ``next_messages`` appended for the next request.
 6. ``{"type": "RUN_END", "stop_reason"}`` and the log's terminal entry.
 
-``lease`` in an entry is the token of the lease its writer held (:mod:`pipeline.agent.leases`).
+``lease`` in an entry is the token of the lease its writer held (`pipeline.agent.leases`).
 
 **The lease.** One worker holds a run: it takes the lease (``acquire``), renews it every third of its
 ``lease_ttl`` (and heartbeats the log), and before each append checks that its lease is still good (its
 last renewal is younger than the time to live, less a margin). A worker whose renewal fails stops at once
-and raises :class:`LeaseLost`; :func:`run_durable` on a run whose lease another worker holds raises
-:class:`LeaseHeld`. The lease's time to live must be well under the log's ``heartbeat_timeout``, or
+and raises `LeaseLost`; `run_durable` on a run whose lease another worker holds raises
+`LeaseHeld`. The lease's time to live must be well under the log's ``heartbeat_timeout``, or
 readers get ``ProducerLost`` while the run waits for a new worker.
 
 **Recovery.** The worker that takes an expired lease reads the log and rebuilds the run: the conversation
@@ -290,7 +290,7 @@ class _Keeper:
         return True
 
     def check(self) -> None:
-        """Raise :class:`LeaseLost` unless the lease is still good."""
+        """Raise `LeaseLost` unless the lease is still good."""
         if self.lost or time.monotonic() >= self.good_until:
             self.lost = True
             raise LeaseLost(f"run {self.run_id!r}: the lease of {self.owner!r} ran out; it stopped writing")
@@ -396,7 +396,7 @@ class _Durable:
 
     async def _run_decided(self, decided: StepState) -> list[Any]:
         """Run the calls approved with the request that started the run (deny the others), once each:
-        as :meth:`_finish_step` does, a logged output stands and a started call runs again only if its
+        as `_finish_step` does, a logged output stands and a started call runs again only if its
         tool is idempotent. Returns the messages that carry their outputs, logged."""
         outputs: dict[str, ToolOutput] = {}
         calls: list[ToolInvocation] = []
@@ -557,11 +557,11 @@ async def run_durable(
 ) -> AgentRun:
     """Run (or take over and finish) the durable run ``run_id`` in ``log``; see the module docstring.
 
-    The arguments are :func:`~pipeline.agent.runner.run_loop`'s, plus the log, the lease store, this
+    The arguments are `run_loop`'s, plus the log, the lease store, this
     worker's name (``owner``) and the lease's time to live. ``messages`` is used only when the log does
     not hold the run's start yet. A run already over is returned as its log tells it, and the model is
     not called. A run queued with approval decisions (``chat_routes`` over
-    :class:`~pipeline.fanout.serving.runs.DurableRuns`) first runs the approved calls and denies the
+    `DurableRuns`) first runs the approved calls and denies the
     others; ``approved_messages(outputs)`` gives the messages that carry their outputs (default:
     ``next_messages`` of a turn made of those calls alone).
 
@@ -640,10 +640,10 @@ async def serve_runs(
 ) -> None:
     """Run the durable runs queued on ``runs`` until cancelled: a worker process's main loop.
 
-    Every ``poll`` seconds it lists the runs not over (:meth:`DurableRuns.queued`) and starts
-    :func:`run_durable` on each it does not run already, at most ``max_runs`` at a time: a new run, or
+    Every ``poll`` seconds it lists the runs not over (`DurableRuns.queued`) and starts
+    `run_durable` on each it does not run already, at most ``max_runs`` at a time: a new run, or
     one whose worker died (its lease expired). A run another worker holds is left to it. ``options``
-    are :func:`run_durable`'s (``lease_ttl``, ``max_steps``, ``approvals``, ``approved_messages``, ...).
+    are `run_durable`'s (``lease_ttl``, ``max_steps``, ``approvals``, ``approved_messages``, ...).
     A run's own failure is in its log and on the ``streamfold`` logger; the loop goes on.
     """
     check_count("max_runs", max_runs, minimum=1)

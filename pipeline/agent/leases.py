@@ -1,5 +1,5 @@
 """Leases on durable runs: one worker holds a run at a time, and a worker that finds the lease expired
-takes it (:mod:`pipeline.agent.durable`).
+takes it (`pipeline.agent.durable`).
 
 A lease has an owner (a worker's name), a time to live and a **token**: a number that grows each time the
 lease changes hands, written into the run's own log entries so that a reader can tell the holders apart.
@@ -7,10 +7,10 @@ lease changes hands, written into the run's own log entries so that a reader can
 only if the caller still holds it (same owner and token) and says whether it did; ``release`` lets it go
 early. Three stores:
 
-- :class:`MemoryLease`: in-process (tests, one process with several workers).
-- :class:`RedisLease`: ``SET key value NX PX ttl`` to take a free lease, and Lua scripts that compare
+- `MemoryLease`: in-process (tests, one process with several workers).
+- `RedisLease`: ``SET key value NX PX ttl`` to take a free lease, and Lua scripts that compare
   the value before they extend or delete it (the server's clock times the lease out).
-- :class:`NatsLease`: a JetStream key-value bucket; each write is checked against the revision read
+- `NatsLease`: a JetStream key-value bucket; each write is checked against the revision read
   (``create`` for a free key, ``update(last=revision)`` otherwise), and the value carries its expiry in
   wall-clock seconds: the workers' clocks must agree to well within the time to live.
 """
@@ -59,6 +59,7 @@ class MemoryLease:
         self._tokens: dict[str, int] = {}
 
     async def acquire(self, run_id: str, owner: str, ttl: float) -> int | None:
+        """See `Lease.acquire`."""
         _check_ttl(ttl)
         now = time.monotonic()
         held = self._held.get(run_id)
@@ -70,6 +71,7 @@ class MemoryLease:
         return token
 
     async def renew(self, run_id: str, owner: str, token: int, ttl: float) -> bool:
+        """See `Lease.renew`."""
         _check_ttl(ttl)
         now = time.monotonic()
         held = self._held.get(run_id)
@@ -79,6 +81,7 @@ class MemoryLease:
         return True
 
     async def release(self, run_id: str, owner: str, token: int) -> None:
+        """See `Lease.release`."""
         held = self._held.get(run_id)
         if held is not None and held[:2] == (owner, token):
             del self._held[run_id]
@@ -131,6 +134,7 @@ class RedisLease:
         return f"{base}:lease", f"{base}:lease-token"
 
     async def acquire(self, run_id: str, owner: str, ttl: float) -> int | None:
+        """See `Lease.acquire`."""
         ms = _check_ttl(ttl)
         key, counter = self._keys(run_id)
         if await self.client.exists(key):
@@ -144,15 +148,18 @@ class RedisLease:
         return token if taken else None
 
     async def renew(self, run_id: str, owner: str, token: int, ttl: float) -> bool:
+        """See `Lease.renew`."""
         ms = _check_ttl(ttl)
         key, counter = self._keys(run_id)
         return bool(await self._renew(keys=[key, counter], args=[f"{owner} {token}", ms, self._token_ms]))
 
     async def release(self, run_id: str, owner: str, token: int) -> None:
+        """See `Lease.release`."""
         key, _ = self._keys(run_id)
         await self._release(keys=[key], args=[f"{owner} {token}"])
 
     async def aclose(self) -> None:
+        """Close the connection this lease opened, if any."""
         if self._own_client:
             await self.client.aclose()
 
@@ -175,7 +182,7 @@ class NatsLease:
 
     @classmethod
     async def connect(cls, nats_url: str | NATS, *, prefix: str = "streamfold") -> NatsLease:
-        """A lease store over ``nats_url`` (a URL: its own connection, closed by :meth:`aclose`)."""
+        """A lease store over ``nats_url`` (a URL: its own connection, closed by `aclose`)."""
         import nats
         import nats.js.errors
 
@@ -212,6 +219,7 @@ class NatsLease:
             return None  # another worker wrote first
 
     async def acquire(self, run_id: str, owner: str, ttl: float) -> int | None:
+        """See `Lease.acquire`."""
         _check_ttl(ttl)
         held, revision = await self._read(run_id)
         if held is not None and held.expires > time.time():
@@ -224,6 +232,7 @@ class NatsLease:
         return token
 
     async def renew(self, run_id: str, owner: str, token: int, ttl: float) -> bool:
+        """See `Lease.renew`."""
         _check_ttl(ttl)
         revision = self._revisions.get((run_id, owner, token))
         if revision is None:
@@ -241,10 +250,12 @@ class NatsLease:
         return True
 
     async def release(self, run_id: str, owner: str, token: int) -> None:
+        """See `Lease.release`."""
         revision = self._revisions.pop((run_id, owner, token), None)
         if revision is not None:
             await self._write(run_id, _Held(owner, token, 0.0), revision)
 
     async def aclose(self) -> None:
+        """Close the connection this lease opened, if any."""
         if self._nc is not None:
             await self._nc.close()

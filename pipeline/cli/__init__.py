@@ -1,6 +1,6 @@
 """The ``streamfold`` command: ``demo``, ``replay``, ``proxy``.
 
-Modules: :mod:`~pipeline.cli.main` (the entry point, ``main(argv)``), :mod:`~pipeline.cli.render` (the live
+Modules: `main` (the entry point, ``main(argv)``), `render` (the live
 terminal view). Nothing is re-exported here: ``pipeline.cli.main`` is both a module and its function.
 """
 

@@ -89,7 +89,7 @@ def _tool_format_names() -> str:
 
 def _tool_format(value: str) -> RegisteredFormat:
     """argparse type of ``--tool-format``: ``none`` or a delimiter format (aliases accepted, and formats
-    registered at run time), checked by :func:`operators.registry.resolve_tool_format`."""
+    registered at run time), checked by `operators.registry.resolve_tool_format`."""
     try:
         return RegisteredFormat(resolve_tool_format(value) or NO_REWRITE)
     except StreamfoldError as error:
@@ -653,7 +653,7 @@ async def _openai_sse(
 ) -> None:
     """Re-encode the (rewritten) chunks as OpenAI Chat Completions SSE, as the proxy answers: ``[DONE]``
     after a complete response; an error event and no ``[DONE]`` after a failure or a stream that ended
-    without a finish reason (then :class:`TruncatedStreamError`: the exit status is 1)."""
+    without a finish reason (then `TruncatedStreamError`: the exit status is 1)."""
     from aiostream import Stream
 
     from operators.encode.openai_chat import OpenAIChunkEncoder

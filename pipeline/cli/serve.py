@@ -6,15 +6,15 @@
     streamfold serve FILE [--provider ...]           # a recorded file, replayed afresh per response
     streamfold serve --upstream URL --model NAME     # a live OpenAI-compatible server or streamfold proxy
 
-The app (:func:`create_serve_app`) is the page (``/``, ``/static/...``: plain HTML, CSS and JS in
+The app (`create_serve_app`) is the page (``/``, ``/static/...``: plain HTML, CSS and JS in
 ``pipeline/cli/web``, no build step), ``/config`` (what it serves) and
-:func:`~pipeline.fanout.web.serving_routes` over an in-memory log: the page posts to ``/responses`` to
+`serving_routes` over an in-memory log: the page posts to ``/responses`` to
 start a response, then reads
 ``/responses/{id}/events`` with ``EventSource``, which reconnects by itself with ``Last-Event-ID``; the page
 shows the reconnect and the stream resumes exactly after the last event it got.
 
-With ``tools`` (:func:`create_serve_app`), each response's calls run on a
-:func:`~pipeline.agent.run_tools` runner: a call of a ``start="approval"`` tool shows approve and deny
+With ``tools`` (`create_serve_app`), each response's calls run on a
+`run_tools` runner: a call of a ``start="approval"`` tool shows approve and deny
 buttons on the page, which post the decision to ``POST /approvals/{call_id}`` (``{"approved": bool,
 "reason"?: str}``); undecided after ``approval_timeout`` seconds, it is denied.
 
@@ -252,7 +252,7 @@ def upstream_source(
     tool_format: str | None = None,
     timeout: float = 300.0,
 ) -> SourceMaker:
-    """A :data:`SourceMaker` asking an OpenAI-compatible server (a model server, or ``streamfold proxy``)
+    """A `SourceMaker` asking an OpenAI-compatible server (a model server, or ``streamfold proxy``)
     for a streamed chat completion of the body's ``prompt``; delimiter tool calls in the text are
     rewritten as the proxy does when ``tool_format`` is given."""
 
@@ -298,7 +298,7 @@ def upstream_source(
 def recorded_source(
     read: Callable[[], tuple[AsyncIterator[Any], str]], *, tool_format: str | None = None
 ) -> SourceMaker:
-    """A :data:`SourceMaker` replaying a recording afresh for each response: ``read()`` gives the paced
+    """A `SourceMaker` replaying a recording afresh for each response: ``read()`` gives the paced
     pieces and their provider."""
 
     async def events(body: Mapping[str, Any]) -> AsyncIterator[Any]:

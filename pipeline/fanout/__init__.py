@@ -1,8 +1,8 @@
 """The UI fan-out: a hub that multicasts a response to subscribers, each with a bounded buffer and a
 declared policy; reactivex observers and web clients (SSE, WebSocket) subscribe through it.
 
-Modules: :mod:`~pipeline.fanout.hub`, :mod:`~pipeline.fanout.rx`, :mod:`~pipeline.fanout.web`;
-:mod:`~pipeline.fanout.access`: who may start, list, read and stop served responses.
+Modules: `hub`, `rx`, `web`;
+`access`: who may start, list, read and stop served responses.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a served route answers before its stream starts: the cursor it reads, the checks, the error shape.
 
-Shared by :mod:`pipeline.fanout.web` and :mod:`pipeline.fanout.protocols`: every refusal is
-``{"type": "ERROR", "error", "message"}`` with the status :func:`status_code` gives it.
+Shared by `pipeline.fanout.web` and `pipeline.fanout.protocols`: every refusal is
+``{"type": "ERROR", "error", "message"}`` with the status `status_code` gives it.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ async def send_problem(send: Send, error: StreamfoldError) -> None:
 
 
 def error_response(error: StreamfoldError | BodyRefused, status: int | None = None) -> JSONResponse:
-    """``error`` as the routes' JSON answer, by default with :func:`status_code`'s status; a full log
+    """``error`` as the routes' JSON answer, by default with `status_code`'s status; a full log
     (503) says when to retry (``Retry-After``)."""
     from starlette.responses import JSONResponse
 

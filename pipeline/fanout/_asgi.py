@@ -1,8 +1,8 @@
 """One web connection, written once: the ASGI side of every streaming endpoint.
 
-:func:`serve_connection` runs a connection whose refusals (404, 403, ...) were already answered: it
+`serve_connection` runs a connection whose refusals (404, 403, ...) were already answered: it
 cancels everything at once when the client disconnects, bounds every send by ``send_timeout``, sends a
-heartbeat when the items pause, and asks a sans-IO :class:`Framer` for the bytes of each item, of the
+heartbeat when the items pause, and asks a sans-IO `Framer` for the bytes of each item, of the
 end and of an error. The framer knows the wire (streamfold JSON, served ids, a browser protocol); the
 runner knows SSE and WebSocket, told apart by the scope's type.
 """
@@ -57,10 +57,10 @@ _WS_MAX_REASON_BYTES: Final = 123
 
 
 class Framer(Protocol):
-    """One wire's bytes for one connection, sans IO; :func:`serve_connection` sends them.
+    """One wire's bytes for one connection, sans IO; `serve_connection` sends them.
 
     Over WebSocket each non-empty frame is one text message, and the connection closes with
-    :attr:`close_code` and :attr:`close_reason` once the stream is over.
+    `close_code` and `close_reason` once the stream is over.
     """
 
     finished: bool
@@ -69,7 +69,7 @@ class Framer(Protocol):
     close_reason: str
 
     def frame(self, item: Any) -> bytes:
-        """The bytes of one item (may set :attr:`finished`)."""
+        """The bytes of one item (may set `finished`)."""
         ...
 
     def end(self) -> bytes:
@@ -116,7 +116,7 @@ async def serve_connection(
     """Stream ``items`` through ``framer`` until the end, an error, or the client goes away.
 
     Args:
-        items: the batches to send; see :data:`NextBatch`.
+        items: the batches to send; see `NextBatch`.
         heartbeat: SSE: send a comment after this many idle seconds (None: never).
         send_timeout: one send taking longer ends the connection (None: no bound).
         start: HTTP: the ``http.response.start`` message sent first.
@@ -178,7 +178,7 @@ async def _next_batch(items: NextBatch, heartbeat: float | None) -> Sequence[Any
 
 
 class _Wire:
-    """How frames reach the client; :attr:`send` is bounded by the connection's ``send_timeout``."""
+    """How frames reach the client; `send` is bounded by the connection's ``send_timeout``."""
 
     send: Send
 
@@ -186,14 +186,14 @@ class _Wire:
         raise NotImplementedError
 
     async def flush(self) -> None:
-        """Send what :meth:`put` holds back."""
+        """Send what `put` holds back."""
 
     async def close(self, frame: bytes, framer: Framer) -> None:
         raise NotImplementedError
 
 
 class _SSEWire(_Wire):
-    """An HTTP body: a batch's frames go out in pieces of about :data:`MAX_SEND_BYTES`."""
+    """An HTTP body: a batch's frames go out in pieces of about `MAX_SEND_BYTES`."""
 
     def __init__(self) -> None:
         self._frames: list[bytes] = []

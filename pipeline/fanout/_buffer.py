@@ -1,20 +1,20 @@
 """The one bounded buffer of the fan-out, sans IO: a hub subscriber's and a served connection's.
 
-:class:`BoundedBuffer` holds up to ``max_items`` items (and, when it is told their sizes, about
+`BoundedBuffer` holds up to ``max_items`` items (and, when it is told their sizes, about
 ``max_bytes`` of them); what a full buffer does with one more is its policy's (see
-:mod:`pipeline.fanout.hub` for the user's view): ``drop`` discards the oldest, ``coalesce`` and
-``coalesce_or_disconnect`` merge a delta into a waiting one of the same :data:`CoalesceKey`, and
-otherwise it says :class:`anyio.WouldBlock`: its owner waits for room (``block``, ``coalesce``) or
-cuts the reader off (``disconnect``, ``coalesce_or_disconnect``). A :class:`Coalescer` says how items
-of one kind merge: segment events here, log entries in :mod:`pipeline.fanout.serving._edge`.
+`pipeline.fanout.hub` for the user's view): ``drop`` discards the oldest, ``coalesce`` and
+``coalesce_or_disconnect`` merge a delta into a waiting one of the same `CoalesceKey`, and
+otherwise it says `anyio.WouldBlock`: its owner waits for room (``block``, ``coalesce``) or
+cuts the reader off (``disconnect``, ``coalesce_or_disconnect``). A `Coalescer` says how items
+of one kind merge: segment events here, log entries in `pipeline.fanout.serving._edge`.
 
-:class:`SubscriberBuffer` is a hub subscriber's: the hub's history to replay first, then the bounded
-buffer. The pump offers items with :meth:`SubscriberBuffer.offer_nowait`; the consumer takes them with
-:meth:`~SubscriberBuffer.take_nowait` or :meth:`~SubscriberBuffer.take_all_nowait`. Neither ever
-waits: a side that cannot go on gets :class:`anyio.WouldBlock`, and its async wrapper in
-:mod:`pipeline.fanout.hub` waits and tries again (the shape of anyio's memory object streams). The
-buffer wakes a waiting consumer itself (:attr:`SubscriberBuffer.reader`) and tells its producer (a
-:class:`Producer`, the hub) when room is made, when it ends and when its consumer is done with it.
+`SubscriberBuffer` is a hub subscriber's: the hub's history to replay first, then the bounded
+buffer. The pump offers items with `SubscriberBuffer.offer_nowait`; the consumer takes them with
+`take_nowait` or `take_all_nowait`. Neither ever
+waits: a side that cannot go on gets `anyio.WouldBlock`, and its async wrapper in
+`pipeline.fanout.hub` waits and tries again (the shape of anyio's memory object streams). The
+buffer wakes a waiting consumer itself (`SubscriberBuffer.reader`) and tells its producer (a
+`Producer`, the hub) when room is made, when it ends and when its consumer is done with it.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ __all__ = [
 T = TypeVar("T")
 
 Policy: TypeAlias = Literal["block", "coalesce", "drop", "disconnect", "coalesce_or_disconnect"]
-"""What a subscriber's buffer does when it is full; see :mod:`pipeline.fanout.hub`."""
+"""What a subscriber's buffer does when it is full; see `pipeline.fanout.hub`."""
 
 SubscriberState: TypeAlias = Literal[
     "active", "completed", "failed", "disconnected", "unsubscribed", "closed"
@@ -73,14 +73,14 @@ subscriber was ``disconnected`` (overflow) or ``failed`` itself (an observer tha
 
 POLICIES: Final = frozenset(get_args(Policy))
 COALESCING: Final = frozenset({"coalesce", "coalesce_or_disconnect"})
-"""The policies that need an item's :func:`coalesce_key`."""
+"""The policies that need an item's `coalesce_key`."""
 _WAITING: Final = frozenset({"block", "coalesce"})
 
 CoalesceKey: TypeAlias = tuple[str, SegmentEventType, tuple[Any, ...] | None]
 
 
 class SubscriberStatistics(NamedTuple):
-    """One subscriber, as :meth:`Hub.statistics` and :meth:`Subscription.statistics` see it."""
+    """One subscriber, as `Hub.statistics` and `Subscription.statistics` see it."""
 
     name: str
     policy: Policy
@@ -160,10 +160,10 @@ class BoundedBuffer(Generic[T]):
     """Up to ``max_items`` waiting items (and ``max_bytes`` of their sizes); what a full buffer does
     with one more is its policy's.
 
-    Sans IO: :meth:`offer` never waits. A full buffer under ``drop`` discards its oldest item; under
+    Sans IO: `offer` never waits. A full buffer under ``drop`` discards its oldest item; under
     ``coalesce`` and ``coalesce_or_disconnect`` it merges a delta into the waiting one of the same key
     (segment, kind, argument path), provided only deltas of that segment came after it; otherwise it
-    raises :class:`WouldBlock`, and its owner waits for room or cuts the reader off.
+    raises `WouldBlock`, and its owner waits for room or cuts the reader off.
     """
 
     __slots__ = (
@@ -322,13 +322,13 @@ class _SegmentDeltas:
 
 
 SEGMENT_DELTAS: Final = _SegmentDeltas()
-"""How a hub's items coalesce (see :func:`coalesce_key`)."""
+"""How a hub's items coalesce (see `coalesce_key`)."""
 
 
 class SubscriberBuffer(BoundedBuffer[T]):
     """A subscriber's items: the rest of the hub's history to replay, then up to ``max_buffer`` live items.
 
-    Held by the hub; its consumer-facing handle is :class:`pipeline.fanout.hub.Subscription`.
+    Held by the hub; its consumer-facing handle is `pipeline.fanout.hub.Subscription`.
     """
 
     __slots__ = (
@@ -361,8 +361,8 @@ class SubscriberBuffer(BoundedBuffer[T]):
         self._producer = producer
         self.name = name
         self.waits = policy in _WAITING
-        """On :class:`WouldBlock` from :meth:`offer_nowait` the producer waits for room; else it calls
-        :meth:`overflow`."""
+        """On `WouldBlock` from `offer_nowait` the producer waits for room; else it calls
+        `overflow`."""
         self._paces = policy == "block"
         self._history = history
         self._replay_position = 0
@@ -388,7 +388,7 @@ class SubscriberBuffer(BoundedBuffer[T]):
         """Put an item in the buffer as the policy says, without waiting.
 
         Returns True when the producer should pace itself (a ``block`` buffer is now full: wait for room
-        before the next item). Raises :class:`WouldBlock` when the item cannot go in now (see :attr:`waits`).
+        before the next item). Raises `WouldBlock` when the item cannot go in now (see `waits`).
         """
         self.offer(item)
         if self.reader is not None:
@@ -462,7 +462,7 @@ class SubscriberBuffer(BoundedBuffer[T]):
     def take_all_nowait(self) -> list[T]:
         """Everything waiting now (at least one item): the rest of the history, then the buffer.
 
-        Raises as :meth:`take_nowait` does when nothing is waiting.
+        Raises as `take_nowait` does when nothing is waiting.
         """
         batch: list[T] = []
         if self._replay_position < self._replay_end:

@@ -1,8 +1,8 @@
 """The sans-IO framers of streamfold's own JSON wire: a hub's items, and a log's entries with their ids.
 
-Each is a :class:`pipeline.fanout._asgi.Framer`: bytes for an item, for the end, for an error; the
+Each is a `pipeline.fanout._asgi.Framer`: bytes for an item, for the end, for an error; the
 connection runner sends them over SSE or WebSocket. The browsers' protocols (Vercel, AG-UI) have
-their framer in :mod:`pipeline.fanout.protocols`.
+their framer in `pipeline.fanout.protocols`.
 """
 
 from __future__ import annotations

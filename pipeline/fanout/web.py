@@ -1,7 +1,7 @@
 """Web endpoints for a response's hub: Server-Sent Events and WebSocket, as plain ASGI apps.
 
 Each connection is one hub subscriber, replays the response from its start, and unsubscribes when the
-client goes away. A :class:`ResponseRegistry` binds response ids to live hubs, so one pair of routes
+client goes away. A `ResponseRegistry` binds response ids to live hubs, so one pair of routes
 serves them all::
 
     registry = ResponseRegistry()
@@ -19,10 +19,10 @@ A slow or dead client never stalls the producer or the other subscribers:
   holds, then an ``ERROR`` naming the overflow, and can reconnect to replay the response). ``block`` or
   ``coalesce`` can be asked for instead; then a client that stops reading holds up the source, for at
   most ``send_timeout``.
-- ``send_timeout`` (default :data:`DEFAULT_SEND_TIMEOUT` seconds) bounds every single send to the client:
+- ``send_timeout`` (default `DEFAULT_SEND_TIMEOUT` seconds) bounds every single send to the client:
   a client that stays connected but takes nothing for that long is dropped (its subscription ends as
   ``disconnected``, the connection is closed without a final message, and a warning is logged). SSE
-  bodies are sent in pieces of at most :data:`MAX_SEND_BYTES`, so a long replay is not one huge send.
+  bodies are sent in pieces of at most `MAX_SEND_BYTES`, so a long replay is not one huge send.
 
 Wire format: each item as the JSON of its ``to_dict()`` (``encode`` to change it).
 
@@ -36,13 +36,13 @@ Wire format: each item as the JSON of its ``to_dict()`` (``encode`` to change it
 Error messages of streamfold's own exceptions (a provider's error, an overflow) are sent as they are;
 any other exception is reported by class name only, so internals do not leak to browsers.
 
-Starlette is needed only for :func:`stream_routes` and for resolvers that take a connection; the
+Starlette is needed only for `stream_routes` and for resolvers that take a connection; the
 endpoints themselves are dependency-free ASGI apps. This module holds the routes: the connection code
-is :func:`pipeline.fanout._asgi.serve_connection`'s, and each wire's bytes a framer's
-(:mod:`pipeline.fanout._framers`).
+is `pipeline.fanout._asgi.serve_connection`'s, and each wire's bytes a framer's
+(`pipeline.fanout._framers`).
 
-**Served responses** (:func:`serving_routes`): responses kept in an event log
-(:mod:`pipeline.fanout.serving`) rather than a live hub. They outlive their producer's block, can be
+**Served responses** (`serving_routes`): responses kept in an event log
+(`pipeline.fanout.serving`) rather than a live hub. They outlive their producer's block, can be
 started by ``POST`` and stopped, and every frame carries the entry's id: SSE ``id: N`` (the end and error
 frames too), WebSocket ``{"id": N, "item": ...}``. A client resumes with ``Last-Event-ID`` (SSE; wins
 over the query) or ``?after=N`` and gets exactly the entries after ``N``. A cursor older than what is
@@ -161,7 +161,7 @@ _WS_CLOSE_CODES: Final = {404: _WS_NOT_FOUND, 410: _WS_GONE, 403: 4403, 503: 450
 
 
 class ResponseRegistry:
-    """Response ids mapped to live hubs; as a :data:`HubResolver` it reads the id from the route's path.
+    """Response ids mapped to live hubs; as a `HubResolver` it reads the id from the route's path.
 
     Register a hub for as long as it should be reachable (``with registry.register(id, hub):``).
     """
@@ -187,6 +187,7 @@ class ResponseRegistry:
                 del self._hubs[response_id]
 
     def get(self, response_id: str) -> Hub[Any] | None:
+        """The hub of ``response_id``, or None."""
         return self._hubs.get(response_id)
 
     def __contains__(self, response_id: object) -> bool:
@@ -349,8 +350,8 @@ def sse_endpoint(
     """An ASGI app (a Starlette route endpoint) streaming a hub's items as Server-Sent Events.
 
     Args:
-        hubs: one hub, or a resolver such as a :class:`ResponseRegistry`.
-        policy: each connection's subscription policy (see :meth:`Hub.subscribe`). The default never
+        hubs: one hub, or a resolver such as a `ResponseRegistry`.
+        policy: each connection's subscription policy (see `Hub.subscribe`). The default never
             lets a slow client hold up the source; see the module docstring.
         max_buffer: each connection's subscription buffer, in items.
         replay: whether a connection first gets what the hub kept from the response's start.
@@ -384,7 +385,7 @@ def websocket_endpoint(
 ) -> WebSocketEndpoint:
     """An ASGI app (a Starlette WebSocket route endpoint) sending a hub's items as JSON text messages.
 
-    The options are those of :func:`sse_endpoint`.
+    The options are those of `sse_endpoint`.
     """
     return WebSocketEndpoint(
         hubs, policy=policy, max_buffer=max_buffer, replay=replay, encode=encode, send_timeout=send_timeout
@@ -403,7 +404,7 @@ def stream_routes(
 ) -> list[BaseRoute]:
     """Starlette routes ``{path}/events`` (SSE, GET) and ``{path}/ws`` (WebSocket) for ``hubs``.
 
-    Without Starlette installed, a :class:`~pipeline.errors.MissingExtraError` naming the ``server`` extra."""
+    Without Starlette installed, a `MissingExtraError` naming the ``server`` extra."""
     from pipeline._extras import needs_extra
 
     with needs_extra("server", "pipeline.fanout.web.stream_routes"):
@@ -587,7 +588,7 @@ def serving_routes(
     - ``GET {path}/{response_id}/events``: SSE, ``id:`` on every frame, from ``Last-Event-ID`` or
       ``?after=``; ``event: end`` / ``event: error`` (with ``id:``) at the end. With
       ``?protocol=vercel`` or ``?protocol=agui``, the same response as a Vercel AI SDK UI message
-      stream or AG-UI events, resumable the same way (see :mod:`pipeline.fanout.protocols`); an unknown
+      stream or AG-UI events, resumable the same way (see `pipeline.fanout.protocols`); an unknown
       protocol: 400.
     - ``GET {path}/{response_id}/ws``: WebSocket, messages ``{"id", "item"}``, from ``?after=``.
     - ``POST {path}/{response_id}/stop``: stop it (here, or in the producer's process via the log).
@@ -599,9 +600,9 @@ def serving_routes(
     the last id: 400 (4400); a log whose server stays unreachable past its retries (``EventLogUnavailable``),
     or a closed log: 503 (4503). Every error body is ``{"type": "ERROR", "error", "message"}``.
     ``policy``, ``max_buffer``, ``max_buffer_bytes``: each connection's edge (see
-    :mod:`pipeline.fanout.serving._edge`); ``send_timeout`` and ``heartbeat`` as in :func:`sse_endpoint`.
+    `pipeline.fanout.serving._edge`); ``send_timeout`` and ``heartbeat`` as in `sse_endpoint`.
 
-    Access (:mod:`pipeline.fanout.access`): ``authorize(connection, action, response_id, meta)`` decides
+    Access (`pipeline.fanout.access`): ``authorize(connection, action, response_id, meta)`` decides
     every ``start``, ``list``, ``read`` and ``stop`` (refused: 403, WebSocket close 4403); without it
     only clients on this machine are served, each of them allowed everything. ``owner(connection)``
     names who starts a response (kept in its meta as ``"owner"``). Every POST must be

@@ -1,5 +1,5 @@
-"""``--tool-format auto`` of the proxy: :class:`~operators.delimiters.auto.AutoDelimiterRewriter` under the
-name the proxy has always used, and the detector (:mod:`operators.delimiters.detect`)."""
+"""``--tool-format auto`` of the proxy: `AutoDelimiterRewriter` under the
+name the proxy has always used, and the detector (`operators.delimiters.detect`)."""
 
 from __future__ import annotations
 
@@ -9,4 +9,4 @@ from operators.delimiters.detect import MAX_HELD_CHARS, detect_tool_format, dete
 __all__ = ["MAX_HELD_CHARS", "AutoToolRewriter", "detect_tool_format", "detected_formats"]
 
 AutoToolRewriter = AutoDelimiterRewriter
-"""The proxy's name of :class:`~operators.delimiters.auto.AutoDelimiterRewriter`."""
+"""The proxy's name of `AutoDelimiterRewriter`."""

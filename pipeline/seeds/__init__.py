@@ -1,6 +1,6 @@
-"""The seeds' synchronous API, a facade over the same cores as :func:`pipeline.process`.
+"""The seeds' synchronous API, a facade over the same cores as `pipeline.process`.
 
-Modules: :mod:`~pipeline.seeds.handlers` (``StreamingResponseHandler`` & co), :mod:`~pipeline.seeds.schemas`
+Modules: `handlers` (``StreamingResponseHandler`` & co), `schemas`
 (tool schema formatters for OpenAI, Anthropic and Gemini).
 """
 

@@ -97,7 +97,7 @@ class StreamingResponseHandler(ABC):
 
     @property
     def response_end(self) -> ResponseEnd | None:
-        """How the response ended (finish reason, usage), once :meth:`finalize` was called."""
+        """How the response ended (finish reason, usage), once `finalize` was called."""
         return self._response_end
 
     def _emit(self, outputs: list[Any]) -> list[SegmentEvent]:
@@ -159,7 +159,7 @@ class ParsingStreamingResponseHandler(ApiToolCallStreamingResponseHandler):
     """Tool calls written in the text: ``xml``, ``json``, ``sentinel`` or a delimiter format (``kimi_k2``...).
 
     The calls are rewritten into tool-call deltas first, so everything downstream is the same as for
-    :class:`ApiToolCallStreamingResponseHandler`; text around the calls passes through unchanged.
+    `ApiToolCallStreamingResponseHandler`; text around the calls passes through unchanged.
     """
 
     def __init__(
@@ -213,7 +213,7 @@ def resolve_parser_name(parser_name: str | None = None) -> str:
     """The parser to use: ``parser_name``, else ``$STREAMFOLD_STREAM_PARSER``, else ``api_tool_call``.
 
     ``none`` gives ``api_tool_call`` (no delimiter rewriting); anything unknown is a
-    :class:`ConfigurationError` listing the choices."""
+    `ConfigurationError` listing the choices."""
     if parser_name is not None and not isinstance(parser_name, str):
         raise ConfigurationError(f"parser_name must be a string, got {parser_name!r}")
     name = (parser_name or os.environ.get(PARSER_ENVIRONMENT_VARIABLE) or "api_tool_call").strip().lower()
@@ -239,8 +239,8 @@ def create_streaming_handler(
     file_tools: Mapping[str, Any] | None = None,
     max_argument_size: int | None = None,
 ) -> StreamingResponseHandler:
-    """The handler for a configuration (see :func:`resolve_parser_name`); ``parse_tool_calls=False``
-    gives a :class:`PassThroughStreamingResponseHandler`."""
+    """The handler for a configuration (see `resolve_parser_name`); ``parse_tool_calls=False``
+    gives a `PassThroughStreamingResponseHandler`."""
     name = resolve_parser_name(parser_name)
     if not parse_tool_calls or name == "pass_through":
         return PassThroughStreamingResponseHandler(

@@ -109,7 +109,7 @@ def anthropic_tool(tool: ToolDefinition | type[pydantic.BaseModel]) -> dict[str,
 
 
 def gemini_tool(tool: ToolDefinition | type[pydantic.BaseModel]) -> dict[str, Any]:
-    """A Gemini ``functionDeclarations`` entry: ``$ref``\\ s inlined, keywords Gemini rejects removed."""
+    """A Gemini ``functionDeclarations`` entry: ``$ref``s inlined, keywords Gemini rejects removed."""
     definition = _definition(tool)
     result: dict[str, Any] = {"name": definition.name, "parameters": _gemini_schema(definition.parameters)}
     if definition.description:

@@ -1,7 +1,7 @@
 """The Gemini converter: ``streamGenerateContent`` chunks or Interactions API events -> chunks.
 
-:class:`GeminiConverter` reads either API, told apart by the first event (Interactions API events carry an
-``event_type``), each event a framed :class:`~pipeline.models.Payload` or a dict, decoded in one step into
+`GeminiConverter` reads either API, told apart by the first event (Interactions API events carry an
+``event_type``), each event a framed `Payload` or a dict, decoded in one step into
 the Structs of ``_schema.py``: ``generate.py`` converts ``generateContent`` (Gemini API and Vertex AI),
 with ``_calls.py`` for its function calls (whole or streamed) and server calls and ``_chunks.py`` for the
 order of its parts; ``interactions.py`` converts the Interactions API; ``_partial_args.py`` writes

@@ -1,4 +1,4 @@
-"""Gathers one ``generateContent`` chunk's parts into as few :class:`ChunkResponse` as keep their order."""
+"""Gathers one ``generateContent`` chunk's parts into as few `ChunkResponse` as keep their order."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolResult
 __all__ = ["ChunkBuilder"]
 
 _EMPTY, _REASONING, _SIGNATURE, _CONTENT, _TOOL_CALLS, _TOOL_RESULTS, _CITATIONS = range(-1, 6)
-"""The order in which the segment emitter reads a chunk's fields (see :meth:`ChunkBuilder.citations`), after
-:data:`_EMPTY`, the rank of a chunk that holds nothing yet."""
+"""The order in which the segment emitter reads a chunk's fields (see `ChunkBuilder.citations`), after
+`_EMPTY`, the rank of a chunk that holds nothing yet."""
 
 
 class ChunkBuilder:
-    """Gathers one event's parts into as few chunks as keep their order; :meth:`take` gives them.
+    """Gathers one event's parts into as few chunks as keep their order; `take` gives them.
 
     A chunk is read reasoning, signature, content (and the signature bound to it), tool calls, tool
     results; a part that would come earlier in that order than what the chunk holds (text after a function
-    call, say) starts a new chunk. One builder serves every event of a stream: :meth:`take` empties it.
+    call, say) starts a new chunk. One builder serves every event of a stream: `take` empties it.
     """
 
     __slots__ = (
@@ -40,7 +40,7 @@ class ChunkBuilder:
         self._done: list[ChunkResponse] = []
         """The chunks of this event that a later part closed."""
         self._rank = _EMPTY
-        """The rank of the last part gathered into the open chunk; :data:`_EMPTY` when it holds nothing."""
+        """The rank of the last part gathered into the open chunk; `_EMPTY` when it holds nothing."""
         self._reasoning: list[str] = []
         self._content: list[str] = []
         self._extras = False
@@ -163,7 +163,7 @@ class ChunkBuilder:
     def _chunk_with_extras(
         self, usage: TokenUsage | None, finish_reason: str | None, metadata: Mapping[str, Any] | None
     ) -> ChunkResponse:
-        """:meth:`_chunk` when the chunk holds more than text and reasoning."""
+        """`_chunk` when the chunk holds more than text and reasoning."""
         media = self._media
         chunk = ChunkResponse(
             content="".join(self._content),

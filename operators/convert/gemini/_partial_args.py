@@ -38,7 +38,7 @@ def parse_json_path(path: str) -> JSONPath:
     """``$.recipe.steps[0]`` -> ``("recipe", "steps", 0)``: the RFC 9535 subset Gemini sends.
 
     Accepts ``.name``, ``[index]`` and ``['name']`` / ``["name"]`` (with backslash escapes). Raises
-    :class:`ValueError` naming the offset of anything else.
+    `ValueError` naming the offset of anything else.
     """
     if not path.startswith("$"):
         raise ValueError(f"JSON path {path!r} does not start with '$'")
@@ -113,7 +113,7 @@ class PartialArgsWriter:
 
     Gemini sends values in document order. A path that goes back into a container already closed, repeats
     a key, skips an array index or mixes object and array cannot be written as JSON text without taking
-    text back, so it raises :class:`ValueError`.
+    text back, so it raises `ValueError`.
     """
 
     __slots__ = ("_closed", "_open_string", "_path", "_stack")

@@ -1,12 +1,12 @@
 """The events of both Gemini APIs as msgspec Structs: what the converters read, from bytes or from dicts.
 
-``generateContent`` chunks (:class:`GenerateContentResponse`) have camelCase names on the wire; each part
+``generateContent`` chunks (`GenerateContentResponse`) have camelCase names on the wire; each part
 kind is a key of its own with a fixed type, so the schema types them and msgspec checks them. Interactions
-API events (:class:`InteractionEvent`) have snake_case names and one shape for every ``event_type``; the
+API events (`InteractionEvent`) have snake_case names and one shape for every ``event_type``; the
 fields whose type depends on the step or delta type stay loose (``Any``) and the converter checks them
 where it reads them. Unknown fields are ignored, and a part or event of an unknown kind decodes with every
 known field unset, so that it gives nothing (forward compatibility). An enum the converter reads is a name
-or a number (:data:`~operators.convert.gemini._enums.EnumValue`): clients may ask for numbers
+or a number (`EnumValue`): clients may ask for numbers
 (``$alt=json;enum-encoding=int``); the converter reads either as the name.
 """
 

@@ -9,7 +9,7 @@ segment); on a ``functionCall`` part it belongs to that call. Whichever part it 
 turn must send it back.
 
 Calls the provider runs itself become ``server`` calls, finished as they arrive, and what they return a
-:class:`~pipeline.models.ToolResult`:
+`ToolResult`:
 
 - ``executableCode {language, code, id?}`` -> a call ``code_execution`` with the arguments
   ``{"language", "code"}``; ``codeExecutionResult {outcome, output, id?}`` -> its result (``content``
@@ -34,17 +34,17 @@ Values from google-genai objects are normalised to what the wire JSON holds: enu
 an integer, so that SDK objects and raw bytes give the same events. Each chunk is decoded into the Structs
 of ``_schema.py``: a field of the wrong type (a candidate ``index`` that is not an integer, a ``thought`` or
 ``willContinue`` that is not a boolean, a call ``id`` that is not a string, ...) raises
-:class:`~pipeline.errors.ConverterError` naming the event and the field, rather than dropping or misplacing
-what it carries. An in-band error (``{"error": {...}}``) raises :class:`~pipeline.errors.ProviderError`.
+`ConverterError` naming the event and the field, rather than dropping or misplacing
+what it carries. An in-band error (``{"error": {...}}``) raises `ProviderError`.
 
 Function calls come in two shapes:
 
 - **whole** (the default): ``{"name", "args", "id"?}`` in one part. It becomes one finished
-  :class:`ToolCallDelta` whose arguments text is ``args`` encoded as JSON.
+  `ToolCallDelta` whose arguments text is ``args`` encoded as JSON.
 - **streamed** (Vertex ``streamFunctionCallArguments``, Gemini 3): a part ``{"name", "willContinue": true}``
   opens the call, parts ``{"partialArgs": [...], "willContinue": true}`` add values by JSON path, and the
   first part without ``willContinue`` (usually ``{}``; in some recordings the last ``partialArgs`` part)
-  ends it. :class:`PartialArgsWriter` turns the values into JSON text as they arrive, string values
+  ends it. `PartialArgsWriter` turns the values into JSON text as they arrive, string values
   streamed piece by piece, so the arguments stream like any other provider's.
 
 A streamed call still open when the response ends (its closing part never came) is left unfinished, its

@@ -188,7 +188,7 @@ class DeepSeekV32Lexer(InvokeSectionLexer):
 
     ``string="true"`` values stream as JSON strings, verbatim; ``string="false"`` values are held until
     complete and written as JSON if they parse (else as a string); without the attribute the tool schema
-    (or, without one, the value itself) decides, see :class:`~._scan.XmlArguments`. A missing
+    (or, without one, the value itself) decides, see `XmlArguments`. A missing
     ``</｜DSML｜parameter>`` is tolerated before ``</｜DSML｜invoke>``. Only the section opener is a special
     token: a value containing the literal ``</｜DSML｜parameter>`` ends there (it cannot be told apart), and
     a section opener written as prose becomes a section. V3.2-Exp used the V3.1 format

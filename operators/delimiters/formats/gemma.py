@@ -6,7 +6,7 @@
 
 Both write the arguments in Gemma's own syntax: keys bare (or between string delimiters), strings between
 a delimiter token (``<|"|>``, ``<escape>``) with no escapes inside, numbers, ``true`` / ``false`` /
-``null`` bare, objects ``{...}`` and arrays ``[...]``. :class:`GemmaArguments` turns that into a JSON
+``null`` bare, objects ``{...}`` and arrays ``[...]``. `GemmaArguments` turns that into a JSON
 object as it streams: a string character by character, a key or a bare value once it ends.
 """
 
@@ -57,10 +57,10 @@ def _bare_json(text: str) -> str:
 class GemmaArguments:
     """Writes a Gemma call's arguments (from just after its ``{``) as a JSON object, incrementally.
 
-    :meth:`feed` returns where it stopped; ``status`` is then ``DONE`` (the object closed just before
+    `feed` returns where it stopped; ``status`` is then ``DONE`` (the object closed just before
     that position), ``MALFORMED`` or ``NEEDS_MORE``. Text it returns without consuming is the start of
     a string delimiter, to be given again with what follows. A string streams as it comes; a key or a
-    bare value is held until it ends (at most :data:`BARE_LIMIT` characters). Commas left out between
+    bare value is held until it ends (at most `BARE_LIMIT` characters). Commas left out between
     two arguments (FunctionGemma writes ``a:<escape>x<escape>b:...``) are read as if written.
     """
 
@@ -251,7 +251,7 @@ class GemmaArguments:
         return stop + 1
 
     def _take(self, text: str) -> bool:
-        """Hold ``text`` of a key or a bare value; False past :data:`BARE_LIMIT`."""
+        """Hold ``text`` of a key or a bare value; False past `BARE_LIMIT`."""
         self._parts.append(text)
         self._size += len(text)
         return self._size <= BARE_LIMIT
@@ -286,7 +286,7 @@ class GemmaCallLexer(FormatLexer):
 
     def shortcut(self, text: str) -> Shortcut:
         """A piece of a string argument goes into the call as its JSON text without lexing (what
-        :meth:`_args` would emit); else the engine's shortcut."""
+        `_args` would emit); else the engine's shortcut."""
         arguments = self._arguments
         index = self.call_index
         if arguments is not None and index is not None and index >= 0 and not self._held:

@@ -36,7 +36,7 @@ class Glm45Lexer(TaggedCallLexer):
     between them allowed, as GLM-4.5 writes them) then ``</tool_call>``; a call without arguments is
     ``<tool_call>NAME</tool_call>``.
 
-    Values become JSON incrementally (see :class:`~._scan.XmlArguments`), their surrounding whitespace
+    Values become JSON incrementally (see `XmlArguments`), their surrounding whitespace
     stripped as GLM's parser does; ``tool_schemas`` types them, and without a schema for the tool a value
     that parses as a JSON number, ``true``, ``false``, ``null``, object or array is that value, anything
     else a string. String values stream as they arrive.

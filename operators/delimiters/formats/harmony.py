@@ -55,7 +55,7 @@ _CHANNEL_ROUTES: Final[dict[str, Channel]] = {
 
 class _Header:
     """What a message header says: who wrote it, on which channel, to whom, in which content type
-    (read-only once parsed: see :func:`_header`)."""
+    (read-only once parsed: see `_header`)."""
 
     __slots__ = ("author", "channel", "content_type", "recipient")
 
@@ -152,7 +152,7 @@ class HarmonyLexer(FormatLexer):
         super().__init__(output, channel, options)
         self._body_state: State = self._text_body
         self._header_state: State = self._header
-        """The states :meth:`shortcut` knows, kept to compare without building a bound method per chunk."""
+        """The states `shortcut` knows, kept to compare without building a bound method per chunk."""
         self._head: list[str] = []
         self._head_size = 0
         self._head_rule = CollectRule(self, self._collect_head, _HEADER.first_chars)
@@ -177,7 +177,7 @@ class HarmonyLexer(FormatLexer):
         return FormatLexer.shortcut(self, text)
 
     def _open_shortcut(self, text: str) -> bool | None:
-        """:meth:`shortcut` between messages for ``text`` (what was held, and the next chunk) when it
+        """`shortcut` between messages for ``text`` (what was held, and the next chunk) when it
         starts with a header's opener: the header opens and takes the rest, as the states do, when no
         other marker is in it (else False: it has to be lexed)."""
         for opener in _OPENERS:
@@ -210,7 +210,7 @@ class HarmonyLexer(FormatLexer):
         return FormatLexer.make_rule(self)
 
     def _collect_head(self, text: str) -> bool:
-        """:meth:`_header_shortcut` for ``text`` in which no marker can start: False past the cap."""
+        """`_header_shortcut` for ``text`` in which no marker can start: False past the cap."""
         size = self._head_size + len(text)
         if size > _HEADER_LIMIT:
             return False
@@ -219,7 +219,7 @@ class HarmonyLexer(FormatLexer):
         return True
 
     def _body_shortcut(self, text: str) -> bool | None:
-        """:meth:`shortcut` in a message's text: what :meth:`_text_body` would do with ``text``."""
+        """`shortcut` in a message's text: what `_text_body` would do with ``text``."""
         held = self._held
         if held:
             text = held + text
@@ -239,7 +239,7 @@ class HarmonyLexer(FormatLexer):
         return None
 
     def _header_shortcut(self, text: str) -> bool | None:
-        """:meth:`shortcut` in a header: what :meth:`_header` would do with ``text`` (False: it has to be
+        """`shortcut` in a header: what `_header` would do with ``text`` (False: it has to be
         lexed). A held start of ``<|channel|>`` (the first) or ``<|constrain|>`` that the text completes
         only goes into the header, as the state puts it there."""
         held = self._held

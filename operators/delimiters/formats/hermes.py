@@ -24,7 +24,7 @@ class HermesLexer(JsonBlockLexer):
     (it is held back only until that character arrives). Prose that writes ``<tool_call>{`` cannot be
     told apart. The JSON is followed structurally: ``</tool_call>`` inside a JSON string is content, and
     the arguments stream verbatim as they arrive (a JSON-string ``arguments`` value is decoded, see
-    :mod:`._wrapped`). A complete JSON object without ``</tool_call>`` at the end of the stream counts as
+    `._wrapped`). A complete JSON object without ``</tool_call>`` at the end of the stream counts as
     finished; an object that is not of this shape is dropped up to ``</tool_call>``.
 
     Granite 4 writes exactly this (its chat template and vLLM's ``granite4`` parser: ``<tool_call>``,

@@ -48,7 +48,7 @@ class HunyuanLexer(SectionLexer):
     no ``<tool_sep>``) and ``<arg_key>K</arg_key><arg_value>V</arg_value>`` pairs, ``</tool_call>``,
     then ``</tool_calls>``; newlines between the tags are allowed.
 
-    Values become JSON incrementally (see :class:`~._scan.XmlArguments`), taken verbatim (whitespace
+    Values become JSON incrementally (see `XmlArguments`), taken verbatim (whitespace
     inside ``<arg_value>`` is part of a string): ``tool_schemas`` types them, and without a schema for
     the tool a value that parses as a JSON number, ``true``, ``false``, ``null``, object or array is that
     value, anything else a string streamed as it arrives. A missing ``</arg_value>`` or ``</tool_call>``

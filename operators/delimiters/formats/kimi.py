@@ -81,7 +81,7 @@ class KimiK2Lexer(SectionLexer):
     (``<|tool_call_section_begin|>``), a call without a section, a section that never closes (a call
     whose JSON is complete then counts as finished at the end of the stream, ``end_marker_optional``), a
     missing ``<|tool_call_end|>`` before the next ``<|tool_call_begin|>``. The call id is kept as the
-    ``call_id`` (see :func:`kimi_tool_name` for the name). The arguments are the model's JSON text,
+    ``call_id`` (see `kimi_tool_name` for the name). The arguments are the model's JSON text,
     whitespace around it trimmed; markers inside a JSON string are content. Kimi-K2.5 sometimes writes
     the arguments as a fenced block without ``<|tool_call_argument_begin|>``
     (``<|tool_call_begin|>functions.NAME\n```json\n{JSON}\n```\n<|tool_call_end|>``): the fence is

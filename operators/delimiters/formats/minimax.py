@@ -31,7 +31,7 @@ class MiniMaxM2Lexer(InvokeSectionLexer):
     """``<minimax:tool_call>\\n<invoke name="NAME">\\n<parameter name="K">V</parameter>\\n</invoke>\\n
     </minimax:tool_call>``; several ``<invoke>`` blocks in one section are parallel calls.
 
-    Values become JSON incrementally (see :class:`~._scan.XmlArguments`): one leading and one trailing
+    Values become JSON incrementally (see `XmlArguments`): one leading and one trailing
     newline are not part of a value; ``tool_schemas`` types values, and without a schema for the tool a
     value that parses as a JSON number, ``true``, ``false``, ``null``, object or array is that value,
     anything else a string streamed as it arrives. Values are taken verbatim (HTML entities are not

@@ -49,7 +49,7 @@ class MistralLexer(WrappedJsonLexer):
     inside JSON strings are content. A ``[TOOL_CALLS]`` outside a string cuts the call it interrupts
     (unfinished). The model's id is kept when it comes before the arguments (``[CALL_ID]``, or an
     ``"id"`` key before ``"arguments"``); otherwise the rewriter's ``id_factory`` makes one: pass
-    :func:`mistral_call_id` to get ids a Mistral chat template accepts back.
+    `mistral_call_id` to get ids a Mistral chat template accepts back.
 
     ``[TOOL_CALLS]`` is a control token, but it is taken for a call only when a list, an object,
     ``NAME[ARGS]`` / ``NAME[CALL_ID]`` or ``NAME{`` (no ``[ARGS]``, the ``{`` right after the name)

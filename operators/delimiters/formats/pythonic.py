@@ -5,11 +5,11 @@
 - ``olmo3``: Olmo 3 writes one call per line inside ``<function_calls>`` ... ``</function_calls>``.
 - ``lfm2``: LFM2 and LFM2.5 wrap the list in ``<|tool_call_start|>`` ... ``<|tool_call_end|>``.
 
-The arguments become a JSON object as they stream (:mod:`operators.delimiters._pyliteral`): a string
+The arguments become a JSON object as they stream (`operators.delimiters._pyliteral`): a string
 argument streams character by character as JSON text, and each call is finished at its ``)``. A lexer
 holds at most the text since the last call while the next one is undecided
-(:data:`~operators.delimiters._scan.HEADER_LIMIT` characters), an argument's name of that length, a
-number or word of :data:`~operators.delimiters._pyliteral.TOKEN_LIMIT` characters, and a partial escape.
+(`HEADER_LIMIT` characters), an argument's name of that length, a
+number or word of `TOKEN_LIMIT` characters, and a partial escape.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class PythonicCallsLexer(FormatLexer):
     ``end_markers`` (dropped).
 
     A call is taken for one only once ``name(`` is followed by ``key=`` or ``)``: until then what
-    follows the opener (or the last call) is held, at most :data:`~._scan.HEADER_LIMIT` characters, and
+    follows the opener (or the last call) is held, at most `HEADER_LIMIT` characters, and
     released as text if anything else comes. A call that goes wrong after that (a positional argument,
     a value that is not a literal) ends there unfinished, and the rest is text.
     """
@@ -80,7 +80,7 @@ class PythonicCallsLexer(FormatLexer):
 
     def shortcut(self, text: str) -> Shortcut:
         """A piece of a string argument goes into the call as its JSON text without lexing (what
-        :meth:`_value` would emit); else the engine's shortcut."""
+        `_value` would emit); else the engine's shortcut."""
         literal = self._literal
         index = self.call_index
         if literal is not None and index is not None and index >= 0 and not self._held:
@@ -115,7 +115,7 @@ class PythonicCallsLexer(FormatLexer):
         return False
 
     def _next(self, buf: str, pos: int) -> tuple[int, str]:
-        """Hold the whitespace at ``pos`` (see :meth:`_hold`), then the character after it: ``(index,
+        """Hold the whitespace at ``pos`` (see `_hold`), then the character after it: ``(index,
         char)``, ``char`` empty when the chunk ended or the held text passed the cap."""
         index = space_end(buf, pos)
         if not self._hold(buf[pos:index]) or index == len(buf):
@@ -330,7 +330,7 @@ _PYTHON_END: Final = "<|python_end|>"
 _BARE_CALL: Final = re.compile(r"\s*[^\W\d][\w.]*\s*\(\s*(?:[^\W\d]\w*\s*=|\))")
 """The start of a bare list of calls, after its ``[``: a name, ``(``, then ``key=`` or ``)``."""
 _BARE_CALL_START: Final = re.compile(r"\s*(?:[^\W\d][\w.]*\s*(?:\(\s*(?:[^\W\d]\w*\s*)?)?)?")
-"""What may still become :data:`_BARE_CALL`."""
+"""What may still become `_BARE_CALL`."""
 
 
 @register_format
@@ -395,7 +395,7 @@ class OlmoLexer(PythonicCallsLexer):
         <function_calls>get_weather(city="Paris")
         get_time(zone=null)</function_calls>
 
-    ``<function_calls>`` is taken for calls only once a call follows it (as in :class:`PythonicLexer`):
+    ``<function_calls>`` is taken for calls only once a call follows it (as in `PythonicLexer`):
     prose that mentions the tag stays text; prose that writes the tag and a call cannot be told apart. A
     list (``[f(), g()]``) inside the tags is read too.
     """
@@ -420,7 +420,7 @@ _TOOL_CALL_END: Final = "<|tool_call_end|>"
 class LfmLexer(PythonicCallsLexer):
     """LFM2 / LFM2.5: ``<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|>``, then text.
 
-    The markers are special tokens; the list is still read as :class:`PythonicLexer` reads it (calls
+    The markers are special tokens; the list is still read as `PythonicLexer` reads it (calls
     without the brackets too). LFM2 sometimes repeats the call's text after ``<|tool_call_end|>``: that
     repetition is text.
     """

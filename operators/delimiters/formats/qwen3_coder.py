@@ -47,13 +47,13 @@ _OPENING: Final = {
     _BETWEEN_CALLS: (_TOOL_CALL, _AFTER_OPENER),
     _AFTER_OPENER: (_FUNCTION, _NAME),
 }
-"""The steps of :meth:`Qwen3CoderLexer._collect_opening` at a tag after whitespace: the tag, the next step
+"""The steps of `Qwen3CoderLexer._collect_opening` at a tag after whitespace: the tag, the next step
 (``_IN_TEXT``: at ``<tool_call>`` in text, no whitespace before it; ``_NAME``: in the name)."""
 _ORPHAN_BODY: Final = Markers(_FUNCTION_END, _TOOL_CALL)
 
 
 def _between(text: str) -> tuple[str, str | None] | None:
-    """What :meth:`~Qwen3CoderLexer._in_function` does with ``text`` (the held start of a tag and what
+    """What `_in_function` does with ``text`` (the held start of a tag and what
     follows it, or text after its leading whitespace) when it emits nothing: the text it then holds
     (anything but a tag is dropped, the start of one held) and the key begun after ``<parameter=``
     (None: no key). None when a tag other than ``<parameter=`` is in it, or the key ends in it."""
@@ -73,7 +73,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
     """``<tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n...</function>\\n
     </tool_call>``.
 
-    Values become JSON incrementally (see :class:`~._scan.XmlArguments`): exactly one leading and one
+    Values become JSON incrementally (see `XmlArguments`): exactly one leading and one
     trailing newline of a value are not part of it (as vLLM strips them); with ``tool_schemas`` a value
     is typed by its parameter's schema (a parameter the schema does not declare stays a string, as in
     vLLM); without a schema for the tool, a value that parses as a JSON number, ``true``, ``false``,
@@ -124,7 +124,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._between_state = self._in_function
         self._after_state = self._after_function
         self._between_calls_state = self._between_calls
-        """The states :meth:`make_rule` knows, kept to compare and switch to without building a bound
+        """The states `make_rule` knows, kept to compare and switch to without building a bound
         method each time."""
         self._between_rule = CollectRule(
             self, self._collect_between, holds=True, complete=self._complete_between
@@ -133,7 +133,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
             self, self._collect_opening, holds=True, complete=self._complete_opening
         )
         self._opening_step = _IN_TEXT
-        """How far the held opening of a call has come (:meth:`_collect_opening`): ``_IN_TEXT``, at a
+        """How far the held opening of a call has come (`_collect_opening`): ``_IN_TEXT``, at a
         tag after whitespace (a step of ``_OPENING``), or in the name after ``<function=`` (``_NAME``)."""
         self._opening_tag = ""
         """The start of the tag held after whitespace."""
@@ -166,9 +166,9 @@ class Qwen3CoderLexer(TaggedCallLexer):
         return FormatLexer.make_rule(self)
 
     def _collect_between(self, text: str) -> bool | None:
-        """What :meth:`_in_function` and :meth:`_parameter_key` do with ``text`` when they emit nothing:
+        """What `_in_function` and `_parameter_key` do with ``text`` when they emit nothing:
         anything but a tag dropped, the start of a tag held, ``<parameter=`` and a key collected (True).
-        None: the chunk ends the key or holds a tag (:meth:`_complete_between`, else the states)."""
+        None: the chunk ends the key or holds a tag (`_complete_between`, else the states)."""
         if self.state == self._key_state:
             return None if ">" in text or not self._collect_header(text) else True
         held = self._held
@@ -183,7 +183,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         return True
 
     def _take_between(self, held: str, key: str | None) -> None:
-        """Hold ``held`` in :meth:`_in_function`, or begin collecting ``key`` (see :func:`_between`)."""
+        """Hold ``held`` in `_in_function`, or begin collecting ``key`` (see `_between`)."""
         self._held = held
         if key is not None:
             self.switch_to_header(self._key_state, _KEY_END)
@@ -193,7 +193,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def _complete_between(self, text: str) -> bool:
         """The key's ``>`` in ``text`` (after ``<parameter=`` and the key, when they are in it too):
-        :meth:`_complete_key`; ``</function>`` followed by whitespace and perhaps the start of
+        `_complete_key`; ``</function>`` followed by whitespace and perhaps the start of
         ``</tool_call>``: the call ends. False, nothing done, for anything else."""
         if self.state == self._key_state:
             return self._complete_key(text)
@@ -208,7 +208,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         if tag and (len(tag) >= len(_TOOL_CALL_END) or not _TOOL_CALL_END.startswith(tag)):
             return False
         self._end_function(_FUNCTION_END)
-        self._held = rest  # (what _after_function holds, :meth:`_collect_opening` takes on from there)
+        self._held = rest  # (what _after_function holds, `_collect_opening` takes on from there)
         return True
 
     def _collect_opening(self, text: str) -> bool | None:
@@ -250,7 +250,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def _complete_opening(self, text: str) -> bool:
         """The name's ``>`` in ``text``, after the held opening: the call starts, as
-        :meth:`_function_name` starts it, when what follows in the chunk is what the rule between two
+        `_function_name` starts it, when what follows in the chunk is what the rule between two
         values takes. False, nothing done, for anything else, and while a guard watches (it decides on
         the call as the states start it)."""
         if self.watched or self._opening_step != _NAME:
@@ -271,8 +271,8 @@ class Qwen3CoderLexer(TaggedCallLexer):
         return True
 
     def _complete_value(self, text: str) -> bool:
-        """:meth:`_value` taking ``</parameter>`` (the held start of it and ``text``) and what follows
-        it in the chunk as :meth:`_in_function` takes it (:func:`_between`): False, nothing done,
+        """`_value` taking ``</parameter>`` (the held start of it and ``text``) and what follows
+        it in the chunk as `_in_function` takes it (`_between`): False, nothing done,
         otherwise."""
         longer = self._held + text
         if longer.startswith(_KEPT_END):
@@ -294,7 +294,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         return True
 
     def _complete_key(self, text: str, opening: bool = False) -> bool:
-        """:meth:`_parameter_key` taking the key's end in ``text`` and the start of the value after it,
+        """`_parameter_key` taking the key's end in ``text`` and the start of the value after it,
         when that holds no marker (``opening``: the key's ``<parameter=`` came just before, the key is
         all in ``text``): False, nothing done, otherwise."""
         close = text.find(">")

@@ -24,7 +24,7 @@ class SeedOssLexer(InvokeSectionLexer):
     """``<seed:tool_call>\\n<function=NAME>\\n<parameter=K>V</parameter>\\n</function>\\n
     </seed:tool_call>``, one block per call (several calls in one block are read too).
 
-    Values become JSON incrementally (see :class:`~._scan.XmlArguments`): one leading and one trailing
+    Values become JSON incrementally (see `XmlArguments`): one leading and one trailing
     newline are not part of a value (as vLLM strips them); ``tool_schemas`` types values, and without a
     schema for the tool a value that parses as a JSON number, ``true``, ``false``, ``null``, object or
     array is that value, anything else a string streamed as it arrives. A missing ``</parameter>`` is

@@ -75,7 +75,7 @@ _NAME_TAG: Final = re.compile(r"""\s+name\s*=\s*(?:"[^"<>]*"|'[^'<>]*')\s*""")
 class XmlToolLexer(TaggedCallLexer):
     """``<tool name="NAME"><arguments><arg name="KEY">VALUE</arg>...</arguments></tool>``.
 
-    Each ``<arg>`` becomes a key of the JSON arguments as it streams (see :class:`~._scan.XmlArguments`):
+    Each ``<arg>`` becomes a key of the JSON arguments as it streams (see `XmlArguments`):
     with ``tool_schemas`` the schema types the value; without, a value that parses as a JSON number,
     ``true``, ``false``, ``null``, object or array is that value (write nested values as JSON), anything
     else a string streamed as it arrives. One leading and one trailing newline are not part of a value;

@@ -37,7 +37,7 @@ class Step3Lexer(InvokeSectionLexer):
     <steptml:parameter name="K">V</steptml:parameter></steptml:invoke><｜tool_call_end｜>
     <｜tool_calls_end｜>``, several calls in one section.
 
-    Values become JSON incrementally (see :class:`~._scan.XmlArguments`) and are taken verbatim: the
+    Values become JSON incrementally (see `XmlArguments`) and are taken verbatim: the
     whitespace around a string is part of it (vLLM keeps it for edit tools), a typed value's is not.
     ``tool_schemas`` types values, and without a schema for the tool a value that parses as a JSON
     number, ``true``, ``false``, ``null``, object or array is that value, anything else a string streamed
@@ -116,7 +116,7 @@ class Step3Lexer(InvokeSectionLexer):
 class Step3p5Lexer(Qwen3CoderLexer):
     """Step-3.5: ``<tool_call>\\n<function=NAME>\\n<parameter=K>\\nV\\n</parameter>\\n</function>\\n
     </tool_call>``, the Qwen3-Coder layout (vLLM's engine reads it with Qwen3-Coder's grammar), read the
-    same way: see :class:`~operators.delimiters.formats.qwen3_coder.Qwen3CoderLexer`. ``--tool-format
+    same way: see `Qwen3CoderLexer`. ``--tool-format
     auto`` names such text ``qwen3_coder``."""
 
     name: ClassVar[str] = "step3p5"
