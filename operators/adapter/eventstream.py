@@ -158,8 +158,8 @@ class EventStreamFramer:
             event_type = headers.get(":event-type")
             if isinstance(event_type, str) and event_type != "chunk":
                 return _named_event(event_type, body, frame_offset)
-            return self._event(bytes(body), frame_offset)
-        payload = bytes(body)
+            return self._event(body, frame_offset)
+        payload = body
         if message_type == "exception":
             kind = _text(headers.get(":exception-type"))
             details = self._json(payload, frame_offset) if payload else {}
@@ -262,7 +262,7 @@ class EventStreamFramer:
         )
 
 
-def _named_event(event_type: str, body: memoryview, offset: int) -> Payload:
+def _named_event(event_type: str, body: bytes, offset: int) -> Payload:
     """A ConverseStream event frame as ``{"<event-type>": <payload>}`` (an empty payload as ``{}``)."""
     return Payload(
         b"".join((b"{", msgspec.json.encode(event_type), b":", body if body else b"{}", b"}")), offset
