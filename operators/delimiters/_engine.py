@@ -95,13 +95,13 @@ SKIP: Final = "skip"
 """The streaming helpers a lexer's shortcut can stand in for (see ``LexerEngine._stream``)."""
 
 
-def claim_next(rest: str, *starts: str) -> bool | None:
+def claim_next(rest: str, final: bool, *starts: str) -> bool | None:
     """The usual `LexerEngine.detect_after`: whether ``rest``, after whitespace, begins with one of
-    ``starts`` (``None`` while it is still the start of one)."""
+    ``starts``; ``None`` while it is still the start of one and more text is coming (not ``final``)."""
     head = rest.lstrip()
     if head.startswith(starts):
         return True
-    if any(start.startswith(head) for start in starts):
+    if not final and any(start.startswith(head) for start in starts):
         return None
     return False
 

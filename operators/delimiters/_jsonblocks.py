@@ -24,18 +24,7 @@ from operators.delimiters._lexer import Channel, LexerOptions, LexerOutput
 from operators.delimiters._scan import Markers
 from operators.delimiters._wrapped import WrappedJsonLexer
 
-__all__ = ["JsonBlockLexer", "JsonListLexer", "opener_followed_by"]
-
-
-def opener_followed_by(rest: str, final: bool, starts: tuple[str, ...]) -> bool | None:
-    """For ``detect_after``: whether ``rest`` (the text after an opener) begins, after whitespace, with
-    one of ``starts``; None while it is only whitespace or the start of one of them (and not ``final``)."""
-    text = rest.lstrip()
-    if any(text.startswith(start) for start in starts):
-        return True
-    if not final and (not text or any(start.startswith(text) for start in starts)):
-        return None
-    return False
+__all__ = ["JsonBlockLexer", "JsonListLexer"]
 
 
 class _Preamble(WrappedJsonLexer):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from operators.delimiters._jsonblocks import JsonListLexer, opener_followed_by
+from operators.delimiters._jsonblocks import JsonListLexer
+from operators.delimiters._lexer import claim_next
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers
 
@@ -71,7 +72,7 @@ class CohereCommandLexer(JsonListLexer):
         """Command A's tokens; ``Action:`` only when a fenced or bare JSON list follows it."""
         if opener != _ACTION:
             return True
-        return opener_followed_by(rest, final, ("```json", "["))
+        return claim_next(rest, final, "```json", "[")
 
     def opened(self, marker: str) -> None:
         if marker == _START_THINKING:

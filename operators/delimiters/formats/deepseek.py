@@ -47,7 +47,7 @@ class _DeepSeekSection(SectionLexer):
     def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
         """A call begins at once; ``function`` before its separator tells V3 from V3.1."""
         head = rest.lstrip()
-        begun = claim_next(head, _CALL_BEGIN)
+        begun = claim_next(head, final, _CALL_BEGIN)
         if not begun:
             return begun
         body = head[len(_CALL_BEGIN) :]

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from operators.delimiters._invoke import InvokeSectionLexer, attribute
-from operators.delimiters._jsonblocks import JsonBlockLexer, opener_followed_by
+from operators.delimiters._jsonblocks import JsonBlockLexer
+from operators.delimiters._lexer import claim_next
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers, ValueType
 
@@ -54,7 +55,7 @@ class GigaChat3Lexer(JsonBlockLexer):
         """``<|message_sep|>`` names the format only when the function-call header follows it."""
         if opener == _FUNCTION_CALL:
             return True
-        return opener_followed_by(rest, final, (_ROLE,))
+        return claim_next(rest, final, _ROLE)
 
 
 _GCML: Final = "\uff5cGCML\uff5c"

@@ -60,7 +60,7 @@ class Glm45Lexer(TaggedCallLexer):
         name = _DETECT_NAME.match(rest)
         if name is None:
             return None if not rest else False
-        return claim_next(rest[name.end() :], _ARG_KEY, _TOOL_CALL_END)
+        return claim_next(rest[name.end() :], final, _ARG_KEY, _TOOL_CALL_END)
 
     markers: ClassVar[tuple[str, ...]] = (
         _TOOL_CALL,

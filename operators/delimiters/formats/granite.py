@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from operators.delimiters._jsonblocks import JsonBlockLexer, JsonListLexer, opener_followed_by
+from operators.delimiters._jsonblocks import JsonBlockLexer, JsonListLexer
+from operators.delimiters._lexer import claim_next
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers
 
@@ -49,7 +50,7 @@ class GraniteLexer(JsonListLexer):
         """``<tool_call>`` is Granite 3's when a list follows it (Hermes writes an object there)."""
         if opener == _TOKEN:
             return True
-        return opener_followed_by(rest, final, ("[",))
+        return claim_next(rest, final, "[")
 
 
 @register_format

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from operators.delimiters._jsonblocks import JsonBlockLexer, opener_followed_by
+from operators.delimiters._jsonblocks import JsonBlockLexer
+from operators.delimiters._lexer import claim_next
 from operators.delimiters._registry import register_format
 
 __all__ = ["HermesLexer"]
@@ -44,4 +45,4 @@ class HermesLexer(JsonBlockLexer):
         """``<tool_call>`` then ``{``.
 
         A list there is Granite 3.1's (``granite``)."""
-        return opener_followed_by(rest, final, ("{",))
+        return claim_next(rest, final, "{")

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from operators.delimiters._families import SectionLexer
+from operators.delimiters._lexer import claim_next
 from operators.delimiters._registry import register_format
-from operators.delimiters._scan import Markers, space_end
+from operators.delimiters._scan import Markers
 
 __all__ = ["HunyuanLexer"]
 
@@ -29,17 +30,6 @@ _KEY_END: Final = Markers(_ARG_KEY_END)
 _BEFORE_VALUE: Final = Markers(_ARG_VALUE, _ARG_KEY, _TOOL_CALL_END, _TOOL_CALL, _TOOL_CALLS_END)
 _VALUE_END: Final = Markers(_ARG_VALUE_END, _TOOL_CALL_END, _TOOL_CALL, _TOOL_CALLS_END)
 _CALL_CLOSERS: Final = frozenset({_TOOL_CALL_END})
-
-
-def _opens(rest: str, final: bool, start: str) -> bool | None:
-    """Whether ``rest`` (after ``<tool_calls>``) begins, after whitespace, with ``start``; None while
-    it may still."""
-    body = rest[space_end(rest, 0) :]
-    if body.startswith(start):
-        return True
-    if not final and start.startswith(body):
-        return None
-    return False
 
 
 @register_format
@@ -84,7 +74,7 @@ class HunyuanLexer(SectionLexer):
 
     @classmethod
     def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
-        return _opens(rest, final, _TOOL_CALL)
+        return claim_next(rest, final, _TOOL_CALL)
 
     def begin_call(self, marker: str) -> None:
         self.state = self._name

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from operators.delimiters._jsonblocks import JsonListLexer, opener_followed_by
+from operators.delimiters._jsonblocks import JsonListLexer
+from operators.delimiters._lexer import claim_next
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers
 
@@ -37,4 +38,4 @@ class JambaLexer(JsonListLexer):
     @classmethod
     def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
         """``<tool_calls>`` is Jamba's when a JSON list follows it."""
-        return opener_followed_by(rest, final, ("[",))
+        return claim_next(rest, final, "[")

@@ -89,7 +89,7 @@ class Llama3JsonLexer(WrappedJsonLexer):
         if opener == _PYTHON_TAG:
             return True
         head = rest.lstrip()
-        keyed = claim_next(head, '"name"', '"type"')
+        keyed = claim_next(head, final, '"name"', '"type"')
         if not keyed:
             return keyed
         field = _DETECT_FIELD.match(head)
@@ -98,10 +98,10 @@ class Llama3JsonLexer(WrappedJsonLexer):
         if field[1] == "type":
             return field[2] == "function"
         after = head[field.end() :]
-        comma = claim_next(after, ",")
+        comma = claim_next(after, final, ",")
         if not comma:
             return comma
-        return claim_next(after.lstrip()[1:], '"parameters"', '"arguments"')
+        return claim_next(after.lstrip()[1:], final, '"parameters"', '"arguments"')
 
     wrapper_markers: ClassVar[Markers] = _SECTION
 

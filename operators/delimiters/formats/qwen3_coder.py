@@ -115,7 +115,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
     @classmethod
     def detect_after(cls, opener: str, rest: str, final: bool) -> bool | None:
         """``<tool_call>`` then ``<function=``."""
-        return claim_next(rest, _FUNCTION)
+        return claim_next(rest, final, _FUNCTION)
 
     def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from operators.delimiters._jsonblocks import JsonListLexer, opener_followed_by
+from operators.delimiters._jsonblocks import JsonListLexer
+from operators.delimiters._lexer import claim_next
 from operators.delimiters._registry import register_format
 from operators.delimiters._scan import Markers
 
@@ -49,7 +50,7 @@ class XLamLexer(JsonListLexer):
             if not final and "json".startswith(rest):
                 return None
             rest = rest.removeprefix("json")
-        return opener_followed_by(rest, final, ("[{", "[\n", "[ "))
+        return claim_next(rest, final, "[{", "[\n", "[ ")
 
     def opened(self, marker: str) -> None:
         if marker == _THINK_END:  # text, and a bare list may follow it
