@@ -136,9 +136,15 @@ _PRELUDE = struct.Struct(">III")
 def sniff_framing(
     start: bytes, probe: bytes, *, complete: bool = False
 ) -> Framing | Literal["unknown"] | None:
-    """The framing, from ``start`` (the first 12 bytes of the stream, or all of them if fewer) and ``probe``
-    (the bytes from the first one that is neither a UTF-8 BOM at the start nor whitespace); ``None`` when
-    more bytes are needed to tell, ``unknown`` when they fit no framing. ``complete``: there are no more.
+    """The framing of a stream, from its first bytes.
+
+    Args:
+        start: the first 12 bytes of the stream, or all of them if fewer.
+        probe: the bytes from the first one that is neither a UTF-8 BOM at the start nor whitespace.
+        complete: there are no more bytes: decide with these.
+
+    Returns:
+        The framing; ``None`` when more bytes are needed to tell, ``"unknown"`` when they fit no framing.
 
     - ``eventstream`` (AWS event-stream, Bedrock): the stream starts with a NUL byte (a frame's length) and
       its first 12 bytes are a frame prelude whose CRC matches;

@@ -240,5 +240,14 @@ def decode_json_sequence(
     source: AsyncIterable[bytes], *, max_value_size: int = DEFAULT_MAX_VALUE_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
     """Decode a JSON array of objects (or objects one after another) into one dict per object, as each
-    object's bytes arrive (Gemini's ``streamGenerateContent`` without ``alt=sse``)."""
+    object's bytes arrive (Gemini's ``streamGenerateContent`` without ``alt=sse``).
+
+    Args:
+        source: the response body's bytes.
+        max_value_size: cap, in bytes, of one object.
+
+    Raises:
+        StreamDecodeError: the bytes are not such a sequence, or an object is over ``max_value_size``.
+        ProviderError: an object is an in-band provider error.
+    """
     return operator_stream(source, JSONSequenceDecoder(max_value_size=max_value_size))
