@@ -701,6 +701,16 @@ def emit_segments(
 
     If the source fails, open segments are closed first (tool calls with an ``interrupted`` error, so the
     folder still gives exactly one invocation per call) and then the exception propagates.
+
+    Args:
+        source: the chunks of `operators.split_arguments`.
+        file_tools: as `SegmentEmitter` takes it.
+        segment_ids: as `SegmentEmitter` takes it.
+        call_ids: as `SegmentEmitter` takes it.
+        keep_values: as `SegmentEmitter` takes it.
+
+    Raises:
+        ConfigurationError: ``file_tools`` does not map names to `FileTool`s.
     """
     emitter = SegmentEmitter(
         file_tools=file_tools, segment_ids=segment_ids, call_ids=call_ids, keep_values=keep_values
