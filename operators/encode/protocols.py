@@ -96,7 +96,15 @@ class StreamfoldSSEEncoder:
         return self.error(message, code=type(exc).__name__)
 
     def error(self, message: str, *, code: str = "StreamfoldError") -> list[bytes]:
-        """``event: error`` with ``message``."""
+        """``event: error`` with ``message``.
+
+        Args:
+            message: what went wrong.
+            code: the event's ``error`` field, an exception's name.
+
+        Returns:
+            The frame to send; nothing once the stream ended.
+        """
         if self._done:
             return []
         self._done = True
