@@ -119,7 +119,11 @@ class EventStreamFramer:
         self._offset += start
 
     def finish(self) -> list[Payload]:
-        """The body has ended: bytes left over are a frame cut off."""
+        """The body has ended: bytes left over are a frame cut off.
+
+        Raises:
+            StreamDecodeError: the body ends inside a frame.
+        """
         if self._buffer:
             raise StreamDecodeError(
                 f"event-stream body ends inside frame {self._frame_number} at byte {self._offset} "

@@ -93,7 +93,11 @@ class JSONArrayFramer:
         return out
 
     def finish(self) -> list[Payload]:
-        """The body has ended: an array left open is an error naming where."""
+        """The body has ended: an array left open is an error naming where.
+
+        Raises:
+            StreamDecodeError: the body ends inside an object, or before the array's closing ``]``.
+        """
         if self._depth:
             raise StreamDecodeError(
                 f"the JSON stream ends inside object {self._number} (started at byte {self._value_start}, "

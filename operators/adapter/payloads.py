@@ -74,7 +74,12 @@ class PayloadParser:
         self._number = 0
 
     def feed(self, payload: Payload) -> list[Any]:
-        """The provider events (dicts) of the payloads this read completes."""
+        """The provider events (dicts) of the payloads this read completes.
+
+        Raises:
+            StreamDecodeError: the payload is not JSON, or (``objects_only``) not a JSON object.
+            ProviderError: the payload is an in-band provider error (``check_errors``).
+        """
         number = self._number
         self._number = number + 1
         try:

@@ -54,6 +54,9 @@ async def from_file(path: str | os.PathLike[str], chunk_size: int = 65536) -> As
     Args:
         path: the file.
         chunk_size: bytes read at a time.
+
+    Raises:
+        ConfigurationError: ``chunk_size`` is not positive.
     """
     if chunk_size <= 0:
         raise ConfigurationError(f"chunk_size must be positive, got {chunk_size}")
@@ -69,6 +72,9 @@ async def from_bytes(data: bytes, chunk_size: int | None = None) -> AsyncIterato
     Args:
         data: the bytes.
         chunk_size: bytes per piece; ``None`` yields them all at once.
+
+    Raises:
+        ConfigurationError: ``chunk_size`` is not positive.
     """
     if chunk_size is None:
         if data:
@@ -194,6 +200,9 @@ def sdk_object_to_dict(item: Any) -> dict[str, Any]:
     ``null``s kept), bytes as standard base64 like the wire (pydantic's JSON mode would use the URL-safe
     alphabet), and without the SDKs' own additions (google-genai ``sdk_http_response``). Mappings pass
     through. Fields an SDK dropped while parsing cannot come back.
+
+    Raises:
+        StreamDecodeError: the item is neither a mapping nor an SDK object.
     """
     if isinstance(item, Mapping):
         return dict(item)

@@ -385,7 +385,12 @@ class EventParser:
         self._number = 0
 
     def feed(self, event: ServerSentEvent) -> list[dict[str, Any]]:
-        """The events this read completes."""
+        """The events this read completes.
+
+        Raises:
+            ProviderError: an ``event: error``, or data that is an in-band provider error.
+            StreamDecodeError: data that is not JSON, or not a JSON object.
+        """
         number = self._number
         self._number += 1
         data = event.data
