@@ -389,6 +389,10 @@ class SegmentEmitter:
         call_ids: makes the id of a tool call that arrives without one (converters normally give one).
         keep_values: False for a splitter that does not keep values (``keep_values=False``): tool
             segments stream as usual, and their END carries no ``arguments`` (nothing to fold).
+
+    Raises:
+        ConfigurationError: ``file_tools`` does not map names to `FileTool`s, or an id factory is not
+            callable.
     """
 
     def __init__(

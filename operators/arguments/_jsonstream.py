@@ -277,7 +277,11 @@ class JSONStreamParser:
         self._number_start = 0
 
     def feed(self, text: str) -> list[ArgumentEvent]:
-        """Parse the next piece of the arguments text; return what it streamed or completed."""
+        """Parse the next piece of the arguments text; return what it streamed or completed.
+
+        Raises:
+            RuntimeError: called after `finish`.
+        """
         state = self._state
         if state >= _DEAD:
             if state == _FINISHED:

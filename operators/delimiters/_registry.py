@@ -16,7 +16,11 @@ _L = TypeVar("_L", bound=type[FormatLexer])
 
 
 def register_format(lexer: _L) -> _L:
-    """Class decorator: make ``lexer`` available under its ``name`` and ``aliases``."""
+    """Class decorator: make ``lexer`` available under its ``name`` and ``aliases``.
+
+    Raises:
+        ValueError: the lexer has no name, or a name is taken by another lexer.
+    """
     for name in (lexer.name, *lexer.aliases):
         if not name:
             raise ValueError(f"{lexer.__name__} has no name")

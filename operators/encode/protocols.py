@@ -146,6 +146,9 @@ def encoder_for(protocol: str) -> WireEncoding:
 
     ``vercel``'s core takes ``provider=`` and ``extras=``, ``agui``'s ``thread_id=`` and ``extras=``;
     ``response_id`` becomes the Vercel ``messageId`` (unless ``message_id=`` is given) / the AG-UI ``runId``.
+
+    Raises:
+        ConfigurationError: an unknown protocol.
     """
     if protocol == "streamfold":
         return WireEncoding("streamfold", _streamfold, "text/event-stream", STREAMFOLD_HEADERS)
