@@ -87,6 +87,9 @@ class Approvals:
 
     Args:
         timeout: seconds a request waits before it is denied; None: as long as the run lives.
+
+    Raises:
+        ConfigurationError: ``timeout`` is not a positive number or None.
     """
 
     def __init__(self, *, timeout: float | None = DEFAULT_APPROVAL_TIMEOUT) -> None:

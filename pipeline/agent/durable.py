@@ -267,6 +267,9 @@ async def read_run(log: EventLog, run_id: str) -> tuple[RunState, ResponseStatus
 
     Returns:
         The run, and its status in the log (None: the log does not have it).
+
+    Raises:
+        ConfigurationError: the log no longer holds the run's first entries.
     """
     status = await log.status(run_id)
     if status is None:
@@ -687,6 +690,9 @@ async def serve_runs(
         max_runs: runs this worker runs at a time at most.
         **options: more options of `run_durable` (``lease_ttl``, ``max_steps``, ``approvals``,
             ``approved_messages``, ...).
+
+    Raises:
+        ConfigurationError: ``poll`` is not a positive number.
     """
     check_count("max_runs", max_runs, minimum=1)
     if not poll > 0:

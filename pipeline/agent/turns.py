@@ -229,6 +229,10 @@ class TurnBuilder:
             models mid-conversation): what is bound to that provider (signatures, encrypted reasoning,
             reasoning ids, provider-executed calls and their results, its citations) is left out, and
             `AssistantTurn.dropped` says what and why. None (default): the same provider.
+
+    Raises:
+        ConfigurationError: ``format`` or ``source`` is not a wire format, or ``is_generated_id`` is not
+            callable.
     """
 
     __slots__ = (
@@ -269,7 +273,12 @@ class TurnBuilder:
         self._end: ResponseEnd | None = None
 
     def feed(self, event: Any) -> None:
-        """Fold one pipeline event."""
+        """Fold one pipeline event.
+
+        Raises:
+            TurnError: a segment event out of order, an invocation or ``ResponseEnd`` fed twice, or an
+                item that is not a pipeline event; the turn is left as it was.
+        """
         if isinstance(event, SegmentEvent):
             kind = event.event_type
             if kind is SegmentEventType.START:
