@@ -127,6 +127,9 @@ class ResponseManager:
             ``heartbeat_timeout``, or 5 s).
         max_pending: how many items the pump may queue while an append is in flight.
         max_pending_bytes: how many bytes the pump may queue while an append is in flight.
+
+    Raises:
+        ConfigurationError: a ``heartbeat_interval`` that is not positive, or a cap below 1.
     """
 
     def __init__(

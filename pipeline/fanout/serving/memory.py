@@ -157,6 +157,9 @@ class MemoryEventLog:
         heartbeat_timeout: seconds without an append or heartbeat after which readers of a running
             response get `ProducerLost`.
         clock: unix seconds, for timestamps and retention (tests pass a fake one).
+
+    Raises:
+        ConfigurationError: a cap below 1, or a ``heartbeat_timeout`` that is not positive.
     """
 
     def __init__(
@@ -358,6 +361,9 @@ class MemoryEventLog:
         Args:
             response_id: the response.
             after: the last id the reader has; 0: from the start.
+
+        Raises:
+            ConfigurationError: ``after`` is negative or past the last id.
         """
         if after < 0:
             raise ConfigurationError(f"a cursor is an entry id >= 0, got {after}")

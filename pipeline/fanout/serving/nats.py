@@ -131,6 +131,9 @@ class NatsEventLog(RemoteLogBase):
         retry_for: as `RedisEventLog`'s.
         tombstone_ttl: as `RedisEventLog`'s.
 
+    Raises:
+        ConfigurationError: a ``prefix`` that is not letters, digits, ``_`` and ``-``.
+
     Open with ``await NatsEventLog.connect(...)`` (or call `start` once).
     """
 

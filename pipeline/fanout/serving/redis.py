@@ -197,6 +197,9 @@ class RedisEventLog(RemoteLogBase):
             `ProducerLost`.
         retry_for: seconds an operation is retried while Redis is unreachable.
         tombstone_ttl: seconds an expired response's id still answers 410 (then 404).
+
+    Raises:
+        ConfigurationError: an empty ``prefix``, or one with braces.
     """
 
     server_name = "Redis"
