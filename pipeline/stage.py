@@ -276,6 +276,9 @@ def chain(*cores: Core[Any, Any]) -> Core[Any, Any]:
     error's ``partial_outputs`` (if one of those cores fails in turn, its error is the one raised): the
     same events and error as the cores run by one `drive` each, piped. When the
     chain's input fails, its ``abort`` aborts the cores in order, each one's outputs fed to the next.
+
+    Raises:
+        ConfigurationError: no cores.
     """
     if not cores:
         raise ConfigurationError("chain() needs at least one core")

@@ -77,7 +77,11 @@ class StreamingResponseHandler(ABC):
         self._finalized = False
 
     def feed(self, chunk: ChunkResponse) -> list[SegmentEvent]:
-        """Process one chunk; returns the segment events it completed."""
+        """Process one chunk; returns the segment events it completed.
+
+        Raises:
+            RuntimeError: the handler was finalized (`reset` makes it reusable).
+        """
         if self._finalized:
             raise RuntimeError("the handler has been finalized; call reset() to reuse it")
         return self._emit(self._chain.feed(chunk))
