@@ -64,11 +64,13 @@ the event-stream framer's ``{"<event-type>": <payload>}``)."""
 def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
     """The wire format of a stream, from its first event (a decoded provider event dict).
 
-    Raises `ConfigurationError` when the event fits none of the supported formats, naming what it
-    saw. A Gemini Interactions API stream (``event_type``: ``interaction.created``, ``step.delta``, ...) is
+    A Gemini Interactions API stream (``event_type``: ``interaction.created``, ``step.delta``, ...) is
     not ``generateContent`` but is ``gemini`` too: the Gemini converter tells the two apart by itself. A
     Bedrock ConverseStream event is one ``ConverseStreamOutput`` member alone (``{"messageStart": {...}}``).
     An Ollama line is ``ollama`` whether it comes from ``/api/chat`` or ``/api/generate``.
+
+    Raises:
+        ConfigurationError: the event fits none of the supported formats (the message names what it saw).
     """
     if len(first_event) == 1 and next(iter(first_event)) in _CONVERSE_EVENTS:
         return "bedrock-converse"
@@ -113,8 +115,11 @@ def _is_ollama(event: Mapping[str, Any]) -> bool:
 def detect_framing(first_bytes: bytes) -> Framing:
     """The framing of a stream, from its first bytes (a few dozen after any leading blank lines are plenty).
 
-    See `sniff_framing` for the rules. Bytes that fit none of them (plain text, an HTML page) or that
-    hold nothing but whitespace raise `ConfigurationError`.
+    See `sniff_framing` for the rules.
+
+    Raises:
+        ConfigurationError: the bytes fit none of them (plain text, an HTML page) or hold nothing but
+            whitespace.
     """
     probe = first_bytes.removeprefix(_BOM).lstrip(_WHITESPACE)
     framing = sniff_framing(first_bytes[:_START], probe, complete=True)

@@ -31,7 +31,11 @@ def register_format(lexer: _L) -> _L:
 
 
 def get_format(name: str) -> type[FormatLexer]:
-    """The lexer class of the format ``name``; `ConfigurationError` naming the known ones if none."""
+    """The lexer class of the format ``name``.
+
+    Raises:
+        ConfigurationError: no format has that name (the message names the known ones).
+    """
     try:
         return FORMATS[name]
     except KeyError:
