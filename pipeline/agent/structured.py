@@ -142,7 +142,12 @@ class StructuredOutput(Generic[M]):
         return self.feed_events(events)
 
     def finish(self) -> list[StructuredUpdate[M]]:
-        """The content has ended: the final update, or `StructuredOutputError`."""
+        """The content has ended: the final update.
+
+        Raises:
+            StructuredOutputError: no content came (``empty``), the object never completed (``truncated``),
+                or it is not valid for the model.
+        """
         if self._done:
             return []
         if not self._seen:

@@ -76,8 +76,12 @@ def error_response(error: StreamfoldError | BodyRefused, status: int | None = No
 
 def read_cursor(scope: Scope) -> int:
     """The id a reader has seen up to: the ``Last-Event-ID`` header (an ``EventSource`` reconnecting),
-    else the ``after`` query parameter, else 0. Raises ``ConfigurationError`` unless it is 1 to 18 ASCII
-    digits (``str.isdigit`` and ``int`` take superscripts and other scripts' digits: not here)."""
+    else the ``after`` query parameter, else 0.
+
+    Raises:
+        ConfigurationError: the cursor is not 1 to 18 ASCII digits (``str.isdigit`` and ``int`` take
+            superscripts and other scripts' digits: not here).
+    """
     raw: str | None = None
     for name, value in scope.get("headers", ()):
         if name == b"last-event-id":

@@ -236,8 +236,11 @@ class _WithoutToolCalls:
 def resolve_parser_name(parser_name: str | None = None) -> str:
     """The parser to use: ``parser_name``, else ``$STREAMFOLD_STREAM_PARSER``, else ``api_tool_call``.
 
-    ``none`` gives ``api_tool_call`` (no delimiter rewriting); anything unknown is a
-    `ConfigurationError` listing the choices."""
+    ``none`` gives ``api_tool_call`` (no delimiter rewriting).
+
+    Raises:
+        ConfigurationError: a name that is not a string or not known (the message lists the choices).
+    """
     if parser_name is not None and not isinstance(parser_name, str):
         raise ConfigurationError(f"parser_name must be a string, got {parser_name!r}")
     name = (parser_name or os.environ.get(PARSER_ENVIRONMENT_VARIABLE) or "api_tool_call").strip().lower()

@@ -254,7 +254,11 @@ class ResponseManager:
         return await self.log.active()
 
     async def status(self, response_id: str) -> ResponseStatus:
-        """One response's status. Raises ``ResponseNotFound``."""
+        """One response's status.
+
+        Raises:
+            ResponseNotFound: the log does not know the response.
+        """
         status = await self.log.status(response_id)
         if status is None:
             raise ResponseNotFound(f"no response {response_id!r}", response_id=response_id)
