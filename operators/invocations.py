@@ -41,6 +41,12 @@ class InvocationFolder:
 
     ``feed`` returns the event itself, followed by the invocation it completes, if any. ``invocations``
     lists every invocation folded so far (the synchronous handlers' ``get_all_invocations``).
+
+    Args:
+        tools: tool name -> the pydantic model (or `TypeAdapter`) its arguments are validated against.
+
+    Raises:
+        ConfigurationError: ``tools`` is not a mapping.
     """
 
     def __init__(self, *, tools: ToolSchemas | None = None) -> None:

@@ -178,7 +178,19 @@ _NO_REWRITE_NAMES: Final = frozenset({None, NO_REWRITE, "api_tool_call"})
 
 
 def check_choice(option: str, value: object, choices: tuple[str, ...] | list[str]) -> str:
-    """``value`` if it is one of ``choices``; else a `ConfigurationError` listing them."""
+    """``value`` if it is one of ``choices``.
+
+    Args:
+        option: the option's name, for the message.
+        value: what the caller gave.
+        choices: the accepted values.
+
+    Returns:
+        ``value``, as a string.
+
+    Raises:
+        ConfigurationError: ``value`` is not one of ``choices`` (the message lists them).
+    """
     if isinstance(value, str) and value in choices:
         return value
     raise ConfigurationError(f"unknown {option} {value!r}; expected one of: {', '.join(choices)}")

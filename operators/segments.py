@@ -389,6 +389,10 @@ class SegmentEmitter:
         call_ids: makes the id of a tool call that arrives without one (converters normally give one).
         keep_values: False for a splitter that does not keep values (``keep_values=False``): tool
             segments stream as usual, and their END carries no ``arguments`` (nothing to fold).
+
+    Raises:
+        ConfigurationError: ``file_tools`` does not map names to `FileTool`s, or an id factory is not
+            callable.
     """
 
     def __init__(
@@ -701,6 +705,16 @@ def emit_segments(
 
     If the source fails, open segments are closed first (tool calls with an ``interrupted`` error, so the
     folder still gives exactly one invocation per call) and then the exception propagates.
+
+    Args:
+        source: the chunks of `operators.split_arguments`.
+        file_tools: as `SegmentEmitter` takes it.
+        segment_ids: as `SegmentEmitter` takes it.
+        call_ids: as `SegmentEmitter` takes it.
+        keep_values: as `SegmentEmitter` takes it.
+
+    Raises:
+        ConfigurationError: ``file_tools`` does not map names to `FileTool`s.
     """
     emitter = SegmentEmitter(
         file_tools=file_tools, segment_ids=segment_ids, call_ids=call_ids, keep_values=keep_values

@@ -116,7 +116,11 @@ def chunk_core(
 ) -> Core[Any, ChunkResponse]:
     """The sans-IO adapter and converter: source items (bytes, dicts or SDK objects) to chunks.
 
-    The options are `to_chunks`'.
+    Args:
+        provider: as `to_chunks` takes it.
+        framing: as `to_chunks` takes it.
+        id_factory: as `to_chunks` takes it.
+        choice: as `to_chunks` takes it.
 
     Raises:
         ConfigurationError: an unknown ``provider`` or ``framing``, a ``choice`` below 0.

@@ -120,7 +120,12 @@ class ProviderError(StreamfoldError):
 
 
 class StreamDecodeError(StreamfoldError):
-    """Bytes or events that cannot be decoded; ``offset`` is where, in bytes or events of the stream."""
+    """Bytes or events that cannot be decoded.
+
+    Args:
+        message: what could not be decoded, and where.
+        offset: where, in bytes or events of the stream; None when unknown.
+    """
 
     def __init__(self, message: str, *, offset: int | None = None) -> None:
         super().__init__(message)
@@ -128,7 +133,12 @@ class StreamDecodeError(StreamfoldError):
 
 
 class ConverterError(StreamfoldError):
-    """A provider event that does not fit its wire format; ``event_number`` counts from 0."""
+    """A provider event that does not fit its wire format.
+
+    Args:
+        message: what does not fit, naming the event and field.
+        event_number: the event's number, from 0; None when unknown.
+    """
 
     def __init__(self, message: str, *, event_number: int | None = None) -> None:
         super().__init__(message)
@@ -152,7 +162,12 @@ class ReplayUnavailableError(StreamfoldError):
 
 
 class ServingError(StreamfoldError):
-    """A served response cannot be read or written; ``response_id`` names it."""
+    """A served response cannot be read or written.
+
+    Args:
+        message: what failed.
+        response_id: the response.
+    """
 
     def __init__(self, message: str, *, response_id: str) -> None:
         super().__init__(message)
@@ -170,8 +185,12 @@ class ResponseExists(ServingError):
 class ResponseGone(ServingError):
     """The response expired, or the reader's cursor is older than what is retained: HTTP 410.
 
-    ``first_id`` is the oldest id still retained (None when the whole response expired): a client can
-    restart from ``first_id - 1`` knowingly; nothing is replayed partially behind its back.
+    A client can restart from ``first_id - 1`` knowingly; nothing is replayed partially behind its back.
+
+    Args:
+        message: what is gone.
+        response_id: the response.
+        first_id: the oldest id still retained; None when the whole response expired.
     """
 
     def __init__(self, message: str, *, response_id: str, first_id: int | None = None) -> None:
@@ -191,7 +210,13 @@ class EventLogUnavailable(ServingError):
 
 class EventLogFull(ServingError):
     """The log runs as many responses as it may (``MemoryEventLog``'s ``max_responses``): no new one
-    until one ends. ``retry_after`` is the seconds a client is told to wait (HTTP 503, ``Retry-After``)."""
+    until one ends.
+
+    Args:
+        message: what was refused.
+        response_id: the response that could not be created.
+        retry_after: the seconds a client is told to wait (HTTP 503, ``Retry-After``).
+    """
 
     def __init__(self, message: str, *, response_id: str, retry_after: int) -> None:
         super().__init__(message, response_id=response_id)
@@ -199,8 +224,13 @@ class EventLogFull(ServingError):
 
 
 class MissingExtraError(StreamfoldError, ImportError):
-    """A feature needs an optional dependency that is not installed; ``extra`` names what to install
-    (``pip install 'streamfold[EXTRA]'``), ``name`` the missing module."""
+    """A feature needs an optional dependency that is not installed.
+
+    Args:
+        message: what is missing and what to install.
+        extra: the extra to install (``pip install 'streamfold[EXTRA]'``).
+        name: the missing module.
+    """
 
     def __init__(self, message: str, *, extra: str, name: str | None = None) -> None:
         super().__init__(message, name=name)

@@ -389,23 +389,46 @@ class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
     def start(
         cls, segment_id: str, segment_type: SegmentType, metadata: Mapping[str, Any] | None = None
     ) -> SegmentEvent:
-        """A START event; ``metadata`` (tool name, call id...) goes in the payload when given."""
+        """A START event.
+
+        Args:
+            segment_id: the segment's id.
+            segment_type: what the segment holds.
+            metadata: tool name, call id...: goes in the payload when given.
+        """
         payload = {"metadata": dict(metadata)} if metadata else {}
         return cls(SegmentEventType.START, segment_id, segment_type, payload)
 
     @classmethod
     def content(cls, segment_id: str, delta: str) -> SegmentEvent:
-        """A CONTENT event: ``delta`` is text appended to the segment."""
+        """A CONTENT event.
+
+        Args:
+            segment_id: the segment's id.
+            delta: text appended to the segment.
+        """
         return cls(SegmentEventType.CONTENT, segment_id, None, {"delta": delta})
 
     @classmethod
     def argument_delta(cls, segment_id: str, path: JSONPath, delta: str) -> SegmentEvent:
-        """An ARGUMENT event: ``delta`` is text appended to the string argument at ``path``."""
+        """An ARGUMENT event: text of a string argument.
+
+        Args:
+            segment_id: the tool call's segment id.
+            path: where the argument is in the arguments (keys and indexes).
+            delta: text appended to the string argument at ``path``.
+        """
         return cls(SegmentEventType.ARGUMENT, segment_id, None, {"path": list(path), "delta": delta})
 
     @classmethod
     def argument_value(cls, segment_id: str, path: JSONPath, value: Any) -> SegmentEvent:
-        """An ARGUMENT event: the argument at ``path`` is complete and is ``value``."""
+        """An ARGUMENT event: an argument is complete.
+
+        Args:
+            segment_id: the tool call's segment id.
+            path: where the argument is in the arguments (keys and indexes).
+            value: the argument's value.
+        """
         return cls(SegmentEventType.ARGUMENT, segment_id, None, {"path": list(path), "value": value})
 
     @classmethod
@@ -416,7 +439,13 @@ class SegmentEvent(msgspec.Struct, frozen=True, gc=False):
         *,
         segment_type: SegmentType | None = None,
     ) -> SegmentEvent:
-        """An END event; ``metadata`` (arguments, error...) goes in the payload when given."""
+        """An END event.
+
+        Args:
+            segment_id: the segment's id.
+            metadata: arguments, error...: goes in the payload when given.
+            segment_type: what the segment held.
+        """
         payload = {"metadata": dict(metadata)} if metadata else {}
         return cls(SegmentEventType.END, segment_id, segment_type, payload)
 

@@ -67,6 +67,10 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerato
     iterator closes the source at once. A failing core's ``partial_outputs`` are yielded before its error;
     when the source fails, what the core's ``abort`` returns is yielded before the source's error (a core
     without ``abort`` is left as it is). An exception thrown in at a ``yield`` is never caught here.
+
+    Args:
+        source: the items to feed.
+        core: the sans-IO stage.
     """
     feed = core.feed
     iterator = aiter(source)
@@ -123,7 +127,12 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerato
 def operator_stream(source: AsyncIterable[In], core: Core[In, Out]) -> Streamer[Out]:
     """`drive` as an aiostream operator returns it: ``return operator_stream(source, core)`` from a
     ``@pipable_operator`` function gives the same items, and ``async for`` inside the stream's context runs
-    on `drive`'s generator itself (see `GeneratorStreamer`)."""
+    on `drive`'s generator itself (see `GeneratorStreamer`).
+
+    Args:
+        source: the items to feed.
+        core: the sans-IO stage.
+    """
     return GeneratorStreamer(drive(source, core))
 
 
@@ -267,6 +276,9 @@ def chain(*cores: Core[Any, Any]) -> Core[Any, Any]:
     error's ``partial_outputs`` (if one of those cores fails in turn, its error is the one raised): the
     same events and error as the cores run by one `drive` each, piped. When the
     chain's input fails, its ``abort`` aborts the cores in order, each one's outputs fed to the next.
+
+    Raises:
+        ConfigurationError: no cores.
     """
     if not cores:
         raise ConfigurationError("chain() needs at least one core")

@@ -144,8 +144,12 @@ class Telemetry:
     ) -> Telemetry:
         """A variant for one request, sharing the tracer, meter and instruments (cheap: no new instrument).
 
-        The arguments are the class's; those not given keep this one's values, and ``attributes`` are
-        added to this one's.
+        Args:
+            operation: as the class takes it; None keeps this one's.
+            provider_name: as the class takes it; None keeps this one's.
+            request_model: as the class takes it; None keeps this one's.
+            started_at: as the class takes it; None keeps this one's.
+            attributes: added to this one's.
         """
         variant = object.__new__(Telemetry)
         variant.__dict__.update(self.__dict__)

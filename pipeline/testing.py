@@ -61,7 +61,11 @@ def counter_segment_ids() -> Callable[[SegmentType], str]:
 
 
 def chunked(data: bytes, sizes: Sequence[int] | int | None = None) -> list[bytes]:
-    """Split ``data`` into pieces of the given sizes, cycling through ``sizes`` (``None``: one piece).
+    """Split bytes into pieces of the given sizes.
+
+    Args:
+        data: the bytes.
+        sizes: the pieces' sizes, cycled through (an int: every piece that size); ``None``: one piece.
 
     Raises:
         ConfigurationError: a size below 1, or no sizes at all."""
@@ -85,6 +89,10 @@ def feed_all(core: Core[T, U], items: Iterable[T]) -> tuple[list[U], StreamfoldE
     """Feed ``items`` to a sans-IO ``core`` and finish it, synchronously.
 
     An exception other than a `StreamfoldError` is a bug and propagates.
+
+    Args:
+        core: the sans-IO stage.
+        items: what to feed it.
 
     Returns:
         Every output, in order, and the error that stopped the core, or None; the error's
@@ -172,17 +180,28 @@ class Summary:
     """What a response amounts to: the text, the reasoning, the invocations and how it ended."""
 
     text: str = ""
+    """The text segments' content, joined."""
     reasoning: str = ""
+    """The reasoning segments' content, joined."""
     invocations: list[ToolInvocation] = field(default_factory=list)
+    """The tool invocations, in order."""
     finish_reason: str | None = None
+    """The `ResponseEnd`'s finish reason; None when the response did not end."""
     usage: TokenUsage | None = None
+    """The `ResponseEnd`'s token usage."""
     error: BaseException | None = None
+    """The error that stopped the response, if any."""
     segments: dict[str, str] = field(default_factory=dict)
     """Segment id -> the concatenated CONTENT of that segment."""
 
 
 def summarize(events: Iterable[PipelineEvent], error: BaseException | None = None) -> Summary:
-    """Fold a list of pipeline events into a `Summary` (a plain, non-incremental reference)."""
+    """Fold a list of pipeline events into a `Summary` (a plain, non-incremental reference).
+
+    Args:
+        events: the pipeline's events.
+        error: the error that stopped them, if any: kept in the summary.
+    """
     summary = Summary(error=error)
     kinds: dict[str, SegmentType | None] = {}
     pieces: dict[str, list[str]] = {}

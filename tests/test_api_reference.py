@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,11 +151,8 @@ STYLED = (
     "pipeline.agent.runner",
     "pipeline.agent.structured",
     "pipeline.agent._portable",
-    "pipeline.fanout.hub",
-    "pipeline.fanout.rx",
-    "pipeline.fanout.protocols",
-    "pipeline.fanout.access",
-    "pipeline.fanout.serving",
+    "pipeline.fanout",
+    "pipeline.seeds",
     "pipeline.proxy",
     "operators.arguments",
     "operators.invocations",
@@ -165,7 +163,6 @@ STYLED = (
     "operators.delimiters",
     "operators.segments",
     "pipeline.stage",
-    "pipeline.fanout.web",
     "pipeline.agent.durable",
     "pipeline.agent.leases",
     "pipeline.cli",
@@ -222,4 +219,64 @@ def test_the_docstrings_the_reference_renders_read_in_one_style(
         problems += [f"{path}: {record.getMessage()}" for record in caplog.records]
         texts = [section.value for section in sections if section.kind.value == "text"]
         problems += [f"{path}: a section the parser did not read" for text in texts if SECTION.search(text)]
+    assert problems == [], "\n".join(problems)
+
+
+PASSED_IN = frozenset({"self", "cls"})
+VARIADIC = frozenset({griffe.ParameterKind.var_positional, griffe.ParameterKind.var_keyword})
+
+
+def arguments(item: Any, collection: Mapping[str, Any]) -> list[str]:
+    """The parameters a caller names, of a function or of the ``__init__`` a class's page shows (its own,
+    or one inherited from a class the reference does not render): not ``self``, ``*args`` or ``**kwargs``.
+    A dataclass's fields that have a docstring are documented where they are, so they do not count."""
+    function = item
+    fields: dict[str, Any] = {}
+    if item.is_class:
+        init = item.all_members.get("__init__")
+        if init is None:
+            return []
+        function = target(init)
+        if function.parent.path != item.path and function.parent.path in collection:
+            return []  # documented on the rendered class it comes from
+        if "dataclass" in item.labels:
+            fields = item.members
+    return [
+        parameter.name
+        for parameter in function.parameters
+        if parameter.name not in PASSED_IN
+        and parameter.kind not in VARIADIC
+        and not (parameter.name in fields and fields[parameter.name].docstring)
+    ]
+
+
+def described(item: Any) -> set[str]:
+    """The parameters the ``Args:`` sections of an object's docstring (and of its ``__init__``'s) name."""
+    docstrings = [item.docstring]
+    if item.is_class and "__init__" in item.members:
+        docstrings.append(item.members["__init__"].docstring)
+    return {
+        parameter.name.lstrip("*")
+        for docstring in docstrings
+        if docstring is not None
+        for section in docstring.parse("google", warn_unknown_params=False)
+        if section.kind.value == "parameters"
+        for parameter in section.value
+    }
+
+
+def test_the_reference_describes_each_argument_in_an_args_section(loaded: Any) -> None:
+    """A function, method or class the reference renders that takes two arguments or more says what each
+    is in an ``Args:`` section (prose leaves the reader to find them); one that has the section names
+    every argument in it."""
+    rendered = rendered_objects(loaded)
+    problems = []
+    for path, item in sorted(rendered.items()):
+        if not styled(path):
+            continue
+        names = arguments(item, rendered)
+        documented = described(item)
+        missing = [name for name in names if name not in documented]
+        if missing and (len(names) >= 2 or documented):
+            problems.append(f"{path}: no line in Args: for {', '.join(missing)}")
     assert problems == [], "\n".join(problems)

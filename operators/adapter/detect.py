@@ -64,11 +64,13 @@ the event-stream framer's ``{"<event-type>": <payload>}``)."""
 def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
     """The wire format of a stream, from its first event (a decoded provider event dict).
 
-    Raises `ConfigurationError` when the event fits none of the supported formats, naming what it
-    saw. A Gemini Interactions API stream (``event_type``: ``interaction.created``, ``step.delta``, ...) is
+    A Gemini Interactions API stream (``event_type``: ``interaction.created``, ``step.delta``, ...) is
     not ``generateContent`` but is ``gemini`` too: the Gemini converter tells the two apart by itself. A
     Bedrock ConverseStream event is one ``ConverseStreamOutput`` member alone (``{"messageStart": {...}}``).
     An Ollama line is ``ollama`` whether it comes from ``/api/chat`` or ``/api/generate``.
+
+    Raises:
+        ConfigurationError: the event fits none of the supported formats (the message names what it saw).
     """
     if len(first_event) == 1 and next(iter(first_event)) in _CONVERSE_EVENTS:
         return "bedrock-converse"
@@ -113,8 +115,11 @@ def _is_ollama(event: Mapping[str, Any]) -> bool:
 def detect_framing(first_bytes: bytes) -> Framing:
     """The framing of a stream, from its first bytes (a few dozen after any leading blank lines are plenty).
 
-    See `sniff_framing` for the rules. Bytes that fit none of them (plain text, an HTML page) or that
-    hold nothing but whitespace raise `ConfigurationError`.
+    See `sniff_framing` for the rules.
+
+    Raises:
+        ConfigurationError: the bytes fit none of them (plain text, an HTML page) or hold nothing but
+            whitespace.
     """
     probe = first_bytes.removeprefix(_BOM).lstrip(_WHITESPACE)
     framing = sniff_framing(first_bytes[:_START], probe, complete=True)
@@ -136,9 +141,15 @@ _PRELUDE = struct.Struct(">III")
 def sniff_framing(
     start: bytes, probe: bytes, *, complete: bool = False
 ) -> Framing | Literal["unknown"] | None:
-    """The framing, from ``start`` (the first 12 bytes of the stream, or all of them if fewer) and ``probe``
-    (the bytes from the first one that is neither a UTF-8 BOM at the start nor whitespace); ``None`` when
-    more bytes are needed to tell, ``unknown`` when they fit no framing. ``complete``: there are no more.
+    """The framing of a stream, from its first bytes.
+
+    Args:
+        start: the first 12 bytes of the stream, or all of them if fewer.
+        probe: the bytes from the first one that is neither a UTF-8 BOM at the start nor whitespace.
+        complete: there are no more bytes: decide with these.
+
+    Returns:
+        The framing; ``None`` when more bytes are needed to tell, ``"unknown"`` when they fit no framing.
 
     - ``eventstream`` (AWS event-stream, Bedrock): the stream starts with a NUL byte (a frame's length) and
       its first 12 bytes are a frame prelude whose CRC matches;

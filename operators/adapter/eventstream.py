@@ -119,7 +119,11 @@ class EventStreamFramer:
         self._offset += start
 
     def finish(self) -> list[Payload]:
-        """The body has ended: bytes left over are a frame cut off."""
+        """The body has ended: bytes left over are a frame cut off.
+
+        Raises:
+            StreamDecodeError: the body ends inside a frame.
+        """
         if self._buffer:
             raise StreamDecodeError(
                 f"event-stream body ends inside frame {self._frame_number} at byte {self._offset} "
@@ -314,5 +318,14 @@ def decode_eventstream(
 ) -> AsyncIterator[dict[str, Any]]:
     """Bedrock event-stream body bytes -> event dicts: the model's own events of
     ``InvokeModelWithResponseStream`` (Anthropic's for Claude models), or ConverseStream's
-    ``{"<event-type>": body}``."""
+    ``{"<event-type>": body}``.
+
+    Args:
+        source: the response body's bytes.
+        max_frame_size: cap, in bytes, of one frame (and so of the bytes held between chunks).
+
+    Raises:
+        StreamDecodeError: a frame is malformed, fails its CRC, is over ``max_frame_size`` or is not JSON.
+        ProviderError: the stream carries an exception frame or an in-band error object.
+    """
     return operator_stream(source, EventStreamDecoder(max_frame_size=max_frame_size))

@@ -93,7 +93,11 @@ class JSONArrayFramer:
         return out
 
     def finish(self) -> list[Payload]:
-        """The body has ended: an array left open is an error naming where."""
+        """The body has ended: an array left open is an error naming where.
+
+        Raises:
+            StreamDecodeError: the body ends inside an object, or before the array's closing ``]``.
+        """
         if self._depth:
             raise StreamDecodeError(
                 f"the JSON stream ends inside object {self._number} (started at byte {self._value_start}, "
@@ -240,5 +244,14 @@ def decode_json_sequence(
     source: AsyncIterable[bytes], *, max_value_size: int = DEFAULT_MAX_VALUE_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
     """Decode a JSON array of objects (or objects one after another) into one dict per object, as each
-    object's bytes arrive (Gemini's ``streamGenerateContent`` without ``alt=sse``)."""
+    object's bytes arrive (Gemini's ``streamGenerateContent`` without ``alt=sse``).
+
+    Args:
+        source: the response body's bytes.
+        max_value_size: cap, in bytes, of one object.
+
+    Raises:
+        StreamDecodeError: the bytes are not such a sequence, or an object is over ``max_value_size``.
+        ProviderError: an object is an in-band provider error.
+    """
     return operator_stream(source, JSONSequenceDecoder(max_value_size=max_value_size))

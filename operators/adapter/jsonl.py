@@ -79,9 +79,12 @@ class JSONLinesDecoder(Framed):
 
     `JSONLinesFramer` chained with the generic JSON decode. A line that is not JSON raises
     `StreamDecodeError` naming its number (counting the lines that hold a value, from 0) and byte
-    offset. With ``check_errors`` (the default), an in-band provider error object raises
-    `ProviderError`; with ``objects_only``, a line holding anything but a JSON object raises
-    `StreamDecodeError`.
+    offset.
+
+    Args:
+        max_line_size: cap, in bytes, of one line (`StreamDecodeError` beyond it).
+        check_errors: an in-band provider error object raises `ProviderError`.
+        objects_only: a line holding anything but a JSON object raises `StreamDecodeError`.
     """
 
     __slots__ = ()
@@ -103,5 +106,14 @@ class JSONLinesDecoder(Framed):
 def decode_jsonl(
     source: AsyncIterable[bytes], *, max_line_size: int = DEFAULT_MAX_LINE_SIZE, check_errors: bool = True
 ) -> AsyncIterator[Any]:
-    """Decode a JSON Lines byte stream into one value per non-blank line."""
+    """Decode a JSON Lines byte stream into one value per non-blank line.
+
+    Args:
+        source: the stream's bytes.
+        max_line_size: cap, in bytes, of one line.
+        check_errors: an in-band provider error object raises `ProviderError`.
+
+    Raises:
+        StreamDecodeError: a line is not JSON or is over ``max_line_size``.
+    """
     return operator_stream(source, JSONLinesDecoder(max_line_size=max_line_size, check_errors=check_errors))

@@ -50,11 +50,16 @@ _WORDING: Final[Mapping[str, tuple[str, str]]] = {
 class PayloadParser:
     """Sans-IO core: `Payload` -> the JSON value it holds (a dict, as providers send).
 
-    ``unit`` names a payload in errors (``event``, ``line``, ``JSON object``, ``event-stream frame``): bytes
-    that are not JSON (invalid UTF-8 included) raise `StreamDecodeError` naming the payload's number
-    and byte offset. With ``check_errors`` (the default) an in-band provider error object raises
-    `ProviderError`; with ``objects_only`` (the default) a value that is not a JSON object raises
-    `StreamDecodeError`.
+    Bytes that are not JSON (invalid UTF-8 included) raise `StreamDecodeError` naming the payload's number
+    and byte offset.
+
+    Args:
+        unit: what errors call a payload: ``event``, ``line``, ``JSON object`` or ``event-stream frame``.
+        check_errors: an in-band provider error object raises `ProviderError`.
+        objects_only: a value that is not a JSON object raises `StreamDecodeError`.
+
+    Raises:
+        ConfigurationError: ``unit`` is none of those.
     """
 
     __slots__ = ("_check_errors", "_decode", "_number", "_objects_only", "_unit")
@@ -69,7 +74,12 @@ class PayloadParser:
         self._number = 0
 
     def feed(self, payload: Payload) -> list[Any]:
-        """The provider events (dicts) of the payloads this read completes."""
+        """The provider events (dicts) of the payloads this read completes.
+
+        Raises:
+            StreamDecodeError: the payload is not JSON, or (``objects_only``) not a JSON object.
+            ProviderError: the payload is an in-band provider error (``check_errors``).
+        """
         number = self._number
         self._number = number + 1
         try:

@@ -49,7 +49,15 @@ _SDK_ONLY_FIELDS = frozenset({"sdk_http_response", "automatic_function_calling_h
 
 @source_operator
 async def from_file(path: str | os.PathLike[str], chunk_size: int = 65536) -> AsyncIterator[bytes]:
-    """The bytes of a file, ``chunk_size`` at a time, read in a worker thread (the loop never blocks)."""
+    """The bytes of a file, read in a worker thread (the loop never blocks).
+
+    Args:
+        path: the file.
+        chunk_size: bytes read at a time.
+
+    Raises:
+        ConfigurationError: ``chunk_size`` is not positive.
+    """
     if chunk_size <= 0:
         raise ConfigurationError(f"chunk_size must be positive, got {chunk_size}")
     async with await anyio.open_file(path, "rb") as file:
@@ -59,7 +67,15 @@ async def from_file(path: str | os.PathLike[str], chunk_size: int = 65536) -> As
 
 @source_operator
 async def from_bytes(data: bytes, chunk_size: int | None = None) -> AsyncIterator[bytes]:
-    """``data`` in pieces of ``chunk_size`` bytes (all at once when ``None``): for tests and replays."""
+    """Bytes in pieces, for tests and replays.
+
+    Args:
+        data: the bytes.
+        chunk_size: bytes per piece; ``None`` yields them all at once.
+
+    Raises:
+        ConfigurationError: ``chunk_size`` is not positive.
+    """
     if chunk_size is None:
         if data:
             yield data
@@ -184,6 +200,9 @@ def sdk_object_to_dict(item: Any) -> dict[str, Any]:
     ``null``s kept), bytes as standard base64 like the wire (pydantic's JSON mode would use the URL-safe
     alphabet), and without the SDKs' own additions (google-genai ``sdk_http_response``). Mappings pass
     through. Fields an SDK dropped while parsing cannot come back.
+
+    Raises:
+        StreamDecodeError: the item is neither a mapping nor an SDK object.
     """
     if isinstance(item, Mapping):
         return dict(item)
@@ -243,8 +262,14 @@ def provider_events(
     """The provider adapter: bytes to provider event dicts, for SSE, JSON Lines, JSON array or AWS
     event-stream (Bedrock) framing.
 
-    In-band errors raise `ProviderError` after the events before them; bad bytes or JSON raise
-    `StreamDecodeError`; an event over ``max_event_size`` bytes raises too.
+    Args:
+        source: the response body's bytes.
+        framing: ``sse``, ``jsonl``, ``json`` (an array) or ``eventstream``.
+        max_event_size: cap, in bytes, of one event.
+
+    Raises:
+        ProviderError: an in-band error, after the events before it.
+        StreamDecodeError: bad bytes or JSON, or an event over ``max_event_size``.
     """
     if framing == "sse":
         return sse_events.raw(source, max_event_size=max_event_size)

@@ -385,7 +385,12 @@ class EventParser:
         self._number = 0
 
     def feed(self, event: ServerSentEvent) -> list[dict[str, Any]]:
-        """The events this read completes."""
+        """The events this read completes.
+
+        Raises:
+            ProviderError: an ``event: error``, or data that is an in-band provider error.
+            StreamDecodeError: data that is not JSON, or not a JSON object.
+        """
         number = self._number
         self._number += 1
         data = event.data
@@ -445,7 +450,15 @@ def _error_event(data: str | bytes, number: int) -> ProviderError:
 def decode_sse(
     source: AsyncIterable[bytes], *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE
 ) -> AsyncIterator[ServerSentEvent]:
-    """Decode an SSE byte stream into `ServerSentEvent`s."""
+    """Decode an SSE byte stream into `ServerSentEvent`s.
+
+    Args:
+        source: the stream's bytes.
+        max_event_size: cap, in bytes, of one event.
+
+    Raises:
+        StreamDecodeError: a line is not UTF-8, or an event is over ``max_event_size``.
+    """
     return operator_stream(source, SSEDecoder(max_event_size=max_event_size))
 
 
@@ -459,5 +472,14 @@ def parse_events(source: AsyncIterable[ServerSentEvent]) -> AsyncIterator[dict[s
 def sse_events(
     source: AsyncIterable[bytes], *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE
 ) -> AsyncIterator[dict[str, Any]]:
-    """SSE bytes to provider event dicts: `SSEFramer` and the generic JSON decode in one step."""
+    """SSE bytes to provider event dicts: `SSEFramer` and the generic JSON decode in one step.
+
+    Args:
+        source: the stream's bytes.
+        max_event_size: cap, in bytes, of one event's data.
+
+    Raises:
+        StreamDecodeError: an event's data is not JSON or is over ``max_event_size``.
+        ProviderError: an event is an in-band provider error.
+    """
     return operator_stream(source, SSEPayloadDecoder(max_event_size=max_event_size))

@@ -219,6 +219,12 @@ class JSONStreamParser:
     With ``keep_values=False`` values are streamed but never built, so memory stays flat however long
     the arguments are: string values give their ``ArgumentDelta``s, and the only ``ArgumentValue`` is
     ``ArgumentValue((), None)`` when the root is complete. Errors are the same.
+
+    Args:
+        max_size: cap, in characters, of the text fed (``too_large`` beyond it).
+        max_depth: deepest nesting of containers accepted (``invalid_json`` beyond it).
+        report_depth: also report every completed value at most this deep; ``None``: root members only.
+        keep_values: build the values; False streams them without building them.
     """
 
     __slots__ = (
@@ -271,7 +277,11 @@ class JSONStreamParser:
         self._number_start = 0
 
     def feed(self, text: str) -> list[ArgumentEvent]:
-        """Parse the next piece of the arguments text; return what it streamed or completed."""
+        """Parse the next piece of the arguments text; return what it streamed or completed.
+
+        Raises:
+            RuntimeError: called after `finish`.
+        """
         state = self._state
         if state >= _DEAD:
             if state == _FINISHED:

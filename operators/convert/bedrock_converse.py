@@ -438,5 +438,15 @@ def _token_usage(usage: _Usage) -> TokenUsage:
 def convert_bedrock_converse(
     source: AsyncIterable[Payload | Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
-    """Bedrock ``ConverseStream`` events (Payloads or boto3 dicts) -> `ChunkResponse`s."""
+    """Bedrock ``ConverseStream`` events (Payloads or boto3 dicts) -> `ChunkResponse`s.
+
+    Args:
+        source: the provider's events, as `Payload`s from a framer or as dicts.
+        id_factory: makes the ids of calls the stream sends without one (`new_call_id` by default).
+
+    Raises:
+        StreamDecodeError: an event's bytes are not JSON (naming the byte offset).
+        ConverterError: an event does not fit the provider's schema (naming the event and field).
+        ProviderError: the stream carries an in-band error.
+    """
     return operator_stream(source, BedrockConverseConverter(id_factory=id_factory))

@@ -148,5 +148,15 @@ def convert_ollama(
     source: AsyncIterable[Payload | Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
     """Convert Ollama ``/api/chat`` or ``/api/generate`` lines (payloads or dicts) into
-    `ChunkResponse` items."""
+    `ChunkResponse` items.
+
+    Args:
+        source: the provider's events, as `Payload`s from a framer or as dicts.
+        id_factory: makes the ids of calls the stream sends without one (`new_call_id` by default).
+
+    Raises:
+        StreamDecodeError: an event's bytes are not JSON (naming the byte offset).
+        ConverterError: an event does not fit the provider's schema (naming the event and field).
+        ProviderError: the stream carries an in-band error.
+    """
     return operator_stream(source, OllamaConverter(id_factory=id_factory))

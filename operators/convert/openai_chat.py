@@ -138,18 +138,21 @@ class _Pieces(msgspec.Struct, gc=False):
 class OpenAIChatConverter:
     """Chat Completions chunks -> `ChunkResponse` (sans-IO core of `convert_openai_chat`).
 
-    ``choice`` selects which choice of an ``n > 1`` request becomes the stream (by its ``index``); the
-    deltas of the other choices are ignored. Usage is the request's, all choices together. Tool calls get
-    ``finished=True`` on the chunk with the choice's ``finish_reason`` (any reason: a call cut by
-    ``length`` is over too); ids missing from the stream come from ``id_factory(position)``.
-    A stream that ends without a ``finish_reason`` leaves its calls unfinished (the provider never said):
-    the stages after close them (``truncated`` when their arguments are cut off).
+    The deltas of the other choices than ``choice`` are ignored. Usage is the request's, all choices
+    together. Tool calls get ``finished=True`` on the chunk with the choice's ``finish_reason`` (any
+    reason: a call cut by ``length`` is over too). A stream that ends without a ``finish_reason`` leaves its
+    calls unfinished (the provider never said): the stages after close them (``truncated`` when their
+    arguments are cut off).
 
-    A call's arguments are held until its name arrives (the name decides what the call is), at most
-    ``max_held_arguments`` characters. A call that has no name when its arguments pass that cap, at its
-    ``finish_reason`` or at the end of the stream raises `ConverterError`, after its id and held
-    arguments were given out in a delta without a name: nothing received is lost, and the pipeline folds
-    it into an invocation carrying the error.
+    A call's arguments are held until its name arrives (the name decides what the call is). A call that
+    has no name when its arguments pass ``max_held_arguments``, at its ``finish_reason`` or at the end of
+    the stream raises `ConverterError`, after its id and held arguments were given out in a delta without
+    a name: nothing received is lost, and the pipeline folds it into an invocation carrying the error.
+
+    Args:
+        id_factory: makes the ids of calls the stream sends without one, from their position.
+        choice: the ``index`` of the choice of an ``n > 1`` request that becomes the stream.
+        max_held_arguments: cap, in characters, of the arguments held for a call with no name yet.
     """
 
     __slots__ = (
@@ -757,5 +760,17 @@ def convert_openai_chat(
     id_factory: IdFactory | None = None,
     choice: int = 0,
 ) -> AsyncIterator[ChunkResponse]:
-    """OpenAI Chat Completions (or compatible) chunks, as payloads or dicts, to `ChunkResponse`s."""
+    """OpenAI Chat Completions (or compatible) chunks, as payloads or dicts, to `ChunkResponse`s.
+
+    Args:
+        source: the provider's chunks, as `Payload`s from a framer or as dicts.
+        id_factory: makes the ids of calls the stream sends without one (`new_call_id` by default).
+        choice: the ``index`` of the choice of an ``n > 1`` request that becomes the stream.
+
+    Raises:
+        StreamDecodeError: a chunk's bytes are not JSON (naming the byte offset).
+        ConverterError: a chunk does not fit the schema, or a call never gets a name (see
+            `OpenAIChatConverter`).
+        ProviderError: the stream carries an in-band error.
+    """
     return operator_stream(source, OpenAIChatConverter(id_factory=id_factory, choice=choice))

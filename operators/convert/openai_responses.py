@@ -775,5 +775,15 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
 def convert_openai_responses(
     source: AsyncIterable[Payload | Mapping[str, Any]], *, id_factory: IdFactory | None = None
 ) -> AsyncIterator[ChunkResponse]:
-    """Convert OpenAI Responses stream events (Payloads or dicts) into `ChunkResponse` items."""
+    """Convert OpenAI Responses stream events (Payloads or dicts) into `ChunkResponse` items.
+
+    Args:
+        source: the provider's events, as `Payload`s from a framer or as dicts.
+        id_factory: makes the ids of calls the stream sends without one (`new_call_id` by default).
+
+    Raises:
+        StreamDecodeError: an event's bytes are not JSON (naming the byte offset).
+        ConverterError: an event does not fit the provider's schema (naming the event and field).
+        ProviderError: the stream carries an in-band error.
+    """
     return operator_stream(source, OpenAIResponsesConverter(id_factory=id_factory))

@@ -56,9 +56,21 @@ def rewrite_delimiters(
     max_buffered_chars: int = DEFAULT_MAX_BUFFERED_CHARS,
     offered_tools: Collection[str] | None = None,
 ) -> AsyncIterator[ChunkResponse]:
-    """Move the tool calls that ``format`` writes into ``content`` and ``reasoning`` to ``tool_calls``
-    (with ``offered_tools``, only calls to those tools: others stay the text the model wrote);
-    ``format="auto"`` tells the format from the model's markers (`AutoDelimiterRewriter`)."""
+    """Move the tool calls a model writes into ``content`` and ``reasoning`` to ``tool_calls``.
+
+    Args:
+        source: the converter's chunks.
+        format: the format's name (`FORMATS`), or ``"auto"`` to tell it from the model's markers
+            (`AutoDelimiterRewriter`).
+        id_factory: makes the ids of the calls found (`new_call_id` by default).
+        tool_schemas: tool name -> JSON schema of its parameters, to type XML-style values.
+        max_buffered_chars: cap, in characters, of what one call holds back (see `DelimiterRewriter`).
+        offered_tools: the names of the tools the request offers; a call to another stays text.
+            ``None``: any name.
+
+    Raises:
+        ConfigurationError: ``format`` is not a format, or an option is out of range.
+    """
     core = delimiter_rewriter(
         format,
         id_factory=id_factory,

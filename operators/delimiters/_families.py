@@ -27,6 +27,11 @@ class SectionLexer(FormatLexer):
     A section opener is confirmed by the first call opener: until then the opener and what follows are
     held (bounded), and released as text if the section closes with text in it or the input ends.
     Between calls, whitespace is dropped and any other text passes through.
+
+    Args:
+        output: where the lexer reports what it found.
+        channel: the channel it lexes: ``content`` or ``reasoning``.
+        options: what every lexer of the rewriter shares.
     """
 
     section_begins: ClassVar[frozenset[str]]
@@ -90,7 +95,16 @@ class SectionLexer(FormatLexer):
             self.begin_call(marker)
 
     def in_section_state(self, buf: str, pos: int, final: bool) -> int:
-        """Between calls inside a section."""
+        """Between calls inside a section.
+
+        Args:
+            buf: the text being lexed.
+            pos: where in ``buf`` this state reads from.
+            final: no more text follows ``buf``.
+
+        Returns:
+            Where in ``buf`` the state stopped (it set the next state).
+        """
         stop, resume, marker = self.section_markers.find(buf, pos, final)
         if stop > pos:
             text = buf[pos:stop]
@@ -153,7 +167,16 @@ class TaggedCallLexer(FormatLexer):
             cls.text_markers = Markers(cls.opener)
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
-        """The state after the opener."""
+        """The state after the opener.
+
+        Args:
+            buf: the text being lexed.
+            pos: where in ``buf`` this state reads from.
+            final: no more text follows ``buf``.
+
+        Returns:
+            Where in ``buf`` the state stopped (it set the next state).
+        """
         raise NotImplementedError
 
     def opened(self, marker: str) -> None:
@@ -169,9 +192,15 @@ class TaggedCallLexer(FormatLexer):
         """Read a tool name up to the first character that ``name_end`` matches, collected and held with
         `hold_header`.
 
-        Returns ``(stop, ender)``: ``ender`` is the character at ``stop`` that ended the name (the name is
-        then `take_header`), None while the name runs to the end of the chunk, ``""`` when it passed
-        the cap (then it was not a call and the held text went out as text).
+        Args:
+            buf: the text being lexed.
+            pos: where in ``buf`` the name (or its rest) starts.
+            name_end: matches a character that ends a name.
+
+        Returns:
+            ``(stop, ender)``: ``ender`` is the character at ``stop`` that ended the name (the name is then
+            `take_header`), None while the name runs to the end of the chunk, ``""`` when it passed the
+            cap (then it was not a call and the held text went out as text).
         """
         hit = name_end.search(buf, pos)
         stop = len(buf) if hit is None else hit.start()

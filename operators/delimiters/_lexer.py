@@ -154,7 +154,13 @@ def _value_stop(text: str, markers: Markers, start: int) -> int:
 
 class FormatLexer(LexerEngine):
     """One channel's lexer for one format: its states (`LexerEngine`), the rule that
-    applies to its next chunk (`rule`) and its shortcut."""
+    applies to its next chunk (`rule`) and its shortcut.
+
+    Args:
+        output: where the lexer reports what it found.
+        channel: the channel it lexes: ``content`` or ``reasoning``.
+        options: what every lexer of the rewriter shares.
+    """
 
     __slots__ = (
         "_grow_ends",
@@ -199,7 +205,15 @@ class FormatLexer(LexerEngine):
         return self._output.chunks(item)
 
     def shortcut_chunks(self, item: ChunkResponse, text: str) -> list[ChunkResponse] | None:
-        """The chunks of ``item`` (``text`` alone) when `shortcut` takes ``text``; None: lex it."""
+        """The chunks of ``item`` when `shortcut` takes its text.
+
+        Args:
+            item: the incoming chunk.
+            text: its text in this lexer's channel, the only text it has.
+
+        Returns:
+            The chunks to give out; None when the text must be lexed.
+        """
         shortcut = self.shortcut(text)
         if shortcut is False:
             return None
@@ -319,9 +333,14 @@ class FormatLexer(LexerEngine):
         """The rule while the start of one of ``markers`` is held back: the next chunk that only extends
         it is held with it (a format's `make_rule` for the states it writes itself).
 
-        ``completed_by_states``: a chunk that completes the marker goes to ``complete``, if given, then
-        to the states (False: to `shortcut`, when the format's shortcut takes some completed
-        markers itself)."""
+        Args:
+            markers: the markers whose start is held.
+            completed_by_states: a chunk that completes the marker goes to ``complete``, if given, then to
+                the states; False: to `shortcut`, when the format's shortcut takes some completed markers
+                itself.
+            complete: takes the text of the chunk that completes the marker as the states would, and
+                says so; None: the states lex it.
+        """
         return self._grow(markers.prefixes, markers.pattern if completed_by_states else None, complete)
 
     def _grow(

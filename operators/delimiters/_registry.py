@@ -16,7 +16,11 @@ _L = TypeVar("_L", bound=type[FormatLexer])
 
 
 def register_format(lexer: _L) -> _L:
-    """Class decorator: make ``lexer`` available under its ``name`` and ``aliases``."""
+    """Class decorator: make ``lexer`` available under its ``name`` and ``aliases``.
+
+    Raises:
+        ValueError: the lexer has no name, or a name is taken by another lexer.
+    """
     for name in (lexer.name, *lexer.aliases):
         if not name:
             raise ValueError(f"{lexer.__name__} has no name")
@@ -27,7 +31,11 @@ def register_format(lexer: _L) -> _L:
 
 
 def get_format(name: str) -> type[FormatLexer]:
-    """The lexer class of the format ``name``; `ConfigurationError` naming the known ones if none."""
+    """The lexer class of the format ``name``.
+
+    Raises:
+        ConfigurationError: no format has that name (the message names the known ones).
+    """
     try:
         return FORMATS[name]
     except KeyError:

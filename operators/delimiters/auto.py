@@ -24,7 +24,19 @@ def delimiter_rewriter(
     max_buffered_chars: int = DEFAULT_MAX_BUFFERED_CHARS,
     offered_tools: Collection[str] | None = None,
 ) -> DelimiterRewriter | AutoDelimiterRewriter:
-    """The rewriter core of ``tool_format``: a format's name, or ``"auto"``."""
+    """The rewriter core of a tool format.
+
+    Args:
+        tool_format: a format's name, or ``"auto"`` (an `AutoDelimiterRewriter`).
+        id_factory: makes the ids of the calls found (`new_call_id` by default).
+        tool_schemas: tool name -> JSON schema of its parameters, to type XML-style values.
+        max_buffered_chars: cap, in characters, of what one call holds back (see `DelimiterRewriter`).
+        offered_tools: the names of the tools the request offers; a call to another stays text.
+            ``None``: any name.
+
+    Raises:
+        ConfigurationError: ``tool_format`` is not a format, or an option is out of range.
+    """
     options: dict[str, Any] = {
         "tool_schemas": tool_schemas,
         "max_buffered_chars": max_buffered_chars,
@@ -45,7 +57,15 @@ class AutoDelimiterRewriter:
     built and fed what was held. Text is held only while its end could be the start of an opener, or what
     follows an opener does not yet tell, at most `MAX_HELD_CHARS` characters; past that, or
     when the answer ends, it goes on as text. The options go to the rewriter once it is built;
-    `format` tells which format was detected (``None`` so far)."""
+    `format` tells which format was detected (``None`` so far).
+
+    Args:
+        tool_schemas: tool name -> JSON schema of its parameters, to type XML-style values.
+        id_factory: makes the ids of the calls found (`new_call_id` by default).
+        offered_tools: the names of the tools the request offers; a call to another stays text.
+            ``None``: any name.
+        max_buffered_chars: cap, in characters, of what one call holds back (see `DelimiterRewriter`).
+    """
 
     __slots__ = ("_detector", "_head", "_held", "_options", "_rewriter", "_window", "format")
 

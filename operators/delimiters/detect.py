@@ -57,9 +57,16 @@ class FormatDetector:
         self._longest = max(map(len, openers), default=0)
 
     def detect(self, text: str, final: bool = True, *, at_start: bool = True) -> str | None:
-        """The format of ``text``: the name of the format whose opener comes first, ``None`` if none
-        does, or ``""`` while more text may tell (``final`` False). ``at_start``: ``text`` begins the
-        answer, so the formats without a marker may claim its start."""
+        """The format of ``text``: the format whose opener comes first.
+
+        Args:
+            text: the answer's text so far (or a part of it that ends where it ends).
+            final: the answer is complete; if not, ``""`` means more text will tell.
+            at_start: ``text`` begins the answer, so the formats without a marker may claim its start.
+
+        Returns:
+            The format's name, ``None`` if no format's opener is in ``text``, or ``""`` (not ``final``).
+        """
         start = self.start(text, final) if at_start else None
         if start:
             return start
@@ -71,8 +78,16 @@ class FormatDetector:
         return None
 
     def start(self, head: str, final: bool = True) -> str | None:
-        """The format that claims the start of an answer that begins ``head`` (after whitespace); ``""``
-        while more text may tell (``final`` False)."""
+        """The format that claims the start of an answer.
+
+        Args:
+            head: the answer's text so far, after any leading whitespace.
+            final: the answer is complete.
+
+        Returns:
+            The format's name, ``None`` if none claims it, or ``""`` while more text may tell (not
+            ``final``).
+        """
         head = head.lstrip()
         pending = False
         for opener, lexers in self._at_start.items():
@@ -86,8 +101,16 @@ class FormatDetector:
         return UNDECIDED if pending else None
 
     def within(self, text: str, final: bool = True) -> str | None:
-        """The format whose opener comes first in ``text`` and is confirmed by what follows it; ``""``
-        while what follows the first opener does not yet tell (``final`` False)."""
+        """The format whose opener comes first in ``text`` and is confirmed by what follows it.
+
+        Args:
+            text: the answer's text so far (or a part of it that ends where it ends).
+            final: the answer is complete.
+
+        Returns:
+            The format's name, ``None`` if none is found, or ``""`` while what follows the first opener
+            does not yet tell (not ``final``).
+        """
         if self._pattern is None:
             return None
         for match in self._pattern.finditer(text):

@@ -259,6 +259,17 @@ class DelimiterRewriter:
     call to any other tool back as the text the model wrote for it, markers and all, where the call was
     (see `_guard` for the cases where it is dropped instead); it is not numbered, so the offered
     calls keep positions 0, 1, ... and a ``finish_reason`` of ``stop`` stays ``stop`` without them.
+
+    Args:
+        format: the format's name (`FORMATS`) or its lexer class.
+        id_factory: makes the ids of the calls found (`new_call_id` by default).
+        tool_schemas: tool name -> JSON schema of its parameters, to type XML-style values.
+        max_buffered_chars: cap, in characters, of what one call holds back (see `DelimiterRewriter`).
+        offered_tools: the names of the tools the request offers; a call to another stays text.
+            ``None``: any name.
+
+    Raises:
+        ConfigurationError: ``format`` is not a format, or ``max_buffered_chars`` is not positive.
     """
 
     __slots__ = (

@@ -217,7 +217,15 @@ class AGUIEncoder:
         return self.error(error_text(exc), code=type(exc).__name__)
 
     def error(self, message: str, *, code: str | None = None) -> list[bytes]:
-        """End the run with ``RUN_ERROR`` (for a server that learns of an error itself)."""
+        """End the run with ``RUN_ERROR`` (for a server that learns of an error itself).
+
+        Args:
+            message: the event's ``message``.
+            code: the event's ``code``; None: none.
+
+        Returns:
+            The frames to send: ``RUN_STARTED`` first if the run had not started, nothing once it ended.
+        """
         if self._done:
             return []
         frames: list[bytes] = []
@@ -557,6 +565,10 @@ def encode_agui(
 ) -> AsyncIterator[bytes]:
     """Pipeline items to AG-UI SSE frames.
 
-    The options are `AGUIEncoder`'s.
+    Args:
+        source: the pipeline's items.
+        run_id: as `AGUIEncoder` takes it.
+        thread_id: as `AGUIEncoder` takes it.
+        extras: as `AGUIEncoder` takes it.
     """
     return operator_stream(source, AGUIEncoder(run_id=run_id, thread_id=thread_id, extras=extras))

@@ -180,7 +180,15 @@ class MessagesEncoder:
         return events
 
     def fail(self, message: str, kind: str = "api_error") -> list[Event]:
-        """The stream failed: close the open blocks, then an ``error`` event."""
+        """The stream failed: close the open blocks, then an ``error`` event.
+
+        Args:
+            message: the error's ``message``.
+            kind: the error's ``type``, one of Anthropic's (``api_error``, ``overloaded_error``, ...).
+
+        Returns:
+            The events to send; nothing once the message ended.
+        """
         if self.ended:
             return []
         events = self._start()

@@ -96,7 +96,15 @@ class StreamfoldSSEEncoder:
         return self.error(message, code=type(exc).__name__)
 
     def error(self, message: str, *, code: str = "StreamfoldError") -> list[bytes]:
-        """``event: error`` with ``message``."""
+        """``event: error`` with ``message``.
+
+        Args:
+            message: what went wrong.
+            code: the event's ``error`` field, an exception's name.
+
+        Returns:
+            The frame to send; nothing once the stream ended.
+        """
         if self._done:
             return []
         self._done = True
@@ -138,6 +146,9 @@ def encoder_for(protocol: str) -> WireEncoding:
 
     ``vercel``'s core takes ``provider=`` and ``extras=``, ``agui``'s ``thread_id=`` and ``extras=``;
     ``response_id`` becomes the Vercel ``messageId`` (unless ``message_id=`` is given) / the AG-UI ``runId``.
+
+    Raises:
+        ConfigurationError: an unknown protocol.
     """
     if protocol == "streamfold":
         return WireEncoding("streamfold", _streamfold, "text/event-stream", STREAMFOLD_HEADERS)

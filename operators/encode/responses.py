@@ -182,7 +182,15 @@ class ResponsesEncoder:
         return events
 
     def fail(self, message: str, *, code: str | None = "upstream_error") -> list[dict[str, Any]]:
-        """The stream failed: close what is open, then ``response.failed`` with ``error``."""
+        """The stream failed: close what is open, then ``response.failed`` with ``error``.
+
+        Args:
+            message: what went wrong.
+            code: leads the error's message (its ``code`` is always ``server_error``); None: nothing.
+
+        Returns:
+            The events to send; nothing once the response ended.
+        """
         if self.ended:
             return []
         events = self._start()

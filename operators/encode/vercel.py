@@ -514,6 +514,10 @@ def encode_vercel(
 ) -> AsyncIterator[bytes]:
     """Pipeline items to the SSE frames of the Vercel AI SDK's UI message stream v1.
 
-    The options are `VercelUIEncoder`'s.
+    Args:
+        source: the pipeline's items.
+        message_id: as `VercelUIEncoder` takes it.
+        provider: as `VercelUIEncoder` takes it.
+        extras: as `VercelUIEncoder` takes it.
     """
     return operator_stream(source, VercelUIEncoder(message_id=message_id, provider=provider, extras=extras))

@@ -40,10 +40,12 @@ class Dropped:
     """Something of the response that the turn leaves out, because the target format cannot carry it."""
 
     segment_id: str
+    """The segment it was in."""
     what: str
     """``reasoning``, ``signature``, ``encrypted_content``, ``reasoning_id``, ``provider_executed_call``,
     ``tool_result`` or ``citations``."""
     why: str
+    """Why the target format cannot carry it."""
 
 
 def portable_segments(

@@ -66,8 +66,12 @@ _REFUSED = "a person refused this call"
 
 
 def denied_output(call: ToolInvocation | ToolApproval, reason: str | None) -> ToolOutput:
-    """The ``denied`` output of a call: ``denied: <reason>`` (a person's refusal when ``reason`` is
-    None or empty)."""
+    """The ``denied`` output of a call: ``denied: <reason>``.
+
+    Args:
+        call: the call, or the decision on it.
+        reason: why it was denied; None or empty: a person's refusal.
+    """
     return ToolOutput(
         call_id=call.call_id if isinstance(call, ToolApproval) else call.id,
         name=call.name,
@@ -83,6 +87,9 @@ class Approvals:
 
     Args:
         timeout: seconds a request waits before it is denied; None: as long as the run lives.
+
+    Raises:
+        ConfigurationError: ``timeout`` is not a positive number or None.
     """
 
     def __init__(self, *, timeout: float | None = DEFAULT_APPROVAL_TIMEOUT) -> None:
@@ -204,6 +211,10 @@ def chat_approvals(body: Mapping[str, Any], protocol: str) -> list[ToolApproval]
     """The decisions a chat request brings: ``vercel``, the tool parts of the last assistant message in
     state ``approval-responded``; ``agui``, the ``resume`` entries answering approval interrupts (see
     `operators.encode.vercel.vercel_approvals`, `operators.encode.agui.agui_approvals`).
+
+    Args:
+        body: the chat request's JSON body.
+        protocol: ``vercel`` or ``agui``.
 
     Raises:
         ConfigurationError: an unknown protocol.

@@ -161,14 +161,19 @@ class StepState:
     """The step in progress as the log shows it: its last model attempt and its calls."""
 
     attempt: int
+    """The model attempt's number in the step, from 1 (0: the calls decided with the request)."""
     events: list[Any] = field(default_factory=list)
+    """The attempt's events so far."""
     complete: bool = False
     """The attempt's ``ResponseEnd`` is logged: the model's part of the step is done."""
     abandoned: bool = False
     """The attempt was closed as abandoned (its worker died mid-stream)."""
     invocations: list[ToolInvocation] = field(default_factory=list)
+    """The step's client calls, in order."""
     outputs: dict[str, ToolOutput] = field(default_factory=dict)
+    """The calls' logged outputs, by call id."""
     started: set[str] = field(default_factory=set)
+    """Call ids whose tool was logged as started."""
     requested: set[str] = field(default_factory=set)
     """Call ids with a logged approval request."""
     decisions: list[ToolApproval] = field(default_factory=list)
@@ -184,6 +189,7 @@ class RunState:
     messages: list[Any] | None = None
     """The conversation before the step in progress (None: no ``RUN_START`` yet)."""
     turns: list[Turn] = field(default_factory=list)
+    """The steps done."""
     current: StepState | None = None
     """The step in progress (None: the next step has not called the model yet)."""
     decided: StepState | None = None
@@ -253,7 +259,18 @@ def _apply_to_step(step: StepState, kind: Any, item: dict[str, Any]) -> None:
 
 
 async def read_run(log: EventLog, run_id: str) -> tuple[RunState, ResponseStatus | None]:
-    """The run rebuilt from ``log``, and its status there (None: the log does not have it)."""
+    """A run rebuilt from its log.
+
+    Args:
+        log: the event log the run is in.
+        run_id: the run's response id.
+
+    Returns:
+        The run, and its status in the log (None: the log does not have it).
+
+    Raises:
+        ConfigurationError: the log no longer holds the run's first entries.
+    """
     status = await log.status(run_id)
     if status is None:
         return RunState(), None
@@ -557,13 +574,30 @@ async def run_durable(
 ) -> AgentRun:
     """Run (or take over and finish) the durable run ``run_id`` in ``log``; see the module docstring.
 
-    The arguments are `run_loop`'s, plus the log, the lease store, this
-    worker's name (``owner``) and the lease's time to live. ``messages`` is used only when the log does
-    not hold the run's start yet. A run already over is returned as its log tells it, and the model is
-    not called. A run queued with approval decisions (``chat_routes`` over
-    `DurableRuns`) first runs the approved calls and denies the
-    others; ``approved_messages(outputs)`` gives the messages that carry their outputs (default:
-    ``next_messages`` of a turn made of those calls alone).
+    A run already over is returned as its log tells it, and the model is not called. A run queued with
+    approval decisions (``chat_routes`` over `DurableRuns`) first runs the approved calls and denies the
+    others.
+
+    Args:
+        run_id: the run's response id in ``log``.
+        log: the event log the run is written to.
+        lease: the lease store the workers share.
+        call_model: as `run_loop` takes it.
+        messages: the conversation to start from; used only when the log does not hold the run's start
+            yet.
+        tools: the tools the model may call.
+        next_messages: as `run_loop` takes it.
+        owner: this worker's name.
+        lease_ttl: seconds the lease lasts unless renewed (the worker renews it while it works).
+        max_steps: responses at most.
+        on_failure: `run_tools`' option.
+        cancel_grace: `run_tools`' option.
+        approvals: `run_tools`' option.
+        approved_messages: gives the messages that carry the outputs of the calls decided with the
+            request; None: ``next_messages`` of a turn made of those calls alone.
+
+    Returns:
+        The run: its turns, the conversation and why it stopped.
 
     Raises:
         LeaseHeld: another worker holds the run.
@@ -641,10 +675,24 @@ async def serve_runs(
     """Run the durable runs queued on ``runs`` until cancelled: a worker process's main loop.
 
     Every ``poll`` seconds it lists the runs not over (`DurableRuns.queued`) and starts
-    `run_durable` on each it does not run already, at most ``max_runs`` at a time: a new run, or
-    one whose worker died (its lease expired). A run another worker holds is left to it. ``options``
-    are `run_durable`'s (``lease_ttl``, ``max_steps``, ``approvals``, ``approved_messages``, ...).
-    A run's own failure is in its log and on the ``streamfold`` logger; the loop goes on.
+    `run_durable` on each it does not run already: a new run, or one whose worker died (its lease
+    expired). A run another worker holds is left to it. A run's own failure is in its log and on the
+    ``streamfold`` logger; the loop goes on.
+
+    Args:
+        runs: the queue of runs (over an event log).
+        lease: the lease store the workers share.
+        call_model: as `run_durable` takes it.
+        tools: as `run_durable` takes it.
+        next_messages: as `run_durable` takes it.
+        owner: this worker's name.
+        poll: seconds between two looks at the queue.
+        max_runs: runs this worker runs at a time at most.
+        **options: more options of `run_durable` (``lease_ttl``, ``max_steps``, ``approvals``,
+            ``approved_messages``, ...).
+
+    Raises:
+        ConfigurationError: ``poll`` is not a positive number.
     """
     check_count("max_runs", max_runs, minimum=1)
     if not poll > 0:

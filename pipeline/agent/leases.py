@@ -36,13 +36,44 @@ class Lease(Protocol):
     """Where a run's lease is kept; every method is safe to call from many tasks and processes."""
 
     async def acquire(self, run_id: str, owner: str, ttl: float) -> int | None:
-        """Take the lease if it is free or expired: its new token; None while another holds it."""
+        """Take the lease if it is free or expired.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            ttl: seconds the lease lasts unless renewed.
+
+        Returns:
+            The lease's new token; None while another owner's lease is live.
+
+        Raises:
+            ConfigurationError: ``ttl`` is not a positive number.
+        """
 
     async def renew(self, run_id: str, owner: str, token: int, ttl: float) -> bool:
-        """Extend the lease to ``ttl`` seconds from now if ``owner`` still holds it with ``token``."""
+        """Extend the lease if ``owner`` still holds it with ``token``.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            token: the token `acquire` gave.
+            ttl: seconds from now the lease lasts unless renewed again.
+
+        Returns:
+            Whether the lease was extended (False: it expired or changed hands).
+
+        Raises:
+            ConfigurationError: ``ttl`` is not a positive number.
+        """
 
     async def release(self, run_id: str, owner: str, token: int) -> None:
-        """Let the lease go if ``owner`` still holds it with ``token`` (else nothing)."""
+        """Let the lease go if ``owner`` still holds it with ``token`` (else nothing).
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            token: the token `acquire` gave.
+        """
 
 
 def _check_ttl(ttl: float) -> int:
@@ -59,7 +90,19 @@ class MemoryLease:
         self._tokens: dict[str, int] = {}
 
     async def acquire(self, run_id: str, owner: str, ttl: float) -> int | None:
-        """See `Lease.acquire`."""
+        """Take the lease if it is free or expired: see `Lease.acquire`.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            ttl: seconds the lease lasts unless renewed.
+
+        Returns:
+            The lease's new token; None while another owner's lease is live.
+
+        Raises:
+            ConfigurationError: ``ttl`` is not a positive number.
+        """
         _check_ttl(ttl)
         now = time.monotonic()
         held = self._held.get(run_id)
@@ -71,7 +114,20 @@ class MemoryLease:
         return token
 
     async def renew(self, run_id: str, owner: str, token: int, ttl: float) -> bool:
-        """See `Lease.renew`."""
+        """Extend the lease if ``owner`` still holds it: see `Lease.renew`.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            token: the token `acquire` gave.
+            ttl: seconds from now the lease lasts unless renewed again.
+
+        Returns:
+            Whether the lease was extended (False: it expired or changed hands).
+
+        Raises:
+            ConfigurationError: ``ttl`` is not a positive number.
+        """
         _check_ttl(ttl)
         now = time.monotonic()
         held = self._held.get(run_id)
@@ -81,7 +137,13 @@ class MemoryLease:
         return True
 
     async def release(self, run_id: str, owner: str, token: int) -> None:
-        """See `Lease.release`."""
+        """Let the lease go if ``owner`` still holds it: see `Lease.release`.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            token: the token `acquire` gave.
+        """
         held = self._held.get(run_id)
         if held is not None and held[:2] == (owner, token):
             del self._held[run_id]
@@ -109,9 +171,18 @@ DEFAULT_TOKEN_TTL: Final = 86_400.0
 
 class RedisLease:
     """Leases in Redis: ``{prefix}:{{run_id}}:lease`` holds ``owner token`` with a PX expiry, and
-    ``{prefix}:{{run_id}}:lease-token`` counts the tokens (INCR). The counter expires ``token_ttl``
-    seconds after the lease was last taken or renewed: keep it longer than a run may wait for a worker,
-    since a counter that expired starts the tokens again from 1."""
+    ``{prefix}:{{run_id}}:lease-token`` counts the tokens (INCR).
+
+    Args:
+        redis: a Redis URL (a connection of its own, closed by `aclose`) or a client.
+        prefix: starts every key.
+        token_ttl: seconds the token counter lives after the lease was last taken or renewed: keep it
+            longer than a run may wait for a worker, since a counter that expired starts the tokens again
+            from 1.
+
+    Raises:
+        ConfigurationError: ``token_ttl`` is not a positive number.
+    """
 
     def __init__(
         self, redis: str | Redis, *, prefix: str = "streamfold", token_ttl: float = DEFAULT_TOKEN_TTL
@@ -134,7 +205,19 @@ class RedisLease:
         return f"{base}:lease", f"{base}:lease-token"
 
     async def acquire(self, run_id: str, owner: str, ttl: float) -> int | None:
-        """See `Lease.acquire`."""
+        """Take the lease if it is free or expired: see `Lease.acquire`.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            ttl: seconds the lease lasts unless renewed.
+
+        Returns:
+            The lease's new token; None while another owner's lease is live.
+
+        Raises:
+            ConfigurationError: ``ttl`` is not a positive number.
+        """
         ms = _check_ttl(ttl)
         key, counter = self._keys(run_id)
         if await self.client.exists(key):
@@ -148,13 +231,32 @@ class RedisLease:
         return token if taken else None
 
     async def renew(self, run_id: str, owner: str, token: int, ttl: float) -> bool:
-        """See `Lease.renew`."""
+        """Extend the lease if ``owner`` still holds it: see `Lease.renew`.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            token: the token `acquire` gave.
+            ttl: seconds from now the lease lasts unless renewed again.
+
+        Returns:
+            Whether the lease was extended (False: it expired or changed hands).
+
+        Raises:
+            ConfigurationError: ``ttl`` is not a positive number.
+        """
         ms = _check_ttl(ttl)
         key, counter = self._keys(run_id)
         return bool(await self._renew(keys=[key, counter], args=[f"{owner} {token}", ms, self._token_ms]))
 
     async def release(self, run_id: str, owner: str, token: int) -> None:
-        """See `Lease.release`."""
+        """Let the lease go if ``owner`` still holds it: see `Lease.release`.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            token: the token `acquire` gave.
+        """
         key, _ = self._keys(run_id)
         await self._release(keys=[key], args=[f"{owner} {token}"])
 
@@ -173,7 +275,14 @@ class _Held(msgspec.Struct):
 
 class NatsLease:
     """Leases in the JetStream key-value bucket ``{prefix}_leases`` (created if missing); each write is
-    checked against the revision read, so of two workers taking an expired lease one wins."""
+    checked against the revision read, so of two workers taking an expired lease one wins.
+
+    `connect` makes one.
+
+    Args:
+        kv: the bucket.
+        nc: the connection `aclose` closes; None: the caller's, left open.
+    """
 
     def __init__(self, kv: KeyValue, nc: NATS | None = None) -> None:
         self._kv = kv
@@ -182,7 +291,12 @@ class NatsLease:
 
     @classmethod
     async def connect(cls, nats_url: str | NATS, *, prefix: str = "streamfold") -> NatsLease:
-        """A lease store over ``nats_url`` (a URL: its own connection, closed by `aclose`)."""
+        """A lease store over NATS.
+
+        Args:
+            nats_url: a NATS URL (a connection of its own, closed by `aclose`) or a connection.
+            prefix: names the bucket, ``{prefix}_leases``.
+        """
         import nats
         import nats.js.errors
 
@@ -219,7 +333,19 @@ class NatsLease:
             return None  # another worker wrote first
 
     async def acquire(self, run_id: str, owner: str, ttl: float) -> int | None:
-        """See `Lease.acquire`."""
+        """Take the lease if it is free or expired: see `Lease.acquire`.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            ttl: seconds the lease lasts unless renewed.
+
+        Returns:
+            The lease's new token; None while another owner's lease is live.
+
+        Raises:
+            ConfigurationError: ``ttl`` is not a positive number.
+        """
         _check_ttl(ttl)
         held, revision = await self._read(run_id)
         if held is not None and held.expires > time.time():
@@ -232,7 +358,20 @@ class NatsLease:
         return token
 
     async def renew(self, run_id: str, owner: str, token: int, ttl: float) -> bool:
-        """See `Lease.renew`."""
+        """Extend the lease if ``owner`` still holds it: see `Lease.renew`.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            token: the token `acquire` gave.
+            ttl: seconds from now the lease lasts unless renewed again.
+
+        Returns:
+            Whether the lease was extended (False: it expired or changed hands).
+
+        Raises:
+            ConfigurationError: ``ttl`` is not a positive number.
+        """
         _check_ttl(ttl)
         revision = self._revisions.get((run_id, owner, token))
         if revision is None:
@@ -250,7 +389,13 @@ class NatsLease:
         return True
 
     async def release(self, run_id: str, owner: str, token: int) -> None:
-        """See `Lease.release`."""
+        """Let the lease go if ``owner`` still holds it: see `Lease.release`.
+
+        Args:
+            run_id: the run.
+            owner: the worker's name.
+            token: the token `acquire` gave.
+        """
         revision = self._revisions.pop((run_id, owner, token), None)
         if revision is not None:
             await self._write(run_id, _Held(owner, token, 0.0), revision)

@@ -404,7 +404,9 @@ class Turn:
     """One model response and the outputs of its calls."""
 
     events: list[PipelineEvent]
+    """The response's events."""
     outputs: list[ToolOutput]
+    """The outputs of its client calls."""
 
 
 @dataclass(slots=True)
@@ -412,7 +414,9 @@ class AgentRun:
     """What `run_loop` did: the conversation at the end, each turn, and why it stopped."""
 
     messages: list[Any]
+    """The conversation at the end: the messages given, then each turn's."""
     turns: list[Turn]
+    """Each model response and its calls' outputs, in order."""
     stop_reason: Literal["no_calls", "max_steps", "awaiting_approval"]
     """``no_calls``: the last response made no client call; ``max_steps``: the step limit;
     ``awaiting_approval``: calls of the last response wait for a decision that comes with the next

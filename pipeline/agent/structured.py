@@ -62,8 +62,11 @@ M = TypeVar("M", bound=BaseModel)
 class StructuredOutputError(StreamfoldError):
     """The content is not a JSON object valid for the model.
 
-    ``kind``: ``invalid_json``, ``truncated``, ``too_large`` (with ``offset``, in characters of the
-    content), ``empty`` (no content) or ``validation`` (with ``validation_error``).
+    Args:
+        message: what is wrong, and where.
+        kind: ``invalid_json``, ``truncated``, ``too_large``, ``empty`` (no content) or ``validation``.
+        offset: where, in characters of the content (``invalid_json``, ``truncated``, ``too_large``).
+        validation_error: pydantic's error (``validation``).
     """
 
     def __init__(
@@ -101,7 +104,12 @@ class StructuredUpdate(msgspec.Struct, Generic[M], frozen=True, gc=False):
 class StructuredOutput(Generic[M]):
     """Sans-IO: content text (or its argument events) in, `StructuredUpdate`s out, for one
     response. ``feed(text)``, then ``finish()``; both raise `StructuredOutputError`, with the update
-    the piece made before the failure on its ``partial_outputs``."""
+    the piece made before the failure on its ``partial_outputs``.
+
+    Args:
+        model: the pydantic model the JSON object is validated against.
+        max_size: cap, in characters, of the content (``too_large`` beyond it).
+    """
 
     def __init__(self, model: type[M], *, max_size: int = DEFAULT_MAX_OUTPUT_SIZE) -> None:
         self._model = model
@@ -134,7 +142,12 @@ class StructuredOutput(Generic[M]):
         return self.feed_events(events)
 
     def finish(self) -> list[StructuredUpdate[M]]:
-        """The content has ended: the final update, or `StructuredOutputError`."""
+        """The content has ended: the final update.
+
+        Raises:
+            StructuredOutputError: no content came (``empty``), the object never completed (``truncated``),
+                or it is not valid for the model.
+        """
         if self._done:
             return []
         if not self._seen:

@@ -62,10 +62,13 @@ class Tool:
     """One registered tool. Use `ToolRegistry.tool` to make one."""
 
     name: str
+    """The name the model calls it by."""
     function: Callable[..., Any]
+    """What runs the call."""
     arguments: type[pydantic.BaseModel]
     """The pydantic model the call's arguments are validated against."""
     description: str = ""
+    """What the model reads about it."""
     read_only: bool = False
     """No side effects: may run in parallel with any other call."""
     timeout: float | None = None
@@ -80,6 +83,7 @@ class Tool:
     takes_model: bool = False
     """The function takes the validated model itself (its one parameter), not keyword arguments."""
     is_async: bool = field(default=False)
+    """The function is a coroutine function: awaited, not run in a worker thread."""
 
     def validate(self, arguments: Mapping[str, Any]) -> pydantic.BaseModel:
         """The arguments as the tool's model; raises `pydantic.ValidationError`."""
@@ -141,7 +145,19 @@ class ToolRegistry:
         idempotent: bool = False,
     ) -> Any:
         """Register a function as a tool (a decorator, with or without options); returns it unchanged.
-        The options are `add`'s."""
+
+        Args:
+            function: the tool, when used without options.
+            name: as `add` takes it.
+            description: as `add` takes it.
+            read_only: as `add` takes it.
+            timeout: as `add` takes it.
+            start: as `add` takes it.
+            idempotent: as `add` takes it.
+
+        Raises:
+            ConfigurationError: as `add` raises it.
+        """
 
         def register(function: Callable[..., Any]) -> Callable[..., Any]:
             self.add(

@@ -109,6 +109,7 @@ class AssistantTurn:
     """The assistant side of one response, in one wire format, and how to answer its tool calls."""
 
     format: WireFormat
+    """The wire format of the next request, which ``messages`` are in."""
     messages: list[Message]
     """What to append to the conversation: one assistant message (Responses: the input items), or none
     for an empty response."""
@@ -117,8 +118,11 @@ class AssistantTurn:
     end: ResponseEnd | None = None
     """How the response ended; None when its events stopped before the end."""
     custom_calls: frozenset[str] = frozenset()
+    """Ids of the calls to custom (free-form) tools, answered as such in Responses."""
     call_names: Mapping[str, str] = field(default_factory=dict)
+    """Call id -> tool name, for formats that answer a call by its name (Gemini)."""
     provider_ids: frozenset[str] = frozenset()
+    """Ids the provider gave (not made by the converter), which Gemini's answers carry back."""
     dropped: tuple[Dropped, ...] = ()
     """What of the response the messages leave out, each with why (see `TurnBuilder`'s
     ``source``)."""
@@ -225,6 +229,10 @@ class TurnBuilder:
             models mid-conversation): what is bound to that provider (signatures, encrypted reasoning,
             reasoning ids, provider-executed calls and their results, its citations) is left out, and
             `AssistantTurn.dropped` says what and why. None (default): the same provider.
+
+    Raises:
+        ConfigurationError: ``format`` or ``source`` is not a wire format, or ``is_generated_id`` is not
+            callable.
     """
 
     __slots__ = (
@@ -265,7 +273,12 @@ class TurnBuilder:
         self._end: ResponseEnd | None = None
 
     def feed(self, event: Any) -> None:
-        """Fold one pipeline event."""
+        """Fold one pipeline event.
+
+        Raises:
+            TurnError: a segment event out of order, an invocation or ``ResponseEnd`` fed twice, or an
+                item that is not a pipeline event; the turn is left as it was.
+        """
         if isinstance(event, SegmentEvent):
             kind = event.event_type
             if kind is SegmentEventType.START:
@@ -299,9 +312,17 @@ class TurnBuilder:
         reasoning_content: ReasoningContentRule = None,
         thought_signatures: bool = False,
     ) -> list[Violation]:
-        """The rules of this builder's format that ``messages`` (the next request's conversation) break,
-        each named with its position: `pipeline.agent.check_conversation`, whose doc lists the rules
-        and the options; `pipeline.agent.repair_conversation` fixes what is safe to fix."""
+        """The rules of this builder's format that the next request's conversation breaks, each named
+        with its position: `pipeline.agent.check_conversation`, whose doc lists the rules;
+        `pipeline.agent.repair_conversation` fixes what is safe to fix.
+
+        Args:
+            messages: the conversation, as the request body lists it.
+            thinking: as `pipeline.agent.check_conversation` takes it.
+            store: as `pipeline.agent.check_conversation` takes it.
+            reasoning_content: as `pipeline.agent.check_conversation` takes it.
+            thought_signatures: as `pipeline.agent.check_conversation` takes it.
+        """
         return check_conversation(
             messages,
             self._format,
@@ -723,6 +744,9 @@ def assistant_turn(events: Iterable[Any], format: WireFormat | str, **options: A
 def assistant_message(events: Iterable[Any], format: WireFormat | str, **options: Any) -> list[Message]:
     """The assistant side of a response to append to the conversation (Responses: its input items).
 
-    The arguments are `assistant_turn`'s.
+    Args:
+        events: the response's events.
+        format: the wire format of the next request.
+        **options: more options of `TurnBuilder`.
     """
     return assistant_turn(events, format, **options).messages

@@ -76,8 +76,12 @@ def error_response(error: StreamfoldError | BodyRefused, status: int | None = No
 
 def read_cursor(scope: Scope) -> int:
     """The id a reader has seen up to: the ``Last-Event-ID`` header (an ``EventSource`` reconnecting),
-    else the ``after`` query parameter, else 0. Raises ``ConfigurationError`` unless it is 1 to 18 ASCII
-    digits (``str.isdigit`` and ``int`` take superscripts and other scripts' digits: not here)."""
+    else the ``after`` query parameter, else 0.
+
+    Raises:
+        ConfigurationError: the cursor is not 1 to 18 ASCII digits (``str.isdigit`` and ``int`` take
+            superscripts and other scripts' digits: not here).
+    """
     raw: str | None = None
     for name, value in scope.get("headers", ()):
         if name == b"last-event-id":
@@ -95,9 +99,19 @@ def read_cursor(scope: Scope) -> int:
 
 
 async def check_readable(log: EventLog, response_id: str, after: int) -> None:
-    """Raise what a reader of ``response_id`` from ``after`` would get at once: ``ResponseNotFound``,
-    ``ResponseGone`` (expired, or ``after`` older than retained), ``ConfigurationError`` (a cursor past
-    the last id). Lets the endpoints answer 404 / 410 / 400 before the stream starts."""
+    """Raise what a reader of a response would get at once, so the endpoints answer 404 / 410 / 400
+    before the stream starts.
+
+    Args:
+        log: the event log.
+        response_id: the response.
+        after: the reader's cursor.
+
+    Raises:
+        ResponseNotFound: the log does not know the response.
+        ResponseGone: it expired, or ``after`` is older than what is retained.
+        ConfigurationError: ``after`` is past the last id.
+    """
     check_lookup_id(response_id)
     status = await log.status(response_id)
     if status is None:

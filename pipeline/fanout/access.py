@@ -95,8 +95,13 @@ _LOOPBACK_HELP: Final = (
 
 
 class AccessDenied(StreamfoldError):
-    """The routes' ``authorize`` hook refused ``action`` (on ``response_id``, None for ``start`` and
-    ``list``): HTTP 403, WebSocket close 4403."""
+    """The routes' ``authorize`` hook refused an action: HTTP 403, WebSocket close 4403.
+
+    Args:
+        message: what was refused, and why.
+        action: the action refused.
+        response_id: the response it was about; None for ``start`` and ``list``.
+    """
 
     def __init__(self, message: str, *, action: Action, response_id: str | None) -> None:
         super().__init__(message)
@@ -136,7 +141,17 @@ def loopback_only(
 
     Also refused: a WebSocket opened by a page of another site (its ``Origin`` is not its ``Host``).
     Behind a reverse proxy on the same machine every client looks local unless the server rewrites the
-    client address from ``X-Forwarded-For`` (uvicorn does, for proxies in ``forwarded_allow_ips``)."""
+    client address from ``X-Forwarded-For`` (uvicorn does, for proxies in ``forwarded_allow_ips``).
+
+    Args:
+        connection: the client's request or WebSocket.
+        action: what it asks to do.
+        response_id: the response it is about; None for ``start`` and ``list``.
+        meta: the response's meta as the log keeps it (for ``start``: what the response will carry).
+
+    Returns:
+        Whether the client may.
+    """
     return is_loopback(connection) and not _cross_site_websocket(connection)
 
 
@@ -144,6 +159,10 @@ def bearer_token(token: str, *, cookie: str | None = None) -> Authorize:
     """A policy allowing every action to a client that presents ``token``: ``Authorization: Bearer
     <token>``, or the cookie named ``cookie`` (browsers cannot set headers on ``EventSource`` or
     WebSocket). Compared in constant time.
+
+    Args:
+        token: the secret a client presents.
+        cookie: the name of a cookie that may carry it too; None: the header only.
 
     Raises:
         ConfigurationError: an empty token.
@@ -199,7 +218,16 @@ async def _maybe_await(value: Any) -> Any:
 
 
 class Access:
-    """The routes' hooks in one place: the ``authorize`` check, the ``owner`` hook, the body cap."""
+    """The routes' hooks in one place: the ``authorize`` check, the ``owner`` hook, the body cap.
+
+    Args:
+        authorize: the access hook (`Authorize`); None: `loopback_only`.
+        owner: names who starts a response, kept in its meta under `OWNER_KEY`; None: nobody.
+        max_body_bytes: cap, in bytes, of a request body the routes read.
+
+    Raises:
+        ConfigurationError: ``max_body_bytes`` below 1.
+    """
 
     __slots__ = ("authorize", "max_body_bytes", "owner")
 
@@ -213,7 +241,14 @@ class Access:
     async def allows(
         self, connection: HTTPConnection, action: Action, response_id: str | None, meta: Mapping[str, Any]
     ) -> bool:
-        """Whether ``connection`` may do ``action``: `authorize` decides, or only loopback clients may."""
+        """Whether a client may do an action: `authorize` decides, or only loopback clients may.
+
+        Args:
+            connection: the client's request or WebSocket.
+            action: what it asks to do.
+            response_id: the response it is about; None for ``start`` and ``list``.
+            meta: the response's meta as the log keeps it (for ``start``: what the response will carry).
+        """
         if self.authorize is None:
             return loopback_only(connection, action, response_id, meta)
         return bool(await _maybe_await(self.authorize(connection, action, response_id, meta)))
@@ -221,7 +256,17 @@ class Access:
     async def check(
         self, connection: HTTPConnection, action: Action, response_id: str | None, meta: Mapping[str, Any]
     ) -> None:
-        """Raise `AccessDenied` (naming the action and why) unless ``authorize`` allows it."""
+        """Refuse an action unless ``authorize`` allows it.
+
+        Args:
+            connection: the client's request or WebSocket.
+            action: what it asks to do.
+            response_id: the response it is about; None for ``start`` and ``list``.
+            meta: the response's meta as the log keeps it (for ``start``: what the response will carry).
+
+        Raises:
+            AccessDenied: the action is refused (the message names it and why).
+        """
         if await self.allows(connection, action, response_id, meta):
             return
         what = {"start": "start a response", "list": "list responses"}.get(
@@ -247,8 +292,17 @@ class Access:
         The meta is empty for an unknown response: asked before anything else, so a refused client learns
         nothing, not even whether the id exists.
 
+        Args:
+            connection: the client's request or WebSocket.
+            action: what it asks to do.
+            log: the event log that holds the response.
+            response_id: the response.
+
         Returns:
             The response's status; None when it is unknown (or the id one no backend can hold).
+
+        Raises:
+            AccessDenied: the action is refused.
         """
         status = await log.status(response_id) if is_response_id(response_id) else None
         await self.check(connection, action, response_id, status.meta if status is not None else {})
@@ -287,8 +341,13 @@ def json_content_type(connection: HTTPConnection) -> BodyRefused | None:
 
 
 def declares_over(content_length: str | None, max_bytes: int) -> bool:
-    """Whether a ``Content-Length`` header says the body is over ``max_bytes``: only ASCII digits count
-    (``str.isdigit`` takes ``²``), and 19 digits or more is over any cap (``int()`` refuses 4,301)."""
+    """Whether a ``Content-Length`` header says the body is over a cap: only ASCII digits count
+    (``str.isdigit`` takes ``²``), and 19 digits or more is over any cap (``int()`` refuses 4,301).
+
+    Args:
+        content_length: the header's value; None when absent.
+        max_bytes: the cap, in bytes.
+    """
     if content_length is None or not (content_length.isascii() and content_length.isdigit()):
         return False
     return len(content_length) > 18 or int(content_length) > max_bytes
@@ -297,8 +356,14 @@ def declares_over(content_length: str | None, max_bytes: int) -> bool:
 async def read_body(
     connection: HTTPConnection, receive: Callable[[], Awaitable[Any]], max_bytes: int
 ) -> bytes | BodyRefused:
-    """The request's body, or a 413 `BodyRefused` when it is over ``max_bytes`` (declared by
-    ``Content-Length`` or as it arrives: nothing past the cap is read)."""
+    """The request's body, or a 413 `BodyRefused` when it is over the cap (declared by
+    ``Content-Length`` or as it arrives: nothing past the cap is read).
+
+    Args:
+        connection: the request.
+        receive: the ASGI receive callable.
+        max_bytes: the cap, in bytes.
+    """
     too_large = _refusal(
         413, "PayloadTooLarge", f"the body is over the {max_bytes}-byte cap (max_body_bytes)"
     )
@@ -324,7 +389,13 @@ async def read_json_body(
     connection: HTTPConnection, receive: Callable[[], Awaitable[Any]], max_bytes: int
 ) -> Any:
     """The request's JSON body, or a `BodyRefused`: 415 (not ``application/json``), 413 (over
-    ``max_bytes``), 400 (not JSON, not UTF-8, nested too deep)."""
+    ``max_bytes``), 400 (not JSON, not UTF-8, nested too deep).
+
+    Args:
+        connection: the request.
+        receive: the ASGI receive callable.
+        max_bytes: the cap, in bytes.
+    """
     refused = json_content_type(connection)
     if refused is not None:
         return refused

@@ -228,6 +228,10 @@ class Hub(Generic[T]):
 
     Subscribe with `subscribe` (an async iterator; `pipeline.fanout.rx.observe` feeds a reactivex
     observer from one); watch it with `statistics`. Use it from the event loop's thread only.
+
+    Args:
+        source: the items to multicast.
+        history_limit: items kept for subscribers joining late; None or 0: none.
     """
 
     def __init__(self, source: AsyncIterable[T], *, history_limit: int | None) -> None:
@@ -304,6 +308,10 @@ class Hub(Generic[T]):
         """Start a task in the hub's task group, for a bridge that feeds a subscription elsewhere.
 
         The task is cancelled when the hub's ``async with`` block ends, like the pump.
+
+        Args:
+            function: makes the task's coroutine.
+            name: the task's name.
 
         Raises:
             HubClosedError: the hub's ``async with`` block has already ended.

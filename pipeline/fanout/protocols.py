@@ -85,7 +85,18 @@ def query_protocol(scope: _Scope) -> str | None:
 
 
 class ProtocolStream:
-    """Streams one response of a log in one protocol to one connection (see the module doc)."""
+    """Streams one response of a log in one protocol to one connection (see the module doc).
+
+    Args:
+        log: the event log the responses are in.
+        policy: each connection's buffer policy when the client reads slower than the response.
+        max_buffer: each connection's buffer, in items.
+        max_buffer_bytes: each connection's buffer, in bytes.
+        send_timeout: seconds one send to the client may take before the client is dropped; None: no
+            bound.
+        heartbeat: seconds between keep-alive comments on an idle stream; None: none.
+        access: the access hooks; None: `loopback_only`.
+    """
 
     def __init__(
         self,
@@ -114,9 +125,21 @@ class ProtocolStream:
         core_options: Mapping[str, Any],
         reader: HTTPConnection | None = None,
     ) -> tuple[WireEncoding, UICore]:
-        """The encoding and a core fed with entries ``1..after``, or the error to answer with at once:
-        ``ConfigurationError`` (an unknown protocol, a bad cursor), ``ResponseNotFound``, ``ResponseGone``,
-        ``AccessDenied`` (``reader`` may not read it; None: not checked)."""
+        """The encoding and a core fed with entries ``1..after``, or the error to answer with at once.
+
+        Args:
+            response_id: the response.
+            protocol: ``vercel`` or ``agui``.
+            after: the reader's cursor.
+            core_options: options of the protocol's encoder core.
+            reader: the client, asked about with the access hook; None: not checked.
+
+        Raises:
+            ConfigurationError: an unknown protocol, a bad cursor.
+            ResponseNotFound: the log does not know the response.
+            ResponseGone: it expired, or ``after`` is older than what is retained.
+            AccessDenied: ``reader`` may not read it.
+        """
         from operators.encode.protocols import encoder_for
 
         encoding = encoder_for(protocol)
@@ -160,8 +183,20 @@ class ProtocolStream:
         status: int = 200,
         check_read: bool = True,
     ) -> None:
-        """Answer the request: 4xx JSON at once, or the stream from ``after`` on. ``check_read``: ask the
-        access hook whether this client may read the response (not for the POST that started it)."""
+        """Answer the request: 4xx JSON at once, or the stream from ``after`` on.
+
+        Args:
+            scope: the ASGI scope.
+            receive: the ASGI receive callable.
+            send: the ASGI send callable.
+            response_id: the response.
+            protocol: ``vercel`` or ``agui``.
+            after: the reader's cursor.
+            core_options: options of the protocol's encoder core.
+            status: the HTTP status of the stream's answer.
+            check_read: ask the access hook whether this client may read the response (False for the
+                POST that started it).
+        """
         from starlette.requests import HTTPConnection
 
         try:

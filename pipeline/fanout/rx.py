@@ -157,10 +157,16 @@ def as_observable(
 ) -> Observable[T]:
     """The hub as a reactivex Observable: each subscription is an `observe` on the hub.
 
-    The options are `observe`'s, for every subscription. Subscribing starts a pump task in the hub's
-    task group, so it must happen on the hub's loop while the hub is open (otherwise the observer gets
-    ``on_error(HubClosedError)``); disposing unsubscribes. Items are emitted from that task, on the
-    running asyncio loop.
+    Subscribing starts a pump task in the hub's task group, so it must happen on the hub's loop while
+    the hub is open (otherwise the observer gets ``on_error(HubClosedError)``); disposing unsubscribes.
+    Items are emitted from that task, on the running asyncio loop.
+
+    Args:
+        hub: the hub to read.
+        policy: each subscription's overflow policy (`Hub.subscribe`).
+        max_buffer: each subscription's buffer, in items.
+        replay: first the items since the start of the source (`Hub.subscribe`).
+        name: how the hub's statistics name each subscriber.
     """
 
     def subscribe(observer: ObserverBase[T], scheduler: SchedulerBase | None = None) -> DisposableBase:

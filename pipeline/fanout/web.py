@@ -172,7 +172,11 @@ class ResponseRegistry:
 
     @contextmanager
     def register(self, response_id: str, hub: Hub[Any]) -> Iterator[Hub[Any]]:
-        """Make ``hub`` reachable as ``response_id`` until the block ends.
+        """Make a hub reachable by a response id until the block ends.
+
+        Args:
+            response_id: the id the route's path names it by.
+            hub: the hub.
 
         Raises:
             ValueError: ``response_id`` is already registered.
@@ -282,7 +286,20 @@ class _Endpoint:
 
 
 class SSEEndpoint(_Endpoint):
-    """An ASGI app streaming one hub's items as Server-Sent Events; see the module docstring."""
+    """An ASGI app streaming one hub's items as Server-Sent Events; see the module docstring.
+
+    `sse_endpoint` makes one with defaults.
+
+    Args:
+        hubs: one hub, or a resolver such as a `ResponseRegistry`.
+        policy: each connection's subscription policy (see `Hub.subscribe`).
+        max_buffer: each connection's subscription buffer, in items.
+        replay: whether a connection first gets what the hub kept from the response's start.
+        encode: an item to JSON-ready data.
+        send_timeout: drop a client when one send to it takes longer than this many seconds; None:
+            never.
+        heartbeat: send an SSE comment after this many idle seconds; None: never.
+    """
 
     def __init__(
         self,
@@ -320,7 +337,19 @@ class SSEEndpoint(_Endpoint):
 
 
 class WebSocketEndpoint(_Endpoint):
-    """An ASGI app sending one hub's items as WebSocket text messages; see the module docstring."""
+    """An ASGI app sending one hub's items as WebSocket text messages; see the module docstring.
+
+    `websocket_endpoint` makes one with defaults.
+
+    Args:
+        hubs: one hub, or a resolver such as a `ResponseRegistry`.
+        policy: each connection's subscription policy (see `Hub.subscribe`).
+        max_buffer: each connection's subscription buffer, in items.
+        replay: whether a connection first gets what the hub kept from the response's start.
+        encode: an item to JSON-ready data.
+        send_timeout: drop a client when one send to it takes longer than this many seconds; None:
+            never.
+    """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not await accept_websocket(scope, receive, send):
@@ -385,7 +414,16 @@ def websocket_endpoint(
 ) -> WebSocketEndpoint:
     """An ASGI app (a Starlette WebSocket route endpoint) sending a hub's items as JSON text messages.
 
-    The options are those of `sse_endpoint`.
+    Args:
+        hubs: as `sse_endpoint` takes it.
+        policy: as `sse_endpoint` takes it.
+        max_buffer: as `sse_endpoint` takes it.
+        replay: as `sse_endpoint` takes it.
+        encode: as `sse_endpoint` takes it.
+        send_timeout: as `sse_endpoint` takes it.
+
+    Raises:
+        ConfigurationError: a ``send_timeout`` that is not positive.
     """
     return WebSocketEndpoint(
         hubs, policy=policy, max_buffer=max_buffer, replay=replay, encode=encode, send_timeout=send_timeout
@@ -404,7 +442,22 @@ def stream_routes(
 ) -> list[BaseRoute]:
     """Starlette routes ``{path}/events`` (SSE, GET) and ``{path}/ws`` (WebSocket) for ``hubs``.
 
-    Without Starlette installed, a `MissingExtraError` naming the ``server`` extra."""
+    Args:
+        hubs: one hub, or a resolver such as a `ResponseRegistry`.
+        path: where the routes are; ``{response_id}`` in it is what a resolver reads.
+        policy: as `sse_endpoint` takes it.
+        max_buffer: as `sse_endpoint` takes it.
+        replay: as `sse_endpoint` takes it.
+        send_timeout: as `sse_endpoint` takes it.
+        heartbeat: as `sse_endpoint` takes it (the SSE route only).
+
+    Returns:
+        The routes, for a Starlette app.
+
+    Raises:
+        MissingExtraError: Starlette is not installed (the ``server`` extra).
+        ConfigurationError: a ``send_timeout`` that is not positive.
+    """
     from pipeline._extras import needs_extra
 
     with needs_extra("server", "pipeline.fanout.web.stream_routes"):
@@ -499,7 +552,13 @@ class _ServedEndpoint:
 
 
 class ServedSSEEndpoint(_ServedEndpoint):
-    """SSE over an event log: ``id:`` on every frame, resume by ``Last-Event-ID`` or ``?after=``."""
+    """SSE over an event log: ``id:`` on every frame, resume by ``Last-Event-ID`` or ``?after=``.
+
+    Args:
+        log: the event log the responses are in.
+        heartbeat: seconds between keep-alive comments on an idle stream; None: none.
+        **options: those of `ServedWebSocketEndpoint`.
+    """
 
     def __init__(self, log: EventLog, *, heartbeat: float | None, **options: Any) -> None:
         super().__init__(log, **options)
@@ -516,7 +575,21 @@ class ServedSSEEndpoint(_ServedEndpoint):
 
 
 class ServedWebSocketEndpoint(_ServedEndpoint):
-    """WebSocket over an event log: messages ``{"id": N, "item": ...}``, resume by ``?after=``."""
+    """WebSocket over an event log: messages ``{"id": N, "item": ...}``, resume by ``?after=``.
+
+    Args:
+        log: the event log the responses are in.
+        policy: each connection's buffer policy when the client reads slower than the response.
+        max_buffer: each connection's buffer, in items.
+        max_buffer_bytes: each connection's buffer, in bytes.
+        send_timeout: seconds one send to the client may take before the client is dropped; None: no
+            bound.
+        path_param: the route's path parameter that names the response.
+        access: the access hooks; None: `loopback_only`.
+
+    Raises:
+        ConfigurationError: an unknown ``policy``, a ``send_timeout`` that is not positive.
+    """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not await accept_websocket(scope, receive, send):
@@ -599,15 +672,34 @@ def serving_routes(
     retained id, in the body, never a partial replay; a cursor that is not 1 to 18 ASCII digits, or past
     the last id: 400 (4400); a log whose server stays unreachable past its retries (``EventLogUnavailable``),
     or a closed log: 503 (4503). Every error body is ``{"type": "ERROR", "error", "message"}``.
-    ``policy``, ``max_buffer``, ``max_buffer_bytes``: each connection's edge (see
-    `pipeline.fanout.serving._edge`); ``send_timeout`` and ``heartbeat`` as in `sse_endpoint`.
 
     Access (`pipeline.fanout.access`): ``authorize(connection, action, response_id, meta)`` decides
     every ``start``, ``list``, ``read`` and ``stop`` (refused: 403, WebSocket close 4403); without it
-    only clients on this machine are served, each of them allowed everything. ``owner(connection)``
-    names who starts a response (kept in its meta as ``"owner"``). Every POST must be
+    only clients on this machine are served, each of them allowed everything. Every POST must be
     ``application/json`` (else 415, so a page of another site cannot post a form here) and at most
     ``max_body_bytes`` (else 413).
+
+    Args:
+        source: the event log, or a `ResponseManager` over one (needed for ``start``).
+        start: given the request's JSON, the response's source; None: no ``POST {path}``.
+        path: where the routes are.
+        policy: each connection's buffer policy when the client reads slower than the response (see
+            `pipeline.fanout.serving._edge`).
+        max_buffer: each connection's buffer, in items.
+        max_buffer_bytes: each connection's buffer, in bytes.
+        send_timeout: as `sse_endpoint` takes it.
+        heartbeat: as `sse_endpoint` takes it.
+        authorize: decides every action; None: only clients on this machine.
+        owner: names who starts a response (kept in its meta as ``"owner"``).
+        max_body_bytes: the largest request body accepted.
+
+    Returns:
+        The routes, for a Starlette app.
+
+    Raises:
+        ConfigurationError: ``start`` without a manager, an unknown ``policy``, a ``send_timeout`` that
+            is not positive, a ``max_body_bytes`` below 1.
+        MissingExtraError: Starlette is not installed (the ``server`` extra).
     """
     from pipeline._extras import needs_extra
 

@@ -67,7 +67,13 @@ class ProxyConfig(Protocol):
 
 
 def error_body(message: str, *, type: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
-    """An OpenAI-style error object ``{"error": {"message", "type", "param", "code"}}``."""
+    """An OpenAI-style error object ``{"error": {"message", "type", "param", "code"}}``.
+
+    Args:
+        message: what went wrong.
+        type: the error's ``type``.
+        code: the error's ``code``; None: null.
+    """
     return {"error": {"message": message, "type": type, "param": None, "code": code}}
 
 

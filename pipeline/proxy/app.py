@@ -710,6 +710,9 @@ def serve(
             ``options`` must then be JSON-able, or an ``httpx.Timeout``); each has its own metrics.
         **options: more options of `create_app`.
 
+    Raises:
+        ConfigurationError: ``workers`` below 1, or an option `create_app` refuses.
+
     uvicorn serves with uvloop and httptools when they are installed (the ``server`` extra installs them
     where they build): they take a large share off the proxy's CPU time per chunk of a paced stream.
     The log line at startup says which it uses.

@@ -77,7 +77,11 @@ class StreamingResponseHandler(ABC):
         self._finalized = False
 
     def feed(self, chunk: ChunkResponse) -> list[SegmentEvent]:
-        """Process one chunk; returns the segment events it completed."""
+        """Process one chunk; returns the segment events it completed.
+
+        Raises:
+            RuntimeError: the handler was finalized (`reset` makes it reusable).
+        """
         if self._finalized:
             raise RuntimeError("the handler has been finalized; call reset() to reuse it")
         return self._emit(self._chain.feed(chunk))
@@ -90,9 +94,11 @@ class StreamingResponseHandler(ABC):
         return self._emit(self._chain.finish())
 
     def get_all_invocations(self) -> list[ToolInvocation]:
+        """The tool invocations folded so far, in order."""
         return list(self._folder.invocations)
 
     def get_all_events(self) -> list[SegmentEvent]:
+        """The segment events emitted so far, in order."""
         return list(self._events)
 
     @property
@@ -124,7 +130,15 @@ class StreamingResponseHandler(ABC):
 class ApiToolCallStreamingResponseHandler(StreamingResponseHandler):
     """Structured tool calls (``chunk.tool_calls``): text, reasoning, tool and file segments.
 
-    ``file_tools`` (default ``write_file`` and ``patch_file``) stream their file content as decoded text.
+    Args:
+        on_segment_event: as `StreamingResponseHandler` takes it.
+        segment_id_prefix: as `StreamingResponseHandler` takes it.
+        file_tools: tool name -> `operators.segments.FileTool`, whose calls stream their file content as
+            decoded text; None: ``write_file`` and ``patch_file``.
+        max_argument_size: characters of one call's arguments accepted; None: the splitter's default.
+
+    Raises:
+        ConfigurationError: a negative ``max_argument_size``.
     """
 
     def __init__(
@@ -160,6 +174,16 @@ class ParsingStreamingResponseHandler(ApiToolCallStreamingResponseHandler):
 
     The calls are rewritten into tool-call deltas first, so everything downstream is the same as for
     `ApiToolCallStreamingResponseHandler`; text around the calls passes through unchanged.
+
+    Args:
+        parser_name: the format the model writes its calls in.
+        on_segment_event: as `StreamingResponseHandler` takes it.
+        segment_id_prefix: as `StreamingResponseHandler` takes it.
+        file_tools: as `ApiToolCallStreamingResponseHandler` takes it.
+        max_argument_size: as `ApiToolCallStreamingResponseHandler` takes it.
+
+    Raises:
+        ConfigurationError: an unknown ``parser_name`` (the message lists the formats).
     """
 
     def __init__(
@@ -212,8 +236,11 @@ class _WithoutToolCalls:
 def resolve_parser_name(parser_name: str | None = None) -> str:
     """The parser to use: ``parser_name``, else ``$STREAMFOLD_STREAM_PARSER``, else ``api_tool_call``.
 
-    ``none`` gives ``api_tool_call`` (no delimiter rewriting); anything unknown is a
-    `ConfigurationError` listing the choices."""
+    ``none`` gives ``api_tool_call`` (no delimiter rewriting).
+
+    Raises:
+        ConfigurationError: a name that is not a string or not known (the message lists the choices).
+    """
     if parser_name is not None and not isinstance(parser_name, str):
         raise ConfigurationError(f"parser_name must be a string, got {parser_name!r}")
     name = (parser_name or os.environ.get(PARSER_ENVIRONMENT_VARIABLE) or "api_tool_call").strip().lower()
@@ -239,8 +266,19 @@ def create_streaming_handler(
     file_tools: Mapping[str, Any] | None = None,
     max_argument_size: int | None = None,
 ) -> StreamingResponseHandler:
-    """The handler for a configuration (see `resolve_parser_name`); ``parse_tool_calls=False``
-    gives a `PassThroughStreamingResponseHandler`."""
+    """The handler for a configuration.
+
+    Args:
+        parser_name: as `resolve_parser_name` takes it.
+        parse_tool_calls: False gives a `PassThroughStreamingResponseHandler`.
+        on_segment_event: as `StreamingResponseHandler` takes it.
+        segment_id_prefix: as `StreamingResponseHandler` takes it.
+        file_tools: as `ApiToolCallStreamingResponseHandler` takes it.
+        max_argument_size: as `ApiToolCallStreamingResponseHandler` takes it.
+
+    Raises:
+        ConfigurationError: an unknown parser name (the message lists the choices).
+    """
     name = resolve_parser_name(parser_name)
     if not parse_tool_calls or name == "pass_through":
         return PassThroughStreamingResponseHandler(

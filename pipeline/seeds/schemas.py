@@ -63,7 +63,13 @@ class ToolDefinition(pydantic.BaseModel):
     def from_model(
         cls, model: type[pydantic.BaseModel], *, name: str | None = None, description: str | None = None
     ) -> ToolDefinition:
-        """The definition of a tool whose arguments are ``model`` (its docstring is the description)."""
+        """The definition of a tool whose arguments are a pydantic model.
+
+        Args:
+            model: the arguments' model.
+            name: the tool's name; None: the model's class name in snake case.
+            description: what the model reads; None: the model's docstring.
+        """
         schema = model.model_json_schema()
         schema.pop("title", None)
         text = description if description is not None else schema.pop("description", "") or ""
@@ -150,19 +156,29 @@ class OpenAiJsonSchemaFormatter:
     """The seeds' formatter interface: ``provide(tool_definition) -> dict``."""
 
     def provide(self, tool_definition: ToolDefinition | type[pydantic.BaseModel]) -> dict[str, Any]:
+        """The Chat Completions ``tools`` entry: `openai_tool`."""
         return openai_tool(tool_definition)
 
 
 class OpenAiResponsesJsonSchemaFormatter:
+    """The seeds' formatter interface, for OpenAI Responses."""
+
     def provide(self, tool_definition: ToolDefinition | type[pydantic.BaseModel]) -> dict[str, Any]:
+        """The Responses API ``tools`` entry: `openai_responses_tool`."""
         return openai_responses_tool(tool_definition)
 
 
 class AnthropicJsonSchemaFormatter:
+    """The seeds' formatter interface, for Anthropic."""
+
     def provide(self, tool_definition: ToolDefinition | type[pydantic.BaseModel]) -> dict[str, Any]:
+        """The Anthropic Messages ``tools`` entry: `anthropic_tool`."""
         return anthropic_tool(tool_definition)
 
 
 class GeminiJsonSchemaFormatter:
+    """The seeds' formatter interface, for Gemini."""
+
     def provide(self, tool_definition: ToolDefinition | type[pydantic.BaseModel]) -> dict[str, Any]:
+        """A Gemini ``functionDeclarations`` entry: `gemini_tool`."""
         return gemini_tool(tool_definition)

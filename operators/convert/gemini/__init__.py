@@ -69,5 +69,15 @@ def _has_event_type(first: _Payload | Mapping[str, Any]) -> bool:
 def convert_gemini(
     source: AsyncIterable[_Payload | Mapping[str, Any]], *, id_factory: _IdFactory | None = None
 ) -> AsyncIterator[_ChunkResponse]:
-    """Gemini ``streamGenerateContent`` chunks or Interactions API events (bytes or dicts) -> chunks."""
+    """Gemini ``streamGenerateContent`` chunks or Interactions API events (bytes or dicts) -> chunks.
+
+    Args:
+        source: the provider's events, as `Payload`s from a framer or as dicts.
+        id_factory: makes the ids of calls the stream sends without one (`new_call_id` by default).
+
+    Raises:
+        StreamDecodeError: an event's bytes are not JSON (naming the byte offset).
+        ConverterError: an event does not fit the provider's schema (naming the event and field).
+        ProviderError: the stream carries an in-band error.
+    """
     return _operator_stream(source, GeminiConverter(id_factory=id_factory))

@@ -95,7 +95,15 @@ _DECODE: Final = EventDecoder(GenerateContentResponse).decode
 
 
 def normalize_gemini_finish_reason(finish_reason: str, *, made_function_call: bool) -> str:
-    """Gemini's ``finishReason`` in OpenAI's words; ``STOP`` after a function call is ``tool_calls``."""
+    """Gemini's ``finishReason`` in OpenAI's words.
+
+    Args:
+        finish_reason: the candidate's ``finishReason``.
+        made_function_call: the candidate called a function: ``STOP`` then means ``tool_calls``.
+
+    Returns:
+        ``stop``, ``length``, ``tool_calls``, ``content_filter``, or Gemini's reason in lower case.
+    """
     if finish_reason == "STOP":
         return "tool_calls" if made_function_call else "stop"
     if finish_reason == "MAX_TOKENS":

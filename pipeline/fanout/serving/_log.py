@@ -131,6 +131,10 @@ class EventLog(Protocol):
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = ...) -> None:
         """Start a response: ``running``, no entries.
 
+        Args:
+            response_id: the new response's id.
+            meta: kept with the response and shown in its status (such as its owner).
+
         Raises:
             ResponseExists: the id was used.
         """
@@ -150,6 +154,10 @@ class EventLog(Protocol):
 
         Never waits for readers.
 
+        Args:
+            response_id: the running response.
+            items: the items' bytes (JSON), in order.
+
         Raises:
             ResponseNotFound: the log does not know the response.
             ResponseGone: the response ended or expired.
@@ -163,13 +171,23 @@ class EventLog(Protocol):
         error: Mapping[str, Any] | None = None,
         state: Literal["done", "failed", "stopped"] = "done",
     ) -> None:
-        """Append the terminal entry (with ``error`` if given); retention's ``ttl_after_end`` starts."""
+        """Append the terminal entry; retention's ``ttl_after_end`` starts.
+
+        Args:
+            response_id: the running response.
+            error: the error the response ended with, as JSON-ready data; None: none.
+            state: how it ended: ``done``, ``failed`` or ``stopped``.
+        """
 
     async def heartbeat(self, response_id: str) -> None:
         """The producer is alive (appends count as heartbeats too)."""
 
     def read(self, response_id: str, *, after: int = 0) -> AsyncIterator[Entry]:
         """Entries with id > ``after``: what is retained, then live ones, ending after the terminal entry.
+
+        Args:
+            response_id: the response.
+            after: the last id the reader has; 0: from the start.
 
         Raises:
             ResponseNotFound: from the first ``__anext__``: the log does not know the response.

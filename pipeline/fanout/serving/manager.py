@@ -127,6 +127,9 @@ class ResponseManager:
             ``heartbeat_timeout``, or 5 s).
         max_pending: how many items the pump may queue while an append is in flight.
         max_pending_bytes: how many bytes the pump may queue while an append is in flight.
+
+    Raises:
+        ConfigurationError: a ``heartbeat_interval`` that is not positive, or a cap below 1.
     """
 
     def __init__(
@@ -251,7 +254,11 @@ class ResponseManager:
         return await self.log.active()
 
     async def status(self, response_id: str) -> ResponseStatus:
-        """One response's status. Raises ``ResponseNotFound``."""
+        """One response's status.
+
+        Raises:
+            ResponseNotFound: the log does not know the response.
+        """
         status = await self.log.status(response_id)
         if status is None:
             raise ResponseNotFound(f"no response {response_id!r}", response_id=response_id)

@@ -157,6 +157,9 @@ class MemoryEventLog:
         heartbeat_timeout: seconds without an append or heartbeat after which readers of a running
             response get `ProducerLost`.
         clock: unix seconds, for timestamps and retention (tests pass a fake one).
+
+    Raises:
+        ConfigurationError: a cap below 1, or a ``heartbeat_timeout`` that is not positive.
     """
 
     def __init__(
@@ -258,7 +261,12 @@ class MemoryEventLog:
             raise self._full(response_id)
 
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = {}) -> None:
-        """Start a response: see `EventLog.create`."""
+        """Start a response: see `EventLog.create`.
+
+        Args:
+            response_id: the new response's id.
+            meta: kept with the response and shown in its status (such as its owner).
+        """
         check_response_id(response_id)
         if self._closed:
             raise ServingError("the event log is closed", response_id=response_id)
@@ -273,7 +281,12 @@ class MemoryEventLog:
         )
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
-        """Append items and return the last id: see `EventLog.append`."""
+        """Append items and return the last id: see `EventLog.append`.
+
+        Args:
+            response_id: the running response.
+            items: the items' bytes (JSON), in order.
+        """
         response = self._running(response_id)
         for data in items:
             if len(data) > MAX_ITEM_BYTES:
@@ -304,7 +317,13 @@ class MemoryEventLog:
         error: Mapping[str, Any] | None = None,
         state: Literal["done", "failed", "stopped"] = "done",
     ) -> None:
-        """Append the terminal entry: see `EventLog.end`."""
+        """Append the terminal entry: see `EventLog.end`.
+
+        Args:
+            response_id: the running response.
+            error: the error the response ended with, as JSON-ready data; None: none.
+            state: how it ended: ``done``, ``failed`` or ``stopped``.
+        """
         response = self._running(response_id)
         response.add(Entry(response.last_id + 1, None, True, dict(error) if error is not None else None))
         before = response.nbytes
@@ -337,7 +356,15 @@ class MemoryEventLog:
     # -- the readers' side ----------------------------------------------------------------------
 
     async def read(self, response_id: str, *, after: int = 0) -> AsyncIterator[Entry]:
-        """Entries after an id, then live ones: see `EventLog.read`."""
+        """Entries after an id, then live ones: see `EventLog.read`.
+
+        Args:
+            response_id: the response.
+            after: the last id the reader has; 0: from the start.
+
+        Raises:
+            ConfigurationError: ``after`` is negative or past the last id.
+        """
         if after < 0:
             raise ConfigurationError(f"a cursor is an entry id >= 0, got {after}")
         response = self._get(response_id)

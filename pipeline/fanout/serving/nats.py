@@ -131,6 +131,9 @@ class NatsEventLog(RemoteLogBase):
         retry_for: as `RedisEventLog`'s.
         tombstone_ttl: as `RedisEventLog`'s.
 
+    Raises:
+        ConfigurationError: a ``prefix`` that is not letters, digits, ``_`` and ``-``.
+
     Open with ``await NatsEventLog.connect(...)`` (or call `start` once).
     """
 
@@ -170,7 +173,12 @@ class NatsEventLog(RemoteLogBase):
 
     @classmethod
     async def connect(cls, nats_url: str | NATS, **options: Any) -> NatsEventLog:
-        """A started log."""
+        """A started log.
+
+        Args:
+            nats_url: as the class takes it.
+            **options: the class's other options.
+        """
         log = cls(nats_url, **options)
         await log.start()
         return log
@@ -269,7 +277,12 @@ class NatsEventLog(RemoteLogBase):
     # -- the producer's side --------------------------------------------------------------------
 
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = {}) -> None:
-        """Start a response: see `EventLog.create`."""
+        """Start a response: see `EventLog.create`.
+
+        Args:
+            response_id: the new response's id.
+            meta: kept with the response and shown in its status (such as its owner).
+        """
         check_response_id(response_id)
         nc, kv = self._ready(response_id)
         now = time.time()
@@ -411,7 +424,12 @@ class NatsEventLog(RemoteLogBase):
             )
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
-        """Append items and return the last id: see `EventLog.append`."""
+        """Append items and return the last id: see `EventLog.append`.
+
+        Args:
+            response_id: the running response.
+            items: the items' bytes (JSON), in order.
+        """
         max_payload = self._ready(response_id)[0].max_payload
         for position, data in enumerate(items):
             if len(data) > min(MAX_ITEM_BYTES, max_payload):
@@ -436,7 +454,13 @@ class NatsEventLog(RemoteLogBase):
         error: Mapping[str, Any] | None = None,
         state: Literal["done", "failed", "stopped"] = "done",
     ) -> None:
-        """Append the terminal entry: see `EventLog.end`."""
+        """Append the terminal entry: see `EventLog.end`.
+
+        Args:
+            response_id: the running response.
+            error: the error the response ended with, as JSON-ready data; None: none.
+            state: how it ended: ``done``, ``failed`` or ``stopped``.
+        """
         producing = await self._producer(response_id)
         body = msgspec.json.encode(dict(error)) if error is not None else b""
         await self._publish(response_id, producing.last + 1, [(body, True)])

@@ -197,6 +197,9 @@ class RedisEventLog(RemoteLogBase):
             `ProducerLost`.
         retry_for: seconds an operation is retried while Redis is unreachable.
         tombstone_ttl: seconds an expired response's id still answers 410 (then 404).
+
+    Raises:
+        ConfigurationError: an empty ``prefix``, or one with braces.
     """
 
     server_name = "Redis"
@@ -258,7 +261,12 @@ class RedisEventLog(RemoteLogBase):
     # -- the producer's side --------------------------------------------------------------------
 
     async def create(self, response_id: str, *, meta: Mapping[str, Any] = {}) -> None:
-        """Start a response: see `EventLog.create`."""
+        """Start a response: see `EventLog.create`.
+
+        Args:
+            response_id: the new response's id.
+            meta: kept with the response and shown in its status (such as its owner).
+        """
         check_response_id(response_id)
         self._check_open(response_id)
         log, meta_key, ctl, gone = self._keys(response_id)
@@ -286,7 +294,12 @@ class RedisEventLog(RemoteLogBase):
             raise ResponseExists(f"response {response_id!r} already exists", response_id=response_id)
 
     async def append(self, response_id: str, items: Sequence[bytes]) -> int:
-        """Append items and return the last id: see `EventLog.append`."""
+        """Append items and return the last id: see `EventLog.append`.
+
+        Args:
+            response_id: the running response.
+            items: the items' bytes (JSON), in order.
+        """
         self._check_open(response_id)
         for data in items:
             if len(data) > MAX_ITEM_BYTES:
@@ -356,7 +369,13 @@ class RedisEventLog(RemoteLogBase):
         error: Mapping[str, Any] | None = None,
         state: Literal["done", "failed", "stopped"] = "done",
     ) -> None:
-        """Append the terminal entry: see `EventLog.end`."""
+        """Append the terminal entry: see `EventLog.end`.
+
+        Args:
+            response_id: the running response.
+            error: the error the response ended with, as JSON-ready data; None: none.
+            state: how it ended: ``done``, ``failed`` or ``stopped``.
+        """
         self._check_open(response_id)
         keys = list(self._keys(response_id))
         retention = self.retention

@@ -33,8 +33,12 @@ RUN_START: Final = "RUN_START"
 
 
 def run_start(messages: Sequence[Any], approvals: Sequence[ToolApproval] = ()) -> dict[str, Any]:
-    """A durable run's first entry: the conversation it starts from, and the approval decisions it
-    brings (none: no ``approvals`` key)."""
+    """A durable run's first entry.
+
+    Args:
+        messages: the conversation the run starts from.
+        approvals: the approval decisions it brings; none: no ``approvals`` key.
+    """
     entry: dict[str, Any] = {"type": RUN_START, "messages": list(messages)}
     if approvals:
         entry["approvals"] = msgspec.to_builtins(list(approvals))
@@ -61,9 +65,17 @@ class DurableRuns:
         meta: Mapping[str, Any] = {},
         approvals: Sequence[ToolApproval] = (),
     ) -> str:
-        """Queue the run ``response_id``: ``await messages()`` gives its conversation (a list), called
-        only once the log has room and the id is free; the run exists, with its ``RUN_START``, when
-        this returns.
+        """Queue a run; it exists, with its ``RUN_START``, when this returns.
+
+        Args:
+            messages: ``await messages()`` gives the run's conversation (a list); called only once the log
+                has room and the id is free.
+            response_id: the run's id.
+            meta: kept with the run and shown in its status.
+            approvals: the tool approval decisions the request brings.
+
+        Returns:
+            ``response_id``.
 
         Raises:
             ResponseExists: ``response_id`` was used before.
