@@ -123,14 +123,13 @@ class ChunkBuilder:
 
         A finish reason completes the response."""
         done = self._done
-        if self._rank == _EMPTY and usage is None and finish_reason is None and not metadata:
-            if not done:
-                return []
-        else:
+        if self._rank != _EMPTY or usage is not None or finish_reason is not None or metadata:
             last = self._chunk(usage, finish_reason, metadata or None)
             if not done:
                 return [last]
             done.append(last)
+        elif not done:
+            return []
         self._done = []
         return done
 
@@ -142,22 +141,24 @@ class ChunkBuilder:
         self, usage: TokenUsage | None, finish_reason: str | None, metadata: Mapping[str, Any] | None
     ) -> ChunkResponse:
         """The open chunk, with the given event-level fields; the builder's parts are emptied."""
-        self._rank = _EMPTY
-        if self._extras:
-            return self._chunk_with_extras(usage, finish_reason, metadata)
         reasoning, content = self._reasoning, self._content
+        if self._extras:
+            chunk = self._chunk_with_extras(usage, finish_reason, metadata)
+        else:
+            chunk = ChunkResponse(
+                content="".join(content),
+                reasoning="".join(reasoning) if reasoning else None,
+                usage=usage,
+                finish_reason=finish_reason,
+                metadata=metadata,
+                is_complete=finish_reason is not None,
+            )
         if reasoning:
             self._reasoning = []
         if content:
             self._content = []
-        return ChunkResponse(
-            content="".join(content),
-            reasoning="".join(reasoning) if reasoning else None,
-            usage=usage,
-            finish_reason=finish_reason,
-            metadata=metadata,
-            is_complete=finish_reason is not None,
-        )
+        self._rank = _EMPTY
+        return chunk
 
     def _chunk_with_extras(
         self, usage: TokenUsage | None, finish_reason: str | None, metadata: Mapping[str, Any] | None
@@ -185,8 +186,4 @@ class ChunkBuilder:
         self._tool_calls = self._tool_results = self._citations = None
         if media:
             self._media = {}
-        if self._reasoning:
-            self._reasoning = []
-        if self._content:
-            self._content = []
         return chunk

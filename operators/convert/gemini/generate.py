@@ -144,62 +144,55 @@ class GenerateContentConverter:
         event = _DECODE(item, number)
         if event.error is not None:
             raise provider_error(item, event.error, number)
-        metadata: dict[str, Any] | None = None
-        if event.response_id != self._response_id or event.model_version != self._model:
-            metadata = self._new_metadata(event)
+        known = event.response_id == self._response_id and event.model_version == self._model
+        metadata = {} if known else self._new_metadata(event)
         finish_reason: str | None = None
         candidates = event.candidates
         if candidates:
             candidate = candidates[0] if candidates[0].index == 0 else _candidate_zero(candidates)
             if candidate is not None:
-                finish_reason, metadata = self._candidate(candidate, metadata)
+                try:
+                    finish_reason = self._candidate(candidate, metadata)
+                except ConverterError:
+                    self._builder = ChunkBuilder()  # what the failing event gathered goes with it
+                    raise
         feedback = event.prompt_feedback
         if feedback is not None and feedback.block_reason is not None:
-            finish_reason, metadata = self._blocked(feedback, metadata)
-        counts = event.usage_metadata
-        usage = None if counts is None or counts == self._last_usage_metadata else self._new_usage(counts)
+            finish_reason = self._blocked(feedback, metadata)
+        usage = None if event.usage_metadata is None else self._new_usage(event.usage_metadata)
         return self._builder.take(usage, finish_reason, metadata)
 
     def finish(self) -> list[ChunkResponse]:
         """Nothing is held back; a streamed call never closed stays unfinished on purpose."""
         return []
 
-    def _candidate(
-        self, candidate: Candidate, metadata: dict[str, Any] | None
-    ) -> tuple[str | None, dict[str, Any] | None]:
-        """Candidate 0's parts and citations into the builder; its finish reason in OpenAI's words (its
-        own word into ``metadata``)."""
-        try:
-            content = candidate.content
-            if content is not None and content.parts:
-                self._parts(content.parts)
-            if candidate.grounding_metadata is not None or candidate.citation_metadata is not None:
-                citations = self._citations(candidate)
-                if citations:
-                    self._builder.citations(citations)
-        except ConverterError:
-            self._builder = ChunkBuilder()  # what the failing event gathered goes with it
-            raise
-        if candidate.finish_reason is None:
-            return None, metadata
-        metadata = {} if metadata is None else metadata
-        raw_reason = enum_name(candidate.finish_reason, FINISH_REASONS)
-        metadata["stop_reason"] = raw_reason
-        if candidate.finish_message is not None:
-            metadata["finish_message"] = plain(candidate.finish_message)
-        made_call = self._calls.made_function_call
-        return normalize_gemini_finish_reason(raw_reason, made_function_call=made_call), metadata
+    def _candidate(self, candidate: Candidate, metadata: dict[str, Any]) -> str | None:
+        """Candidate 0's parts and citations into the builder; its finish reason in OpenAI's words."""
+        content = candidate.content
+        if content is not None and content.parts:
+            self._parts(content.parts)
+        finish_reason = None
+        if candidate.finish_reason is not None:
+            raw_reason = enum_name(candidate.finish_reason, FINISH_REASONS)
+            finish_reason = normalize_gemini_finish_reason(
+                raw_reason, made_function_call=self._calls.made_function_call
+            )
+            metadata["stop_reason"] = raw_reason
+            if candidate.finish_message is not None:
+                metadata["finish_message"] = plain(candidate.finish_message)
+        if candidate.grounding_metadata is not None or candidate.citation_metadata is not None:
+            citations = self._citations(candidate)
+            if citations:
+                self._builder.citations(citations)
+        return finish_reason
 
-    def _blocked(
-        self, feedback: PromptFeedback, metadata: dict[str, Any] | None
-    ) -> tuple[str, dict[str, Any]]:
+    def _blocked(self, feedback: PromptFeedback, metadata: dict[str, Any]) -> str:
         """A blocked prompt ends the response: ``content_filter``, the reason in metadata."""
         assert feedback.block_reason is not None
-        metadata = {} if metadata is None else metadata
         metadata["stop_reason"] = enum_name(feedback.block_reason, BLOCK_REASONS)
         if feedback.block_reason_message is not None:
             metadata["block_reason_message"] = plain(feedback.block_reason_message)
-        return "content_filter", metadata
+        return "content_filter"
 
     # parts
 
@@ -348,7 +341,9 @@ class GenerateContentConverter:
     # response-level fields
 
     def _new_usage(self, usage_metadata: UsageMetadata) -> TokenUsage | None:
-        """The usage of counts that differ from the last ones, if it differs from the last one given."""
+        """The usage, if it differs from the last one given."""
+        if usage_metadata == self._last_usage_metadata:
+            return None
         self._last_usage_metadata = usage_metadata
         usage = token_usage(
             usage_metadata.prompt_token_count,
