@@ -28,6 +28,7 @@ offset of its frame rather than decoded into garbage.
 from __future__ import annotations
 
 import binascii
+import builtins
 import struct
 import zlib
 from binascii import a2b_base64
@@ -50,10 +51,13 @@ DEFAULT_MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
 """The largest frame accepted (AWS caps event-stream messages at 16 MiB); also the buffer's cap."""
 
 _PRELUDE: Final = struct.Struct(">III")
+_CRC: Final = struct.Struct(">I")
 _PRELUDE_SIZE: Final = 12
 _MINIMUM_FRAME: Final = _PRELUDE_SIZE + 4
 _KNOWN_HEADERS: Final = 16
 """Distinct header blocks remembered parsed, at most."""
+_CHUNK: Final = "chunk"
+"""The event type of a frame that wraps a model event (``InvokeModelWithResponseStream``)."""
 
 HeaderValue = bool | int | bytes | str
 
@@ -65,7 +69,7 @@ class EventStreamFramer:
     ``max_frame_size`` bounds one frame, and so the bytes held between calls.
     """
 
-    __slots__ = ("_buffer", "_decoder", "_frame_number", "_known_headers", "_max_frame_size", "_offset")
+    __slots__ = ("_buffer", "_decoder", "_event_types", "_frame_number", "_max_frame_size", "_offset")
 
     def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self._buffer = bytearray()
@@ -74,8 +78,9 @@ class EventStreamFramer:
         self._frame_number = 0
         self._max_frame_size = max_frame_size
         self._decoder = msgspec.json.Decoder()
-        self._known_headers: dict[bytes, dict[str, HeaderValue]] = {}
-        """Headers parsed before, by their bytes: every event frame of a stream carries the same ones."""
+        self._event_types: dict[bytes, str] = {}
+        """The event type of event frames, by the bytes of their headers: every event frame of a stream
+        carries the same ones, so they are parsed once."""
 
     def feed(self, data: bytes, /) -> list[Payload]:
         """Take the next bytes; return the events of every frame they complete.
@@ -97,24 +102,31 @@ class EventStreamFramer:
     def _frames(self, data: bytes | bytearray, events: list[Payload]) -> None:
         """The events of the whole frames at the start of ``data`` (the buffer, or a read when the buffer
         is empty); what follows them is left in the buffer."""
-        start = 0
-        while len(data) - start >= _PRELUDE_SIZE:
+        start, size = 0, len(data)
+        in_place = isinstance(data, bytes)
+        while size - start >= _PRELUDE_SIZE:
             total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(data, start)
-            self._check_prelude(data, start, total_length, headers_length, prelude_crc)
-            if len(data) - start < total_length:
+            if (
+                zlib.crc32(data[start : start + 8]) != prelude_crc
+                or not _MINIMUM_FRAME <= total_length <= self._max_frame_size
+                or headers_length > total_length - _MINIMUM_FRAME
+            ):
+                raise self._bad_prelude(data, start, total_length, headers_length, prelude_crc)
+            end = start + total_length
+            if end > size:
                 break
-            if start == 0 and total_length == len(data) and isinstance(data, bytes):
-                frame = data  # a read of one whole frame, read in place
+            offset = self._offset + start
+            if in_place:  # a read's frames are read where they are, not copied
+                event = self._frame(data, start, end, headers_length, offset)  # type: ignore[arg-type]
             else:
-                frame = bytes(data[start : start + total_length])
-            event = self._frame(frame, headers_length, self._offset + start)
+                event = self._frame(bytes(data[start:end]), 0, total_length, headers_length, offset)
             if event is not None:
                 events.append(event)
-            start += total_length
+            start = end
             self._frame_number += 1
         if data is self._buffer:
             del self._buffer[:start]
-        elif start < len(data):
+        elif start < size:
             self._buffer += memoryview(data)[start:]
         self._offset += start
 
@@ -132,41 +144,48 @@ class EventStreamFramer:
             )
         return []
 
-    def _check_prelude(
-        self, buffer: bytes | bytearray, start: int, total_length: int, headers_length: int, prelude_crc: int
-    ) -> None:
+    def _bad_prelude(
+        self, data: bytes | bytearray, start: int, total_length: int, headers_length: int, prelude_crc: int
+    ) -> StreamDecodeError:
+        """The error for the prelude at ``start`` that `_frames` refused: its CRC, its lengths or the cap."""
         offset = self._offset + start
-        if zlib.crc32(buffer[start : start + 8]) != prelude_crc:
-            raise self._error("has a bad prelude CRC", offset)
+        if zlib.crc32(data[start : start + 8]) != prelude_crc:
+            return self._error("has a bad prelude CRC", offset)
         if total_length < _MINIMUM_FRAME or headers_length > total_length - _MINIMUM_FRAME:
-            raise self._error(
+            return self._error(
                 f"has impossible lengths (total {total_length}, headers {headers_length})", offset
             )
-        if total_length > self._max_frame_size:
-            raise self._error(f"is {total_length} bytes, over the cap of {self._max_frame_size}", offset)
+        return self._error(f"is {total_length} bytes, over the cap of {self._max_frame_size}", offset)
 
-    def _frame(self, frame: bytes, headers_length: int, frame_offset: int) -> Payload | None:
-        """The event of one whole frame (None for a message type this version does not know)."""
-        total_length = len(frame)
-        if zlib.crc32(frame[: total_length - 4]) != int.from_bytes(frame[total_length - 4 :], "big"):
-            raise self._error("has a bad message CRC", frame_offset)
-        raw_headers = frame[_PRELUDE_SIZE : _PRELUDE_SIZE + headers_length]
-        headers = self._known_headers.get(raw_headers)
-        if headers is None:
-            headers = self._headers(memoryview(raw_headers), frame_offset)
-            if len(self._known_headers) < _KNOWN_HEADERS:
-                self._known_headers[raw_headers] = headers
-        body = frame[_PRELUDE_SIZE + headers_length : total_length - 4]
-        message_type = headers.get(":message-type", "event")
-        if message_type == "event":
-            event_type = headers.get(":event-type")
-            if isinstance(event_type, str) and event_type != "chunk":
-                return _named_event(event_type, body, frame_offset)
-            return self._event(body, frame_offset)
-        payload = body
+    def _frame(self, data: bytes, start: int, end: int, headers_length: int, offset: int) -> Payload | None:
+        """The event of the whole frame ``data[start:end]``, at byte ``offset`` of the body (None for a
+        message type this version does not know)."""
+        crc_at = end - 4
+        if zlib.crc32(data[start:crc_at]) != _CRC.unpack_from(data, crc_at)[0]:
+            raise self._error("has a bad message CRC", offset)
+        headers_end = start + _PRELUDE_SIZE + headers_length
+        raw_headers = data[start + _PRELUDE_SIZE : headers_end]
+        body = data[headers_end:crc_at]
+        event_type = self._event_types.get(raw_headers)
+        if event_type is None:
+            headers = self._headers(memoryview(raw_headers), offset)
+            if headers.get(":message-type", "event") != "event":
+                self._message(headers, body, offset)
+                return None
+            named = headers.get(":event-type")
+            event_type = named if isinstance(named, str) else _CHUNK
+            if len(self._event_types) < _KNOWN_HEADERS:
+                self._event_types[raw_headers] = event_type
+        if event_type == _CHUNK:
+            return self._event(body, offset)
+        return _named_event(event_type, body, offset)
+
+    def _message(self, headers: dict[str, HeaderValue], payload: bytes, offset: int) -> None:
+        """A frame that is not an event: an exception or an error raises; other types are skipped."""
+        message_type = headers.get(":message-type")
         if message_type == "exception":
             kind = _text(headers.get(":exception-type"))
-            details = self._json(payload, frame_offset) if payload else {}
+            details = self._json(payload, offset) if payload else {}
             message = None
             if isinstance(details, Mapping):
                 message = details.get("message") or details.get("Message")
@@ -188,28 +207,32 @@ class EventStreamFramer:
                 {"error_code": code, "error_message": message},
                 f"event-stream frame {self._frame_number}",
             )
-        return None  # message types this version does not know
+        # other message types (this version does not know them) are skipped
 
     def _event(self, payload: bytes, offset: int) -> Payload:
         """The model event of an event frame: the ``bytes`` of Bedrock's wrapper, base64-decoded, or the
         payload itself when it has no such wrapper."""
-        encoded: object
-        try:
-            # Typed: the wrapper's other fields are skipped, not built (ASCII only: what is skipped is not
-            # checked for UTF-8, and base64 is ASCII).
-            encoded = (
-                _decode_envelope(payload).bytes if payload.isascii() else self._bytes_field(payload, offset)
-            )
-        except msgspec.ValidationError:
-            encoded = self._bytes_field(payload, offset)  # not an object: the general read says what is wrong
-        except JSON_ERRORS:
-            encoded = self._bytes_field(payload, offset)
+        if payload.isascii():
+            # Typed: msgspec decodes the base64 and skips the padding unread (ASCII only: what is skipped
+            # is not checked for UTF-8, and base64 is ASCII).
+            try:
+                event = _decode_envelope(payload).event
+            except JSON_ERRORS:
+                event = self._unwrap(payload, offset)  # the general read says what is wrong
+        else:
+            event = self._unwrap(payload, offset)
+        return Payload(payload if event is None else event, offset)
+
+    def _unwrap(self, payload: bytes, offset: int) -> bytes | None:
+        """The wrapper's ``bytes`` field, read as any JSON and base64-decoded; raises for a payload that
+        is not such a wrapper."""
+        encoded = self._bytes_field(payload, offset)
         if encoded is None:
-            return Payload(payload, offset)  # a payload that is the event itself
+            return None  # a payload that is the event itself
         if not isinstance(encoded, str):
             raise self._error("has a 'bytes' field that is not a string", offset)
         try:
-            return Payload(a2b_base64(encoded, strict_mode=True), offset)
+            return a2b_base64(encoded, strict_mode=True)
         except binascii.Error as error:
             raise self._error(f"has a 'bytes' field that is not base64: {error}", offset) from error
 
@@ -289,7 +312,7 @@ _FIXED_SIZE_HEADERS: Final[Mapping[int, tuple[int, str]]] = {
 class _Envelope(msgspec.Struct, gc=False):
     """Bedrock's wrapper of a model event: ``{"bytes": base64 of the event, "p": padding}``."""
 
-    bytes: str | None = None
+    event: builtins.bytes | None = msgspec.field(default=None, name="bytes")
 
 
 _decode_envelope: Final = msgspec.json.Decoder(_Envelope).decode
