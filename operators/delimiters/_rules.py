@@ -11,15 +11,13 @@ piece, or None when the lexer's states must take it. A rule leaves the lexer as 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import msgspec
 
+from operators.delimiters._engine import Channel
 from operators.delimiters._scan import JsonArgs, Markers, XmlArguments, common_char, escape_json_text
 from pipeline.models import ChunkResponse, ToolCallDelta, ToolCallKind
-
-if TYPE_CHECKING:
-    from operators.delimiters._lexer import Channel, FormatLexer
 
 __all__ = [
     "CollectRule",
@@ -27,6 +25,7 @@ __all__ = [
     "PassRule",
     "RouteRule",
     "Rule",
+    "RuleLexer",
     "ShortcutRule",
     "ValueRule",
     "carries_more",
@@ -35,6 +34,25 @@ __all__ = [
 
 Chunks = list[ChunkResponse]
 _replace: Final = msgspec.structs.replace
+
+
+class RuleLexer(Protocol):
+    """What a rule asks of the lexer that made it (``_lexer.FormatLexer``)."""
+
+    def shortcut_chunks(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """The chunks of ``item`` (``text`` alone) when the lexer's shortcut takes ``text``; None: lex it."""
+        ...
+
+    def renew_rule(self) -> None:
+        """The lexer moved: make its rule again."""
+
+    def emitted(self, item: ChunkResponse) -> Chunks:
+        """The chunks of ``item`` from what the lexer emitted for its text."""
+        ...
+
+    def value_chunk(self, text: str) -> ToolCallDelta | bool | None:
+        """The lexer's shortcut for the next piece of an XML-style value (``FormatLexer.value_chunk``)."""
+        ...
 
 
 def carries_more(item: ChunkResponse) -> bool:
@@ -90,8 +108,8 @@ class Rule:
     holds = False
     """`collect` holds the text back (a marker's start growing) rather than taking it."""
 
-    def __init__(self, lexer: FormatLexer, stops: tuple[str, ...] = (), tail: str | None = None) -> None:
-        self.lexer = lexer
+    def __init__(self, lexer: RuleLexer, stops: tuple[str, ...] = (), tail: str | None = None) -> None:
+        self.lexer: RuleLexer = lexer
         self.stops = stops
         self.common = common_char(stops)
         """A character every stop holds (a chunk without it holds none of them), else ``""``."""
@@ -152,7 +170,7 @@ class RouteRule(Rule):
 
     __slots__ = ("route",)
 
-    def __init__(self, lexer: FormatLexer, stops: tuple[str, ...], tail: str | None, route: Channel) -> None:
+    def __init__(self, lexer: RuleLexer, stops: tuple[str, ...], tail: str | None, route: Channel) -> None:
         super().__init__(lexer, stops, tail)
         self.route: Channel = route
 
@@ -178,7 +196,7 @@ class CollectRule(Rule):
 
     def __init__(
         self,
-        lexer: FormatLexer,
+        lexer: RuleLexer,
         collect: Callable[[str], bool | None],
         stops: tuple[str, ...] = (),
         tail: str | None = None,
@@ -226,7 +244,7 @@ class JsonArgsRule(Rule):
     __slots__ = ("index", "json_args", "kind", "markers")
 
     def __init__(
-        self, lexer: FormatLexer, index: int, kind: ToolCallKind, json_args: JsonArgs, markers: Markers | None
+        self, lexer: RuleLexer, index: int, kind: ToolCallKind, json_args: JsonArgs, markers: Markers | None
     ) -> None:
         super().__init__(lexer)
         self.index = index
@@ -264,7 +282,7 @@ class ValueRule(CollectRule):
 
     __slots__ = ("ends_plain", "index", "kind", "markers", "xml_args")
 
-    def __init__(self, lexer: FormatLexer, markers: Markers) -> None:
+    def __init__(self, lexer: RuleLexer, markers: Markers) -> None:
         super().__init__(lexer, _never, markers.starts, markers.tail)
         self.markers = markers
         self.index = -1
