@@ -50,6 +50,13 @@ class RuleLexer(Protocol):
         """The chunks of ``item`` from what the lexer emitted for its text."""
         ...
 
+    def take_held(self) -> str:
+        """The text held back (the start of a marker), no longer held."""
+        ...
+
+    def hold_back(self, text: str) -> None:
+        """Hold ``text``, the start of a marker, back until the next chunk."""
+
     def value_chunk(self, text: str) -> ToolCallDelta | bool | None:
         """The lexer's shortcut for the next piece of an XML-style value (``FormatLexer.value_chunk``)."""
         ...
@@ -154,7 +161,7 @@ class PassRule(Rule):
     __slots__ = ()
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
-        if text[-1] in self.tail or (self.common in text and any(stop in text for stop in self.stops)):
+        if self.stopped(text):
             return None if more_than_text(item) else self.lexer.shortcut_chunks(item, text)
         if item.reasoning is None:
             # Content goes on as it is: only these fields would change it.
@@ -280,7 +287,7 @@ class ValueRule(CollectRule):
     other chunk to the lexer's ``value_chunk``, also while the start of a marker is held (the rule's
     stops are every chunk then). One rule serves a lexer's values, call after call (`follow`)."""
 
-    __slots__ = ("ends_plain", "index", "kind", "markers", "xml_args")
+    __slots__ = ("ends_plain", "held", "index", "kind", "markers", "xml_args")
 
     def __init__(self, lexer: RuleLexer, markers: Markers) -> None:
         super().__init__(lexer, _never, markers.starts, markers.tail)
@@ -288,6 +295,8 @@ class ValueRule(CollectRule):
         self.index = -1
         self.kind: ToolCallKind = "function"
         self.xml_args: XmlArguments | None = None
+        self.held = ""
+        """The start of a marker the lexer holds back (`hold`)."""
         self.ends_plain = False
         """A piece the rule takes never ends with whitespace the value may strip (a newline is in the
         tail, and the value does not strip all whitespace)."""
@@ -299,16 +308,27 @@ class ValueRule(CollectRule):
         self.xml_args = xml_args
         self.ends_plain = "\n" in self.tail and not xml_args.strips_space
 
-    def hold(self, held: bool) -> None:
-        """The rule while the start of a marker is ``held`` (every chunk goes to ``value_chunk``) or not."""
+    def hold(self, held: str) -> None:
+        """The rule while the lexer holds ``held``, the start of a marker (a chunk that does not
+        make it plain text goes to ``value_chunk``), or nothing."""
         markers = self.markers
+        self.held = held
         if held:
             self.stops, self.common = _EVERY, ""
         else:
             self.stops, self.common = markers.starts, markers.common
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
-        if text[-1] in self.tail or (self.common in text and any(stop in text for stop in self.stops)):
+        held = self.held
+        if held:
+            return None if more_than_text(item) else self._after_held(item, held + text, text)
+        stopped = text[-1] in self.tail
+        if not stopped and self.common in text:
+            for stop in self.stops:  # (a loop of `in` beats any() here)
+                if stop in text:
+                    stopped = True
+                    break
+        if stopped:
             return None if more_than_text(item) else self._piece(item, text)
         if item.is_complete or item.tool_calls or item.finish_reason:
             return None
@@ -333,6 +353,35 @@ class ValueRule(CollectRule):
             return None
         xml_args.value(text)
         return self.lexer.emitted(item)
+
+    def _after_held(self, item: ChunkResponse, longer: str, text: str) -> Chunks | None:
+        """``text`` after the held start of a marker, ``longer`` the two: held when they are still the
+        start of one, a string's piece when together they hold no marker and no start of one at their
+        end (a newline held inside a value, then more of it), else `_piece`."""
+        markers = self.markers
+        if longer in markers.prefixes:  # (the start of a marker, growing)
+            self.lexer.hold_back(longer)
+            self.held = longer
+            return []
+        xml_args = self.xml_args
+        assert xml_args is not None  # (see follow)
+        last = longer[-1]
+        if (
+            last in self.tail
+            or not xml_args.streaming
+            or last == "\n"
+            or (xml_args.strips_space and last.isspace())
+        ):
+            return self._piece(item, text)  # (a marker's start at the end, or the value's writer)
+        if markers.common in longer:
+            for stop in markers.starts:
+                if stop in longer:
+                    return self._piece(item, text)
+        self.lexer.take_held()
+        self.hold("")
+        if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
+            longer = escape_json_text(longer)
+        return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
 
     def _piece(self, item: ChunkResponse, text: str) -> Chunks | None:
         """A chunk the rule does not take itself: ``value_chunk``, then ``complete``, then the states."""
