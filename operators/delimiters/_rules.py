@@ -161,7 +161,7 @@ class PassRule(Rule):
     __slots__ = ()
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
-        if self.stopped(text):
+        if text[-1] in self.tail or (self.common in text and self.stopped(text)):
             return None if more_than_text(item) else self.lexer.shortcut_chunks(item, text)
         if item.reasoning is None:
             # Content goes on as it is: only these fields would change it.
@@ -224,7 +224,7 @@ class CollectRule(Rule):
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
         if more_than_text(item):
             return None
-        if self.stopped(text):
+        if (self.stops or self.tail) and self.stopped(text):  # (a rule that gathers anything: no call)
             if self.stopped_by_states:
                 return self.completed(item, text)
             return self.lexer.shortcut_chunks(item, text)
