@@ -319,16 +319,7 @@ class ValueRule(CollectRule):
             self.stops, self.common = markers.starts, markers.common
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
-        held = self.held
-        if held:
-            return None if more_than_text(item) else self._after_held(item, held + text, text)
-        stopped = text[-1] in self.tail
-        if not stopped and self.common in text:
-            for stop in self.stops:  # (a loop of `in` beats any() here)
-                if stop in text:
-                    stopped = True
-                    break
-        if stopped:
+        if text[-1] in self.tail or (self.common in text and self.stopped(text)):
             return None if more_than_text(item) else self._piece(item, text)
         if item.is_complete or item.tool_calls or item.finish_reason:
             return None
@@ -357,7 +348,7 @@ class ValueRule(CollectRule):
     def _after_held(self, item: ChunkResponse, longer: str, text: str) -> Chunks | None:
         """``text`` after the held start of a marker, ``longer`` the two: held when they are still the
         start of one, a string's piece when together they hold no marker and no start of one at their
-        end (a newline held inside a value, then more of it), else `_piece`."""
+        end (a newline held inside a value, then more of it), else `_value_chunk`."""
         markers = self.markers
         if longer in markers.prefixes:  # (the start of a marker, growing)
             self.lexer.hold_back(longer)
@@ -372,11 +363,11 @@ class ValueRule(CollectRule):
             or last == "\n"
             or (xml_args.strips_space and last.isspace())
         ):
-            return self._piece(item, text)  # (a marker's start at the end, or the value's writer)
+            return self._value_chunk(item, text)  # (a marker's start at the end, or the value's writer)
         if markers.common in longer:
             for stop in markers.starts:
                 if stop in longer:
-                    return self._piece(item, text)
+                    return self._value_chunk(item, text)
         self.lexer.take_held()
         self.hold("")
         if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
@@ -384,7 +375,15 @@ class ValueRule(CollectRule):
         return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
 
     def _piece(self, item: ChunkResponse, text: str) -> Chunks | None:
-        """A chunk the rule does not take itself: ``value_chunk``, then ``complete``, then the states."""
+        """A chunk the rule does not take itself: `_after_held` while the start of a marker is held,
+        ``value_chunk``, then ``complete``, then the states."""
+        held = self.held
+        if held:
+            return self._after_held(item, held + text, text)
+        return self._value_chunk(item, text)
+
+    def _value_chunk(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """``value_chunk``, then ``complete``, then the states."""
         piece = self.lexer.value_chunk(text)
         if piece is None:
             return self.lexer.emitted(item)
