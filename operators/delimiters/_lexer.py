@@ -319,7 +319,7 @@ class FormatLexer(LexerEngine):
             rule = self._value_rule = ValueRule(self, stream[1])
         if rule.index != index or rule.xml_args is not xml_args:
             rule.follow(index, self.call_kind, xml_args)
-        rule.hold(bool(self._held))
+        rule.hold(self._held)
         rule.complete = complete
         return rule
 
@@ -364,6 +364,16 @@ class FormatLexer(LexerEngine):
         if ends is not None and ends.match(longer) is not None:
             return None
         return False
+
+    def hold_back(self, text: str) -> None:
+        """Hold ``text``, the start of a marker (what was held and what grew it), back until the next
+        chunk: a rule took the chunk as the state would."""
+        self._held = text
+
+    def take_held(self) -> str:
+        """The text held back (the start of a marker), no longer held: a rule took it with what follows."""
+        held, self._held = self._held, ""
+        return held
 
     def _collect_header(self, text: str) -> bool:
         """Add ``text``, in which no marker of the state collecting a header can start, to the header,
@@ -439,6 +449,9 @@ class FormatLexer(LexerEngine):
             text = held + text
             if text in markers.prefixes:
                 self._held = text
+                rule = self._value_rule
+                if rule is not None and rule.xml_args is self.xml_args:  # (the rule stays the rule)
+                    rule.hold(text)
                 return None
             if markers.common in text and markers.pattern.match(text) is not None:
                 return False  # (the held start became its marker: most often)
@@ -450,7 +463,7 @@ class FormatLexer(LexerEngine):
         text = text[:stop]
         rule = self._value_rule
         if rule is not None and rule.xml_args is self.xml_args:  # (the rule stays the rule)
-            rule.hold(bool(self._held))
+            rule.hold(self._held)
         return self._value_piece(text) if text else None
 
     def _value_piece(self, text: str) -> Shortcut:

@@ -11,15 +11,13 @@ piece, or None when the lexer's states must take it. A rule leaves the lexer as 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import msgspec
 
+from operators.delimiters._engine import Channel
 from operators.delimiters._scan import JsonArgs, Markers, XmlArguments, common_char, escape_json_text
 from pipeline.models import ChunkResponse, ToolCallDelta, ToolCallKind
-
-if TYPE_CHECKING:
-    from operators.delimiters._lexer import Channel, FormatLexer
 
 __all__ = [
     "CollectRule",
@@ -27,6 +25,7 @@ __all__ = [
     "PassRule",
     "RouteRule",
     "Rule",
+    "RuleLexer",
     "ShortcutRule",
     "ValueRule",
     "carries_more",
@@ -35,6 +34,32 @@ __all__ = [
 
 Chunks = list[ChunkResponse]
 _replace: Final = msgspec.structs.replace
+
+
+class RuleLexer(Protocol):
+    """What a rule asks of the lexer that made it (``_lexer.FormatLexer``)."""
+
+    def shortcut_chunks(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """The chunks of ``item`` (``text`` alone) when the lexer's shortcut takes ``text``; None: lex it."""
+        ...
+
+    def renew_rule(self) -> None:
+        """The lexer moved: make its rule again."""
+
+    def emitted(self, item: ChunkResponse) -> Chunks:
+        """The chunks of ``item`` from what the lexer emitted for its text."""
+        ...
+
+    def take_held(self) -> str:
+        """The text held back (the start of a marker), no longer held."""
+        ...
+
+    def hold_back(self, text: str) -> None:
+        """Hold ``text``, the start of a marker, back until the next chunk."""
+
+    def value_chunk(self, text: str) -> ToolCallDelta | bool | None:
+        """The lexer's shortcut for the next piece of an XML-style value (``FormatLexer.value_chunk``)."""
+        ...
 
 
 def carries_more(item: ChunkResponse) -> bool:
@@ -90,8 +115,8 @@ class Rule:
     holds = False
     """`collect` holds the text back (a marker's start growing) rather than taking it."""
 
-    def __init__(self, lexer: FormatLexer, stops: tuple[str, ...] = (), tail: str | None = None) -> None:
-        self.lexer = lexer
+    def __init__(self, lexer: RuleLexer, stops: tuple[str, ...] = (), tail: str | None = None) -> None:
+        self.lexer: RuleLexer = lexer
         self.stops = stops
         self.common = common_char(stops)
         """A character every stop holds (a chunk without it holds none of them), else ``""``."""
@@ -136,7 +161,7 @@ class PassRule(Rule):
     __slots__ = ()
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
-        if text[-1] in self.tail or (self.common in text and any(stop in text for stop in self.stops)):
+        if text[-1] in self.tail or (self.common in text and self.stopped(text)):
             return None if more_than_text(item) else self.lexer.shortcut_chunks(item, text)
         if item.reasoning is None:
             # Content goes on as it is: only these fields would change it.
@@ -152,7 +177,7 @@ class RouteRule(Rule):
 
     __slots__ = ("route",)
 
-    def __init__(self, lexer: FormatLexer, stops: tuple[str, ...], tail: str | None, route: Channel) -> None:
+    def __init__(self, lexer: RuleLexer, stops: tuple[str, ...], tail: str | None, route: Channel) -> None:
         super().__init__(lexer, stops, tail)
         self.route: Channel = route
 
@@ -178,7 +203,7 @@ class CollectRule(Rule):
 
     def __init__(
         self,
-        lexer: FormatLexer,
+        lexer: RuleLexer,
         collect: Callable[[str], bool | None],
         stops: tuple[str, ...] = (),
         tail: str | None = None,
@@ -199,7 +224,7 @@ class CollectRule(Rule):
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
         if more_than_text(item):
             return None
-        if self.stopped(text):
+        if (self.stops or self.tail) and self.stopped(text):  # (a rule that gathers anything: no call)
             if self.stopped_by_states:
                 return self.completed(item, text)
             return self.lexer.shortcut_chunks(item, text)
@@ -226,7 +251,7 @@ class JsonArgsRule(Rule):
     __slots__ = ("index", "json_args", "kind", "markers")
 
     def __init__(
-        self, lexer: FormatLexer, index: int, kind: ToolCallKind, json_args: JsonArgs, markers: Markers | None
+        self, lexer: RuleLexer, index: int, kind: ToolCallKind, json_args: JsonArgs, markers: Markers | None
     ) -> None:
         super().__init__(lexer)
         self.index = index
@@ -262,14 +287,16 @@ class ValueRule(CollectRule):
     other chunk to the lexer's ``value_chunk``, also while the start of a marker is held (the rule's
     stops are every chunk then). One rule serves a lexer's values, call after call (`follow`)."""
 
-    __slots__ = ("ends_plain", "index", "kind", "markers", "xml_args")
+    __slots__ = ("ends_plain", "held", "index", "kind", "markers", "xml_args")
 
-    def __init__(self, lexer: FormatLexer, markers: Markers) -> None:
+    def __init__(self, lexer: RuleLexer, markers: Markers) -> None:
         super().__init__(lexer, _never, markers.starts, markers.tail)
         self.markers = markers
         self.index = -1
         self.kind: ToolCallKind = "function"
         self.xml_args: XmlArguments | None = None
+        self.held = ""
+        """The start of a marker the lexer holds back (`hold`)."""
         self.ends_plain = False
         """A piece the rule takes never ends with whitespace the value may strip (a newline is in the
         tail, and the value does not strip all whitespace)."""
@@ -281,16 +308,18 @@ class ValueRule(CollectRule):
         self.xml_args = xml_args
         self.ends_plain = "\n" in self.tail and not xml_args.strips_space
 
-    def hold(self, held: bool) -> None:
-        """The rule while the start of a marker is ``held`` (every chunk goes to ``value_chunk``) or not."""
+    def hold(self, held: str) -> None:
+        """The rule while the lexer holds ``held``, the start of a marker (a chunk that does not
+        make it plain text goes to ``value_chunk``), or nothing."""
         markers = self.markers
+        self.held = held
         if held:
             self.stops, self.common = _EVERY, ""
         else:
             self.stops, self.common = markers.starts, markers.common
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
-        if text[-1] in self.tail or (self.common in text and any(stop in text for stop in self.stops)):
+        if text[-1] in self.tail or (self.common in text and self.stopped(text)):
             return None if more_than_text(item) else self._piece(item, text)
         if item.is_complete or item.tool_calls or item.finish_reason:
             return None
@@ -316,8 +345,45 @@ class ValueRule(CollectRule):
         xml_args.value(text)
         return self.lexer.emitted(item)
 
+    def _after_held(self, item: ChunkResponse, longer: str, text: str) -> Chunks | None:
+        """``text`` after the held start of a marker, ``longer`` the two: held when they are still the
+        start of one, a string's piece when together they hold no marker and no start of one at their
+        end (a newline held inside a value, then more of it), else `_value_chunk`."""
+        markers = self.markers
+        if longer in markers.prefixes:  # (the start of a marker, growing)
+            self.lexer.hold_back(longer)
+            self.held = longer
+            return []
+        xml_args = self.xml_args
+        assert xml_args is not None  # (see follow)
+        last = longer[-1]
+        if (
+            last in self.tail
+            or not xml_args.streaming
+            or last == "\n"
+            or (xml_args.strips_space and last.isspace())
+        ):
+            return self._value_chunk(item, text)  # (a marker's start at the end, or the value's writer)
+        if markers.common in longer:
+            for stop in markers.starts:
+                if stop in longer:
+                    return self._value_chunk(item, text)
+        self.lexer.take_held()
+        self.hold("")
+        if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
+            longer = escape_json_text(longer)
+        return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
+
     def _piece(self, item: ChunkResponse, text: str) -> Chunks | None:
-        """A chunk the rule does not take itself: ``value_chunk``, then ``complete``, then the states."""
+        """A chunk the rule does not take itself: `_after_held` while the start of a marker is held,
+        ``value_chunk``, then ``complete``, then the states."""
+        held = self.held
+        if held:
+            return self._after_held(item, held + text, text)
+        return self._value_chunk(item, text)
+
+    def _value_chunk(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """``value_chunk``, then ``complete``, then the states."""
         piece = self.lexer.value_chunk(text)
         if piece is None:
             return self.lexer.emitted(item)

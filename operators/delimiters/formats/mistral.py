@@ -65,6 +65,8 @@ class MistralLexer(WrappedJsonLexer):
     markers: ClassVar[tuple[str, ...]] = (_TOOL_CALLS, _ARGS, _CALL_ID_MARKER)
     text_markers: ClassVar[Markers] = _TEXT
     wrapper_markers: ClassVar[Markers] = _TEXT
+    call_openers: ClassVar[tuple[str, ...]] = ("{",)
+    """What opens a call inside a pre-v11 list (for the guard of tools not offered, ``._guard``)."""
 
     # --- text -----------------------------------------------------------------------------------------------
 

@@ -60,6 +60,33 @@ def test_pre_v11_stringified_arguments_are_decoded() -> None:
     assert result.calls == [Call(0, "call_0", "f", inner)]
 
 
+@pytest.mark.parametrize("opening", [f"{TC} [", f"{TC}["])
+def test_pre_v11_list_with_an_offered_and_an_unknown_call(opening: str) -> None:
+    """With ``offered_tools``, an unknown call in a pre-v11 list goes out as text from its ``{`` on (as
+    in the other JSON lists): after an offered call, and before one (with the list's opening)."""
+    first, second = '{"name": "foo", "arguments": {"a": 1}}', '{"name": "bar", "arguments": {}}'
+    text = f"{opening}{first}, {second}] done"
+    for pieces in ([text], list(text), pieces_at(text, range(3, len(text), 5))):
+        known_first = run("mistral", pieces, offered_tools={"foo"})
+        assert known_first.content == f"{second}] done"
+        assert [(call.name, call.arguments) for call in known_first.calls] == [("foo", '{"a": 1}')]
+        known_second = run("mistral", pieces, offered_tools={"bar"})
+        assert known_second.content == f"{opening}{first},  done"
+        assert [(call.name, call.arguments) for call in known_second.calls] == [("bar", "{}")]
+
+
+def test_v11_calls_with_an_offered_and_an_unknown_call() -> None:
+    """The v11 layout's unknown call goes out from its ``[TOOL_CALLS]``, not from its arguments' ``{``."""
+    text = f'{TC}foo[ARGS]{{"a": 1}} {TC}bar[ARGS]{{}} done'
+    for pieces in ([text], list(text)):
+        known_first = run("mistral", pieces, offered_tools={"foo"})
+        assert known_first.content == f"{TC}bar[ARGS]{{}} done"
+        assert [(call.name, call.arguments) for call in known_first.calls] == [("foo", '{"a": 1}')]
+        known_second = run("mistral", pieces, offered_tools={"bar"})
+        assert known_second.content == f'{TC}foo[ARGS]{{"a": 1}}  done'
+        assert [(call.name, call.arguments) for call in known_second.calls] == [("bar", "{}")]
+
+
 def test_v11_calls_one_marker_each() -> None:
     text = f'{TC}get_weather[ARGS]{{"city":"San Francisco"}}{TC}get_time[ARGS]{{"tz":"PST"}}'
     result = assert_chunking_invariant("mistral", text)
