@@ -324,7 +324,10 @@ class _Reading:
                 return None
             if tail.error is not None:
                 raise tail.error
-            await self.log._wait(self.response_id, tail)
+            if tail.polling:  # the usual case, inline: another reader polls for all of them
+                await tail.changed.wait()
+            else:
+                await self.log._wait(self.response_id, tail)
 
     def _join(self, cursor: int) -> _Tail:
         tails = self.log._tails
