@@ -15,7 +15,10 @@ temporary directories, as the tests do; a backend whose server is missing is lef
 - lag: the producer appends one item every 2 ms, readers in another log (as another replica's would be)
   receive it; the time from the append's call to each reader's receipt, p50 and p99, with 1, 100 and
   1,000 readers (all in one process, so with 1,000 this counts delivering to each in Python), and the
-  readers' CPU per append (``cpu/append ms``: what one more append costs the readers' process).
+  readers' CPU per append (``cpu/append ms``: what one more append costs the readers' process) and what
+  one more reader adds to it (``cpu/reader us``, against the first row).
+
+The first line gives the machine's load average: lag on a loaded machine measures its scheduler too.
 
 Targets (loopback, issues 11 and 26): at least 50,000 events/s per producer core through Redis and
 NATS; lag p99 at most 5 ms with 100 readers on memory and Redis; an append of one item at a time at
@@ -26,6 +29,7 @@ pipelined ``XADD`` when issue 26 was filed).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -155,6 +159,7 @@ def nats_peer(url: str) -> Peer:
 async def run(args: argparse.Namespace) -> None:
     from tests.servers import NatsServer, RedisServer, _nats_binary
 
+    print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     backends: dict[str, tuple[OpenLog, bool]] = {}
     peers: dict[str, tuple[Peer, tuple[int, ...]]] = {}
 
@@ -232,11 +237,15 @@ async def throughput_table(
 
 async def lag_table(args: argparse.Namespace, backends: dict[str, tuple[OpenLog, bool]]) -> None:
     print(f"\nlag: one append every 2 ms, {args.lag_events} appends, readers in another log")
-    print(f"{'backend':<8} {'readers':>8} {'p50 ms':>8} {'p99 ms':>8} {'cpu/append ms':>14}")
+    header = ("backend", "readers", "p50 ms", "p99 ms", "cpu/append ms", "cpu/reader us")
+    print("{:<8} {:>8} {:>8} {:>8} {:>14} {:>14}".format(*header))
     for name, (open_log, same) in backends.items():
+        base: tuple[int, float] | None = None  # the first row's readers and CPU: one more reader costs
         for readers in args.readers:
             p50, p99, cpu = await lag(open_log, same, readers, args.lag_events)
-            print(f"{name:<8} {readers:>8} {p50:>8.3f} {p99:>8.3f} {cpu:>14.3f}")
+            per_reader = "" if base is None else f"{(cpu - base[1]) / (readers - base[0]) * 1000:.1f}"
+            base = base or (readers, cpu)
+            print(f"{name:<8} {readers:>8} {p50:>8.3f} {p99:>8.3f} {cpu:>14.3f} {per_reader:>14}")
 
 
 def main() -> None:

@@ -272,10 +272,19 @@ class _Reading:
                 if batch:
                     return self._advance(batch)
                 self.following = True
-            live = await self._follow()
-            if live is not None:
+            # Following the tail, inline (every caught-up reader wakes here on each new entry).
+            tail = self.tail or self._join(self.cursor)
+            live = tail.since(self.cursor)
+            if live:
                 return self._advance(live)
-            self.following = False  # behind the tail's cache: catch up from the server
+            if self.cursor + 1 < tail.base:
+                self.following = False  # behind the tail's cache: catch up from the server
+            elif tail.error is not None:
+                raise tail.error
+            elif tail.polling:  # the usual case: another reader polls for all of them
+                await tail.changed.wait()
+            else:
+                await self.log._wait(self.response_id, tail)
 
     async def _from_server(self) -> list[Entry] | None:
         """The snapshot's entries, fetched unless the tail holds the cursor's next entry; ``[]``: follow
@@ -312,19 +321,6 @@ class _Reading:
     def _advance(self, batch: list[Entry]) -> list[Entry]:
         self.cursor = batch[-1].id
         return batch
-
-    async def _follow(self) -> list[Entry] | None:
-        """The tail's next entries (waiting for them), or None when the cursor fell behind its cache."""
-        tail = self.tail or self._join(self.cursor)
-        while True:
-            live = tail.since(self.cursor)
-            if live:
-                return live
-            if self.cursor + 1 < tail.base:
-                return None
-            if tail.error is not None:
-                raise tail.error
-            await self.log._wait(self.response_id, tail)
 
     def _join(self, cursor: int) -> _Tail:
         tails = self.log._tails

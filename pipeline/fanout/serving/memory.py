@@ -126,11 +126,6 @@ class _Response:
             self.head = 0
         return freed
 
-    def since(self, after: int) -> list[Entry]:
-        """At most `READ_BATCH` retained entries with id > ``after`` (``after >= first_id - 1``)."""
-        start = self.head + after + 1 - self.first_id
-        return self.entries[start : start + READ_BATCH]
-
     def notify(self) -> None:
         changed, self.changed = self.changed, anyio.Event()
         changed.set()
@@ -376,7 +371,8 @@ class MemoryEventLog:
         while True:
             if self._closed or self._responses.get(response_id) is not response:
                 response = self._get(response_id)  # closed, forgotten: raises
-            while batch := self._retained(response, cursor):
+            while cursor < response.last_id:  # the newest entry is always retained: never an empty batch
+                batch = self._retained(response, cursor)
                 for entry in batch:
                     yield entry
                 cursor = batch[-1].id
@@ -384,7 +380,10 @@ class MemoryEventLog:
                     return
             if response.state != "running":
                 return
-            await self._wait_for_change(response)
+            if response.watched:  # the usual case, inline: another reader keeps the heartbeat deadline
+                await response.changed.wait()
+            else:
+                await self._wait_for_change(response)
 
     def _retained(self, response: _Response, cursor: int) -> list[Entry]:
         """The next entries after ``cursor``; raises ``ResponseGone`` when trimming passed it."""
@@ -396,7 +395,8 @@ class MemoryEventLog:
                 response_id=response.response_id,
                 first_id=first_id,
             )
-        return response.since(cursor)
+        start = response.head + cursor + 1 - first_id
+        return response.entries[start : start + READ_BATCH]
 
     async def _wait_for_change(self, response: _Response) -> None:
         """Until the response changes. One waiting reader keeps the producer's heartbeat deadline for

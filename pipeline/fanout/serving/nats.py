@@ -334,7 +334,7 @@ class NatsEventLog(RemoteLogBase):
         """Publish ``items`` (data, is-end) as ids ``first_id, ...``; check every acknowledgement."""
         nc, _ = self._ready(response_id)
         subject = self._subject(response_id)
-
+        timeout = max(2.0, self.retry_for / 4)
         attempts = 0
 
         async def once() -> None:
@@ -354,8 +354,14 @@ class NatsEventLog(RemoteLogBase):
                 todo, start = todo[stored:], first_id + stored
                 if not todo:
                     return
-            acks = await self._acknowledged(nc, subject, todo)
-            seqs = sorted(msgspec.json.decode(ack, type=_Ack).seq for ack in acks)
+            if len(todo) == 1:  # one item: one request on the client's shared reply subject, as js.publish
+                data, end = todo[0]
+                reply = await nc.request(subject, data, timeout=timeout, headers=_END if end else None)
+                acks = [reply.data]
+                seqs = [msgspec.json.decode(acks[0], type=_Ack).seq]
+            else:
+                acks = await self._acknowledged(nc, subject, todo)
+                seqs = sorted(msgspec.json.decode(ack, type=_Ack).seq for ack in acks)
             if seqs != list(range(start, start + len(todo))):
                 errors = [ack for ack in acks if b'"error"' in ack]
                 raise ServingError(
@@ -373,12 +379,8 @@ class NatsEventLog(RemoteLogBase):
             raise
 
     async def _acknowledged(self, nc: NATS, subject: str, todo: Sequence[tuple[bytes, bool]]) -> list[bytes]:
-        """Publish ``todo`` (data, is-end) and return the server's acknowledgements."""
+        """Publish ``todo`` (two or more: data, is-end) and return the server's acknowledgements."""
         timeout = max(2.0, self.retry_for / 4)
-        if len(todo) == 1:  # one item: one request on the client's shared reply subject, as js.publish
-            data, end = todo[0]
-            reply = await nc.request(subject, data, timeout=timeout, headers=_END if end else None)
-            return [reply.data]
         # One reply subject for the batch, acknowledgements counted in a callback: no future and
         # no headers per item (the per-item cost publish_async has).
         acks: list[bytes] = []
@@ -436,7 +438,7 @@ class NatsEventLog(RemoteLogBase):
                 if position:  # what came before it is kept
                     await self.append(response_id, items[:position])
                 raise _too_large(response_id, len(data), max_payload)
-        producing = await self._producer(response_id)
+        producing = self._producing.get(response_id) or await self._producer(response_id)
         if not items:
             return producing.last
         start = producing.last + 1
@@ -444,7 +446,8 @@ class NatsEventLog(RemoteLogBase):
         producing.last += len(items)
         before = max(producing.first, producing.last - self.retention.max_items + 1)
         first = self._trim_bytes(producing, [len(data) for data in items])
-        await self._purge_below(response_id, first, before)
+        if first > before:
+            await self._purge_below(response_id, first, before)
         return producing.last
 
     async def end(

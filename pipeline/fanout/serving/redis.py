@@ -16,9 +16,12 @@ Keys, all of one response in one cluster slot (the hash tag ``{response_id}``), 
 
 Appends are one Lua script call per batch (ids assigned, trimmed by ``max_items`` and ``max_bytes``
 exactly: ``XTRIM MINID``, counted in the meta hash), and idempotent: the script is given the id the
-producer expects to follow, so a retry after a lost reply never appends twice. A running response's keys
-expire ``heartbeat_timeout + ttl_after_end`` seconds after the producer's last append or heartbeat (a dead
-producer's response does not stay for ever); an ended one's ``ttl_after_end`` seconds after its end.
+producer expects to follow, so a retry after a lost reply never appends twice. The log sends that call
+packed ahead (script, keys and limits once per response) on connections it takes from the client's pool
+and keeps for its appends (at most as many as appends ran at once), given back on `aclose`. A running
+response's keys expire ``heartbeat_timeout + ttl_after_end`` seconds after the producer's last append or
+heartbeat (a dead producer's response does not stay for ever); an ended one's ``ttl_after_end`` seconds
+after its end.
 
 While the server is unreachable, every operation is retried with backoff for ``retry_for`` seconds, then
 fails with `EventLogUnavailable` (the manager then fails the response). Run Redis
@@ -63,6 +66,7 @@ with needs_extra("redis", "the Redis event log"):
     import redis.exceptions
 
 if TYPE_CHECKING:
+    from redis.asyncio.connection import AbstractConnection
     from redis.commands.core import AsyncScript
 
 __all__ = ["DEFAULT_TOMBSTONE_TTL", "RedisEventLog"]
@@ -70,9 +74,8 @@ __all__ = ["DEFAULT_TOMBSTONE_TTL", "RedisEventLog"]
 DEFAULT_TOMBSTONE_TTL: Final = 86_400.0
 
 # Shared by the append and end scripts: trim the oldest entries over the caps (keeping the newest), each
-# trimmed entry read once (its size), then one XTRIM MINID. Uses locals last, first, nbytes.
+# trimmed entry read once (its size), then one XTRIM MINID. Uses locals last, first, nbytes, maxi, maxb.
 _TRIM = """
-local maxi, maxb = tonumber(ARGV[3]), tonumber(ARGV[4])
 local drop = first
 while drop < last and (last - drop + 1 > maxi or nbytes > maxb) do
   local e = redis.call('XRANGE', KEYS[1], '0-' .. drop, '0-' .. drop)
@@ -85,15 +88,17 @@ if drop ~= first then
 end
 """
 
-# KEYS: log meta ctl; ARGV: expected-last (-1: unknown) now max_items max_bytes keep_ms items...
+# KEYS: log meta ctl; ARGV: max_items max_bytes keep_ms expected-last (-1: unknown) now items...
+# (the arguments that stay the same come first: the client packs them once, see RedisEventLog._prefix)
 _APPEND = (
     """
+local maxi, maxb = tonumber(ARGV[1]), tonumber(ARGV[2])
 local st = redis.call('HMGET', KEYS[2], 'state', 'last', 'first', 'nbytes')
 if not st[1] then return {-1, 0} end
 local last, first, nbytes = tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
 if st[1] ~= 'running' then return {-2, first} end
 local n = #ARGV - 5
-local expected = tonumber(ARGV[1])
+local expected = tonumber(ARGV[4])
 if expected >= 0 and last ~= expected then
   if last == expected + n then return {last, first} end
   return {-3, last}
@@ -106,8 +111,8 @@ end
 """
     + _TRIM
     + """
-redis.call('HSET', KEYS[2], 'last', last, 'first', first, 'nbytes', nbytes, 'updated', ARGV[2])
-local keep = tonumber(ARGV[5])
+redis.call('HSET', KEYS[2], 'last', last, 'first', first, 'nbytes', nbytes, 'updated', ARGV[5])
+local keep = tonumber(ARGV[3])
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], keep) end
 return {last, first}
 """
@@ -116,6 +121,7 @@ return {last, first}
 # KEYS: log meta ctl gone; ARGV: error-json state(ARGV[2]) max_items max_bytes ttl_ms tomb_ms now
 _END = (
     """
+local maxi, maxb = tonumber(ARGV[3]), tonumber(ARGV[4])
 local st = redis.call('HMGET', KEYS[2], 'state', 'last', 'first', 'nbytes')
 if not st[1] then return {-1, 0} end
 local last, first, nbytes = tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
@@ -174,6 +180,13 @@ return 1
 """
 
 _META_FIELDS: Final = ("state", "last", "first", "created", "updated", "meta", "beats")
+_APPEND_ARITY: Final = 11
+"""Arguments of the append command besides its items: EVALSHA sha numkeys, 3 keys, 5 arguments."""
+
+
+def _bulk(value: bytes) -> tuple[bytes, bytes, bytes]:
+    """One argument of a command as the Redis protocol sends it (a bulk string), in three pieces."""
+    return b"$%d\r\n" % len(value), value, b"\r\n"
 
 
 def _entry(stream_id: bytes, fields: Mapping[bytes, bytes]) -> Entry:
@@ -234,8 +247,10 @@ class RedisEventLog(RemoteLogBase):
         self._heartbeat: AsyncScript = self.client.register_script(_HEARTBEAT)
         self._stop: AsyncScript = self.client.register_script(_STOP)
         self._expected: dict[str, int] = {}  # last id of each response this log appends to
-        self._last_append_keys: tuple[str, tuple[bytes, bytes, bytes]] = ("", (b"", b"", b""))
-        self._limits: tuple[Retention | None, tuple[bytes, bytes, bytes]] = (None, (b"", b"", b""))
+        self._last_prefix: tuple[str, Retention | None, int, bytes] = ("", None, 0, b"")
+        # Connections of the client's pool kept for appends: at most as many as appends ever ran at once
+        # (bounded by the pool's max_connections); given back to the pool on aclose.
+        self._idle: list[AbstractConnection] = []
 
     def _keys(self, response_id: str) -> tuple[str, str, str, str]:
         base = f"{self.prefix}:{{{response_id}}}"
@@ -309,15 +324,15 @@ class RedisEventLog(RemoteLogBase):
                     response_id=response_id,
                 )
         expected = self._expected.get(response_id, -1)
-        # Arguments as bytes: the client sends bytes as they are, and packs each other type anew.
-        args = (
-            *self._append_keys(response_id),
-            b"%d" % expected,
-            repr(time.time()).encode(),
-            *self._append_limits(),
-            *items,
-        )
-        result = await self._retry("an append", response_id, partial(self._run_append, args))
+        command = [
+            b"*%d\r\n" % (_APPEND_ARITY + len(items)),
+            self._prefix(response_id),
+            *_bulk(b"%d" % expected),
+            *_bulk(repr(time.time()).encode()),
+        ]
+        for data in items:
+            command += _bulk(data)
+        result = await self._retry("an append", response_id, partial(self._run_append, command))
         last, first = int(result[0]), int(result[1])
         if last == -1:
             raise await self._missing(response_id)
@@ -337,30 +352,57 @@ class RedisEventLog(RemoteLogBase):
             self._expected[response_id] = last
         return last
 
-    def _append_keys(self, response_id: str) -> tuple[bytes, bytes, bytes]:
-        """The append script's keys, kept for the response appended to last (a producer's usual case)."""
-        cached = self._last_append_keys
-        if cached[0] != response_id:
+    def _prefix(self, response_id: str) -> bytes:
+        """The append command's arguments that stay the same (script, keys, limits), packed once for the
+        response appended to last (a producer's usual case) and the retention it was packed for."""
+        keep_ms = self._keep_ms()
+        cached = self._last_prefix
+        if cached[0] != response_id or cached[1] is not self.retention or cached[2] != keep_ms:
             log, meta, ctl, _ = self._keys(response_id)
-            cached = self._last_append_keys = (response_id, (log.encode(), meta.encode(), ctl.encode()))
-        return cached[1]
-
-    def _append_limits(self) -> tuple[bytes, bytes, bytes]:
-        """``max_items max_bytes keep_ms`` of the append script, packed once per retention."""
-        retention, packed = self._limits
-        if retention is not self.retention or packed[2] != b"%d" % self._keep_ms():
             retention = self.retention
-            packed = (b"%d" % retention.max_items, b"%d" % retention.max_bytes, b"%d" % self._keep_ms())
-            self._limits = (retention, packed)
-        return packed
+            packed = b"".join(
+                piece
+                for value in (
+                    b"EVALSHA",
+                    self._append.sha.encode(),
+                    b"3",
+                    log.encode(),
+                    meta.encode(),
+                    ctl.encode(),
+                    b"%d" % retention.max_items,
+                    b"%d" % retention.max_bytes,
+                    b"%d" % keep_ms,
+                )
+                for piece in _bulk(value)
+            )
+            cached = self._last_prefix = (response_id, retention, keep_ms, packed)
+        return cached[3]
 
-    async def _run_append(self, args: tuple[bytes, ...]) -> Any:
-        """``EVALSHA`` of the append script (loaded first if the server does not know it)."""
+    async def _run_append(self, command: list[bytes]) -> Any:
+        """Send a packed ``EVALSHA`` of the append script and read its reply (the script is loaded first
+        if the server does not know it), on a connection of the client's pool this log keeps for its
+        appends: one append pays for its round trip, not for the client's per-command machinery."""
+        if self._idle:
+            connection = self._idle.pop()
+        else:
+            pool = self.client.connection_pool
+            connection = await pool.get_connection()  # type: ignore[no-untyped-call]
         try:
-            return await self.client.evalsha(self._append.sha, 3, *args)
-        except redis.exceptions.NoScriptError:
-            self._append.sha = await self.client.script_load(_APPEND)
-            return await self.client.evalsha(self._append.sha, 3, *args)
+            # A failure or cancellation between the two disconnects the connection (redis-py does), so
+            # no reply is left behind to be read by the next append; it reconnects on its next send.
+            await connection.send_packed_command(command)
+            try:
+                return await connection.read_response()
+            except redis.exceptions.NoScriptError:
+                await self.client.script_load(_APPEND)
+            await connection.send_packed_command(command)
+            return await connection.read_response()
+        finally:
+            if self._closed:
+                with anyio.CancelScope(shield=True):
+                    await self.client.connection_pool.release(connection)
+            else:
+                self._idle.append(connection)
 
     async def end(
         self,
@@ -527,6 +569,10 @@ class RedisEventLog(RemoteLogBase):
         self._closed = True
         for tail in self._tails.values():
             tail.notify()
+        idle, self._idle = self._idle, []
+        with anyio.CancelScope(shield=True):
+            for connection in idle:
+                await self.client.connection_pool.release(connection)
         if self._own_client:
             with anyio.CancelScope(shield=True):
                 await self.client.aclose()
