@@ -92,6 +92,11 @@ def _one_event(chunk: bytes) -> tuple[bytes | None, int, int] | None:
     return name, start, end
 
 
+def _plain_event_name(name: bytes) -> bool:
+    """Whether an ``event:`` field's value is a name the live path may pass over: not ``error``, ASCII."""
+    return name != b"error" and name.isascii()
+
+
 class _EventStreamParser:
     """The WHATWG event stream parser, on bytes: lines, fields, and the dispatch of each event.
 
@@ -239,44 +244,40 @@ class SSEFramer(_EventStreamParser):
 
     def feed(self, chunk: bytes) -> list[Payload]:
         """The payloads (data fields) of the events this read completes."""
-        # The live case first: a read of one whole event of one ``data:`` line, LF or CRLF endings.
+        # The live case first: a read of one whole event, LF endings, one ``data:`` line after an optional
+        # ``event:`` line (OpenAI Chat; Anthropic, OpenAI Responses), or one ``data:`` line, CRLF endings
+        # (Gemini). Anything else, ``[DONE]`` and ``event: error`` included, takes the line-by-line path.
         if self._ready and len(chunk) <= self._max:
-            if chunk[-2:] == b"\n\n":
+            if chunk[-2:] == b"\n\n" and 0x0D not in chunk:
                 end = len(chunk) - 2
-            elif chunk[-4:] == b"\r\n\r\n":
+                cut = chunk.find(0x0A)
+                if cut == end:
+                    if chunk[:6] != b"data: ":
+                        return self._feed(chunk)
+                    start = 6
+                elif (
+                    chunk[:7] == b"event: "
+                    and chunk[cut + 1 : cut + 7] == b"data: "
+                    and chunk.find(0x0A, cut + 1) == end
+                    and _plain_event_name(chunk[7:cut])
+                ):
+                    start = cut + 7
+                else:
+                    return self._feed(chunk)
+            elif chunk[-4:] == b"\r\n\r\n" and chunk[:6] == b"data: ":
                 end = len(chunk) - 4
+                start = 6
+                if chunk.find(0x0A, 6, end) >= 0 or chunk.find(0x0D, 6, end) >= 0:
+                    return self._feed(chunk)
             else:
                 return self._feed(chunk)
-            if chunk[:6] == b"data: ":
-                data = chunk[6:end]
-                if 0x0A not in data and 0x0D not in data:
-                    lines = self._lines
-                    offset = lines.offset
-                    lines.offset = offset + len(chunk)
-                    self._number += 1
-                    if len(data) > _DONE_SIZE or data.strip() != _DONE:
-                        return [Payload(data, offset + 6)]
-                    self._stop()
-                    return []
-            elif chunk[:7] == b"event: " and end == len(chunk) - 2:
-                # An ``event:`` line, then a ``data:`` line, LF endings (Anthropic, OpenAI Responses).
-                cut = chunk.find(0x0A)
-                start = cut + 7
-                data = chunk[start:end]
-                name = chunk[7:cut]
-                if (
-                    chunk[cut + 1 : start] == b"data: "
-                    and 0x0A not in data
-                    and 0x0D not in chunk
-                    and name != b"error"
-                    and name.isascii()
-                    and (len(data) > _DONE_SIZE or data.strip() != _DONE)
-                ):
-                    lines = self._lines
-                    offset = lines.offset
-                    lines.offset = offset + len(chunk)
-                    self._number += 1
-                    return [Payload(data, offset + start)]
+            data = chunk[start:end]
+            if len(data) > _DONE_SIZE or data.strip() != _DONE:
+                lines = self._lines
+                offset = lines.offset
+                lines.offset = offset + len(chunk)
+                self._number += 1
+                return [Payload(data, offset + start)]
         return self._feed(chunk)
 
     def finish(self) -> list[Payload]:

@@ -42,7 +42,16 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.convert._base import EventDecoder, IdFactory, field_error, is_mapping, new_call_id
+from operators.convert._base import (
+    PAYLOAD_ERRORS,
+    EventDecoder,
+    IdFactory,
+    check_utf8,
+    field_error,
+    is_mapping,
+    new_call_id,
+    payload_error,
+)
 from operators.convert._chat_schema import (
     Arguments,
     ChatChoice,
@@ -86,7 +95,9 @@ _HELPER_EVENTS = frozenset(
 )
 """The events openai-python's ``.stream()`` helper derives from the chunks (it also sends each chunk)."""
 
-_decode_chunk = EventDecoder(ChatChunk).decode
+_DECODER: Final = EventDecoder(ChatChunk)
+_decode_chunk = _DECODER.decode
+_decode_bytes = _DECODER.decode_bytes
 _NOTHING: Final = ChunkResponse()
 """A chunk that says nothing: an event that carries nothing new gives no chunk."""
 
@@ -210,9 +221,19 @@ class OpenAIChatConverter:
         `StreamDecodeError` for bytes that are not JSON."""
         number = self._event_number
         self._event_number = number + 1
-        chunk = _decode_chunk(item, number) if type(item) is Payload else _from_mapping(item, number)
-        if chunk is None:
-            return []
+        if type(item) is Payload:  # EventDecoder.decode's own steps, one call less per event
+            data = item.data
+            try:
+                chunk = _decode_bytes(data)
+            except PAYLOAD_ERRORS as error:
+                raise payload_error(error, item, number) from None
+            if not data.isascii():
+                check_utf8(data, item.offset)
+        else:
+            found = _from_mapping(item, number)
+            if found is None:
+                return []
+            chunk = found
         if chunk.error is not None:
             raise _provider_error(chunk.error, item, number)
         seen = (chunk.id, chunk.model, chunk.created, chunk.system_fingerprint, chunk.service_tier)
