@@ -80,17 +80,21 @@ def split_completion_reasoning(completion: dict[str, Any], style: str) -> dict[s
         return completion
     for choice in choices:
         message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
-            continue
-        splitter = reasoning_splitter(style)
-        assert splitter is not None
-        chunks = [*splitter.feed(ChunkResponse(content=message["content"])), *splitter.finish()]
-        reasoning = "".join(chunk.reasoning or "" for chunk in chunks)
-        if reasoning:
-            previous = message.get("reasoning_content")
-            message["reasoning_content"] = (previous if isinstance(previous, str) else "") + reasoning
-            message["content"] = "".join(chunk.content for chunk in chunks) or None
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            _split_message_reasoning(message, style)
     return completion
+
+
+def _split_message_reasoning(message: dict[str, Any], style: str) -> None:
+    """Move the tagged reasoning of one message's text content to its ``reasoning_content``."""
+    splitter = reasoning_splitter(style)
+    assert splitter is not None
+    chunks = [*splitter.feed(ChunkResponse(content=message["content"])), *splitter.finish()]
+    reasoning = "".join(chunk.reasoning or "" for chunk in chunks)
+    if reasoning:
+        previous = message.get("reasoning_content")
+        message["reasoning_content"] = (previous if isinstance(previous, str) else "") + reasoning
+        message["content"] = "".join(chunk.content for chunk in chunks) or None
 
 
 class ChunkPipeline:
