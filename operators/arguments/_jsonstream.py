@@ -27,11 +27,11 @@ from operators.arguments._jsonlex import (
     N_INT,
     N_MINUS,
     N_ZERO,
+    NUMBER_STEPS,
     describe,
     first_string_error,
     first_surrogate_error,
     is_high_surrogate,
-    number_step,
     number_value,
     overflow_message,
 )
@@ -498,7 +498,7 @@ class JSONStreamParser:
                 position = match.end()
                 if position == end:
                     break
-            following = number_step(state, text[position])
+            following = NUMBER_STEPS[state].get(text[position], -1)
             if following < 0:
                 break
             state = following
