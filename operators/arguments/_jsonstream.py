@@ -129,16 +129,20 @@ def _held_back_from(text: str, start: int, end: int) -> int:
             return backslash if is_high_surrogate(hex_digits) else end
     # An incomplete escape: if a complete high surrogate escape is right before it, hold that back too.
     high = backslash - 6
-    if (
-        high >= start
-        and text[high] == "\\"
-        and text[high + 1] == "u"
-        and not text[high + 2 : backslash].strip(HEX_DIGITS)
-        and is_high_surrogate(text[high + 2 : backslash])
-        and _is_unescaped(text, high, start)
-    ):
-        return high
-    return backslash
+    return high if _is_high_surrogate_escape(text, high, start) else backslash
+
+
+def _is_high_surrogate_escape(text: str, position: int, start: int) -> bool:
+    """Whether ``text[position:position + 6]`` is an unescaped high surrogate escape (``\\ud83d``) of
+    string content that starts at ``start``."""
+    digits = text[position + 2 : position + 6]
+    return (
+        position >= start
+        and text[position : position + 2] == "\\u"
+        and not digits.strip(HEX_DIGITS)
+        and is_high_surrogate(digits)
+        and _is_unescaped(text, position, start)
+    )
 
 
 def _string_piece(text: str) -> tuple[str, int] | None:
@@ -146,24 +150,31 @@ def _string_piece(text: str) -> tuple[str, int] | None:
     end: ``(decoded, where the cut is)``; None when it closes the string or holds an error (the general
     route says which)."""
     end = len(text)
-    cut = end
     backslash = text.rfind("\\", -6)
-    if backslash >= 0:
-        if backslash == end - 1:
-            # A run of backslashes at the end: an odd one leaves the last escape open.
-            if (end - len(text.rstrip("\\"))) & 1:
-                cut = end - 1 if end < 7 or text[end - 7] != "\\" else _held_back_from(text, 0, end)
-        elif text[backslash + 1] == "u":
-            if text[backslash - 1 : backslash] == "\\" or (backslash >= 6 and text[backslash - 6] == "\\"):
-                cut = _held_back_from(text, 0, end)  # maybe escaped, or after another escape
-            else:
-                digits = text[backslash + 2 :]
-                if not digits.strip(HEX_DIGITS) and (len(digits) < 4 or is_high_surrogate(digits)):
-                    cut = backslash  # cut short, or a high surrogate whose low one may follow
+    cut = end if backslash < 0 else _cut_at_escape(text, backslash)
     try:
         return _decode_string('"' + (text[:cut] if cut < end else text) + '"'), cut
     except (msgspec.DecodeError, UnicodeEncodeError):
         return None
+
+
+def _cut_at_escape(text: str, backslash: int) -> int:
+    """Where a piece with a backslash among its last six characters is cut: before an escape its end
+    cuts, before a high surrogate escape a low one may follow, or at its end."""
+    end = len(text)
+    if backslash == end - 1:
+        # A run of backslashes at the end: an odd one leaves the last escape open.
+        if not (end - len(text.rstrip("\\"))) & 1:
+            return end
+        return end - 1 if end < 7 or text[end - 7] != "\\" else _held_back_from(text, 0, end)
+    if text[backslash + 1] != "u":
+        return end
+    if text[backslash - 1 : backslash] == "\\" or (backslash >= 6 and text[backslash - 6] == "\\"):
+        return _held_back_from(text, 0, end)  # maybe escaped, or after another escape
+    digits = text[backslash + 2 :]
+    if not digits.strip(HEX_DIGITS) and (len(digits) < 4 or is_high_surrogate(digits)):
+        return backslash  # cut short, or a high surrogate whose low one may follow
+    return end
 
 
 _MEMO_PIECE: Final = 16
