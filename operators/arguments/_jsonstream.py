@@ -177,6 +177,16 @@ def _cut_at_escape(text: str, backslash: int) -> int:
     return end
 
 
+def _remembered_piece(text: str) -> tuple[str, int] | None:
+    """`_string_piece` of a piece not seen before, remembered when the piece is short."""
+    decoded = _string_piece(text)
+    if len(text) <= _MEMO_PIECE:
+        if len(_decoded_pieces) >= _MEMO_SIZE:
+            _decoded_pieces.clear()
+        _decoded_pieces[text] = decoded
+    return decoded
+
+
 _MEMO_PIECE: Final = 16
 _MEMO_SIZE: Final = 4096
 _NOT_KNOWN: Final = ("", -1)
@@ -309,11 +319,7 @@ class JSONStreamParser:
             elif _FAST_STRINGS:
                 decoded = _decoded_pieces.get(text, _NOT_KNOWN)
                 if decoded is _NOT_KNOWN:
-                    decoded = _string_piece(text)
-                    if len(text) <= _MEMO_PIECE:
-                        if len(_decoded_pieces) >= _MEMO_SIZE:
-                            _decoded_pieces.clear()
-                        _decoded_pieces[text] = decoded
+                    decoded = _remembered_piece(text)
                 if decoded is None:  # a closing quote, or an error
                     return self._feed_string(text, events)
                 piece, cut = decoded
@@ -573,16 +579,7 @@ class JSONStreamParser:
         while quote >= 0 and not _is_unescaped(text, quote, position):
             quote = text.find('"', quote + 1)
         if quote >= 0:
-            try:
-                piece, after = _scanstring(text, position, True)
-            except JSONDecodeError:
-                self._string_error(text, position, quote, events)
-                return len(text)
-            if not piece.isascii() and _SURROGATE.search(piece) is not None:
-                self._surrogate_error(text, position, after - 1, events)
-                return len(text)
-            self._close_string(piece, events)
-            return after
+            return self._read_to_quote(text, position, quote, events)
         end = len(text)
         backslash = text.rfind("\\", max(position, end - 6))
         if backslash >= 0 and (backslash == end - 1 or text[backslash + 1] == "u"):
@@ -604,6 +601,19 @@ class JSONStreamParser:
         if piece:
             self._take_piece(piece, events)
         return end
+
+    def _read_to_quote(self, text: str, position: int, quote: int, events: list[ArgumentEvent]) -> int:
+        """Read string content from ``position`` to its closing quote at ``quote``; where reading goes on."""
+        try:
+            piece, after = _scanstring(text, position, True)
+        except JSONDecodeError:
+            self._string_error(text, position, quote, events)
+            return len(text)
+        if not piece.isascii() and _SURROGATE.search(piece) is not None:
+            self._surrogate_error(text, position, after - 1, events)
+            return len(text)
+        self._close_string(piece, events)
+        return after
 
     def _take_piece(self, piece: str, events: list[ArgumentEvent]) -> None:
         """Keep a decoded piece of the string being read, streamed when it is part of a value (not a key)."""
