@@ -210,24 +210,48 @@ def _decode(entry: Entry) -> dict[str, Any]:
 
 def _apply(state: RunState, item: dict[str, Any]) -> None:
     kind = item.get("type")
-    if kind == RUN_START:
-        state.messages = list(item["messages"])
-        if item.get("approvals"):
-            state.decided = StepState(0, decisions=msgspec.convert(item["approvals"], list[ToolApproval]))
-    elif kind == "RUN_STEP":
-        state.current = StepState(int(item["attempt"]))
-    elif kind == "RUN_MESSAGES":
-        step = state.current
-        if step is not None:
-            state.turns.append(Turn(step.events, list(step.outputs.values())))
-        state.messages = [*(state.messages or []), *item["messages"]]
-        state.current = state.decided = None
-    elif kind == "RUN_END":
-        state.stop_reason = str(item.get("stop_reason"))
-    elif state.current is not None:
-        _apply_to_step(state.current, kind, item)
-    elif state.decided is not None:
-        _apply_to_step(state.decided, kind, item)
+    apply = _RUN_ENTRIES.get(kind) if isinstance(kind, str) else None
+    if apply is not None:
+        apply(state, item)
+        return
+    step = state.current if state.current is not None else state.decided
+    if step is not None:
+        _apply_to_step(step, kind, item)
+
+
+def _apply_start(state: RunState, item: dict[str, Any]) -> None:
+    """``RUN_START``: the first messages, and the decisions the starting request brought."""
+    state.messages = list(item["messages"])
+    if item.get("approvals"):
+        state.decided = StepState(0, decisions=msgspec.convert(item["approvals"], list[ToolApproval]))
+
+
+def _apply_step(state: RunState, item: dict[str, Any]) -> None:
+    """``RUN_STEP``: an attempt at a step begins."""
+    state.current = StepState(int(item["attempt"]))
+
+
+def _apply_messages(state: RunState, item: dict[str, Any]) -> None:
+    """``RUN_MESSAGES``: the step is over, its messages join the conversation."""
+    step = state.current
+    if step is not None:
+        state.turns.append(Turn(step.events, list(step.outputs.values())))
+    state.messages = [*(state.messages or []), *item["messages"]]
+    state.current = state.decided = None
+
+
+def _apply_end(state: RunState, item: dict[str, Any]) -> None:
+    """``RUN_END``: why the run stopped."""
+    state.stop_reason = str(item.get("stop_reason"))
+
+
+_RUN_ENTRIES: dict[str, Callable[[RunState, dict[str, Any]], None]] = {
+    RUN_START: _apply_start,
+    "RUN_STEP": _apply_step,
+    "RUN_MESSAGES": _apply_messages,
+    "RUN_END": _apply_end,
+}
+"""The run's own entries; every other entry belongs to the step under way."""
 
 
 def _apply_to_step(step: StepState, kind: Any, item: dict[str, Any]) -> None:
