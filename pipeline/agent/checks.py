@@ -458,17 +458,21 @@ def _gemini(walk: _Walk) -> None:
             _gemini_answers(walk, number, parts, pending)
             continue
         _gemini_unanswered(walk, pending)
-        calls = [
-            (index, part)
-            for index, part in enumerate(parts)
-            if isinstance(part, Mapping) and "functionCall" in part
-        ]
-        pending = [
-            (str(part["functionCall"].get("name")), walk.at(number, "parts", index)) for index, part in calls
-        ]
-        if calls and walk.rules.thought_signatures and number >= turn_start:
-            _gemini_signature(walk, number, calls[0])
+        pending = _gemini_calls(walk, number, parts, running=number >= turn_start)
     _gemini_unanswered(walk, pending)
+
+
+def _gemini_calls(walk: _Walk, number: int, parts: list[Any], *, running: bool) -> list[tuple[str, str]]:
+    """The ``functionCall`` parts of a model content, as (name, position); in the running turn the
+    first one must carry its thought signature."""
+    calls = [
+        (index, part)
+        for index, part in enumerate(parts)
+        if isinstance(part, Mapping) and "functionCall" in part
+    ]
+    if calls and running and walk.rules.thought_signatures:
+        _gemini_signature(walk, number, calls[0])
+    return [(str(part["functionCall"].get("name")), walk.at(number, "parts", index)) for index, part in calls]
 
 
 def _running_turn_start(contents: list[Message]) -> int:
@@ -538,12 +542,17 @@ def _bedrock_converse(walk: _Walk) -> None:
             _converse_results(walk, number, blocks, pending)
         _unanswered(walk, pending)
         if message.get("role") == "assistant":
-            pending = {
-                call.get("toolUseId"): walk.at(number, "content", index)
-                for index, call in enumerate(block.get("toolUse") for block in blocks)
-                if isinstance(call, Mapping) and call.get("type") != "server_tool_use"
-            }
+            pending = _converse_calls(walk, number, blocks)
     _unanswered(walk, pending)
+
+
+def _converse_calls(walk: _Walk, number: int, blocks: list[Mapping[str, Any]]) -> dict[Any, str]:
+    """The client ``toolUse`` blocks of an assistant message, by id, with their positions."""
+    return {
+        call.get("toolUseId"): walk.at(number, "content", index)
+        for index, call in enumerate(block.get("toolUse") for block in blocks)
+        if isinstance(call, Mapping) and call.get("type") != "server_tool_use"
+    }
 
 
 def _converse_results(
