@@ -59,6 +59,7 @@ __all__ = [
     "FrontDoor",
     "RequestError",
     "Wire",
+    "completion_of",
     "reasoning_splitter",
     "split_completion_reasoning",
 ]
@@ -71,6 +72,17 @@ def reasoning_splitter(style: str | None) -> Core[ChunkResponse, ChunkResponse] 
     from operators.delimiters.reasoning_tags import ReasoningTagSplitter
 
     return ReasoningTagSplitter(style)
+
+
+def completion_of(body: bytes) -> dict[str, Any] | None:
+    """The decoded ``chat.completion`` of an upstream body; None when it is not JSON with choices."""
+    try:
+        completion = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
+        return None
+    return completion
 
 
 def split_completion_reasoning(completion: dict[str, Any], style: str) -> dict[str, Any]:

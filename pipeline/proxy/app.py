@@ -52,7 +52,7 @@ from operators.registry import check_choice
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
 from pipeline.fanout.access import declares_over
-from pipeline.proxy._front import reasoning_splitter, split_completion_reasoning
+from pipeline.proxy._front import completion_of, reasoning_splitter, split_completion_reasoning
 from pipeline.proxy._reads import relay_upstream
 from pipeline.proxy._requests import RequestError, decode_object, too_large
 from pipeline.proxy._shared import (
@@ -270,7 +270,7 @@ class _Exchange(Response):
         tags = self._proxy.reasoning_tags
         if self._tool_format is None and tags is None:
             return body
-        completion = _completion_of(body)
+        completion = completion_of(body)
         if completion is None:
             return body  # not a chat.completion: the client gets what the upstream said
         if tags is not None:
@@ -296,11 +296,7 @@ class _Exchange(Response):
         return completion
 
     def _apply_policy(self, folded: dict[str, Any]) -> dict[str, Any]:
-        """The completion with the request's tool rules applied.
-
-        Raises:
-            _PolicyFailure: the answer breaks the rules; its error body holds the completion.
-        """
+        """The completion with the request's tool rules applied; `_PolicyFailure` when it breaks them."""
         if self._policy is None or self._policy.is_trivial:
             return folded
         try:
@@ -497,8 +493,7 @@ class _Proxy:
         )
 
     def _tool_rules(self, payload: dict[str, Any]) -> tuple[str | None, ToolPolicy | None]:
-        """The tool format to rewrite and the tool rules of a request: none when it offers no tools
-        or forbids calls."""
+        """The tool format and tool rules of a request: none when it offers no tools or forbids calls."""
         if not payload.get("tools") or payload.get("tool_choice") == "none" or self.tool_format is None:
             return None, None
         return self.tool_format, ToolPolicy.from_request(payload, self.unknown_tools)
@@ -517,17 +512,6 @@ class _Proxy:
         if isinstance(body, RequestError):
             return body.response()
         return _Exchange(self, self.upstream_request(request, body, identity=False), "relay", route="relay")
-
-
-def _completion_of(body: bytes) -> dict[str, Any] | None:
-    """The decoded ``chat.completion`` of an upstream body; None when it is not JSON with choices."""
-    try:
-        completion = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return None
-    if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
-        return None
-    return completion
 
 
 _TRUE_WORDS: Final = frozenset({"true", "1", "yes", "on", "t", "y"})
