@@ -43,7 +43,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pipeline._extras import needs_extra
 from pipeline.errors import StreamfoldError
-from pipeline.models import ChunkResponse, SegmentEvent, SegmentEventType, SegmentType, ToolInvocation
+from pipeline.models import (
+    ChunkResponse,
+    SegmentEvent,
+    SegmentEventType,
+    SegmentType,
+    TokenUsage,
+    ToolInvocation,
+)
 from pipeline.stage import Core, chain, drive
 
 with needs_extra("telemetry", "streamfold telemetry"):
@@ -288,6 +295,27 @@ def _subscribers(hub: Hub[Any]) -> tuple[SubscriberStatistics, ...]:
     return ()
 
 
+_OPTIONAL_USAGE = (
+    ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
+    ("cache_creation_tokens", "gen_ai.usage.cache_creation.input_tokens"),
+    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
+)
+"""The usage fields a provider may leave out, with their span attributes."""
+
+
+def _usage_attributes(usage: TokenUsage) -> dict[str, Any]:
+    """The span attributes of a response's token usage."""
+    attributes: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": usage.completion_tokens,
+    }
+    for field, attribute in _OPTIONAL_USAGE:
+        value = getattr(usage, field)
+        if value is not None:
+            attributes[attribute] = value
+    return attributes
+
+
 class _Response:
     """What one response's probes learn, and its span."""
 
@@ -361,18 +389,7 @@ class _Response:
         if not chunks:
             return
         if timed:
-            now = self.clock()
-            intervals = self.intervals
-            if self.first_chunk is None:
-                self.first_chunk = now
-            elif self.chunk_intervals:
-                intervals.append(now - self.last_chunk)
-            self.last_chunk = now
-            if self.chunk_intervals:
-                if len(chunks) > 1:  # made from the same item: received at the same time
-                    intervals.extend([0.0] * (len(chunks) - 1))
-                if len(intervals) >= MAX_PENDING_CHUNK_TIMES:
-                    self._record_intervals(self._metric_attributes(None))
+            self._time_chunks(len(chunks))
         for chunk in chunks:
             if chunk.metadata:
                 self.metadata.update(chunk.metadata)
@@ -380,6 +397,21 @@ class _Response:
                 self.usage = chunk.usage
             if chunk.finish_reason is not None:
                 self.finish_reason = chunk.finish_reason
+
+    def _time_chunks(self, count: int) -> None:
+        """Note the time of ``count`` chunks made from one item (received at the same time)."""
+        now = self.clock()
+        intervals = self.intervals
+        if self.first_chunk is None:
+            self.first_chunk = now
+        elif self.chunk_intervals:
+            intervals.append(now - self.last_chunk)
+        self.last_chunk = now
+        if not self.chunk_intervals:
+            return
+        intervals.extend([0.0] * (count - 1))
+        if len(intervals) >= MAX_PENDING_CHUNK_TIMES:
+            self._record_intervals(self._metric_attributes(None))
 
     def _metric_attributes(self, error: BaseException | None) -> dict[str, Any]:
         attributes = dict(self.attributes)
@@ -441,14 +473,7 @@ class _Response:
         instruments = self.instruments
         usage = self.usage
         if usage is not None:
-            response["gen_ai.usage.input_tokens"] = usage.prompt_tokens
-            response["gen_ai.usage.output_tokens"] = usage.completion_tokens
-            if usage.cached_tokens is not None:
-                response["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
-            if usage.cache_creation_tokens is not None:
-                response["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_creation_tokens
-            if usage.reasoning_tokens is not None:
-                response["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
+            response.update(_usage_attributes(usage))
             instruments.tokens.record(usage.prompt_tokens, {**attributes, "gen_ai.token.type": "input"})
             instruments.tokens.record(usage.completion_tokens, {**attributes, "gen_ai.token.type": "output"})
         started = now if self.started is None else self.started

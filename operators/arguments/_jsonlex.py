@@ -8,6 +8,7 @@ from typing import Final
 
 __all__ = [
     "HEX_DIGITS",
+    "NUMBER_STEPS",
     "N_COMPLETE",
     "N_DOT",
     "N_E",
@@ -22,7 +23,6 @@ __all__ = [
     "first_string_error",
     "first_surrogate_error",
     "is_high_surrogate",
-    "number_step",
     "number_value",
     "overflow_message",
 ]
@@ -43,6 +43,20 @@ N_EXPECTING: Final = {
     N_E: "a digit or sign in the exponent",
     N_E_SIGN: "a digit in the exponent",
 }
+
+_DIGITS: Final = "0123456789"
+_EXPONENT: Final = {"e": N_E, "E": N_E}
+NUMBER_STEPS: Final[tuple[dict[str, int], ...]] = (
+    {"0": N_ZERO, **dict.fromkeys(_DIGITS[1:], N_INT)},  # N_MINUS
+    {".": N_DOT, **_EXPONENT},  # N_ZERO
+    {**dict.fromkeys(_DIGITS, N_INT), ".": N_DOT, **_EXPONENT},  # N_INT
+    dict.fromkeys(_DIGITS, N_FRAC),  # N_DOT
+    {**dict.fromkeys(_DIGITS, N_FRAC), **_EXPONENT},  # N_FRAC
+    {**dict.fromkeys(_DIGITS, N_EXP), "+": N_E_SIGN, "-": N_E_SIGN},  # N_E
+    dict.fromkeys(_DIGITS, N_EXP),  # N_E_SIGN
+    dict.fromkeys(_DIGITS, N_EXP),  # N_EXP
+)
+"""The number DFA, by state: each character that continues the number -> the state after it."""
 
 LARGEST_INTEGER_DIGITS: Final = 308
 """Integers with more digits than this may overflow a double (checked then)."""
@@ -108,28 +122,6 @@ def first_surrogate_error(text: str, start: int, end: int) -> tuple[int, str]:
         if low is None:
             return found, f"high surrogate escape '{escape}' not followed by a low surrogate escape"
         position = low.end()
-
-
-def number_step(state: int, char: str) -> int:
-    """The number DFA: the state after ``char``, or -1 if ``char`` cannot continue the number."""
-    is_digit = "0" <= char <= "9"
-    if state in (N_INT, N_FRAC, N_EXP):
-        if is_digit:
-            return state
-        if char == "." and state == N_INT:
-            return N_DOT
-        if char in "eE" and state != N_EXP:
-            return N_E
-        return -1
-    if state == N_MINUS:
-        return N_ZERO if char == "0" else N_INT if is_digit else -1
-    if state == N_ZERO:
-        return N_DOT if char == "." else N_E if char in "eE" else -1
-    if state == N_DOT:
-        return N_FRAC if is_digit else -1
-    if state == N_E:
-        return N_E_SIGN if char in "+-" else N_EXP if is_digit else -1
-    return N_EXP if is_digit else -1  # N_E_SIGN
 
 
 def number_value(token: str) -> int | float:

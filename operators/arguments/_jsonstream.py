@@ -27,11 +27,11 @@ from operators.arguments._jsonlex import (
     N_INT,
     N_MINUS,
     N_ZERO,
+    NUMBER_STEPS,
     describe,
     first_string_error,
     first_surrogate_error,
     is_high_surrogate,
-    number_step,
     number_value,
     overflow_message,
 )
@@ -129,16 +129,20 @@ def _held_back_from(text: str, start: int, end: int) -> int:
             return backslash if is_high_surrogate(hex_digits) else end
     # An incomplete escape: if a complete high surrogate escape is right before it, hold that back too.
     high = backslash - 6
-    if (
-        high >= start
-        and text[high] == "\\"
-        and text[high + 1] == "u"
-        and not text[high + 2 : backslash].strip(HEX_DIGITS)
-        and is_high_surrogate(text[high + 2 : backslash])
-        and _is_unescaped(text, high, start)
-    ):
-        return high
-    return backslash
+    return high if _is_high_surrogate_escape(text, high, start) else backslash
+
+
+def _is_high_surrogate_escape(text: str, position: int, start: int) -> bool:
+    """Whether ``text[position:position + 6]`` is an unescaped high surrogate escape (``\\ud83d``) of
+    string content that starts at ``start``."""
+    digits = text[position + 2 : position + 6]
+    return (
+        position >= start
+        and text[position : position + 2] == "\\u"
+        and not digits.strip(HEX_DIGITS)
+        and is_high_surrogate(digits)
+        and _is_unescaped(text, position, start)
+    )
 
 
 def _string_piece(text: str) -> tuple[str, int] | None:
@@ -146,24 +150,41 @@ def _string_piece(text: str) -> tuple[str, int] | None:
     end: ``(decoded, where the cut is)``; None when it closes the string or holds an error (the general
     route says which)."""
     end = len(text)
-    cut = end
     backslash = text.rfind("\\", -6)
-    if backslash >= 0:
-        if backslash == end - 1:
-            # A run of backslashes at the end: an odd one leaves the last escape open.
-            if (end - len(text.rstrip("\\"))) & 1:
-                cut = end - 1 if end < 7 or text[end - 7] != "\\" else _held_back_from(text, 0, end)
-        elif text[backslash + 1] == "u":
-            if text[backslash - 1 : backslash] == "\\" or (backslash >= 6 and text[backslash - 6] == "\\"):
-                cut = _held_back_from(text, 0, end)  # maybe escaped, or after another escape
-            else:
-                digits = text[backslash + 2 :]
-                if not digits.strip(HEX_DIGITS) and (len(digits) < 4 or is_high_surrogate(digits)):
-                    cut = backslash  # cut short, or a high surrogate whose low one may follow
+    cut = end if backslash < 0 else _cut_at_escape(text, backslash)
     try:
         return _decode_string('"' + (text[:cut] if cut < end else text) + '"'), cut
     except (msgspec.DecodeError, UnicodeEncodeError):
         return None
+
+
+def _cut_at_escape(text: str, backslash: int) -> int:
+    """Where a piece with a backslash among its last six characters is cut: before an escape its end
+    cuts, before a high surrogate escape a low one may follow, or at its end."""
+    end = len(text)
+    if backslash == end - 1:
+        # A run of backslashes at the end: an odd one leaves the last escape open.
+        if not (end - len(text.rstrip("\\"))) & 1:
+            return end
+        return end - 1 if end < 7 or text[end - 7] != "\\" else _held_back_from(text, 0, end)
+    if text[backslash + 1] != "u":
+        return end
+    if text[backslash - 1 : backslash] == "\\" or (backslash >= 6 and text[backslash - 6] == "\\"):
+        return _held_back_from(text, 0, end)  # maybe escaped, or after another escape
+    digits = text[backslash + 2 :]
+    if not digits.strip(HEX_DIGITS) and (len(digits) < 4 or is_high_surrogate(digits)):
+        return backslash  # cut short, or a high surrogate whose low one may follow
+    return end
+
+
+def _remembered_piece(text: str) -> tuple[str, int] | None:
+    """`_string_piece` of a piece not seen before, remembered when the piece is short."""
+    decoded = _string_piece(text)
+    if len(text) <= _MEMO_PIECE:
+        if len(_decoded_pieces) >= _MEMO_SIZE:
+            _decoded_pieces.clear()
+        _decoded_pieces[text] = decoded
+    return decoded
 
 
 _MEMO_PIECE: Final = 16
@@ -308,11 +329,7 @@ class JSONStreamParser:
             elif _FAST_STRINGS:
                 decoded = _decoded_pieces.get(text, _NOT_KNOWN)
                 if decoded is _NOT_KNOWN:
-                    decoded = _string_piece(text)
-                    if len(text) <= _MEMO_PIECE:
-                        if len(_decoded_pieces) >= _MEMO_SIZE:
-                            _decoded_pieces.clear()
-                        _decoded_pieces[text] = decoded
+                    decoded = _remembered_piece(text)
                 if decoded is None:  # a closing quote, or an error
                     return self._feed_string(text, events)
                 piece, cut = decoded
@@ -508,7 +525,7 @@ class JSONStreamParser:
                 position = match.end()
                 if position == end:
                     break
-            following = number_step(state, text[position])
+            following = NUMBER_STEPS[state].get(text[position], -1)
             if following < 0:
                 break
             state = following
@@ -572,16 +589,7 @@ class JSONStreamParser:
         while quote >= 0 and not _is_unescaped(text, quote, position):
             quote = text.find('"', quote + 1)
         if quote >= 0:
-            try:
-                piece, after = _scanstring(text, position, True)
-            except JSONDecodeError:
-                self._string_error(text, position, quote, events)
-                return len(text)
-            if not piece.isascii() and _SURROGATE.search(piece) is not None:
-                self._surrogate_error(text, position, after - 1, events)
-                return len(text)
-            self._close_string(piece, events)
-            return after
+            return self._read_to_quote(text, position, quote, events)
         end = len(text)
         backslash = text.rfind("\\", max(position, end - 6))
         if backslash >= 0 and (backslash == end - 1 or text[backslash + 1] == "u"):
@@ -603,6 +611,19 @@ class JSONStreamParser:
         if piece:
             self._take_piece(piece, events)
         return end
+
+    def _read_to_quote(self, text: str, position: int, quote: int, events: list[ArgumentEvent]) -> int:
+        """Read string content from ``position`` to its closing quote at ``quote``; where reading goes on."""
+        try:
+            piece, after = _scanstring(text, position, True)
+        except JSONDecodeError:
+            self._string_error(text, position, quote, events)
+            return len(text)
+        if not piece.isascii() and _SURROGATE.search(piece) is not None:
+            self._surrogate_error(text, position, after - 1, events)
+            return len(text)
+        self._close_string(piece, events)
+        return after
 
     def _take_piece(self, piece: str, events: list[ArgumentEvent]) -> None:
         """Keep a decoded piece of the string being read, streamed when it is part of a value (not a key)."""

@@ -6,7 +6,7 @@ typed item or that dict (`as_item`), so a route can re-encode a log in any proto
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from pipeline._jsonenc import encode_json
@@ -23,7 +23,7 @@ from pipeline.models import (
     ToolOutput,
 )
 
-__all__ = ["ToolCallState", "UIItem", "as_item", "error_text", "sse_data"]
+__all__ = ["ToolCallState", "UIItem", "argument_data", "as_item", "error_text", "sse_data"]
 
 UIItem = SegmentEvent | ToolInvocation | ToolOutput | ToolApprovalRequest | ResponseEnd
 """What the UI encoders understand; any other item is passed on as an extension event (or dropped)."""
@@ -50,51 +50,76 @@ def as_item(item: Any) -> Any:
     else unchanged (the encoders pass it on as an extension event)."""
     if not isinstance(item, Mapping):
         return item
-    kind = item.get("type")
     try:
-        if kind in _SEGMENT_TYPES:
-            segment_type = item.get("segment_type")
-            return SegmentEvent(
-                _SEGMENT_TYPES[kind],
-                item["segment_id"],
-                SegmentType(segment_type) if segment_type else None,
-                dict(item.get("payload") or {}),
-            )
-        if kind == "TOOL_INVOCATION":
-            error = item.get("error")
-            return ToolInvocation(
-                item["id"],
-                item["name"],
-                dict(item.get("arguments") or {}),
-                ToolCallError(error["kind"], error["message"], error.get("raw", ""), error.get("offset"))
-                if error
-                else None,
-                bool(item.get("provider_executed", False)),
-            )
-        if kind == "TOOL_OUTPUT":
-            return ToolOutput(
-                call_id=item["call_id"],
-                output=item.get("output"),
-                name=item.get("name") or "",
-                status=item.get("status") or "ok",
-            )
-        if kind == "TOOL_APPROVAL_REQUEST":
-            return ToolApprovalRequest(
-                call_id=item["call_id"],
-                name=item.get("name") or "",
-                arguments=dict(item.get("arguments") or {}),
-                expires_at=item.get("expires_at"),
-            )
-        if kind == "RESPONSE_END":
-            usage = item.get("usage")
-            return ResponseEnd(
-                finish_reason=item.get("finish_reason"),
-                usage=TokenUsage(**usage) if usage else None,
-                metadata=dict(item.get("metadata") or {}),
-            )
+        read = _ITEM_READERS.get(item.get("type"))
+        return item if read is None else read(item)
     except (KeyError, TypeError, ValueError):
         return item
-    return item
+
+
+def _segment_event(item: Mapping[str, Any]) -> SegmentEvent:
+    """A `SegmentEvent` from its wire dict."""
+    segment_type = item.get("segment_type")
+    return SegmentEvent(
+        _SEGMENT_TYPES[item["type"]],
+        item["segment_id"],
+        SegmentType(segment_type) if segment_type else None,
+        dict(item.get("payload") or {}),
+    )
+
+
+def _tool_invocation(item: Mapping[str, Any]) -> ToolInvocation:
+    """A `ToolInvocation` from its wire dict."""
+    error = item.get("error")
+    return ToolInvocation(
+        item["id"],
+        item["name"],
+        dict(item.get("arguments") or {}),
+        ToolCallError(error["kind"], error["message"], error.get("raw", ""), error.get("offset"))
+        if error
+        else None,
+        bool(item.get("provider_executed", False)),
+    )
+
+
+def _tool_output(item: Mapping[str, Any]) -> ToolOutput:
+    """A `ToolOutput` from its wire dict."""
+    return ToolOutput(
+        call_id=item["call_id"],
+        output=item.get("output"),
+        name=item.get("name") or "",
+        status=item.get("status") or "ok",
+    )
+
+
+def _approval_request(item: Mapping[str, Any]) -> ToolApprovalRequest:
+    """A `ToolApprovalRequest` from its wire dict."""
+    return ToolApprovalRequest(
+        call_id=item["call_id"],
+        name=item.get("name") or "",
+        arguments=dict(item.get("arguments") or {}),
+        expires_at=item.get("expires_at"),
+    )
+
+
+def _response_end(item: Mapping[str, Any]) -> ResponseEnd:
+    """A `ResponseEnd` from its wire dict."""
+    usage = item.get("usage")
+    return ResponseEnd(
+        finish_reason=item.get("finish_reason"),
+        usage=TokenUsage(**usage) if usage else None,
+        metadata=dict(item.get("metadata") or {}),
+    )
+
+
+_ITEM_READERS: Final[dict[Any, Callable[[Mapping[str, Any]], UIItem]]] = {
+    **dict.fromkeys(_SEGMENT_TYPES, _segment_event),
+    "TOOL_INVOCATION": _tool_invocation,
+    "TOOL_OUTPUT": _tool_output,
+    "TOOL_APPROVAL_REQUEST": _approval_request,
+    "RESPONSE_END": _response_end,
+}
+"""The wire ``type`` of each pipeline item -> how to read it back."""
 
 
 class ToolCallState:
@@ -112,6 +137,24 @@ class ToolCallState:
         self.args_sent = False
         self.announced = False
         self.end: SegmentEvent | None = None
+
+    @classmethod
+    def starting(cls, event: SegmentEvent, segment_type: SegmentType) -> ToolCallState:
+        """The state of a tool segment from its START: a plain call's CONTENT is its arguments' text."""
+        metadata = event.metadata
+        raw = segment_type is SegmentType.TOOL_CALL and not metadata.get("custom")
+        executed = bool(metadata.get("provider_executed"))
+        return cls(event.tool_name or "", segment_type, provider_executed=executed, raw=raw)
+
+
+def argument_data(event: SegmentEvent) -> dict[str, Any]:
+    """The extension payload of an ARGUMENT event: the call, the path, and the value or the text piece."""
+    data: dict[str, Any] = {"toolCallId": event.segment_id, "path": event.payload.get("path", [])}
+    if "value" in event.payload:
+        data["value"] = event.payload["value"]
+    else:
+        data["delta"] = event.payload.get("delta", "")
+    return data
 
 
 def invocation_from_end(end: SegmentEvent, call: ToolCallState) -> ToolInvocation:

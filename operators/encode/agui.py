@@ -49,6 +49,7 @@ from operators.encode._ui import (
     FILE_SEGMENTS,
     TOOL_SEGMENTS,
     ToolCallState,
+    argument_data,
     as_item,
     error_text,
     invocation_from_end,
@@ -247,39 +248,34 @@ class AGUIEncoder:
 
     def _segment(self, frames: list[bytes], event: SegmentEvent) -> None:
         kind = event.event_type
-        segment_id = event.segment_id
         if kind is _CONTENT:
-            delta = event.payload.get("delta")
-            if not delta:
-                return
-            call = self._calls.get(segment_id)
-            if call is None:
-                if segment_id in self._results:
-                    return
-                part = (
-                    "REASONING_MESSAGE_CONTENT" if segment_id in self._reasoning else "TEXT_MESSAGE_CONTENT"
-                )
-                frames.append(sse_data({"type": part, "messageId": segment_id, "delta": delta}))
-            elif call.raw:
-                call.args_sent = True
-                frames.append(sse_data({"type": "TOOL_CALL_ARGS", "toolCallId": segment_id, "delta": delta}))
-            elif call.kind in FILE_SEGMENTS and self._extras:
-                value = {"toolCallId": segment_id, "toolName": call.name, "delta": delta}
-                frames.append(self._custom("streamfold.file_delta", value))
-            return
-        if kind is _ARGUMENT:
+            self._content(frames, event)
+        elif kind is _ARGUMENT:
             if self._extras:
-                data: dict[str, Any] = {"toolCallId": segment_id, "path": event.payload.get("path", [])}
-                if "value" in event.payload:
-                    data["value"] = event.payload["value"]
-                else:
-                    data["delta"] = event.payload.get("delta", "")
-                frames.append(self._custom("streamfold.argument", data))
-            return
-        if kind is _START:
+                frames.append(self._custom("streamfold.argument", argument_data(event)))
+        elif kind is _START:
             self._segment_start(frames, event)
         elif kind is _END:
             self._segment_end(frames, event)
+
+    def _content(self, frames: list[bytes], event: SegmentEvent) -> None:
+        """A CONTENT piece: text or reasoning, a call's argument text, or a file's text (an extension)."""
+        delta = event.payload.get("delta")
+        if not delta:
+            return
+        segment_id = event.segment_id
+        call = self._calls.get(segment_id)
+        if call is None:
+            if segment_id not in self._results:
+                reasoning = segment_id in self._reasoning
+                part = "REASONING_MESSAGE_CONTENT" if reasoning else "TEXT_MESSAGE_CONTENT"
+                frames.append(sse_data({"type": part, "messageId": segment_id, "delta": delta}))
+        elif call.raw:
+            call.args_sent = True
+            frames.append(sse_data({"type": "TOOL_CALL_ARGS", "toolCallId": segment_id, "delta": delta}))
+        elif call.kind in FILE_SEGMENTS and self._extras:
+            value = {"toolCallId": segment_id, "toolName": call.name, "delta": delta}
+            frames.append(self._custom("streamfold.file_delta", value))
 
     def _segment_start(self, frames: list[bytes], event: SegmentEvent) -> None:
         segment_id = event.segment_id
@@ -299,14 +295,7 @@ class AGUIEncoder:
         elif segment_type is SegmentType.TOOL_RESULT:
             self._results.add(segment_id)
         elif segment_type in TOOL_SEGMENTS:
-            metadata = event.metadata
-            raw = segment_type is SegmentType.TOOL_CALL and not metadata.get("custom")
-            call = ToolCallState(
-                event.tool_name or "",
-                segment_type,
-                provider_executed=bool(metadata.get("provider_executed")),
-                raw=raw,
-            )
+            call = ToolCallState.starting(event, segment_type)
             self._calls[segment_id] = call
             frames.append(self._tool_call_start(segment_id, call))
 

@@ -130,15 +130,8 @@ class MessagesEncoder:
         """Events for one chunk (the first call also gives ``message_start``)."""
         if self.ended:
             return []
-        if chunk.metadata is not None:
-            model = chunk.metadata.get("model")
-            if isinstance(model, str) and model:
-                self._message["model"] = model
-        if chunk.usage is not None:
-            self._usage = chunk.usage
+        self._note(chunk)
         events = self._start() if self._started or _starts(chunk) else []
-        if chunk.finish_reason:
-            self._finish_reason = chunk.finish_reason
         if chunk.reasoning:
             self._text(events, "thinking", chunk.reasoning)
         if chunk.content:
@@ -148,6 +141,16 @@ class MessagesEncoder:
         for delta in chunk.tool_calls or ():
             self._call(events, delta)
         return events
+
+    def _note(self, chunk: ChunkResponse) -> None:
+        """Keep what the message's start and end say: the model, the usage, the finish reason."""
+        model = chunk.metadata.get("model") if chunk.metadata is not None else None
+        if isinstance(model, str) and model:
+            self._message["model"] = model
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        if chunk.finish_reason:
+            self._finish_reason = chunk.finish_reason
 
     def finish(self) -> list[Event]:
         """The stream ended: close the blocks, ``message_delta``, ``message_stop``; a stream without a

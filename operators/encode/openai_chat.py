@@ -160,9 +160,7 @@ class OpenAIChunkEncoder:
     def _delta(self, chunk: ChunkResponse) -> dict[str, Any] | None:
         delta: dict[str, Any] = {}
         if not self._role_sent:
-            if not (
-                chunk.content or chunk.reasoning or chunk.refusal or chunk.tool_calls or chunk.image_urls
-            ):
+            if not _has_output(chunk):
                 return None
             self._role_sent = True
             delta["role"] = "assistant"
@@ -254,6 +252,11 @@ class OpenAIChunkEncoder:
 def sse_line(chunk: Mapping[str, Any]) -> bytes:
     """One SSE event ``data: {json}\\n\\n`` as bytes (a lone surrogate in a string is written escaped)."""
     return b"data: " + encode_json(chunk) + b"\n\n"
+
+
+def _has_output(chunk: ChunkResponse) -> bool:
+    """Whether a chunk carries something a delta says (the role waits for it)."""
+    return bool(chunk.content or chunk.reasoning or chunk.refusal or chunk.tool_calls or chunk.image_urls)
 
 
 class _SSEText:

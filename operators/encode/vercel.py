@@ -45,6 +45,7 @@ from operators.encode._ui import (
     FILE_SEGMENTS,
     TOOL_SEGMENTS,
     ToolCallState,
+    argument_data,
     as_item,
     error_text,
     invocation_from_end,
@@ -250,34 +251,12 @@ class VercelUIEncoder:
 
     def _segment(self, frames: list[bytes], event: SegmentEvent) -> None:
         kind = event.event_type
-        segment_id = event.segment_id
         if kind is _CONTENT:
-            delta = event.payload.get("delta")
-            if not delta:
-                return
-            call = self._calls.get(segment_id)
-            if call is None:
-                if segment_id in self._results:
-                    return
-                self._open_step(frames)
-                part = "reasoning-delta" if segment_id in self._reasoning else "text-delta"
-                frames.append(sse_data({"type": part, "id": segment_id, "delta": delta}))
-            elif call.raw:
-                call.args_sent = True
-                frames.append(
-                    sse_data({"type": "tool-input-delta", "toolCallId": segment_id, "inputTextDelta": delta})
-                )
-            elif call.kind in FILE_SEGMENTS and self._extras:
-                file_delta = {"toolCallId": segment_id, "toolName": call.name, "delta": delta}
-                frames.append(sse_data({"type": "data-file-delta", "data": file_delta, "transient": True}))
+            self._content(frames, event)
             return
         if kind is _ARGUMENT:
             if self._extras:
-                data: dict[str, Any] = {"toolCallId": segment_id, "path": event.payload.get("path", [])}
-                if "value" in event.payload:
-                    data["value"] = event.payload["value"]
-                else:
-                    data["delta"] = event.payload.get("delta", "")
+                data = argument_data(event)
                 frames.append(sse_data({"type": "data-tool-argument", "data": data, "transient": True}))
             return
         self._open_step(frames)
@@ -286,6 +265,27 @@ class VercelUIEncoder:
             self._segment_start(frames, event, segment_type)
         elif kind is _END:
             self._segment_end(frames, event)
+
+    def _content(self, frames: list[bytes], event: SegmentEvent) -> None:
+        """A CONTENT piece: text or reasoning, a call's argument text, or a file's text (an extension)."""
+        delta = event.payload.get("delta")
+        if not delta:
+            return
+        segment_id = event.segment_id
+        call = self._calls.get(segment_id)
+        if call is None:
+            if segment_id not in self._results:
+                self._open_step(frames)
+                part = "reasoning-delta" if segment_id in self._reasoning else "text-delta"
+                frames.append(sse_data({"type": part, "id": segment_id, "delta": delta}))
+        elif call.raw:
+            call.args_sent = True
+            frames.append(
+                sse_data({"type": "tool-input-delta", "toolCallId": segment_id, "inputTextDelta": delta})
+            )
+        elif call.kind in FILE_SEGMENTS and self._extras:
+            file_delta = {"toolCallId": segment_id, "toolName": call.name, "delta": delta}
+            frames.append(sse_data({"type": "data-file-delta", "data": file_delta, "transient": True}))
 
     def _segment_start(
         self, frames: list[bytes], event: SegmentEvent, segment_type: SegmentType | None
@@ -299,10 +299,7 @@ class VercelUIEncoder:
         elif segment_type is SegmentType.TOOL_RESULT:
             self._results.add(segment_id)
         elif segment_type in TOOL_SEGMENTS:
-            metadata = event.metadata
-            executed = bool(metadata.get("provider_executed"))
-            raw = segment_type is SegmentType.TOOL_CALL and not metadata.get("custom")
-            call = ToolCallState(event.tool_name or "", segment_type, provider_executed=executed, raw=raw)
+            call = ToolCallState.starting(event, segment_type)
             self._calls[segment_id] = call
             self._tool_start(frames, segment_id, call)
 

@@ -100,6 +100,10 @@ class _Walk:
     def report(self, position: str, rule: str, message: str, *, fixed: bool = False) -> None:
         self.violations.append(Violation(position=position, rule=rule, message=message, fixed=fixed))
 
+    def fixable(self, position: str, rule: str, message: str, fixed_as: str) -> None:
+        """Report a violation a repair fixes; ``fixed_as`` says how, when this walk fixes."""
+        self.report(position, rule, message + (f"; {fixed_as}" if self.fix else ""), fixed=self.fix)
+
     def at(self, number: int, *rest: str | int) -> str:
         return f"{self.root}[{number}]" + "".join(
             f"[{part}]" if isinstance(part, int) else f".{part}" for part in rest
@@ -231,12 +235,8 @@ def _chat_reasoning(walk: _Walk, number: int, message: Message, with_calls: bool
             if key in message:
                 if walk.fix:
                     del message[key]
-                walk.report(
-                    walk.at(number, key),
-                    "reasoning_content_forbidden",
-                    f"the model refuses {key} in its history" + ("; removed" if walk.fix else ""),
-                    fixed=walk.fix,
-                )
+                message_text = f"the model refuses {key} in its history"
+                walk.fixable(walk.at(number, key), "reasoning_content_forbidden", message_text, "removed")
     elif rule == "required" and with_calls and not message.get("reasoning_content"):
         walk.report(
             walk.at(number),
@@ -268,26 +268,29 @@ def _anthropic(walk: _Walk) -> None:
             )
             continue
         blocks = message.get("content")
-        if not isinstance(blocks, list):
-            _unanswered(walk, pending)
-            continue
-        if role == "user":
+        has_blocks = isinstance(blocks, list)
+        if role == "user" and has_blocks:
             _tool_results_first(walk, number, message)
             _answer(walk, number, message["content"], pending, "tool_result", "tool_use_id")
-            _unanswered(walk, pending)
-            continue
         _unanswered(walk, pending)
-        message["content"] = _assistant_blocks(walk, number, blocks)
-        pending = {
-            block.get("id"): walk.at(number, "content", index)
-            for index, block in enumerate(message["content"])
-            if block.get("type") in ("tool_use",)
-        }
-        if pending:
-            last_calls = number
+        if role == "assistant" and has_blocks:
+            pending = _anthropic_calls(walk, number, message)
+            if pending:
+                last_calls = number
     _unanswered(walk, pending)
     if walk.rules.thinking and last_calls >= 0:
         _thinking_first(walk, last_calls)
+
+
+def _anthropic_calls(walk: _Walk, number: int, message: Message) -> dict[Any, str]:
+    """The ``tool_use`` calls of an assistant message (its blocks the API refuses dropped when fixing),
+    by id, with their positions."""
+    message["content"] = _assistant_blocks(walk, number, message["content"])
+    return {
+        block.get("id"): walk.at(number, "content", index)
+        for index, block in enumerate(message["content"])
+        if block.get("type") == "tool_use"
+    }
 
 
 def _anthropic_ids(walk: _Walk) -> None:
@@ -321,37 +324,31 @@ def _id_blocks(messages: list[Message]) -> Iterable[tuple[int, int, Message, str
 
 
 def _assistant_blocks(walk: _Walk, number: int, blocks: list[Any]) -> list[Any]:
+    """The blocks of an assistant message; those the API refuses are reported, and dropped when fixing."""
     kept: list[Any] = []
     for index, block in enumerate(blocks):
-        kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind == "thinking" and not block.get("signature"):
-            what = "a thinking block without a signature (the API refuses it)"
-            walk.report(
-                walk.at(number, "content", index),
-                "unsigned_thinking",
-                what + ("; dropped" if walk.fix else ""),
-                fixed=walk.fix,
-            )
-            if walk.fix:
-                continue
-        elif kind == "text" and block.get("text") == "":
-            walk.report(
-                walk.at(number, "content", index),
-                "empty_text",
-                "an empty text block" + ("; dropped" if walk.fix else ""),
-                fixed=walk.fix,
-            )
-            if walk.fix:
-                continue
-        kept.append(block)
+        refused = _refused_block(block)
+        if refused is not None:
+            walk.fixable(walk.at(number, "content", index), *refused, "dropped")
+        if refused is None or not walk.fix:
+            kept.append(block)
     return kept
 
 
+def _refused_block(block: Any) -> tuple[str, str] | None:
+    """The rule and message of an assistant block the API refuses: unsigned thinking, empty text."""
+    kind = block.get("type") if isinstance(block, Mapping) else None
+    if kind == "thinking" and not block.get("signature"):
+        return "unsigned_thinking", "a thinking block without a signature (the API refuses it)"
+    if kind == "text" and block.get("text") == "":
+        return "empty_text", "an empty text block"
+    return None
+
+
 def _tool_results_first(walk: _Walk, number: int, message: Message) -> None:
+    """Report a ``tool_result`` block after other content; fixing moves the results first."""
     blocks = message["content"]
     kinds = [block.get("type") if isinstance(block, Mapping) else None for block in blocks]
-    if "tool_result" not in kinds:
-        return
     first_other = next(index for index, kind in enumerate([*kinds, None]) if kind != "tool_result")
     if "tool_result" not in kinds[first_other:]:
         return
@@ -359,11 +356,11 @@ def _tool_results_first(walk: _Walk, number: int, message: Message) -> None:
         results = [block for block, kind in zip(blocks, kinds, strict=True) if kind == "tool_result"]
         others = [block for block, kind in zip(blocks, kinds, strict=True) if kind != "tool_result"]
         message["content"] = results + others
-    walk.report(
+    walk.fixable(
         walk.at(number, "content", first_other),
         "results_not_first",
-        "tool_result blocks must come before any other content" + ("; moved first" if walk.fix else ""),
-        fixed=walk.fix,
+        "tool_result blocks must come before any other content",
+        "moved first",
     )
 
 
@@ -426,12 +423,7 @@ def _openai_responses(walk: _Walk) -> None:
 def _reasoning_item(walk: _Walk, number: int, item: Message) -> bool:
     """Whether the reasoning item stays (False: dropped as fixed)."""
     if not item.get("id"):
-        walk.report(
-            walk.at(number),
-            "reasoning_without_id",
-            "a reasoning item without an id" + ("; dropped" if walk.fix else ""),
-            fixed=walk.fix,
-        )
+        walk.fixable(walk.at(number), "reasoning_without_id", "a reasoning item without an id", "dropped")
         return not walk.fix
     if not walk.rules.store and not item.get("encrypted_content"):
         walk.report(
@@ -466,17 +458,21 @@ def _gemini(walk: _Walk) -> None:
             _gemini_answers(walk, number, parts, pending)
             continue
         _gemini_unanswered(walk, pending)
-        calls = [
-            (index, part)
-            for index, part in enumerate(parts)
-            if isinstance(part, Mapping) and "functionCall" in part
-        ]
-        pending = [
-            (str(part["functionCall"].get("name")), walk.at(number, "parts", index)) for index, part in calls
-        ]
-        if calls and walk.rules.thought_signatures and number >= turn_start:
-            _gemini_signature(walk, number, calls[0])
+        pending = _gemini_calls(walk, number, parts, running=number >= turn_start)
     _gemini_unanswered(walk, pending)
+
+
+def _gemini_calls(walk: _Walk, number: int, parts: list[Any], *, running: bool) -> list[tuple[str, str]]:
+    """The ``functionCall`` parts of a model content, as (name, position); in the running turn the
+    first one must carry its thought signature."""
+    calls = [
+        (index, part)
+        for index, part in enumerate(parts)
+        if isinstance(part, Mapping) and "functionCall" in part
+    ]
+    if calls and running and walk.rules.thought_signatures:
+        _gemini_signature(walk, number, calls[0])
+    return [(str(part["functionCall"].get("name")), walk.at(number, "parts", index)) for index, part in calls]
 
 
 def _running_turn_start(contents: list[Message]) -> int:
@@ -525,12 +521,11 @@ def _gemini_signature(walk: _Walk, number: int, first_call: tuple[int, Mapping[s
         return
     if walk.fix:
         walk.messages[number]["parts"][index] = {**part, "thoughtSignature": SKIP_THOUGHT_SIGNATURE}
-    walk.report(
+    walk.fixable(
         walk.at(number, "parts", index),
         "missing_thought_signature",
-        "the first functionCall of each step of the running turn needs its thoughtSignature"
-        + (f"; given {SKIP_THOUGHT_SIGNATURE!r}" if walk.fix else ""),
-        fixed=walk.fix,
+        "the first functionCall of each step of the running turn needs its thoughtSignature",
+        f"given {SKIP_THOUGHT_SIGNATURE!r}",
     )
 
 
@@ -547,12 +542,17 @@ def _bedrock_converse(walk: _Walk) -> None:
             _converse_results(walk, number, blocks, pending)
         _unanswered(walk, pending)
         if message.get("role") == "assistant":
-            pending = {
-                call.get("toolUseId"): walk.at(number, "content", index)
-                for index, call in enumerate(block.get("toolUse") for block in blocks)
-                if isinstance(call, Mapping) and call.get("type") != "server_tool_use"
-            }
+            pending = _converse_calls(walk, number, blocks)
     _unanswered(walk, pending)
+
+
+def _converse_calls(walk: _Walk, number: int, blocks: list[Mapping[str, Any]]) -> dict[Any, str]:
+    """The client ``toolUse`` blocks of an assistant message, by id, with their positions."""
+    return {
+        call.get("toolUseId"): walk.at(number, "content", index)
+        for index, call in enumerate(block.get("toolUse") for block in blocks)
+        if isinstance(call, Mapping) and call.get("type") != "server_tool_use"
+    }
 
 
 def _converse_results(

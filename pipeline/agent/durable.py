@@ -216,24 +216,48 @@ def _decode(entry: Entry) -> dict[str, Any]:
 
 def _apply(state: RunState, item: dict[str, Any]) -> None:
     kind = item.get("type")
-    if kind == RUN_START:
-        state.messages = list(item["messages"])
-        if item.get("approvals"):
-            state.decided = StepState(0, decisions=msgspec.convert(item["approvals"], list[ToolApproval]))
-    elif kind == "RUN_STEP":
-        state.current = StepState(int(item["attempt"]))
-    elif kind == "RUN_MESSAGES":
-        step = state.current
-        if step is not None:
-            state.turns.append(Turn(step.events, list(step.outputs.values())))
-        state.messages = [*(state.messages or []), *item["messages"]]
-        state.current = state.decided = None
-    elif kind == "RUN_END":
-        state.stop_reason = str(item.get("stop_reason"))
-    elif state.current is not None:
-        _apply_to_step(state.current, kind, item)
-    elif state.decided is not None:
-        _apply_to_step(state.decided, kind, item)
+    apply = _RUN_ENTRIES.get(kind) if isinstance(kind, str) else None
+    if apply is not None:
+        apply(state, item)
+        return
+    step = state.current if state.current is not None else state.decided
+    if step is not None:
+        _apply_to_step(step, kind, item)
+
+
+def _apply_start(state: RunState, item: dict[str, Any]) -> None:
+    """``RUN_START``: the first messages, and the decisions the starting request brought."""
+    state.messages = list(item["messages"])
+    if item.get("approvals"):
+        state.decided = StepState(0, decisions=msgspec.convert(item["approvals"], list[ToolApproval]))
+
+
+def _apply_step(state: RunState, item: dict[str, Any]) -> None:
+    """``RUN_STEP``: an attempt at a step begins."""
+    state.current = StepState(int(item["attempt"]))
+
+
+def _apply_messages(state: RunState, item: dict[str, Any]) -> None:
+    """``RUN_MESSAGES``: the step is over, its messages join the conversation."""
+    step = state.current
+    if step is not None:
+        state.turns.append(Turn(step.events, list(step.outputs.values())))
+    state.messages = [*(state.messages or []), *item["messages"]]
+    state.current = state.decided = None
+
+
+def _apply_end(state: RunState, item: dict[str, Any]) -> None:
+    """``RUN_END``: why the run stopped."""
+    state.stop_reason = str(item.get("stop_reason"))
+
+
+_RUN_ENTRIES: dict[str, Callable[[RunState, dict[str, Any]], None]] = {
+    RUN_START: _apply_start,
+    "RUN_STEP": _apply_step,
+    "RUN_MESSAGES": _apply_messages,
+    "RUN_END": _apply_end,
+}
+"""The run's own entries; every other entry belongs to the step under way."""
 
 
 def _apply_to_step(step: StepState, kind: Any, item: dict[str, Any]) -> None:
@@ -384,15 +408,8 @@ class _Durable:
             conversation = [*conversation, *await self._run_decided(state.decided)]
         turns = state.turns
         for step in range(len(turns), max_steps):
-            current = state.current
-            state.current = None
-            if current is not None and current.complete and not current.abandoned:
-                turn, awaiting = await self._finish_step(current)
-            else:
-                attempt = 1 if current is None else current.attempt + 1
-                if current is not None and not current.abandoned:
-                    await self._abandon(current, step)
-                turn, awaiting = await self._step(step, attempt, conversation)
+            current, state.current = state.current, None
+            turn, awaiting = await self._take_step(current, step, conversation)
             turns.append(turn)
             if awaiting:
                 return await self._end(AgentRun(conversation, turns, "awaiting_approval"))
@@ -402,6 +419,18 @@ class _Durable:
             if not _client_calls(turn.events):
                 return await self._end(AgentRun(conversation, turns, "no_calls"))
         return await self._end(AgentRun(conversation, turns, "max_steps"))
+
+    async def _take_step(
+        self, current: StepState | None, step: int, conversation: list[Any]
+    ) -> tuple[Turn, bool]:
+        """The step: finished from the log when the model's part is logged whole, else (again) from the
+        model, after closing an attempt cut mid-stream."""
+        if current is not None and current.complete and not current.abandoned:
+            return await self._finish_step(current)
+        attempt = 1 if current is None else current.attempt + 1
+        if current is not None and not current.abandoned:
+            await self._abandon(current, step)
+        return await self._step(step, attempt, conversation)
 
     def _options(self, logged: dict[str, ToolApproval]) -> dict[str, Any]:
         """``run_tools``' options; a broker (``approvals``) logs its decisions and takes those of
@@ -439,7 +468,7 @@ class _Durable:
         """The output of one decided call that has none logged."""
         tool = self.tools.get(call.name)
         runs = decision.approved and tool is not None and tool.start == "approval"
-        if runs and started and not (tool is not None and tool.idempotent):
+        if runs and started and not self._runs_again(call.name):
             return tool_output(call, "cancelled", INTERRUPTED_CALL)
         if runs:
             await self._started(call.id, call.name)
@@ -490,29 +519,38 @@ class _Durable:
         for invocation in step_state.invocations:
             if invocation.id in step_state.outputs:
                 continue  # its output is logged: never run again
-            tool = self.tools.get(invocation.name)
-            if invocation.id in step_state.started and not (tool is not None and tool.idempotent):
+            if invocation.id in step_state.started and not self._runs_again(invocation.name):
                 output = tool_output(invocation, "cancelled", INTERRUPTED_CALL)
                 await self.write(output.to_dict())
                 outputs.append(output)
             else:
                 pending.append(invocation)
+        if not pending:
+            return Turn(list(step_state.events), outputs), False
+        ran, awaiting = await self._run_pending(step_state, pending)
+        return Turn(list(step_state.events), [*outputs, *ran]), awaiting
+
+    async def _run_pending(
+        self, step_state: StepState, pending: list[ToolInvocation]
+    ) -> tuple[list[ToolOutput], bool]:
+        """Run the logged calls that have no output; their outputs, and whether one awaits approval."""
         end = next((event for event in step_state.events if isinstance(event, ResponseEnd)), None)
-        awaiting = False
-        if pending:
-            self.logged = {invocation.id: _set_event() for invocation in pending}
-            self.ended = _set_event()
-            source = _replay([*pending, end or ResponseEnd()])
-            options = self._options(step_state.approved)
-            async with run_tools(source, self.tools, on_start=self.tool_started, **options) as run:
-                async for item in run:
-                    requested = step_state.requested
-                    new = not isinstance(item, ToolApprovalRequest) or item.call_id not in requested
-                    if isinstance(item, ToolOutput | ToolApprovalRequest) and new:
-                        await self.write(item.to_dict())  # the replayed events are logged already
-            outputs += run.outputs
-            awaiting = bool(run.awaiting)
-        return Turn(list(step_state.events), outputs), awaiting
+        self.logged = {invocation.id: _set_event() for invocation in pending}
+        self.ended = _set_event()
+        source = _replay([*pending, end or ResponseEnd()])
+        options = self._options(step_state.approved)
+        async with run_tools(source, self.tools, on_start=self.tool_started, **options) as run:
+            async for item in run:
+                requested = step_state.requested
+                new = not isinstance(item, ToolApprovalRequest) or item.call_id not in requested
+                if isinstance(item, ToolOutput | ToolApprovalRequest) and new:
+                    await self.write(item.to_dict())  # the replayed events are logged already
+        return list(run.outputs), bool(run.awaiting)
+
+    def _runs_again(self, name: str) -> bool:
+        """Whether a call that started before the takeover may run again: its tool is idempotent."""
+        tool = self.tools.get(name)
+        return tool is not None and tool.idempotent
 
 
 class _LoggedApprovals(Approvals):

@@ -246,14 +246,7 @@ class _Runner:
                 try:
                     async with streamcontext(events) as items:
                         async for event in items:
-                            early = None
-                            if isinstance(event, ToolInvocation) and not event.provider_executed:
-                                early = self._dispatch(event, group)  # starts before it is passed on
-                            await send.send(event)
-                            if early is not None:
-                                await send.send(early)
-                            if isinstance(event, ResponseEnd):
-                                await self._open_gate(_declined_by(event.finish_reason))
+                            await self._pass_on(event, group)
                 except Exception as exc:
                     failure, self.failed = exc, True
                     if self.on_failure == "cancel":
@@ -261,17 +254,32 @@ class _Runner:
                     self.finished.set()  # the held calls give up; reported below
                     self._stop_deciding()
                 await self._open_gate("not run: the response's events ended without a ResponseEnd")
-            for invocation in self.running.values():
-                await send.send(
-                    tool_output(invocation, "cancelled", "cancelled: the response failed while it ran")
-                )
-            for invocation in [*self.queued.values(), *self.held.values()]:
+            await self._report_unfinished(failure)
+
+    async def _pass_on(self, event: PipelineEvent, group: TaskGroup) -> None:
+        """Pass one event on; a client call's tool starts before it, and the response's end opens the gate."""
+        early = None
+        if isinstance(event, ToolInvocation) and not event.provider_executed:
+            early = self._dispatch(event, group)
+        await self.send.send(event)
+        if early is not None:
+            await self.send.send(early)
+        if isinstance(event, ResponseEnd):
+            await self._open_gate(_declined_by(event.finish_reason))
+
+    async def _report_unfinished(self, failure: Exception | None) -> None:
+        """The calls left when the tools are over: cancelled while running, or not run; then the failure."""
+        send = self.send
+        for invocation in self.running.values():
+            await send.send(
+                tool_output(invocation, "cancelled", "cancelled: the response failed while it ran")
+            )
+        for invocation in [*self.queued.values(), *self.held.values()]:
+            await send.send(_not_run(invocation))
+        if failure is not None:
+            for invocation in self.awaiting.values():
                 await send.send(_not_run(invocation))
-            if failure is not None:
-                for invocation in self.awaiting.values():
-                    await send.send(_not_run(invocation))
-            if failure is not None:
-                await send.send(_Failure(failure))
+            await send.send(_Failure(failure))
 
     async def _open_gate(self, declined: str | None) -> None:
         """The response's end is known: the held calls may run (``declined`` None), or are not run."""

@@ -204,23 +204,9 @@ class ToolRegistry:
             ConfigurationError: a duplicate name, a bad ``timeout`` or ``start``, or a signature pydantic
                 cannot make a schema of (``*args``, positional-only parameters).
         """
-        if not callable(function):
-            raise ConfigurationError(f"a tool must be a function, got {function!r}")
-        tool_name = name or getattr(function, "__name__", "")
-        if not tool_name:
-            raise ConfigurationError(f"the tool {function!r} has no name: pass name=")
-        if tool_name in self._tools:
-            raise ConfigurationError(f"a tool named {tool_name!r} is already registered")
-        if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
-            raise ConfigurationError(
-                f"tool {tool_name!r}: timeout must be a positive number, got {timeout!r}"
-            )
-        if start is None:
-            start = "eager" if read_only else "after_finish"
-        if start not in TOOL_STARTS:
-            raise ConfigurationError(
-                f"tool {tool_name!r}: start must be one of {', '.join(TOOL_STARTS)}; got {start!r}"
-            )
+        tool_name = self._new_name(function, name)
+        _check_timeout(tool_name, timeout)
+        start = _start_of(tool_name, start, read_only)
         model, takes_model = _arguments_model(tool_name, function)
         tool = Tool(
             name=tool_name,
@@ -236,6 +222,17 @@ class ToolRegistry:
         )
         self._tools[tool_name] = tool
         return tool
+
+    def _new_name(self, function: Callable[..., Any], name: str | None) -> str:
+        """The name of a tool to register: ``name``, else the function's; refused when taken."""
+        if not callable(function):
+            raise ConfigurationError(f"a tool must be a function, got {function!r}")
+        tool_name = name or getattr(function, "__name__", "")
+        if not tool_name:
+            raise ConfigurationError(f"the tool {function!r} has no name: pass name=")
+        if tool_name in self._tools:
+            raise ConfigurationError(f"a tool named {tool_name!r} is already registered")
+        return tool_name
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
@@ -260,6 +257,23 @@ class ToolRegistry:
     def definitions(self) -> list[dict[str, Any]]:
         """Each tool's `Tool.definition`, in registration order."""
         return [tool.definition() for tool in self._tools.values()]
+
+
+def _check_timeout(tool_name: str, timeout: float | None) -> None:
+    """Raises `ConfigurationError` unless ``timeout`` is None or a positive number."""
+    if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
+        raise ConfigurationError(f"tool {tool_name!r}: timeout must be a positive number, got {timeout!r}")
+
+
+def _start_of(tool_name: str, start: ToolStart | None, read_only: bool) -> ToolStart:
+    """When the calls start: ``start``, else eager for a read-only tool, after the finish for others."""
+    if start is None:
+        return "eager" if read_only else "after_finish"
+    if start not in TOOL_STARTS:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: start must be one of {', '.join(TOOL_STARTS)}; got {start!r}"
+        )
+    return start
 
 
 def _arguments_model(name: str, function: Callable[..., Any]) -> tuple[type[pydantic.BaseModel], bool]:

@@ -50,7 +50,7 @@ The messages are plain dicts in the provider's request JSON (what the official S
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, get_args
 
@@ -140,45 +140,45 @@ class AssistantTurn:
         """
         by_id = self._outputs_by_id(outputs)
         ordered = [by_id[call.id] for call in self.invocations]
-        if self.format == "openai_chat":
-            return [
-                {"role": "tool", "tool_call_id": out.call_id, "content": _as_text(out.output)}
-                for out in ordered
-            ]
-        if self.format == "openai_responses":
-            return [
-                {
-                    "type": "custom_tool_call_output"
-                    if out.call_id in self.custom_calls
-                    else "function_call_output",
-                    "call_id": out.call_id,
-                    "output": _as_text(out.output),
-                }
-                for out in ordered
-            ]
-        if self.format == "anthropic":
-            blocks: list[Message] = []
-            for out in ordered:
-                block: Message = {
-                    "type": "tool_result",
-                    "tool_use_id": out.call_id,
-                    "content": _as_text(out.output),
-                }
-                if out.is_error:
-                    block["is_error"] = True
-                blocks.append(block)
-            return [{"role": "user", "content": blocks}] if blocks else []
-        if self.format == "bedrock_converse":
-            results = [_converse_tool_result(out) for out in ordered]
-            return [{"role": "user", "content": results}] if results else []
+        return _RESULT_MESSAGES[self.format](self, ordered)
+
+    def _chat_results(self, ordered: list[ToolOutput]) -> list[Message]:
+        """OpenAI Chat: one ``tool`` message per output."""
+        return [
+            {"role": "tool", "tool_call_id": out.call_id, "content": _as_text(out.output)} for out in ordered
+        ]
+
+    def _responses_results(self, ordered: list[ToolOutput]) -> list[Message]:
+        """OpenAI Responses: one output item per call, of the call's kind (function or custom)."""
+        return [
+            {
+                "type": "custom_tool_call_output"
+                if out.call_id in self.custom_calls
+                else "function_call_output",
+                "call_id": out.call_id,
+                "output": _as_text(out.output),
+            }
+            for out in ordered
+        ]
+
+    def _anthropic_results(self, ordered: list[ToolOutput]) -> list[Message]:
+        """Anthropic: ``tool_result`` blocks in one user message."""
+        return _user_message("content", [_anthropic_tool_result(out) for out in ordered])
+
+    def _converse_results(self, ordered: list[ToolOutput]) -> list[Message]:
+        """Bedrock Converse: ``toolResult`` blocks in one user message."""
+        return _user_message("content", [_converse_tool_result(out) for out in ordered])
+
+    def _gemini_results(self, ordered: list[ToolOutput]) -> list[Message]:
+        """Gemini: ``functionResponse`` parts in one user message, with the id only where Gemini minted it."""
         parts: list[Message] = []
         for out in ordered:
-            response: Message = {"functionResponse": {"name": self.call_names[out.call_id]}}
+            response: Message = {"name": self.call_names[out.call_id]}
             if out.call_id in self.provider_ids:
-                response["functionResponse"]["id"] = out.call_id
-            response["functionResponse"]["response"] = {"error" if out.is_error else "output": out.output}
-            parts.append(response)
-        return [{"role": "user", "parts": parts}] if parts else []
+                response["id"] = out.call_id
+            response["response"] = {"error" if out.is_error else "output": out.output}
+            parts.append({"functionResponse": response})
+        return _user_message("parts", parts)
 
     def _outputs_by_id(
         self, outputs: Iterable[ToolOutput | tuple[str, Any]] | Mapping[str, Any]
@@ -187,15 +187,7 @@ class AssistantTurn:
         expected = {call.id for call in self.invocations}
         by_id: dict[str, ToolOutput] = {}
         for number, item in enumerate(items):
-            if isinstance(item, ToolOutput):
-                out = item
-            elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
-                out = ToolOutput(call_id=item[0], output=item[1])
-            else:
-                raise TurnError(
-                    f"tool output {number} is a {type(item).__name__}: "
-                    "give a ToolOutput or a (call id, output) pair"
-                )
+            out = _as_tool_output(number, item)
             if out.call_id not in expected:
                 raise TurnError(
                     f"tool output {number} answers {out.call_id!r}, which is not a client call of this turn"
@@ -209,6 +201,39 @@ class AssistantTurn:
                 f"no tool output for the calls {missing} (every call of the turn must be answered)"
             )
         return by_id
+
+
+_RESULT_MESSAGES = {
+    "openai_chat": AssistantTurn._chat_results,
+    "openai_responses": AssistantTurn._responses_results,
+    "anthropic": AssistantTurn._anthropic_results,
+    "bedrock_converse": AssistantTurn._converse_results,
+    "gemini": AssistantTurn._gemini_results,
+}
+
+
+def _as_tool_output(number: int, item: Any) -> ToolOutput:
+    """One of the outputs given to `AssistantTurn.tool_results` as a `ToolOutput`."""
+    if isinstance(item, ToolOutput):
+        return item
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+        return ToolOutput(call_id=item[0], output=item[1])
+    raise TurnError(
+        f"tool output {number} is a {type(item).__name__}: give a ToolOutput or a (call id, output) pair"
+    )
+
+
+def _user_message(key: str, blocks: list[Message]) -> list[Message]:
+    """One user message holding ``blocks`` under ``key``; none when there are no blocks."""
+    return [{"role": "user", key: blocks}] if blocks else []
+
+
+def _anthropic_tool_result(out: ToolOutput) -> Message:
+    """A ``tool_result`` block answering one client call."""
+    block: Message = {"type": "tool_result", "tool_use_id": out.call_id, "content": _as_text(out.output)}
+    if out.is_error:
+        block["is_error"] = True
+    return block
 
 
 class TurnBuilder:
@@ -280,19 +305,9 @@ class TurnBuilder:
                 item that is not a pipeline event; the turn is left as it was.
         """
         if isinstance(event, SegmentEvent):
-            kind = event.event_type
-            if kind is SegmentEventType.START:
-                self._start(event)
-            elif kind is SegmentEventType.CONTENT:
-                self._segment(event).pieces.append(event.payload["delta"])
-            elif kind is SegmentEventType.END:
-                self._segment(event).end = dict(event.metadata)
-                del self._open[event.segment_id]
+            self._fold_segment_event(event)
         elif isinstance(event, ToolInvocation):
-            if event.id in self._invocation_ids:
-                raise TurnError(f"invocation {event.id!r} folded a second time (the same events fed twice?)")
-            self._invocation_ids.add(event.id)
-            self._invocations.append(event)
+            self._fold_invocation(event)
         elif isinstance(event, ResponseEnd):
             if self._end is not None:
                 raise TurnError("a second ResponseEnd (the same events fed twice?)")
@@ -302,6 +317,24 @@ class TurnBuilder:
                 f"a {type(event).__name__} is not a pipeline event "
                 "(SegmentEvent, ToolInvocation, ResponseEnd)"
             )
+
+    def _fold_segment_event(self, event: SegmentEvent) -> None:
+        """A segment's start, a piece of its content, or its end."""
+        kind = event.event_type
+        if kind is SegmentEventType.START:
+            self._start(event)
+        elif kind is SegmentEventType.CONTENT:
+            self._segment(event).pieces.append(event.payload["delta"])
+        elif kind is SegmentEventType.END:
+            self._segment(event).end = dict(event.metadata)
+            del self._open[event.segment_id]
+
+    def _fold_invocation(self, event: ToolInvocation) -> None:
+        """A folded call, refused when its id was folded before."""
+        if event.id in self._invocation_ids:
+            raise TurnError(f"invocation {event.id!r} folded a second time (the same events fed twice?)")
+        self._invocation_ids.add(event.id)
+        self._invocations.append(event)
 
     def check(
         self,
@@ -387,19 +420,7 @@ class TurnBuilder:
             elif segment.kind is SegmentType.REASONING:
                 reasoning.append(segment.text)
             elif _is_client_call(segment):
-                name = _call_name(segment)
-                if segment.start.get("custom"):
-                    tool_calls.append(
-                        {"id": segment.id, "type": "custom", "custom": {"name": name, "input": segment.text}}
-                    )
-                else:
-                    tool_calls.append(
-                        {
-                            "id": segment.id,
-                            "type": "function",
-                            "function": {"name": name, "arguments": _arguments_text(segment, calls)},
-                        }
-                    )
+                tool_calls.append(_chat_tool_call(segment, calls))
         content = "".join(text)
         message: Message = {"role": "assistant", "content": content or None}
         if refusal:
@@ -419,46 +440,12 @@ class TurnBuilder:
         calls = self._calls()
         for segment in segments:
             if segment.kind is SegmentType.REASONING:
-                meta = {**segment.start, **(segment.end or {})}
-                reasoning_id = meta.get("reasoning_id")
-                if not reasoning_id:
-                    continue
-                text = segment.text
-                item = reasoning_items.get(reasoning_id)
-                if item is None:
-                    # One item per id, where it first appeared (its done event may come after later items).
-                    item = reasoning_items[reasoning_id] = {
-                        "type": "reasoning",
-                        "id": reasoning_id,
-                        "summary": [],
-                    }
-                    items.append(item)
-                if text:
-                    item["summary"].append({"type": "summary_text", "text": text})
-                if meta.get("encrypted_content"):
-                    item["encrypted_content"] = meta["encrypted_content"]
+                _add_reasoning_item(items, reasoning_items, segment)
             elif segment.kind is SegmentType.TEXT:
                 if segment.text:
                     items.append({"type": "message", "role": "assistant", "content": segment.text})
             elif _is_client_call(segment):
-                if segment.start.get("custom"):
-                    items.append(
-                        {
-                            "type": "custom_tool_call",
-                            "call_id": segment.id,
-                            "name": _call_name(segment),
-                            "input": segment.text,
-                        }
-                    )
-                else:
-                    items.append(
-                        {
-                            "type": "function_call",
-                            "call_id": segment.id,
-                            "name": _call_name(segment),
-                            "arguments": _arguments_text(segment, calls),
-                        }
-                    )
+                items.append(_responses_call_item(segment, calls))
             elif segment.kind is SegmentType.TOOL_CALL:
                 result = results.get(segment.id)
                 if result is not None and result.start.get("result_type") == "shell_call_output":
@@ -516,11 +503,7 @@ class TurnBuilder:
             return None
         if kind is SegmentType.TOOL_CALL and segment.start.get("provider_executed"):
             return self._gemini_code(segment, end)
-        call = calls.get(segment.id)
-        function_call: Message = {
-            "name": _call_name(segment),
-            "args": call.arguments if call is not None else end.get("arguments", {}),
-        }
+        function_call: Message = {"name": _call_name(segment), "args": _folded_arguments(segment, calls)}
         if not self._is_generated_id(segment.id):
             function_call["id"] = segment.id
         return {"functionCall": function_call}
@@ -564,9 +547,7 @@ def _anthropic_block(
     if kind is SegmentType.TOOL_RESULT:
         return _anthropic_result({**segment.start, **end})
     if kind is SegmentType.TOOL_CALL or kind in _FILE_SEGMENTS:
-        call = calls.get(segment.id)
-        arguments = call.arguments if call is not None else end.get("arguments", {})
-        return _anthropic_call(segment, arguments)
+        return _anthropic_call(segment, _folded_arguments(segment, calls))
     return None
 
 
@@ -627,9 +608,11 @@ def _converse_block(
             result["type"] = meta["result_type"]
         return {"toolResult": result}
     if kind is SegmentType.TOOL_CALL or kind in _FILE_SEGMENTS:
-        call = calls.get(segment.id)
-        arguments = call.arguments if call is not None else end.get("arguments", {})
-        tool_use: Message = {"toolUseId": segment.id, "name": _call_name(segment), "input": arguments}
+        tool_use: Message = {
+            "toolUseId": segment.id,
+            "name": _call_name(segment),
+            "input": _folded_arguments(segment, calls),
+        }
         if segment.start.get("provider_executed"):
             tool_use["type"] = "server_tool_use"
         return {"toolUse": tool_use}
@@ -669,10 +652,49 @@ def _arguments_text(segment: _Segment, calls: Mapping[str, ToolInvocation]) -> s
     """The arguments text as the model wrote it; a file segment's CONTENT is the file, so its arguments
     are the folded ones, encoded."""
     if segment.kind in _FILE_SEGMENTS:
-        call = calls.get(segment.id)
-        arguments = call.arguments if call is not None else (segment.end or {}).get("arguments", {})
-        return encode_json(arguments).decode()
+        return encode_json(_folded_arguments(segment, calls)).decode()
     return segment.text
+
+
+def _folded_arguments(segment: _Segment, calls: Mapping[str, ToolInvocation]) -> Any:
+    """A call's folded arguments; without its invocation, what its segment's end holds."""
+    call = calls.get(segment.id)
+    return call.arguments if call is not None else (segment.end or {}).get("arguments", {})
+
+
+def _chat_tool_call(segment: _Segment, calls: Mapping[str, ToolInvocation]) -> Message:
+    """A client call as an OpenAI Chat ``tool_calls`` entry: a custom tool's input or a function's."""
+    name = _call_name(segment)
+    if segment.start.get("custom"):
+        return {"id": segment.id, "type": "custom", "custom": {"name": name, "input": segment.text}}
+    function = {"name": name, "arguments": _arguments_text(segment, calls)}
+    return {"id": segment.id, "type": "function", "function": function}
+
+
+def _responses_call_item(segment: _Segment, calls: Mapping[str, ToolInvocation]) -> Message:
+    """A client call as an OpenAI Responses ``custom_tool_call`` or ``function_call`` item."""
+    if segment.start.get("custom"):
+        kind, key, value = "custom_tool_call", "input", segment.text
+    else:
+        kind, key, value = "function_call", "arguments", _arguments_text(segment, calls)
+    return {"type": kind, "call_id": segment.id, "name": _call_name(segment), key: value}
+
+
+def _add_reasoning_item(items: list[Message], by_id: dict[str, Message], segment: _Segment) -> None:
+    """Add a reasoning segment to the Responses item of its id; a segment without an id is dropped."""
+    meta = {**segment.start, **(segment.end or {})}
+    reasoning_id = meta.get("reasoning_id")
+    if not reasoning_id:
+        return
+    item = by_id.get(reasoning_id)
+    if item is None:
+        # One item per id, where it first appeared (its done event may come after later items).
+        item = by_id[reasoning_id] = {"type": "reasoning", "id": reasoning_id, "summary": []}
+        items.append(item)
+    if segment.text:
+        item["summary"].append({"type": "summary_text", "text": segment.text})
+    if meta.get("encrypted_content"):
+        item["encrypted_content"] = meta["encrypted_content"]
 
 
 def _call_name(segment: _Segment) -> str:
@@ -695,22 +717,37 @@ def _responses_server_item(segment: _Segment, result: _Segment | None) -> Messag
     arguments: Any = (segment.end or {}).get("arguments") or {}
     output = (result.end or {}).get("result") if result is not None else None
     item_type = (result.start.get("result_type") if result is not None else None) or ""
+    whole = _SERVER_ITEMS.get(item_type)
+    if whole is None or not isinstance(arguments, dict) or whole[0] not in arguments:
+        return {"type": "item_reference", "id": segment.id}
     base: Message = {"type": item_type, "id": segment.id, "status": "completed"}
-    if item_type == "web_search_call" and isinstance(arguments, dict) and "type" in arguments:
-        action = dict(arguments)
-        if output and action.get("type") == "search":
-            action["sources"] = output
-        return {**base, "action": action}
-    if item_type == "file_search_call" and isinstance(arguments, dict) and "queries" in arguments:
-        return {**base, "queries": arguments["queries"], "results": output}
-    if item_type == "code_interpreter_call" and isinstance(arguments, dict) and "container_id" in arguments:
-        return {
-            **base,
-            "code": arguments.get("code"),
-            "container_id": arguments["container_id"],
-            "outputs": output,
-        }
-    return {"type": "item_reference", "id": segment.id}
+    return {**base, **whole[1](arguments, output)}
+
+
+def _web_search_fields(arguments: dict[str, Any], output: Any) -> Message:
+    """A ``web_search_call``'s action, with the sources of a search that found some."""
+    action = dict(arguments)
+    if output and action.get("type") == "search":
+        action["sources"] = output
+    return {"action": action}
+
+
+def _file_search_fields(arguments: dict[str, Any], output: Any) -> Message:
+    """A ``file_search_call``'s queries and results."""
+    return {"queries": arguments["queries"], "results": output}
+
+
+def _code_interpreter_fields(arguments: dict[str, Any], output: Any) -> Message:
+    """A ``code_interpreter_call``'s code, container and outputs."""
+    return {"code": arguments.get("code"), "container_id": arguments["container_id"], "outputs": output}
+
+
+_SERVER_ITEMS: dict[str, tuple[str, Callable[[dict[str, Any], Any], Message]]] = {
+    # item type: (the argument that shows the events hold the item whole, the item's own fields)
+    "web_search_call": ("type", _web_search_fields),
+    "file_search_call": ("queries", _file_search_fields),
+    "code_interpreter_call": ("container_id", _code_interpreter_fields),
+}
 
 
 def _hosted_shell_items(segment: _Segment, result: _Segment) -> list[Message]:

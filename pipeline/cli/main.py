@@ -21,11 +21,11 @@ after everything before it was written.
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import math
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import IO, Any, cast
@@ -41,6 +41,7 @@ from operators.registry import (
     resolve_tool_format,
 )
 from pipeline._jsonenc import encode_json
+from pipeline.cli._json_file import json_items
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import ChunkResponse, ResponseEnd
 
@@ -403,45 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     where = f"{arguments.file}: " if arguments.command == "replay" else ""
     try:
-        match arguments.command:
-            case "demo":
-                anyio.run(_demo, arguments)
-            case "replay":
-                anyio.run(_replay, arguments)
-            case "proxy":
-                from pipeline._extras import needs_extra
-
-                with needs_extra("server", "streamfold proxy"):
-                    import httpx
-
-                    from pipeline.proxy.app import serve
-
-                    serve(
-                        upstream=arguments.upstream,
-                        host=arguments.host,
-                        port=arguments.port,
-                        tool_format=arguments.tool_format,
-                        unknown_tools=arguments.unknown_tools,
-                        workers=arguments.workers,
-                        graceful_shutdown=arguments.graceful_shutdown,
-                        access_log=arguments.access_log,
-                        log_level=arguments.log_level,
-                        timeout_keep_alive=arguments.keep_alive,
-                        timeout=httpx.Timeout(
-                            arguments.read_timeout, connect=arguments.connect_timeout, pool=60.0
-                        ),
-                        max_connections=arguments.max_connections,
-                        max_request_bytes=arguments.max_request_bytes,
-                        max_response_bytes=arguments.max_response_bytes,
-                        max_event_size=arguments.max_event_size,
-                        reasoning_tags=arguments.reasoning_tags,
-                    )
-            case "serve":
-                _serve(arguments)
-            case "formats":
-                from pipeline.cli.formats import render_formats
-
-                sys.stdout.write(render_formats(as_json=arguments.json))
+        _COMMANDS[arguments.command](arguments)
     except StreamfoldError as exc:
         print(f"streamfold: {where}{type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
         return 1
@@ -454,6 +417,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     return 0
+
+
+def _proxy(arguments: argparse.Namespace) -> None:
+    """``streamfold proxy``: serve the rewriting proxy until stopped."""
+    from pipeline._extras import needs_extra
+
+    with needs_extra("server", "streamfold proxy"):
+        import httpx
+
+        from pipeline.proxy.app import serve
+
+        serve(
+            upstream=arguments.upstream,
+            host=arguments.host,
+            port=arguments.port,
+            tool_format=arguments.tool_format,
+            unknown_tools=arguments.unknown_tools,
+            workers=arguments.workers,
+            graceful_shutdown=arguments.graceful_shutdown,
+            access_log=arguments.access_log,
+            log_level=arguments.log_level,
+            timeout_keep_alive=arguments.keep_alive,
+            timeout=httpx.Timeout(arguments.read_timeout, connect=arguments.connect_timeout, pool=60.0),
+            max_connections=arguments.max_connections,
+            max_request_bytes=arguments.max_request_bytes,
+            max_response_bytes=arguments.max_response_bytes,
+            max_event_size=arguments.max_event_size,
+            reasoning_tags=arguments.reasoning_tags,
+        )
+
+
+def _formats(arguments: argparse.Namespace) -> None:
+    """``streamfold formats``: the registry's names, as a table or JSON."""
+    from pipeline.cli.formats import render_formats
+
+    sys.stdout.write(render_formats(as_json=arguments.json))
 
 
 async def _paced(pieces: Sequence[Any], speed: float, failure: Exception | None = None) -> AsyncIterator[Any]:
@@ -494,64 +493,12 @@ def _text_deltas(data: bytes, step: int) -> tuple[list[str], StreamDecodeError |
     return [text[i : i + step] for i in range(0, len(text), step)], failure
 
 
-def _not_a_number(name: str) -> float:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise ValueError(f"the number {text} is beyond a double (not I-JSON, RFC 7493)")
-    return number
-
-
-def _json_type(value: object) -> str:
-    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return kinds.get(type(value), "a number")
-
-
-def _json_items(data: bytes, provider: str) -> tuple[list[Any], str]:
-    """A ``.json`` file: a list of text deltas (replayed as text) or of provider events (dicts); or one
-    object (an error body, ``{"error": ...}``), whose bytes are read as the provider sent them, as the
-    same body saved as ``.sse`` is."""
-    try:
-        value = json.loads(data.decode(), parse_constant=_not_a_number, parse_float=_finite)
-    except UnicodeDecodeError as exc:
-        message = f"the file is not valid UTF-8: byte 0x{data[exc.start]:02x} at byte offset {exc.start}"
-        raise StreamDecodeError(message, offset=exc.start) from None
-    except json.JSONDecodeError as exc:
-        raise StreamDecodeError(f"the file is not JSON: {exc}", offset=exc.pos) from None
-    except ValueError as exc:
-        raise StreamDecodeError(f"the file is not I-JSON: {exc}") from None
-    if isinstance(value, dict):
-        return [data], provider
-    expected = "expected a JSON list of text deltas (strings) or of provider events (objects)"
-    if not isinstance(value, list):
-        raise StreamDecodeError(f"{expected}, got {_json_type(value)}")
-    kind = str if value and isinstance(value[0], str) else dict
-    for number, item in enumerate(value):
-        if not isinstance(item, kind):
-            raise StreamDecodeError(f"{expected}: item {number} is {_json_type(item)}", offset=number)
-        try:
-            json.dumps(item, ensure_ascii=False).encode()
-        except UnicodeEncodeError:
-            message = f"item {number} holds a lone surrogate escape, which is not I-JSON (RFC 7493)"
-            raise StreamDecodeError(message, offset=number) from None
-    if kind is str:
-        if provider not in ("auto", "text"):
-            raise StreamDecodeError(f"a list of text deltas is replayed as --provider text, not {provider}")
-        return value, "text"
-    if provider == "text":
-        raise StreamDecodeError("a list of provider events cannot be replayed as --provider text")
-    return value, provider
-
-
 def _source(
     path: Path, *, provider: str, speed: float, chunk_size: int | None
 ) -> tuple[AsyncIterator[Any], str]:
     data = _read(path)
     if path.suffix == ".json":
-        items, provider = _json_items(data, provider)
+        items, provider = json_items(data, provider)
         return _paced(items, speed), provider
     if provider == "text" or (path.suffix == ".txt" and provider == "auto"):
         deltas, failure = _text_deltas(data, chunk_size or _TEXT_DELTA_SIZE)
@@ -690,11 +637,13 @@ async def _openai_sse(
     out.write("data: [DONE]\n\n")
 
 
-async def _replay(arguments: argparse.Namespace) -> None:
+def _replay(arguments: argparse.Namespace) -> None:
+    """``streamfold replay``: a recorded response through the pipeline."""
     source, provider = _source(
         arguments.file, provider=arguments.provider, speed=arguments.speed, chunk_size=arguments.chunk_size
     )
-    await _run(
+    run = functools.partial(
+        _run,
         source,
         sys.stdout,
         provider=provider,
@@ -704,13 +653,16 @@ async def _replay(arguments: argparse.Namespace) -> None:
         reasoning_tags=arguments.reasoning_tags,
         start_in_reasoning=arguments.start_in_reasoning,
     )
+    anyio.run(run)
 
 
-async def _demo(arguments: argparse.Namespace) -> None:
+def _demo(arguments: argparse.Namespace) -> None:
+    """``streamfold demo``: a bundled recording, paced as it streamed."""
     name, provider = _DEMO_STREAMS[arguments.stream]
     resource = resources.files("pipeline.cli") / "demo" / name
     pieces = _sse_event_pieces(resource.read_bytes())
-    await _run(
+    run = functools.partial(
+        _run,
         _paced(pieces, arguments.speed),
         sys.stdout,
         provider=provider,
@@ -718,6 +670,7 @@ async def _demo(arguments: argparse.Namespace) -> None:
         output="pretty",
         plain=arguments.plain,
     )
+    anyio.run(run)
 
 
 def _serve_token(arguments: argparse.Namespace) -> str | None:
@@ -785,6 +738,16 @@ def _serve(arguments: argparse.Namespace) -> None:
 
         app = serve_app(arguments)
         run(app, host=arguments.host, port=arguments.port, token=_serve_token(arguments))
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "demo": _demo,
+    "replay": _replay,
+    "proxy": _proxy,
+    "serve": _serve,
+    "formats": _formats,
+}
+"""Each subcommand -> what runs it."""
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -106,37 +107,54 @@ class PlainRenderer(Renderer):
         self._out.flush()
 
     def _segment_event(self, event: SegmentEvent) -> None:
-        kind = event.event_type
-        if kind is SegmentEventType.START:
-            self._kinds[event.segment_id] = event.segment_type
-            name = event.metadata.get("tool_name", "")
-            label = str(event.segment_type)
-            if event.segment_type is SegmentType.TOOL_CALL:
-                label = f"tool {name}"
-            self._line(f"[{label}]")
-        elif kind is SegmentEventType.CONTENT:
-            if self._kinds.get(event.segment_id) is not SegmentType.TOOL_CALL:
-                self._streaming = None
-                self._write(event.payload["delta"])
-        elif kind is SegmentEventType.ARGUMENT:
-            path = tuple(event.payload["path"])
-            key = ".".join(str(part) for part in path)
-            if "delta" in event.payload:
-                if self._streaming != (event.segment_id, path):
-                    if self._column:
-                        self._write("\n")
-                    self._write(f"  {key}: ")
-                    self._streaming = (event.segment_id, path)
-                self._write(event.payload["delta"])
-            elif self._streaming == (event.segment_id, path) and isinstance(event.payload["value"], str):
-                self._write("\n" if self._column else "")  # the string was shown as it streamed
-                self._streaming = None
-            else:
-                self._line(f"  {key} = {json.dumps(event.payload['value'], ensure_ascii=False)}")
-        elif kind is SegmentEventType.END:
-            if self._column:
-                self._write("\n")
+        _PLAIN_SEGMENT_EVENTS[event.event_type](self, event)
+
+    def _start(self, event: SegmentEvent) -> None:
+        """A segment's header line: its type, or the tool a call calls."""
+        self._kinds[event.segment_id] = event.segment_type
+        if event.segment_type is SegmentType.TOOL_CALL:
+            self._line(f"[tool {event.metadata.get('tool_name', '')}]")
+        else:
+            self._line(f"[{event.segment_type}]")
+
+    def _content(self, event: SegmentEvent) -> None:
+        """Text as it comes; a call's raw arguments are shown by their ARGUMENT events instead."""
+        if self._kinds.get(event.segment_id) is not SegmentType.TOOL_CALL:
             self._streaming = None
+            self._write(event.payload["delta"])
+
+    def _argument(self, event: SegmentEvent) -> None:
+        """A string argument as it streams (``key: text``), any other value whole (``key = value``)."""
+        path = tuple(event.payload["path"])
+        key = ".".join(str(part) for part in path)
+        streamed = self._streaming == (event.segment_id, path)
+        if "delta" in event.payload:
+            if not streamed:
+                if self._column:
+                    self._write("\n")
+                self._write(f"  {key}: ")
+                self._streaming = (event.segment_id, path)
+            self._write(event.payload["delta"])
+        elif streamed and isinstance(event.payload["value"], str):
+            self._write("\n" if self._column else "")  # the string was shown as it streamed
+            self._streaming = None
+        else:
+            self._line(f"  {key} = {json.dumps(event.payload['value'], ensure_ascii=False)}")
+
+    def _end(self, event: SegmentEvent) -> None:
+        """The segment's last line ends."""
+        del event
+        if self._column:
+            self._write("\n")
+        self._streaming = None
+
+
+_PLAIN_SEGMENT_EVENTS = {
+    SegmentEventType.START: PlainRenderer._start,
+    SegmentEventType.CONTENT: PlainRenderer._content,
+    SegmentEventType.ARGUMENT: PlainRenderer._argument,
+    SegmentEventType.END: PlainRenderer._end,
+}
 
 
 @dataclass
@@ -150,6 +168,16 @@ class _Block:
     path: str | None = None
     done: bool = False
     invocation: ToolInvocation | None = None
+
+    def add_argument(self, payload: Mapping[str, Any]) -> None:
+        """A piece of a string argument, or a whole value (a file tool's ``path`` names the block)."""
+        key = ".".join(str(part) for part in payload["path"])
+        if "delta" in payload:
+            self.arguments.setdefault(key, []).append(payload["delta"])
+            return
+        self.values[key] = payload["value"]
+        if payload["path"] == ["path"] and isinstance(payload["value"], str):
+            self.path = payload["value"]
 
 
 _FOLDED = frozenset({SegmentType.TOOL_CALL, SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
@@ -263,13 +291,7 @@ class LiveRenderer(Renderer):
         if kind is SegmentEventType.CONTENT:
             block.pieces.append(event.payload["delta"])
         elif kind is SegmentEventType.ARGUMENT:
-            key = ".".join(str(part) for part in event.payload["path"])
-            if "delta" in event.payload:
-                block.arguments.setdefault(key, []).append(event.payload["delta"])
-            else:
-                block.values[key] = event.payload["value"]
-                if event.payload["path"] == ["path"] and isinstance(event.payload["value"], str):
-                    block.path = event.payload["value"]
+            block.add_argument(event.payload)
         elif kind is SegmentEventType.END:
             block.done = True
             path = event.metadata.get("path")
@@ -295,7 +317,6 @@ class LiveRenderer(Renderer):
         from rich.console import Group
         from rich.panel import Panel
         from rich.syntax import Syntax
-        from rich.table import Table
         from rich.text import Text
 
         text = "".join(block.pieces)
@@ -303,26 +324,18 @@ class LiveRenderer(Renderer):
             return Text(text or "(reasoning)", style="dim italic")
         if block.segment_type is SegmentType.TEXT:
             return Text(text)
-        footer = self._invocation_line(block)
         if block.segment_type in (SegmentType.WRITE_FILE, SegmentType.PATCH_FILE):
             title = f"{block.name} {block.path or '…'}"
-            syntax = Syntax(text, _lexer(block.path, block.segment_type), line_numbers=True, word_wrap=True)
-            body: Any = syntax if footer is None else Group(syntax, footer)
-            return Panel(body, title=title, border_style="green" if block.done else "yellow")
-        table = Table.grid(padding=(0, 1))
-        table.add_column(style="cyan", no_wrap=True)
-        table.add_column()
-        shown = set()
-        for key, value in block.values.items():
-            table.add_row(key, json.dumps(value, ensure_ascii=False))
-            shown.add(key)
-        for key, parts in block.arguments.items():
-            if key not in shown:
-                table.add_row(key, Text('"' + "".join(parts) + "…", style="yellow"))
-        if not block.values and not block.arguments:
-            table.add_row("", Text(text, style="yellow"))
-        body = table if footer is None else Group(table, footer)
-        return Panel(body, title=f"tool {block.name}", border_style="green" if block.done else "yellow")
+            body: Any = Syntax(
+                text, _lexer(block.path, block.segment_type), line_numbers=True, word_wrap=True
+            )
+        else:
+            title = f"tool {block.name}"
+            body = _arguments_table(block, text)
+        footer = self._invocation_line(block)
+        if footer is not None:
+            body = Group(body, footer)
+        return Panel(body, title=title, border_style="green" if block.done else "yellow")
 
     @staticmethod
     def _invocation_line(block: _Block) -> Any:
@@ -334,6 +347,25 @@ class LiveRenderer(Renderer):
         if invocation.error is not None:
             return Text(f"✗ {invocation.error.kind}: {invocation.error.message}", style="red")
         return Text(f"✓ invocation {invocation.id} ready", style="green")
+
+
+def _arguments_table(block: _Block, text: str) -> Any:
+    """A call's arguments, one row each: whole values, then strings still streaming; its raw text while
+    no argument is known."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="cyan", no_wrap=True)
+    table.add_column()
+    for key, value in block.values.items():
+        table.add_row(key, json.dumps(value, ensure_ascii=False))
+    for key, parts in block.arguments.items():
+        if key not in block.values:
+            table.add_row(key, Text('"' + "".join(parts) + "…", style="yellow"))
+    if not block.values and not block.arguments:
+        table.add_row("", Text(text, style="yellow"))
+    return table
 
 
 class _Tail:

@@ -102,18 +102,8 @@ class _ObserverFeed(Generic[T]):
                     if not self.disposed:
                         _notify(self.observer.on_error, name, exc)
                     return
-                if not batch:
-                    if not self.disposed:
-                        _notify(self.observer.on_completed, name)
+                if not self._deliver(batch):
                     return
-                for item in batch:
-                    if self.disposed:
-                        return
-                    try:
-                        self.observer.on_next(item)
-                    except Exception as exc:
-                        self._cut_off(exc)
-                        return
         except anyio.get_cancelled_exc_class():
             # The hub is being torn down before the source ended (its block raised or was cancelled).
             if not self.disposed:
@@ -122,6 +112,23 @@ class _ObserverFeed(Generic[T]):
                     self.observer.on_error, name, HubClosedError("the hub was closed before its source ended")
                 )
             raise
+
+    def _deliver(self, batch: list[T]) -> bool:
+        """Pass a batch to the observer; False when the feed is over: the source ended (an empty batch),
+        the observer was disposed, or it raised."""
+        if not batch:
+            if not self.disposed:
+                _notify(self.observer.on_completed, self.subscription.name)
+            return False
+        for item in batch:
+            if self.disposed:
+                return False
+            try:
+                self.observer.on_next(item)
+            except Exception as exc:
+                self._cut_off(exc)
+                return False
+        return True
 
     def _cut_off(self, error: Exception) -> None:
         name = self.subscription.name

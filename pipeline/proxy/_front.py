@@ -59,6 +59,7 @@ __all__ = [
     "FrontDoor",
     "RequestError",
     "Wire",
+    "completion_of",
     "reasoning_splitter",
     "split_completion_reasoning",
 ]
@@ -73,6 +74,17 @@ def reasoning_splitter(style: str | None) -> Core[ChunkResponse, ChunkResponse] 
     return ReasoningTagSplitter(style)
 
 
+def completion_of(body: bytes) -> dict[str, Any] | None:
+    """The decoded ``chat.completion`` of an upstream body; None when it is not JSON with choices."""
+    try:
+        completion = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
+        return None
+    return completion
+
+
 def split_completion_reasoning(completion: dict[str, Any], style: str) -> dict[str, Any]:
     """A whole ``chat.completion`` with each message's tagged reasoning moved to ``reasoning_content``."""
     choices = completion.get("choices")
@@ -80,17 +92,21 @@ def split_completion_reasoning(completion: dict[str, Any], style: str) -> dict[s
         return completion
     for choice in choices:
         message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
-            continue
-        splitter = reasoning_splitter(style)
-        assert splitter is not None
-        chunks = [*splitter.feed(ChunkResponse(content=message["content"])), *splitter.finish()]
-        reasoning = "".join(chunk.reasoning or "" for chunk in chunks)
-        if reasoning:
-            previous = message.get("reasoning_content")
-            message["reasoning_content"] = (previous if isinstance(previous, str) else "") + reasoning
-            message["content"] = "".join(chunk.content for chunk in chunks) or None
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            _split_message_reasoning(message, style)
     return completion
+
+
+def _split_message_reasoning(message: dict[str, Any], style: str) -> None:
+    """Move the tagged reasoning of one message's text content to its ``reasoning_content``."""
+    splitter = reasoning_splitter(style)
+    assert splitter is not None
+    chunks = [*splitter.feed(ChunkResponse(content=message["content"])), *splitter.finish()]
+    reasoning = "".join(chunk.reasoning or "" for chunk in chunks)
+    if reasoning:
+        previous = message.get("reasoning_content")
+        message["reasoning_content"] = (previous if isinstance(previous, str) else "") + reasoning
+        message["content"] = "".join(chunk.content for chunk in chunks) or None
 
 
 class ChunkPipeline:

@@ -52,7 +52,7 @@ from operators.registry import check_choice
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
 from pipeline.fanout.access import declares_over
-from pipeline.proxy._front import reasoning_splitter, split_completion_reasoning
+from pipeline.proxy._front import completion_of, reasoning_splitter, split_completion_reasoning
 from pipeline.proxy._reads import relay_upstream
 from pipeline.proxy._requests import RequestError, decode_object, too_large
 from pipeline.proxy._shared import (
@@ -267,38 +267,44 @@ class _Exchange(Response):
         await _send_whole(send, upstream.status_code, headers, body)
 
     def _rewrite_completion(self, body: bytes) -> bytes:
-        tool_format = self._tool_format
         tags = self._proxy.reasoning_tags
-        if tool_format is None and tags is None:
+        if self._tool_format is None and tags is None:
             return body
-        try:
-            completion = msgspec.json.decode(body)
-        except msgspec.DecodeError:
-            return body  # not JSON: the client gets what the upstream said
-        if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
-            return body
+        completion = completion_of(body)
+        if completion is None:
+            return body  # not a chat.completion: the client gets what the upstream said
         if tags is not None:
             completion = split_completion_reasoning(completion, tags)
+        folded = self._fold_calls(completion)
+        if folded is None:
+            # no calls to rewrite: the answer as the upstream gave it (with its reasoning split, if asked)
+            return body if tags is None else encode_json(completion)
+        return encode_json(self._apply_policy(folded))
+
+    def _fold_calls(self, completion: dict[str, Any]) -> dict[str, Any] | None:
+        """The completion with the calls in its text folded; None when there is nothing to rewrite."""
+        tool_format = self._tool_format
         if tool_format == AUTO:
             tool_format = detect_tool_format(_message_text(completion)) or ""
         if tool_format:
             offered = self._policy.offered_names if self._policy is not None else None
-            folded = fold_openai_completion(
+            return fold_openai_completion(
                 completion, tool_format, tool_schemas=self._tool_schemas, offered_tools=offered
             )
-        elif self._policy is None or self._policy.is_trivial:
-            # no calls to rewrite: the answer as the upstream gave it (with its reasoning split, if asked)
-            return body if tags is None else encode_json(completion)
-        else:
-            folded = completion
-        if self._policy is not None and not self._policy.is_trivial:
-            try:
-                folded = self._policy.apply_to_completion(folded)
-            except ToolChoiceError as exc:
-                error = error_body(str(exc), type="invalid_response_error", code=exc.code)
-                error["error"]["completion"] = folded  # what the model answered is not lost
-                raise _PolicyFailure(error) from None
-        return encode_json(folded)
+        if self._policy is None or self._policy.is_trivial:
+            return None
+        return completion
+
+    def _apply_policy(self, folded: dict[str, Any]) -> dict[str, Any]:
+        """The completion with the request's tool rules applied; `_PolicyFailure` when it breaks them."""
+        if self._policy is None or self._policy.is_trivial:
+            return folded
+        try:
+            return self._policy.apply_to_completion(folded)
+        except ToolChoiceError as exc:
+            error = error_body(str(exc), type="invalid_response_error", code=exc.code)
+            error["error"]["completion"] = folded  # what the model answered is not lost
+            raise _PolicyFailure(error) from None
 
     async def _stream(self, upstream: httpx.Response, send: Send) -> None:
         """A streamed answer: what each upstream read brought goes through the core and out at once, in
@@ -473,21 +479,24 @@ class _Proxy:
             payload["stream_options"] = {**(payload.get("stream_options") or {}), "include_usage": True}
             body = encode_json(payload)
         upstream = self.upstream_request(request, body, identity=True)
-        tools = payload.get("tools")
-        rewrites = bool(tools) and payload.get("tool_choice") != "none"
+        tool_format, policy = self._tool_rules(payload)
         return _Exchange(
             self,
             upstream,
             mode,
-            tool_format=self.tool_format if rewrites else None,
-            tool_schemas=_tool_schemas(tools),
-            policy=ToolPolicy.from_request(payload, self.unknown_tools)
-            if rewrites and self.tool_format is not None
-            else None,
+            tool_format=tool_format,
+            tool_schemas=_tool_schemas(payload.get("tools")),
+            policy=policy,
             route="chat",
             model=model if isinstance(model := payload.get("model"), str) else None,
             strip_usage=strip_usage,
         )
+
+    def _tool_rules(self, payload: dict[str, Any]) -> tuple[str | None, ToolPolicy | None]:
+        """The tool format and tool rules of a request: none when it offers no tools or forbids calls."""
+        if not payload.get("tools") or payload.get("tool_choice") == "none" or self.tool_format is None:
+            return None, None
+        return self.tool_format, ToolPolicy.from_request(payload, self.unknown_tools)
 
     async def health(self, request: Request) -> Response:
         """``GET /health``: the proxy itself is serving (the upstream is not asked)."""

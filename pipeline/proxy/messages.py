@@ -151,6 +151,23 @@ def chat_request(payload: Mapping[str, Any]) -> dict[str, Any]:
     }
     if payload.get("stop_sequences"):
         chat["stop"] = payload["stop_sequences"]
+    chat["messages"] = _chat_messages(payload)
+    tools = [_tool(tool, f"tools[{position}]") for position, tool in enumerate(payload.get("tools") or [])]
+    if tools:
+        chat["tools"] = tools
+    choice = payload.get("tool_choice")
+    if isinstance(choice, Mapping):
+        chat["tool_choice"] = _tool_choice(choice)
+        if choice.get("disable_parallel_tool_use") is True:
+            chat["parallel_tool_calls"] = False
+    chat["stream"] = True
+    # The usage on every chunk (vLLM, SGLang): message_start then carries the input tokens.
+    chat["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    return chat
+
+
+def _chat_messages(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The chat messages of a Messages request's ``system`` and ``messages``."""
     messages: list[dict[str, Any]] = []
     system = payload.get("system")
     if system:
@@ -160,29 +177,21 @@ def chat_request(payload: Mapping[str, Any]) -> dict[str, Any]:
         raise RequestError("messages must be a list")
     for position, message in enumerate(raw_messages):
         _add_message(messages, message, f"messages[{position}]")
-    chat["messages"] = messages
-    tools = [_tool(tool, f"tools[{position}]") for position, tool in enumerate(payload.get("tools") or [])]
-    if tools:
-        chat["tools"] = tools
-    choice = payload.get("tool_choice")
-    if isinstance(choice, Mapping):
-        kind = choice.get("type")
-        if kind == "auto":
-            chat["tool_choice"] = "auto"
-        elif kind == "any":
-            chat["tool_choice"] = "required"
-        elif kind == "none":
-            chat["tool_choice"] = "none"
-        elif kind == "tool" and isinstance(choice.get("name"), str):
-            chat["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
-        else:
-            raise RequestError(f"tool_choice {encode_json(choice).decode()} is not supported")
-        if choice.get("disable_parallel_tool_use") is True:
-            chat["parallel_tool_calls"] = False
-    chat["stream"] = True
-    # The usage on every chunk (vLLM, SGLang): message_start then carries the input tokens.
-    chat["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
-    return chat
+    return messages
+
+
+_CHOICE_WORDS = {"auto": "auto", "any": "required", "none": "none"}
+"""Anthropic's ``tool_choice`` types that are a word in Chat Completions."""
+
+
+def _tool_choice(choice: Mapping[str, Any]) -> object:
+    """The chat ``tool_choice`` of an Anthropic one: a word, or a named function."""
+    kind = choice.get("type")
+    if isinstance(kind, str) and kind in _CHOICE_WORDS:
+        return _CHOICE_WORDS[kind]
+    if kind == "tool" and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    raise RequestError(f"tool_choice {encode_json(choice).decode()} is not supported")
 
 
 def _tool(tool: object, where: str) -> dict[str, Any]:
@@ -235,6 +244,12 @@ def _add_message(messages: list[dict[str, Any]], message: object, where: str) ->
         return
     if not isinstance(content, list):
         raise RequestError(f"{where}.content must be a string or a list of blocks")
+    _add_blocks(messages, role, content, where)
+
+
+def _add_blocks(messages: list[dict[str, Any]], role: str, content: list[Any], where: str) -> None:
+    """A message's blocks: each tool result as a ``tool`` message, then one message of the text, images
+    and calls."""
     parts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     for number, block in enumerate(content):

@@ -82,23 +82,13 @@ class ToolPolicy(msgspec.Struct, frozen=True):
             raise ConfigurationError(
                 f"unknown unknown_tools {unknown_tools!r}; expected one of: {', '.join(UNKNOWN_TOOLS)}"
             )
-        names: set[str] = set()
-        tools = payload.get("tools")
-        for tool in tools if isinstance(tools, list) else ():
-            if isinstance(tool, Mapping):  # {"type": "function", "function": {...}} or "custom"
-                for kind in ("function", "custom"):
-                    spec = tool.get(kind)
-                    name = spec.get("name") if isinstance(spec, Mapping) else None
-                    if isinstance(name, str):
-                        names.add(name)
+        names = _offered_names(payload.get("tools"))
         choice = payload.get("tool_choice")
         required: bool | str = choice == "required"
-        if isinstance(choice, Mapping):
-            function = choice.get("function")
-            name = function.get("name") if isinstance(function, Mapping) else None
-            if isinstance(name, str):
-                required = name
-                names = {name}
+        name = _function_name(choice)
+        if name is not None:
+            required = name
+            names = {name}
         return cls(
             names=frozenset(names),
             required=required,
@@ -136,16 +126,11 @@ class ToolPolicy(msgspec.Struct, frozen=True):
         if not isinstance(choice, Mapping) or not isinstance(message, Mapping):
             return choice
         calls = message.get("tool_calls")
-        kept: list[Any] = []
-        named_made = False
-        for call in calls if isinstance(calls, list) else ():
-            function = call.get("function") if isinstance(call, Mapping) else None
-            name = function.get("name") if isinstance(function, Mapping) else None
-            if self.admits(name if isinstance(name, str) else None, len(kept)):
-                kept.append(call)
-                named_made = named_made or name == self.required
-        self.check_made(len(kept), named_made)
-        if not isinstance(calls, list) or len(kept) == len(calls):
+        if not isinstance(calls, list):
+            self.check_made(0)
+            return choice
+        kept = self._kept_calls(calls)
+        if len(kept) == len(calls):
             return choice
         new_message = dict(message)
         new_message["tool_calls"] = kept or None
@@ -156,6 +141,18 @@ class ToolPolicy(msgspec.Struct, frozen=True):
         if not kept and new_choice.get("finish_reason") == "tool_calls":
             new_choice["finish_reason"] = "stop"
         return new_choice
+
+    def _kept_calls(self, calls: list[Any]) -> list[Any]:
+        """The calls of a whole message the rules keep; raises when a required call is not among them."""
+        kept: list[Any] = []
+        named_made = False
+        for call in calls:
+            name = _function_name(call)
+            if self.admits(name, len(kept)):
+                kept.append(call)
+                named_made = named_made or name == self.required
+        self.check_made(len(kept), named_made)
+        return kept
 
     def admits(self, name: str | None, kept: int) -> bool:
         """Whether a call named ``name`` is kept when ``kept`` calls were kept before it.
@@ -188,6 +185,26 @@ class ToolPolicy(msgspec.Struct, frozen=True):
             )
 
 
+def _function_name(entry: object) -> str | None:
+    """The ``function.name`` of a tool, tool choice or call, if it has one."""
+    return _name(entry.get("function")) if isinstance(entry, Mapping) else None
+
+
+def _name(spec: object) -> str | None:
+    """The ``name`` string of a mapping, if it has one."""
+    name = spec.get("name") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
+def _offered_names(tools: object) -> set[str]:
+    """The names of a request's tools: ``{"type": "function", "function": {...}}`` or ``"custom"``."""
+    names: set[str] = set()
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, Mapping):
+            names.update(n for kind in ("function", "custom") if (n := _name(tool.get(kind))) is not None)
+    return names
+
+
 _DROPPED: Final = -1
 
 
@@ -211,11 +228,8 @@ class ToolPolicyFilter:
     def feed(self, item: ChunkResponse) -> list[ChunkResponse]:
         calls = item.tool_calls
         finish = item.finish_reason
-        if not calls:
-            if finish != "tool_calls":
-                return [item]
-        elif len(calls) == 1 and finish is None and self._positions.get(calls[0].index) == calls[0].index:
-            return [item]  # the next piece of a kept call that kept its position: the common case
+        if self._passes_unchanged(calls, finish):
+            return [item]
         changes: dict[str, Any] = {}
         if calls:
             kept = self._kept_calls(item, calls)
@@ -229,6 +243,13 @@ class ToolPolicyFilter:
         if not item.tool_calls and not _carries(item):
             return []
         return [item]
+
+    def _passes_unchanged(self, calls: list[ToolCallDelta] | None, finish: str | None) -> bool:
+        """Whether a chunk passes as it is: it has no calls and does not end with ``tool_calls``, or it
+        is the next piece of a kept call that kept its position (the common case)."""
+        if not calls:
+            return finish != "tool_calls"
+        return len(calls) == 1 and finish is None and self._positions.get(calls[0].index) == calls[0].index
 
     def _kept_calls(self, item: ChunkResponse, calls: list[ToolCallDelta]) -> list[ToolCallDelta]:
         """The calls of ``item`` the policy admits, at their outgoing positions.

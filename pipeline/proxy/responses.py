@@ -17,7 +17,7 @@ as on the Chat route; a broken one ends the answer as `ResponsesWire` says.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -217,18 +217,20 @@ def _text_of(content: object, where: str) -> str | list[dict[str, Any]]:
         return content
     if not isinstance(content, list):
         raise RequestError(f"{where}.content must be a string or a list of parts")
-    parts: list[dict[str, Any]] = []
-    for number, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, Mapping) else None
-        if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
-            parts.append({"type": "text", "text": part["text"]})
-        elif kind == "input_image" and isinstance(part.get("image_url"), str):
-            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
-        else:
-            raise RequestError(f"{where}.content[{number}]: part type {kind!r} is not supported")
+    parts = [_chat_part(part, f"{where}.content[{number}]") for number, part in enumerate(content)]
     if all(part["type"] == "text" for part in parts):
         return "".join(part["text"] for part in parts)
     return parts
+
+
+def _chat_part(part: Any, where: str) -> dict[str, Any]:
+    """The Chat content part of a text or image part."""
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
+        return {"type": "text", "text": part["text"]}
+    if kind == "input_image" and isinstance(part.get("image_url"), str):
+        return {"type": "image_url", "image_url": {"url": part["image_url"]}}
+    raise RequestError(f"{where}: part type {kind!r} is not supported")
 
 
 def _add_item(messages: list[dict[str, Any]], item: object, position: int) -> None:
@@ -236,32 +238,47 @@ def _add_item(messages: list[dict[str, Any]], item: object, position: int) -> No
     if not isinstance(item, Mapping):
         raise RequestError(f"{where} must be an object")
     kind = item.get("type", "message")
-    if kind == "message":
-        role = item.get("role")
-        if role not in ("user", "assistant", "system", "developer"):
-            raise RequestError(f"{where}.role {role!r} is not supported")
-        messages.append(
-            {
-                "role": "system" if role == "developer" else role,
-                "content": _text_of(item.get("content"), where),
-            }
-        )
-    elif kind == "function_call":
-        call = {
-            "id": item.get("call_id"),
-            "type": "function",
-            "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
-        }
-        last = messages[-1] if messages else None
-        if last is not None and last["role"] == "assistant" and isinstance(last.get("content"), str | None):
-            last.setdefault("tool_calls", []).append(call)
-        else:
-            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-    elif kind == "function_call_output":
-        output = item.get("output")
-        content = output if isinstance(output, str) else _text_of(output, where)
-        messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": content})
-    elif kind == "reasoning":
-        return
-    else:
+    if kind == "reasoning":
+        return  # a Chat Completions upstream takes no reasoning back
+    add = _ITEMS.get(kind) if isinstance(kind, str) else None
+    if add is None:
         raise RequestError(f"{where}: item type {kind!r} is not supported")
+    add(messages, item, where)
+
+
+def _add_message(messages: list[dict[str, Any]], item: Mapping[str, Any], where: str) -> None:
+    """A message item: a Chat message, a developer message as a system one."""
+    role = item.get("role")
+    if role not in ("user", "assistant", "system", "developer"):
+        raise RequestError(f"{where}.role {role!r} is not supported")
+    content = _text_of(item.get("content"), where)
+    messages.append({"role": "system" if role == "developer" else role, "content": content})
+
+
+def _add_function_call(messages: list[dict[str, Any]], item: Mapping[str, Any], where: str) -> None:
+    """A ``function_call`` item: a call of the assistant message before it, or of a new one."""
+    del where
+    call = {
+        "id": item.get("call_id"),
+        "type": "function",
+        "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
+    }
+    last = messages[-1] if messages else None
+    if last is not None and last["role"] == "assistant" and isinstance(last.get("content"), str | None):
+        last.setdefault("tool_calls", []).append(call)
+    else:
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def _add_function_output(messages: list[dict[str, Any]], item: Mapping[str, Any], where: str) -> None:
+    """A ``function_call_output`` item: a ``tool`` message."""
+    output = item.get("output")
+    content = output if isinstance(output, str) else _text_of(output, where)
+    messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": content})
+
+
+_ITEMS: dict[str, Callable[[list[dict[str, Any]], Mapping[str, Any], str], None]] = {
+    "message": _add_message,
+    "function_call": _add_function_call,
+    "function_call_output": _add_function_output,
+}

@@ -274,8 +274,13 @@ def _fold_choice(choice: Any, rewriter: Callable[[], DelimiterRewriter]) -> Any:
         new_message[reasoning_field] = reasonings or None
     existing = message.get("tool_calls")
     new_message["tool_calls"] = [*(existing if isinstance(existing, list) else ()), *calls]
+    return _choice_with_message(choice, new_message)
+
+
+def _choice_with_message(choice: Mapping[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``choice`` with its calls folded into ``message``: a ``stop`` becomes ``tool_calls``."""
     new_choice = dict(choice)
-    new_choice["message"] = new_message
+    new_choice["message"] = message
     if new_choice.get("finish_reason") == "stop":
         new_choice["finish_reason"] = "tool_calls"
     return new_choice
