@@ -65,7 +65,7 @@ async def test_an_append_retried_after_a_lost_reply_is_applied_once(redis_server
     run_append = log._run_append
     calls: list[int] = []
 
-    async def lose_the_first_reply(args: tuple[bytes, ...]) -> Any:
+    async def lose_the_first_reply(args: list[bytes]) -> Any:
         result = await run_append(args)
         calls.append(1)
         if len(calls) == 1:
