@@ -72,7 +72,7 @@ async def test_an_append_retried_after_a_lost_reply_is_applied_once(redis_server
             raise redis.exceptions.ConnectionError("the reply was lost")
         return result
 
-    log._run_append = lose_the_first_reply  # type: ignore[method-assign]
+    log._run_append = lose_the_first_reply  # type: ignore[method-assign, assignment]
     try:
         assert await log.append(rid, items("a", "b")) == 2
         assert len(calls) == 2
