@@ -62,7 +62,7 @@ def json_problem(error: Exception, data: bytes | str, start: int | None) -> str:
         )
 
     if isinstance(error, RecursionError):
-        return "JSON nested too deeply to decode (more than about 1,000 levels)"
+        return "JSON nested too deeply to decode (beyond the recursion limit of Python's C code)"
     surrogate = _LONE_SURROGATE.search(raw)
     if surrogate is not None:
         escape = surrogate.group().decode()

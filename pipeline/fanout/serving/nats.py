@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -78,6 +79,11 @@ CLOSE_TIMEOUT: Final = 5.0
 """Seconds `NatsEventLog.aclose` waits for the connection to close (the server may be gone)."""
 
 _logger = logging.getLogger("streamfold")
+
+_LOST_TRANSPORT_WRITE: Final = (TypeError, AttributeError) if sys.version_info >= (3, 12) else ()
+"""What nats-py's close raises on Python 3.12 and 3.13 when it flushes what it buffered into a transport whose
+connection is lost: asyncio's ``writelines`` calls a callback the lost connection cleared (CPython issue
+136234), where Python 3.11 raises ``ConnectionResetError``."""
 
 
 class _Ack(msgspec.Struct):
@@ -653,6 +659,6 @@ class NatsEventLog(RemoteLogBase):
             with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 try:
                     await self.nc.close()
-                except (*self.transient, nats.errors.Error) as exc:
+                except (*self.transient, nats.errors.Error, *_LOST_TRANSPORT_WRITE) as exc:
                     # The server is gone: what the client buffered for it cannot be flushed.
                     _logger.info("closing the NATS connection of the event log failed: %r", exc)

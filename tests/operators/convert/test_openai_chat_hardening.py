@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 from types import FrameType
 from typing import Any
 
-import httpx2 as httpx  # the HTTP client openai-python is built on
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +23,11 @@ from pipeline.models import ChunkResponse, SegmentType, ToolCallDelta, ToolCallE
 from pipeline.testing import counter_segment_ids, sequential_call_ids
 from tests.conftest import FIXTURES
 from tests.converter_cases import collect, run_converter, sequential_ids
+
+try:  # the HTTP client openai-python is built on: httpx2 in its newer releases, httpx in the older ones
+    import httpx2 as httpx
+except ImportError:
+    import httpx  # type: ignore[no-redef]
 
 PARALLEL = FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse"
 

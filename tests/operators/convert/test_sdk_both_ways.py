@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx2
 import msgspec
 import openai
 import pytest
@@ -31,6 +30,11 @@ from pipeline.errors import ProviderError
 from pipeline.models import PipelineEvent
 from pipeline.testing import collect, counter_segment_ids, sequential_call_ids
 from tests.conftest import FIXTURES
+
+try:  # the HTTP client the SDKs are built on: httpx2 in their newer releases, httpx in the older ones
+    import httpx2
+except ImportError:
+    import httpx as httpx2  # type: ignore[no-redef]
 
 SDK_FOLDERS = ("openai_chat", "openai_compatible", "openai_responses", "anthropic", "gemini")
 INTERACTIONS_API = "vercel_gemini-2.5-flash_interactions_api_tool_call.jsonl"
