@@ -319,13 +319,16 @@ class ValueRule(CollectRule):
             self.stops, self.common = markers.starts, markers.common
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
-        if text[-1] in self.tail or (self.common in text and self.stopped(text)):
-            return None if more_than_text(item) else self._piece(item, text)
+        held = self.held
+        if held:  # (the rule's stops are every chunk then)
+            return None if more_than_text(item) else self._after_held(item, held + text, text)
+        last = text[-1]
+        if last in self.tail or (self.common in text and self.stopped(text)):
+            return None if more_than_text(item) else self._value_chunk(item, text)
         if item.is_complete or item.tool_calls or item.finish_reason:
             return None
         xml_args = self.xml_args
         assert xml_args is not None  # (see follow)
-        last = text[-1]
         if not xml_args.streaming or (
             not self.ends_plain and (last == "\n" or (xml_args.strips_space and last.isspace()))
         ):
@@ -373,14 +376,6 @@ class ValueRule(CollectRule):
         if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
             longer = escape_json_text(longer)
         return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
-
-    def _piece(self, item: ChunkResponse, text: str) -> Chunks | None:
-        """A chunk the rule does not take itself: `_after_held` while the start of a marker is held,
-        ``value_chunk``, then ``complete``, then the states."""
-        held = self.held
-        if held:
-            return self._after_held(item, held + text, text)
-        return self._value_chunk(item, text)
 
     def _value_chunk(self, item: ChunkResponse, text: str) -> Chunks | None:
         """``value_chunk``, then ``complete``, then the states."""

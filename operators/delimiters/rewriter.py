@@ -134,7 +134,12 @@ class _Output:
 
     def chunks(self, item: ChunkResponse) -> list[ChunkResponse]:
         """What the lexers emitted for ``item``, which carries nothing but its text, as chunks."""
-        return self.pack(item, False) if self.ops else []
+        ops = self.ops
+        if not ops:
+            return []
+        if len(ops) == 1 and ops[0][0] == "tool":  # (one piece of one call: most tags a rule completes)
+            return [ChunkResponse(tool_calls=[ops.pop()[1].delta()])]
+        return self.pack(item, False)
 
     def pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
         """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text;
