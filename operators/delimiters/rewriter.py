@@ -137,9 +137,11 @@ class _Output:
         ops = self.ops
         if not ops:
             return []
-        if len(ops) == 1 and ops[0][0] == "tool":  # (one piece of one call: most tags a rule completes)
-            return [ChunkResponse(tool_calls=[ops.pop()[1].delta()])]
-        return self.pack(item, False)
+        if len(ops) == 1:  # (one run of text, or one piece of one call: most tags a rule completes)
+            if ops[0][0] == "tool":
+                return [ChunkResponse(tool_calls=[ops.pop()[1].delta()])]
+            return [self._one(item, False)]
+        return self._runs(item, False)
 
     def pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
         """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text;
