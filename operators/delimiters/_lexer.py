@@ -171,6 +171,7 @@ class FormatLexer(LexerEngine):
         "_skip_rule",
         "_text_rule",
         "_value_rule",
+        "emitted",
         "fallback",
         "rule",
     )
@@ -193,16 +194,15 @@ class FormatLexer(LexerEngine):
         would give up on it), None when the shortcut may take them."""
         self.rule: Rule = self._text_rule
         """The rule of the next chunk, made again whenever the lexer moved (`renew_rule`)."""
+        self.emitted: Callable[[ChunkResponse], list[ChunkResponse]] = output.chunks
+        """The chunks of an item whose text a rule or the shortcut took, from what they emitted (the
+        output's own method: a rule asks it on every tag it completes)."""
 
     # --- rules ------------------------------------------------------------------------------------------
 
     def renew_rule(self) -> None:
         """The lexer moved (its states ran, or its shortcut or a rule took a marker): make its rule."""
         self.rule = self.make_rule()
-
-    def emitted(self, item: ChunkResponse) -> list[ChunkResponse]:
-        """The chunks of ``item``, whose text a rule or the shortcut took, from what they emitted."""
-        return self._output.chunks(item)
 
     def shortcut_chunks(self, item: ChunkResponse, text: str) -> list[ChunkResponse] | None:
         """The chunks of ``item`` when `shortcut` takes its text.

@@ -287,7 +287,7 @@ class ValueRule(CollectRule):
     other chunk to the lexer's ``value_chunk``, also while the start of a marker is held (the rule's
     stops are every chunk then). One rule serves a lexer's values, call after call (`follow`)."""
 
-    __slots__ = ("ends_plain", "held", "index", "kind", "markers", "xml_args")
+    __slots__ = ("ends_plain", "held", "index", "kind", "markers", "unsure", "xml_args")
 
     def __init__(self, lexer: RuleLexer, markers: Markers) -> None:
         super().__init__(lexer, _never, markers.starts, markers.tail)
@@ -297,15 +297,19 @@ class ValueRule(CollectRule):
         self.xml_args: XmlArguments | None = None
         self.held = ""
         """The start of a marker the lexer holds back (`hold`)."""
+        self.unsure = "\n"
+        """The characters a piece may end with that the value may strip (the newline before its end
+        tag, or any whitespace): such a piece goes to the value's writer."""
         self.ends_plain = False
-        """A piece the rule takes never ends with whitespace the value may strip (a newline is in the
-        tail, and the value does not strip all whitespace)."""
+        """No piece the rule takes ends with one of them (a newline is in the tail, and the value does
+        not strip all whitespace)."""
 
     def follow(self, index: int, kind: ToolCallKind, xml_args: XmlArguments) -> None:
         """Make this the rule of call ``index``'s values, which ``xml_args`` writes."""
         self.index = index
         self.kind = kind
         self.xml_args = xml_args
+        self.unsure = _WHITESPACE if xml_args.strips_space else "\n"
         self.ends_plain = "\n" in self.tail and not xml_args.strips_space
 
     def hold(self, held: str) -> None:
@@ -319,16 +323,17 @@ class ValueRule(CollectRule):
             self.stops, self.common = markers.starts, markers.common
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
-        if text[-1] in self.tail or (self.common in text and self.stopped(text)):
-            return None if more_than_text(item) else self._piece(item, text)
+        held = self.held
+        if held:  # (the rule's stops are every chunk then)
+            return self._after_held(item, held + text, text)
+        last = text[-1]
+        if last in self.tail or (self.common in text and self.stopped(text)):
+            return None if more_than_text(item) else self._value_chunk(item, text)
         if item.is_complete or item.tool_calls or item.finish_reason:
             return None
         xml_args = self.xml_args
         assert xml_args is not None  # (see follow)
-        last = text[-1]
-        if not xml_args.streaming or (
-            not self.ends_plain and (last == "\n" or (xml_args.strips_space and last.isspace()))
-        ):
+        if not xml_args.streaming or (not self.ends_plain and last in self.unsure):
             return self._write(item, text, xml_args)
         if not text.isprintable() or '"' in text or "\\" in text:  # (json_escape's test, inline)
             text = escape_json_text(text)
@@ -348,7 +353,10 @@ class ValueRule(CollectRule):
     def _after_held(self, item: ChunkResponse, longer: str, text: str) -> Chunks | None:
         """``text`` after the held start of a marker, ``longer`` the two: held when they are still the
         start of one, a string's piece when together they hold no marker and no start of one at their
-        end (a newline held inside a value, then more of it), else `_value_chunk`."""
+        end (a newline held inside a value, then more of it), else `_value_chunk`. None: the states
+        take it (``item`` carries more than text, say)."""
+        if more_than_text(item):
+            return None
         markers = self.markers
         if longer in markers.prefixes:  # (the start of a marker, growing)
             self.lexer.hold_back(longer)
@@ -374,14 +382,6 @@ class ValueRule(CollectRule):
             longer = escape_json_text(longer)
         return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
 
-    def _piece(self, item: ChunkResponse, text: str) -> Chunks | None:
-        """A chunk the rule does not take itself: `_after_held` while the start of a marker is held,
-        ``value_chunk``, then ``complete``, then the states."""
-        held = self.held
-        if held:
-            return self._after_held(item, held + text, text)
-        return self._value_chunk(item, text)
-
     def _value_chunk(self, item: ChunkResponse, text: str) -> Chunks | None:
         """``value_chunk``, then ``complete``, then the states."""
         piece = self.lexer.value_chunk(text)
@@ -397,6 +397,12 @@ def _never(text: str) -> bool | None:
     """A value's rule gathers nothing."""
     return False
 
+
+_WHITESPACE: Final = (
+    "\x09\x0a\x0b\x0c\x0d\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+"""Every character for which `str.isspace` is true."""
 
 _EVERY: Final = ("",)
 """Stops that every chunk holds: a rule with them takes no chunk itself."""

@@ -587,38 +587,36 @@ class XmlArguments:
         """The next characters of the current value (free of markers)."""
         if not text:
             return
-        self._value(text)
-        self.streaming = self._mode == "stream" and self._started and not self._pending
-
-    def _value(self, text: str) -> None:
-        strip = self._strip
         if not self._started:
-            if strip == "space":
-                text = text.lstrip()
-                self._started = bool(text)
+            text = self._first(text)
+        strip = self._strip
+        if text and strip != "none":
+            if self._pending:
+                text = self._pending + text
+                self._pending = ""
+            if strip == "newline":
+                if text[-1] == "\n":  # (perhaps the newline before the end tag: held until more comes)
+                    self._pending = "\n"
+                    text = text[:-1]
             else:
-                self._started = True
-                if strip == "newline" and text[0] == "\n":
-                    text = text[1:]
-            if not text:
-                return
-        if strip == "none":
-            self._take(text)
-            return
-        if self._pending:
-            text = self._pending + text
-            self._pending = ""
-        if strip == "newline":
-            if text[-1] == "\n":
-                self._pending = "\n"
-                text = text[:-1]
-        else:
-            body = text.rstrip()
-            if len(text) - len(body) <= _WHITESPACE_LIMIT:
-                self._pending = text[len(body) :]
-                text = body
+                body = text.rstrip()
+                if len(text) - len(body) <= _WHITESPACE_LIMIT:
+                    self._pending = text[len(body) :]
+                    text = body
         if text:
             self._take(text)
+        self.streaming = self._mode == "stream" and self._started and not self._pending
+
+    def _first(self, text: str) -> str:
+        """The value's first characters, without the leading whitespace (or newline) it strips."""
+        if self._strip == "space":
+            text = text.lstrip()
+            self._started = bool(text)
+        else:
+            self._started = True
+            if self._strip == "newline" and text[0] == "\n":
+                text = text[1:]
+        return text
 
     def _take(self, text: str) -> None:
         mode = self._mode

@@ -134,7 +134,14 @@ class _Output:
 
     def chunks(self, item: ChunkResponse) -> list[ChunkResponse]:
         """What the lexers emitted for ``item``, which carries nothing but its text, as chunks."""
-        return self.pack(item, False) if self.ops else []
+        ops = self.ops
+        if not ops:
+            return []
+        if len(ops) == 1:  # (one run of text, or one piece of one call: most tags a rule completes)
+            if ops[0][0] == "tool":
+                return [ChunkResponse(tool_calls=[ops.pop()[1].delta()])]
+            return [self._one(item, False)]
+        return self._runs(item, False)
 
     def pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
         """The chunks of what the lexers emitted for ``item`` (``carries``: it has more than text;
