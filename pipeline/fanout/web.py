@@ -41,16 +41,10 @@ endpoints themselves are dependency-free ASGI apps. This module holds the routes
 is `pipeline.fanout._asgi.serve_connection`'s, and each wire's bytes a framer's
 (`pipeline.fanout._framers`).
 
-**Served responses** (`serving_routes`): responses kept in an event log
-(`pipeline.fanout.serving`) rather than a live hub. They outlive their producer's block, can be
-started by ``POST`` and stopped, and every frame carries the entry's id: SSE ``id: N`` (the end and error
-frames too), WebSocket ``{"id": N, "item": ...}``. A client resumes with ``Last-Event-ID`` (SSE; wins
-over the query) or ``?after=N`` and gets exactly the entries after ``N``. A cursor older than what is
-retained gets 410 Gone with ``first_id`` in the JSON body (WebSocket: an ``ERROR`` message, close 4410),
-never a partial replay; an unknown response (or an id no backend can hold) 404 (4404), a cursor that
-is not ASCII digits 400 (4400). An error that ends one connection but not the response (the producer
-lost, the log trimmed past a slow client) is an ``event: error`` without ``id:``, so a reconnect resumes
-after the last entry received.
+**Served responses** (`serving_routes`): responses kept in an event log (`pipeline.fanout.serving`)
+rather than a live hub. They outlive their producer's block, can be started by ``POST`` and stopped, and
+every frame carries the entry's id, so a client resumes with ``Last-Event-ID`` or ``?after=N`` and gets
+exactly the entries after ``N``; `serving_routes` lists the answers to a cursor it cannot serve.
 """
 
 from __future__ import annotations
