@@ -7,10 +7,9 @@ DeepSeek, Qwen3-Coder, ...) and stock OpenAI clients see standard ``tool_calls``
     serve(upstream="http://127.0.0.1:8001", tool_format="kimi_k2", port=8000)  # or run it with uvicorn
 
 ``POST /v1/chat/completions`` is forwarded as the client sent it (headers such as ``Authorization``
-included). A streamed answer runs through one sans-IO core per request,
-`ChatStreamRewriter` (SSE decoder, OpenAI converter, delimiter rewriter,
-OpenAI encoder, chained), and every upstream read is answered
-at once with what it completed: arguments stream as the model writes them. A whole answer is rewritten by
+included). A streamed answer runs through one sans-IO core per request, `ChatStreamRewriter` (SSE
+decoder, OpenAI converter, delimiter rewriter, OpenAI encoder, chained), and every upstream read is
+answered at once with what it completed: arguments stream as the model writes them. A whole answer is rewritten by
 `fold_openai_completion`. Every other route passes through unchanged.
 
 As a model server runs its tool parser, the text is rewritten only when the request has ``tools`` and its
