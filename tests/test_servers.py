@@ -59,5 +59,5 @@ def test_the_redis_client_is_pinned_to_the_versions_tested_and_this_one_is_in() 
         for line in extras["redis"] + extras["test"]
         if line.startswith("redis")
     }
-    assert pins == {"<9,>=5.0.1"}
+    assert pins == {"<9,>=5.3"}
     assert Requirement(f"redis{pins.pop()}").specifier.contains(version("redis"))
