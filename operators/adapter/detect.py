@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pipeline.errors import ConfigurationError
 
@@ -72,29 +72,27 @@ def detect_wire_format(first_event: Mapping[str, Any]) -> WireFormat:
     Raises:
         ConfigurationError: the event fits none of the supported formats (the message names what it saw).
     """
-    if len(first_event) == 1 and next(iter(first_event)) in _CONVERSE_EVENTS:
-        return "bedrock-converse"
-    kind = first_event.get("type")
-    typed = _by_type(kind, first_event) if isinstance(kind, str) else None
-    if typed is not None:
-        return typed
-    if first_event.get("object") == "chat.completion.chunk" or "choices" in first_event:
-        return "openai"
-    if kind == "chunk" and isinstance(first_event.get("chunk"), Mapping):
-        return "openai"  # openai-python's chat.completions.stream() helper: its events wrap the chunks
-    if any(key in first_event for key in _GEMINI_KEYS):
-        return "gemini"
-    event_type = first_event.get("event_type")
-    if isinstance(event_type, str) and event_type.startswith(("interaction.", "step.", "content.")):
-        return "gemini"
-    if _is_ollama(first_event):
-        return "ollama"
+    for detector in _DETECTORS:
+        wire_format = detector(first_event)
+        if wire_format is not None:
+            return wire_format
     keys = ", ".join(sorted(map(str, first_event))[:8])
+    kind = first_event.get("type")
     raise ConfigurationError(f"cannot tell the wire format of an event with type {kind!r} and keys: {keys}")
 
 
-def _by_type(kind: str, first_event: Mapping[str, Any]) -> WireFormat | None:
+def _by_member(first_event: Mapping[str, Any]) -> WireFormat | None:
+    """Bedrock ConverseStream when the event is one ``ConverseStreamOutput`` member alone, else None."""
+    if len(first_event) == 1 and next(iter(first_event)) in _CONVERSE_EVENTS:
+        return "bedrock-converse"
+    return None
+
+
+def _by_type(first_event: Mapping[str, Any]) -> WireFormat | None:
     """The wire format an event's ``type`` names (Responses, Anthropic, Cohere), or None."""
+    kind = first_event.get("type")
+    if not isinstance(kind, str):
+        return None
     if kind.startswith("response.") or (kind == "error" and "sequence_number" in first_event):
         return "openai-responses"
     if kind in _ANTHROPIC_TYPES or (kind == "error" and isinstance(first_event.get("error"), Mapping)):
@@ -104,12 +102,46 @@ def _by_type(kind: str, first_event: Mapping[str, Any]) -> WireFormat | None:
     return None
 
 
+def _by_chat_chunk(first_event: Mapping[str, Any]) -> WireFormat | None:
+    """Chat Completions for a chunk, or for openai-python's ``chat.completions.stream()`` event around one."""
+    if first_event.get("object") == "chat.completion.chunk" or "choices" in first_event:
+        return "openai"
+    if first_event.get("type") == "chunk" and isinstance(first_event.get("chunk"), Mapping):
+        return "openai"
+    return None
+
+
+def _by_gemini_keys(first_event: Mapping[str, Any]) -> WireFormat | None:
+    """Gemini for a ``generateContent`` response or an Interactions API event, else None."""
+    if any(key in first_event for key in _GEMINI_KEYS):
+        return "gemini"
+    event_type = first_event.get("event_type")
+    if isinstance(event_type, str) and event_type.startswith(("interaction.", "step.", "content.")):
+        return "gemini"
+    return None
+
+
+def _by_ollama_shape(first_event: Mapping[str, Any]) -> WireFormat | None:
+    """Ollama for an ``/api/chat`` or ``/api/generate`` line, else None."""
+    return "ollama" if _is_ollama(first_event) else None
+
+
 def _is_ollama(event: Mapping[str, Any]) -> bool:
     """An Ollama ``/api/chat`` or ``/api/generate`` line: a boolean ``done`` beside a ``message`` object
     (chat) or a ``response`` string (generate). Its ``message`` is not an error's message."""
     if not isinstance(event.get("done"), bool):
         return False
     return isinstance(event.get("message"), Mapping) or isinstance(event.get("response"), str)
+
+
+_DETECTORS: Final[tuple[Callable[[Mapping[str, Any]], WireFormat | None], ...]] = (
+    _by_member,
+    _by_type,
+    _by_chat_chunk,
+    _by_gemini_keys,
+    _by_ollama_shape,
+)
+"""The wire-format tests in the order they are tried: the first that names a format wins."""
 
 
 def detect_framing(first_bytes: bytes) -> Framing:

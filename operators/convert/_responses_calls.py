@@ -6,7 +6,7 @@ name, first arguments and id depend only on the item and on the tools the respon
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias
 
 from operators.convert._base import is_mapping
@@ -46,26 +46,55 @@ def call_shape(
     ``offered`` holds the names of the tools the response lists (``None``: it lists none): a custom call
     to a tool not among them is a step the provider runs itself (xAI's ``x_search``).
     """
-    call_id = raw.get("call_id")
-    if item_type == "function_call":
-        return "function", raw.get("name"), raw.get("arguments"), call_id
-    if item_type == "custom_tool_call":
-        name = raw.get("name")
-        kind: ToolCallKind = "custom" if offered is None or name in offered else "server"
-        return kind, name, raw.get("input"), call_id
-    if item_type == "mcp_call":
-        return "server", raw.get("name"), raw.get("arguments"), raw.get("id")
     if item_type is None:
         return None
+    shaper = _SHAPERS.get(item_type)
+    if shaper is not None:
+        return shaper(raw, offered)
     if item_type in SERVER_BUILTIN_CALLS:
         return "server", SERVER_BUILTIN_CALLS[item_type], None, raw.get("id")
-    if item_type == "shell_call" and is_hosted(raw):
-        return "server", "shell", None, call_id
     if item_type in CLIENT_BUILTIN_CALLS:
-        return "function", CLIENT_BUILTIN_CALLS[item_type], None, call_id
-    if item_type == "tool_search_call" and raw.get("execution") == "client":
-        return "function", "tool_search", None, call_id
+        return "function", CLIENT_BUILTIN_CALLS[item_type], None, raw.get("call_id")
     return None
+
+
+def _function_call(raw: Mapping[str, Any], offered: frozenset[str] | None) -> CallShape:
+    return "function", raw.get("name"), raw.get("arguments"), raw.get("call_id")
+
+
+def _custom_tool_call(raw: Mapping[str, Any], offered: frozenset[str] | None) -> CallShape:
+    """A custom tool's call; one to a tool the response does not list is the provider's own step."""
+    name = raw.get("name")
+    kind: ToolCallKind = "custom" if offered is None or name in offered else "server"
+    return kind, name, raw.get("input"), raw.get("call_id")
+
+
+def _mcp_call(raw: Mapping[str, Any], offered: frozenset[str] | None) -> CallShape:
+    """An MCP call: the provider runs it, and it has no ``call_id`` but its item id."""
+    return "server", raw.get("name"), raw.get("arguments"), raw.get("id")
+
+
+def _shell_call(raw: Mapping[str, Any], offered: frozenset[str] | None) -> CallShape:
+    """A shell call: the provider runs it in a hosted container, else the client runs it."""
+    kind: ToolCallKind = "server" if is_hosted(raw) else "function"
+    return kind, "shell", None, raw.get("call_id")
+
+
+def _tool_search_call(raw: Mapping[str, Any], offered: frozenset[str] | None) -> CallShape | None:
+    """A tool search is the client's call only when it runs there; the provider's own search is no call."""
+    if raw.get("execution") != "client":
+        return None
+    return "function", "tool_search", None, raw.get("call_id")
+
+
+_SHAPERS: Final[Mapping[str, Callable[[Mapping[str, Any], frozenset[str] | None], CallShape | None]]] = {
+    "function_call": _function_call,
+    "custom_tool_call": _custom_tool_call,
+    "mcp_call": _mcp_call,
+    "shell_call": _shell_call,
+    "tool_search_call": _tool_search_call,
+}
+"""The call items whose shape needs more than the built-in tables: each one's reader."""
 
 
 def is_hosted(raw: Mapping[str, Any]) -> bool:

@@ -125,22 +125,25 @@ class OllamaConverter:
         return deltas
 
     def _last(self, line: OllamaLine) -> ChunkResponse:
+        """The ``done`` line's finish reason, timings and token counts."""
         reason = line.done_reason
         finish_reason = "stop" if reason is None else _FINISH_REASONS.get(reason, reason)
         if finish_reason == "stop" and self._calls:
             finish_reason = "tool_calls"
         metadata: dict[str, Any] = {} if reason is None else {"stop_reason": reason}
         metadata.update((name, value) for name in _DURATIONS if (value := getattr(line, name)) is not None)
-        usage = None
-        prompt, completion = line.prompt_eval_count, line.eval_count
-        if prompt is not None or completion is not None:
-            prompt, completion = prompt or 0, completion or 0
-            usage = TokenUsage(
-                prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
-            )
         return ChunkResponse(
-            is_complete=True, finish_reason=finish_reason, usage=usage, metadata=metadata or None
+            is_complete=True, finish_reason=finish_reason, usage=_usage(line), metadata=metadata or None
         )
+
+
+def _usage(line: OllamaLine) -> TokenUsage | None:
+    """The token counts of the ``done`` line, or ``None`` if it has neither count."""
+    prompt, completion = line.prompt_eval_count, line.eval_count
+    if prompt is None and completion is None:
+        return None
+    prompt, completion = prompt or 0, completion or 0
+    return TokenUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 
 @pipable_operator

@@ -57,6 +57,7 @@ from operators.convert._chat_schema import (
     ChatChoice,
     ChatChunk,
     ChatDelta,
+    ChatFunction,
     ChatToolCall,
     ChatUsage,
     ContentPart,
@@ -360,19 +361,24 @@ class OpenAIChatConverter:
             if delta.tool_calls:
                 for raw in delta.tool_calls:
                     self._tool_delta(raw, number, tool_deltas)
-            function_call = delta.function_call
-            if function_call is not None and (
-                function_call.name is not None or function_call.arguments is not None
-            ):
-                call = self._legacy_call
-                if call is None:  # the deprecated function_call: one call per response, no id
-                    call = self._legacy_call = self._new_call()
-                name, arguments = function_call.name, function_call.arguments
-                self._call_delta(call, name, arguments, "function", number, tool_deltas)
+            if delta.function_call is not None:
+                self._legacy_delta(delta.function_call, number, tool_deltas)
             if delta.executed_tools:
                 self._executed_tools(delta.executed_tools, pieces, tool_deltas)
         if choice.finish_reason:
             self._finish(choice.finish_reason, choice.native_finish_reason, number, pieces, tool_deltas)
+
+    def _legacy_delta(
+        self, function_call: ChatFunction, number: int, tool_deltas: list[ToolCallDelta]
+    ) -> None:
+        """The deprecated ``function_call``: one call per response, without an id."""
+        name, arguments = function_call.name, function_call.arguments
+        if name is None and arguments is None:
+            return
+        call = self._legacy_call
+        if call is None:
+            call = self._legacy_call = self._new_call()
+        self._call_delta(call, name, arguments, "function", number, tool_deltas)
 
     def _chunks(
         self,
@@ -452,15 +458,7 @@ class OpenAIChatConverter:
         share an index. Without an index, an id continues the last call only if it is that call's id."""
         call: _Call | None
         if index is not None:
-            call = self._by_index.get(index)
-            if call is not None and provider_id is not None and call.provider_id not in (None, provider_id):
-                # Another id at a taken index: another call (servers that number every call 0).
-                call = self._by_index_id.get((index, provider_id))
-            if call is None:
-                call = self._new_call()
-            self._by_index[index] = call
-            if provider_id is not None:
-                self._by_index_id[(index, provider_id)] = call
+            call = self._call_at(index, provider_id)
         else:
             call = self._last_call
             if call is None or (provider_id is not None and call.provider_id not in (None, provider_id)):
@@ -468,6 +466,19 @@ class OpenAIChatConverter:
         if provider_id is not None and call.provider_id is None:
             call.provider_id = provider_id
         self._last_call = call
+        return call
+
+    def _call_at(self, index: int, provider_id: str | None) -> _Call:
+        """The call at ``index`` with id ``provider_id`` (a new one if there is none), remembered there."""
+        call = self._by_index.get(index)
+        if call is not None and provider_id is not None and call.provider_id not in (None, provider_id):
+            # Another id at a taken index: another call (servers that number every call 0).
+            call = self._by_index_id.get((index, provider_id))
+        if call is None:
+            call = self._new_call()
+        self._by_index[index] = call
+        if provider_id is not None:
+            self._by_index_id[(index, provider_id)] = call
         return call
 
     def _new_call(self) -> _Call:
@@ -533,6 +544,12 @@ class OpenAIChatConverter:
             if text:
                 tool_deltas.append(ToolCallDelta(call.position, None, None, text, False, call.kind))
             return
+        self._hold_or_announce(call, text, number, tool_deltas)
+
+    def _hold_or_announce(
+        self, call: _Call, text: str, number: int, tool_deltas: list[ToolCallDelta]
+    ) -> None:
+        """Hold the arguments of a call not yet announced until its name comes, then give them out with it."""
         if text:
             call.held.append(text)
             call.held_size += len(text)
@@ -565,21 +582,7 @@ class OpenAIChatConverter:
         open_calls, self._open = self._open, []
         if not open_calls:
             return
-        # The last delta of each call in this chunk, by position: one pass, whatever the number of calls.
-        in_chunk = {delta.index: position for position, delta in enumerate(tool_deltas)}
-        nameless: list[_Call] = []
-        for call in open_calls:
-            if call.finished:
-                continue
-            if not call.announced:
-                nameless.append(call)
-                continue
-            call.finished = True
-            position = in_chunk.get(call.position)
-            if position is not None:
-                tool_deltas[position] = msgspec.structs.replace(tool_deltas[position], finished=True)
-            else:
-                tool_deltas.append(ToolCallDelta(call.position, finished=True, kind=call.kind))
+        nameless = _finish_calls(open_calls, tool_deltas)
         if nameless:
             tool_deltas.extend(self._nameless_delta(call) for call in nameless)
             positions = ", ".join(str(call.position) for call in nameless)
@@ -609,6 +612,27 @@ class OpenAIChatConverter:
             return None
         self._usage = usage
         return usage
+
+
+def _finish_calls(open_calls: list[_Call], tool_deltas: list[ToolCallDelta]) -> list[_Call]:
+    """Mark the announced calls finished, on their last delta in this chunk or on a new one; return the
+    calls that never got a name."""
+    # The last delta of each call in this chunk, by position: one pass, whatever the number of calls.
+    in_chunk = {delta.index: position for position, delta in enumerate(tool_deltas)}
+    nameless: list[_Call] = []
+    for call in open_calls:
+        if call.finished:
+            continue
+        if not call.announced:
+            nameless.append(call)
+            continue
+        call.finished = True
+        position = in_chunk.get(call.position)
+        if position is not None:
+            tool_deltas[position] = msgspec.structs.replace(tool_deltas[position], finished=True)
+        else:
+            tool_deltas.append(ToolCallDelta(call.position, finished=True, kind=call.kind))
+    return nameless
 
 
 def _from_mapping(event: object, number: int) -> ChatChunk | None:
@@ -749,19 +773,13 @@ def _usage(raw: ChatUsage, number: int) -> TokenUsage:
     if completion is None:
         completion = _count(raw.output_tokens, number, "usage.output_tokens") or 0
     total = _count(raw.total_tokens, number, "usage.total_tokens")
-    cached = cache_creation = reasoning = None
-    prompt_details = raw.prompt_tokens_details
-    if prompt_details is not None:
-        field = "usage.prompt_tokens_details"
-        cached = _count(prompt_details.cached_tokens, number, f"{field}.cached_tokens")
-        cache_creation = _count(prompt_details.cache_write_tokens, number, f"{field}.cache_write_tokens")
-    if cached is None:  # DeepSeek
-        cached = _count(raw.prompt_cache_hit_tokens, number, "usage.prompt_cache_hit_tokens")
-    if raw.completion_tokens_details is not None:
-        details = raw.completion_tokens_details
-        reasoning = _count(
-            details.reasoning_tokens, number, "usage.completion_tokens_details.reasoning_tokens"
-        )
+    cached, cache_creation = _cache_counts(raw, number)
+    details = raw.completion_tokens_details
+    reasoning = (
+        None
+        if details is None
+        else _count(details.reasoning_tokens, number, "usage.completion_tokens_details.reasoning_tokens")
+    )
     if reasoning and total == prompt + completion + reasoning:
         completion += reasoning  # xAI counts reasoning apart from completion tokens
     return TokenUsage(
@@ -772,6 +790,19 @@ def _usage(raw: ChatUsage, number: int) -> TokenUsage:
         cache_creation_tokens=cache_creation,
         reasoning_tokens=reasoning,
     )
+
+
+def _cache_counts(raw: ChatUsage, number: int) -> tuple[int | None, int | None]:
+    """The prompt tokens read from and written to the provider's cache, where the usage tells them."""
+    cached = cache_creation = None
+    details = raw.prompt_tokens_details
+    if details is not None:
+        field = "usage.prompt_tokens_details"
+        cached = _count(details.cached_tokens, number, f"{field}.cached_tokens")
+        cache_creation = _count(details.cache_write_tokens, number, f"{field}.cache_write_tokens")
+    if cached is None:  # DeepSeek
+        cached = _count(raw.prompt_cache_hit_tokens, number, "usage.prompt_cache_hit_tokens")
+    return cached, cache_creation
 
 
 @pipable_operator

@@ -378,13 +378,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
         item_id, item_type, position = raw.get("id"), raw.get("type"), event.output_index
         known = self._items_by_id.get(item_id) if isinstance(item_id, str) and item_id else None
         if known is not None and known.announced:
-            moved = position is not None and self._items_by_position.get(position) is not known
-            if known.item_type != item_type or moved:
-                raise ConverterError(
-                    f"event {self._event_number} (response.output_item.added): item {item_id!r} was "
-                    f"announced before as a {known.item_type} at another output_index or of another type",
-                    event_number=self._event_number,
-                )
+            self._check_same_item(known, item_id, item_type, position)
             return True
         occupant = None if position is None else self._items_by_position.get(position)
         if occupant is None or not occupant.announced or occupant.done:
@@ -396,6 +390,18 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
                 event_number=self._event_number,
             )
         return True
+
+    def _check_same_item(
+        self, known: _OutputItem, item_id: object, item_type: object, position: int | None
+    ) -> None:
+        """Raise unless an item announced again by its id keeps its type and its output_index."""
+        moved = position is not None and self._items_by_position.get(position) is not known
+        if known.item_type != item_type or moved:
+            raise ConverterError(
+                f"event {self._event_number} (response.output_item.added): item {item_id!r} was "
+                f"announced before as a {known.item_type} at another output_index or of another type",
+                event_number=self._event_number,
+            )
 
     def _call_start(self, item: _OutputItem, raw: Mapping[str, Any]) -> ToolCallDelta | None:
         """Start the tool call of a call item (with whatever arguments it already carries), else ``None``."""
@@ -433,17 +439,16 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             return self._reasoning_rest(item, raw)
         if item_type == "shell_call_output":
             return self._shell_output(raw)
+        return self._finish_call(item, raw)
+
+    def _finish_call(self, item: _OutputItem, raw: Mapping[str, Any]) -> Chunks:
+        """The last delta of a finished call item (with the provider's result if it ran the call)."""
         # An item first seen here (no output_item.added) starts and finishes its call in one delta.
         start = None if item.call_index is not None else self._call_start(item, raw)
         if item.call_index is None or item.finished:
             return []
         item.finished = True
-        if item.code_streamed:
-            arguments: str | None = self._code_end(raw)
-        elif item.arguments_sent:
-            arguments = None if start is None else start.arguments_delta
-        else:
-            arguments = self._final_arguments(item_type, raw)
+        arguments = self._arguments_rest(item, raw, start)
         item.arguments_sent = True
         if start is None:
             call = ToolCallDelta(
@@ -451,8 +456,18 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             )
         else:
             call = msgspec.structs.replace(start, arguments_delta=arguments, finished=True)
-        result = self._server_result(item, raw) if item_type in RESULT_IN_ITEM else None
+        result = self._server_result(item, raw) if item.item_type in RESULT_IN_ITEM else None
         return [ChunkResponse(tool_calls=[call], tool_results=None if result is None else [result])]
+
+    def _arguments_rest(
+        self, item: _OutputItem, raw: Mapping[str, Any], start: ToolCallDelta | None
+    ) -> str | None:
+        """The arguments a finished call item adds to those its deltas (or its start) already sent."""
+        if item.code_streamed:
+            return self._code_end(raw)
+        if item.arguments_sent:
+            return None if start is None else start.arguments_delta
+        return self._final_arguments(item.item_type, raw)
 
     def _shell_output(self, raw: Mapping[str, Any]) -> Chunks:
         """The output of a hosted shell call of this response, as its result."""

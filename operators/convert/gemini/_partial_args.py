@@ -43,33 +43,42 @@ def parse_json_path(path: str) -> JSONPath:
     if not path.startswith("$"):
         raise ValueError(f"JSON path {path!r} does not start with '$'")
     components: list[str | int] = []
-    position, length = 1, len(path)
-    while position < length:
+    position = 1
+    while position < len(path):
         char = path[position]
+        component: str | int
         if char == ".":
-            end = position + 1
-            while end < length and path[end] not in ".[":
-                end += 1
-            if end == position + 1:
-                raise ValueError(f"JSON path {path!r} has an empty name at offset {position}")
-            components.append(path[position + 1 : end])
-            position = end
+            component, position = _dotted_name(path, position)
         elif char == "[":
-            end = path.find("]", position)
-            if end < 0:
-                raise ValueError(f"JSON path {path!r} has an unclosed '[' at offset {position}")
-            quote = path[position + 1 : position + 2]
-            if quote in ("'", '"'):
-                name, end = _quoted_name(path, position + 1)
-                components.append(name)
-            elif path[position + 1 : end].isdigit():
-                components.append(int(path[position + 1 : end]))
-            else:
-                raise ValueError(f"JSON path {path!r} has a bad selector at offset {position}")
-            position = end + 1
+            component, position = _bracket_selector(path, position)
         else:
             raise ValueError(f"JSON path {path!r} has an unexpected {char!r} at offset {position}")
+        components.append(component)
     return tuple(components)
+
+
+def _dotted_name(path: str, start: int) -> tuple[str, int]:
+    """The name after the ``.`` at ``path[start]`` and the offset after it."""
+    end = start + 1
+    while end < len(path) and path[end] not in ".[":
+        end += 1
+    if end == start + 1:
+        raise ValueError(f"JSON path {path!r} has an empty name at offset {start}")
+    return path[start + 1 : end], end
+
+
+def _bracket_selector(path: str, start: int) -> tuple[str | int, int]:
+    """The quoted name or index in the brackets opened at ``path[start]`` and the offset after them."""
+    end = path.find("]", start)
+    if end < 0:
+        raise ValueError(f"JSON path {path!r} has an unclosed '[' at offset {start}")
+    if path[start + 1 : start + 2] in ("'", '"'):
+        name, end = _quoted_name(path, start + 1)
+        return name, end + 1
+    index = path[start + 1 : end]
+    if not index.isdigit():
+        raise ValueError(f"JSON path {path!r} has a bad selector at offset {start}")
+    return int(index), end + 1
 
 
 def _quoted_name(path: str, start: int) -> tuple[str, int]:
@@ -136,16 +145,30 @@ class PartialArgsWriter:
         pieces: list[str] = []
         if self._open_string is not None:
             if path == self._open_string and isinstance(value, str):
-                pieces.append(_string_body(value))
-                if not will_continue:
-                    pieces.append('"')
-                    self._open_string = None
-                return "".join(pieces)
+                return self._more_string(value, will_continue)
             pieces.append('"')
             self._open_string = None
         if not path:
             raise ValueError("a value for the root '$': the arguments must be an object")
-        parent, leaf = path[:-1], path[-1]
+        self._move_to(path, pieces)
+        if isinstance(value, str) and will_continue:
+            pieces.append('"')
+            pieces.append(_string_body(value))
+            self._open_string = path
+        else:
+            pieces.append(json_text(value))
+        return "".join(pieces)
+
+    def _more_string(self, value: str, will_continue: bool) -> str:
+        """The next piece of the string value left open, and its closing quote if it ends here."""
+        if will_continue:
+            return _string_body(value)
+        self._open_string = None
+        return _string_body(value) + '"'
+
+    def _move_to(self, path: JSONPath, pieces: list[str]) -> None:
+        """Close the containers ``path`` leaves, open those it enters, and start its last member."""
+        parent = path[:-1]
         open_path = self._path
         common = 0
         while common < len(open_path) and common < len(parent) and open_path[common] == parent[common]:
@@ -155,20 +178,12 @@ class PartialArgsWriter:
             open_path.pop()
         for depth in range(common, len(parent)):
             key = parent[depth]
-            next_key = path[depth + 1]
             self._member(pieces, key, path)
-            is_array = isinstance(next_key, int)
+            is_array = isinstance(path[depth + 1], int)
             pieces.append("[" if is_array else "{")
             self._stack.append(_Container(is_array))
             open_path.append(key)
-        self._member(pieces, leaf, path)
-        if isinstance(value, str) and will_continue:
-            pieces.append('"')
-            pieces.append(_string_body(value))
-            self._open_string = path
-        else:
-            pieces.append(json_text(value))
-        return "".join(pieces)
+        self._member(pieces, path[-1], path)
 
     def close(self) -> str:
         """The text that ends the arguments: an open string's quote and every open bracket."""
