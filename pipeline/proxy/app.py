@@ -9,8 +9,8 @@ DeepSeek, Qwen3-Coder, ...) and stock OpenAI clients see standard ``tool_calls``
 ``POST /v1/chat/completions`` is forwarded as the client sent it (headers such as ``Authorization``
 included). A streamed answer runs through one sans-IO core per request, `ChatStreamRewriter` (SSE
 decoder, OpenAI converter, delimiter rewriter, OpenAI encoder, chained), and every upstream read is
-answered at once with what it completed: arguments stream as the model writes them. A whole answer is rewritten by
-`fold_openai_completion`. Every other route passes through unchanged.
+answered at once with what it completed: arguments stream as the model writes them. A whole answer is
+rewritten by `fold_openai_completion`. Every other route passes through unchanged.
 
 As a model server runs its tool parser, the text is rewritten only when the request has ``tools`` and its
 ``tool_choice`` is not ``"none"``; otherwise it passes through unchanged. With ``stream: true``, ``n`` must
