@@ -4,8 +4,8 @@ positions and the wording of a field error."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Final, Generic, TypeGuard, TypeVar
+from collections.abc import Hashable, Mapping
+from typing import Any, Generic, TypeGuard, TypeVar
 
 import msgspec
 
@@ -15,15 +15,12 @@ from pipeline.models import IdFactory, Payload, new_call_id
 
 __all__ = [
     "MISSING",
-    "PAYLOAD_ERRORS",
     "CallIndexer",
     "EventDecoder",
     "IdFactory",
-    "check_utf8",
     "field_error",
     "is_mapping",
     "new_call_id",
-    "payload_error",
 ]
 
 MISSING: Any = object()
@@ -91,17 +88,14 @@ class EventDecoder(Generic[EventT]):
     A framed `Payload` is decoded from its bytes by a typed msgspec decoder; a
     dict (a JSON decoder's, or an SDK object's ``model_dump``) is converted into the same type. Every
     converter then reads one type, whatever the source, with no second parser beside the first.
-    Converters keep the bound `decode` and call it for each event; a converter's per-event path may call
-    `decode_bytes` itself instead (one Python call less per event), with `payload_error` and `check_utf8`
-    as `decode` uses them.
+    Converters keep the bound `decode` and call it for each event.
     """
 
-    __slots__ = ("_type", "decode_bytes")
+    __slots__ = ("_decode", "_type")
 
     def __init__(self, event_type: type[EventT]) -> None:
         self._type = event_type
-        self.decode_bytes: Callable[[bytes], EventT] = msgspec.json.Decoder(event_type).decode
-        """A payload's bytes as ``EventT``; raises one of `PAYLOAD_ERRORS` (see `payload_error`)."""
+        self._decode = msgspec.json.Decoder(event_type).decode
 
     def decode(self, item: Payload | Mapping[str, Any], number: int) -> EventT:
         """``item`` as ``EventT``; ``number`` is the event's number in the stream (from 0), for errors.
@@ -111,11 +105,18 @@ class EventDecoder(Generic[EventT]):
         if type(item) is Payload:
             data = item.data
             try:
-                event = self.decode_bytes(data)
-            except PAYLOAD_ERRORS as error:
-                raise payload_error(error, item, number) from None
+                event = self._decode(data)
+            except msgspec.ValidationError as error:
+                raise schema_error(number, error) from None
+            except UnicodeDecodeError:
+                raise invalid_utf8(item.data, item.offset) from None
+            except JSON_ERRORS as error:
+                problem = json_problem(error, item.data, item.offset)
+                raise StreamDecodeError(
+                    f"event {number} (at byte {item.offset}) is {problem}", offset=item.offset
+                ) from None
             if not data.isascii():
-                check_utf8(data, item.offset)
+                _check_utf8(data, item.offset)  # fields the schema skips were not read, nor checked
             return event
         if not is_mapping(item):
             raise field_error(number, "", "an object", item)
@@ -125,24 +126,8 @@ class EventDecoder(Generic[EventT]):
             raise schema_error(number, error) from None
 
 
-PAYLOAD_ERRORS: Final = (msgspec.ValidationError, *JSON_ERRORS)
-"""What `EventDecoder.decode_bytes` raises for bytes it refuses."""
-
-
-def payload_error(error: Exception, item: Payload, number: int) -> ConverterError | StreamDecodeError:
-    """The error for ``error``, raised by `EventDecoder.decode_bytes` on event ``number`` (``item``): a
-    `ConverterError` naming the field for a schema's refusal, else a `StreamDecodeError` naming the byte."""
-    if isinstance(error, msgspec.ValidationError):
-        return schema_error(number, error)
-    if isinstance(error, UnicodeDecodeError):
-        return invalid_utf8(item.data, item.offset)
-    problem = json_problem(error, item.data, item.offset)
-    return StreamDecodeError(f"event {number} (at byte {item.offset}) is {problem}", offset=item.offset)
-
-
-def check_utf8(data: bytes, offset: int) -> None:
-    """Raise `StreamDecodeError` if ``data`` (at byte ``offset`` of the stream) is not UTF-8: a typed
-    decode does not read, nor check, the fields its schema skips."""
+def _check_utf8(data: bytes, offset: int) -> None:
+    """Raise `StreamDecodeError` if ``data`` (at byte ``offset`` of the stream) is not UTF-8."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

@@ -43,14 +43,11 @@ import msgspec
 from aiostream import pipable_operator
 
 from operators.convert._base import (
-    PAYLOAD_ERRORS,
     EventDecoder,
     IdFactory,
-    check_utf8,
     field_error,
     is_mapping,
     new_call_id,
-    payload_error,
 )
 from operators.convert._chat_schema import (
     Arguments,
@@ -96,9 +93,7 @@ _HELPER_EVENTS = frozenset(
 )
 """The events openai-python's ``.stream()`` helper derives from the chunks (it also sends each chunk)."""
 
-_DECODER: Final = EventDecoder(ChatChunk)
-_decode_chunk = _DECODER.decode
-_decode_bytes = _DECODER.decode_bytes
+_decode_chunk = EventDecoder(ChatChunk).decode
 _NOTHING: Final = ChunkResponse()
 """A chunk that says nothing: an event that carries nothing new gives no chunk."""
 
@@ -222,14 +217,8 @@ class OpenAIChatConverter:
         `StreamDecodeError` for bytes that are not JSON."""
         number = self._event_number
         self._event_number = number + 1
-        if type(item) is Payload:  # EventDecoder.decode's own steps, one call less per event
-            data = item.data
-            try:
-                chunk = _decode_bytes(data)
-            except PAYLOAD_ERRORS as error:
-                raise payload_error(error, item, number) from None
-            if not data.isascii():
-                check_utf8(data, item.offset)
+        if type(item) is Payload:
+            chunk = _decode_chunk(item, number)
         else:
             found = _from_mapping(item, number)
             if found is None:
