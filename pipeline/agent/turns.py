@@ -486,23 +486,42 @@ class TurnBuilder:
         return [{"role": "model", "parts": parts}] if parts else []
 
     def _gemini_part(
-        self, segment: _Segment, end: dict[str, Any], calls: dict[str, ToolInvocation]
+        self, segment: _Segment, end: dict[str, Any], calls: Mapping[str, ToolInvocation]
     ) -> Message | None:
         """The Gemini part of one segment, without its signature; None for what Gemini does not take back."""
-        kind = segment.kind
-        if kind is SegmentType.REASONING:
-            return {"text": segment.text, "thought": True}
-        if kind is SegmentType.TEXT:
-            return {"text": segment.text} if segment.text or end.get("signature") else None
-        if kind is SegmentType.TOOL_RESULT:
-            result = end.get("result")
-            if end.get("result_type") != "code_execution_result" or not isinstance(result, dict):
-                return None
-            return {"codeExecutionResult": dict(result)}
-        if kind is not SegmentType.TOOL_CALL and kind not in _FILE_SEGMENTS:
+        build = _GEMINI_PARTS.get(segment.kind)
+        return None if build is None else build(self, segment, end, calls)
+
+    def _gemini_thought(
+        self, segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
+    ) -> Message:
+        return {"text": segment.text, "thought": True}
+
+    def _gemini_text(
+        self, segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
+    ) -> Message | None:
+        return {"text": segment.text} if segment.text or end.get("signature") else None
+
+    def _gemini_result(
+        self, segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
+    ) -> Message | None:
+        """A code execution result; Gemini takes no other result back."""
+        result = end.get("result")
+        if end.get("result_type") != "code_execution_result" or not isinstance(result, dict):
             return None
-        if kind is SegmentType.TOOL_CALL and segment.start.get("provider_executed"):
+        return {"codeExecutionResult": dict(result)}
+
+    def _gemini_call(
+        self, segment: _Segment, end: dict[str, Any], calls: Mapping[str, ToolInvocation]
+    ) -> Message | None:
+        """A client call's ``functionCall`` part; a provider-executed call's ``executableCode`` part."""
+        if segment.start.get("provider_executed"):
             return self._gemini_code(segment, end)
+        return self._gemini_function_call(segment, end, calls)
+
+    def _gemini_function_call(
+        self, segment: _Segment, _: dict[str, Any], calls: Mapping[str, ToolInvocation]
+    ) -> Message:
         function_call: Message = {"name": _call_name(segment), "args": _folded_arguments(segment, calls)}
         if not self._is_generated_id(segment.id):
             function_call["id"] = segment.id
@@ -521,6 +540,15 @@ class TurnBuilder:
 
 
 _FILE_SEGMENTS = frozenset({SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
+
+_GEMINI_PARTS = {
+    SegmentType.REASONING: TurnBuilder._gemini_thought,
+    SegmentType.TEXT: TurnBuilder._gemini_text,
+    SegmentType.TOOL_RESULT: TurnBuilder._gemini_result,
+    SegmentType.TOOL_CALL: TurnBuilder._gemini_call,
+    SegmentType.WRITE_FILE: TurnBuilder._gemini_function_call,
+    SegmentType.PATCH_FILE: TurnBuilder._gemini_function_call,
+}
 
 _BUILDERS = {
     "openai_chat": TurnBuilder._openai_chat,
