@@ -104,6 +104,11 @@ class _Walk:
         """Report a violation a repair fixes; ``fixed_as`` says how, when this walk fixes."""
         self.report(position, rule, message + (f"; {fixed_as}" if self.fix else ""), fixed=self.fix)
 
+    def answered(self, pending: dict[Any, str], call_id: Any, position: str, orphan: str) -> None:
+        """Close the open call ``call_id``; a result that no open call made is reported as ``orphan``."""
+        if pending.pop(call_id, None) is None:
+            self.report(position, "orphan_result", orphan)
+
     def at(self, number: int, *rest: str | int) -> str:
         return f"{self.root}[{number}]" + "".join(
             f"[{part}]" if isinstance(part, int) else f".{part}" for part in rest
@@ -203,12 +208,8 @@ def _openai_chat(walk: _Walk) -> None:
         role = message.get("role")
         if role == "tool":
             call_id = message.get("tool_call_id")
-            if pending.pop(call_id, None) is None:
-                walk.report(
-                    walk.at(number),
-                    "orphan_result",
-                    f"a tool result for {call_id!r}, which no open call made",
-                )
+            orphan = f"a tool result for {call_id!r}, which no open call made"
+            walk.answered(pending, call_id, walk.at(number), orphan)
             continue
         _unanswered(walk, pending)
         if role == "assistant":
@@ -335,9 +336,14 @@ def _assistant_blocks(walk: _Walk, number: int, blocks: list[Any]) -> list[Any]:
     return kept
 
 
+def _kind(block: Any) -> Any:
+    """A content block's ``type``; None for a block that is not an object."""
+    return block.get("type") if isinstance(block, Mapping) else None
+
+
 def _refused_block(block: Any) -> tuple[str, str] | None:
     """The rule and message of an assistant block the API refuses: unsigned thinking, empty text."""
-    kind = block.get("type") if isinstance(block, Mapping) else None
+    kind = _kind(block)
     if kind == "thinking" and not block.get("signature"):
         return "unsigned_thinking", "a thinking block without a signature (the API refuses it)"
     if kind == "text" and block.get("text") == "":
@@ -346,18 +352,15 @@ def _refused_block(block: Any) -> tuple[str, str] | None:
 
 
 def _tool_results_first(walk: _Walk, number: int, message: Message) -> None:
-    """Report a ``tool_result`` block after other content; fixing moves the results first."""
+    """Report a ``tool_result`` block after other content; fixing moves the results first (in order)."""
     blocks = message["content"]
-    kinds = [block.get("type") if isinstance(block, Mapping) else None for block in blocks]
-    first_other = next(index for index, kind in enumerate([*kinds, None]) if kind != "tool_result")
-    if "tool_result" not in kinds[first_other:]:
+    results = [_kind(block) == "tool_result" for block in blocks]
+    if False not in results or True not in results[results.index(False) :]:
         return
     if walk.fix:
-        results = [block for block, kind in zip(blocks, kinds, strict=True) if kind == "tool_result"]
-        others = [block for block, kind in zip(blocks, kinds, strict=True) if kind != "tool_result"]
-        message["content"] = results + others
+        message["content"] = sorted(blocks, key=lambda block: _kind(block) != "tool_result")
     walk.fixable(
-        walk.at(number, "content", first_other),
+        walk.at(number, "content", results.index(False)),
         "results_not_first",
         "tool_result blocks must come before any other content",
         "moved first",
@@ -366,8 +369,7 @@ def _tool_results_first(walk: _Walk, number: int, message: Message) -> None:
 
 def _thinking_first(walk: _Walk, number: int) -> None:
     blocks = walk.messages[number]["content"]
-    first = blocks[0].get("type") if blocks and isinstance(blocks[0], Mapping) else None
-    if first not in ("thinking", "redacted_thinking"):
+    if (_kind(blocks[0]) if blocks else None) not in ("thinking", "redacted_thinking"):
         walk.report(
             walk.at(number, "content", 0),
             "thinking_not_first",
@@ -377,14 +379,10 @@ def _thinking_first(walk: _Walk, number: int) -> None:
 
 def _answer(walk: _Walk, number: int, items: list[Any], pending: dict[Any, str], kind: str, key: str) -> None:
     for index, item in enumerate(items):
-        if isinstance(item, Mapping) and item.get("type") == kind:
+        if _kind(item) == kind:
             call_id = item.get(key)
-            if pending.pop(call_id, None) is None:
-                walk.report(
-                    walk.at(number, "content", index),
-                    "orphan_result",
-                    f"a {kind} for {call_id!r}, which the message before did not call",
-                )
+            orphan = f"a {kind} for {call_id!r}, which the message before did not call"
+            walk.answered(pending, call_id, walk.at(number, "content", index), orphan)
 
 
 # --- OpenAI Responses -------------------------------------------------------------------------------------
@@ -400,12 +398,9 @@ def _openai_responses(walk: _Walk) -> None:
         kind = item.get("type")
         if kind in _CALLS:
             pending[item.get("call_id")] = walk.at(number)
-        elif kind in _OUTPUTS and pending.pop(item.get("call_id"), None) is None:
-            walk.report(
-                walk.at(number),
-                "orphan_result",
-                f"a {kind} for {item.get('call_id')!r}, which no call made before",
-            )
+        elif kind in _OUTPUTS:
+            orphan = f"a {kind} for {item.get('call_id')!r}, which no call made before"
+            walk.answered(pending, item.get("call_id"), walk.at(number), orphan)
         elif kind == "reasoning" and not _reasoning_item(walk, number, item):
             continue
         elif kind == "item_reference" and not walk.rules.store:
@@ -560,12 +555,9 @@ def _converse_results(
 ) -> None:
     for index, block in enumerate(blocks):
         result = block.get("toolResult")
-        if isinstance(result, Mapping) and pending.pop(result.get("toolUseId"), None) is None:
-            walk.report(
-                walk.at(number, "content", index),
-                "orphan_result",
-                f"a toolResult for {result.get('toolUseId')!r}, which the message before did not call",
-            )
+        if isinstance(result, Mapping):
+            orphan = f"a toolResult for {result.get('toolUseId')!r}, which the message before did not call"
+            walk.answered(pending, result.get("toolUseId"), walk.at(number, "content", index), orphan)
 
 
 _CHECKERS: dict[str, Callable[[_Walk], None]] = {
