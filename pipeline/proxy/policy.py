@@ -122,8 +122,7 @@ class ToolPolicy(msgspec.Struct, frozen=True):
         return result
 
     def _apply_to_choice(self, choice: object) -> object:
-        message = choice.get("message") if isinstance(choice, Mapping) else None
-        if not isinstance(choice, Mapping) or not isinstance(message, Mapping):
+        if not isinstance(choice, Mapping) or not isinstance(message := choice.get("message"), Mapping):
             return choice
         calls = message.get("tool_calls")
         if not isinstance(calls, list):
@@ -132,13 +131,13 @@ class ToolPolicy(msgspec.Struct, frozen=True):
         kept = self._kept_calls(calls)
         if len(kept) == len(calls):
             return choice
+        if kept:
+            return {**choice, "message": {**message, "tool_calls": kept}}
+        # No call left: the message loses its tool_calls and the choice no longer ends with them.
         new_message = dict(message)
-        new_message["tool_calls"] = kept or None
-        if not kept:
-            new_message.pop("tool_calls")
-        new_choice = dict(choice)
-        new_choice["message"] = new_message
-        if not kept and new_choice.get("finish_reason") == "tool_calls":
+        del new_message["tool_calls"]
+        new_choice = {**choice, "message": new_message}
+        if new_choice.get("finish_reason") == "tool_calls":
             new_choice["finish_reason"] = "stop"
         return new_choice
 
@@ -233,7 +232,7 @@ class ToolPolicyFilter:
         changes: dict[str, Any] = {}
         if calls:
             kept = self._kept_calls(item, calls)
-            if len(kept) != len(calls) or any(a is not b for a, b in zip(kept, calls, strict=False)):
+            if kept != calls:  # a call dropped or moved (a kept call in place is the same object)
                 changes["tool_calls"] = kept or None
         if finish == "tool_calls" and not self.kept:
             changes["finish_reason"] = "stop"
