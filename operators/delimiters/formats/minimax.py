@@ -264,19 +264,23 @@ def m3_tree(body: str, schema: Mapping[str, Any] | None, *, typed: bool = False)
         tag = piece[2 if close else 1 : end if end >= 0 else len(piece)].strip()
         text = piece[end + 1 :] if end >= 0 else ""
         if close:
-            while len(stack) > 1:
-                name, children, texts = stack.pop()
-                stack[-1][1].append((name, (children, "".join(texts))))
-                if name == tag:
-                    break
+            _close_through(stack, tag)
         else:
             stack.append((tag, [], []))
         if text:
             stack[-1][2].append(text)
+    _close_through(stack, None)
+    return _node_value(stack[0][1], "", schema, typed)
+
+
+def _close_through(stack: list[tuple[str, list[tuple[str, Any]], list[str]]], tag: str | None) -> None:
+    """Close the open elements into their parents, innermost first, through the one named ``tag`` (all
+    of them for None); the root stays."""
     while len(stack) > 1:
         name, children, texts = stack.pop()
         stack[-1][1].append((name, (children, "".join(texts))))
-    return _node_value(stack[0][1], "", schema, typed)
+        if name == tag:
+            return
 
 
 def _node_value(
