@@ -779,14 +779,16 @@ def _results_by_call(segments: list[_Segment]) -> dict[str, _Segment]:
 
 def _responses_server_item(segment: _Segment, result: _Segment | None) -> Message:
     """A provider-executed Responses item, whole where the events hold it, else a reference to its id."""
+    reference: Message = {"type": "item_reference", "id": segment.id}
+    if result is None:
+        return reference
     arguments: Any = (segment.end or {}).get("arguments") or {}
-    output = (result.end or {}).get("result") if result is not None else None
-    item_type = (result.start.get("result_type") if result is not None else None) or ""
+    item_type = result.start.get("result_type", "")
     whole = _SERVER_ITEMS.get(item_type)
     if whole is None or not isinstance(arguments, dict) or whole[0] not in arguments:
-        return {"type": "item_reference", "id": segment.id}
+        return reference
     base: Message = {"type": item_type, "id": segment.id, "status": "completed"}
-    return {**base, **whole[1](arguments, output)}
+    return {**base, **whole[1](arguments, (result.end or {}).get("result"))}
 
 
 def _web_search_fields(arguments: dict[str, Any], output: Any) -> Message:
