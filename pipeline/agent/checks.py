@@ -460,11 +460,7 @@ def _gemini(walk: _Walk) -> None:
 def _gemini_calls(walk: _Walk, number: int, parts: list[Any], *, running: bool) -> list[tuple[str, str]]:
     """The ``functionCall`` parts of a model content, as (name, position); in the running turn the
     first one must carry its thought signature."""
-    calls = [
-        (index, part)
-        for index, part in enumerate(parts)
-        if isinstance(part, Mapping) and "functionCall" in part
-    ]
+    calls = [(index, part) for index, part in enumerate(parts) if _holds(part, "functionCall")]
     if calls and running and walk.rules.thought_signatures:
         _gemini_signature(walk, number, calls[0])
     return [(str(part["functionCall"].get("name")), walk.at(number, "parts", index)) for index, part in calls]
@@ -476,16 +472,14 @@ def _running_turn_start(contents: list[Message]) -> int:
     for number in range(len(contents) - 1, -1, -1):
         content = contents[number]
         parts = content.get("parts") or []
-        if content.get("role") == "user" and any(
-            not (isinstance(p, Mapping) and "functionResponse" in p) for p in parts
-        ):
+        if content.get("role") == "user" and any(not _holds(part, "functionResponse") for part in parts):
             return number
     return 0
 
 
 def _gemini_answers(walk: _Walk, number: int, parts: list[Any], pending: list[tuple[str, str]]) -> None:
     for index, part in enumerate(parts):
-        if not (isinstance(part, Mapping) and "functionResponse" in part):
+        if not _holds(part, "functionResponse"):
             continue
         name = str(part["functionResponse"].get("name"))
         match = next((slot for slot, (called, _) in enumerate(pending) if called == name), None)
@@ -498,6 +492,11 @@ def _gemini_answers(walk: _Walk, number: int, parts: list[Any], pending: list[tu
         else:
             del pending[match]
     _gemini_unanswered(walk, pending)
+
+
+def _holds(part: Any, key: str) -> bool:
+    """Whether a Gemini part is an object with ``key`` (``functionCall``, ``functionResponse``)."""
+    return isinstance(part, Mapping) and key in part
 
 
 def _gemini_unanswered(walk: _Walk, pending: list[tuple[str, str]]) -> None:
