@@ -281,8 +281,8 @@ class TurnBuilder:
         is_generated_id: Any = is_default_generated_id,
         source: WireFormat | str | None = None,
     ) -> None:
-        for option, value in (("format", format), ("source", source)):
-            if value not in WIRE_FORMATS and not (option == "source" and value is None):
+        for option, value in (("format", format), ("source", format if source is None else source)):
+            if value not in WIRE_FORMATS:
                 raise ConfigurationError(f"{option} must be one of {', '.join(WIRE_FORMATS)}; got {value!r}")
         if not callable(is_generated_id):
             raise ConfigurationError(f"is_generated_id must be callable; got {is_generated_id!r}")
@@ -421,7 +421,14 @@ class TurnBuilder:
                 reasoning.append(segment.text)
             elif _is_client_call(segment):
                 tool_calls.append(_chat_tool_call(segment, calls))
-        content = "".join(text)
+        return self._chat_message("".join(text), refusal, reasoning, tool_calls)
+
+    def _chat_message(
+        self, content: str, refusal: list[str], reasoning: list[str], tool_calls: list[Message]
+    ) -> list[Message]:
+        """The Chat assistant message; none for a turn without text, refusal or calls."""
+        if not content and not refusal and not tool_calls:
+            return []
         message: Message = {"role": "assistant", "content": content or None}
         if refusal:
             message["refusal"] = "".join(refusal)
@@ -429,8 +436,6 @@ class TurnBuilder:
             message[self._reasoning_key] = "".join(reasoning)
         if tool_calls:
             message["tool_calls"] = tool_calls
-        if not content and not refusal and not tool_calls:
-            return []
         return [message]
 
     def _openai_responses(self, segments: list[_Segment]) -> list[Message]:
