@@ -175,13 +175,14 @@ class ToolPolicy(msgspec.Struct, frozen=True):
         """Raises `ToolChoiceError` when a required call was not made (``kept`` calls kept;
         ``named_made``: one of them called the function a named ``tool_choice`` requires, which a call
         to another function kept by ``unknown_tools="allow"`` does not satisfy)."""
-        named = isinstance(self.required, str) and bool(self.required)
-        if (self.required and kept == 0) or (named and not named_made):
-            wanted = f"the function {self.required!r}" if isinstance(self.required, str) else "a tool"
-            raise ToolChoiceError(
-                f"tool_choice requires {wanted} to be called, but the model answered without a call",
-                "tool_choice_not_satisfied",
-            )
+        required = self.required
+        if not required or (kept and (not isinstance(required, str) or named_made)):
+            return
+        wanted = f"the function {required!r}" if isinstance(required, str) else "a tool"
+        raise ToolChoiceError(
+            f"tool_choice requires {wanted} to be called, but the model answered without a call",
+            "tool_choice_not_satisfied",
+        )
 
 
 def _function_name(entry: object) -> str | None:
@@ -279,7 +280,7 @@ class ToolPolicyFilter:
             if self._policy.admits(call.name, self.kept):
                 position = self.kept
                 self.kept += 1
-                if call.name is not None and call.name == self._policy.required:
+                if call.name == self._policy.required:  # (a name, never a bool)
                     self.named_made = True
             else:
                 position = _DROPPED
