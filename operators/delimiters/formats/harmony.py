@@ -80,7 +80,7 @@ def _parse_header(raw: str) -> _Header:
             constraint = section[0]
             other_words.extend(section[1:])
     words = (*role_words, *channel_words, *other_words)
-    author = role_words[0] if role_words else ""
+    author = next(iter(role_words), "")
     recipient = next((word[3:] for word in reversed(words) if word.startswith("to=")), "")
     plain = [word for word in channel_words if not word.startswith("to=")] or [""]
     return _Header(
