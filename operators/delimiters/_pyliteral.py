@@ -130,7 +130,7 @@ def json_number(token: str) -> str | None:
     if whole is None and not fraction:
         return None
     whole = (whole or "0").replace("_", "").lstrip("0") or "0"
-    text = ("-" if sign == "-" else "") + whole
+    text = sign.removeprefix("+") + whole  # JSON writes no plus sign
     if fraction is not None:
         text += "." + (fraction.replace("_", "") or "0")
     if exponent is not None:
