@@ -427,8 +427,8 @@ def _reasoning_item(walk: _Walk, number: int, item: Message) -> bool:
             "with store=False a reasoning item must carry its encrypted_content "
             "(ask for include=['reasoning.encrypted_content'])",
         )
-    following = walk.messages[number + 1] if number + 1 < len(walk.messages) else None
-    if following is None or following.get("type") == "reasoning" or following.get("role") == "user":
+    following = walk.messages[number + 1 : number + 2]
+    if not following or following[0].get("type") == "reasoning" or following[0].get("role") == "user":
         walk.report(
             walk.at(number),
             "reasoning_without_following_item",
