@@ -253,6 +253,12 @@ def _property(schema: Mapping[str, Any] | None, key: str) -> Mapping[str, Any] |
     return prop if isinstance(prop, Mapping) else None
 
 
+def _items(schema: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The schema of the items of an array ``schema`` (None when it declares none)."""
+    items = schema.get("items") if schema is not None else None
+    return items if isinstance(items, Mapping) else None
+
+
 def m3_tree(body: str, schema: Mapping[str, Any] | None, *, typed: bool = False) -> Any:
     """The JSON value of a nested MiniMax-M3 parameter's text ``body`` (its elements, each tag after the
     namespace token), its leaves typed by ``schema`` (``typed``: a schema was given, so an undeclared
@@ -291,8 +297,7 @@ def _node_value(
     if not children:
         return _leaf_value(text, schema, typed)
     if all(name == "item" for name, _node in children):
-        items = schema.get("items") if schema is not None else None
-        item_schema = items if isinstance(items, Mapping) else None
+        item_schema = _items(schema)
         return [_node_value(nodes, inner, item_schema, typed) for _name, (nodes, inner) in children]
     result: dict[str, Any] = {}
     repeated: set[str] = set()
