@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from pipeline.errors import ConfigurationError
 
@@ -195,25 +195,32 @@ def sniff_framing(
     if start[:1] == b"\x00":
         return _sniff_eventstream(start, complete)
     if not probe:
-        return "unknown" if complete else None
+        return _at_end(complete, "unknown")
     first = probe[:1]
     if first == b"{":
         rest = probe[1:].lstrip(b" \t")
         if not rest:
-            return "jsonl" if complete else None
+            return _at_end(complete, "jsonl")
         return "json" if rest[:1] in (b"\r", b"\n") else "jsonl"
-    if first == b"[":
-        return "json"
-    if first == b":":
-        return "sse"
-    return _sniff_field(probe, complete)
+    return _BY_FIRST_BYTE.get(first) or _sniff_field(probe, complete)
+
+
+_BY_FIRST_BYTE: Final[dict[bytes, Framing]] = {b"[": "json", b":": "sse"}
+
+
+_Decided = TypeVar("_Decided", bound=str)
+
+
+def _at_end(complete: bool, decided: _Decided) -> _Decided | None:
+    """What too few bytes decide: ``decided`` when the stream has no more, else None (wait for more)."""
+    return decided if complete else None
 
 
 def _sniff_eventstream(start: bytes, complete: bool) -> Literal["eventstream", "unknown"] | None:
     """A stream that starts with a NUL byte: an AWS event-stream if its first 12 bytes are a frame
     prelude whose CRC matches."""
     if len(start) < _START:
-        return "unknown" if complete else None
+        return _at_end(complete, "unknown")
     total, headers, crc = _PRELUDE.unpack_from(start)
     if zlib.crc32(start[:8]) == crc and total >= 16 and headers <= total - 16:
         return "eventstream"
@@ -225,10 +232,9 @@ def _sniff_field(probe: bytes, complete: bool) -> Literal["sse", "unknown"] | No
     for field in _FIELDS:
         if probe.startswith(field):
             after = probe[len(field) : len(field) + 1]
-            if after in (b":", b"\r", b"\n") or (not after and complete):
-                return "sse"
             if not after:
-                return None
-        elif field.startswith(probe):
-            return "unknown" if complete else None
+                return _at_end(complete, "sse")
+            return "sse" if after in (b":", b"\r", b"\n") else "unknown"
+        if field.startswith(probe):
+            return _at_end(complete, "unknown")
     return "unknown"

@@ -229,7 +229,7 @@ def _wire_json(value: Any) -> Any:
         return {key: _wire_json(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_wire_json(item) for item in value]
-    if value is None or isinstance(value, str | int | float | bool):
+    if isinstance(value, str | int | float | None):
         return value
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")

@@ -72,6 +72,18 @@ _NUMBER: Final = 9  # inside a number
 _DEAD: Final = 10  # after an error: further input is ignored
 _FINISHED: Final = 11  # finish() was called
 
+_EXPECTING: Final = {
+    _VALUE: "a value",
+    _VALUE_OR_CLOSE: "a value or ']'",
+    _KEY_OR_CLOSE: "a key string or '}'",
+    _KEY: "a key string",
+    _COLON: "':' after the key",
+    _TRAILING: "nothing more",
+    _KEY_STRING: "the rest of an object key and its closing quote",
+}
+"""What each state expects next, for messages (the states whose expectation depends on more are not
+here)."""
+
 _WHITESPACE: Final = " \t\n\r"
 _NUMBER_CHARS: Final = frozenset("0123456789+-.eE")
 _LITERALS: Final[dict[str, tuple[str, Any]]] = {
@@ -720,21 +732,17 @@ class JSONStreamParser:
             return f"the rest of {word!r}"
         if state == _STRING:
             return f"the rest of the string at path {self._string_path!r} and its closing quote"
-        if state == _KEY_STRING:
-            return "the rest of an object key and its closing quote"
         if state == _NUMBER and self._number_state not in N_COMPLETE:
             return N_EXPECTING[self._number_state]
-        if state in (_NUMBER, _COMMA_OR_CLOSE):
-            closer = "'}'" if type(self._stack[-1]) is dict else "']'"
-            return f"more of the number, ',' or {closer}" if state == _NUMBER else f"',' or {closer}"
-        return {
-            _VALUE: "a value",
-            _VALUE_OR_CLOSE: "a value or ']'",
-            _KEY_OR_CLOSE: "a key string or '}'",
-            _KEY: "a key string",
-            _COLON: "':' after the key",
-            _TRAILING: "nothing more",
-        }.get(state, "nothing")
+        if state == _NUMBER:
+            return f"more of the number, ',' or {self._closer()}"
+        if state == _COMMA_OR_CLOSE:
+            return f"',' or {self._closer()}"
+        return _EXPECTING.get(state, "nothing")
+
+    def _closer(self) -> str:
+        """The character that closes the innermost container, quoted for messages."""
+        return "'}'" if type(self._stack[-1]) is dict else "']'"
 
     def _fail_at(self, events: list[ArgumentEvent], text: str, position: int) -> int:
         """Report the character at ``position`` as unexpected in the current state; the end of ``text``."""
@@ -752,8 +760,7 @@ class JSONStreamParser:
         offset = self._base + position
         found = describe(text[position])
         if self._stack:
-            closer = "'}'" if type(self._stack[-1]) is dict else "']'"
-            expected = f"',' or {closer} after the number"
+            expected = f"',' or {self._closer()} after the number"
         else:
             expected = "the end of the arguments after the number"
         message = f"invalid JSON at offset {offset}: expected {expected}, found {found}"

@@ -61,6 +61,7 @@ _SIMPLE_ESCAPES: Final = {
 _HEX_ESCAPES: Final = {"x": 2, "u": 4, "U": 8}
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
 _OCTAL: Final = frozenset("01234567")
+_OCTAL_DIGITS: Final = re.compile("[0-7]{1,3}")
 _CLOSERS: Final = {"[": "]", "(": ")", "{": "}"}
 
 # What the literal expects next.
@@ -94,13 +95,18 @@ def _escape(buf: str, index: int, final: bool) -> tuple[int, str | None]:
     if width is not None:
         return _hex_escape(buf, index, width, final)
     if char in _OCTAL:
-        end = index + 2
-        while end < size and end < index + 4 and buf[end] in _OCTAL:
-            end += 1
-        if end == size and end < index + 4 and not final:
-            return index, None
-        return end, chr(int(buf[index + 1 : end], 8))
+        return _octal_escape(buf, index, final)
     return index + 2, buf[index : index + 2]
+
+
+def _octal_escape(buf: str, index: int, final: bool) -> tuple[int, str | None]:
+    """`_escape` of a backslash and one to three octal digits."""
+    digits = _OCTAL_DIGITS.match(buf, index + 1)
+    assert digits is not None  # the character after the backslash is an octal digit
+    end = digits.end()
+    if end == len(buf) and end < index + 4 and not final:
+        return index, None
+    return end, chr(int(digits[0], 8))
 
 
 def _hex_escape(buf: str, index: int, width: int, final: bool) -> tuple[int, str | None]:
@@ -124,7 +130,7 @@ def json_number(token: str) -> str | None:
     if whole is None and not fraction:
         return None
     whole = (whole or "0").replace("_", "").lstrip("0") or "0"
-    text = ("-" if sign == "-" else "") + whole
+    text = sign.removeprefix("+") + whole  # JSON writes no plus sign
     if fraction is not None:
         text += "." + (fraction.replace("_", "") or "0")
     if exponent is not None:

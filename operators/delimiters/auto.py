@@ -129,7 +129,7 @@ class AutoDelimiterRewriter:
         within = detector.within(window, final=False)
         if within:
             return within
-        if start == UNDECIDED or within == UNDECIDED or detector.may_start(window):
+        if UNDECIDED in (start, within) or detector.may_start(window):
             return UNDECIDED
         return None
 

@@ -73,7 +73,7 @@ class FormatDetector:
         within = self.within(text, final)
         if within:
             return within
-        if not final and (start == UNDECIDED or within == UNDECIDED or self.may_start(text)):
+        if not final and (UNDECIDED in (start, within) or self.may_start(text)):
             return UNDECIDED
         return None
 

@@ -148,21 +148,17 @@ it the whitespace is what the response starts with."""
 
 def _reasoning_format(style: object) -> ReasoningFormat:
     """The format ``style`` names or is; a `ConfigurationError` naming the choices otherwise."""
-    if isinstance(style, ReasoningFormat):
-        return style
-    if isinstance(style, str):
-        found = REASONING_FORMATS.get(style)
-        if found is None:
-            choices = ", ".join(REASONING_FORMATS)
-            raise ConfigurationError(f"unknown reasoning tag style {style!r}; expected one of: {choices}")
-        return found
-    if (
-        isinstance(style, tuple)
-        and len(style) == 2
-        and all(isinstance(tag, str) and tag for tag in style)
-        and style[0] != style[1]
-    ):
-        return ReasoningFormat((style[0],), (style[1],))
+    match style:
+        case ReasoningFormat():
+            return style
+        case str():
+            found = REASONING_FORMATS.get(style)
+            if found is None:
+                choices = ", ".join(REASONING_FORMATS)
+                raise ConfigurationError(f"unknown reasoning tag style {style!r}; expected one of: {choices}")
+            return found
+        case tuple((str(opening), str(closing))) if "" not in style and opening != closing:
+            return ReasoningFormat((opening,), (closing,))
     raise ConfigurationError(
         f"reasoning tag style {style!r} is neither a style name nor a pair of distinct non-empty tags"
     )

@@ -513,15 +513,13 @@ def agui_approvals(run_input: Mapping[str, Any]) -> list[ToolApproval]:
         if message.role == "assistant"
         for call in message.tool_calls or ()
     }
-    decisions = [_decision(entry, calls) for entry in decoded.resume or ()]
-    return [decision for decision in decisions if decision is not None]
+    return [decision for entry in decoded.resume or () if (decision := _decision(entry, calls)) is not None]
 
 
 def _decision(entry: _ResumeEntry, calls: Mapping[str, _FunctionCall]) -> ToolApproval | None:
     """The decision of one resume entry, or None when it answers no approval of a known call."""
     call_id = call_id_of_approval(entry.interrupt_id)
-    function = calls.get(call_id) if call_id is not None else None
-    if call_id is None or function is None:
+    if call_id is None or (function := calls.get(call_id)) is None:
         return None
     payload = entry.payload if isinstance(entry.payload, Mapping) else {}
     reason = payload.get("reason")

@@ -480,8 +480,7 @@ def vercel_approvals(messages: Any) -> list[ToolApproval]:
         raise ConfigurationError(f"the request's messages are not UI messages: {exc}") from None
     if not decoded or decoded[-1].role != "assistant":
         return []
-    decisions = [_decision(part) for part in decoded[-1].parts]
-    return [decision for decision in decisions if decision is not None]
+    return [decision for part in decoded[-1].parts if (decision := _decision(part)) is not None]
 
 
 def _decision(part: _UIPart) -> ToolApproval | None:

@@ -104,6 +104,11 @@ class _Walk:
         """Report a violation a repair fixes; ``fixed_as`` says how, when this walk fixes."""
         self.report(position, rule, message + (f"; {fixed_as}" if self.fix else ""), fixed=self.fix)
 
+    def answered(self, pending: dict[Any, str], call_id: Any, position: str, orphan: str) -> None:
+        """Close the open call ``call_id``; a result that no open call made is reported as ``orphan``."""
+        if pending.pop(call_id, None) is None:
+            self.report(position, "orphan_result", orphan)
+
     def at(self, number: int, *rest: str | int) -> str:
         return f"{self.root}[{number}]" + "".join(
             f"[{part}]" if isinstance(part, int) else f".{part}" for part in rest
@@ -203,12 +208,8 @@ def _openai_chat(walk: _Walk) -> None:
         role = message.get("role")
         if role == "tool":
             call_id = message.get("tool_call_id")
-            if pending.pop(call_id, None) is None:
-                walk.report(
-                    walk.at(number),
-                    "orphan_result",
-                    f"a tool result for {call_id!r}, which no open call made",
-                )
+            orphan = f"a tool result for {call_id!r}, which no open call made"
+            walk.answered(pending, call_id, walk.at(number), orphan)
             continue
         _unanswered(walk, pending)
         if role == "assistant":
@@ -335,9 +336,14 @@ def _assistant_blocks(walk: _Walk, number: int, blocks: list[Any]) -> list[Any]:
     return kept
 
 
+def _kind(block: Any) -> Any:
+    """A content block's ``type``; None for a block that is not an object."""
+    return block.get("type") if isinstance(block, Mapping) else None
+
+
 def _refused_block(block: Any) -> tuple[str, str] | None:
     """The rule and message of an assistant block the API refuses: unsigned thinking, empty text."""
-    kind = block.get("type") if isinstance(block, Mapping) else None
+    kind = _kind(block)
     if kind == "thinking" and not block.get("signature"):
         return "unsigned_thinking", "a thinking block without a signature (the API refuses it)"
     if kind == "text" and block.get("text") == "":
@@ -346,18 +352,15 @@ def _refused_block(block: Any) -> tuple[str, str] | None:
 
 
 def _tool_results_first(walk: _Walk, number: int, message: Message) -> None:
-    """Report a ``tool_result`` block after other content; fixing moves the results first."""
+    """Report a ``tool_result`` block after other content; fixing moves the results first (in order)."""
     blocks = message["content"]
-    kinds = [block.get("type") if isinstance(block, Mapping) else None for block in blocks]
-    first_other = next(index for index, kind in enumerate([*kinds, None]) if kind != "tool_result")
-    if "tool_result" not in kinds[first_other:]:
+    results = [_kind(block) == "tool_result" for block in blocks]
+    if False not in results or True not in results[results.index(False) :]:
         return
     if walk.fix:
-        results = [block for block, kind in zip(blocks, kinds, strict=True) if kind == "tool_result"]
-        others = [block for block, kind in zip(blocks, kinds, strict=True) if kind != "tool_result"]
-        message["content"] = results + others
+        message["content"] = sorted(blocks, key=lambda block: _kind(block) != "tool_result")
     walk.fixable(
-        walk.at(number, "content", first_other),
+        walk.at(number, "content", results.index(False)),
         "results_not_first",
         "tool_result blocks must come before any other content",
         "moved first",
@@ -366,8 +369,7 @@ def _tool_results_first(walk: _Walk, number: int, message: Message) -> None:
 
 def _thinking_first(walk: _Walk, number: int) -> None:
     blocks = walk.messages[number]["content"]
-    first = blocks[0].get("type") if blocks and isinstance(blocks[0], Mapping) else None
-    if first not in ("thinking", "redacted_thinking"):
+    if (_kind(blocks[0]) if blocks else None) not in ("thinking", "redacted_thinking"):
         walk.report(
             walk.at(number, "content", 0),
             "thinking_not_first",
@@ -377,14 +379,10 @@ def _thinking_first(walk: _Walk, number: int) -> None:
 
 def _answer(walk: _Walk, number: int, items: list[Any], pending: dict[Any, str], kind: str, key: str) -> None:
     for index, item in enumerate(items):
-        if isinstance(item, Mapping) and item.get("type") == kind:
+        if _kind(item) == kind:
             call_id = item.get(key)
-            if pending.pop(call_id, None) is None:
-                walk.report(
-                    walk.at(number, "content", index),
-                    "orphan_result",
-                    f"a {kind} for {call_id!r}, which the message before did not call",
-                )
+            orphan = f"a {kind} for {call_id!r}, which the message before did not call"
+            walk.answered(pending, call_id, walk.at(number, "content", index), orphan)
 
 
 # --- OpenAI Responses -------------------------------------------------------------------------------------
@@ -400,12 +398,9 @@ def _openai_responses(walk: _Walk) -> None:
         kind = item.get("type")
         if kind in _CALLS:
             pending[item.get("call_id")] = walk.at(number)
-        elif kind in _OUTPUTS and pending.pop(item.get("call_id"), None) is None:
-            walk.report(
-                walk.at(number),
-                "orphan_result",
-                f"a {kind} for {item.get('call_id')!r}, which no call made before",
-            )
+        elif kind in _OUTPUTS:
+            orphan = f"a {kind} for {item.get('call_id')!r}, which no call made before"
+            walk.answered(pending, item.get("call_id"), walk.at(number), orphan)
         elif kind == "reasoning" and not _reasoning_item(walk, number, item):
             continue
         elif kind == "item_reference" and not walk.rules.store:
@@ -432,8 +427,8 @@ def _reasoning_item(walk: _Walk, number: int, item: Message) -> bool:
             "with store=False a reasoning item must carry its encrypted_content "
             "(ask for include=['reasoning.encrypted_content'])",
         )
-    following = walk.messages[number + 1] if number + 1 < len(walk.messages) else None
-    if following is None or following.get("type") == "reasoning" or following.get("role") == "user":
+    following = walk.messages[number + 1 : number + 2]
+    if not following or following[0].get("type") == "reasoning" or following[0].get("role") == "user":
         walk.report(
             walk.at(number),
             "reasoning_without_following_item",
@@ -465,11 +460,7 @@ def _gemini(walk: _Walk) -> None:
 def _gemini_calls(walk: _Walk, number: int, parts: list[Any], *, running: bool) -> list[tuple[str, str]]:
     """The ``functionCall`` parts of a model content, as (name, position); in the running turn the
     first one must carry its thought signature."""
-    calls = [
-        (index, part)
-        for index, part in enumerate(parts)
-        if isinstance(part, Mapping) and "functionCall" in part
-    ]
+    calls = [(index, part) for index, part in enumerate(parts) if _holds(part, "functionCall")]
     if calls and running and walk.rules.thought_signatures:
         _gemini_signature(walk, number, calls[0])
     return [(str(part["functionCall"].get("name")), walk.at(number, "parts", index)) for index, part in calls]
@@ -481,16 +472,14 @@ def _running_turn_start(contents: list[Message]) -> int:
     for number in range(len(contents) - 1, -1, -1):
         content = contents[number]
         parts = content.get("parts") or []
-        if content.get("role") == "user" and any(
-            not (isinstance(p, Mapping) and "functionResponse" in p) for p in parts
-        ):
+        if content.get("role") == "user" and any(not _holds(part, "functionResponse") for part in parts):
             return number
     return 0
 
 
 def _gemini_answers(walk: _Walk, number: int, parts: list[Any], pending: list[tuple[str, str]]) -> None:
     for index, part in enumerate(parts):
-        if not (isinstance(part, Mapping) and "functionResponse" in part):
+        if not _holds(part, "functionResponse"):
             continue
         name = str(part["functionResponse"].get("name"))
         match = next((slot for slot, (called, _) in enumerate(pending) if called == name), None)
@@ -503,6 +492,11 @@ def _gemini_answers(walk: _Walk, number: int, parts: list[Any], pending: list[tu
         else:
             del pending[match]
     _gemini_unanswered(walk, pending)
+
+
+def _holds(part: Any, key: str) -> bool:
+    """Whether a Gemini part is an object with ``key`` (``functionCall``, ``functionResponse``)."""
+    return isinstance(part, Mapping) and key in part
 
 
 def _gemini_unanswered(walk: _Walk, pending: list[tuple[str, str]]) -> None:
@@ -560,12 +554,9 @@ def _converse_results(
 ) -> None:
     for index, block in enumerate(blocks):
         result = block.get("toolResult")
-        if isinstance(result, Mapping) and pending.pop(result.get("toolUseId"), None) is None:
-            walk.report(
-                walk.at(number, "content", index),
-                "orphan_result",
-                f"a toolResult for {result.get('toolUseId')!r}, which the message before did not call",
-            )
+        if isinstance(result, Mapping):
+            orphan = f"a toolResult for {result.get('toolUseId')!r}, which the message before did not call"
+            walk.answered(pending, result.get("toolUseId"), walk.at(number, "content", index), orphan)
 
 
 _CHECKERS: dict[str, Callable[[_Walk], None]] = {

@@ -306,11 +306,9 @@ class _Runner:
         """Start the call's tool (or queue it behind the side-effecting call before it, or hold it until
         the finish or a decision); or return the output of a call that cannot run, or the approval
         request of one that needs it."""
-        error = invocation.error
-        if error is not None:
-            if error.kind in _NOT_RUN_KINDS:
-                return tool_output(invocation, "not_run", f"not run: {error.kind}: {error.message}")
-            return tool_output(invocation, "invalid_arguments", f"{error.kind}: {error.message}")
+        unusable = _unusable(invocation)
+        if unusable is not None:
+            return unusable
         tool = self.tools.get(invocation.name)
         if tool is None:
             return tool_output(invocation, "unknown_tool", f"no tool named {invocation.name!r}")
@@ -389,6 +387,17 @@ class _Runner:
             self.queued.pop(invocation.id, None)
             await self.send.send(denied_output(invocation, decision.reason))
         return False
+
+
+def _unusable(invocation: ToolInvocation) -> ToolOutput | None:
+    """The output of a call the stream left unusable: cut short or interrupted (not run), or with
+    arguments that do not parse; None for a call to run."""
+    error = invocation.error
+    if error is None:
+        return None
+    if error.kind in _NOT_RUN_KINDS:
+        return tool_output(invocation, "not_run", f"not run: {error.kind}: {error.message}")
+    return tool_output(invocation, "invalid_arguments", f"{error.kind}: {error.message}")
 
 
 def _declined_by(finish_reason: str | None) -> str | None:

@@ -281,8 +281,8 @@ class TurnBuilder:
         is_generated_id: Any = is_default_generated_id,
         source: WireFormat | str | None = None,
     ) -> None:
-        for option, value in (("format", format), ("source", source)):
-            if value not in WIRE_FORMATS and not (option == "source" and value is None):
+        for option, value in (("format", format), ("source", format if source is None else source)):
+            if value not in WIRE_FORMATS:
                 raise ConfigurationError(f"{option} must be one of {', '.join(WIRE_FORMATS)}; got {value!r}")
         if not callable(is_generated_id):
             raise ConfigurationError(f"is_generated_id must be callable; got {is_generated_id!r}")
@@ -421,7 +421,14 @@ class TurnBuilder:
                 reasoning.append(segment.text)
             elif _is_client_call(segment):
                 tool_calls.append(_chat_tool_call(segment, calls))
-        content = "".join(text)
+        return self._chat_message("".join(text), refusal, reasoning, tool_calls)
+
+    def _chat_message(
+        self, content: str, refusal: list[str], reasoning: list[str], tool_calls: list[Message]
+    ) -> list[Message]:
+        """The Chat assistant message; none for a turn without text, refusal or calls."""
+        if not content and not refusal and not tool_calls:
+            return []
         message: Message = {"role": "assistant", "content": content or None}
         if refusal:
             message["refusal"] = "".join(refusal)
@@ -429,8 +436,6 @@ class TurnBuilder:
             message[self._reasoning_key] = "".join(reasoning)
         if tool_calls:
             message["tool_calls"] = tool_calls
-        if not content and not refusal and not tool_calls:
-            return []
         return [message]
 
     def _openai_responses(self, segments: list[_Segment]) -> list[Message]:
@@ -486,23 +491,42 @@ class TurnBuilder:
         return [{"role": "model", "parts": parts}] if parts else []
 
     def _gemini_part(
-        self, segment: _Segment, end: dict[str, Any], calls: dict[str, ToolInvocation]
+        self, segment: _Segment, end: dict[str, Any], calls: Mapping[str, ToolInvocation]
     ) -> Message | None:
         """The Gemini part of one segment, without its signature; None for what Gemini does not take back."""
-        kind = segment.kind
-        if kind is SegmentType.REASONING:
-            return {"text": segment.text, "thought": True}
-        if kind is SegmentType.TEXT:
-            return {"text": segment.text} if segment.text or end.get("signature") else None
-        if kind is SegmentType.TOOL_RESULT:
-            result = end.get("result")
-            if end.get("result_type") != "code_execution_result" or not isinstance(result, dict):
-                return None
-            return {"codeExecutionResult": dict(result)}
-        if kind is not SegmentType.TOOL_CALL and kind not in _FILE_SEGMENTS:
+        build = _GEMINI_PARTS.get(segment.kind)
+        return None if build is None else build(self, segment, end, calls)
+
+    def _gemini_thought(
+        self, segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
+    ) -> Message:
+        return {"text": segment.text, "thought": True}
+
+    def _gemini_text(
+        self, segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
+    ) -> Message | None:
+        return {"text": segment.text} if segment.text or end.get("signature") else None
+
+    def _gemini_result(
+        self, segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
+    ) -> Message | None:
+        """A code execution result; Gemini takes no other result back."""
+        result = end.get("result")
+        if end.get("result_type") != "code_execution_result" or not isinstance(result, dict):
             return None
-        if kind is SegmentType.TOOL_CALL and segment.start.get("provider_executed"):
+        return {"codeExecutionResult": dict(result)}
+
+    def _gemini_call(
+        self, segment: _Segment, end: dict[str, Any], calls: Mapping[str, ToolInvocation]
+    ) -> Message | None:
+        """A client call's ``functionCall`` part; a provider-executed call's ``executableCode`` part."""
+        if segment.start.get("provider_executed"):
             return self._gemini_code(segment, end)
+        return self._gemini_function_call(segment, end, calls)
+
+    def _gemini_function_call(
+        self, segment: _Segment, _: dict[str, Any], calls: Mapping[str, ToolInvocation]
+    ) -> Message:
         function_call: Message = {"name": _call_name(segment), "args": _folded_arguments(segment, calls)}
         if not self._is_generated_id(segment.id):
             function_call["id"] = segment.id
@@ -522,6 +546,15 @@ class TurnBuilder:
 
 _FILE_SEGMENTS = frozenset({SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
 
+_GEMINI_PARTS = {
+    SegmentType.REASONING: TurnBuilder._gemini_thought,
+    SegmentType.TEXT: TurnBuilder._gemini_text,
+    SegmentType.TOOL_RESULT: TurnBuilder._gemini_result,
+    SegmentType.TOOL_CALL: TurnBuilder._gemini_call,
+    SegmentType.WRITE_FILE: TurnBuilder._gemini_function_call,
+    SegmentType.PATCH_FILE: TurnBuilder._gemini_function_call,
+}
+
 _BUILDERS = {
     "openai_chat": TurnBuilder._openai_chat,
     "openai_responses": TurnBuilder._openai_responses,
@@ -531,37 +564,48 @@ _BUILDERS = {
 }
 
 
+_BlockBuilder: TypeAlias = Callable[
+    [_Segment, dict[str, Any], Mapping[str, ToolInvocation]], "Message | None"
+]
+"""Builds the block of one segment from the segment, its end metadata and the folded calls; None for what
+the provider does not take back."""
+
+
 def _anthropic_block(
-    segment: _Segment, end: dict[str, Any], calls: dict[str, ToolInvocation]
+    segment: _Segment, end: dict[str, Any], calls: Mapping[str, ToolInvocation]
 ) -> Message | None:
     """The Anthropic content block of one segment; None for what Anthropic does not take back."""
-    kind = segment.kind
-    if kind is SegmentType.REASONING:
-        if end.get("encrypted_content"):
-            return {"type": "redacted_thinking", "data": end["encrypted_content"]}
-        if end.get("signature"):
-            return {"type": "thinking", "thinking": segment.text, "signature": end["signature"]}
-        return None
-    if kind is SegmentType.TEXT:
-        return _anthropic_text(segment.text, end) if segment.text else None
-    if kind is SegmentType.TOOL_RESULT:
-        return _anthropic_result({**segment.start, **end})
-    if kind is SegmentType.TOOL_CALL or kind in _FILE_SEGMENTS:
-        return _anthropic_call(segment, _folded_arguments(segment, calls))
+    build = _ANTHROPIC_BLOCKS.get(segment.kind)
+    return None if build is None else build(segment, end, calls)
+
+
+def _anthropic_thinking(
+    segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
+) -> Message | None:
+    """A ``redacted_thinking`` block, or a signed ``thinking`` one; unsigned thinking is not taken back."""
+    if end.get("encrypted_content"):
+        return {"type": "redacted_thinking", "data": end["encrypted_content"]}
+    if end.get("signature"):
+        return {"type": "thinking", "thinking": segment.text, "signature": end["signature"]}
     return None
 
 
-def _anthropic_text(text: str, end: dict[str, Any]) -> Message:
-    block: Message = {"type": "text", "text": text}
+def _anthropic_text(
+    segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
+) -> Message | None:
+    if not segment.text:
+        return None
+    block: Message = {"type": "text", "text": segment.text}
     citations = end.get("citations")
     if citations:
         block["citations"] = [entry["citation"] for entry in citations]
     return block
 
 
-def _anthropic_call(segment: _Segment, arguments: Any) -> Message:
+def _anthropic_call(segment: _Segment, _: dict[str, Any], calls: Mapping[str, ToolInvocation]) -> Message:
     """A ``tool_use`` block, or a ``server_tool_use`` / ``mcp_tool_use`` one for a provider-executed call."""
     name = _call_name(segment)
+    arguments = _folded_arguments(segment, calls)
     if not segment.start.get("provider_executed"):
         return {"type": "tool_use", "id": segment.id, "name": name, "input": arguments}
     server_name = segment.start.get("server_name")
@@ -577,7 +621,8 @@ def _anthropic_call(segment: _Segment, arguments: Any) -> Message:
     return block
 
 
-def _anthropic_result(meta: dict[str, Any]) -> Message:
+def _anthropic_result(segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]) -> Message:
+    meta = {**segment.start, **end}
     result: Message = {
         "type": meta.get("result_type") or "tool_result",
         "tool_use_id": meta["call_id"],
@@ -589,46 +634,71 @@ def _anthropic_result(meta: dict[str, Any]) -> Message:
 
 
 def _converse_block(
-    segment: _Segment, end: dict[str, Any], calls: dict[str, ToolInvocation]
+    segment: _Segment, end: dict[str, Any], calls: Mapping[str, ToolInvocation]
 ) -> Message | None:
     """The Converse content block of one segment; None for what Converse does not take back."""
-    kind = segment.kind
-    if kind is SegmentType.REASONING:
-        return _converse_reasoning(segment.text, end)
-    if kind is SegmentType.TEXT:
-        return {"text": segment.text} if segment.text else None
-    if kind is SegmentType.TOOL_RESULT:
-        meta = {**segment.start, **end}
-        result: Message = {
-            "toolUseId": meta["call_id"],
-            "content": meta.get("result") or [],
-            "status": "error" if meta.get("is_error") else "success",
-        }
-        if meta.get("result_type"):
-            result["type"] = meta["result_type"]
-        return {"toolResult": result}
-    if kind is SegmentType.TOOL_CALL or kind in _FILE_SEGMENTS:
-        tool_use: Message = {
-            "toolUseId": segment.id,
-            "name": _call_name(segment),
-            "input": _folded_arguments(segment, calls),
-        }
-        if segment.start.get("provider_executed"):
-            tool_use["type"] = "server_tool_use"
-        return {"toolUse": tool_use}
-    return None
+    build = _CONVERSE_BLOCKS.get(segment.kind)
+    return None if build is None else build(segment, end, calls)
 
 
-def _converse_reasoning(text: str, end: dict[str, Any]) -> Message | None:
+def _converse_reasoning(
+    segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
+) -> Message | None:
     """A ``reasoningContent`` block: redacted, or text with its signature if it has one."""
     if end.get("encrypted_content"):
         return {"reasoningContent": {"redactedContent": end["encrypted_content"]}}
-    if not text and not end.get("signature"):
+    if not segment.text and not end.get("signature"):
         return None
-    reasoning: Message = {"text": text}
+    reasoning: Message = {"text": segment.text}
     if end.get("signature"):
         reasoning["signature"] = end["signature"]
     return {"reasoningContent": {"reasoningText": reasoning}}
+
+
+def _converse_text(segment: _Segment, _: dict[str, Any], __: Mapping[str, ToolInvocation]) -> Message | None:
+    return {"text": segment.text} if segment.text else None
+
+
+def _converse_result(segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]) -> Message:
+    meta = {**segment.start, **end}
+    result: Message = {
+        "toolUseId": meta["call_id"],
+        "content": meta.get("result") or [],
+        "status": "error" if meta.get("is_error") else "success",
+    }
+    if meta.get("result_type"):
+        result["type"] = meta["result_type"]
+    return {"toolResult": result}
+
+
+def _converse_call(segment: _Segment, _: dict[str, Any], calls: Mapping[str, ToolInvocation]) -> Message:
+    tool_use: Message = {
+        "toolUseId": segment.id,
+        "name": _call_name(segment),
+        "input": _folded_arguments(segment, calls),
+    }
+    if segment.start.get("provider_executed"):
+        tool_use["type"] = "server_tool_use"
+    return {"toolUse": tool_use}
+
+
+_ANTHROPIC_BLOCKS: dict[SegmentType, _BlockBuilder] = {
+    SegmentType.REASONING: _anthropic_thinking,
+    SegmentType.TEXT: _anthropic_text,
+    SegmentType.TOOL_RESULT: _anthropic_result,
+    SegmentType.TOOL_CALL: _anthropic_call,
+    SegmentType.WRITE_FILE: _anthropic_call,
+    SegmentType.PATCH_FILE: _anthropic_call,
+}
+
+_CONVERSE_BLOCKS: dict[SegmentType, _BlockBuilder] = {
+    SegmentType.REASONING: _converse_reasoning,
+    SegmentType.TEXT: _converse_text,
+    SegmentType.TOOL_RESULT: _converse_result,
+    SegmentType.TOOL_CALL: _converse_call,
+    SegmentType.WRITE_FILE: _converse_call,
+    SegmentType.PATCH_FILE: _converse_call,
+}
 
 
 def _converse_tool_result(out: ToolOutput) -> Message:
@@ -714,14 +784,16 @@ def _results_by_call(segments: list[_Segment]) -> dict[str, _Segment]:
 
 def _responses_server_item(segment: _Segment, result: _Segment | None) -> Message:
     """A provider-executed Responses item, whole where the events hold it, else a reference to its id."""
+    reference: Message = {"type": "item_reference", "id": segment.id}
+    if result is None:
+        return reference
     arguments: Any = (segment.end or {}).get("arguments") or {}
-    output = (result.end or {}).get("result") if result is not None else None
-    item_type = (result.start.get("result_type") if result is not None else None) or ""
+    item_type = result.start.get("result_type", "")
     whole = _SERVER_ITEMS.get(item_type)
     if whole is None or not isinstance(arguments, dict) or whole[0] not in arguments:
-        return {"type": "item_reference", "id": segment.id}
+        return reference
     base: Message = {"type": item_type, "id": segment.id, "status": "completed"}
-    return {**base, **whole[1](arguments, output)}
+    return {**base, **whole[1](arguments, (result.end or {}).get("result"))}
 
 
 def _web_search_fields(arguments: dict[str, Any], output: Any) -> Message:

@@ -503,13 +503,17 @@ def _source(
     if provider == "text" or (path.suffix == ".txt" and provider == "auto"):
         deltas, failure = _text_deltas(data, chunk_size or _TEXT_DELTA_SIZE)
         return _paced(deltas, speed, failure), "text"
+    return _paced(_pieces(data, path.suffix, chunk_size), speed), provider
+
+
+def _pieces(data: bytes, suffix: str, chunk_size: int | None) -> list[bytes]:
+    """A recorded stream cut into the reads that replay it: ``chunk_size`` bytes each, else one line of a
+    ``.jsonl`` file or one SSE event each."""
     if chunk_size:
-        pieces = [data[i : i + chunk_size] for i in range(0, len(data), chunk_size)]
-    elif path.suffix == ".jsonl":
-        pieces = data.splitlines(keepends=True)
-    else:
-        pieces = _sse_event_pieces(data)
-    return _paced(pieces, speed), provider
+        return [data[i : i + chunk_size] for i in range(0, len(data), chunk_size)]
+    if suffix == ".jsonl":
+        return data.splitlines(keepends=True)
+    return _sse_event_pieces(data)
 
 
 async def _run(

@@ -171,7 +171,7 @@ class _Block:
 
     def add_argument(self, payload: Mapping[str, Any]) -> None:
         """A piece of a string argument, or a whole value (a file tool's ``path`` names the block)."""
-        key = ".".join(str(part) for part in payload["path"])
+        key = ".".join(map(str, payload["path"]))
         if "delta" in payload:
             self.arguments.setdefault(key, []).append(payload["delta"])
             return

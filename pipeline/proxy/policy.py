@@ -122,8 +122,7 @@ class ToolPolicy(msgspec.Struct, frozen=True):
         return result
 
     def _apply_to_choice(self, choice: object) -> object:
-        message = choice.get("message") if isinstance(choice, Mapping) else None
-        if not isinstance(choice, Mapping) or not isinstance(message, Mapping):
+        if not isinstance(choice, Mapping) or not isinstance(message := choice.get("message"), Mapping):
             return choice
         calls = message.get("tool_calls")
         if not isinstance(calls, list):
@@ -132,13 +131,13 @@ class ToolPolicy(msgspec.Struct, frozen=True):
         kept = self._kept_calls(calls)
         if len(kept) == len(calls):
             return choice
+        if kept:
+            return {**choice, "message": {**message, "tool_calls": kept}}
+        # No call left: the message loses its tool_calls and the choice no longer ends with them.
         new_message = dict(message)
-        new_message["tool_calls"] = kept or None
-        if not kept:
-            new_message.pop("tool_calls")
-        new_choice = dict(choice)
-        new_choice["message"] = new_message
-        if not kept and new_choice.get("finish_reason") == "tool_calls":
+        del new_message["tool_calls"]
+        new_choice = {**choice, "message": new_message}
+        if new_choice.get("finish_reason") == "tool_calls":
             new_choice["finish_reason"] = "stop"
         return new_choice
 
@@ -176,13 +175,14 @@ class ToolPolicy(msgspec.Struct, frozen=True):
         """Raises `ToolChoiceError` when a required call was not made (``kept`` calls kept;
         ``named_made``: one of them called the function a named ``tool_choice`` requires, which a call
         to another function kept by ``unknown_tools="allow"`` does not satisfy)."""
-        named = isinstance(self.required, str) and bool(self.required)
-        if (self.required and kept == 0) or (named and not named_made):
-            wanted = f"the function {self.required!r}" if isinstance(self.required, str) else "a tool"
-            raise ToolChoiceError(
-                f"tool_choice requires {wanted} to be called, but the model answered without a call",
-                "tool_choice_not_satisfied",
-            )
+        required = self.required
+        if not required or (kept and (not isinstance(required, str) or named_made)):
+            return
+        wanted = f"the function {required!r}" if isinstance(required, str) else "a tool"
+        raise ToolChoiceError(
+            f"tool_choice requires {wanted} to be called, but the model answered without a call",
+            "tool_choice_not_satisfied",
+        )
 
 
 def _function_name(entry: object) -> str | None:
@@ -233,7 +233,7 @@ class ToolPolicyFilter:
         changes: dict[str, Any] = {}
         if calls:
             kept = self._kept_calls(item, calls)
-            if len(kept) != len(calls) or any(a is not b for a, b in zip(kept, calls, strict=False)):
+            if kept != calls:  # a call dropped or moved (a kept call in place is the same object)
                 changes["tool_calls"] = kept or None
         if finish == "tool_calls" and not self.kept:
             changes["finish_reason"] = "stop"
@@ -280,7 +280,7 @@ class ToolPolicyFilter:
             if self._policy.admits(call.name, self.kept):
                 position = self.kept
                 self.kept += 1
-                if call.name is not None and call.name == self._policy.required:
+                if call.name == self._policy.required:  # (a name, never a bool)
                     self.named_made = True
             else:
                 position = _DROPPED

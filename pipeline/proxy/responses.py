@@ -18,7 +18,7 @@ as on the Chat route; a broken one ends the answer as `ResponsesWire` says.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -132,23 +132,30 @@ def chat_request(payload: Mapping[str, Any]) -> dict[str, Any]:
         )
     chat: dict[str, Any] = {key: payload[key] for key in _PASSED if payload.get(key) is not None}
     chat["messages"] = _messages(payload)
-    tools = [_tool(tool, position) for position, tool in enumerate(payload.get("tools") or [])]
-    if tools:
-        chat["tools"] = tools
-    choice = payload.get("tool_choice")
-    if choice is not None:
-        chat["tool_choice"] = _tool_choice(choice)
-    if payload.get("max_output_tokens") is not None:
-        chat["max_tokens"] = payload["max_output_tokens"]
-    reasoning = payload.get("reasoning")
-    if isinstance(reasoning, Mapping) and reasoning.get("effort"):
-        chat["reasoning_effort"] = reasoning["effort"]
-    response_format = _response_format(payload.get("text"))
-    if response_format is not None:
-        chat["response_format"] = response_format
+    chat.update((key, value) for key, read in _TRANSLATED if (value := read(payload)) is not None)
     chat["stream"] = True
     chat["stream_options"] = {"include_usage": True}
     return chat
+
+
+def _tools(payload: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The chat tools of a Responses request; None when it has none."""
+    return [_tool(tool, position) for position, tool in enumerate(payload.get("tools") or [])] or None
+
+
+def _reasoning_effort(payload: Mapping[str, Any]) -> Any:
+    reasoning = payload.get("reasoning")
+    return (reasoning.get("effort") or None) if isinstance(reasoning, Mapping) else None
+
+
+_TRANSLATED: Final[tuple[tuple[str, Callable[[Mapping[str, Any]], Any]], ...]] = (
+    ("tools", _tools),
+    ("tool_choice", lambda payload: _tool_choice(payload.get("tool_choice"))),
+    ("max_tokens", lambda payload: payload.get("max_output_tokens")),
+    ("reasoning_effort", _reasoning_effort),
+    ("response_format", lambda payload: _response_format(payload.get("text"))),
+)
+"""Each chat field a Responses request translates to, and how it is read (None: the field is left out)."""
 
 
 def _messages(payload: Mapping[str, Any]) -> list[dict[str, Any]]:

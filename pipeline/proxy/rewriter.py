@@ -256,8 +256,7 @@ def fold_openai_completion(
 
 def _fold_choice(choice: Any, rewriter: Callable[[], DelimiterRewriter]) -> Any:
     """One choice of `fold_openai_completion`: as it is when its message holds no call."""
-    message = choice.get("message") if isinstance(choice, Mapping) else None
-    if not isinstance(message, Mapping):
+    if not isinstance(choice, Mapping) or not isinstance(message := choice.get("message"), Mapping):
         return choice
     content = message.get("content")
     reasoning_field = next((key for key in _REASONING_FIELDS if message.get(key)), None)

@@ -13,7 +13,7 @@ A Gemini stream whose events carry an ``event_type`` is an Interactions API stre
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from operators.convert._base import EventDecoder, IdFactory, is_mapping, new_call_id
@@ -27,10 +27,7 @@ __all__ = ["InteractionsConverter"]
 
 _DECODE: Final = EventDecoder(InteractionEvent).decode
 
-_STEP_START: Final = frozenset({"step.start", "content.start"})
-_STEP_DELTA: Final = frozenset({"step.delta", "content.delta"})
-_STEP_STOP: Final = frozenset({"step.stop", "content.stop"})
-_INTERACTION: Final = {
+_INTERACTION: Final[dict[str | None, bool]] = {
     "interaction.created": False,
     "interaction.start": False,
     "interaction.completed": True,
@@ -80,13 +77,10 @@ class InteractionsConverter:
         event_type = event.event_type
         if event.error is not None or event_type == "error":
             raise provider_error(item, event.error, number)
-        if event_type in _STEP_DELTA:
-            return self._step_delta(event)
-        if event_type in _STEP_START:
-            return self._step_start(event)
-        if event_type in _STEP_STOP:
-            return self._step_stop(event)
-        completes = _INTERACTION.get(event_type) if isinstance(event_type, str) else None
+        step = _STEP_EVENTS.get(event_type)
+        if step is not None:
+            return step(self, event)
+        completes = _INTERACTION.get(event_type)
         if completes is None:
             return []  # interaction.status_update and event types this version does not know
         if event.interaction is None:
@@ -141,16 +135,16 @@ class InteractionsConverter:
         if step is None:
             raise self._error("step", "is missing or not a mapping")
         if step.type == "text":
-            text = step.text
-            return [ChunkResponse(content=text)] if isinstance(text, str) and text else []
+            text = _nonempty(step.text)
+            return [ChunkResponse(content=text)] if text else []
         if step.type != "function_call":
             return []  # thought steps stream their text and signature as deltas
         return [ChunkResponse(tool_calls=[self._start_call(step, step_index)])]
 
     def _start_call(self, step: InteractionStep, step_index: int) -> ToolCallDelta:
         """The first delta of a ``function_call`` step; its arguments come with the deltas or the stop."""
-        name = step.name
-        if not isinstance(name, str) or not name:
+        name = _nonempty(step.name)
+        if name is None:
             raise self._error("step.name", "is missing or not a string")
         arguments = step.arguments
         if arguments is not None and not is_mapping(arguments):
@@ -160,14 +154,9 @@ class InteractionsConverter:
         position = self._call_count
         self._call_count += 1
         self._made_function_call = True
-        call_id = step.id
-        if not isinstance(call_id, str) or not call_id:
-            call_id = self._id_factory(position)
-        signature = step.signature
+        call_id = _nonempty(step.id) or self._id_factory(position)
         self._step_calls[step_index] = _StepCall(position, arguments or None)
-        return ToolCallDelta(
-            position, call_id, name, signature=signature if isinstance(signature, str) and signature else None
-        )
+        return ToolCallDelta(position, call_id, name, signature=_nonempty(step.signature))
 
     def _step_delta(self, event: InteractionEvent) -> list[ChunkResponse]:
         step_index = self._index(event)
@@ -224,3 +213,21 @@ class InteractionsConverter:
 
     def _error(self, where: str, problem: str) -> ConverterError:
         return converter_error(self._event_number, where, problem)
+
+
+def _nonempty(value: Any) -> str | None:
+    """A field that must be a non-empty string when present: the string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+_STEP_EVENTS: Final[
+    dict[str | None, Callable[[InteractionsConverter, InteractionEvent], list[ChunkResponse]]]
+] = {
+    "step.start": InteractionsConverter._step_start,
+    "content.start": InteractionsConverter._step_start,
+    "step.delta": InteractionsConverter._step_delta,
+    "content.delta": InteractionsConverter._step_delta,
+    "step.stop": InteractionsConverter._step_stop,
+    "content.stop": InteractionsConverter._step_stop,
+}
+"""The handler of each step event type (both spellings the Interactions API streams)."""

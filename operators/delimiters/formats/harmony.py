@@ -14,7 +14,7 @@ content ``It is sunny.``.
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Final
+from typing import ClassVar, Final, NamedTuple
 
 from operators.delimiters._lexer import Channel, FormatLexer, LexerOptions, LexerOutput, Rule, State
 from operators.delimiters._registry import register_format
@@ -53,34 +53,42 @@ _CHANNEL_ROUTES: Final[dict[str, Channel]] = {
 }
 
 
-class _Header:
+class _Header(NamedTuple):
     """What a message header says: who wrote it, on which channel, to whom, in which content type
     (read-only once parsed: see `_header`)."""
 
-    __slots__ = ("author", "channel", "content_type", "recipient")
+    author: str
+    channel: str
+    content_type: str
+    recipient: str
 
-    def __init__(self, raw: str) -> None:
-        body = raw[len(_START) :] if raw.startswith(_START) else raw
-        parts = _HEADER_PARTS.split(body)
-        role_words = parts[0].split()
-        channel_words: list[str] = []
-        other_words: list[str] = []
-        constraint = ""
-        for marker, text in zip(parts[1::2], parts[2::2], strict=True):
-            words = text.split()
-            if marker == _CHANNEL:
-                channel_words.extend(words)
-            elif words:
-                constraint = words[0]
-                other_words.extend(words[1:])
-        self.author = role_words[0] if role_words and not role_words[0].startswith("to=") else ""
-        self.recipient = ""
-        for word in (*role_words, *channel_words, *other_words):
-            if word.startswith("to="):
-                self.recipient = word[3:]
-        plain = [word for word in channel_words if not word.startswith("to=")]
-        self.channel = plain[0] if plain else ""
-        self.content_type = constraint or " ".join(plain[1:])
+
+def _parse_header(raw: str) -> _Header:
+    """Read a header: the author is its first word, the recipient the last ``to=`` word anywhere, the
+    channel the first other channel word; the content type is the first word after ``<|constrain|>``, else
+    the rest of the channel words."""
+    parts = _HEADER_PARTS.split(raw.removeprefix(_START))
+    role_words = parts[0].split()
+    channel_words: list[str] = []
+    other_words: list[str] = []
+    constraint = ""
+    for marker, text in zip(parts[1::2], parts[2::2], strict=True):
+        section = text.split()
+        if marker == _CHANNEL:
+            channel_words.extend(section)
+        elif section:
+            constraint = section[0]
+            other_words.extend(section[1:])
+    words = (*role_words, *channel_words, *other_words)
+    author = next(iter(role_words), "")
+    recipient = next((word[3:] for word in reversed(words) if word.startswith("to=")), "")
+    plain = [word for word in channel_words if not word.startswith("to=")] or [""]
+    return _Header(
+        author="" if author.startswith("to=") else author,
+        channel=plain[0],
+        content_type=constraint or " ".join(plain[1:]),
+        recipient=recipient,
+    )
 
 
 _HEADERS: dict[str, _Header] = {}
@@ -92,7 +100,7 @@ def _header(raw: str) -> _Header:
     """The parsed header ``raw`` (read-only: one object serves every message with this header)."""
     header = _HEADERS.get(raw)
     if header is None:
-        header = _Header(raw)
+        header = _parse_header(raw)
         if len(_HEADERS) < _HEADERS_KEPT:
             _HEADERS[raw] = header
     return header

@@ -32,6 +32,7 @@ _AFTER_FENCE: Final = Markers(_CALL_END, _CALL_BEGIN, *_SECTION_ENDS)
 _PARENTHESISED: Final = re.compile(r"functions\((?P<name>[^()]+)\):\d+(?:\.\d+)?")
 _INDEX_SUFFIX: Final = re.compile(r"(?P<name>.+?)[:_]\d+")
 _DIGIT_SUFFIX: Final = re.compile(r"(?P<name>.*?[^\d_.:-])\d+")
+_FUNCTIONS_PREFIX: Final = re.compile(r"functions(?:[._]|(?=.))", re.DOTALL)
 
 
 def kimi_tool_name(call_id: str, known: frozenset[str] | None = None) -> str:
@@ -48,21 +49,11 @@ def kimi_tool_name(call_id: str, known: frozenset[str] | None = None) -> str:
     match = _PARENTHESISED.fullmatch(text)
     if match is not None:
         return match["name"]
-    body = text
-    separated = True
-    if text.startswith(("functions.", "functions_")):
-        body = text[10:]
-    elif text.startswith("functions") and len(text) > 9:
-        body = text[9:]
-        separated = False
-    candidates = []
-    match = _INDEX_SUFFIX.fullmatch(body)
-    if match is not None:
-        candidates.append(match["name"])
-    if not separated or body is not text:
-        match = _DIGIT_SUFFIX.fullmatch(body)
-        if match is not None:
-            candidates.append(match["name"])
+    prefix = _FUNCTIONS_PREFIX.match(text)
+    body = text[prefix.end() :] if prefix is not None else text
+    # A bare name may end in digits of its own: a trailing digit run is an index only after the prefix.
+    suffixes = (_INDEX_SUFFIX, _DIGIT_SUFFIX) if prefix is not None else (_INDEX_SUFFIX,)
+    candidates = [found["name"] for suffix in suffixes if (found := suffix.fullmatch(body)) is not None]
     candidates.append(body)
     if known:
         for candidate in candidates:

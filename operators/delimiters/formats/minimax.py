@@ -253,6 +253,12 @@ def _property(schema: Mapping[str, Any] | None, key: str) -> Mapping[str, Any] |
     return prop if isinstance(prop, Mapping) else None
 
 
+def _items(schema: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The schema of the items of an array ``schema`` (None when it declares none)."""
+    items = schema.get("items") if schema is not None else None
+    return items if isinstance(items, Mapping) else None
+
+
 def m3_tree(body: str, schema: Mapping[str, Any] | None, *, typed: bool = False) -> Any:
     """The JSON value of a nested MiniMax-M3 parameter's text ``body`` (its elements, each tag after the
     namespace token), its leaves typed by ``schema`` (``typed``: a schema was given, so an undeclared
@@ -264,19 +270,23 @@ def m3_tree(body: str, schema: Mapping[str, Any] | None, *, typed: bool = False)
         tag = piece[2 if close else 1 : end if end >= 0 else len(piece)].strip()
         text = piece[end + 1 :] if end >= 0 else ""
         if close:
-            while len(stack) > 1:
-                name, children, texts = stack.pop()
-                stack[-1][1].append((name, (children, "".join(texts))))
-                if name == tag:
-                    break
+            _close_through(stack, tag)
         else:
             stack.append((tag, [], []))
         if text:
             stack[-1][2].append(text)
+    _close_through(stack, None)
+    return _node_value(stack[0][1], "", schema, typed)
+
+
+def _close_through(stack: list[tuple[str, list[tuple[str, Any]], list[str]]], tag: str | None) -> None:
+    """Close the open elements into their parents, innermost first, through the one named ``tag`` (all
+    of them for None); the root stays."""
     while len(stack) > 1:
         name, children, texts = stack.pop()
         stack[-1][1].append((name, (children, "".join(texts))))
-    return _node_value(stack[0][1], "", schema, typed)
+        if name == tag:
+            return
 
 
 def _node_value(
@@ -287,8 +297,7 @@ def _node_value(
     if not children:
         return _leaf_value(text, schema, typed)
     if all(name == "item" for name, _node in children):
-        items = schema.get("items") if schema is not None else None
-        item_schema = items if isinstance(items, Mapping) else None
+        item_schema = _items(schema)
         return [_node_value(nodes, inner, item_schema, typed) for _name, (nodes, inner) in children]
     result: dict[str, Any] = {}
     repeated: set[str] = set()
