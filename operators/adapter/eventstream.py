@@ -176,9 +176,18 @@ class EventStreamFramer:
             event_type = named if isinstance(named, str) else _CHUNK
             if len(self._event_types) < _KNOWN_HEADERS:
                 self._event_types[raw_headers] = event_type
-        if event_type == _CHUNK:
-            return self._event(body, offset)
-        return _named_event(event_type, body, offset)
+        if event_type != _CHUNK:
+            return _named_event(event_type, body, offset)
+        # Bedrock's wrapper: msgspec decodes the base64 ``bytes`` field and skips the padding unread
+        # (ASCII only: what is skipped is not checked for UTF-8, and base64 is ASCII).
+        if body.isascii():
+            try:
+                event = _decode_envelope(body).event
+            except JSON_ERRORS:
+                event = self._unwrap(body, offset)  # the general read says what is wrong
+        else:
+            event = self._unwrap(body, offset)
+        return Payload(body if event is None else event, offset)
 
     def _message(self, headers: dict[str, HeaderValue], payload: bytes, offset: int) -> None:
         """A frame that is not an event: an exception or an error raises; other types are skipped."""
@@ -208,20 +217,6 @@ class EventStreamFramer:
                 f"event-stream frame {self._frame_number}",
             )
         # other message types (this version does not know them) are skipped
-
-    def _event(self, payload: bytes, offset: int) -> Payload:
-        """The model event of an event frame: the ``bytes`` of Bedrock's wrapper, base64-decoded, or the
-        payload itself when it has no such wrapper."""
-        if payload.isascii():
-            # Typed: msgspec decodes the base64 and skips the padding unread (ASCII only: what is skipped
-            # is not checked for UTF-8, and base64 is ASCII).
-            try:
-                event = _decode_envelope(payload).event
-            except JSON_ERRORS:
-                event = self._unwrap(payload, offset)  # the general read says what is wrong
-        else:
-            event = self._unwrap(payload, offset)
-        return Payload(payload if event is None else event, offset)
 
     def _unwrap(self, payload: bytes, offset: int) -> bytes | None:
         """The wrapper's ``bytes`` field, read as any JSON and base64-decoded; raises for a payload that

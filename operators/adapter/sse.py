@@ -49,6 +49,7 @@ _DONE: Final = b"[DONE]"
 _DONE_SIZE: Final = len(_DONE) + 4
 """Data longer than this is never ``[DONE]`` with spaces around it."""
 _EXCERPT_LENGTH: Final = 80
+_ERROR_EVENT: Final = b"event: error"
 
 
 class ServerSentEvent(msgspec.Struct, frozen=True, gc=False, kw_only=True):
@@ -90,11 +91,6 @@ def _one_event(chunk: bytes) -> tuple[bytes | None, int, int] | None:
     if start > end or chunk.find(0x0A, start, end) >= 0 or chunk.find(0x0D, start, end) >= 0:
         return None
     return name, start, end
-
-
-def _plain_event_name(name: bytes) -> bool:
-    """Whether an ``event:`` field's value is a name the live path may pass over: not ``error``, ASCII."""
-    return name != b"error" and name.isascii()
 
 
 class _EventStreamParser:
@@ -231,7 +227,7 @@ class SSEFramer(_EventStreamParser):
     add up to more than ``max_event_size`` bytes raises too (the cap also bounds a line that never ends).
     """
 
-    __slots__ = ("_head", "_number", "_ready")
+    __slots__ = ("_head", "_live_max", "_number", "_offset")
 
     def __init__(self, *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
         super().__init__(max_event_size)
@@ -239,51 +235,58 @@ class SSEFramer(_EventStreamParser):
         """Events dispatched so far."""
         self._head: list[bytes] | None = []
         """The first bytes of the stream (up to an excerpt's length), until the first event."""
-        self._ready = False
-        """At an event start, after the first event: a read of one whole event is taken as it is."""
+        self._live_max = -1
+        """The largest read `feed` may take as one whole event: ``max_event_size`` at an event start after
+        the first event (the live path), -1 otherwise."""
+        self._offset = 0
+        """Byte offset of the next read while on the live path (the line splitter keeps it otherwise)."""
 
     def feed(self, chunk: bytes) -> list[Payload]:
         """The payloads (data fields) of the events this read completes."""
-        # The live case first: a read of one whole event, LF endings, one ``data:`` line after an optional
-        # ``event:`` line (OpenAI Chat; Anthropic, OpenAI Responses), or one ``data:`` line, CRLF endings
-        # (Gemini). Anything else, ``[DONE]`` and ``event: error`` included, takes the line-by-line path.
-        if self._ready and len(chunk) <= self._max:
-            if chunk[-2:] == b"\n\n" and 0x0D not in chunk:
-                end = len(chunk) - 2
-                cut = chunk.find(0x0A)
-                if cut == end:
-                    if chunk[:6] != b"data: ":
-                        return self._feed(chunk)
-                    start = 6
-                elif (
-                    chunk[:7] == b"event: "
-                    and chunk[cut + 1 : cut + 7] == b"data: "
-                    and chunk.find(0x0A, cut + 1) == end
-                    and _plain_event_name(chunk[7:cut])
-                ):
-                    start = cut + 7
-                else:
-                    return self._feed(chunk)
-            elif chunk[-4:] == b"\r\n\r\n" and chunk[:6] == b"data: ":
-                end = len(chunk) - 4
-                start = 6
-                if chunk.find(0x0A, 6, end) >= 0 or chunk.find(0x0D, 6, end) >= 0:
-                    return self._feed(chunk)
+        # The live case first: a read of one whole event, one ``data: `` line with LF endings (OpenAI
+        # Chat) or CRLF endings (Gemini), or an ``event: `` line first (Anthropic, OpenAI Responses:
+        # `_feed_named`). Any other read, ``[DONE]`` and ``event: error`` included, takes the line-by-line
+        # path.
+        if len(chunk) <= self._live_max:
+            if chunk[:6] != b"data: ":
+                return self._feed_named(chunk) if chunk[:7] == b"event: " else self._feed(chunk)
+            if chunk[-1] == 0x0A == chunk[-2]:  # the prefix has no CR or LF to overlap
+                data = chunk[6:-2]
+            elif chunk[-4:] == b"\r\n\r\n":
+                data = chunk[6:-4]
             else:
                 return self._feed(chunk)
-            data = chunk[start:end]
-            if len(data) > _DONE_SIZE or data.strip() != _DONE:
-                lines = self._lines
-                offset = lines.offset
-                lines.offset = offset + len(chunk)
+            if 0x0A not in data and 0x0D not in data and (len(data) > _DONE_SIZE or data.strip() != _DONE):
+                offset = self._offset
+                self._offset = offset + len(chunk)
                 self._number += 1
-                return [Payload(data, offset + start)]
+                return [Payload(data, offset + 6)]
+        return self._feed(chunk)
+
+    def _feed_named(self, chunk: bytes) -> list[Payload]:
+        """`feed`'s live case of an ``event: `` line and a ``data: `` line, LF endings."""
+        event, _, line = chunk.partition(b"\n")
+        data = line[6:-2]
+        if (
+            line[:6] == b"data: "
+            and line[-1] == 0x0A == line[-2]
+            and 0x0A not in data
+            and 0x0D not in chunk
+            and event != _ERROR_EVENT
+            and event.isascii()
+            and (len(data) > _DONE_SIZE or data.strip() != _DONE)
+        ):
+            offset = self._offset
+            self._offset = offset + len(chunk)
+            self._number += 1
+            return [Payload(data, offset + len(event) + 7)]
         return self._feed(chunk)
 
     def finish(self) -> list[Payload]:
         """The body has ended: the payload of an event cut before its blank line."""
         if self._stopped:
             return []
+        self._leave_live()
         out: list[Payload] = []
         try:
             self._finish_lines(out)
@@ -302,18 +305,28 @@ class SSEFramer(_EventStreamParser):
     def _feed(self, chunk: bytes) -> list[Payload]:
         if self._stopped:
             return []
+        live = self._live_max >= 0
+        self._leave_live()
         head = self._head
         if head is not None and sum(map(len, head)) < _EXCERPT_LENGTH:
             head.append(chunk[:_EXCERPT_LENGTH])
         out: list[Payload] = []
         try:
-            if not (self._ready and self._take_whole(chunk, out)):
+            if not (live and self._take_whole(chunk, out)):
                 self._feed_lines(chunk, out)
         except StreamfoldError as error:
             keep_partial(error, out)
             raise
-        self._ready = self._head is None and not self._stopped and self.at_event_start()
+        if self._head is None and not self._stopped and self.at_event_start():
+            self._live_max = self._max
+            self._offset = self._lines.offset
         return out
+
+    def _leave_live(self) -> None:
+        """Hand the stream offset back to the line splitter, for the line-by-line path."""
+        if self._live_max >= 0:
+            self._live_max = -1
+            self._lines.offset = self._offset
 
     def _dispatch(self, name: bytes | None, data: bytes, offset: int, out: list[Any]) -> None:
         number = self._number
@@ -328,7 +341,6 @@ class SSEFramer(_EventStreamParser):
 
     def _stop(self) -> None:
         self._stopped = True
-        self._ready = False
 
 
 class SSEDecoder(_EventStreamParser):

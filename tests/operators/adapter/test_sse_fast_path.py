@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.adapter import ServerSentEvent, SSEDecoder, SSEPayloadDecoder
+from operators.adapter import ServerSentEvent, SSEDecoder, SSEFramer, SSEPayloadDecoder
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
+from pipeline.models import Payload
 
 LINES = [
     b'data: {"a": 1}',
@@ -200,3 +201,91 @@ def test_bad_json_after_fast_events_names_its_byte() -> None:
     ) as raised:
         decoder.feed(b'data: {"b": 2}\n\ndata: {"c": \n\ndata: {"d": 4}\n\n')
     assert raised.value.partial_outputs == [{"b": 2}]
+
+
+DATA_LINES = [
+    b'data: {"a": 1}',
+    b"data: [DONE]",
+    b"data:  [DONE] ",
+    b"data:x",
+    b"data: caf\xc3\xa9",
+    b"data: ",
+    b"data: a\rb",
+    b"data: a\nb",
+]
+"""``data`` lines, valid UTF-8 (the live path leaves their check to the JSON decode)."""
+NAME_LINES = [
+    b"",
+    b"event: ping",
+    b"event: response.output_text.delta",
+    b"event: error",
+    b"event:error",
+    b"event: caf\xc3\xa9",
+    b"event: \xff",
+    b"event: a\rb",
+    b"id: 7",
+    b": comment",
+]
+"""What may come before the ``data`` line (nothing, most often live)."""
+NEWLINES = st.sampled_from([b"\n", b"\n", b"\r\n", b"\r"])
+LIVE_EVENTS = st.one_of(
+    st.tuples(
+        st.sampled_from([b"", b"event: ping", *NAME_LINES]),
+        st.sampled_from([b'data: {"a": 1}', b"data: caf\xc3\xa9", *DATA_LINES]),
+        NEWLINES,
+    ).map(lambda event: (event[0] + event[2] if event[0] else b"") + event[1] + event[2] * 2),
+    st.lists(st.tuples(st.sampled_from(NAME_LINES + DATA_LINES), NEWLINES), max_size=3).map(
+        lambda lines: b"".join(line + newline for line, newline in lines) + b"\n"
+    ),
+)
+"""One event a read: the live shapes, their endings alike, or lines of any kind and endings (the ones
+that end the stream drawn less often, so that the reads after them are compared too)."""
+
+
+def framed(reads: list[bytes], max_event_size: int) -> tuple[list[Payload], str | None]:
+    """Every payload of :class:`SSEFramer`, those before an error included, and the error."""
+    framer = SSEFramer(max_event_size=max_event_size)
+    values: list[Payload] = []
+    try:
+        for read in reads:
+            values.extend(framer.feed(read))
+        values.extend(framer.finish())
+    except StreamfoldError as error:
+        return values + error.partial_outputs, f"{type(error).__name__}: {error}"
+    return values, None
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    head=st.sampled_from(
+        [b"", b"data: {}\n\n", b"\xef\xbb\xbfdata: {}\n\n", b": hi\n\ndata: {}\r\n\r\n", b"<html>\n\n"]
+    ),
+    events=st.lists(LIVE_EVENTS, min_size=1, max_size=12),
+    positions=st.lists(st.integers(min_value=0, max_value=600), max_size=4),
+    max_event_size=st.sampled_from([12, 40, 1 << 20, 1 << 20]),
+)
+def test_framer_reads_of_one_event_each_give_the_payloads_of_one_byte_reads(
+    head: bytes, events: list[bytes], positions: list[int], max_event_size: int
+) -> None:
+    """Each read one whole event (LF, CRLF or CR endings, an ``event:`` line or not), as live traffic
+    comes: the same payloads, offsets and error as the line-by-line path, and as reads cut anywhere."""
+    body = head + b"".join(events)
+    reference = framed(one_byte_a_read([body]), max_event_size)
+    assert framed([head, *events], max_event_size) == reference
+    assert framed(cut(body, positions), max_event_size) == reference
+
+
+def test_framer_live_reads_give_each_data_at_its_offset() -> None:
+    framer = SSEFramer()
+    reads = [
+        b'data: {"a": 1}\n\n',
+        b'event: ping\ndata: {"b": 2}\n\n',
+        b'data: {"c": 3}\r\n\r\n',
+        b'event: caf\xc3\xa9\ndata: {"d": 4}\n\n',
+    ]
+    payloads = [payload for read in reads for payload in framer.feed(read)]
+    body = b"".join(reads)
+    assert [body[p.offset : p.offset + len(p.data)] for p in payloads] == [p.data for p in payloads]
+    assert [p.data for p in payloads] == [b'{"a": 1}', b'{"b": 2}', b'{"c": 3}', b'{"d": 4}']
+    with pytest.raises(ProviderError, match=r"^event 4: "):
+        framer.feed(b'event: error\ndata: {"error": {"message": "boom"}}\n\n')
