@@ -215,18 +215,34 @@ class _Chain:
         try:
             # Looked up at each item: a first core may replace its feed once it knows more.
             items = self._head.feed(item)
-            for passes, feed in rest:
-                if len(items) == 1:
-                    one = items[0]
+            if len(items) == 1:
+                # The usual case, one item at a time: a core whose ``passes`` accepts it is not fed.
+                one = items[0]
+                for passes, feed in rest:
                     if passes is None or not passes(one):
                         items = feed(one)
-                elif items:
-                    items = _feed_each(passes, feed, items)
+                        if len(items) != 1:
+                            break
+                        one = items[0]
                 else:
                     return items
         except StreamfoldError as exc:
             # Which core failed, from the feed being called (no counter in the loop: it runs per item).
             self._salvage(exc, 0 if feed is None else _position(self._feeds, feed, 1))
+            raise
+        if not items:
+            return items
+        after = len(self._feeds) - len(rest) if feed is None else _position(self._feeds, feed, 1) + 1
+        return self._onwards(items, after)
+
+    def _onwards(self, items: list[Any], first: int) -> list[Any]:
+        """``items`` (not one) through the cores from ``first`` on, each fed them in turn."""
+        position = first
+        try:
+            for position in range(first, len(self._feeds)):
+                items = _feed_each(self._passes[position], self._feeds[position], items)
+        except StreamfoldError as exc:
+            self._salvage(exc, position)
             raise
         return items
 
