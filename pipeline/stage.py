@@ -112,31 +112,47 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerato
         except Exception as exc:
             if not pulling:
                 raise
-            abort = _abort_of(core)
-            if abort is None:
-                raise
-            try:
-                outputs, failure = abort(exc), exc
-            except StreamfoldError as inner:
-                outputs, failure = _take(inner), inner
+            outputs, failure = _aborted(core, exc)
             for out in outputs:
                 yield out
             raise failure  # noqa: B904  # exc itself, or abort's error whose context is exc
-        try:
-            outputs = core.finish()
-        except StreamfoldError as exc:
-            outputs, failure = _take(exc), exc
+        outputs, failure = _finished(core)
         for out in outputs:
             yield out
         if failure is not None:
             raise failure
     finally:
-        if context is not None:
-            await context.__aexit__(None, None, None)
-        else:
-            aclose = getattr(iterator, "aclose", None)
-            if aclose is not None:
-                await aclose()
+        await _close(iterator, context)
+
+
+def _aborted(core: Core[Any, Any], exc: Exception) -> tuple[list[Any], BaseException]:
+    """The outputs of ``core.abort(exc)`` (none if it has no ``abort``), and the error to raise after them:
+    ``exc``, or abort's own error."""
+    abort = _abort_of(core)
+    if abort is None:
+        return [], exc
+    try:
+        return abort(exc), exc
+    except StreamfoldError as inner:
+        return _take(inner), inner
+
+
+def _finished(core: Core[Any, Any]) -> tuple[list[Any], StreamfoldError | None]:
+    """The outputs of ``core.finish()``, and its error if it failed."""
+    try:
+        return core.finish(), None
+    except StreamfoldError as exc:
+        return _take(exc), exc
+
+
+async def _close(iterator: AsyncIterator[Any], context: AbstractAsyncContextManager[Any] | None) -> None:
+    """Leave the source's context, or close the source if it can be closed."""
+    if context is not None:
+        await context.__aexit__(None, None, None)
+    else:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def operator_stream(source: AsyncIterable[In], core: Core[In, Out]) -> Streamer[Out]:
