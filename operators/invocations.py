@@ -33,6 +33,7 @@ ToolSchemas: TypeAlias = Mapping[str, type[pydantic.BaseModel] | pydantic.TypeAd
 """Tool name -> the pydantic model (or ``TypeAdapter``) its arguments must validate against."""
 
 _CONTENT = SegmentEventType.CONTENT
+_ARGUMENT = SegmentEventType.ARGUMENT
 _TOOL_SEGMENTS = frozenset({SegmentType.TOOL_CALL, SegmentType.WRITE_FILE, SegmentType.PATCH_FILE})
 
 
@@ -56,6 +57,11 @@ class InvocationFolder:
         self._tool_segments: dict[str, dict[str, Any]] = {}
         self._folded: set[str] = set()
         self.invocations: list[ToolInvocation] = []
+
+    def passes(self, event: SegmentEvent | ResponseEnd) -> bool:
+        """Whether ``feed`` would pass ``event`` on alone and keep nothing of it: a content or argument
+        event (the `pipeline.stage.Core` pass-through contract)."""
+        return type(event) is SegmentEvent and (event.event_type is _CONTENT or event.event_type is _ARGUMENT)
 
     def feed(self, event: SegmentEvent | ResponseEnd) -> list[SegmentEvent | ToolInvocation | ResponseEnd]:
         """Pass ``event`` on; after a tool call's END, the folded `ToolInvocation` follows it."""

@@ -3,10 +3,11 @@ fuses cores into one core.
 
 A core knows nothing of asyncio: ``feed(item)`` returns the outputs the item completes, ``finish()`` those
 the end of the input completes; it may also have ``abort(exc)``, called when its input fails, returning what
-it closes (the segment emitter closes open segments). Tests feed a core at every chunk boundary; ``drive``
-runs it in the consumer's task (``operator_stream`` is ``drive`` as an aiostream operator returns it);
-``chain`` runs several in one flat loop. ``process()``, the piped operators,
-the proxy and the seeds' handlers all run their cores this way, so they give the same events.
+it closes (the segment emitter closes open segments), and ``passes(item)``, which tells a chain the items it
+would pass on unchanged, so that the chain does not feed them (see `Core`). Tests feed a core at every chunk
+boundary; ``drive`` runs it in the consumer's task (``operator_stream`` is ``drive`` as an aiostream operator
+returns it); ``chain`` runs several in one flat loop. ``process()``, the piped operators, the proxy and the
+seeds' handlers all run their cores this way, so they give the same events.
 
 The error contract (h11's): a core raises a `StreamfoldError` for bad input, with the
 outputs it produced before the failure in ``partial_outputs``. Any other exception is a bug and passes
@@ -32,13 +33,22 @@ In_contra = TypeVar("In_contra", contravariant=True)
 In = TypeVar("In")
 Out = TypeVar("Out")
 P = ParamSpec("P")
+_Passes = Callable[[Any], bool]
 
 
 class Core(Protocol[In_contra, Out]):
-    """A sans-IO stage. It may also define ``abort(exc: BaseException) -> list[Out]``: its input failed,
-    return what that closes. A first core of a `chain` may define ``flatten(replace)``: the chain
-    passes it a function that the core calls once, at the end of a ``feed``, with the cores it has become
-    (the auto adapter, once it knows its framer and converter); the chain then runs those itself."""
+    """A sans-IO stage: ``feed`` and ``finish``, and three optional methods.
+
+    - ``abort(exc: BaseException) -> list[Out]``: its input failed; return what that closes.
+    - ``passes(item) -> bool``: the pass-through contract. True only when ``feed(item)`` would return
+      ``[item]`` and change nothing in the core; a `chain` then passes ``item`` on without calling
+      ``feed`` (the argument splitter passes chunks without tool calls this way, the invocation folder
+      content events). It runs for every item that reaches the core in a chain, so it should be cheaper
+      than ``feed``, and it must not raise. A core without it is fed every item; ``drive`` always feeds.
+    - ``flatten(replace)``, on the first core of a `chain`: the chain passes it a function that the core
+      calls once, at the end of a ``feed``, with the cores it has become (the auto adapter, once it knows
+      its framer and converter); the chain then runs those itself.
+    """
 
     def feed(self, item: In_contra, /) -> list[Out]:
         """Take the next input item; return the outputs it completes (often none, sometimes several)."""
@@ -52,6 +62,11 @@ class Core(Protocol[In_contra, Out]):
 def _abort_of(core: object) -> Callable[[BaseException], list[Any]] | None:
     abort: Callable[[BaseException], list[Any]] | None = getattr(core, "abort", None)
     return abort
+
+
+def _passes_of(core: object) -> _Passes | None:
+    passes: _Passes | None = getattr(core, "passes", None)
+    return passes
 
 
 def _take(exc: StreamfoldError) -> list[Any]:
@@ -97,31 +112,47 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerato
         except Exception as exc:
             if not pulling:
                 raise
-            abort = _abort_of(core)
-            if abort is None:
-                raise
-            try:
-                outputs, failure = abort(exc), exc
-            except StreamfoldError as inner:
-                outputs, failure = _take(inner), inner
+            outputs, failure = _aborted(core, exc)
             for out in outputs:
                 yield out
             raise failure  # noqa: B904  # exc itself, or abort's error whose context is exc
-        try:
-            outputs = core.finish()
-        except StreamfoldError as exc:
-            outputs, failure = _take(exc), exc
+        outputs, failure = _finished(core)
         for out in outputs:
             yield out
         if failure is not None:
             raise failure
     finally:
-        if context is not None:
-            await context.__aexit__(None, None, None)
-        else:
-            aclose = getattr(iterator, "aclose", None)
-            if aclose is not None:
-                await aclose()
+        await _close(iterator, context)
+
+
+def _aborted(core: Core[Any, Any], exc: Exception) -> tuple[list[Any], BaseException]:
+    """The outputs of ``core.abort(exc)`` (none if it has no ``abort``), and the error to raise after them:
+    ``exc``, or abort's own error."""
+    abort = _abort_of(core)
+    if abort is None:
+        return [], exc
+    try:
+        return abort(exc), exc
+    except StreamfoldError as inner:
+        return _take(inner), inner
+
+
+def _finished(core: Core[Any, Any]) -> tuple[list[Any], StreamfoldError | None]:
+    """The outputs of ``core.finish()``, and its error if it failed."""
+    try:
+        return core.finish(), None
+    except StreamfoldError as exc:
+        return _take(exc), exc
+
+
+async def _close(iterator: AsyncIterator[Any], context: AbstractAsyncContextManager[Any] | None) -> None:
+    """Leave the source's context, or close the source if it can be closed."""
+    if context is not None:
+        await context.__aexit__(None, None, None)
+    else:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def operator_stream(source: AsyncIterable[In], core: Core[In, Out]) -> Streamer[Out]:
@@ -163,25 +194,34 @@ class GeneratorStreamer(Streamer[Out]):
 class _Chain:
     """Cores in a row as one core: each one's outputs are the next one's inputs, in one flat loop."""
 
-    __slots__ = ("_aborts", "_cores", "_feeds", "_head", "_rest")
+    __slots__ = ("_aborts", "_cores", "_feeds", "_head", "_passes", "_rest")
 
     def __init__(self, cores: Sequence[Core[Any, Any]]) -> None:
-        self._use(tuple(cores), tuple(core.feed for core in cores))
+        self._use(tuple(cores), tuple(core.feed for core in cores), tuple(_passes_of(core) for core in cores))
         flatten: Callable[[Callable[[Sequence[Core[Any, Any]]], None]], None] | None = getattr(
             cores[0], "flatten", None
         )
         if flatten is not None:
             flatten(self._replace_head)
 
-    def _use(self, cores: tuple[Core[Any, Any], ...], feeds: tuple[Callable[[Any], list[Any]], ...]) -> None:
-        self._cores, self._feeds = cores, feeds
-        self._head, self._rest = cores[0], feeds[1:]
+    def _use(
+        self,
+        cores: tuple[Core[Any, Any], ...],
+        feeds: tuple[Callable[[Any], list[Any]], ...],
+        passes: tuple[_Passes | None, ...],
+    ) -> None:
+        self._cores, self._feeds, self._passes = cores, feeds, passes
+        self._head, self._rest = cores[0], tuple(zip(passes[1:], feeds[1:], strict=True))
         self._aborts = tuple(_abort_of(core) for core in cores)
 
     def _replace_head(self, cores: Sequence[Core[Any, Any]]) -> None:
         """The first core has become ``cores`` in a row: run them here, one loop for all. The later cores
         keep their feeds (an error's position is found by the feed's identity)."""
-        self._use((*cores, *self._cores[1:]), (*(core.feed for core in cores), *self._feeds[1:]))
+        self._use(
+            (*cores, *self._cores[1:]),
+            (*(core.feed for core in cores), *self._feeds[1:]),
+            (*(_passes_of(core) for core in cores), *self._passes[1:]),
+        )
 
     def feed(self, item: Any) -> list[Any]:
         feed = None
@@ -191,16 +231,34 @@ class _Chain:
         try:
             # Looked up at each item: a first core may replace its feed once it knows more.
             items = self._head.feed(item)
-            for feed in rest:
-                if len(items) == 1:
-                    items = feed(items[0])
-                elif items:
-                    items = _feed_each(feed, items)
+            if len(items) == 1:
+                # The usual case, one item at a time: a core whose ``passes`` accepts it is not fed.
+                one = items[0]
+                for passes, feed in rest:
+                    if passes is None or not passes(one):
+                        items = feed(one)
+                        if len(items) != 1:
+                            break
+                        one = items[0]
                 else:
                     return items
         except StreamfoldError as exc:
             # Which core failed, from the feed being called (no counter in the loop: it runs per item).
-            self._salvage(exc, 0 if feed is None else _position(self._rest, feed) + 1)
+            self._salvage(exc, 0 if feed is None else _position(self._feeds, feed, 1))
+            raise
+        if not items:
+            return items
+        after = len(self._feeds) - len(rest) if feed is None else _position(self._feeds, feed, 1) + 1
+        return self._onwards(items, after)
+
+    def _onwards(self, items: list[Any], first: int) -> list[Any]:
+        """``items`` (not one) through the cores from ``first`` on, each fed them in turn."""
+        position = first
+        try:
+            for position in range(first, len(self._feeds)):
+                items = _feed_each(self._passes[position], self._feeds[position], items)
+        except StreamfoldError as exc:
+            self._salvage(exc, position)
             raise
         return items
 
@@ -208,8 +266,8 @@ class _Chain:
         items: list[Any] = []
         position = 0
         try:
-            for core in self._cores:
-                outputs = _feed_each(core.feed, items)
+            for core, passes in zip(self._cores, self._passes, strict=True):
+                outputs = _feed_each(passes, core.feed, items)
                 try:
                     outputs += core.finish()
                 except StreamfoldError as exc:
@@ -231,7 +289,7 @@ class _Chain:
         that fails on the way raises its own error (salvaged in turn), as it would driven on its own."""
         for position in range(first, len(self._cores)):
             try:
-                outputs = _feed_each(self._feeds[position], items)
+                outputs = _feed_each(self._passes[position], self._feeds[position], items)
                 abort = self._aborts[position]
                 if abort is not None:
                     try:
@@ -251,17 +309,24 @@ class _Chain:
         exc.partial_outputs = self._closing(exc, failed + 1, _take(exc))
 
 
-def _position(feeds: tuple[Callable[[Any], list[Any]], ...], feed: Callable[[Any], list[Any]]) -> int:
-    """The position of ``feed`` in ``feeds``, by identity (a core chained twice has two bound methods)."""
-    return next(position for position, each in enumerate(feeds) if each is feed)
+def _position(
+    feeds: tuple[Callable[[Any], list[Any]], ...], feed: Callable[[Any], list[Any]], start: int
+) -> int:
+    """The position of ``feed`` in ``feeds`` from ``start`` on, by identity (a core chained twice has two
+    bound methods)."""
+    return next(position for position in range(start, len(feeds)) if feeds[position] is feed)
 
 
-def _feed_each(feed: Callable[[Any], list[Any]], items: list[Any]) -> list[Any]:
-    """``items`` fed in turn; if one fails, the outputs of those before it go first in its error."""
+def _feed_each(passes: _Passes | None, feed: Callable[[Any], list[Any]], items: list[Any]) -> list[Any]:
+    """``items`` fed in turn, those ``passes`` accepts passed on as they are; if one fails, the outputs of
+    those before it go first in its error."""
     outputs: list[Any] = []
     try:
         for each in items:
-            outputs += feed(each)
+            if passes is not None and passes(each):
+                outputs.append(each)
+            else:
+                outputs += feed(each)
     except StreamfoldError as exc:
         exc.partial_outputs = outputs + exc.partial_outputs
         raise
@@ -270,6 +335,9 @@ def _feed_each(feed: Callable[[Any], list[Any]], items: list[Any]) -> list[Any]:
 
 def chain(*cores: Core[Any, Any]) -> Core[Any, Any]:
     """Fuse ``cores`` into one core that feeds each one's outputs to the next.
+
+    An item that a core's ``passes`` accepts goes on to the next core without that core's ``feed``
+    (see `Core`): the events are the same, for less work per item.
 
     When a core raises `StreamfoldError`, its ``partial_outputs`` flow on through
     the cores after it, each of which then closes what it has open (``abort``), and the result becomes the

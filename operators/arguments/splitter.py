@@ -133,6 +133,11 @@ class ArgumentSplitter:
         self._kinds: dict[int, ToolCallKind] = {}
         self._finished: set[int] = set()
 
+    def passes(self, chunk: ChunkResponse) -> bool:
+        """Whether ``feed`` would pass ``chunk`` on alone and keep nothing of it: a chunk without tool calls
+        that does not end the response (the `pipeline.stage.Core` pass-through contract)."""
+        return not chunk.tool_calls and not chunk.is_complete
+
     def feed(self, chunk: ChunkResponse) -> list[ChunkResponse | SplitChunk]:
         """``chunk``, with the argument events of each of its tool-call deltas if it has any."""
         deltas = chunk.tool_calls

@@ -43,18 +43,30 @@ class Bug(Exception):
 class Stage:
     """A test core: each item becomes ``fan`` outputs ``(name, item, k)``; the ``fail_at``-th item fed
     raises ``ConverterError`` after its first output (carried in ``partial_outputs``); with ``hold`` it
-    keeps its last item back until the next one (or ``finish``); with ``closes`` it has an ``abort``."""
+    keeps its last item back until the next one (or ``finish``); with ``closes`` it has an ``abort``; with
+    ``passes`` it passes odd numbers on as they are (not counted as fed) and says so with ``passes``."""
 
     def __init__(
-        self, name: str, *, fan: int = 1, fail_at: int | None = None, hold: bool = False, closes: bool = False
+        self,
+        name: str,
+        *,
+        fan: int = 1,
+        fail_at: int | None = None,
+        hold: bool = False,
+        closes: bool = False,
+        passes: bool = False,
     ) -> None:
         self.name, self.fan, self.fail_at, self.hold = name, fan, fail_at, hold
         self.fed = 0
         self.held: list[Any] = []
         if closes:
             self.abort = self._abort
+        if passes:
+            self.passes = odd
 
     def feed(self, item: Any) -> list[Any]:
+        if hasattr(self, "passes") and odd(item):
+            return [item]
         self.fed += 1
         outputs = [(self.name, item, k) for k in range(self.fan)]
         if self.fed == self.fail_at:
@@ -72,6 +84,10 @@ class Stage:
     def _abort(self, exc: BaseException) -> list[Any]:
         held, self.held = self.held, []
         return [*held, (self.name, "aborted", type(exc).__name__)]
+
+
+def odd(item: Any) -> bool:
+    return isinstance(item, int) and item % 2 == 1
 
 
 async def items(values: list[Any], fail_after: int | None = None) -> AsyncIterator[Any]:
@@ -104,6 +120,7 @@ STAGE = st.fixed_dictionaries(
         "fail_at": st.integers(min_value=1, max_value=12),
         "hold": st.booleans(),
         "closes": st.booleans(),
+        "passes": st.booleans(),
     },
 )
 
@@ -205,6 +222,58 @@ def test_a_failure_in_finish_keeps_what_finish_and_the_cores_before_gave() -> No
         ("c", ("b", ("a", 1, 0), 0), 0),  # a's held item, released by its finish
         ("c", ("b", ("a", "end"), 0), 0),  # b's partial output on a's end, where it failed
         ("c", "aborted", "ConverterError"),
+    ]
+
+
+class Recording:
+    """A core that declares the pass-through contract (odd numbers) and records every item it is fed."""
+
+    def __init__(self) -> None:
+        self.fed: list[Any] = []
+
+    def passes(self, item: Any) -> bool:
+        return odd(item)
+
+    def feed(self, item: Any) -> list[Any]:
+        self.fed.append(item)
+        return [item] if odd(item) else [("r", item)]
+
+    def finish(self) -> list[Any]:
+        return []
+
+
+class Spread:
+    """A core without the pass-through contract whose ``feed(n)`` gives ``0 .. n-1``."""
+
+    def feed(self, item: int) -> list[int]:
+        return list(range(item))
+
+    def finish(self) -> list[int]:
+        return [5]
+
+
+def test_a_core_that_declares_pass_through_is_skipped_for_exactly_those_items() -> None:
+    recording = Recording()
+    core = chain(Stage("a", passes=True), recording, Stage("c"))
+    outputs = [core.feed(number) for number in (1, 2, 3)]
+    assert outputs == [[("c", 1, 0)], [("c", ("r", ("a", 2, 0)), 0)], [("c", 3, 0)]]
+    assert recording.fed == [("a", 2, 0)]
+    recording = Recording()
+    core = chain(Spread(), recording, Stage("c"))  # several items at once, and at the end
+    assert core.feed(3) == [("c", ("r", 0), 0), ("c", 1, 0), ("c", ("r", 2), 0)]
+    assert core.finish() == [("c", 5, 0), ("c", "end")]
+    assert recording.fed == [0, 2]
+
+
+def test_a_core_failing_after_items_it_passed_fails_at_its_own_position() -> None:
+    failing = Stage("b", passes=True, fail_at=1, closes=True)
+    core = chain(Stage("a", passes=True), failing, Stage("c", closes=True))
+    assert core.feed(1) == [("c", 1, 0)]  # passed by a and b: b has not been fed yet
+    with pytest.raises(ConverterError, match="b failed at item 1") as caught:
+        core.feed(2)
+    assert caught.value.partial_outputs == [
+        ("c", ("b", ("a", 2, 0), 0), 0),  # b's partial output, through c
+        ("c", "aborted", "ConverterError"),  # then c closes what it has open
     ]
 
 

@@ -42,9 +42,17 @@ Out = ChunkResponse | SplitChunk
 
 
 def split(chunks: Iterable[ChunkResponse], **options: Any) -> list[Out]:
-    splitter = ArgumentSplitter(**options)
-    out = [item for chunk in chunks for item in splitter.feed(chunk)]
-    return out + splitter.finish()
+    """The splitter's outputs; a second splitter, not fed the chunks its ``passes`` accepts (as a chain
+    does), must give the same."""
+    splitter, skipping = ArgumentSplitter(**options), ArgumentSplitter(**options)
+    out: list[Out] = []
+    for chunk in chunks:
+        outputs = splitter.feed(chunk)
+        assert outputs == ([chunk] if skipping.passes(chunk) else skipping.feed(chunk))
+        out += outputs
+    finished = splitter.finish()
+    assert finished == skipping.finish()
+    return out + finished
 
 
 def with_events(chunk: ChunkResponse, *events: tuple[ArgumentEvent, ...]) -> SplitChunk:
@@ -69,8 +77,11 @@ def test_chunks_without_tool_calls_pass_through_unchanged() -> None:
     chunks = [ChunkResponse(content="hi"), ChunkResponse(reasoning="hm"), ChunkResponse(tool_calls=[])]
     splitter = ArgumentSplitter()
     for chunk in chunks:
+        assert splitter.passes(chunk)
         assert splitter.feed(chunk) == [chunk]
     assert splitter.finish() == []
+    assert not splitter.passes(call(0, "{}"))
+    assert not splitter.passes(ChunkResponse(content="hi", is_complete=True))
 
 
 def test_each_delta_carries_what_it_streamed_or_completed() -> None:

@@ -36,20 +36,26 @@ def counter_ids() -> SegmentIdFactory:
 
 def run(chunks: Iterable[ChunkResponse | SplitChunk], **options: Any) -> list[dict[str, Any]]:
     """The events of ``chunks``: plain chunks through splitter, emitter and folder; a :class:`SplitChunk`
-    (argument events made by hand) straight to the emitter."""
+    (argument events made by hand) straight to the emitter. A second folder, not fed the events its
+    ``passes`` accepts (as a chain does), must give the same events."""
     splitter = ArgumentSplitter()
     emitter = SegmentEmitter(segment_ids=counter_ids(), **options)
-    folder = InvocationFolder()
+    folder, skipping = InvocationFolder(), InvocationFolder()
     out: list[dict[str, Any]] = []
+
+    def fold(events: Iterable[Any]) -> None:
+        for event in events:
+            folded = folder.feed(event)
+            assert folded == ([event] if skipping.passes(event) else skipping.feed(event))
+            out.extend(item.to_dict() for item in folded)
+
     for chunk in chunks:
         for split in [chunk] if isinstance(chunk, SplitChunk) else splitter.feed(chunk):
-            for event in emitter.feed(split):
-                out.extend(item.to_dict() for item in folder.feed(event))
+            fold(emitter.feed(split))
     for split in splitter.finish():
-        for event in emitter.feed(split):
-            out.extend(item.to_dict() for item in folder.feed(event))
-    for event in emitter.finish():
-        out.extend(item.to_dict() for item in folder.feed(event))
+        fold(emitter.feed(split))
+    fold(emitter.finish())
+    assert folder.invocations == skipping.invocations
     return out
 
 
