@@ -377,12 +377,7 @@ class OpenAIChatConverter:
         """The chunks of what one event carried; none if it carried nothing new."""
         finish_reason = pieces.finish_reason
         if finish_reason is not None:
-            if finish_reason == self._emitted_finish and not tool_deltas:
-                finish_reason = None  # a repeated finish chunk (OpenRouter, Avian) says nothing new
-            else:
-                self._emitted_finish = finish_reason
-                metadata = metadata or {}
-                metadata["stop_reason"] = pieces.stop_reason
+            finish_reason, metadata = self._new_finish(pieces, bool(tool_deltas), metadata)
         signatures, encrypted = pieces.signatures or (), pieces.encrypted or ()
         chunk = ChunkResponse(
             content="".join(pieces.content) if pieces.content else "",
@@ -407,6 +402,19 @@ class OpenAIChatConverter:
             *(ChunkResponse(reasoning_signature=extra) for extra in signatures[1:]),
             *(ChunkResponse(encrypted_reasoning=extra) for extra in encrypted[1:]),
         ]
+
+    def _new_finish(
+        self, pieces: _Pieces, with_calls: bool, metadata: dict[str, Any] | None
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """The finish reason of an event's chunk and its metadata with the ``stop_reason``; no finish
+        reason when it repeats the one given out and finishes no call (OpenRouter, Avian send it again)."""
+        finish_reason = pieces.finish_reason
+        if finish_reason == self._emitted_finish and not with_calls:
+            return None, metadata
+        self._emitted_finish = finish_reason
+        metadata = metadata or {}
+        metadata["stop_reason"] = pieces.stop_reason
+        return finish_reason, metadata
 
     def _tool_delta(self, raw: ChatToolCall, number: int, tool_deltas: list[ToolCallDelta]) -> None:
         continued = self._continued_call(raw)
