@@ -94,6 +94,9 @@ _HELPER_EVENTS = frozenset(
 """The events openai-python's ``.stream()`` helper derives from the chunks (it also sends each chunk)."""
 
 _decode_chunk = EventDecoder(ChatChunk).decode
+_NO_RARE_FIELDS: Final = (None, None, None, None, None)
+"""A delta's ``refusal``, ``reasoning_details``, ``images``, ``executed_tools`` and ``function_call`` when it
+has none of them: the fields only `OpenAIChatConverter._choices` gathers."""
 _NOTHING: Final = ChunkResponse()
 """A chunk that says nothing: an event that carries nothing new gives no chunk."""
 
@@ -227,16 +230,19 @@ class OpenAIChatConverter:
         if chunk.error is not None:
             raise _provider_error(chunk.error, item, number)
         seen = (chunk.id, chunk.model, chunk.created, chunk.system_fingerprint, chunk.service_tier)
-        metadata = None if seen == self._seen_metadata else self._metadata_changes(seen)
         choices = chunk.choices
-        if chunk.usage is None and chunk.x_groq is None:
-            usage = None
-            if choices and len(choices) == 1:
-                plain = self._plain(choices[0], metadata)
-                if plain is not None:
-                    return plain
-        else:
-            usage = self._usage_change(chunk, number)
+        if (
+            seen == self._seen_metadata
+            and chunk.usage is None
+            and chunk.x_groq is None
+            and choices
+            and len(choices) == 1
+        ):
+            plain = self._plain(choices[0])
+            if plain is not None:
+                return plain
+        metadata = None if seen == self._seen_metadata else self._metadata_changes(seen)
+        usage = self._usage_change(chunk, number)
         if not choices:
             return [ChunkResponse(usage=usage, metadata=metadata)] if usage or metadata else []
         return self._choices(choices, number, usage, metadata)
@@ -262,54 +268,46 @@ class OpenAIChatConverter:
             raise exc
         return [ChunkResponse(is_complete=True, finish_reason=self._finish_reason)]
 
-    def _plain(self, choice: ChatChoice, metadata: dict[str, Any] | None) -> list[ChunkResponse] | None:
-        """The chunks of the selected choice when its delta is only text (``content``, reasoning or
-        ``refusal``) or only the next arguments of one announced call, and it does not finish: nearly
-        every event. ``None`` for any other choice, which `_choices` gathers into the same chunks."""
+    def _plain(self, choice: ChatChoice) -> list[ChunkResponse] | None:
+        """The chunks of an event with nothing new but the selected choice's one piece of ``content``, of
+        reasoning, or of one announced call's arguments, without a finish: nearly every event. ``None``
+        for any other event, which `_choices` gathers into the same chunks."""
         delta = choice.delta
-        if delta is None or choice.finish_reason or choice.index != self._choice:
-            return None
         if (
-            delta.reasoning_details
-            or delta.images
-            or delta.executed_tools
-            or delta.function_call is not None
-            or type(delta.content) is list
+            delta is None
+            or choice.finish_reason
+            or choice.index != self._choice
+            or (
+                delta.refusal,
+                delta.reasoning_details,
+                delta.images,
+                delta.executed_tools,
+                delta.function_call,
+            )
+            != _NO_RARE_FIELDS
         ):
-            return None  # fields only _choices gathers
+            return None
+        content, reasoning = delta.content, delta.reasoning_content or delta.reasoning
         if delta.tool_calls:
-            return self._plain_arguments(delta.tool_calls, delta, metadata)
-        content = delta.content if isinstance(delta.content, str) else ""
-        reasoning, refusal = delta.reasoning_content or delta.reasoning, delta.refusal
-        if content or reasoning or refusal:
-            return [
-                ChunkResponse(
-                    content=content, reasoning=reasoning or None, refusal=refusal or None, metadata=metadata
-                )
-            ]
-        return [ChunkResponse(metadata=metadata)] if metadata else []
+            return None if content or reasoning else self._plain_arguments(delta.tool_calls)
+        if not content:
+            return [ChunkResponse(reasoning=reasoning)] if reasoning else None
+        if reasoning or type(content) is not str:
+            return None  # both kinds of text, or content as a list of parts
+        return [ChunkResponse(content=content)]
 
-    def _plain_arguments(
-        self, tool_calls: list[ChatToolCall], delta: ChatDelta, metadata: dict[str, Any] | None
-    ) -> list[ChunkResponse] | None:
-        """`_plain` for a delta with ``tool_calls``: the next arguments of one announced call."""
-        if (
-            delta.content
-            or delta.reasoning_content
-            or delta.reasoning
-            or delta.refusal
-            or len(tool_calls) != 1
-        ):
-            return None
-        continued = self._continued_call(tool_calls[0])
+    def _plain_arguments(self, tool_calls: list[ChatToolCall]) -> list[ChunkResponse] | None:
+        """`_plain` for a delta with only ``tool_calls``: the next arguments of one announced call."""
+        continued = self._continued_call(tool_calls[0]) if len(tool_calls) == 1 else None
         if continued is None:
             return None
         call, arguments = continued
         self._last_call = call
-        if arguments:
-            delta_ = ToolCallDelta(call.position, None, None, arguments, False, call.kind)
-            return [ChunkResponse(tool_calls=[delta_], metadata=metadata)]
-        return [ChunkResponse(metadata=metadata)] if metadata else []
+        if not arguments:
+            return []
+        return [
+            ChunkResponse(tool_calls=[ToolCallDelta(call.position, None, None, arguments, False, call.kind)])
+        ]
 
     def _choices(
         self,
@@ -379,12 +377,7 @@ class OpenAIChatConverter:
         """The chunks of what one event carried; none if it carried nothing new."""
         finish_reason = pieces.finish_reason
         if finish_reason is not None:
-            if finish_reason == self._emitted_finish and not tool_deltas:
-                finish_reason = None  # a repeated finish chunk (OpenRouter, Avian) says nothing new
-            else:
-                self._emitted_finish = finish_reason
-                metadata = metadata or {}
-                metadata["stop_reason"] = pieces.stop_reason
+            finish_reason, metadata = self._new_finish(pieces, bool(tool_deltas), metadata)
         signatures, encrypted = pieces.signatures or (), pieces.encrypted or ()
         chunk = ChunkResponse(
             content="".join(pieces.content) if pieces.content else "",
@@ -409,6 +402,19 @@ class OpenAIChatConverter:
             *(ChunkResponse(reasoning_signature=extra) for extra in signatures[1:]),
             *(ChunkResponse(encrypted_reasoning=extra) for extra in encrypted[1:]),
         ]
+
+    def _new_finish(
+        self, pieces: _Pieces, with_calls: bool, metadata: dict[str, Any] | None
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """The finish reason of an event's chunk and its metadata with the ``stop_reason``; no finish
+        reason when it repeats the one given out and finishes no call (OpenRouter, Avian send it again)."""
+        finish_reason = pieces.finish_reason
+        if finish_reason == self._emitted_finish and not with_calls:
+            return None, metadata
+        self._emitted_finish = finish_reason
+        metadata = metadata or {}
+        metadata["stop_reason"] = pieces.stop_reason
+        return finish_reason, metadata
 
     def _tool_delta(self, raw: ChatToolCall, number: int, tool_deltas: list[ToolCallDelta]) -> None:
         continued = self._continued_call(raw)

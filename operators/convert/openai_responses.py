@@ -168,6 +168,7 @@ class _OutputItem:
         "item_id",
         "item_type",
         "last_reasoning_part",
+        "last_text_index",
         "serial",
         "text_parts",
     )
@@ -189,6 +190,9 @@ class _OutputItem:
         self.annotations: dict[int, int] = {}
         """Content part index -> annotations already given by ``annotation.added`` events."""
         self.last_reasoning_part: _PartKey | None = None
+        """The reasoning part that gave text last (it is in ``text_parts``)."""
+        self.last_text_index = -1
+        """The ``content_index`` of the text part whose delta came last (it is in ``text_parts``)."""
         self.call_kind: ToolCallKind = "function"
         self.arguments_sent = False
         self.finished = False
@@ -238,7 +242,8 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
 
     def _start_response(self) -> None:
         self._calls = CallIndexer()
-        self._items_by_id: dict[str, _OutputItem] = {}
+        self._items_by_id: dict[str | None, _OutputItem] = {}
+        """Items by id (never ``None``: the type lets an event without an id look up at once)."""
         self._items_by_position: dict[int, _OutputItem] = {}
         self._item_count = 0
         self._metadata: dict[str, Any] = {}
@@ -640,7 +645,10 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             text = self._string(text, "delta")
         if not text:
             return []
-        self._text_item(event).text_parts.add(("text", event.content_index))
+        item = self._items_by_id.get(event.item_id) or self._text_item(event)
+        if item.last_text_index != event.content_index:
+            item.last_text_index = event.content_index
+            item.text_parts.add(("text", event.content_index))
         return [ChunkResponse(content=text)]
 
     def _on_text_done(self, event: _ResponsesEvent) -> Chunks:
@@ -680,9 +688,11 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             text = self._string(text, "delta")
         if not text:
             return []
-        item = self._text_item(event)
-        item.text_parts.add(part)
-        return [ChunkResponse(reasoning=self._separated(item, part, text), reasoning_id=item.item_id)]
+        item = self._items_by_id.get(event.item_id) or self._text_item(event)
+        if item.last_reasoning_part != part:
+            item.text_parts.add(part)
+            text = self._separated(item, part, text)
+        return [ChunkResponse(reasoning=text, reasoning_id=item.item_id)]
 
     def _reasoning_done(self, event: _ResponsesEvent, part: _PartKey) -> Chunks:
         pieces: list[str] = []

@@ -49,7 +49,7 @@ def payloads(events: list[Any]) -> list[Payload]:
 
 
 def without_plain_route(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(OpenAIChatConverter, "_plain", lambda self, choice, metadata: None)
+    monkeypatch.setattr(OpenAIChatConverter, "_plain", lambda self, choice: None)
 
 
 TEXT = st.sampled_from(["", " fox", "é", "{", None, 7])
