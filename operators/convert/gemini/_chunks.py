@@ -52,11 +52,15 @@ class ChunkBuilder:
         self._tool_results: list[ToolResult] | None = None
         self._citations: list[Mapping[str, Any]] | None = None
 
-    def reasoning(self, text: str) -> None:
-        if self._rank > _REASONING:
-            self._close()
-        self._rank = _REASONING
-        self._reasoning.append(text)
+    def reasoning(self, text: str, signature: str | None = None) -> None:
+        """A thought part: its text, and its signature (the signature of the reasoning)."""
+        if text:
+            if self._rank > _REASONING:
+                self._close()
+            self._rank = _REASONING
+            self._reasoning.append(text)
+        if signature:
+            self.signature(signature)
 
     def signature(self, signature: str) -> None:
         if self._rank > _SIGNATURE or self._signature is not None:
@@ -65,14 +69,17 @@ class ChunkBuilder:
         self._extras = True
         self._signature = signature
 
-    def content(self, text: str) -> None:
-        if self._rank > _CONTENT:
-            self._close()
-        self._rank = _CONTENT
-        self._content.append(text)
+    def content(self, text: str, signature: str | None = None) -> None:
+        """A text part: its text, and its signature (bound to the text segment that text is in)."""
+        if text:
+            if self._rank > _CONTENT:
+                self._close()
+            self._rank = _CONTENT
+            self._content.append(text)
+        if signature:
+            self._content_signature_of(signature)
 
-    def content_signature(self, signature: str) -> None:
-        """The signature of a text part: it belongs to the text segment that part's text is in."""
+    def _content_signature_of(self, signature: str) -> None:
         if self._rank > _CONTENT or self._content_signature is not None:
             self._close()
         self._rank = _CONTENT
@@ -123,13 +130,36 @@ class ChunkBuilder:
 
         A finish reason completes the response."""
         done = self._done
-        if self._rank != _EMPTY or usage is not None or finish_reason is not None or metadata:
-            last = self._chunk(usage, finish_reason, metadata or None)
-            if not done:
-                return [last]
-            done.append(last)
-        elif not done:
+        if done or self._extras:
+            return self._take_all(usage, finish_reason, metadata)
+        reasoning, content = self._reasoning, self._content
+        if not (reasoning or content or usage or finish_reason or metadata):
             return []
+        if reasoning:
+            self._reasoning = []
+        if content:
+            self._content = []
+        self._rank = _EMPTY
+        chunk = ChunkResponse(
+            content="".join(content),
+            reasoning="".join(reasoning) if reasoning else None,
+            usage=usage,
+            finish_reason=finish_reason,
+            metadata=metadata,
+            is_complete=finish_reason is not None,
+        )
+        return [chunk]
+
+    def _take_all(
+        self,
+        usage: TokenUsage | None,
+        finish_reason: str | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> list[ChunkResponse]:
+        """`take` when the event closed a chunk already or the open one holds more than text."""
+        done = self._done
+        if self._rank != _EMPTY or usage is not None or finish_reason is not None or metadata:
+            done.append(self._chunk(usage, finish_reason, metadata or None))
         self._done = []
         return done
 
