@@ -129,9 +129,9 @@ class ChunkBuilder:
         """The event's chunks, the last one carrying the event-level fields; the builder is then empty.
 
         A finish reason completes the response."""
-        done = self._done
-        if done or self._extras:
+        if self._done or self._extras:
             return self._take_all(usage, finish_reason, metadata)
+        # Most events are text or reasoning alone: their one chunk is made here, with what it holds.
         reasoning, content = self._reasoning, self._content
         if not (reasoning or content or usage or finish_reason or metadata):
             return []
@@ -145,7 +145,7 @@ class ChunkBuilder:
             reasoning="".join(reasoning) if reasoning else None,
             usage=usage,
             finish_reason=finish_reason,
-            metadata=metadata,
+            metadata=metadata or None,
             is_complete=finish_reason is not None,
         )
         return [chunk]
@@ -170,34 +170,12 @@ class ChunkBuilder:
     def _chunk(
         self, usage: TokenUsage | None, finish_reason: str | None, metadata: Mapping[str, Any] | None
     ) -> ChunkResponse:
-        """The open chunk, with the given event-level fields; the builder's parts are emptied."""
-        reasoning, content = self._reasoning, self._content
-        if self._extras:
-            chunk = self._chunk_with_extras(usage, finish_reason, metadata)
-        else:
-            chunk = ChunkResponse(
-                content="".join(content),
-                reasoning="".join(reasoning) if reasoning else None,
-                usage=usage,
-                finish_reason=finish_reason,
-                metadata=metadata,
-                is_complete=finish_reason is not None,
-            )
-        if reasoning:
-            self._reasoning = []
-        if content:
-            self._content = []
-        self._rank = _EMPTY
-        return chunk
-
-    def _chunk_with_extras(
-        self, usage: TokenUsage | None, finish_reason: str | None, metadata: Mapping[str, Any] | None
-    ) -> ChunkResponse:
-        """`_chunk` when the chunk holds more than text and reasoning."""
-        media = self._media
+        """The open chunk, whatever it holds, with the given event-level fields; the builder's parts are
+        emptied."""
+        media, reasoning, content = self._media, self._reasoning, self._content
         chunk = ChunkResponse(
-            content="".join(self._content),
-            reasoning="".join(self._reasoning) if self._reasoning else None,
+            content="".join(content),
+            reasoning="".join(reasoning) if reasoning else None,
             reasoning_signature=self._signature,
             content_signature=self._content_signature,
             tool_calls=self._tool_calls,
@@ -216,4 +194,9 @@ class ChunkBuilder:
         self._tool_calls = self._tool_results = self._citations = None
         if media:
             self._media = {}
+        if reasoning:
+            self._reasoning = []
+        if content:
+            self._content = []
+        self._rank = _EMPTY
         return chunk
