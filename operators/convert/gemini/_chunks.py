@@ -52,11 +52,15 @@ class ChunkBuilder:
         self._tool_results: list[ToolResult] | None = None
         self._citations: list[Mapping[str, Any]] | None = None
 
-    def reasoning(self, text: str) -> None:
-        if self._rank > _REASONING:
-            self._close()
-        self._rank = _REASONING
-        self._reasoning.append(text)
+    def reasoning(self, text: str, signature: str | None = None) -> None:
+        """A thought part: its text, and its signature (the signature of the reasoning)."""
+        if text:
+            if self._rank > _REASONING:
+                self._close()
+            self._rank = _REASONING
+            self._reasoning.append(text)
+        if signature:
+            self.signature(signature)
 
     def signature(self, signature: str) -> None:
         if self._rank > _SIGNATURE or self._signature is not None:
@@ -65,14 +69,17 @@ class ChunkBuilder:
         self._extras = True
         self._signature = signature
 
-    def content(self, text: str) -> None:
-        if self._rank > _CONTENT:
-            self._close()
-        self._rank = _CONTENT
-        self._content.append(text)
+    def content(self, text: str, signature: str | None = None) -> None:
+        """A text part: its text, and its signature (bound to the text segment that text is in)."""
+        if text:
+            if self._rank > _CONTENT:
+                self._close()
+            self._rank = _CONTENT
+            self._content.append(text)
+        if signature:
+            self._content_signature_of(signature)
 
-    def content_signature(self, signature: str) -> None:
-        """The signature of a text part: it belongs to the text segment that part's text is in."""
+    def _content_signature_of(self, signature: str) -> None:
         if self._rank > _CONTENT or self._content_signature is not None:
             self._close()
         self._rank = _CONTENT
@@ -122,14 +129,37 @@ class ChunkBuilder:
         """The event's chunks, the last one carrying the event-level fields; the builder is then empty.
 
         A finish reason completes the response."""
+        if self._done or self._extras:
+            return self._take_all(usage, finish_reason, metadata)
+        # Most events are text or reasoning alone: their one chunk is made here, with what it holds.
+        reasoning, content = self._reasoning, self._content
+        if not (reasoning or content or usage or finish_reason or metadata):
+            return []
+        if reasoning:
+            self._reasoning = []
+        if content:
+            self._content = []
+        self._rank = _EMPTY
+        chunk = ChunkResponse(
+            content="".join(content),
+            reasoning="".join(reasoning) if reasoning else None,
+            usage=usage,
+            finish_reason=finish_reason,
+            metadata=metadata or None,
+            is_complete=finish_reason is not None,
+        )
+        return [chunk]
+
+    def _take_all(
+        self,
+        usage: TokenUsage | None,
+        finish_reason: str | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> list[ChunkResponse]:
+        """`take` when the event closed a chunk already or the open one holds more than text."""
         done = self._done
         if self._rank != _EMPTY or usage is not None or finish_reason is not None or metadata:
-            last = self._chunk(usage, finish_reason, metadata or None)
-            if not done:
-                return [last]
-            done.append(last)
-        elif not done:
-            return []
+            done.append(self._chunk(usage, finish_reason, metadata or None))
         self._done = []
         return done
 
@@ -140,34 +170,12 @@ class ChunkBuilder:
     def _chunk(
         self, usage: TokenUsage | None, finish_reason: str | None, metadata: Mapping[str, Any] | None
     ) -> ChunkResponse:
-        """The open chunk, with the given event-level fields; the builder's parts are emptied."""
-        reasoning, content = self._reasoning, self._content
-        if self._extras:
-            chunk = self._chunk_with_extras(usage, finish_reason, metadata)
-        else:
-            chunk = ChunkResponse(
-                content="".join(content),
-                reasoning="".join(reasoning) if reasoning else None,
-                usage=usage,
-                finish_reason=finish_reason,
-                metadata=metadata,
-                is_complete=finish_reason is not None,
-            )
-        if reasoning:
-            self._reasoning = []
-        if content:
-            self._content = []
-        self._rank = _EMPTY
-        return chunk
-
-    def _chunk_with_extras(
-        self, usage: TokenUsage | None, finish_reason: str | None, metadata: Mapping[str, Any] | None
-    ) -> ChunkResponse:
-        """`_chunk` when the chunk holds more than text and reasoning."""
-        media = self._media
+        """The open chunk, whatever it holds, with the given event-level fields; the builder's parts are
+        emptied."""
+        media, reasoning, content = self._media, self._reasoning, self._content
         chunk = ChunkResponse(
-            content="".join(self._content),
-            reasoning="".join(self._reasoning) if self._reasoning else None,
+            content="".join(content),
+            reasoning="".join(reasoning) if reasoning else None,
             reasoning_signature=self._signature,
             content_signature=self._content_signature,
             tool_calls=self._tool_calls,
@@ -186,4 +194,9 @@ class ChunkBuilder:
         self._tool_calls = self._tool_results = self._citations = None
         if media:
             self._media = {}
+        if reasoning:
+            self._reasoning = []
+        if content:
+            self._content = []
+        self._rank = _EMPTY
         return chunk

@@ -118,7 +118,10 @@ class GenerateContentConverter:
     carries out.
 
     ``id_factory`` names the calls Gemini sends without an ``id`` (most models before Gemini 3).
-    Usage and response metadata are given when they change, not on every chunk that repeats them.
+    Response metadata is given when it changes, not on every chunk that repeats it. The usage, which
+    Gemini repeats on every chunk with its running counts, is given once, as OpenAI's is: with the chunk
+    that ends the response (the latest usage with counts), or by `finish` if the input ends first; a
+    usage that changes after the end is given again.
     """
 
     __slots__ = (
@@ -126,19 +129,22 @@ class GenerateContentConverter:
         "_calls",
         "_cited",
         "_event_number",
+        "_given_usage_metadata",
         "_grounding_chunks",
         "_last_usage",
-        "_last_usage_metadata",
         "_model",
         "_response_id",
+        "_usage_metadata",
     )
 
     def __init__(self, *, id_factory: IdFactory | None = None) -> None:
         self._event_number = -1
         self._builder = ChunkBuilder()
         self._calls = ResponseCalls(id_factory or new_call_id)
+        self._usage_metadata: UsageMetadata | None = None
+        """The latest ``usageMetadata`` with counts: given when the response ends."""
+        self._given_usage_metadata: UsageMetadata | None = None
         self._last_usage: TokenUsage | None = None
-        self._last_usage_metadata: UsageMetadata | None = None
         self._response_id: str | None = None
         self._model: str | None = None
         self._grounding_chunks: Sequence[Any] = ()
@@ -152,87 +158,91 @@ class GenerateContentConverter:
         event = _DECODE(item, number)
         if event.error is not None:
             raise provider_error(item, event.error, number)
-        known = event.response_id == self._response_id and event.model_version == self._model
-        metadata = {} if known else self._new_metadata(event)
-        finish_reason: str | None = None
+        usage = event.usage_metadata
+        if usage is not None and (usage.prompt_token_count is not None or _has_counts(usage)):
+            self._usage_metadata = usage
+        metadata = None
+        if event.response_id != self._response_id or event.model_version != self._model:
+            metadata = self._new_metadata(event)
+        finish_reason = None
         candidates = event.candidates
         if candidates:
             candidate = candidates[0] if candidates[0].index == 0 else _candidate_zero(candidates)
             if candidate is not None:
-                try:
-                    finish_reason = self._candidate(candidate, metadata)
-                except ConverterError:
-                    self._builder = ChunkBuilder()  # what the failing event gathered goes with it
-                    raise
+                self._candidate(candidate)
+                if candidate.finish_reason is not None:
+                    finish_reason, metadata = self._finished(candidate, metadata)
         feedback = event.prompt_feedback
         if feedback is not None and feedback.block_reason is not None:
-            finish_reason = self._blocked(feedback, metadata)
-        usage = None if event.usage_metadata is None else self._new_usage(event.usage_metadata)
-        return self._builder.take(usage, finish_reason, metadata)
+            finish_reason, metadata = self._blocked(feedback, metadata)
+        return self._builder.take(
+            None if finish_reason is None else self._new_usage(), finish_reason, metadata
+        )
 
     def finish(self) -> list[ChunkResponse]:
-        """Nothing is held back; a streamed call never closed stays unfinished on purpose."""
-        return []
+        """The usage, if the response ended without a finish reason after it (or it changed since);
+        a streamed call never closed stays unfinished on purpose."""
+        usage = self._new_usage()
+        return [] if usage is None else [ChunkResponse(usage=usage)]
 
-    def _candidate(self, candidate: Candidate, metadata: dict[str, Any]) -> str | None:
-        """Candidate 0's parts and citations into the builder; its finish reason in OpenAI's words."""
-        content = candidate.content
-        if content is not None and content.parts:
-            self._parts(content.parts)
-        finish_reason = None
-        if candidate.finish_reason is not None:
-            raw_reason = enum_name(candidate.finish_reason, FINISH_REASONS)
-            finish_reason = normalize_gemini_finish_reason(
-                raw_reason, made_function_call=self._calls.made_function_call
-            )
-            metadata["stop_reason"] = raw_reason
-            if candidate.finish_message is not None:
-                metadata["finish_message"] = plain(candidate.finish_message)
-        if candidate.grounding_metadata is not None or candidate.citation_metadata is not None:
-            citations = self._citations(candidate)
-            if citations:
-                self._builder.citations(citations)
-        return finish_reason
+    def _candidate(self, candidate: Candidate) -> None:
+        """Candidate 0's parts, then its citations, into the builder; what a failing part's event
+        gathered is dropped with it."""
+        builder = self._builder
+        try:
+            content = candidate.content
+            if content is not None and content.parts:
+                for number, part in enumerate(content.parts):
+                    text = part.text
+                    if text is None or part.function_call is not None:
+                        self._other_part(part, number)
+                    elif part.thought:
+                        builder.reasoning(text, part.thought_signature)
+                    else:
+                        builder.content(text, part.thought_signature)
+            if candidate.grounding_metadata is not None or candidate.citation_metadata is not None:
+                citations = self._citations(candidate)
+                if citations:
+                    builder.citations(citations)
+        except ConverterError:
+            self._builder = ChunkBuilder()
+            raise
 
-    def _blocked(self, feedback: PromptFeedback, metadata: dict[str, Any]) -> str:
+    def _finished(self, candidate: Candidate, metadata: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+        """Candidate 0's finish reason in OpenAI's words, and the metadata with the provider's own."""
+        assert candidate.finish_reason is not None
+        raw_reason = enum_name(candidate.finish_reason, FINISH_REASONS)
+        metadata = {} if metadata is None else metadata
+        metadata["stop_reason"] = raw_reason
+        if candidate.finish_message is not None:
+            metadata["finish_message"] = plain(candidate.finish_message)
+        made_call = self._calls.made_function_call
+        return normalize_gemini_finish_reason(raw_reason, made_function_call=made_call), metadata
+
+    def _blocked(
+        self, feedback: PromptFeedback, metadata: dict[str, Any] | None
+    ) -> tuple[str, dict[str, Any]]:
         """A blocked prompt ends the response: ``content_filter``, the reason in metadata."""
         assert feedback.block_reason is not None
+        metadata = {} if metadata is None else metadata
         metadata["stop_reason"] = enum_name(feedback.block_reason, BLOCK_REASONS)
         if feedback.block_reason_message is not None:
             metadata["block_reason_message"] = plain(feedback.block_reason_message)
-        return "content_filter"
+        return "content_filter", metadata
 
     # parts
 
-    def _parts(self, parts: list[Part]) -> None:
-        builder = self._builder
-        for number, part in enumerate(parts):
-            signature = part.thought_signature
-            if part.function_call is not None:
-                where = (self._event_number, f"candidates[0].content.parts[{number}].functionCall")
-                self._calls.function_call(builder, part.function_call, signature, where)
-            elif part.text is not None:
-                text = part.text
-                if part.thought:
-                    if text:
-                        builder.reasoning(text)
-                    if signature:
-                        builder.signature(signature)
-                else:
-                    if text:
-                        builder.content(text)
-                    if signature:
-                        builder.content_signature(signature)
-            else:
-                self._other_part(part, signature, number)
-
-    def _other_part(self, part: Part, signature: str | None, number: int) -> None:
-        """A part that is neither text nor a function call: a call the server runs, its result, or media.
+    def _other_part(self, part: Part, number: int) -> None:
+        """A part that is not text: a function call, a call the server runs, its result, or media.
 
         A ``functionResponse`` (the client's own answer, echoed) and parts of kinds this version does not
         know give nothing but their signature."""
+        signature = part.thought_signature
         where = f"candidates[0].content.parts[{number}]"
-        if part.executable_code is not None:
+        if part.function_call is not None:
+            where_call = (self._event_number, f"{where}.functionCall")
+            self._calls.function_call(self._builder, part.function_call, signature, where_call)
+        elif part.executable_code is not None:
             self._executable_code(part.executable_code, signature, f"{where}.executableCode")
         elif part.code_execution_result is not None:
             self._code_execution_result(part.code_execution_result, signature, f"{where}.codeExecutionResult")
@@ -348,11 +358,12 @@ class GenerateContentConverter:
 
     # response-level fields
 
-    def _new_usage(self, usage_metadata: UsageMetadata) -> TokenUsage | None:
-        """The usage, if it differs from the last one given."""
-        if usage_metadata == self._last_usage_metadata:
+    def _new_usage(self) -> TokenUsage | None:
+        """The usage of the latest ``usageMetadata`` with counts, if it differs from the last one given."""
+        usage_metadata = self._usage_metadata
+        if usage_metadata is None or usage_metadata is self._given_usage_metadata:
             return None
-        self._last_usage_metadata = usage_metadata
+        self._given_usage_metadata = usage_metadata
         usage = token_usage(
             usage_metadata.prompt_token_count,
             usage_metadata.candidates_token_count,
@@ -360,22 +371,33 @@ class GenerateContentConverter:
             usage_metadata.cached_content_token_count,
             usage_metadata.total_token_count,
         )
-        if usage is None or usage == self._last_usage:
+        if usage == self._last_usage:
             return None
         self._last_usage = usage
         return usage
 
-    def _new_metadata(self, event: GenerateContentResponse) -> dict[str, Any]:
+    def _new_metadata(self, event: GenerateContentResponse) -> dict[str, Any] | None:
         """The response id and model when they are new."""
         metadata: dict[str, Any] = {}
         if event.response_id is not None and event.response_id != self._response_id:
             metadata["id"] = self._response_id = event.response_id
         if event.model_version is not None and event.model_version != self._model:
             metadata["model"] = self._model = event.model_version
-        return metadata
+        return metadata or None
 
     def _error(self, where: str, problem: str) -> ConverterError:
         return converter_error(self._event_number, where, problem)
+
+
+def _has_counts(usage: UsageMetadata) -> bool:
+    """Whether ``usageMetadata`` has a count (Vertex sends only ``trafficType`` on most streamed chunks)."""
+    return (
+        usage.prompt_token_count is not None
+        or usage.candidates_token_count is not None
+        or usage.thoughts_token_count is not None
+        or usage.cached_content_token_count is not None
+        or usage.total_token_count is not None
+    )
 
 
 def _candidate_zero(candidates: list[Candidate]) -> Candidate | None:

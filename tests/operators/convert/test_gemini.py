@@ -17,7 +17,7 @@ from operators.convert.gemini import GeminiConverter, convert_gemini, normalize_
 from operators.convert.gemini._partial_args import PartialArgsWriter, parse_json_path
 from pipeline import process
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolInvocation
+from pipeline.models import ChunkResponse, ResponseEnd, TokenUsage, ToolCallDelta, ToolInvocation
 from pipeline.testing import collect, sequential_call_ids
 from tests.conftest import TESTS
 from tests.converter_cases import fold_calls, load_events, run_converter, sequential_ids
@@ -126,7 +126,9 @@ def test_media_parts_become_urls() -> None:
     ]
 
 
-def test_usage_and_metadata_are_given_when_they_change() -> None:
+def test_usage_comes_with_the_end_and_metadata_when_it_changes() -> None:
+    """Gemini repeats the usage, its running counts growing, on every chunk: like OpenAI's, it is given
+    once, with the chunk that ends the response (the latest usage that has counts)."""
     usage_metadata = {
         "promptTokenCount": 100,
         "candidatesTokenCount": 20,
@@ -143,25 +145,15 @@ def test_usage_and_metadata_are_given_when_they_change() -> None:
         [
             chunk({"text": "a"}, **fields),
             chunk({"text": "b"}, **fields),
-            chunk({"text": "c"}, usageMetadata={"trafficType": "ON_DEMAND"}),
             chunk(
-                finish="STOP",
+                {"text": "c"},
                 usageMetadata={**usage_metadata, "candidatesTokenCount": 25, "totalTokenCount": 155},
             ),
+            chunk(finish="STOP", usageMetadata={"trafficType": "ON_DEMAND"}),
         ]
     )
     assert chunks == [
-        ChunkResponse(
-            content="a",
-            usage=TokenUsage(
-                prompt_tokens=100,
-                completion_tokens=50,
-                total_tokens=150,
-                cached_tokens=40,
-                reasoning_tokens=30,
-            ),
-            metadata={"id": "r1", "model": "gemini-3-pro"},
-        ),
+        ChunkResponse(content="a", metadata={"id": "r1", "model": "gemini-3-pro"}),
         ChunkResponse(content="b"),
         ChunkResponse(content="c"),
         ChunkResponse(
@@ -177,6 +169,48 @@ def test_usage_and_metadata_are_given_when_they_change() -> None:
             metadata={"stop_reason": "STOP"},
         ),
     ]
+
+
+def test_usage_of_a_response_without_an_end_comes_when_the_input_ends() -> None:
+    usage = {"promptTokenCount": 7, "candidatesTokenCount": 3, "totalTokenCount": 10}
+    converter = GeminiConverter()
+    assert converter.feed(chunk({"text": "a"}, usageMetadata=usage)) == [ChunkResponse(content="a")]
+    assert converter.finish() == [
+        ChunkResponse(usage=TokenUsage(prompt_tokens=7, completion_tokens=3, total_tokens=10))
+    ]
+
+
+def test_usage_that_changes_after_the_end_is_given_once_more() -> None:
+    usage = {"promptTokenCount": 7, "candidatesTokenCount": 3, "totalTokenCount": 10}
+    later = {**usage, "candidatesTokenCount": 4, "totalTokenCount": 11}
+    chunks = convert(
+        [
+            chunk({"text": "a"}, finish="STOP", usageMetadata=usage),
+            {"usageMetadata": usage},
+            {"usageMetadata": later},
+        ]
+    )
+    assert chunks == [
+        ChunkResponse(
+            content="a",
+            usage=TokenUsage(prompt_tokens=7, completion_tokens=3, total_tokens=10),
+            finish_reason="stop",
+            is_complete=True,
+            metadata={"stop_reason": "STOP"},
+        ),
+        ChunkResponse(usage=TokenUsage(prompt_tokens=7, completion_tokens=4, total_tokens=11)),
+    ]
+
+
+@pytest.mark.anyio
+async def test_response_end_has_the_usage_of_a_stream_cut_short() -> None:
+    usage = {"promptTokenCount": 7, "candidatesTokenCount": 3, "totalTokenCount": 10}
+    body = b"data: " + json.dumps(chunk({"text": "a"}, usageMetadata=usage)).encode() + b"\r\n\r\n"
+    events = await collect(process(body, provider="gemini"))
+    end = events[-1]
+    assert isinstance(end, ResponseEnd)
+    assert end.finish_reason is None
+    assert end.usage == TokenUsage(prompt_tokens=7, completion_tokens=3, total_tokens=10)
 
 
 def test_total_is_the_sum_when_the_provider_gives_none() -> None:
