@@ -11,7 +11,7 @@ piece, or None when the lexer's states must take it. A rule leaves the lexer as 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeAlias
 
 import msgspec
 
@@ -33,6 +33,8 @@ __all__ = [
 ]
 
 Chunks = list[ChunkResponse]
+Complete: TypeAlias = "Callable[[str], Rule | None]"
+"""A format's way past a marker (`CollectRule`): the lexer's rule from there, None when nothing was done."""
 _replace: Final = msgspec.structs.replace
 
 
@@ -43,8 +45,8 @@ class RuleLexer(Protocol):
         """The chunks of ``item`` (``text`` alone) when the lexer's shortcut takes ``text``; None: lex it."""
         ...
 
-    def renew_rule(self) -> None:
-        """The lexer moved: make its rule again."""
+    rule: Rule
+    """The rule of the lexer's next chunk (a rule's ``complete`` gives the one from where it left it)."""
 
     def emitted(self, item: ChunkResponse) -> Chunks:
         """The chunks of ``item`` from what the lexer emitted for its text."""
@@ -195,8 +197,9 @@ class CollectRule(Rule):
     """Text without a stop goes to ``collect``: a header's next piece, the held start of a marker
     growing, text a format drops between its tags, a format's own tags taken as its states take them.
 
-    ``complete``: a chunk that ``collect`` leaves to the states (None) is offered to it first; True when
-    it did what the states do (the format's own way past a marker). ``stopped_by_states``: a chunk with
+    ``complete``: a chunk that ``collect`` leaves to the states (None) is offered to it first; when it
+    did what the states do (the format's own way past a marker) it gives the lexer's rule from there,
+    else None (nothing done). ``stopped_by_states``: a chunk with
     a stop goes to ``complete``, then the states, rather than to the shortcut."""
 
     __slots__ = ("_collect", "complete", "holds", "stopped_by_states")
@@ -210,7 +213,7 @@ class CollectRule(Rule):
         *,
         holds: bool = False,
         stopped_by_states: bool = False,
-        complete: Callable[[str], bool] | None = None,
+        complete: Complete | None = None,
     ) -> None:
         super().__init__(lexer, stops, tail)
         self._collect = collect
@@ -238,10 +241,14 @@ class CollectRule(Rule):
     def completed(self, item: ChunkResponse, text: str) -> Chunks | None:
         """The chunks of ``item`` when ``complete`` takes ``text`` as the states would; None: lex it."""
         complete = self.complete
-        if complete is None or not complete(text):
+        if complete is None:
             return None
-        self.lexer.renew_rule()
-        return self.lexer.emitted(item)
+        rule = complete(text)
+        if rule is None:
+            return None
+        lexer = self.lexer
+        lexer.rule = rule
+        return lexer.emitted(item)
 
 
 class JsonArgsRule(Rule):
@@ -362,6 +369,8 @@ class ValueRule(CollectRule):
             self.lexer.hold_back(longer)
             self.held = longer
             return []
+        if markers.common in longer and markers.pattern.match(longer) is not None:
+            return self.completed(item, text)  # (the held start became its marker: `value_chunk` gives up)
         xml_args = self.xml_args
         assert xml_args is not None  # (see follow)
         last = longer[-1]
