@@ -359,9 +359,9 @@ class ValueRule(CollectRule):
 
     def _after_held(self, item: ChunkResponse, longer: str, text: str) -> Chunks | None:
         """``text`` after the held start of a marker, ``longer`` the two: held when they are still the
-        start of one, a string's piece when together they hold no marker and no start of one at their
-        end (a newline held inside a value, then more of it), else `_value_chunk`. None: the states
-        take it (``item`` carries more than text, say)."""
+        start of one, the marker completed when they start with it, a string's piece when together they
+        are one (`_plain`), else `_value_chunk`. None: the states take it (``item`` carries more than
+        text, say)."""
         if more_than_text(item):
             return None
         markers = self.markers
@@ -371,6 +371,17 @@ class ValueRule(CollectRule):
             return []
         if markers.common in longer and markers.pattern.match(longer) is not None:
             return self.completed(item, text)  # (the held start became its marker: `value_chunk` gives up)
+        if not self._plain(longer):
+            return self._value_chunk(item, text)  # (a marker's start at the end, or the value's writer)
+        self.lexer.take_held()
+        self.hold("")
+        if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
+            longer = escape_json_text(longer)
+        return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
+
+    def _plain(self, longer: str) -> bool:
+        """Whether ``longer`` (a held newline inside a value, then more of it) is a string's piece: no
+        marker in it, no start of one at its end, no whitespace there that the value may strip."""
         xml_args = self.xml_args
         assert xml_args is not None  # (see follow)
         last = longer[-1]
@@ -380,16 +391,13 @@ class ValueRule(CollectRule):
             or last == "\n"
             or (xml_args.strips_space and last.isspace())
         ):
-            return self._value_chunk(item, text)  # (a marker's start at the end, or the value's writer)
+            return False
+        markers = self.markers
         if markers.common in longer:
             for stop in markers.starts:
                 if stop in longer:
-                    return self._value_chunk(item, text)
-        self.lexer.take_held()
-        self.hold("")
-        if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
-            longer = escape_json_text(longer)
-        return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
+                    return False
+        return True
 
     def _value_chunk(self, item: ChunkResponse, text: str) -> Chunks | None:
         """``value_chunk``, then ``complete``, then the states."""

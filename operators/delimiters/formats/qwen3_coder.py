@@ -265,9 +265,13 @@ class Qwen3CoderLexer(TaggedCallLexer):
         `_function_name` starts it, when what follows in the chunk is what the rule between two
         values takes: the rule between two values. None, nothing done, for anything else, and while a
         guard watches (it decides on the call as the states start it)."""
-        if self.watched or self._opening_step != _NAME:
+        if self.watched:
             return None
         longer = self._held + text
+        if self._opening_step == _BETWEEN_CALLS:
+            return self._text_after_call(longer)
+        if self._opening_step != _NAME:
+            return None
         size = len(longer) + (self._tentative_size if self.tentative is not None else 0)
         start = longer.find(_FUNCTION) + len(_FUNCTION)  # (the opening holds one, before the name)
         hit = _NAME_END.search(longer, start)
@@ -280,6 +284,23 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self.start_xml_call(longer[start : hit.start()], strip="newline")
         self.switch_to_skip(self._between_state, _IN_FUNCTION)
         return self._take_between(*taken)
+
+    def _text_after_call(self, longer: str) -> Rule | None:
+        """``longer``, whitespace, ``</tool_call>`` and text that does not open another call, taken as
+        `_after_function` and `_between_calls` take it: the call's block ends and what follows
+        ``</tool_call>`` is text. The text state's rule; None, nothing done, when that text holds a text
+        marker or the start of one, or when the states hold what came so far (tentative text, or more
+        than `HEADER_LIMIT` characters: they give up on it in their own way)."""
+        rest = longer
+        if self.state == self._after_state:  # (else ``</tool_call>`` came before)
+            rest = longer[longer.find(_TOOL_CALL_END) + len(_TOOL_CALL_END) :]
+        if self.tentative is not None or len(longer) > HEADER_LIMIT or not _TEXT.absent_from(rest):
+            return None
+        self._held = ""
+        self.call_done()
+        self.not_a_call()
+        self.emit_text(rest)
+        return self.make_rule()
 
     def _complete_value(self, text: str) -> Rule | None:
         """`_value` taking ``</parameter>`` (the held start of it and ``text``) and what follows
