@@ -199,8 +199,8 @@ class CollectRule(Rule):
 
     ``complete``: a chunk that ``collect`` leaves to the states (None) is offered to it first; when it
     did what the states do (the format's own way past a marker) it gives the lexer's rule from there,
-    else None (nothing done). ``stopped_by_states``: a chunk with
-    a stop goes to ``complete``, then the states, rather than to the shortcut."""
+    else None (nothing done). ``stopped_by_states``: a chunk with a stop goes to ``complete``, then the
+    states, rather than to the shortcut."""
 
     __slots__ = ("_collect", "complete", "holds", "stopped_by_states")
 
