@@ -94,6 +94,7 @@ from operators.delimiters._engine import (
 )
 from operators.delimiters._rules import (
     CollectRule,
+    Complete,
     JsonArgsRule,
     PassRule,
     Rule,
@@ -296,7 +297,7 @@ class FormatLexer(LexerEngine):
             return rule
         return self.fallback
 
-    def value_rule(self, complete: Callable[[str], bool] | None = None) -> ValueRule | None:
+    def value_rule(self, complete: Complete | None = None) -> ValueRule | None:
         """The rule of the XML-style value being streamed (None: no such value, or it is not yet part of
         the arguments). The same rule object is kept for the value: `value_chunk` sets its stops
         as it holds or releases. ``complete``: the format's way past a marker (see
@@ -328,7 +329,7 @@ class FormatLexer(LexerEngine):
         markers: Markers,
         *,
         completed_by_states: bool = True,
-        complete: Callable[[str], bool] | None = None,
+        complete: Complete | None = None,
     ) -> Rule:
         """The rule while the start of one of ``markers`` is held back: the next chunk that only extends
         it is held with it (a format's `make_rule` for the states it writes itself).
@@ -339,12 +340,12 @@ class FormatLexer(LexerEngine):
                 the states; False: to `shortcut`, when the format's shortcut takes some completed markers
                 itself.
             complete: takes the text of the chunk that completes the marker as the states would, and
-                says so; None: the states lex it.
+                gives the rule from there (None: it did not); None: the states lex it.
         """
         return self._grow(markers.prefixes, markers.pattern if completed_by_states else None, complete)
 
     def _grow(
-        self, prefixes: frozenset[str], ends: re.Pattern[str] | None, complete: Callable[[str], bool] | None
+        self, prefixes: frozenset[str], ends: re.Pattern[str] | None, complete: Complete | None
     ) -> Rule:
         """`_growing`, set to grow the held text into ``prefixes`` (see `_grow_ends`)."""
         self._grow_prefixes = prefixes

@@ -11,7 +11,7 @@ piece, or None when the lexer's states must take it. A rule leaves the lexer as 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeAlias
 
 import msgspec
 
@@ -33,6 +33,8 @@ __all__ = [
 ]
 
 Chunks = list[ChunkResponse]
+Complete: TypeAlias = "Callable[[str], Rule | None]"
+"""A format's way past a marker (`CollectRule`): the lexer's rule from there, None when nothing was done."""
 _replace: Final = msgspec.structs.replace
 
 
@@ -43,8 +45,8 @@ class RuleLexer(Protocol):
         """The chunks of ``item`` (``text`` alone) when the lexer's shortcut takes ``text``; None: lex it."""
         ...
 
-    def renew_rule(self) -> None:
-        """The lexer moved: make its rule again."""
+    rule: Rule
+    """The rule of the lexer's next chunk (a rule's ``complete`` gives the one from where it left it)."""
 
     def emitted(self, item: ChunkResponse) -> Chunks:
         """The chunks of ``item`` from what the lexer emitted for its text."""
@@ -195,9 +197,10 @@ class CollectRule(Rule):
     """Text without a stop goes to ``collect``: a header's next piece, the held start of a marker
     growing, text a format drops between its tags, a format's own tags taken as its states take them.
 
-    ``complete``: a chunk that ``collect`` leaves to the states (None) is offered to it first; True when
-    it did what the states do (the format's own way past a marker). ``stopped_by_states``: a chunk with
-    a stop goes to ``complete``, then the states, rather than to the shortcut."""
+    ``complete``: a chunk that ``collect`` leaves to the states (None) is offered to it first; when it
+    did what the states do (the format's own way past a marker) it gives the lexer's rule from there,
+    else None (nothing done). ``stopped_by_states``: a chunk with a stop goes to ``complete``, then the
+    states, rather than to the shortcut."""
 
     __slots__ = ("_collect", "complete", "holds", "stopped_by_states")
 
@@ -210,7 +213,7 @@ class CollectRule(Rule):
         *,
         holds: bool = False,
         stopped_by_states: bool = False,
-        complete: Callable[[str], bool] | None = None,
+        complete: Complete | None = None,
     ) -> None:
         super().__init__(lexer, stops, tail)
         self._collect = collect
@@ -238,10 +241,14 @@ class CollectRule(Rule):
     def completed(self, item: ChunkResponse, text: str) -> Chunks | None:
         """The chunks of ``item`` when ``complete`` takes ``text`` as the states would; None: lex it."""
         complete = self.complete
-        if complete is None or not complete(text):
+        if complete is None:
             return None
-        self.lexer.renew_rule()
-        return self.lexer.emitted(item)
+        rule = complete(text)
+        if rule is None:
+            return None
+        lexer = self.lexer
+        lexer.rule = rule
+        return lexer.emitted(item)
 
 
 class JsonArgsRule(Rule):
@@ -352,9 +359,9 @@ class ValueRule(CollectRule):
 
     def _after_held(self, item: ChunkResponse, longer: str, text: str) -> Chunks | None:
         """``text`` after the held start of a marker, ``longer`` the two: held when they are still the
-        start of one, a string's piece when together they hold no marker and no start of one at their
-        end (a newline held inside a value, then more of it), else `_value_chunk`. None: the states
-        take it (``item`` carries more than text, say)."""
+        start of one, the marker completed when they start with it, a string's piece when together they
+        are one (`_plain`), else `_value_chunk`. None: the states take it (``item`` carries more than
+        text, say)."""
         if more_than_text(item):
             return None
         markers = self.markers
@@ -362,6 +369,19 @@ class ValueRule(CollectRule):
             self.lexer.hold_back(longer)
             self.held = longer
             return []
+        if markers.common in longer and markers.pattern.match(longer) is not None:
+            return self.completed(item, text)  # (the held start became its marker: `value_chunk` gives up)
+        if not self._plain(longer):
+            return self._value_chunk(item, text)  # (a marker's start at the end, or the value's writer)
+        self.lexer.take_held()
+        self.hold("")
+        if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
+            longer = escape_json_text(longer)
+        return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
+
+    def _plain(self, longer: str) -> bool:
+        """Whether ``longer`` (a held newline inside a value, then more of it) is a string's piece: no
+        marker in it, no start of one at its end, no whitespace there that the value may strip."""
         xml_args = self.xml_args
         assert xml_args is not None  # (see follow)
         last = longer[-1]
@@ -371,16 +391,13 @@ class ValueRule(CollectRule):
             or last == "\n"
             or (xml_args.strips_space and last.isspace())
         ):
-            return self._value_chunk(item, text)  # (a marker's start at the end, or the value's writer)
+            return False
+        markers = self.markers
         if markers.common in longer:
             for stop in markers.starts:
                 if stop in longer:
-                    return self._value_chunk(item, text)
-        self.lexer.take_held()
-        self.hold("")
-        if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
-            longer = escape_json_text(longer)
-        return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
+                    return False
+        return True
 
     def _value_chunk(self, item: ChunkResponse, text: str) -> Chunks | None:
         """``value_chunk``, then ``complete``, then the states."""

@@ -123,8 +123,15 @@ class _Output:
         return piece
 
     def args(self, index: int, text: str) -> None:
-        if index >= 0:
-            self._piece(index).args.append(text)
+        if index < 0:
+            return
+        ops = self.ops
+        if ops:  # (`_piece` written out: every tag a rule completes writes arguments)
+            kind, piece = ops[-1]
+            if kind == "tool" and piece.index == index and not piece.finished:
+                piece.args.append(text)
+                return
+        ops.append(("tool", _Piece(index, None, None, self.kinds.get(index, "function"), [text])))
 
     def end_call(self, index: int) -> None:
         if index < 0:

@@ -129,6 +129,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._between_rule = CollectRule(
             self, self._collect_between, holds=True, complete=self._complete_between
         )
+        self._key_rule = CollectRule(self, self._collect_key, holds=True, complete=self._complete_key)
         self._opening_rule = CollectRule(
             self, self._collect_opening, holds=True, complete=self._complete_opening
         )
@@ -147,14 +148,12 @@ class Qwen3CoderLexer(TaggedCallLexer):
         when the states take it)."""
         state = self.state
         if self.xml_args is not None:
-            if state == self._between_state or state == self._key_state:
+            if state == self._between_state:
                 return self._between_rule
+            if state == self._key_state:
+                return self._key_rule
             if state == self._value_state:
-                value = self.value_rule(self._complete_value)
-                if value is not None:
-                    return value
-                if self._held:
-                    return self.grow_rule(_VALUE, complete=self._complete_value)
+                return self._in_value_rule()
         elif state == self._text_state:
             if self._held and self.tentative is None:
                 self._opening_step = _IN_TEXT
@@ -165,12 +164,24 @@ class Qwen3CoderLexer(TaggedCallLexer):
             return self._opening_rule
         return FormatLexer.make_rule(self)
 
+    def _in_value_rule(self) -> Rule:
+        """`make_rule` in a value: the value's rule, ``</parameter>`` taken by `_complete_value`."""
+        value = self.value_rule(self._complete_value)
+        if value is not None:
+            return value
+        if self._held:
+            return self.grow_rule(_VALUE, complete=self._complete_value)
+        return FormatLexer.make_rule(self)
+
+    def _collect_key(self, text: str) -> bool | None:
+        """What `_parameter_key` does with ``text`` when it emits nothing: the key's next piece
+        collected (True). None: the chunk ends the key (`_complete_key`, else the states)."""
+        return None if ">" in text or not self._collect_header(text) else True
+
     def _collect_between(self, text: str) -> bool | None:
-        """What `_in_function` and `_parameter_key` do with ``text`` when they emit nothing:
-        anything but a tag dropped, the start of a tag held, ``<parameter=`` and a key collected (True).
-        None: the chunk ends the key or holds a tag (`_complete_between`, else the states)."""
-        if self.state == self._key_state:
-            return None if ">" in text or not self._collect_header(text) else True
+        """What `_in_function` does with ``text`` when it emits nothing: anything but a tag dropped,
+        the start of a tag held, ``<parameter=`` and a key collected (True). None: the chunk holds a
+        tag (`_complete_between`, else the states)."""
         held = self._held
         longer = held + text if held else text.lstrip()
         if longer in _IN_FUNCTION.prefixes:  # (the start of a tag growing: most often)
@@ -179,37 +190,38 @@ class Qwen3CoderLexer(TaggedCallLexer):
         taken = _between(longer)
         if taken is None:
             return None
-        self._take_between(*taken)
+        self.rule = self._take_between(*taken)  # (the key's rule once ``<parameter=`` came)
         return True
 
-    def _take_between(self, held: str, key: str | None) -> None:
-        """Hold ``held`` in `_in_function`, or begin collecting ``key`` (see `_between`)."""
+    def _take_between(self, held: str, key: str | None) -> Rule:
+        """Hold ``held`` in `_in_function`, or begin collecting ``key`` (see `_between`): the rule
+        from there."""
         self._held = held
-        if key is not None:
-            self.switch_to_header(self._key_state, _KEY_END)
-            if key:
-                self._header_parts.append(key)
-                self._header_chars += len(key)
+        if key is None:
+            return self._between_rule
+        self.switch_to_header(self._key_state, _KEY_END)
+        if key:
+            self._header_parts.append(key)
+            self._header_chars += len(key)
+        return self._key_rule
 
-    def _complete_between(self, text: str) -> bool:
-        """The key's ``>`` in ``text`` (after ``<parameter=`` and the key, when they are in it too):
-        `_complete_key`; ``</function>`` followed by whitespace and perhaps the start of
-        ``</tool_call>``: the call ends. False, nothing done, for anything else."""
-        if self.state == self._key_state:
-            return self._complete_key(text)
+    def _complete_between(self, text: str) -> Rule | None:
+        """``<parameter=``, the key and its ``>`` in ``text``: `_complete_key`; ``</function>``
+        followed by whitespace and perhaps the start of ``</tool_call>``: the call ends. The rule from
+        there; None, nothing done, for anything else."""
         held = self._held
         longer = held + text if held else text.lstrip()
         if longer.startswith(_PARAMETER):
             return self._complete_key(longer[len(_PARAMETER) :], opening=True)
         if self.watched or not longer.startswith(_FUNCTION_END):
-            return False  # (a guard follows the end of a call through the states)
+            return None  # (a guard follows the end of a call through the states)
         rest = longer[len(_FUNCTION_END) :]
         tag = rest.lstrip()
         if tag and (len(tag) >= len(_TOOL_CALL_END) or not _TOOL_CALL_END.startswith(tag)):
-            return False
+            return None
         self._end_function(_FUNCTION_END)
         self._held = rest  # (what _after_function holds, `_collect_opening` takes on from there)
-        return True
+        return self.make_rule()
 
     def _collect_opening(self, text: str) -> bool | None:
         """Hold ``text`` with the held start of a call's opening while it can still be one: in text,
@@ -248,58 +260,77 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._held = longer
         return True
 
-    def _complete_opening(self, text: str) -> bool:
+    def _complete_opening(self, text: str) -> Rule | None:
         """The name's ``>`` in ``text``, after the held opening: the call starts, as
         `_function_name` starts it, when what follows in the chunk is what the rule between two
-        values takes. False, nothing done, for anything else, and while a guard watches (it decides on
-        the call as the states start it)."""
-        if self.watched or self._opening_step != _NAME:
-            return False
+        values takes: the rule between two values. None, nothing done, for anything else, and while a
+        guard watches (it decides on the call as the states start it)."""
+        if self.watched:
+            return None
         longer = self._held + text
+        if self._opening_step == _BETWEEN_CALLS:
+            return self._text_after_call(longer)
+        if self._opening_step != _NAME:
+            return None
         size = len(longer) + (self._tentative_size if self.tentative is not None else 0)
         start = longer.find(_FUNCTION) + len(_FUNCTION)  # (the opening holds one, before the name)
         hit = _NAME_END.search(longer, start)
         if hit is None or hit.group() != ">" or hit.start() == start or size > HEADER_LIMIT:
-            return False
+            return None
         taken = _between(longer[hit.end() :].lstrip())
         if taken is None:
-            return False
+            return None
         self.confirmed()
         self.start_xml_call(longer[start : hit.start()], strip="newline")
         self.switch_to_skip(self._between_state, _IN_FUNCTION)
-        self._take_between(*taken)
-        return True
+        return self._take_between(*taken)
 
-    def _complete_value(self, text: str) -> bool:
+    def _text_after_call(self, longer: str) -> Rule | None:
+        """``longer``, whitespace, ``</tool_call>`` and text that does not open another call, taken as
+        `_after_function` and `_between_calls` take it: the call's block ends and what follows
+        ``</tool_call>`` is text. The text state's rule; None, nothing done, when that text holds a text
+        marker or the start of one, or when the states hold what came so far (tentative text, or more
+        than `HEADER_LIMIT` characters: they give up on it in their own way)."""
+        rest = longer
+        if self.state == self._after_state:  # (else ``</tool_call>`` came before)
+            rest = longer[longer.find(_TOOL_CALL_END) + len(_TOOL_CALL_END) :]
+        if self.tentative is not None or len(longer) > HEADER_LIMIT or not _TEXT.absent_from(rest):
+            return None
+        self._held = ""
+        self.call_done()
+        self.not_a_call()
+        self.emit_text(rest)
+        return self.make_rule()
+
+    def _complete_value(self, text: str) -> Rule | None:
         """`_value` taking ``</parameter>`` (the held start of it and ``text``) and what follows
-        it in the chunk as `_in_function` takes it (`_between`): False, nothing done,
-        otherwise."""
+        it in the chunk as `_in_function` takes it (`_between`): the rule from there; None, nothing
+        done, otherwise."""
         longer = self._held + text
         if longer.startswith(_KEPT_END):
             size = len(_KEPT_END)
         elif longer.startswith(_PARAMETER_END):
             size = len(_PARAMETER_END)
         else:
-            return False
+            return None
         taken = _between(longer[size:].lstrip())
         if taken is None:
-            return False
+            return None
         xml_args = self.xml_args
         assert xml_args is not None  # (see make_rule)
         if size == len(_KEPT_END) and not xml_args.streaming:  # (a streaming string strips it)
             xml_args.value("\n")
         xml_args.end_value()
         self.switch_to_skip(self._between_state, _IN_FUNCTION)
-        self._take_between(*taken)
-        return True
+        return self._take_between(*taken)
 
-    def _complete_key(self, text: str, opening: bool = False) -> bool:
+    def _complete_key(self, text: str, opening: bool = False) -> Rule | None:
         """`_parameter_key` taking the key's end in ``text`` and the start of the value after it,
         when that holds no marker (``opening``: the key's ``<parameter=`` came just before, the key is
-        all in ``text``): False, nothing done, otherwise."""
+        all in ``text``): the value's rule; None, nothing done, otherwise."""
         close = text.find(">")
         if close < 0 or self._header_chars + close > HEADER_LIMIT:
-            return False
+            return None
         rest = text[close + 1 :]
         stop = len(rest)
         if rest in _VALUE.prefixes:  # (the newline after the tag, most often)
@@ -307,7 +338,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         elif rest:
             stop, _resume, marker = _VALUE.find(rest, 0, False)
             if marker is not None:
-                return False
+                return None
         if opening:
             self._held = ""
             self.switch_to_header(self._key_state, _KEY_END)
@@ -321,7 +352,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
             assert xml_args is not None  # (see make_rule)
             xml_args.value(rest[:stop])
         self._held = rest[stop:]  # the start of a marker, held as the state holds it
-        return True
+        return self._in_value_rule()
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: whitespace, then ``<function=``."""
