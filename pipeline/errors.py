@@ -46,6 +46,7 @@ __all__ = [
     "StreamDecodeError",
     "StreamfoldError",
     "SubscriberError",
+    "TurnError",
 ]
 
 
@@ -155,6 +156,11 @@ class SubscriberError(StreamfoldError):
 
 class HubClosedError(SubscriberError):
     """The hub was closed (its ``async with`` block left or cancelled) before its source ended."""
+
+
+class TurnError(StreamfoldError):
+    """A turn cannot be built: an event that is not a pipeline event, the same events fed twice, or tool
+    outputs that do not answer exactly the turn's client calls."""
 
 
 class ReplayUnavailableError(StreamfoldError):

@@ -6,7 +6,8 @@ and fields the converter does not read (``object``, ``role``, ``logprobs``, ``au
 are skipped by the decoder without building anything. A field that servers send in several shapes is a
 union (``content``: text or a list of parts; ``arguments``: JSON text or the parsed value); ``error`` is
 ``Any``, as providers word their errors every way. Usage counts are ``int | float``: some servers count in
-floats (``3.0``), which the converter accepts when they are whole.
+floats (``3.0``), which the converter accepts when they are whole; `chat_usage` reads them into a
+`TokenUsage`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from __future__ import annotations
 from typing import Any, TypeAlias
 
 import msgspec
+
+from operators.convert._base import field_error
+from pipeline.models import TokenUsage
 
 __all__ = [
     "Arguments",
@@ -33,6 +37,7 @@ __all__ = [
     "PromptDetails",
     "ReasoningDetail",
     "ThinkingPart",
+    "chat_usage",
 ]
 
 Count: TypeAlias = int | float | None
@@ -175,3 +180,53 @@ class ChatChunk(msgspec.Struct, gc=False):
     usage: ChatUsage | None = None
     x_groq: GroqExtras | None = None
     error: Any = None
+
+
+def _count(value: Count, number: int, field: str) -> int | None:
+    """A token count; a float is accepted when it is whole (some servers count in floats)."""
+    if value is None or isinstance(value, int):
+        return value
+    if value.is_integer():
+        return int(value)
+    raise field_error(number, field, "an integer", value)
+
+
+def chat_usage(raw: ChatUsage, number: int) -> TokenUsage:
+    """OpenAI's usage object (and compatible servers' variants) as `TokenUsage`."""
+    prompt = _count(raw.prompt_tokens, number, "usage.prompt_tokens")
+    if prompt is None:
+        prompt = _count(raw.input_tokens, number, "usage.input_tokens") or 0
+    completion = _count(raw.completion_tokens, number, "usage.completion_tokens")
+    if completion is None:
+        completion = _count(raw.output_tokens, number, "usage.output_tokens") or 0
+    total = _count(raw.total_tokens, number, "usage.total_tokens")
+    cached, cache_creation = _cache_counts(raw, number)
+    details = raw.completion_tokens_details
+    reasoning = (
+        None
+        if details is None
+        else _count(details.reasoning_tokens, number, "usage.completion_tokens_details.reasoning_tokens")
+    )
+    if reasoning and total == prompt + completion + reasoning:
+        completion += reasoning  # xAI counts reasoning apart from completion tokens
+    return TokenUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total if total is not None else prompt + completion,
+        cached_tokens=cached,
+        cache_creation_tokens=cache_creation,
+        reasoning_tokens=reasoning,
+    )
+
+
+def _cache_counts(raw: ChatUsage, number: int) -> tuple[int | None, int | None]:
+    """The prompt tokens read from and written to the provider's cache, where the usage tells them."""
+    cached = cache_creation = None
+    details = raw.prompt_tokens_details
+    if details is not None:
+        field = "usage.prompt_tokens_details"
+        cached = _count(details.cached_tokens, number, f"{field}.cached_tokens")
+        cache_creation = _count(details.cache_write_tokens, number, f"{field}.cache_write_tokens")
+    if cached is None:  # DeepSeek
+        cached = _count(raw.prompt_cache_hit_tokens, number, "usage.prompt_cache_hit_tokens")
+    return cached, cache_creation

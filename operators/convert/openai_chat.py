@@ -56,13 +56,12 @@ from operators.convert._chat_schema import (
     ChatDelta,
     ChatFunction,
     ChatToolCall,
-    ChatUsage,
     ContentPart,
-    Count,
     ExecutedTool,
     ImageOutput,
     ImageURL,
     ReasoningDetail,
+    chat_usage,
 )
 from pipeline._options import check_count
 from pipeline.errors import ConverterError, ProviderError
@@ -602,7 +601,7 @@ class OpenAIChatConverter:
             raw = chunk.x_groq.usage
         if raw is None:
             return None
-        usage = _usage(raw, number)
+        usage = chat_usage(raw, number)
         if usage == self._usage:
             return None
         self._usage = usage
@@ -748,56 +747,6 @@ def _executed_result(raw: ExecutedTool) -> dict[str, Any]:
         "browser_results": raw.browser_results,
     }
     return {key: value for key, value in fields.items() if value is not None}
-
-
-def _count(value: Count, number: int, field: str) -> int | None:
-    """A token count; a float is accepted when it is whole (some servers count in floats)."""
-    if value is None or isinstance(value, int):
-        return value
-    if value.is_integer():
-        return int(value)
-    raise field_error(number, field, "an integer", value)
-
-
-def _usage(raw: ChatUsage, number: int) -> TokenUsage:
-    """OpenAI's usage object (and compatible servers' variants) as `TokenUsage`."""
-    prompt = _count(raw.prompt_tokens, number, "usage.prompt_tokens")
-    if prompt is None:
-        prompt = _count(raw.input_tokens, number, "usage.input_tokens") or 0
-    completion = _count(raw.completion_tokens, number, "usage.completion_tokens")
-    if completion is None:
-        completion = _count(raw.output_tokens, number, "usage.output_tokens") or 0
-    total = _count(raw.total_tokens, number, "usage.total_tokens")
-    cached, cache_creation = _cache_counts(raw, number)
-    details = raw.completion_tokens_details
-    reasoning = (
-        None
-        if details is None
-        else _count(details.reasoning_tokens, number, "usage.completion_tokens_details.reasoning_tokens")
-    )
-    if reasoning and total == prompt + completion + reasoning:
-        completion += reasoning  # xAI counts reasoning apart from completion tokens
-    return TokenUsage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=total if total is not None else prompt + completion,
-        cached_tokens=cached,
-        cache_creation_tokens=cache_creation,
-        reasoning_tokens=reasoning,
-    )
-
-
-def _cache_counts(raw: ChatUsage, number: int) -> tuple[int | None, int | None]:
-    """The prompt tokens read from and written to the provider's cache, where the usage tells them."""
-    cached = cache_creation = None
-    details = raw.prompt_tokens_details
-    if details is not None:
-        field = "usage.prompt_tokens_details"
-        cached = _count(details.cached_tokens, number, f"{field}.cached_tokens")
-        cache_creation = _count(details.cache_write_tokens, number, f"{field}.cache_write_tokens")
-    if cached is None:  # DeepSeek
-        cached = _count(raw.prompt_cache_hit_tokens, number, "usage.prompt_cache_hit_tokens")
-    return cached, cache_creation
 
 
 @pipable_operator

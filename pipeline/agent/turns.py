@@ -55,10 +55,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, get_args
 
 from pipeline._jsonenc import encode_json
+from pipeline.agent._blocks import Message, anthropic_block, call_name, converse_block, folded_arguments
 from pipeline.agent._portable import Dropped, portable_segments
 from pipeline.agent._portable import Segment as _Segment
 from pipeline.agent.checks import ReasoningContentRule, Violation, check_conversation
-from pipeline.errors import ConfigurationError, StreamfoldError
+from pipeline.errors import ConfigurationError, TurnError
 from pipeline.models import (
     ResponseEnd,
     SegmentEvent,
@@ -83,14 +84,8 @@ __all__ = [
 WireFormat: TypeAlias = Literal["openai_chat", "openai_responses", "anthropic", "gemini", "bedrock_converse"]
 WIRE_FORMATS: tuple[str, ...] = get_args(WireFormat)
 
-Message: TypeAlias = dict[str, Any]
 
 _DEFAULT_ID = re.compile(r"call_[0-9a-f]{24}")
-
-
-class TurnError(StreamfoldError):
-    """A turn cannot be built: an event that is not a pipeline event, the same events fed twice, or tool
-    outputs that do not answer exactly the turn's client calls."""
 
 
 def _always(call_id: str) -> bool:
@@ -463,7 +458,7 @@ class TurnBuilder:
         calls = self._calls()
         blocks: list[Message] = []
         for segment in segments:
-            block = _anthropic_block(segment, segment.end or {}, calls)
+            block = anthropic_block(segment, segment.end or {}, calls)
             if block is not None:
                 blocks.append(block)
         return [{"role": "assistant", "content": blocks}] if blocks else []
@@ -473,7 +468,7 @@ class TurnBuilder:
         blocks = [
             block
             for segment in segments
-            if (block := _converse_block(segment, segment.end or {}, calls)) is not None
+            if (block := converse_block(segment, segment.end or {}, calls)) is not None
         ]
         return [{"role": "assistant", "content": blocks}] if blocks else []
 
@@ -527,7 +522,7 @@ class TurnBuilder:
     def _gemini_function_call(
         self, segment: _Segment, _: dict[str, Any], calls: Mapping[str, ToolInvocation]
     ) -> Message:
-        function_call: Message = {"name": _call_name(segment), "args": _folded_arguments(segment, calls)}
+        function_call: Message = {"name": call_name(segment), "args": folded_arguments(segment, calls)}
         if not self._is_generated_id(segment.id):
             function_call["id"] = segment.id
         return {"functionCall": function_call}
@@ -536,7 +531,7 @@ class TurnBuilder:
         """A provider-executed call as Gemini's ``executableCode`` part: code execution only (other
         built-in tools' parts are not in the events whole)."""
         arguments = end.get("arguments")
-        if _call_name(segment) != "code_execution" or not isinstance(arguments, dict):
+        if call_name(segment) != "code_execution" or not isinstance(arguments, dict):
             return None
         code: Message = dict(arguments)
         if not self._is_generated_id(segment.id):
@@ -564,143 +559,6 @@ _BUILDERS = {
 }
 
 
-_BlockBuilder: TypeAlias = Callable[
-    [_Segment, dict[str, Any], Mapping[str, ToolInvocation]], "Message | None"
-]
-"""Builds the block of one segment from the segment, its end metadata and the folded calls; None for what
-the provider does not take back."""
-
-
-def _anthropic_block(
-    segment: _Segment, end: dict[str, Any], calls: Mapping[str, ToolInvocation]
-) -> Message | None:
-    """The Anthropic content block of one segment; None for what Anthropic does not take back."""
-    build = _ANTHROPIC_BLOCKS.get(segment.kind)
-    return None if build is None else build(segment, end, calls)
-
-
-def _anthropic_thinking(
-    segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
-) -> Message | None:
-    """A ``redacted_thinking`` block, or a signed ``thinking`` one; unsigned thinking is not taken back."""
-    if end.get("encrypted_content"):
-        return {"type": "redacted_thinking", "data": end["encrypted_content"]}
-    if end.get("signature"):
-        return {"type": "thinking", "thinking": segment.text, "signature": end["signature"]}
-    return None
-
-
-def _anthropic_text(
-    segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
-) -> Message | None:
-    if not segment.text:
-        return None
-    block: Message = {"type": "text", "text": segment.text}
-    citations = end.get("citations")
-    if citations:
-        block["citations"] = [entry["citation"] for entry in citations]
-    return block
-
-
-def _anthropic_call(segment: _Segment, _: dict[str, Any], calls: Mapping[str, ToolInvocation]) -> Message:
-    """A ``tool_use`` block, or a ``server_tool_use`` / ``mcp_tool_use`` one for a provider-executed call."""
-    name = _call_name(segment)
-    arguments = _folded_arguments(segment, calls)
-    if not segment.start.get("provider_executed"):
-        return {"type": "tool_use", "id": segment.id, "name": name, "input": arguments}
-    server_name = segment.start.get("server_name")
-    mcp = server_name is not None or segment.id.startswith("mcptoolu_")
-    block: Message = {
-        "type": "mcp_tool_use" if mcp else "server_tool_use",
-        "id": segment.id,
-        "name": name,
-        "input": arguments,
-    }
-    if server_name is not None:
-        block["server_name"] = server_name
-    return block
-
-
-def _anthropic_result(segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]) -> Message:
-    meta = {**segment.start, **end}
-    result: Message = {
-        "type": meta.get("result_type") or "tool_result",
-        "tool_use_id": meta["call_id"],
-        "content": meta.get("result"),
-    }
-    if meta.get("is_error") and result["type"] == "mcp_tool_result":
-        result["is_error"] = True
-    return result
-
-
-def _converse_block(
-    segment: _Segment, end: dict[str, Any], calls: Mapping[str, ToolInvocation]
-) -> Message | None:
-    """The Converse content block of one segment; None for what Converse does not take back."""
-    build = _CONVERSE_BLOCKS.get(segment.kind)
-    return None if build is None else build(segment, end, calls)
-
-
-def _converse_reasoning(
-    segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]
-) -> Message | None:
-    """A ``reasoningContent`` block: redacted, or text with its signature if it has one."""
-    if end.get("encrypted_content"):
-        return {"reasoningContent": {"redactedContent": end["encrypted_content"]}}
-    if not segment.text and not end.get("signature"):
-        return None
-    reasoning: Message = {"text": segment.text}
-    if end.get("signature"):
-        reasoning["signature"] = end["signature"]
-    return {"reasoningContent": {"reasoningText": reasoning}}
-
-
-def _converse_text(segment: _Segment, _: dict[str, Any], __: Mapping[str, ToolInvocation]) -> Message | None:
-    return {"text": segment.text} if segment.text else None
-
-
-def _converse_result(segment: _Segment, end: dict[str, Any], _: Mapping[str, ToolInvocation]) -> Message:
-    meta = {**segment.start, **end}
-    result: Message = {
-        "toolUseId": meta["call_id"],
-        "content": meta.get("result") or [],
-        "status": "error" if meta.get("is_error") else "success",
-    }
-    if meta.get("result_type"):
-        result["type"] = meta["result_type"]
-    return {"toolResult": result}
-
-
-def _converse_call(segment: _Segment, _: dict[str, Any], calls: Mapping[str, ToolInvocation]) -> Message:
-    tool_use: Message = {
-        "toolUseId": segment.id,
-        "name": _call_name(segment),
-        "input": _folded_arguments(segment, calls),
-    }
-    if segment.start.get("provider_executed"):
-        tool_use["type"] = "server_tool_use"
-    return {"toolUse": tool_use}
-
-
-_ANTHROPIC_BLOCKS: dict[SegmentType, _BlockBuilder] = {
-    SegmentType.REASONING: _anthropic_thinking,
-    SegmentType.TEXT: _anthropic_text,
-    SegmentType.TOOL_RESULT: _anthropic_result,
-    SegmentType.TOOL_CALL: _anthropic_call,
-    SegmentType.WRITE_FILE: _anthropic_call,
-    SegmentType.PATCH_FILE: _anthropic_call,
-}
-
-_CONVERSE_BLOCKS: dict[SegmentType, _BlockBuilder] = {
-    SegmentType.REASONING: _converse_reasoning,
-    SegmentType.TEXT: _converse_text,
-    SegmentType.TOOL_RESULT: _converse_result,
-    SegmentType.TOOL_CALL: _converse_call,
-    SegmentType.WRITE_FILE: _converse_call,
-    SegmentType.PATCH_FILE: _converse_call,
-}
-
-
 def _converse_tool_result(out: ToolOutput) -> Message:
     """A ``toolResult`` block answering one client call: an object as JSON, anything else as text."""
     content = {"json": out.output} if isinstance(out.output, Mapping) else {"text": _as_text(out.output)}
@@ -722,19 +580,13 @@ def _arguments_text(segment: _Segment, calls: Mapping[str, ToolInvocation]) -> s
     """The arguments text as the model wrote it; a file segment's CONTENT is the file, so its arguments
     are the folded ones, encoded."""
     if segment.kind in _FILE_SEGMENTS:
-        return encode_json(_folded_arguments(segment, calls)).decode()
+        return encode_json(folded_arguments(segment, calls)).decode()
     return segment.text
-
-
-def _folded_arguments(segment: _Segment, calls: Mapping[str, ToolInvocation]) -> Any:
-    """A call's folded arguments; without its invocation, what its segment's end holds."""
-    call = calls.get(segment.id)
-    return call.arguments if call is not None else (segment.end or {}).get("arguments", {})
 
 
 def _chat_tool_call(segment: _Segment, calls: Mapping[str, ToolInvocation]) -> Message:
     """A client call as an OpenAI Chat ``tool_calls`` entry: a custom tool's input or a function's."""
-    name = _call_name(segment)
+    name = call_name(segment)
     if segment.start.get("custom"):
         return {"id": segment.id, "type": "custom", "custom": {"name": name, "input": segment.text}}
     function = {"name": name, "arguments": _arguments_text(segment, calls)}
@@ -747,7 +599,7 @@ def _responses_call_item(segment: _Segment, calls: Mapping[str, ToolInvocation])
         kind, key, value = "custom_tool_call", "input", segment.text
     else:
         kind, key, value = "function_call", "arguments", _arguments_text(segment, calls)
-    return {"type": kind, "call_id": segment.id, "name": _call_name(segment), key: value}
+    return {"type": kind, "call_id": segment.id, "name": call_name(segment), key: value}
 
 
 def _add_reasoning_item(items: list[Message], by_id: dict[str, Message], segment: _Segment) -> None:
@@ -765,13 +617,6 @@ def _add_reasoning_item(items: list[Message], by_id: dict[str, Message], segment
         item["summary"].append({"type": "summary_text", "text": segment.text})
     if meta.get("encrypted_content"):
         item["encrypted_content"] = meta["encrypted_content"]
-
-
-def _call_name(segment: _Segment) -> str:
-    name = segment.start.get("tool_name") or (segment.end or {}).get("tool_name")
-    if not isinstance(name, str):
-        raise TurnError(f"tool call segment {segment.id!r} has no tool name")
-    return name
 
 
 def _results_by_call(segments: list[_Segment]) -> dict[str, _Segment]:
