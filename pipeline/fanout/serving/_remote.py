@@ -172,14 +172,19 @@ class RemoteLogBase:
     async def read(self, response_id: str, *, after: int = 0) -> AsyncIterator[Entry]:
         if after < 0:
             raise ConfigurationError(f"a cursor is an entry id >= 0, got {after}")
-        snapshot: Snapshot = await self._retry(
-            "a read", response_id, lambda: self._snapshot(response_id, after, READ_BATCH)
-        )
+        snapshot = await self._read_batch(response_id, after)
         if after > snapshot.last:
             raise ConfigurationError(
                 f"cursor {after} is past the last entry ({snapshot.last}) of response {response_id!r}"
             )
-        reading = _Reading(self, response_id, after, snapshot)
+        reading = _Reading(
+            response_id,
+            after,
+            snapshot,
+            tails=self._tails,
+            fetch=partial(self._read_batch, response_id),
+            wait=partial(self._wait, response_id),
+        )
         try:
             while (batch := await reading.next_batch()) is not None:
                 for entry in batch:
@@ -188,6 +193,12 @@ class RemoteLogBase:
                     return
         finally:
             reading.leave()
+
+    async def _read_batch(self, response_id: str, after: int) -> Snapshot:
+        """The server's next batch of entries after ``after`` (retried while the server is unreachable)."""
+        return await self._retry(
+            "a read", response_id, lambda: self._snapshot(response_id, after, READ_BATCH)
+        )
 
     async def _wait(self, response_id: str, tail: _Tail) -> None:
         """Until the tail changes: poll the server if no other reader is polling, else wait for it."""
@@ -248,11 +259,24 @@ class _Reading:
     reader that falls behind the tail's cache catches up from the server again.
     """
 
-    __slots__ = ("cursor", "following", "log", "response_id", "snapshot", "tail")
+    __slots__ = ("cursor", "fetch", "following", "response_id", "snapshot", "tail", "tails", "wait")
 
-    def __init__(self, log: RemoteLogBase, response_id: str, after: int, snapshot: Snapshot) -> None:
-        self.log = log
+    def __init__(
+        self,
+        response_id: str,
+        after: int,
+        snapshot: Snapshot,
+        *,
+        tails: dict[str, _Tail],
+        fetch: Callable[[int], Awaitable[Snapshot]],
+        wait: Callable[[_Tail], Awaitable[None]],
+    ) -> None:
+        """``tails`` are the log's shared tails (by response id), ``fetch(cursor)`` gets the server's
+        entries after a cursor, ``wait(tail)`` waits until the tail changes."""
         self.response_id = response_id
+        self.tails = tails
+        self.fetch = fetch
+        self.wait = wait
         self.cursor = after
         self.snapshot: Snapshot | None = snapshot
         self.tail: _Tail | None = None
@@ -284,7 +308,7 @@ class _Reading:
             elif tail.polling:  # the usual case: another reader polls for all of them
                 await tail.changed.wait()
             else:
-                await self.log._wait(self.response_id, tail)
+                await self.wait(tail)
 
     async def _from_server(self) -> list[Entry] | None:
         """The snapshot's entries, fetched unless the tail holds the cursor's next entry; ``[]``: follow
@@ -293,11 +317,7 @@ class _Reading:
         if snapshot is None:
             if not self._off_tail():
                 return []
-            snapshot = await self.log._retry(
-                "a read",
-                self.response_id,
-                partial(self.log._snapshot, self.response_id, self.cursor, READ_BATCH),
-            )
+            snapshot = await self.fetch(self.cursor)
         self.snapshot = None
         self._check_retained(snapshot.first)
         if snapshot.entries:
@@ -306,7 +326,7 @@ class _Reading:
 
     def _off_tail(self) -> bool:
         """The tail's cache does not hold the cursor's next entry: ask the server."""
-        shared = self.tail or self.log._tails.get(self.response_id)
+        shared = self.tail or self.tails.get(self.response_id)
         return shared is None or shared.base > self.cursor + 1 or shared.error is not None
 
     def _check_retained(self, first: int) -> None:
@@ -323,7 +343,7 @@ class _Reading:
         return batch
 
     def _join(self, cursor: int) -> _Tail:
-        tails = self.log._tails
+        tails = self.tails
         tail = tails.get(self.response_id)
         if tail is None:
             tail = tails[self.response_id] = _Tail(cursor, anyio.current_time())
@@ -336,5 +356,5 @@ class _Reading:
         tail = self.tail
         if tail is not None:
             tail.readers -= 1
-            if tail.readers == 0 and self.log._tails.get(self.response_id) is tail:
-                del self.log._tails[self.response_id]
+            if tail.readers == 0 and self.tails.get(self.response_id) is tail:
+                del self.tails[self.response_id]
