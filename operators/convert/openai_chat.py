@@ -43,11 +43,14 @@ import msgspec
 from aiostream import pipable_operator
 
 from operators.convert._base import (
+    PAYLOAD_ERRORS,
     EventDecoder,
     IdFactory,
+    check_utf8,
     field_error,
     is_mapping,
     new_call_id,
+    payload_error,
 )
 from operators.convert._chat_schema import (
     Arguments,
@@ -92,7 +95,9 @@ _HELPER_EVENTS = frozenset(
 )
 """The events openai-python's ``.stream()`` helper derives from the chunks (it also sends each chunk)."""
 
-_decode_chunk = EventDecoder(ChatChunk).decode
+_DECODER: Final = EventDecoder(ChatChunk)
+_decode_chunk = _DECODER.decode
+_decode_bytes = _DECODER.decode_bytes
 _NO_RARE_FIELDS: Final = (None, None, None, None, None)
 """A delta's ``refusal``, ``reasoning_details``, ``images``, ``executed_tools`` and ``function_call`` when it
 has none of them: the fields only `OpenAIChatConverter._choices` gathers."""
@@ -219,8 +224,14 @@ class OpenAIChatConverter:
         `StreamDecodeError` for bytes that are not JSON."""
         number = self._event_number
         self._event_number = number + 1
-        if type(item) is Payload:
-            chunk = _decode_chunk(item, number)
+        if type(item) is Payload:  # the decode of `EventDecoder.decode`, without a call between
+            data = item.data
+            try:
+                chunk = _decode_bytes(data)
+            except PAYLOAD_ERRORS as error:
+                raise payload_error(error, item, number) from None
+            if not data.isascii():
+                check_utf8(data, item.offset)
         else:
             found = _from_mapping(item, number)
             if found is None:

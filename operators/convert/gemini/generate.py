@@ -63,7 +63,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from operators.convert._base import EventDecoder, IdFactory, new_call_id
+from operators.convert._base import (
+    PAYLOAD_ERRORS,
+    EventDecoder,
+    IdFactory,
+    check_utf8,
+    new_call_id,
+    payload_error,
+)
 from operators.convert.gemini._calls import ResponseCalls
 from operators.convert.gemini._chunks import ChunkBuilder
 from operators.convert.gemini._common import converter_error, enum_name, plain, provider_error, token_usage
@@ -91,7 +98,8 @@ _CONTENT_FILTER_REASONS: Final = frozenset(
 
 _MEDIA_KINDS: Final = ("image", "audio", "video")
 
-_DECODE: Final = EventDecoder(GenerateContentResponse).decode
+_DECODER: Final = EventDecoder(GenerateContentResponse)
+_DECODE_BYTES: Final = _DECODER.decode_bytes
 
 
 def normalize_gemini_finish_reason(finish_reason: str, *, made_function_call: bool) -> str:
@@ -155,7 +163,16 @@ class GenerateContentConverter:
     def feed(self, item: Payload | Mapping[str, Any], /) -> list[ChunkResponse]:
         """Convert one chunk; a chunk that repeats only what is known gives nothing."""
         number = self._event_number = self._event_number + 1
-        event = _DECODE(item, number)
+        if type(item) is Payload:  # the decode of `EventDecoder.decode`, without a call between
+            data = item.data
+            try:
+                event = _DECODE_BYTES(data)
+            except PAYLOAD_ERRORS as error:
+                raise payload_error(error, item, number) from None
+            if not data.isascii():
+                check_utf8(data, item.offset)
+        else:
+            event = _DECODER.decode(item, number)
         if event.error is not None:
             raise provider_error(item, event.error, number)
         usage = event.usage_metadata
