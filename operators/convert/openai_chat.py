@@ -98,9 +98,6 @@ _HELPER_EVENTS = frozenset(
 _DECODER: Final = EventDecoder(ChatChunk)
 _decode_chunk = _DECODER.decode
 _decode_bytes = _DECODER.decode_bytes
-_NO_RARE_FIELDS: Final = (None, None, None, None, None)
-"""A delta's ``refusal``, ``reasoning_details``, ``images``, ``executed_tools`` and ``function_call`` when it
-has none of them: the fields only `OpenAIChatConverter._choices` gathers."""
 _NOTHING: Final = ChunkResponse()
 """A chunk that says nothing: an event that carries nothing new gives no chunk."""
 
@@ -283,20 +280,16 @@ class OpenAIChatConverter:
         reasoning, or of one announced call's arguments, without a finish: nearly every event. ``None``
         for any other event, which `_choices` gathers into the same chunks."""
         delta = choice.delta
-        if (
-            delta is None
-            or choice.finish_reason
-            or choice.index != self._choice
-            or (
-                delta.refusal,
-                delta.reasoning_details,
-                delta.images,
-                delta.executed_tools,
-                delta.function_call,
-            )
-            != _NO_RARE_FIELDS
-        ):
+        if delta is None or choice.finish_reason or choice.index != self._choice:
             return None
+        if (
+            delta.refusal is not None
+            or delta.reasoning_details is not None
+            or delta.images is not None
+            or delta.executed_tools is not None
+            or delta.function_call is not None
+        ):
+            return None  # the fields only `_choices` gathers
         content, reasoning = delta.content, delta.reasoning_content or delta.reasoning
         if delta.tool_calls:
             return None if content or reasoning else self._plain_arguments(delta.tool_calls)
