@@ -64,7 +64,7 @@ A stream that ends without ``response.completed`` / ``incomplete`` / ``failed`` 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import Any, Final, TypeAlias
 
 import msgspec
@@ -221,9 +221,9 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
                 "response.output_text.done": self._on_text_done,
                 "response.refusal.delta": self._on_refusal_delta,
                 "response.refusal.done": self._on_refusal_done,
-                "response.reasoning_summary_text.delta": self._on_summary_delta,
+                "response.reasoning_summary_text.delta": self._reasoning_deltas("summary"),
                 "response.reasoning_summary_text.done": self._on_summary_done,
-                "response.reasoning_text.delta": self._on_reasoning_text_delta,
+                "response.reasoning_text.delta": self._reasoning_deltas("reasoning"),
                 "response.reasoning_text.done": self._on_reasoning_text_done,
                 "response.function_call_arguments.delta": self._on_arguments_delta,
                 "response.custom_tool_call_input.delta": self._on_arguments_delta,
@@ -670,29 +670,34 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
         self._collect(self._text_item(event), ("refusal", event.content_index), text, pieces)
         return [ChunkResponse(refusal=pieces[0])] if pieces else []
 
-    def _on_summary_delta(self, event: _ResponsesEvent) -> Chunks:
-        return self._reasoning_delta(event, ("summary", event.summary_index))
-
     def _on_summary_done(self, event: _ResponsesEvent) -> Chunks:
         return self._reasoning_done(event, ("summary", event.summary_index))
-
-    def _on_reasoning_text_delta(self, event: _ResponsesEvent) -> Chunks:
-        return self._reasoning_delta(event, ("reasoning", event.content_index))
 
     def _on_reasoning_text_done(self, event: _ResponsesEvent) -> Chunks:
         return self._reasoning_done(event, ("reasoning", event.content_index))
 
-    def _reasoning_delta(self, event: _ResponsesEvent, part: _PartKey) -> Chunks:
-        text = event.delta
-        if type(text) is not str:
-            text = self._string(text, "delta")
-        if not text:
-            return []
-        item = self._items_by_id.get(event.item_id) or self._text_item(event)
-        if item.last_reasoning_part != part:
-            item.text_parts.add(part)
-            text = self._separated(item, part, text)
-        return [ChunkResponse(reasoning=text, reasoning_id=item.item_id)]
+    def _reasoning_deltas(self, channel: str) -> Callable[[_ResponsesEvent], Chunks]:
+        """The handler of the reasoning text deltas of ``channel``: ``summary`` parts (numbered by
+        ``summary_index``) or ``reasoning`` text parts (numbered by ``content_index``). One handler per
+        channel, so that a delta is one call from the feed loop."""
+        by_summary_index = channel == "summary"
+
+        def on_delta(event: _ResponsesEvent) -> Chunks:
+            text = event.delta
+            if type(text) is not str:
+                text = self._string(text, "delta")
+            if not text:
+                return []
+            item = self._items_by_id.get(event.item_id) or self._text_item(event)
+            index = event.summary_index if by_summary_index else event.content_index
+            last = item.last_reasoning_part  # read by its fields: a delta of the same part makes no tuple
+            if last is None or last[1] != index or last[0] != channel:
+                part = (channel, index)
+                item.text_parts.add(part)
+                text = self._separated(item, part, text)
+            return [ChunkResponse(reasoning=text, reasoning_id=item.item_id)]
+
+        return on_delta
 
     def _reasoning_done(self, event: _ResponsesEvent, part: _PartKey) -> Chunks:
         pieces: list[str] = []
