@@ -178,9 +178,41 @@ class GenerateContentConverter:
         usage = event.usage_metadata
         if usage is not None and (usage.prompt_token_count is not None or _has_counts(usage)):
             self._usage_metadata = usage
-        metadata = None
         if event.response_id != self._response_id or event.model_version != self._model:
-            metadata = self._new_metadata(event)
+            return self._gathered(event, self._new_metadata(event))
+        plain = self._plain(event)
+        return self._gathered(event, None) if plain is None else plain
+
+    def _plain(self, event: GenerateContentResponse) -> list[ChunkResponse] | None:
+        """The chunk of an event whose one part, of candidate 0, is text or a thought, with nothing else
+        but the usage (nearly every event); ``None`` for any other event, which `_gathered` gathers into
+        the same chunks."""
+        candidates = event.candidates
+        if not candidates or len(candidates) != 1 or event.prompt_feedback is not None:
+            return None
+        candidate = candidates[0]
+        content = candidate.content
+        if (
+            content is None
+            or candidate.index != 0
+            or candidate.finish_reason is not None
+            or candidate.grounding_metadata is not None
+            or candidate.citation_metadata is not None
+        ):
+            return None
+        parts = content.parts
+        if not parts or len(parts) != 1:
+            return None
+        part = parts[0]
+        text = part.text
+        if not text or part.function_call is not None or part.thought_signature is not None:
+            return None
+        return [ChunkResponse(reasoning=text)] if part.thought else [ChunkResponse(content=text)]
+
+    def _gathered(
+        self, event: GenerateContentResponse, metadata: dict[str, Any] | None
+    ) -> list[ChunkResponse]:
+        """The chunks of an event's candidate 0, its finish and a blocked prompt, with ``metadata``."""
         finish_reason = None
         candidates = event.candidates
         if candidates:
