@@ -51,7 +51,7 @@ class TypedFeed(Generic[EventT]):
     type gets the type added, so handlers and their checks need not carry it.
     """
 
-    __slots__ = ("_decode", "_decode_bytes", "_event_number", "_handlers")
+    __slots__ = ("_decode", "_decode_bytes", "_event_number", "_handlers", "_last_handler", "_last_type")
 
     def __init__(
         self, event_type: type[EventT], handlers: Mapping[str, Callable[[EventT], list[ChunkResponse]]]
@@ -60,6 +60,9 @@ class TypedFeed(Generic[EventT]):
         self._decode = decoder.decode
         self._decode_bytes = decoder.decode_bytes
         self._handlers = handlers
+        self._last_type: str | UnsetType = UNSET
+        self._last_handler: Callable[[EventT], list[ChunkResponse]] | None = None
+        """The handler of ``_last_type``, the type of the event before."""
         self._event_number = -1
         """The number of the event being converted (0 for the first), for error messages."""
 
@@ -77,7 +80,11 @@ class TypedFeed(Generic[EventT]):
                     check_utf8(data, item.offset)
             else:
                 event = self._decode(item, number)
-            handler = self._handlers.get(event.type)  # type: ignore[arg-type]
+            event_type = event.type
+            if event_type != self._last_type:  # deltas come in runs of one type: compared, not hashed
+                self._last_type = event_type
+                self._last_handler = self._handlers.get(event_type)  # type: ignore[arg-type]
+            handler = self._last_handler
             if handler is None:
                 return self._unhandled(item, event)
             return handler(event)
