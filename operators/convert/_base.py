@@ -4,23 +4,26 @@ positions and the wording of a field error."""
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Mapping
-from typing import Any, Generic, TypeGuard, TypeVar
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, Final, Generic, TypeGuard, TypeVar
 
 import msgspec
 
 from pipeline._jsonenc import JSON_ERRORS, invalid_utf8, json_problem
-from pipeline.errors import ConverterError, StreamDecodeError
+from pipeline.errors import ConverterError, StreamDecodeError, StreamfoldError
 from pipeline.models import IdFactory, Payload, new_call_id
 
 __all__ = [
     "MISSING",
+    "PAYLOAD_ERRORS",
     "CallIndexer",
     "EventDecoder",
     "IdFactory",
+    "check_utf8",
     "field_error",
     "is_mapping",
     "new_call_id",
+    "payload_error",
 ]
 
 MISSING: Any = object()
@@ -88,14 +91,18 @@ class EventDecoder(Generic[EventT]):
     A framed `Payload` is decoded from its bytes by a typed msgspec decoder; a
     dict (a JSON decoder's, or an SDK object's ``model_dump``) is converted into the same type. Every
     converter then reads one type, whatever the source, with no second parser beside the first.
-    Converters keep the bound `decode` and call it for each event.
+
+    A converter's feed loop may run the Payload case itself, without a call in between: ``decode_bytes``
+    on the payload's bytes, `payload_error` for what it raises (`PAYLOAD_ERRORS`) and `check_utf8` for
+    bytes that are not ASCII, as `decode` does.
     """
 
-    __slots__ = ("_decode", "_type")
+    __slots__ = ("_type", "decode_bytes")
 
     def __init__(self, event_type: type[EventT]) -> None:
         self._type = event_type
-        self._decode = msgspec.json.Decoder(event_type).decode
+        self.decode_bytes: Callable[[bytes], EventT] = msgspec.json.Decoder(event_type).decode
+        """The typed decode of a payload's bytes (it raises `PAYLOAD_ERRORS`)."""
 
     def decode(self, item: Payload | Mapping[str, Any], number: int) -> EventT:
         """``item`` as ``EventT``; ``number`` is the event's number in the stream (from 0), for errors.
@@ -105,18 +112,11 @@ class EventDecoder(Generic[EventT]):
         if type(item) is Payload:
             data = item.data
             try:
-                event = self._decode(data)
-            except msgspec.ValidationError as error:
-                raise schema_error(number, error) from None
-            except UnicodeDecodeError:
-                raise invalid_utf8(item.data, item.offset) from None
-            except JSON_ERRORS as error:
-                problem = json_problem(error, item.data, item.offset)
-                raise StreamDecodeError(
-                    f"event {number} (at byte {item.offset}) is {problem}", offset=item.offset
-                ) from None
+                event = self.decode_bytes(data)
+            except PAYLOAD_ERRORS as error:
+                raise payload_error(error, item, number) from None
             if not data.isascii():
-                _check_utf8(data, item.offset)  # fields the schema skips were not read, nor checked
+                check_utf8(data, item.offset)
             return event
         if not is_mapping(item):
             raise field_error(number, "", "an object", item)
@@ -126,8 +126,24 @@ class EventDecoder(Generic[EventT]):
             raise schema_error(number, error) from None
 
 
-def _check_utf8(data: bytes, offset: int) -> None:
-    """Raise `StreamDecodeError` if ``data`` (at byte ``offset`` of the stream) is not UTF-8."""
+PAYLOAD_ERRORS: Final = (msgspec.ValidationError, *JSON_ERRORS)
+"""What `EventDecoder.decode_bytes` raises for bytes it refuses: `payload_error` words each."""
+
+
+def payload_error(error: Exception, payload: Payload, number: int) -> StreamfoldError:
+    """The error for event ``number``, whose bytes the typed decode refused with ``error``: a
+    `ConverterError` naming the field for a schema mismatch, else a `StreamDecodeError` naming the byte."""
+    if isinstance(error, msgspec.ValidationError):
+        return schema_error(number, error)
+    if isinstance(error, UnicodeDecodeError):
+        return invalid_utf8(payload.data, payload.offset)
+    problem = json_problem(error, payload.data, payload.offset)
+    return StreamDecodeError(f"event {number} (at byte {payload.offset}) is {problem}", offset=payload.offset)
+
+
+def check_utf8(data: bytes, offset: int) -> None:
+    """Raise `StreamDecodeError` if ``data`` (at byte ``offset`` of the stream) is not UTF-8: the fields a
+    schema skips were neither read nor checked by the decode."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

@@ -14,7 +14,15 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from operators.convert._base import MISSING, EventDecoder, field_error, is_mapping
+from operators.convert._base import (
+    MISSING,
+    PAYLOAD_ERRORS,
+    EventDecoder,
+    check_utf8,
+    field_error,
+    is_mapping,
+    payload_error,
+)
 from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, Payload
 
@@ -43,13 +51,18 @@ class TypedFeed(Generic[EventT]):
     type gets the type added, so handlers and their checks need not carry it.
     """
 
-    __slots__ = ("_decode", "_event_number", "_handlers")
+    __slots__ = ("_decode", "_decode_bytes", "_event_number", "_handlers", "_last_handler", "_last_type")
 
     def __init__(
         self, event_type: type[EventT], handlers: Mapping[str, Callable[[EventT], list[ChunkResponse]]]
     ) -> None:
-        self._decode = EventDecoder(event_type).decode
+        decoder = EventDecoder(event_type)
+        self._decode = decoder.decode
+        self._decode_bytes = decoder.decode_bytes
         self._handlers = handlers
+        self._last_type: str | UnsetType = UNSET
+        self._last_handler: Callable[[EventT], list[ChunkResponse]] | None = None
+        """The handler of ``_last_type``, the type of the event before."""
         self._event_number = -1
         """The number of the event being converted (0 for the first), for error messages."""
 
@@ -57,8 +70,21 @@ class TypedFeed(Generic[EventT]):
         """Convert one event: a framed `Payload` or a decoded dict."""
         number = self._event_number = self._event_number + 1
         try:
-            event = self._decode(item, number)
-            handler = self._handlers.get(event.type)  # type: ignore[arg-type]
+            if type(item) is Payload:  # the decode of `EventDecoder.decode`, without a call between
+                data = item.data
+                try:
+                    event = self._decode_bytes(data)
+                except PAYLOAD_ERRORS as error:
+                    raise payload_error(error, item, number) from None
+                if not data.isascii():
+                    check_utf8(data, item.offset)
+            else:
+                event = self._decode(item, number)
+            event_type = event.type
+            if event_type != self._last_type:  # deltas come in runs of one type: compared, not hashed
+                self._last_type = event_type
+                self._last_handler = self._handlers.get(event_type)  # type: ignore[arg-type]
+            handler = self._last_handler
             if handler is None:
                 return self._unhandled(item, event)
             return handler(event)

@@ -43,11 +43,14 @@ import msgspec
 from aiostream import pipable_operator
 
 from operators.convert._base import (
+    PAYLOAD_ERRORS,
     EventDecoder,
     IdFactory,
+    check_utf8,
     field_error,
     is_mapping,
     new_call_id,
+    payload_error,
 )
 from operators.convert._chat_schema import (
     Arguments,
@@ -92,10 +95,9 @@ _HELPER_EVENTS = frozenset(
 )
 """The events openai-python's ``.stream()`` helper derives from the chunks (it also sends each chunk)."""
 
-_decode_chunk = EventDecoder(ChatChunk).decode
-_NO_RARE_FIELDS: Final = (None, None, None, None, None)
-"""A delta's ``refusal``, ``reasoning_details``, ``images``, ``executed_tools`` and ``function_call`` when it
-has none of them: the fields only `OpenAIChatConverter._choices` gathers."""
+_DECODER: Final = EventDecoder(ChatChunk)
+_decode_chunk = _DECODER.decode
+_decode_bytes = _DECODER.decode_bytes
 _NOTHING: Final = ChunkResponse()
 """A chunk that says nothing: an event that carries nothing new gives no chunk."""
 
@@ -219,8 +221,14 @@ class OpenAIChatConverter:
         `StreamDecodeError` for bytes that are not JSON."""
         number = self._event_number
         self._event_number = number + 1
-        if type(item) is Payload:
-            chunk = _decode_chunk(item, number)
+        if type(item) is Payload:  # the decode of `EventDecoder.decode`, without a call between
+            data = item.data
+            try:
+                chunk = _decode_bytes(data)
+            except PAYLOAD_ERRORS as error:
+                raise payload_error(error, item, number) from None
+            if not data.isascii():
+                check_utf8(data, item.offset)
         else:
             found = _from_mapping(item, number)
             if found is None:
@@ -272,20 +280,16 @@ class OpenAIChatConverter:
         reasoning, or of one announced call's arguments, without a finish: nearly every event. ``None``
         for any other event, which `_choices` gathers into the same chunks."""
         delta = choice.delta
-        if (
-            delta is None
-            or choice.finish_reason
-            or choice.index != self._choice
-            or (
-                delta.refusal,
-                delta.reasoning_details,
-                delta.images,
-                delta.executed_tools,
-                delta.function_call,
-            )
-            != _NO_RARE_FIELDS
-        ):
+        if delta is None or choice.finish_reason or choice.index != self._choice:
             return None
+        if (
+            delta.refusal is not None
+            or delta.reasoning_details is not None
+            or delta.images is not None
+            or delta.executed_tools is not None
+            or delta.function_call is not None
+        ):
+            return None  # the fields only `_choices` gathers
         content, reasoning = delta.content, delta.reasoning_content or delta.reasoning
         if delta.tool_calls:
             return None if content or reasoning else self._plain_arguments(delta.tool_calls)

@@ -64,7 +64,7 @@ A stream that ends without ``response.completed`` / ``incomplete`` / ``failed`` 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import Any, Final, TypeAlias
 
 import msgspec
@@ -79,10 +79,11 @@ from operators.convert._responses_calls import (
     call_shape,
     server_arguments,
 )
+from operators.convert._responses_items import OutputItem, PartKey
 from operators.convert._typed_feed import TypedFeed, event_mapping
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import ChunkResponse, Payload, TokenUsage, ToolCallDelta, ToolCallKind, ToolResult
+from pipeline.models import ChunkResponse, Payload, TokenUsage, ToolCallDelta, ToolResult
 from pipeline.stage import operator_stream
 
 __all__ = ["OpenAIResponsesConverter", "convert_openai_responses"]
@@ -95,9 +96,6 @@ _INCOMPLETE_FINISH_REASONS: Final[Mapping[str, str]] = {
     "content_filter": "content_filter",
 }
 
-
-_PartKey: TypeAlias = tuple[str, int]
-"""A text part of an output item: (channel, part index); channels: text, refusal, summary, reasoning."""
 
 Chunks: TypeAlias = list[ChunkResponse]
 
@@ -150,57 +148,6 @@ class _ResponsesEvent(msgspec.Struct, gc=False):
     error: Any = None
 
 
-class _OutputItem:
-    """What the converter remembers of one output item of the response."""
-
-    __slots__ = (
-        "annotations",
-        "announced",
-        "arguments_sent",
-        "call_id",
-        "call_index",
-        "call_kind",
-        "call_name",
-        "code_streamed",
-        "done",
-        "encrypted_at_added",
-        "finished",
-        "item_id",
-        "item_type",
-        "last_reasoning_part",
-        "last_text_index",
-        "serial",
-        "text_parts",
-    )
-
-    def __init__(self, serial: int, item_type: str | None, item_id: str | None) -> None:
-        self.serial = serial
-        self.item_type = item_type
-        self.item_id = item_id
-        """The id the item was first seen with (a proxy may rotate ids afterwards)."""
-        self.announced = False
-        """``output_item.added`` announced it (a second one is a duplicate)."""
-        self.done = False
-        """Its ``output_item.done`` arrived."""
-        self.call_index: int | None = None
-        self.call_id: str | None = None
-        self.call_name: str | None = None
-        self.code_streamed = False
-        """Code interpreter code streamed as arguments (``{"code":"...`` sent, its end not yet)."""
-        self.annotations: dict[int, int] = {}
-        """Content part index -> annotations already given by ``annotation.added`` events."""
-        self.last_reasoning_part: _PartKey | None = None
-        """The reasoning part that gave text last (it is in ``text_parts``)."""
-        self.last_text_index = -1
-        """The ``content_index`` of the text part whose delta came last (it is in ``text_parts``)."""
-        self.call_kind: ToolCallKind = "function"
-        self.arguments_sent = False
-        self.finished = False
-        self.encrypted_at_added: str | None = None
-        self.text_parts: set[_PartKey] = set()
-        """The text parts that already gave text, so a later ``.done`` or item copy is not repeated."""
-
-
 class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
     """Sans-IO converter of OpenAI Responses stream events (a `Payload` or a dict each) into
     `ChunkResponse`.
@@ -221,9 +168,9 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
                 "response.output_text.done": self._on_text_done,
                 "response.refusal.delta": self._on_refusal_delta,
                 "response.refusal.done": self._on_refusal_done,
-                "response.reasoning_summary_text.delta": self._on_summary_delta,
+                "response.reasoning_summary_text.delta": self._reasoning_deltas("summary"),
                 "response.reasoning_summary_text.done": self._on_summary_done,
-                "response.reasoning_text.delta": self._on_reasoning_text_delta,
+                "response.reasoning_text.delta": self._reasoning_deltas("reasoning"),
                 "response.reasoning_text.done": self._on_reasoning_text_done,
                 "response.function_call_arguments.delta": self._on_arguments_delta,
                 "response.custom_tool_call_input.delta": self._on_arguments_delta,
@@ -242,14 +189,14 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
 
     def _start_response(self) -> None:
         self._calls = CallIndexer()
-        self._items_by_id: dict[str | None, _OutputItem] = {}
+        self._items_by_id: dict[str | None, OutputItem] = {}
         """Items by id (never ``None``: the type lets an event without an id look up at once)."""
-        self._items_by_position: dict[int, _OutputItem] = {}
+        self._items_by_position: dict[int, OutputItem] = {}
         self._item_count = 0
         self._metadata: dict[str, Any] = {}
         self._offered_names: frozenset[str] | None = None
         """The names of the tools the response lists (``response.tools``); ``None`` until it lists them."""
-        self._hosted_shell_calls: dict[str, _OutputItem] = {}
+        self._hosted_shell_calls: dict[str, OutputItem] = {}
         """``call_id`` -> hosted ``shell_call`` item whose ``shell_call_output`` has not come yet."""
         self._client_call_made = False
         self._complete = False
@@ -397,7 +344,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
         return True
 
     def _check_same_item(
-        self, known: _OutputItem, item_id: object, item_type: object, position: int | None
+        self, known: OutputItem, item_id: object, item_type: object, position: int | None
     ) -> None:
         """Raise unless an item announced again by its id keeps its type and its output_index."""
         moved = position is not None and self._items_by_position.get(position) is not known
@@ -408,7 +355,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
                 event_number=self._event_number,
             )
 
-    def _call_start(self, item: _OutputItem, raw: Mapping[str, Any]) -> ToolCallDelta | None:
+    def _call_start(self, item: OutputItem, raw: Mapping[str, Any]) -> ToolCallDelta | None:
         """Start the tool call of a call item (with whatever arguments it already carries), else ``None``."""
         item_type = item.item_type
         shape = call_shape(item_type, raw, self._offered_names)
@@ -446,7 +393,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             return self._shell_output(raw)
         return self._finish_call(item, raw)
 
-    def _finish_call(self, item: _OutputItem, raw: Mapping[str, Any]) -> Chunks:
+    def _finish_call(self, item: OutputItem, raw: Mapping[str, Any]) -> Chunks:
         """The last delta of a finished call item (with the provider's result if it ran the call)."""
         # An item first seen here (no output_item.added) starts and finishes its call in one delta.
         start = None if item.call_index is not None else self._call_start(item, raw)
@@ -465,7 +412,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
         return [ChunkResponse(tool_calls=[call], tool_results=None if result is None else [result])]
 
     def _arguments_rest(
-        self, item: _OutputItem, raw: Mapping[str, Any], start: ToolCallDelta | None
+        self, item: OutputItem, raw: Mapping[str, Any], start: ToolCallDelta | None
     ) -> str | None:
         """The arguments a finished call item adds to those its deltas (or its start) already sent."""
         if item.code_streamed:
@@ -489,7 +436,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
         )
         return [ChunkResponse(tool_results=[result])]
 
-    def _server_result(self, item: _OutputItem, raw: Mapping[str, Any]) -> ToolResult:
+    def _server_result(self, item: OutputItem, raw: Mapping[str, Any]) -> ToolResult:
         """What a provider-executed call item returned, from its finished item."""
         item_type = item.item_type
         failed = raw.get("status") == "failed"
@@ -547,7 +494,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             raise self._field_error("item.arguments", "a string", text)
         return text or None
 
-    def _message_rest(self, item: _OutputItem, raw: Mapping[str, Any]) -> Chunks:
+    def _message_rest(self, item: OutputItem, raw: Mapping[str, Any]) -> Chunks:
         """Text and refusal parts of a finished message that no delta or ``.done`` event carried."""
         content: list[str] = []
         refusal: list[str] = []
@@ -567,7 +514,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             )
         ]
 
-    def _reasoning_rest(self, item: _OutputItem, raw: Mapping[str, Any]) -> Chunks:
+    def _reasoning_rest(self, item: OutputItem, raw: Mapping[str, Any]) -> Chunks:
         """The encrypted reasoning of a finished reasoning item, and any of its text not yet emitted."""
         pieces: list[str] = []
         for position, part in enumerate(self._parts(raw, "summary")):
@@ -601,17 +548,17 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             raise self._field_error(f"item.{field}", "a list of objects", parts)
         return parts
 
-    def _register(self, event: _ResponsesEvent, raw: Mapping[str, Any]) -> _OutputItem:
+    def _register(self, event: _ResponsesEvent, raw: Mapping[str, Any]) -> OutputItem:
         """Remember the output item ``raw`` (of an ``output_item`` event) at its position and id."""
         item_type = raw.get("type")
         if not isinstance(item_type, str):
             raise self._field_error("item.type", "a string", raw.get("type", MISSING))
         return self._remember(item_type, event, raw.get("id"))
 
-    def _remember(self, item_type: str | None, event: _ResponsesEvent, item_id: object) -> _OutputItem:
+    def _remember(self, item_type: str | None, event: _ResponsesEvent, item_id: object) -> OutputItem:
         if not isinstance(item_id, str) or not item_id:
             item_id = None
-        item = _OutputItem(self._item_count, item_type, item_id)
+        item = OutputItem(self._item_count, item_type, item_id)
         self._item_count += 1
         position = event.output_index
         if position is not None:
@@ -620,7 +567,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             self._items_by_id[item_id] = item
         return item
 
-    def _find(self, event: _ResponsesEvent, item_id: object) -> _OutputItem | None:
+    def _find(self, event: _ResponsesEvent, item_id: object) -> OutputItem | None:
         """The item an event addresses: by its id, else by its ``output_index`` (ids may rotate)."""
         if item_id is not None:
             if not isinstance(item_id, str):
@@ -631,7 +578,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
         position = event.output_index
         return None if position is None else self._items_by_position.get(position)
 
-    def _text_item(self, event: _ResponsesEvent) -> _OutputItem:
+    def _text_item(self, event: _ResponsesEvent) -> OutputItem:
         """The item a text event addresses; one not announced by ``output_item.added`` is registered."""
         item_id = event.item_id
         found = self._items_by_id.get(item_id) if item_id else None  # the common case, at once
@@ -670,38 +617,43 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
         self._collect(self._text_item(event), ("refusal", event.content_index), text, pieces)
         return [ChunkResponse(refusal=pieces[0])] if pieces else []
 
-    def _on_summary_delta(self, event: _ResponsesEvent) -> Chunks:
-        return self._reasoning_delta(event, ("summary", event.summary_index))
-
     def _on_summary_done(self, event: _ResponsesEvent) -> Chunks:
         return self._reasoning_done(event, ("summary", event.summary_index))
-
-    def _on_reasoning_text_delta(self, event: _ResponsesEvent) -> Chunks:
-        return self._reasoning_delta(event, ("reasoning", event.content_index))
 
     def _on_reasoning_text_done(self, event: _ResponsesEvent) -> Chunks:
         return self._reasoning_done(event, ("reasoning", event.content_index))
 
-    def _reasoning_delta(self, event: _ResponsesEvent, part: _PartKey) -> Chunks:
-        text = event.delta
-        if type(text) is not str:
-            text = self._string(text, "delta")
-        if not text:
-            return []
-        item = self._items_by_id.get(event.item_id) or self._text_item(event)
-        if item.last_reasoning_part != part:
-            item.text_parts.add(part)
-            text = self._separated(item, part, text)
-        return [ChunkResponse(reasoning=text, reasoning_id=item.item_id)]
+    def _reasoning_deltas(self, channel: str) -> Callable[[_ResponsesEvent], Chunks]:
+        """The handler of the reasoning text deltas of ``channel``: ``summary`` parts (numbered by
+        ``summary_index``) or ``reasoning`` text parts (numbered by ``content_index``). One handler per
+        channel, so that a delta is one call from the feed loop."""
+        by_summary_index = channel == "summary"
 
-    def _reasoning_done(self, event: _ResponsesEvent, part: _PartKey) -> Chunks:
+        def on_delta(event: _ResponsesEvent) -> Chunks:
+            text = event.delta
+            if type(text) is not str:
+                text = self._string(text, "delta")
+            if not text:
+                return []
+            item = self._items_by_id.get(event.item_id) or self._text_item(event)
+            index = event.summary_index if by_summary_index else event.content_index
+            last = item.last_reasoning_part  # read by its fields: a delta of the same part makes no tuple
+            if last is None or last[1] != index or last[0] != channel:
+                part = (channel, index)
+                item.text_parts.add(part)
+                text = self._separated(item, part, text)
+            return [ChunkResponse(reasoning=text, reasoning_id=item.item_id)]
+
+        return on_delta
+
+    def _reasoning_done(self, event: _ResponsesEvent, part: PartKey) -> Chunks:
         pieces: list[str] = []
         text = self._string(event.text, "text")
         item = self._text_item(event)
         self._collect_reasoning(item, part, text, pieces)
         return [ChunkResponse(reasoning=pieces[0], reasoning_id=item.item_id)] if pieces else []
 
-    def _separated(self, item: _OutputItem, part: _PartKey, text: str) -> str:
+    def _separated(self, item: OutputItem, part: PartKey, text: str) -> str:
         """``text`` of reasoning part ``part``, after a separator when it starts a new part of its item."""
         previous = item.last_reasoning_part
         item.last_reasoning_part = part
@@ -709,14 +661,14 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             return text
         return _REASONING_PART_SEPARATOR + text
 
-    def _collect(self, item: _OutputItem, part: _PartKey, text: object, into: list[str]) -> None:
+    def _collect(self, item: OutputItem, part: PartKey, text: object, into: list[str]) -> None:
         """Append the whole ``text`` of a part to ``into`` unless the part already gave text."""
         if part in item.text_parts or not isinstance(text, str) or not text:
             return
         item.text_parts.add(part)
         into.append(text)
 
-    def _collect_reasoning(self, item: _OutputItem, part: _PartKey, text: object, into: list[str]) -> None:
+    def _collect_reasoning(self, item: OutputItem, part: PartKey, text: object, into: list[str]) -> None:
         if part in item.text_parts or not isinstance(text, str) or not text:
             return
         item.text_parts.add(part)
@@ -759,7 +711,7 @@ class OpenAIResponsesConverter(TypedFeed[_ResponsesEvent]):
             ChunkResponse(tool_calls=[ToolCallDelta(item.call_index, None, None, text, kind=item.call_kind)])
         ]
 
-    def _call_item(self, event: _ResponsesEvent) -> _OutputItem:
+    def _call_item(self, event: _ResponsesEvent) -> OutputItem:
         item = self._find(event, event.item_id)
         if item is None or item.call_index is None:
             raise ConverterError(

@@ -63,7 +63,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from operators.convert._base import EventDecoder, IdFactory, new_call_id
+from operators.convert._base import (
+    PAYLOAD_ERRORS,
+    EventDecoder,
+    IdFactory,
+    check_utf8,
+    new_call_id,
+    payload_error,
+)
 from operators.convert.gemini._calls import ResponseCalls
 from operators.convert.gemini._chunks import ChunkBuilder
 from operators.convert.gemini._common import converter_error, enum_name, plain, provider_error, token_usage
@@ -91,7 +98,8 @@ _CONTENT_FILTER_REASONS: Final = frozenset(
 
 _MEDIA_KINDS: Final = ("image", "audio", "video")
 
-_DECODE: Final = EventDecoder(GenerateContentResponse).decode
+_DECODER: Final = EventDecoder(GenerateContentResponse)
+_DECODE_BYTES: Final = _DECODER.decode_bytes
 
 
 def normalize_gemini_finish_reason(finish_reason: str, *, made_function_call: bool) -> str:
@@ -155,15 +163,56 @@ class GenerateContentConverter:
     def feed(self, item: Payload | Mapping[str, Any], /) -> list[ChunkResponse]:
         """Convert one chunk; a chunk that repeats only what is known gives nothing."""
         number = self._event_number = self._event_number + 1
-        event = _DECODE(item, number)
+        if type(item) is Payload:  # the decode of `EventDecoder.decode`, without a call between
+            data = item.data
+            try:
+                event = _DECODE_BYTES(data)
+            except PAYLOAD_ERRORS as error:
+                raise payload_error(error, item, number) from None
+            if not data.isascii():
+                check_utf8(data, item.offset)
+        else:
+            event = _DECODER.decode(item, number)
         if event.error is not None:
             raise provider_error(item, event.error, number)
         usage = event.usage_metadata
         if usage is not None and (usage.prompt_token_count is not None or _has_counts(usage)):
             self._usage_metadata = usage
-        metadata = None
         if event.response_id != self._response_id or event.model_version != self._model:
-            metadata = self._new_metadata(event)
+            return self._gathered(event, self._new_metadata(event))
+        plain = self._plain(event)
+        return self._gathered(event, None) if plain is None else plain
+
+    def _plain(self, event: GenerateContentResponse) -> list[ChunkResponse] | None:
+        """The chunk of an event whose one part, of candidate 0, is text or a thought, with nothing else
+        but the usage (nearly every event); ``None`` for any other event, which `_gathered` gathers into
+        the same chunks."""
+        candidates = event.candidates
+        if not candidates or len(candidates) != 1 or event.prompt_feedback is not None:
+            return None
+        candidate = candidates[0]
+        content = candidate.content
+        if (
+            content is None
+            or candidate.index != 0
+            or candidate.finish_reason is not None
+            or candidate.grounding_metadata is not None
+            or candidate.citation_metadata is not None
+        ):
+            return None
+        parts = content.parts
+        if not parts or len(parts) != 1:
+            return None
+        part = parts[0]
+        text = part.text
+        if not text or part.function_call is not None or part.thought_signature is not None:
+            return None
+        return [ChunkResponse(reasoning=text)] if part.thought else [ChunkResponse(content=text)]
+
+    def _gathered(
+        self, event: GenerateContentResponse, metadata: dict[str, Any] | None
+    ) -> list[ChunkResponse]:
+        """The chunks of an event's candidate 0, its finish and a blocked prompt, with ``metadata``."""
         finish_reason = None
         candidates = event.candidates
         if candidates:
