@@ -380,8 +380,9 @@ class ValueRule(CollectRule):
         return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
 
     def _plain(self, longer: str) -> bool:
-        """Whether ``longer`` (a held newline inside a value, then more of it) is a string's piece: no
-        marker in it, no start of one at its end, no whitespace there that the value may strip."""
+        """Whether ``longer`` (a held start of a marker inside a value that neither grew nor became its
+        marker, then more of it) is a string's piece: no marker in it after its first character (none
+        starts there), no start of one at its end, no whitespace there that the value may strip."""
         xml_args = self.xml_args
         assert xml_args is not None  # (see follow)
         last = longer[-1]
@@ -395,7 +396,7 @@ class ValueRule(CollectRule):
         markers = self.markers
         if markers.common in longer:
             for stop in markers.starts:
-                if stop in longer:
+                if longer.find(stop, 1) >= 0:
                     return False
         return True
 
