@@ -256,7 +256,7 @@ class SSEFramer(_EventStreamParser):
         # removeprefix copies even when it removes nothing).
         size = len(chunk)
         if size <= self._live_max and size:
-            if chunk[0] == 0x65:  # ``e``: an ``event:`` line first
+            if chunk[0] == 0x65 and type(chunk) is bytes:  # an ``event:`` line first (and hashable)
                 head, _, tail = chunk.partition(b"\ndata: ")
                 data = tail.removesuffix(b"\n\n")
                 length = len(data)

@@ -4,6 +4,8 @@ else, down to one byte a read, which no whole-event path can take."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -296,6 +298,13 @@ def test_framer_reads_cut_inside_an_event_give_the_payloads_of_one_byte_reads(
         at = len(event) if position is None else position % (len(event) + 1)
         reads += [event[:at], event[at:]]
     assert framed(reads, max_event_size) == framed(one_byte_a_read(reads), max_event_size)
+
+
+def test_framer_live_reads_of_bytearrays_are_those_of_bytes() -> None:
+    """A bytearray read (outside the typed contract, which says bytes) still gives what bytes give."""
+    reads = [b"data: {}\n\n", b'event: ping\ndata: {"a": 1}\n\n', b'data: {"b": 2}\r\n\r\n', b"event: x\n"]
+    arrays = cast("list[bytes]", [bytearray(read) for read in reads])
+    assert framed(arrays, 1 << 20) == framed(reads, 1 << 20)
 
 
 def test_framer_live_reads_give_each_data_at_its_offset() -> None:
