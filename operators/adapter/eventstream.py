@@ -90,6 +90,20 @@ class EventStreamFramer:
         buffer = self._buffer
         if buffer:
             buffer += data
+        elif isinstance(data, bytes) and len(data) >= _PRELUDE_SIZE:
+            # The live case: a read that is one whole frame with a sound prelude; any other read (a
+            # prelude `_frames` refuses included, which it names) takes the loop.
+            total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(data)
+            if (
+                total_length == len(data) <= self._max_frame_size
+                and headers_length <= total_length - _MINIMUM_FRAME
+                and zlib.crc32(data[:8]) == prelude_crc
+            ):
+                offset = self._offset
+                event = self._frame(data, 0, total_length, headers_length, offset)
+                self._offset = offset + total_length
+                self._frame_number += 1
+                return [] if event is None else [event]
         events: list[Payload] = []
         try:
             # A read that starts at a frame (the usual case) is read in place, not copied to the buffer.

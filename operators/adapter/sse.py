@@ -49,7 +49,10 @@ _DONE: Final = b"[DONE]"
 _DONE_SIZE: Final = len(_DONE) + 4
 """Data longer than this is never ``[DONE]`` with spaces around it."""
 _EXCERPT_LENGTH: Final = 80
-_ERROR_EVENT: Final = b"event: error"
+_KNOWN_EVENT_LINES: Final = 64
+"""Distinct ``event:`` lines remembered as checked, at most."""
+_KNOWN_EVENT_LINE_SIZE: Final = 256
+"""The longest ``event:`` line remembered as checked, in bytes."""
 
 
 class ServerSentEvent(msgspec.Struct, frozen=True, gc=False, kw_only=True):
@@ -227,7 +230,7 @@ class SSEFramer(_EventStreamParser):
     add up to more than ``max_event_size`` bytes raises too (the cap also bounds a line that never ends).
     """
 
-    __slots__ = ("_head", "_live_max", "_number", "_offset")
+    __slots__ = ("_event_lines", "_head", "_live_max", "_number", "_offset")
 
     def __init__(self, *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
         super().__init__(max_event_size)
@@ -240,47 +243,59 @@ class SSEFramer(_EventStreamParser):
         the first event (the live path), -1 otherwise."""
         self._offset = 0
         """Byte offset of the next read while on the live path (the line splitter keeps it otherwise)."""
+        self._event_lines: set[bytes] = set()
+        """``event:`` lines the live path has checked: a stream repeats a few names, so each is checked
+        once."""
 
     def feed(self, chunk: bytes) -> list[Payload]:
         """The payloads (data fields) of the events this read completes."""
         # The live case first: a read of one whole event, one ``data: `` line with LF endings (OpenAI
-        # Chat) or CRLF endings (Gemini), or an ``event: `` line first (Anthropic, OpenAI Responses:
-        # `_feed_named`). Any other read, ``[DONE]`` and ``event: error`` included, takes the line-by-line
-        # path.
-        if len(chunk) <= self._live_max:
-            if chunk[:6] != b"data: ":
-                return self._feed_named(chunk) if chunk[:7] == b"event: " else self._feed(chunk)
-            if chunk[-1] == 0x0A == chunk[-2]:  # the prefix has no CR or LF to overlap
-                data = chunk[6:-2]
-            elif chunk[-4:] == b"\r\n\r\n":
-                data = chunk[6:-4]
+        # Chat) or CRLF endings (Gemini), or an ``event: `` line first, LF endings (Anthropic, OpenAI
+        # Responses). Any other read, ``[DONE]`` and ``event: error`` included, takes the line-by-line
+        # path. Lengths, not identities, tell whether a prefix or suffix was there (a bytearray's
+        # removeprefix copies even when it removes nothing).
+        size = len(chunk)
+        if size <= self._live_max and size:
+            if chunk[0] == 0x65 and type(chunk) is bytes:  # an ``event:`` line first (and hashable)
+                head, _, tail = chunk.partition(b"\ndata: ")
+                data = tail.removesuffix(b"\n\n")
+                length = len(data)
+                start = size - length - 2
+                if len(head) + 7 != start or (head not in self._event_lines and not self._learn(head)):
+                    return self._feed(chunk)
             else:
-                return self._feed(chunk)
-            if 0x0A not in data and 0x0D not in data and (len(data) > _DONE_SIZE or data.strip() != _DONE):
+                start = 6
+                rest = chunk.removeprefix(b"data: ")
+                data = rest.removesuffix(b"\n\n")
+                length = len(data)
+                if length != size - 8:
+                    data = rest.removesuffix(b"\r\n\r\n")
+                    length = len(data)
+                    if length != size - 10:
+                        return self._feed(chunk)
+            if 0x0A not in data and 0x0D not in data and (length > _DONE_SIZE or data.strip() != _DONE):
                 offset = self._offset
-                self._offset = offset + len(chunk)
+                self._offset = offset + size
                 self._number += 1
-                return [Payload(data, offset + 6)]
+                return [Payload(data, offset + start)]
         return self._feed(chunk)
 
-    def _feed_named(self, chunk: bytes) -> list[Payload]:
-        """`feed`'s live case of an ``event: `` line and a ``data: `` line, LF endings."""
-        event, _, line = chunk.partition(b"\n")
-        data = line[6:-2]
+    def _learn(self, line: bytes) -> bool:
+        """Whether ``line``, the first of a read, is an ``event:`` line the live path takes (a name of one
+        line, ASCII, not ``error``); it is remembered if so, up to `_KNOWN_EVENT_LINES` lines of at most
+        `_KNOWN_EVENT_LINE_SIZE` bytes."""
+        name = line.removeprefix(b"event: ")
         if (
-            line[:6] == b"data: "
-            and line[-1] == 0x0A == line[-2]
-            and 0x0A not in data
-            and 0x0D not in chunk
-            and event != _ERROR_EVENT
-            and event.isascii()
-            and (len(data) > _DONE_SIZE or data.strip() != _DONE)
+            len(name) + 7 != len(line)
+            or name == b"error"
+            or 0x0A in name
+            or 0x0D in name
+            or not name.isascii()
         ):
-            offset = self._offset
-            self._offset = offset + len(chunk)
-            self._number += 1
-            return [Payload(data, offset + len(event) + 7)]
-        return self._feed(chunk)
+            return False
+        if len(self._event_lines) < _KNOWN_EVENT_LINES and len(line) <= _KNOWN_EVENT_LINE_SIZE:
+            self._event_lines.add(line)
+        return True
 
     def finish(self) -> list[Payload]:
         """The body has ended: the payload of an event cut before its blank line."""

@@ -4,6 +4,8 @@ else, down to one byte a read, which no whole-event path can take."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -223,10 +225,15 @@ NAME_LINES = [
     b"event: caf\xc3\xa9",
     b"event: \xff",
     b"event: a\rb",
+    b"event: a\rdata: b",
+    b"event: a\revent: error",
+    b"event: a\nevent: error",
+    b"event: a\ndata:b",
     b"id: 7",
     b": comment",
 ]
-"""What may come before the ``data`` line (nothing, most often live)."""
+"""What may come before the ``data`` line (nothing, most often live), a CR or LF inside a name included
+(where what follows it is a line of its own)."""
 NEWLINES = st.sampled_from([b"\n", b"\n", b"\r\n", b"\r"])
 LIVE_EVENTS = st.one_of(
     st.tuples(
@@ -275,6 +282,31 @@ def test_framer_reads_of_one_event_each_give_the_payloads_of_one_byte_reads(
     assert framed(cut(body, positions), max_event_size) == reference
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    events=st.lists(st.tuples(LIVE_EVENTS, st.none() | st.integers(min_value=0)), min_size=1, max_size=12),
+    max_event_size=st.sampled_from([12, 40, 1 << 20, 1 << 20]),
+)
+def test_framer_reads_cut_inside_an_event_give_the_payloads_of_one_byte_reads(
+    events: list[tuple[bytes, int | None]], max_event_size: int
+) -> None:
+    """Reads of one whole event each, some cut in two (a read that starts an event and ends inside it, its
+    ``event:`` line already seen whole): the same payloads, offsets and error as the line-by-line path."""
+    head = b"event: ping\ndata: {}\n\nevent: ping\ndata: {}\n\n"
+    reads = [head]
+    for event, position in events:
+        at = len(event) if position is None else position % (len(event) + 1)
+        reads += [event[:at], event[at:]]
+    assert framed(reads, max_event_size) == framed(one_byte_a_read(reads), max_event_size)
+
+
+def test_framer_live_reads_of_bytearrays_are_those_of_bytes() -> None:
+    """A bytearray read (outside the typed contract, which says bytes) still gives what bytes give."""
+    reads = [b"data: {}\n\n", b'event: ping\ndata: {"a": 1}\n\n', b'data: {"b": 2}\r\n\r\n', b"event: x\n"]
+    arrays = cast("list[bytes]", [bytearray(read) for read in reads])
+    assert framed(arrays, 1 << 20) == framed(reads, 1 << 20)
+
+
 def test_framer_live_reads_give_each_data_at_its_offset() -> None:
     framer = SSEFramer()
     reads = [
@@ -283,7 +315,7 @@ def test_framer_live_reads_give_each_data_at_its_offset() -> None:
         b'data: {"c": 3}\r\n\r\n',
         b'event: caf\xc3\xa9\ndata: {"d": 4}\n\n',
     ]
-    payloads = [payload for read in reads for payload in framer.feed(read)]
+    payloads = [payload for read in [*reads[:2], b"", *reads[2:]] for payload in framer.feed(read)]
     body = b"".join(reads)
     assert [body[p.offset : p.offset + len(p.data)] for p in payloads] == [p.data for p in payloads]
     assert [p.data for p in payloads] == [b'{"a": 1}', b'{"b": 2}', b'{"c": 3}', b'{"d": 4}']

@@ -1,0 +1,119 @@
+"""The event-stream framer's whole-frame path (a read that is one whole frame, as live traffic comes) gives
+exactly what the frame loop gives: the same payloads, offsets and error as one-byte reads, for every kind
+of frame, sound or not."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import zlib
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.adapter import EventStreamFramer
+from pipeline.errors import StreamfoldError
+from pipeline.models import Payload
+
+CHUNK_HEADERS = ((":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event"))
+
+
+def headers_of(headers: tuple[tuple[str, str], ...]) -> bytes:
+    return b"".join(
+        bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(value)) + value.encode()
+        for name, value in headers
+    )
+
+
+def frame(
+    body: bytes,
+    headers: bytes = headers_of(CHUNK_HEADERS),
+    *,
+    headers_length: int | None = None,
+    prelude_crc_delta: int = 0,
+    message_crc_delta: int = 0,
+) -> bytes:
+    """One frame; the deltas and ``headers_length`` make it unsound where the prelude says so."""
+    total = 12 + len(headers) + len(body) + 4
+    prelude = struct.pack(">II", total, len(headers) if headers_length is None else headers_length)
+    prelude += struct.pack(">I", (zlib.crc32(prelude) + prelude_crc_delta) & 0xFFFFFFFF)
+    message = prelude + headers + body
+    return message + struct.pack(">I", (zlib.crc32(message) + message_crc_delta) & 0xFFFFFFFF)
+
+
+def wrapped(event: object, padding: str = "abc") -> bytes:
+    inner = base64.b64encode(json.dumps(event).encode()).decode()
+    return json.dumps({"bytes": inner, "p": padding}, ensure_ascii=False).encode()
+
+
+FRAMES = [
+    frame(wrapped({"type": "ping"})),
+    frame(wrapped({"type": "content_block_delta", "delta": {"text": "hi"}})),
+    frame(wrapped({"type": "ping"}, padding="caf\u00e9")),  # not ASCII: the general unwrap
+    frame(b'{"bytes": "not base64!", "p": "x"}'),
+    frame(b'{"bytes": 7}'),
+    frame(b'{"type": "message_stop"}'),  # no wrapper: the event itself
+    frame(b"[1, 2]"),
+    frame(b'{"bytes": '),
+    frame(
+        b'{"contentBlockIndex": 0, "delta": {"text": "x"}}',
+        headers_of(((":event-type", "contentBlockDelta"),)),
+    ),
+    frame(b"", headers_of(((":event-type", "messageStop"), (":message-type", "event")))),
+    frame(
+        b'{"message": "slow down"}', headers_of(((":message-type", "exception"), (":exception-type", "x")))
+    ),
+    frame(b"", headers_of(((":message-type", "error"), (":error-code", "E"), (":error-message", "boom")))),
+    frame(b"{}", headers_of(((":message-type", "future"),))),
+    frame(b"{}", b"\x05:abc\x0e"),  # a header of an unknown type
+    frame(wrapped({"type": "ping"}), prelude_crc_delta=1),
+    frame(wrapped({"type": "ping"}), message_crc_delta=1),
+    frame(wrapped({"type": "ping"}), headers_length=1000),
+    frame(b"x" * 200),  # over the smaller caps
+]
+"""Frames of every kind: Bedrock's wrapper and what is wrong with it, ConverseStream events, exception,
+error and unknown messages, and frames unsound in their prelude, CRCs, lengths or headers."""
+
+
+def framed(reads: list[bytes | bytearray], max_frame_size: int) -> tuple[list[Payload], str | None]:
+    framer = EventStreamFramer(max_frame_size=max_frame_size)
+    payloads: list[Payload] = []
+    try:
+        for read in reads:
+            payloads += framer.feed(read)  # type: ignore[arg-type]
+        payloads += framer.finish()
+    except StreamfoldError as error:
+        return payloads + error.partial_outputs, f"{type(error).__name__}: {error}"
+    return payloads, None
+
+
+READS = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(FRAMES), min_size=1, max_size=2),  # mostly one frame a read
+        st.sampled_from(["whole", "whole", "whole", "bytearray", "cut"]),
+        st.integers(min_value=0),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(reads=READS, max_frame_size=st.sampled_from([150, 1 << 20]))
+def test_reads_of_one_frame_each_give_the_payloads_of_one_byte_reads(
+    reads: list[tuple[list[bytes], str, int]], max_frame_size: int
+) -> None:
+    """Each read one frame (or two, or a frame cut in two, or a bytearray): the same payloads, offsets and
+    error as the frame loop reading one byte at a time."""
+    chunks: list[bytes | bytearray] = []
+    for frames, how, position in reads:
+        read = b"".join(frames)
+        if how == "cut":
+            at = position % (len(read) + 1)
+            chunks += [read[:at], read[at:]]
+        else:
+            chunks.append(bytearray(read) if how == "bytearray" else read)
+    body = b"".join(chunks)
+    reference = framed([body[index : index + 1] for index in range(len(body))], max_frame_size)
+    assert framed(chunks, max_frame_size) == reference
