@@ -86,17 +86,12 @@ DEFAULT_FILE_TOOLS: Mapping[str, FileTool] = {
 
 # Enum members read through their class are slow: the hot paths use these.
 _CONTENT = SegmentEventType.CONTENT
+_ARGUMENT = SegmentEventType.ARGUMENT
 _TEXT = SegmentType.TEXT
 _REASONING = SegmentType.REASONING
 
 _Events = list[SegmentEvent | ResponseEnd]
 _Item = ChunkResponse | SplitChunk
-
-_NOTHING_BESIDE: Final = (None, None, None, None, False, None, None, None, None, None, None, None)
-"""The fields of a chunk beside its text and tool calls (as the rules list them), when it carries nothing
-else: reasoning, its id, signature, encrypted form and end, citations, the text's signature, a refusal,
-tool results, usage, finish reason, metadata. (The rules read them inline: attribute reads in the
-function are much cheaper than an ``attrgetter``.)"""
 
 RAW_KEPT: Final = 1 << 20
 """Characters of a call's arguments text kept for its error (``ToolCallError.raw``): the first ones."""
@@ -287,41 +282,48 @@ class _Call:
         """Deltas that came before the call's name (the name decides the segment type)."""
 
     def take(self, item: _Item) -> _Events | None:
-        """The rule of an open call: a chunk of only the next piece of its arguments is applied at once."""
+        """The rule of an open call: a chunk of only the next piece of its arguments is applied at once.
+
+        Every other field of the chunk must be at its default, as in `_TextRun.take`.
+        """
         if type(item) is not SplitChunk or self.ended:
             return None
         chunk = item.chunk
         deltas = chunk.tool_calls
-        if not deltas or len(deltas) != 1 or chunk.content:
-            return None
-        beside = (
-            chunk.reasoning,
-            chunk.reasoning_id,
-            chunk.reasoning_signature,
-            chunk.encrypted_reasoning,
-            chunk.reasoning_done,
-            chunk.citations,
-            chunk.content_signature,
-            chunk.refusal,
-            chunk.tool_results,
-            chunk.usage,
-            chunk.finish_reason,
-            chunk.metadata,
-        )
-        if beside != _NOTHING_BESIDE:
+        if (
+            deltas is None
+            or len(deltas) != 1
+            or chunk.content
+            or chunk.reasoning is not None
+            or chunk.reasoning_id is not None
+            or chunk.reasoning_signature is not None
+            or chunk.encrypted_reasoning is not None
+            or chunk.reasoning_done
+            or chunk.citations is not None
+            or chunk.content_signature is not None
+            or chunk.refusal is not None
+            or chunk.tool_results is not None
+            or chunk.usage is not None
+            or chunk.finish_reason is not None
+            or chunk.metadata is not None
+        ):
             return None
         delta = deltas[0]
-        if (
-            delta.index != self.index
-            or delta.call_id is not None
-            or delta.name is not None
-            or delta.signature is not None
-            or delta.kind != self.kind
-        ):
+        if not self.continues(delta):
             return None
         events: _Events = []
         self.apply(events, delta, item.argument_events[0])
         return events
+
+    def continues(self, delta: ToolCallDelta) -> bool:
+        """Whether ``delta`` is only more of this call's arguments (or its end): nothing that starts it."""
+        return (
+            delta.index == self.index
+            and delta.call_id is None
+            and delta.name is None
+            and delta.signature is None
+            and delta.kind == self.kind
+        )
 
     def apply(
         self, events: _Events, delta: ToolCallDelta, argument_events: tuple[ArgumentEvent, ...]
@@ -338,7 +340,8 @@ class _Call:
                 if item.path == self.content_path:  # a file's content is its segment's CONTENT
                     events.append(SegmentEvent(_CONTENT, segment_id, None, {"delta": item.delta}))
                 else:
-                    events.append(SegmentEvent.argument_delta(segment_id, item.path, item.delta))
+                    payload = {"path": list(item.path), "delta": item.delta}  # SegmentEvent.argument_delta
+                    events.append(SegmentEvent(_ARGUMENT, segment_id, None, payload))
             elif isinstance(item, ArgumentValue):
                 self._value(events, item)
             else:
