@@ -86,17 +86,12 @@ DEFAULT_FILE_TOOLS: Mapping[str, FileTool] = {
 
 # Enum members read through their class are slow: the hot paths use these.
 _CONTENT = SegmentEventType.CONTENT
+_ARGUMENT = SegmentEventType.ARGUMENT
 _TEXT = SegmentType.TEXT
 _REASONING = SegmentType.REASONING
 
 _Events = list[SegmentEvent | ResponseEnd]
 _Item = ChunkResponse | SplitChunk
-
-_NOTHING_BESIDE: Final = (None, None, None, None, False, None, None, None, None, None, None, None)
-"""The fields of a chunk beside its text and tool calls (as the rules list them), when it carries nothing
-else: reasoning, its id, signature, encrypted form and end, citations, the text's signature, a refusal,
-tool results, usage, finish reason, metadata. (The rules read them inline: attribute reads in the
-function are much cheaper than an ``attrgetter``.)"""
 
 RAW_KEPT: Final = 1 << 20
 """Characters of a call's arguments text kept for its error (``ToolCallError.raw``): the first ones."""
@@ -133,17 +128,18 @@ class _Facts:
         self.usage: TokenUsage | None = None
         self.metadata: dict[str, Any] = {}
 
-
-_PLAIN_BESIDE: Final = (None, None, False, None, None, None, None, None, None)
-"""The fields of a chunk beside its text, reasoning, usage and metadata (as `_Run.take` lists them),
-when it carries nothing else: the reasoning's signature, encrypted form and end, citations, the text's
-signature, a refusal, tool results, the finish reason, tool calls."""
+    def keep(self, chunk: ChunkResponse) -> None:
+        """Keep ``chunk``'s usage (the latest wins) and metadata (a later key overrides)."""
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        if chunk.metadata:
+            self.metadata.update(chunk.metadata)
 
 
 class _Run:
-    """The open text or reasoning run."""
+    """The open text or reasoning run: `_TextRun` or `_ReasoningRun`, each with its own rule."""
 
-    __slots__ = ("facts", "kind", "length", "metadata", "refusal", "sealed", "segment_id")
+    __slots__ = ("block_id", "facts", "kind", "length", "metadata", "refusal", "sealed", "segment_id")
 
     def __init__(self, kind: SegmentType, segment_id: str, refusal: bool, facts: _Facts) -> None:
         self.kind = kind
@@ -151,9 +147,11 @@ class _Run:
         self.refusal = refusal
         self.facts = facts
         self.length = 0
-        """Characters of the run's text so far (the offset of a citation)."""
+        """Characters of a text run's text so far (the offset of a citation); a reasoning rule skips it."""
         self.sealed = False
         """A reasoning run has its signature or encrypted content: its provider block is complete."""
+        self.block_id: str | None = None
+        """The provider's id of a reasoning run's block (also in `metadata`, for its END)."""
         self.metadata: dict[str, Any] = {}
         """What its END carries."""
 
@@ -161,39 +159,72 @@ class _Run:
         """Whether more of its kind of text may continue this run: not a refusal, not sealed."""
         return not self.refusal and not self.sealed
 
+
+class _TextRun(_Run):
+    """An open text run."""
+
+    __slots__ = ()
+
     def take(self, item: _Item) -> _Events | None:
-        """The rule of an open run: a chunk of only its kind of text (with usage or metadata, kept for the
-        response's end) continues it with one CONTENT event."""
+        """The rule of an open text run: a chunk of only text (with usage or metadata, kept for the
+        response's end) continues it with one CONTENT event.
+
+        Every other field must be at its default (``reasoning_done`` aside: it ends reasoning runs only).
+        ``is not None`` is stricter than the general path's truth tests: an empty list or string beside
+        the text goes the general way, which gives the same events.
+        """
         if type(item) is not ChunkResponse:
             return None
-        text: str | None
-        other: str | None
-        if self.kind is _TEXT:
-            text, other, block = item.content, item.reasoning, item.reasoning_id
-        else:
-            text, other, block = item.reasoning, item.content, item.reasoning_id
-            if block is not None and block == self.metadata.get("reasoning_id"):
-                block = None  # the same provider block goes on
-        if not text or other or block is not None:
+        text = item.content
+        if (
+            not text
+            or item.reasoning is not None
+            or item.reasoning_id is not None
+            or item.reasoning_signature is not None
+            or item.encrypted_reasoning is not None
+            or item.citations is not None
+            or item.content_signature is not None
+            or item.refusal is not None
+            or item.tool_calls is not None
+            or item.tool_results is not None
+            or item.finish_reason is not None
+        ):
             return None
-        beside = (
-            item.reasoning_signature,
-            item.encrypted_reasoning,
-            item.reasoning_done,
-            item.citations,
-            item.content_signature,
-            item.refusal,
-            item.tool_results,
-            item.finish_reason,
-            item.tool_calls,
-        )
-        if beside != _PLAIN_BESIDE:
-            return None
-        if item.usage is not None:
-            self.facts.usage = item.usage
-        if item.metadata:
-            self.facts.metadata.update(item.metadata)
+        if item.usage is not None or item.metadata is not None:
+            self.facts.keep(item)
         self.length += len(text)
+        return [SegmentEvent(_CONTENT, self.segment_id, None, {"delta": text})]
+
+
+class _ReasoningRun(_Run):
+    """An open reasoning run."""
+
+    __slots__ = ()
+
+    def take(self, item: _Item) -> _Events | None:
+        """The rule of an open reasoning run: a chunk of only reasoning of the same provider block (with
+        usage or metadata, kept for the response's end) continues it with one CONTENT event."""
+        if type(item) is not ChunkResponse:
+            return None
+        text = item.reasoning
+        block = item.reasoning_id
+        if (
+            not text
+            or (block is not None and block != self.block_id)
+            or item.content
+            or item.reasoning_done
+            or item.reasoning_signature is not None
+            or item.encrypted_reasoning is not None
+            or item.citations is not None
+            or item.content_signature is not None
+            or item.refusal is not None
+            or item.tool_calls is not None
+            or item.tool_results is not None
+            or item.finish_reason is not None
+        ):
+            return None
+        if item.usage is not None or item.metadata is not None:
+            self.facts.keep(item)
         return [SegmentEvent(_CONTENT, self.segment_id, None, {"delta": text})]
 
 
@@ -251,41 +282,48 @@ class _Call:
         """Deltas that came before the call's name (the name decides the segment type)."""
 
     def take(self, item: _Item) -> _Events | None:
-        """The rule of an open call: a chunk of only the next piece of its arguments is applied at once."""
+        """The rule of an open call: a chunk of only the next piece of its arguments is applied at once.
+
+        Every other field of the chunk must be at its default, as in `_TextRun.take`.
+        """
         if type(item) is not SplitChunk or self.ended:
             return None
         chunk = item.chunk
         deltas = chunk.tool_calls
-        if not deltas or len(deltas) != 1 or chunk.content:
-            return None
-        beside = (
-            chunk.reasoning,
-            chunk.reasoning_id,
-            chunk.reasoning_signature,
-            chunk.encrypted_reasoning,
-            chunk.reasoning_done,
-            chunk.citations,
-            chunk.content_signature,
-            chunk.refusal,
-            chunk.tool_results,
-            chunk.usage,
-            chunk.finish_reason,
-            chunk.metadata,
-        )
-        if beside != _NOTHING_BESIDE:
+        if (
+            deltas is None
+            or len(deltas) != 1
+            or chunk.content
+            or chunk.reasoning is not None
+            or chunk.reasoning_id is not None
+            or chunk.reasoning_signature is not None
+            or chunk.encrypted_reasoning is not None
+            or chunk.reasoning_done
+            or chunk.citations is not None
+            or chunk.content_signature is not None
+            or chunk.refusal is not None
+            or chunk.tool_results is not None
+            or chunk.usage is not None
+            or chunk.finish_reason is not None
+            or chunk.metadata is not None
+        ):
             return None
         delta = deltas[0]
-        if (
-            delta.index != self.index
-            or delta.call_id is not None
-            or delta.name is not None
-            or delta.signature is not None
-            or delta.kind != self.kind
-        ):
+        if not self.continues(delta):
             return None
         events: _Events = []
         self.apply(events, delta, item.argument_events[0])
         return events
+
+    def continues(self, delta: ToolCallDelta) -> bool:
+        """Whether ``delta`` is only more of this call's arguments (or its end): nothing that starts it."""
+        return (
+            delta.index == self.index
+            and delta.call_id is None
+            and delta.name is None
+            and delta.signature is None
+            and delta.kind == self.kind
+        )
 
     def apply(
         self, events: _Events, delta: ToolCallDelta, argument_events: tuple[ArgumentEvent, ...]
@@ -302,7 +340,8 @@ class _Call:
                 if item.path == self.content_path:  # a file's content is its segment's CONTENT
                     events.append(SegmentEvent(_CONTENT, segment_id, None, {"delta": item.delta}))
                 else:
-                    events.append(SegmentEvent.argument_delta(segment_id, item.path, item.delta))
+                    payload = {"path": list(item.path), "delta": item.delta}  # SegmentEvent.argument_delta
+                    events.append(SegmentEvent(_ARGUMENT, segment_id, None, payload))
             elif isinstance(item, ArgumentValue):
                 self._value(events, item)
             else:
@@ -374,6 +413,10 @@ class _Call:
         return None
 
 
+_Rule = _NoRule | _TextRun | _ReasoningRun | _Call
+"""What takes the next chunk at once (see `SegmentEmitter.feed`)."""
+
+
 class SegmentEmitter:
     """Sans-IO core of `emit_segments`: ``feed(chunk)`` and ``finish()`` return events.
 
@@ -417,8 +460,8 @@ class SegmentEmitter:
         self._segment_ids = segment_ids or _random_segment_id
         self._call_ids = call_ids or (lambda index: f"call_{uuid.uuid4().hex[:24]}")
         self._keep_values = keep_values
-        self._run: _Run | None = None
-        self._rule: _NoRule | _Run | _Call = _NO_RULE
+        self._run: _TextRun | _ReasoningRun | None = None
+        self._rule: _Rule = _NO_RULE
         """What takes the next chunk at once, if it only continues what the last one started."""
         self._used_ids: set[str] = set()
         self._next_suffix: dict[str, int] = {}
@@ -457,16 +500,13 @@ class SegmentEmitter:
         if chunk.tool_results:
             for result in chunk.tool_results:
                 self._tool_result(events, result)
-        if chunk.usage is not None:
-            self._facts.usage = chunk.usage
         if chunk.finish_reason is not None:
             self._finish_reason = chunk.finish_reason
-        if chunk.metadata:
-            self._facts.metadata.update(chunk.metadata)
+        self._facts.keep(chunk)
         self._rule = self._next_rule(chunk)
         return events
 
-    def _next_rule(self, chunk: ChunkResponse) -> _NoRule | _Run | _Call:
+    def _next_rule(self, chunk: ChunkResponse) -> _Rule:
         """The rule for the chunk after ``chunk``: the call it streamed into, or the text run it left open."""
         if chunk.tool_calls:
             call = self._calls.get(chunk.tool_calls[-1].index)
@@ -536,10 +576,11 @@ class SegmentEmitter:
         run = self._run
         if run is None or run.kind is not kind or run.refusal != refusal or run.sealed:
             run = self._open_new_run(events, kind, {"refusal": True} if refusal else None, refusal=refusal)
-        run.length += len(text)
+        if kind is _TEXT:
+            run.length += len(text)
         events.append(SegmentEvent(_CONTENT, run.segment_id, None, {"delta": text}))
 
-    def _text_run(self, events: _Events) -> _Run:
+    def _text_run(self, events: _Events) -> _TextRun | _ReasoningRun:
         """The open text run (not a refusal), opened if need be."""
         run = self._run
         if run is None or run.kind is not _TEXT or run.refusal:
@@ -553,9 +594,10 @@ class SegmentEmitter:
         metadata: dict[str, Any] | None = None,
         *,
         refusal: bool = False,
-    ) -> _Run:
+    ) -> _TextRun | _ReasoningRun:
         self._close_run(events)
-        run = self._run = _Run(kind, self._segment_ids(kind), refusal, self._facts)
+        make = _TextRun if kind is _TEXT else _ReasoningRun
+        run = self._run = make(kind, self._segment_ids(kind), refusal, self._facts)
         events.append(SegmentEvent.start(run.segment_id, kind, metadata))
         return run
 
@@ -569,13 +611,9 @@ class SegmentEmitter:
     def _reasoning_block(self, events: _Events, reasoning_id: str) -> None:
         """A provider reasoning block with an id: its own segment, the id in its START and END metadata."""
         run = self._run
-        if (
-            run is None
-            or run.kind is not _REASONING
-            or run.metadata.get("reasoning_id", reasoning_id) != reasoning_id
-        ):
+        if run is None or run.kind is not _REASONING or run.block_id not in (None, reasoning_id):
             run = self._open_new_run(events, _REASONING, {"reasoning_id": reasoning_id})
-        run.metadata["reasoning_id"] = reasoning_id
+        run.metadata["reasoning_id"] = run.block_id = reasoning_id
 
     def _reasoning_metadata(self, events: _Events, key: str, value: str) -> None:
         """Signatures and encrypted reasoning belong to the reasoning run they close (or one of their own).
