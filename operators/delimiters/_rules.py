@@ -374,7 +374,8 @@ class ValueRule(CollectRule):
         if not self._plain(longer):
             return self._value_chunk(item, text)  # (a marker's start at the end, or the value's writer)
         self.lexer.take_held()
-        self.hold("")
+        self.held = ""  # (`hold` of nothing, written out)
+        self.stops, self.common = markers.starts, markers.common
         if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
             longer = escape_json_text(longer)
         return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
