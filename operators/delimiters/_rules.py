@@ -67,7 +67,7 @@ class RuleLexer(Protocol):
 def carries_more(item: ChunkResponse) -> bool:
     """Whether ``item`` carries more than its text besides ``is_complete``, ``tool_calls`` and
     ``finish_reason`` (fields that the rewriter passes on unchanged)."""
-    return bool(
+    if (  # noqa: SIM103 (an ``if`` rather than ``bool(...)``: no call on a path markup takes)
         item.usage
         or item.metadata
         or item.refusal
@@ -81,14 +81,16 @@ def carries_more(item: ChunkResponse) -> bool:
         or item.image_urls
         or item.audio_urls
         or item.video_urls
-    )
+    ):
+        return True
+    return False
 
 
 def more_than_text(item: ChunkResponse) -> bool:
     """Whether ``item`` carries more than its ``content`` and ``reasoning``: ``is_complete``,
     ``tool_calls`` or ``finish_reason`` (which change the chunks it gives), or `carries_more`."""
     # (carries_more written out: most chunks of markup ask this, and one call fewer is the cheaper path)
-    return bool(
+    if (  # noqa: SIM103 (an ``if`` rather than ``bool(...)``: no call either)
         item.is_complete
         or item.tool_calls
         or item.finish_reason
@@ -105,7 +107,9 @@ def more_than_text(item: ChunkResponse) -> bool:
         or item.image_urls
         or item.audio_urls
         or item.video_urls
-    )
+    ):
+        return True
+    return False
 
 
 class Rule:
