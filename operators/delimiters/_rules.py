@@ -345,21 +345,18 @@ class ValueRule(CollectRule):
         xml_args = self.xml_args
         assert xml_args is not None  # (see follow)
         if not xml_args.streaming or (not self.ends_plain and last in self.unsure):
-            return self._write(item, text, xml_args)
+            # A piece for the value's writer: held until the value ends (to be typed), or written by it
+            # (whitespace at its end that the value may strip).
+            if carries_more(item):
+                return None
+            xml_args.value(text)
+            return self.lexer.emitted(item)
         if not text.isprintable() or '"' in text or "\\" in text:  # (json_escape's test, inline)
             text = escape_json_text(text)
         delta = ToolCallDelta(self.index, None, None, text, False, self.kind)
         if item.reasoning is None:
             return [_replace(item, content="", tool_calls=[delta])]
         return [_replace(item, reasoning=None, tool_calls=[delta])]
-
-    def _write(self, item: ChunkResponse, text: str, xml_args: XmlArguments) -> Chunks | None:
-        """A piece for the value's writer: held until the value ends (to be typed), or written by it
-        (whitespace at its end that the value may strip)."""
-        if carries_more(item):
-            return None
-        xml_args.value(text)
-        return self.lexer.emitted(item)
 
     def _after_held(self, item: ChunkResponse, longer: str, text: str) -> Chunks | None:
         """``text`` after the held start of a marker, ``longer`` the two: held when they are still the
