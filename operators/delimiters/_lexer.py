@@ -141,12 +141,9 @@ def _literal_prefixes(literals: tuple[str, ...]) -> frozenset[str]:
 
 
 def _value_stop(text: str, markers: Markers, start: int) -> int:
-    """Where a piece of a value streamed up to ``markers`` stops (the start of a marker at its end is
-    held from there); -1 when a marker is in it, looked for from ``start``."""
-    if markers.common not in text:
-        # No marker starts in it (Markers.find, without the search): perhaps at its last character.
-        tail = markers.tail
-        return len(text) - 1 if tail is not None and text[-1] in tail else len(text)
+    """Where a piece of a value streamed up to ``markers``, which holds their common character, stops
+    (the start of a marker at its end is held from there); -1 when a marker is in it, looked for from
+    ``start``."""
     if text in markers.prefixes:  # (all of it the start of one: "\n</p" before "</parameter>")
         return 0
     stop, _resume, marker = markers.find(text, start, False)
@@ -456,10 +453,14 @@ class FormatLexer(LexerEngine):
                 return None
             if markers.common in text and markers.pattern.match(text) is not None:
                 return False  # (the held start became its marker: most often)
-        # (a held start that neither grew nor became its marker starts none: looked for after it)
-        stop = _value_stop(text, markers, 1 if held else 0)
-        if stop < 0:
-            return False
+        if markers.common in text:
+            # (a held start that neither grew nor became its marker starts none: looked for after it)
+            stop = _value_stop(text, markers, 1 if held else 0)
+            if stop < 0:
+                return False
+        else:  # no marker starts in it: perhaps at its last character (`_value_stop`, without the call)
+            tail = markers.tail
+            stop = len(text) - 1 if tail is not None and text[-1] in tail else len(text)
         self._held = text[stop:]
         text = text[:stop]
         rule = self._value_rule

@@ -67,7 +67,7 @@ class RuleLexer(Protocol):
 def carries_more(item: ChunkResponse) -> bool:
     """Whether ``item`` carries more than its text besides ``is_complete``, ``tool_calls`` and
     ``finish_reason`` (fields that the rewriter passes on unchanged)."""
-    return bool(
+    if (  # noqa: SIM103 (an ``if`` rather than ``bool(...)``: no call on a path markup takes)
         item.usage
         or item.metadata
         or item.refusal
@@ -81,14 +81,16 @@ def carries_more(item: ChunkResponse) -> bool:
         or item.image_urls
         or item.audio_urls
         or item.video_urls
-    )
+    ):
+        return True
+    return False
 
 
 def more_than_text(item: ChunkResponse) -> bool:
     """Whether ``item`` carries more than its ``content`` and ``reasoning``: ``is_complete``,
     ``tool_calls`` or ``finish_reason`` (which change the chunks it gives), or `carries_more`."""
     # (carries_more written out: most chunks of markup ask this, and one call fewer is the cheaper path)
-    return bool(
+    if (  # noqa: SIM103 (an ``if`` rather than ``bool(...)``: no call either)
         item.is_complete
         or item.tool_calls
         or item.finish_reason
@@ -105,7 +107,9 @@ def more_than_text(item: ChunkResponse) -> bool:
         or item.image_urls
         or item.audio_urls
         or item.video_urls
-    )
+    ):
+        return True
+    return False
 
 
 class Rule:
@@ -341,21 +345,18 @@ class ValueRule(CollectRule):
         xml_args = self.xml_args
         assert xml_args is not None  # (see follow)
         if not xml_args.streaming or (not self.ends_plain and last in self.unsure):
-            return self._write(item, text, xml_args)
+            # A piece for the value's writer: held until the value ends (to be typed), or written by it
+            # (whitespace at its end that the value may strip).
+            if carries_more(item):
+                return None
+            xml_args.value(text)
+            return self.lexer.emitted(item)
         if not text.isprintable() or '"' in text or "\\" in text:  # (json_escape's test, inline)
             text = escape_json_text(text)
         delta = ToolCallDelta(self.index, None, None, text, False, self.kind)
         if item.reasoning is None:
             return [_replace(item, content="", tool_calls=[delta])]
         return [_replace(item, reasoning=None, tool_calls=[delta])]
-
-    def _write(self, item: ChunkResponse, text: str, xml_args: XmlArguments) -> Chunks | None:
-        """A piece for the value's writer: held until the value ends (to be typed), or written by it
-        (whitespace at its end that the value may strip)."""
-        if carries_more(item):
-            return None
-        xml_args.value(text)
-        return self.lexer.emitted(item)
 
     def _after_held(self, item: ChunkResponse, longer: str, text: str) -> Chunks | None:
         """``text`` after the held start of a marker, ``longer`` the two: held when they are still the
@@ -374,7 +375,8 @@ class ValueRule(CollectRule):
         if not self._plain(longer):
             return self._value_chunk(item, text)  # (a marker's start at the end, or the value's writer)
         self.lexer.take_held()
-        self.hold("")
+        self.held = ""  # (`hold` of nothing, written out)
+        self.stops, self.common = markers.starts, markers.common
         if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
             longer = escape_json_text(longer)
         return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]

@@ -190,12 +190,13 @@ class Qwen3CoderLexer(TaggedCallLexer):
         taken = _between(longer)
         if taken is None:
             return None
-        self.rule = self._take_between(*taken)  # (the key's rule once ``<parameter=`` came)
+        self.rule = self._take_between(taken)  # (the key's rule once ``<parameter=`` came)
         return True
 
-    def _take_between(self, held: str, key: str | None) -> Rule:
-        """Hold ``held`` in `_in_function`, or begin collecting ``key`` (see `_between`): the rule
-        from there."""
+    def _take_between(self, taken: tuple[str, str | None]) -> Rule:
+        """Hold ``held`` in `_in_function`, or begin collecting ``key`` (``taken``, see `_between`): the
+        rule from there."""
+        held, key = taken
         self._held = held
         if key is None:
             return self._between_rule
@@ -283,7 +284,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self.confirmed()
         self.start_xml_call(longer[start : hit.start()], strip="newline")
         self.switch_to_skip(self._between_state, _IN_FUNCTION)
-        return self._take_between(*taken)
+        return self._take_between(taken)
 
     def _text_after_call(self, longer: str) -> Rule | None:
         """``longer``, whitespace, ``</tool_call>`` and text that does not open another call, taken as
@@ -322,7 +323,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
             xml_args.value("\n")
         xml_args.end_value()
         self.switch_to_skip(self._between_state, _IN_FUNCTION)
-        return self._take_between(*taken)
+        return self._take_between(taken)
 
     def _complete_key(self, text: str, opening: bool = False) -> Rule | None:
         """`_parameter_key` taking the key's end in ``text`` and the start of the value after it,
@@ -335,10 +336,12 @@ class Qwen3CoderLexer(TaggedCallLexer):
         stop = len(rest)
         if rest in _VALUE.prefixes:  # (the newline after the tag, most often)
             stop = 0
-        elif rest:
+        elif _VALUE.common in rest:
             stop, _resume, marker = _VALUE.find(rest, 0, False)
             if marker is not None:
                 return None
+        elif rest and rest[-1] == "\n":  # (no marker starts in it: perhaps at its last character)
+            stop -= 1
         if opening:
             self._held = ""
             self.switch_to_header(self._key_state, _KEY_END)
