@@ -137,9 +137,9 @@ class _Facts:
 
 
 class _Run:
-    """The open text or reasoning run: `_TextRun` or `_ReasoningRun`, each with its own rule."""
+    """The open text or reasoning run; its rule (``take``) is the one of its kind."""
 
-    __slots__ = ("block_id", "facts", "kind", "length", "metadata", "refusal", "sealed", "segment_id")
+    __slots__ = ("block_id", "facts", "kind", "length", "metadata", "refusal", "sealed", "segment_id", "take")
 
     def __init__(self, kind: SegmentType, segment_id: str, refusal: bool, facts: _Facts) -> None:
         self.kind = kind
@@ -154,18 +154,17 @@ class _Run:
         """The provider's id of a reasoning run's block (also in `metadata`, for its END)."""
         self.metadata: dict[str, Any] = {}
         """What its END carries."""
+        self.take: Callable[[_Item], _Events | None] = (
+            self._take_text if kind is _TEXT else self._take_reasoning
+        )
+        """The rule of the run: a chunk that only continues it gives its one CONTENT event, any other
+        ``None``."""
 
     def takes_deltas(self) -> bool:
         """Whether more of its kind of text may continue this run: not a refusal, not sealed."""
         return not self.refusal and not self.sealed
 
-
-class _TextRun(_Run):
-    """An open text run."""
-
-    __slots__ = ()
-
-    def take(self, item: _Item) -> _Events | None:
+    def _take_text(self, item: _Item) -> _Events | None:
         """The rule of an open text run: a chunk of only text (with usage or metadata, kept for the
         response's end) continues it with one CONTENT event.
 
@@ -195,13 +194,7 @@ class _TextRun(_Run):
         self.length += len(text)
         return [SegmentEvent(_CONTENT, self.segment_id, None, {"delta": text})]
 
-
-class _ReasoningRun(_Run):
-    """An open reasoning run."""
-
-    __slots__ = ()
-
-    def take(self, item: _Item) -> _Events | None:
+    def _take_reasoning(self, item: _Item) -> _Events | None:
         """The rule of an open reasoning run: a chunk of only reasoning of the same provider block (with
         usage or metadata, kept for the response's end) continues it with one CONTENT event."""
         if type(item) is not ChunkResponse:
@@ -284,7 +277,7 @@ class _Call:
     def take(self, item: _Item) -> _Events | None:
         """The rule of an open call: a chunk of only the next piece of its arguments is applied at once.
 
-        Every other field of the chunk must be at its default, as in `_TextRun.take`.
+        Every other field of the chunk must be at its default, as in `_Run._take_text`.
         """
         if type(item) is not SplitChunk or self.ended:
             return None
@@ -413,7 +406,7 @@ class _Call:
         return None
 
 
-_Rule = _NoRule | _TextRun | _ReasoningRun | _Call
+_Rule = _NoRule | _Run | _Call
 """What takes the next chunk at once (see `SegmentEmitter.feed`)."""
 
 
@@ -460,7 +453,7 @@ class SegmentEmitter:
         self._segment_ids = segment_ids or _random_segment_id
         self._call_ids = call_ids or (lambda index: f"call_{uuid.uuid4().hex[:24]}")
         self._keep_values = keep_values
-        self._run: _TextRun | _ReasoningRun | None = None
+        self._run: _Run | None = None
         self._rule: _Rule = _NO_RULE
         """What takes the next chunk at once, if it only continues what the last one started."""
         self._used_ids: set[str] = set()
@@ -580,7 +573,7 @@ class SegmentEmitter:
             run.length += len(text)
         events.append(SegmentEvent(_CONTENT, run.segment_id, None, {"delta": text}))
 
-    def _text_run(self, events: _Events) -> _TextRun | _ReasoningRun:
+    def _text_run(self, events: _Events) -> _Run:
         """The open text run (not a refusal), opened if need be."""
         run = self._run
         if run is None or run.kind is not _TEXT or run.refusal:
@@ -594,10 +587,9 @@ class SegmentEmitter:
         metadata: dict[str, Any] | None = None,
         *,
         refusal: bool = False,
-    ) -> _TextRun | _ReasoningRun:
+    ) -> _Run:
         self._close_run(events)
-        make = _TextRun if kind is _TEXT else _ReasoningRun
-        run = self._run = make(kind, self._segment_ids(kind), refusal, self._facts)
+        run = self._run = _Run(kind, self._segment_ids(kind), refusal, self._facts)
         events.append(SegmentEvent.start(run.segment_id, kind, metadata))
         return run
 
