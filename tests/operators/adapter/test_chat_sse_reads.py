@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.auto import _AutoChunks, auto_adapter
-from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse
 from pipeline.stage import chain
+from tests.core_runs import run_to_end
 from tests.operators.convert.test_openai_chat_fast_path import EVENT
 
 Result = tuple[list[ChunkResponse], str | None]
@@ -27,15 +27,7 @@ def ids(position: int) -> str:
 def run(reads: list[bytes]) -> Result:
     """Every chunk (those before an error included) and the error, as :func:`pipeline.stage.drive` ends
     the stream."""
-    core = auto_adapter(provider="openai", framing="sse", id_factory=ids)
-    chunks: list[ChunkResponse] = []
-    try:
-        for read in reads:
-            chunks += core.feed(read)
-        chunks += core.finish()
-    except StreamfoldError as error:
-        return chunks + error.partial_outputs, f"{type(error).__name__}: {error}"
-    return chunks, None
+    return run_to_end(auto_adapter(provider="openai", framing="sse", id_factory=ids), reads)
 
 
 def byte_by_byte(reads: list[bytes]) -> Result:

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.adapter import EventStreamFramer
-from pipeline.errors import StreamfoldError
 from pipeline.models import Payload
+from tests.core_runs import run_to_end
 
 CHUNK_HEADERS = ((":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event"))
 
@@ -77,15 +77,7 @@ error and unknown messages, and frames unsound in their prelude, CRCs, lengths o
 
 
 def framed(reads: list[bytes | bytearray], max_frame_size: int) -> tuple[list[Payload], str | None]:
-    framer = EventStreamFramer(max_frame_size=max_frame_size)
-    payloads: list[Payload] = []
-    try:
-        for read in reads:
-            payloads += framer.feed(read)  # type: ignore[arg-type]
-        payloads += framer.finish()
-    except StreamfoldError as error:
-        return payloads + error.partial_outputs, f"{type(error).__name__}: {error}"
-    return payloads, None
+    return run_to_end(EventStreamFramer(max_frame_size=max_frame_size), reads)
 
 
 READS = st.lists(

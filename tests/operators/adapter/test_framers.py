@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.adapter import EventStreamFramer, JSONArrayFramer, JSONLinesFramer, SSEFramer
-from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
+from pipeline.errors import ProviderError, StreamDecodeError
 from pipeline.models import Payload
 from tests.conftest import FIXTURES
+from tests.core_runs import run_to_end
 
 SSE_BODIES = [
     FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse",
@@ -43,14 +44,7 @@ BODIES: list[tuple[str, Framer, bytes]] = [
 
 
 def frame(framer: Any, reads: list[bytes]) -> tuple[list[Payload], str | None]:
-    payloads: list[Payload] = []
-    try:
-        for read in reads:
-            payloads += framer.feed(read)
-        payloads += framer.finish()
-    except StreamfoldError as error:
-        return payloads + error.partial_outputs, f"{type(error).__name__}: {error}"
-    return payloads, None
+    return run_to_end(framer, reads)
 
 
 def cut(data: bytes, positions: list[int]) -> list[bytes]:

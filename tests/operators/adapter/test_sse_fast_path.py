@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.adapter import ServerSentEvent, SSEDecoder, SSEFramer, SSEPayloadDecoder
-from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
+from pipeline.errors import ProviderError, StreamDecodeError
 from pipeline.models import Payload
+from tests.core_runs import run_to_end
 
 LINES = [
     b'data: {"a": 1}',
@@ -149,15 +150,7 @@ PAYLOAD_STREAMS = st.lists(
 
 def payloads(chunks: list[bytes], max_event_size: int) -> tuple[list[object], str | None]:
     """Every payload of :class:`SSEPayloadDecoder`, those before an error included, and the error."""
-    decoder = SSEPayloadDecoder(max_event_size=max_event_size)
-    values: list[object] = []
-    try:
-        for chunk in chunks:
-            values.extend(decoder.feed(chunk))
-        values.extend(decoder.finish())
-    except StreamfoldError as error:
-        return values + error.partial_outputs, f"{type(error).__name__}: {error}"
-    return values, None
+    return run_to_end(SSEPayloadDecoder(max_event_size=max_event_size), chunks)
 
 
 @settings(max_examples=400, deadline=None)
@@ -251,15 +244,7 @@ that end the stream drawn less often, so that the reads after them are compared 
 
 def framed(reads: list[bytes], max_event_size: int) -> tuple[list[Payload], str | None]:
     """Every payload of :class:`SSEFramer`, those before an error included, and the error."""
-    framer = SSEFramer(max_event_size=max_event_size)
-    values: list[Payload] = []
-    try:
-        for read in reads:
-            values.extend(framer.feed(read))
-        values.extend(framer.finish())
-    except StreamfoldError as error:
-        return values + error.partial_outputs, f"{type(error).__name__}: {error}"
-    return values, None
+    return run_to_end(SSEFramer(max_event_size=max_event_size), reads)
 
 
 @settings(max_examples=600, deadline=None)

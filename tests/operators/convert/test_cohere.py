@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from operators.adapter import decode_jsonl, sse_events
 from operators.convert.cohere import CohereConverter, convert_cohere
-from pipeline.errors import ConverterError, ProviderError, StreamfoldError
+from pipeline.errors import ConverterError, ProviderError
 from pipeline.models import ChunkResponse, Payload, TokenUsage, ToolCallDelta
 from tests.conftest import TESTS
 from tests.converter_cases import (
@@ -29,6 +29,7 @@ from tests.converter_cases import (
     run_converter,
     sequential_ids,
 )
+from tests.core_runs import each_item
 
 FIXTURES = TESTS / "fixtures" / "cohere"
 FIXTURE_FILES = sorted(FIXTURES.iterdir())
@@ -433,13 +434,7 @@ def test_wrong_typed_fields_raise_naming_them(event: Event, field: str) -> None:
 
 def outcome(converter: CohereConverter, items: Iterable[Any]) -> list[tuple[list[ChunkResponse], str | None]]:
     """What each item gives, or its error (the stream goes on after it)."""
-    results: list[tuple[list[ChunkResponse], str | None]] = []
-    for item in items:
-        try:
-            results.append((converter.feed(item), None))
-        except StreamfoldError as error:
-            results.append((error.partial_outputs, f"{type(error).__name__}: {error}"))
-    return results
+    return each_item(converter, items, finish=False)
 
 
 def as_payloads(events: Iterable[Any]) -> list[Payload]:

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.convert.gemini.generate import GenerateContentConverter
-from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse, Payload
+from tests.core_runs import each_item
 from tests.reference import FIXTURES
 
 Results = list[tuple[list[ChunkResponse], str | None]]
@@ -30,14 +30,7 @@ def ids(position: int) -> str:
 def run(items: list[Any]) -> Results:
     """What each item gives (its chunks, and its error if it fails: the stream goes on after it), then
     what ``finish`` gives."""
-    converter = GenerateContentConverter(id_factory=ids)
-    results: Results = []
-    for item in [*items, None]:
-        try:
-            results.append((converter.finish() if item is None else converter.feed(item), None))
-        except StreamfoldError as error:
-            results.append((error.partial_outputs, f"{type(error).__name__}: {error}"))
-    return results
+    return each_item(GenerateContentConverter(id_factory=ids), items)
 
 
 def run_gathered(items: list[Any]) -> Results:

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from operators.adapter.sse import SSEDecoder
 from operators.convert.openai_chat import OpenAIChatConverter
-from pipeline.errors import StreamfoldError
 from pipeline.models import ChunkResponse, Payload, ToolCallDelta
+from tests.core_runs import each_item
 from tests.reference import FIXTURES
 
 Results = list[tuple[list[ChunkResponse], str | None]]
@@ -34,14 +34,7 @@ def ids(position: int) -> str:
 def run(items: list[Any], converter: OpenAIChatConverter | None = None) -> Results:
     """What each item gives (its chunks, and its error if it fails: the stream goes on after it), then
     what ``finish`` gives."""
-    converter = converter or OpenAIChatConverter(id_factory=ids)
-    results: Results = []
-    for item in [*items, None]:
-        try:
-            results.append((converter.finish() if item is None else converter.feed(item), None))
-        except StreamfoldError as error:
-            results.append((error.partial_outputs, f"{type(error).__name__}: {error}"))
-    return results
+    return each_item(converter or OpenAIChatConverter(id_factory=ids), items)
 
 
 def payloads(events: list[Any]) -> list[Payload]:
