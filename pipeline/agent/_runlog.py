@@ -85,7 +85,9 @@ def _decode(entry: Entry) -> dict[str, Any]:
 
 def _apply(state: RunState, item: dict[str, Any]) -> None:
     kind = item.get("type")
-    apply = _RUN_ENTRIES.get(kind) if isinstance(kind, str) else None
+    if not isinstance(kind, str):
+        kind = ""
+    apply = _RUN_ENTRIES.get(kind)
     if apply is not None:
         apply(state, item)
         return
@@ -129,15 +131,34 @@ _RUN_ENTRIES: dict[str, Callable[[RunState, dict[str, Any]], None]] = {
 """The run's own entries; every other entry belongs to the step under way."""
 
 
-def _apply_to_step(step: StepState, kind: Any, item: dict[str, Any]) -> None:
-    if kind == "TOOL_STARTED":
-        step.started.add(str(item["call_id"]))
-        return
-    if kind == TOOL_APPROVAL:
-        decision = msgspec.convert({k: v for k, v in item.items() if k != "type"}, ToolApproval)
-        step.approved[decision.call_id] = decision
-        return
-    typed = as_item(item)
+def _apply_started(step: StepState, item: dict[str, Any]) -> None:
+    """``TOOL_STARTED``: the call's tool began (it may have had its effect)."""
+    step.started.add(str(item["call_id"]))
+
+
+def _apply_approval(step: StepState, item: dict[str, Any]) -> None:
+    """``TOOL_APPROVAL``: the run's broker decided a call."""
+    decision = msgspec.convert({k: v for k, v in item.items() if k != "type"}, ToolApproval)
+    step.approved[decision.call_id] = decision
+
+
+_STEP_ENTRIES: dict[str, Callable[[StepState, dict[str, Any]], None]] = {
+    "TOOL_STARTED": _apply_started,
+    TOOL_APPROVAL: _apply_approval,
+}
+"""The worker's own entries of a step; every other entry is an item of the step's response or tools."""
+
+
+def _apply_to_step(step: StepState, kind: str, item: dict[str, Any]) -> None:
+    apply = _STEP_ENTRIES.get(kind)
+    if apply is not None:
+        apply(step, item)
+    else:
+        _apply_item(step, as_item(item))
+
+
+def _apply_item(step: StepState, typed: Any) -> None:
+    """An item of the step: a tool's output, an approval request, the abandoned marker, or an event."""
     if isinstance(typed, ToolOutput):
         step.outputs[typed.call_id] = typed
     elif isinstance(typed, ToolApprovalRequest):

@@ -47,6 +47,13 @@ output get a ``cancelled`` output, then a ``RESPONSE_END`` with no ``finish_reas
 closed (the Vercel encoder's ``finish-step``, AG-UI's ``streamfold.response_end`` custom event), then
 the new attempt; ids go on from the log's last id, and nothing is written twice.
 
+**Stopping.** A stop request (the served routes' ``POST .../stop``, `EventLog.request_stop`, from any
+process) cancels the run where it is: the model stream is closed, a running tool is cancelled. The worker
+then reads the log back, gives each call of the step under way without an output a ``cancelled`` one
+(`STOPPED_CALL`), writes ``RUN_END`` with ``stop_reason`` ``stopped`` and ends the run ``stopped``, as
+a stopped response of the serving manager ends. A worker that takes over a run stopped before it started
+stops it at once.
+
 **What is exactly-once, and what is not.**
 
 - Log entries: exactly once per lease holder. A worker appends only while its lease is good, so a worker
@@ -89,7 +96,8 @@ from pipeline.agent.runner import (
 )
 from pipeline.agent.tools import ToolRegistry
 from pipeline.errors import ConfigurationError, ServingError, StreamfoldError
-from pipeline.fanout.serving._log import EventLog, error_to_entry
+from pipeline.fanout.serving._log import EventLog, ResponseStatus, error_to_entry
+from pipeline.fanout.serving.manager import STOPPED_ERROR
 from pipeline.fanout.serving.runs import RUN_START, DurableRuns
 from pipeline.models import (
     PipelineEvent,
@@ -105,6 +113,7 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "INTERRUPTED_CALL",
     "INTERRUPTED_STREAM",
+    "STOPPED_CALL",
     "TOOL_APPROVAL",
     "ApprovedMessages",
     "LeaseHeld",
@@ -133,6 +142,9 @@ INTERRUPTED_STREAM: Final = (
 )
 """The output (status ``cancelled``) of a call of a model attempt cut by a dead worker, and the reason
 in its abandoned marker."""
+
+STOPPED_CALL: Final = "stopped: the run was stopped before this call had an output"
+"""The output (status ``cancelled``) of each call a stop request left without one."""
 
 ApprovedMessages: TypeAlias = Callable[[Sequence[ToolOutput]], Sequence[Any]]
 """``(outputs) -> messages``: the messages that carry the outputs of the calls decided with the request
@@ -211,6 +223,8 @@ class _Durable:
     """Per call id of the step: set once its invocation is in the log."""
     ended: anyio.Event = field(default_factory=anyio.Event)
     """Set once the step's ResponseEnd is in the log."""
+    stopping: bool = False
+    """A stop was requested: the run was cancelled, and ends ``stopped``."""
 
     def _logged(self, call_id: str) -> anyio.Event:
         event = self.logged.get(call_id)
@@ -313,6 +327,32 @@ class _Durable:
         grace = self.options["cancel_grace"]
         (output,) = [output async for output in run_approved([decision], self.tools, cancel_grace=grace)]
         return output
+
+    async def watch_stop(self, group: TaskGroup) -> None:
+        """Cancel the run (``group``) when a stop is requested from any process (the served routes'
+        ``POST .../stop``, `EventLog.request_stop`). A watch that fails is logged and ends: the run goes
+        on."""
+        try:
+            async for _ in self.log.stop_requested(self.run_id):
+                self.stopping = True
+                group.cancel_scope.cancel()
+                return
+        except Exception:
+            _logger.warning("watching durable run %r for a stop request failed", self.run_id, exc_info=True)
+
+    async def stopped(self) -> AgentRun:
+        """End the run a stop cut, as its log holds it now: each call of the step under way without an
+        output gets a ``cancelled`` one, then ``RUN_END`` (``stopped``) and the log's ``stopped`` end. A
+        run whose ``RUN_END`` was written before the stop came ends as that entry says."""
+        state, status = await read_run(self.log, self.run_id)
+        if state.stop_reason is not None:
+            return await _over(self.log, self.run_id, state, status)
+        for invocation in _calls_without_output(state):
+            await self.write(tool_output(invocation, "cancelled", STOPPED_CALL).to_dict())
+        await self.write({"type": "RUN_END", "stop_reason": "stopped"})
+        self.keeper.check()
+        await self.log.end(self.run_id, error=STOPPED_ERROR, state="stopped")
+        return AgentRun(state.messages or [], state.turns, "stopped")
 
     async def _end(self, run: AgentRun) -> AgentRun:
         await self.write({"type": "RUN_END", "stop_reason": run.stop_reason})
@@ -427,6 +467,19 @@ async def _replay(events: Sequence[PipelineEvent]) -> AsyncIterator[PipelineEven
         yield event
 
 
+def _calls_without_output(state: RunState) -> list[ToolInvocation]:
+    """The calls of the step under way (those decided with the request included) with no logged output."""
+    calls: dict[str, ToolInvocation] = {}
+    for step in (state.decided, state.current):
+        if step is None:
+            continue
+        decided = [ToolInvocation(each.call_id, each.name, dict(each.arguments)) for each in step.decisions]
+        for call in (*decided, *step.invocations):
+            if call.id not in step.outputs:
+                calls.setdefault(call.id, call)
+    return list(calls.values())
+
+
 def _client_calls(events: Sequence[Any]) -> bool:
     return any(isinstance(event, ToolInvocation) and not event.provider_executed for event in events)
 
@@ -487,9 +540,7 @@ async def run_durable(
     try:
         state, status = await read_run(log, run_id)
         if state.stop_reason is not None:
-            if status is not None and status.state == "running":  # its worker died before the end
-                await log.end(run_id)
-            return AgentRun(state.messages or [], state.turns, _stop_reason(state.stop_reason))
+            return await _over(log, run_id, state, status)
         if status is None:
             await log.create(run_id, meta={"durable": True})
         durable = _Durable(
@@ -512,11 +563,13 @@ async def run_durable(
 async def _held(
     durable: _Durable, keeper: _Keeper, state: RunState, messages: Sequence[Any], max_steps: int
 ) -> AgentRun:
-    """The run under its lease: the keeper renews it; a lost lease stops the run."""
+    """The run under its lease: the keeper renews it; a lost lease stops the run, and so does a stop
+    request, which ends it ``stopped``."""
     result: AgentRun | None = None
     with _sole_exception_unwrapped():
         async with anyio.create_task_group() as group:
             group.start_soon(keeper.keep, group)
+            group.start_soon(durable.watch_stop, group)
             try:
                 result = await durable.run(state, messages, max_steps)
             except (LeaseLost, anyio.get_cancelled_exc_class()):
@@ -527,13 +580,23 @@ async def _held(
                         await durable.log.end(durable.run_id, error=error_to_entry(exc), state="failed")
                 raise
             group.cancel_scope.cancel()
+    if result is None and durable.stopping and not keeper.lost:
+        return await durable.stopped()
     if result is None:  # the keeper cancelled the run: the lease was lost
         raise LeaseLost(f"run {durable.run_id!r}: the lease of {keeper.owner!r} was lost; it stopped writing")
     return result
 
 
+async def _over(log: EventLog, run_id: str, state: RunState, status: ResponseStatus | None) -> AgentRun:
+    """A run whose ``RUN_END`` is logged, as the log tells it; ended in the log if its worker died (or
+    was stopped) before the terminal entry."""
+    if status is not None and status.state == "running":
+        await log.end(run_id)
+    return AgentRun(state.messages or [], state.turns, _stop_reason(state.stop_reason or ""))
+
+
 def _stop_reason(value: str) -> Any:
-    return value if value in ("no_calls", "max_steps", "awaiting_approval") else "no_calls"
+    return value if value in ("no_calls", "max_steps", "awaiting_approval", "stopped") else "no_calls"
 
 
 async def serve_runs(
