@@ -47,6 +47,13 @@ output get a ``cancelled`` output, then a ``RESPONSE_END`` with no ``finish_reas
 closed (the Vercel encoder's ``finish-step``, AG-UI's ``streamfold.response_end`` custom event), then
 the new attempt; ids go on from the log's last id, and nothing is written twice.
 
+**Stopping.** A stop request (the served routes' ``POST .../stop``, `EventLog.request_stop`, from any
+process) cancels the run where it is: the model stream is closed, a running tool is cancelled. The worker
+then reads the log back, gives each call of the step under way without an output a ``cancelled`` one
+(`STOPPED_CALL`), writes ``RUN_END`` with ``stop_reason`` ``stopped`` and ends the run ``stopped``, as
+a stopped response of the serving manager ends. A worker that takes over a run stopped before it started
+stops it at once.
+
 **What is exactly-once, and what is not.**
 
 - Log entries: exactly once per lease holder. A worker appends only while its lease is good, so a worker
@@ -72,10 +79,10 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
-from operators.encode._ui import as_item
 from pipeline._jsonenc import encode_json
 from pipeline._options import check_count
 from pipeline.agent._calls import DEFAULT_CANCEL_GRACE, tool_output
+from pipeline.agent._runlog import ABANDONED, TOOL_APPROVAL, RunState, StepState, read_run, rebuild
 from pipeline.agent.approval import Approvals, run_approved
 from pipeline.agent.leases import Lease
 from pipeline.agent.runner import (
@@ -89,7 +96,8 @@ from pipeline.agent.runner import (
 )
 from pipeline.agent.tools import ToolRegistry
 from pipeline.errors import ConfigurationError, ServingError, StreamfoldError
-from pipeline.fanout.serving._log import Entry, EventLog, ResponseStatus, error_to_entry
+from pipeline.fanout.serving._log import EventLog, ResponseStatus, error_to_entry
+from pipeline.fanout.serving.manager import STOPPED_ERROR
 from pipeline.fanout.serving.runs import RUN_START, DurableRuns
 from pipeline.models import (
     PipelineEvent,
@@ -105,6 +113,7 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "INTERRUPTED_CALL",
     "INTERRUPTED_STREAM",
+    "STOPPED_CALL",
     "TOOL_APPROVAL",
     "ApprovedMessages",
     "LeaseHeld",
@@ -122,9 +131,6 @@ _logger = logging.getLogger("streamfold")
 DEFAULT_LEASE_TTL: Final = 10.0
 """Seconds a lease lasts without renewal: how long a dead worker's run waits for another worker."""
 
-ABANDONED: Final = "streamfold_abandoned"
-"""The ``ResponseEnd.metadata`` key of the entry that closes a model attempt cut by a dead worker."""
-
 INTERRUPTED_CALL: Final = (
     "interrupted: the worker died while this call ran; it is not run again (its tool is not marked "
     "idempotent)"
@@ -137,12 +143,12 @@ INTERRUPTED_STREAM: Final = (
 """The output (status ``cancelled``) of a call of a model attempt cut by a dead worker, and the reason
 in its abandoned marker."""
 
+STOPPED_CALL: Final = "stopped: the run was stopped before this call had an output"
+"""The output (status ``cancelled``) of each call a stop request left without one."""
+
 ApprovedMessages: TypeAlias = Callable[[Sequence[ToolOutput]], Sequence[Any]]
 """``(outputs) -> messages``: the messages that carry the outputs of the calls decided with the request
 that started a run (their assistant turn is in the run's first messages already)."""
-
-TOOL_APPROVAL: Final = "TOOL_APPROVAL"
-"""The type of the entry that logs a decision of the run's broker (``approvals``)."""
 
 _MARGIN: Final = 0.25
 """The part of the time to live a holder does not count on (an append in flight, clock drift)."""
@@ -154,162 +160,6 @@ class LeaseHeld(StreamfoldError):
 
 class LeaseLost(StreamfoldError):
     """This worker's lease on the run expired or was taken: it wrote nothing more."""
-
-
-@dataclass(slots=True)
-class StepState:
-    """The step in progress as the log shows it: its last model attempt and its calls."""
-
-    attempt: int
-    """The model attempt's number in the step, from 1 (0: the calls decided with the request)."""
-    events: list[Any] = field(default_factory=list)
-    """The attempt's events so far."""
-    complete: bool = False
-    """The attempt's ``ResponseEnd`` is logged: the model's part of the step is done."""
-    abandoned: bool = False
-    """The attempt was closed as abandoned (its worker died mid-stream)."""
-    invocations: list[ToolInvocation] = field(default_factory=list)
-    """The step's client calls, in order."""
-    outputs: dict[str, ToolOutput] = field(default_factory=dict)
-    """The calls' logged outputs, by call id."""
-    started: set[str] = field(default_factory=set)
-    """Call ids whose tool was logged as started."""
-    requested: set[str] = field(default_factory=set)
-    """Call ids with a logged approval request."""
-    decisions: list[ToolApproval] = field(default_factory=list)
-    """The approval decisions the run started with (the run's first step: their calls)."""
-    approved: dict[str, ToolApproval] = field(default_factory=dict)
-    """Decisions of the run's own broker (``approvals``), logged, by call id."""
-
-
-@dataclass(slots=True)
-class RunState:
-    """A run rebuilt from its log."""
-
-    messages: list[Any] | None = None
-    """The conversation before the step in progress (None: no ``RUN_START`` yet)."""
-    turns: list[Turn] = field(default_factory=list)
-    """The steps done."""
-    current: StepState | None = None
-    """The step in progress (None: the next step has not called the model yet)."""
-    decided: StepState | None = None
-    """The calls decided with the request that started the run, while their messages are not logged."""
-    stop_reason: str | None = None
-    """The ``RUN_END``'s, once the run is over."""
-
-
-def rebuild(entries: Sequence[Entry]) -> RunState:
-    """The run that ``entries`` (a run's log from its first entry) describe."""
-    state = RunState()
-    for entry in entries:
-        if entry.data is not None:
-            _apply(state, _decode(entry))
-    return state
-
-
-def _decode(entry: Entry) -> dict[str, Any]:
-    item = msgspec.json.decode(entry.data or b"null")
-    if not isinstance(item, dict):
-        raise ConfigurationError(f"entry {entry.id} of a durable run is not an object: {item!r}")
-    return item
-
-
-def _apply(state: RunState, item: dict[str, Any]) -> None:
-    kind = item.get("type")
-    apply = _RUN_ENTRIES.get(kind) if isinstance(kind, str) else None
-    if apply is not None:
-        apply(state, item)
-        return
-    step = state.current if state.current is not None else state.decided
-    if step is not None:
-        _apply_to_step(step, kind, item)
-
-
-def _apply_start(state: RunState, item: dict[str, Any]) -> None:
-    """``RUN_START``: the first messages, and the decisions the starting request brought."""
-    state.messages = list(item["messages"])
-    if item.get("approvals"):
-        state.decided = StepState(0, decisions=msgspec.convert(item["approvals"], list[ToolApproval]))
-
-
-def _apply_step(state: RunState, item: dict[str, Any]) -> None:
-    """``RUN_STEP``: an attempt at a step begins."""
-    state.current = StepState(int(item["attempt"]))
-
-
-def _apply_messages(state: RunState, item: dict[str, Any]) -> None:
-    """``RUN_MESSAGES``: the step is over, its messages join the conversation."""
-    step = state.current
-    if step is not None:
-        state.turns.append(Turn(step.events, list(step.outputs.values())))
-    state.messages = [*(state.messages or []), *item["messages"]]
-    state.current = state.decided = None
-
-
-def _apply_end(state: RunState, item: dict[str, Any]) -> None:
-    """``RUN_END``: why the run stopped."""
-    state.stop_reason = str(item.get("stop_reason"))
-
-
-_RUN_ENTRIES: dict[str, Callable[[RunState, dict[str, Any]], None]] = {
-    RUN_START: _apply_start,
-    "RUN_STEP": _apply_step,
-    "RUN_MESSAGES": _apply_messages,
-    "RUN_END": _apply_end,
-}
-"""The run's own entries; every other entry belongs to the step under way."""
-
-
-def _apply_to_step(step: StepState, kind: Any, item: dict[str, Any]) -> None:
-    if kind == "TOOL_STARTED":
-        step.started.add(str(item["call_id"]))
-        return
-    if kind == TOOL_APPROVAL:
-        decision = msgspec.convert({k: v for k, v in item.items() if k != "type"}, ToolApproval)
-        step.approved[decision.call_id] = decision
-        return
-    typed = as_item(item)
-    if isinstance(typed, ToolOutput):
-        step.outputs[typed.call_id] = typed
-    elif isinstance(typed, ToolApprovalRequest):
-        step.requested.add(typed.call_id)
-    elif isinstance(typed, ResponseEnd) and ABANDONED in typed.metadata:
-        step.abandoned = True
-    else:
-        step.events.append(typed)
-        if isinstance(typed, ToolInvocation) and not typed.provider_executed:
-            step.invocations.append(typed)
-        step.complete = step.complete or isinstance(typed, ResponseEnd)
-
-
-async def read_run(log: EventLog, run_id: str) -> tuple[RunState, ResponseStatus | None]:
-    """A run rebuilt from its log.
-
-    Args:
-        log: the event log the run is in.
-        run_id: the run's response id.
-
-    Returns:
-        The run, and its status in the log (None: the log does not have it).
-
-    Raises:
-        ConfigurationError: the log no longer holds the run's first entries.
-    """
-    status = await log.status(run_id)
-    if status is None:
-        return RunState(), None
-    if status.first_id > 1:
-        raise ConfigurationError(
-            f"run {run_id!r}: the log no longer holds its first entries (first id {status.first_id}); "
-            "a durable run needs a retention that keeps the whole run"
-        )
-    entries: list[Entry] = []
-    if status.last_id > 0:
-        async for entry in log.read(run_id):
-            entries.append(entry)
-            if entry.id >= status.last_id:
-                break
-    return rebuild(entries), status
 
 
 class _Keeper:
@@ -373,6 +223,8 @@ class _Durable:
     """Per call id of the step: set once its invocation is in the log."""
     ended: anyio.Event = field(default_factory=anyio.Event)
     """Set once the step's ResponseEnd is in the log."""
+    stopping: bool = False
+    """A stop was requested: the run was cancelled, and ends ``stopped``."""
 
     def _logged(self, call_id: str) -> anyio.Event:
         event = self.logged.get(call_id)
@@ -475,6 +327,32 @@ class _Durable:
         grace = self.options["cancel_grace"]
         (output,) = [output async for output in run_approved([decision], self.tools, cancel_grace=grace)]
         return output
+
+    async def watch_stop(self, group: TaskGroup) -> None:
+        """Cancel the run (``group``) when a stop is requested from any process (the served routes'
+        ``POST .../stop``, `EventLog.request_stop`). A watch that fails is logged and ends: the run goes
+        on."""
+        try:
+            async for _ in self.log.stop_requested(self.run_id):
+                self.stopping = True
+                group.cancel_scope.cancel()
+                return
+        except Exception:
+            _logger.warning("watching durable run %r for a stop request failed", self.run_id, exc_info=True)
+
+    async def stopped(self) -> AgentRun:
+        """End the run a stop cut, as its log holds it now: each call of the step under way without an
+        output gets a ``cancelled`` one, then ``RUN_END`` (``stopped``) and the log's ``stopped`` end. A
+        run whose ``RUN_END`` was written before the stop came ends as that entry says."""
+        state, status = await read_run(self.log, self.run_id)
+        if state.stop_reason is not None:
+            return await _over(self.log, self.run_id, state, status)
+        for invocation in _calls_without_output(state):
+            await self.write(tool_output(invocation, "cancelled", STOPPED_CALL).to_dict())
+        await self.write({"type": "RUN_END", "stop_reason": "stopped"})
+        self.keeper.check()
+        await self.log.end(self.run_id, error=STOPPED_ERROR, state="stopped")
+        return AgentRun(state.messages or [], state.turns, "stopped")
 
     async def _end(self, run: AgentRun) -> AgentRun:
         await self.write({"type": "RUN_END", "stop_reason": run.stop_reason})
@@ -589,6 +467,19 @@ async def _replay(events: Sequence[PipelineEvent]) -> AsyncIterator[PipelineEven
         yield event
 
 
+def _calls_without_output(state: RunState) -> list[ToolInvocation]:
+    """The calls of the step under way (those decided with the request included) with no logged output."""
+    calls: dict[str, ToolInvocation] = {}
+    for step in (state.decided, state.current):
+        if step is None:
+            continue
+        decided = [ToolInvocation(each.call_id, each.name, dict(each.arguments)) for each in step.decisions]
+        for call in (*decided, *step.invocations):
+            if call.id not in step.outputs:
+                calls.setdefault(call.id, call)
+    return list(calls.values())
+
+
 def _client_calls(events: Sequence[Any]) -> bool:
     return any(isinstance(event, ToolInvocation) and not event.provider_executed for event in events)
 
@@ -649,9 +540,7 @@ async def run_durable(
     try:
         state, status = await read_run(log, run_id)
         if state.stop_reason is not None:
-            if status is not None and status.state == "running":  # its worker died before the end
-                await log.end(run_id)
-            return AgentRun(state.messages or [], state.turns, _stop_reason(state.stop_reason))
+            return await _over(log, run_id, state, status)
         if status is None:
             await log.create(run_id, meta={"durable": True})
         durable = _Durable(
@@ -674,11 +563,13 @@ async def run_durable(
 async def _held(
     durable: _Durable, keeper: _Keeper, state: RunState, messages: Sequence[Any], max_steps: int
 ) -> AgentRun:
-    """The run under its lease: the keeper renews it; a lost lease stops the run."""
+    """The run under its lease: the keeper renews it; a lost lease stops the run, and so does a stop
+    request, which ends it ``stopped``."""
     result: AgentRun | None = None
     with _sole_exception_unwrapped():
         async with anyio.create_task_group() as group:
             group.start_soon(keeper.keep, group)
+            group.start_soon(durable.watch_stop, group)
             try:
                 result = await durable.run(state, messages, max_steps)
             except (LeaseLost, anyio.get_cancelled_exc_class()):
@@ -689,13 +580,23 @@ async def _held(
                         await durable.log.end(durable.run_id, error=error_to_entry(exc), state="failed")
                 raise
             group.cancel_scope.cancel()
+    if result is None and durable.stopping and not keeper.lost:
+        return await durable.stopped()
     if result is None:  # the keeper cancelled the run: the lease was lost
         raise LeaseLost(f"run {durable.run_id!r}: the lease of {keeper.owner!r} was lost; it stopped writing")
     return result
 
 
+async def _over(log: EventLog, run_id: str, state: RunState, status: ResponseStatus | None) -> AgentRun:
+    """A run whose ``RUN_END`` is logged, as the log tells it; ended in the log if its worker died (or
+    was stopped) before the terminal entry."""
+    if status is not None and status.state == "running":
+        await log.end(run_id)
+    return AgentRun(state.messages or [], state.turns, _stop_reason(state.stop_reason or ""))
+
+
 def _stop_reason(value: str) -> Any:
-    return value if value in ("no_calls", "max_steps", "awaiting_approval") else "no_calls"
+    return value if value in ("no_calls", "max_steps", "awaiting_approval", "stopped") else "no_calls"
 
 
 async def serve_runs(

@@ -434,10 +434,11 @@ class AgentRun:
     """The conversation at the end: the messages given, then each turn's."""
     turns: list[Turn]
     """Each model response and its calls' outputs, in order."""
-    stop_reason: Literal["no_calls", "max_steps", "awaiting_approval"]
+    stop_reason: Literal["no_calls", "max_steps", "awaiting_approval", "stopped"]
     """``no_calls``: the last response made no client call; ``max_steps``: the step limit;
     ``awaiting_approval``: calls of the last response wait for a decision that comes with the next
-    request (`ToolRun.awaiting`; the last turn's messages are not appended)."""
+    request (`ToolRun.awaiting`; the last turn's messages are not appended); ``stopped``: a durable run
+    was stopped on request (`pipeline.agent.durable`; the step it cut is not a turn)."""
 
 
 CallModel: TypeAlias = Callable[

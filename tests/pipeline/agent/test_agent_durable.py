@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import msgspec
 import pytest
+from starlette.applications import Starlette
 
 from pipeline.agent.durable import (
     ABANDONED,
     INTERRUPTED_CALL,
     INTERRUPTED_STREAM,
+    STOPPED_CALL,
     LeaseHeld,
     LeaseLost,
     run_durable,
@@ -28,9 +31,11 @@ from pipeline.agent.durable import (
 from pipeline.agent.leases import Lease, MemoryLease
 from pipeline.fanout.serving._log import EventLog
 from pipeline.fanout.serving.memory import MemoryEventLog
+from pipeline.fanout.web import serving_routes
 from pipeline.models import ResponseEnd, SegmentEvent, ToolInvocation, ToolOutput
 from tests.durable_worker import make_tools, next_messages, open_backend, scripted_model
 from tests.guards import GUARD
+from tests.proxy_upstream import serving
 from tests.servers import NatsServer, RedisServer, nats_server, redis_server
 
 __all__ = ["nats_server", "redis_server"]
@@ -203,6 +208,60 @@ async def test_a_run_survives_its_worker_killed(
     await _close(lease)
 
 
+async def logged_until(log: EventLog, run_id: str, done: Any = None) -> list[Any]:
+    """The run's entries from the first, read live until ``done(entries)`` holds (None: to the end)."""
+    items: list[Any] = []
+    with anyio.fail_after(GUARD):
+        async for entry in log.read(run_id):
+            items.append("END" if entry.end else msgspec.json.decode(entry.data or b"null"))
+            if done is not None and done(items):
+                return items
+    assert done is None, f"the run ended before the entries awaited: {items}"
+    return items
+
+
+def write_started(items: list[Any]) -> bool:
+    """The read's output and the write's start are logged: the worker is inside ``write_file``."""
+    read_done = any(isinstance(item, dict) and item.get("call_id") == "call_read" for item in items[4:])
+    return read_done and any(_is_start(item) and item["call_id"] == "call_write" for item in items)
+
+
+STOPPED_END: list[Any] = [{"type": "RUN_END", "stop_reason": "stopped"}, "END"]
+
+
+@pytest.mark.parametrize("mode", ["crash-tool", "crash-model"])
+async def test_a_stop_requested_from_another_process_ends_the_run_stopped(
+    backend: tuple[str, str], mode: str, tmp_path: Path, workers: list[Worker]
+) -> None:
+    """The stop of the served routes, through the log: the worker blocked in a tool or in the model's
+    stream gives the cut calls a ``cancelled`` output, ends the run ``stopped`` and returns."""
+    (tmp_path / "a.txt").write_text("hello")
+    run_id = f"run-{uuid.uuid4().hex[:12]}"
+    log, lease = await open_backend(*backend)
+    workers.append(Worker(backend, run_id, mode, tmp_path))
+    assert await workers[0].line() == "blocked"
+    if mode == "crash-tool":
+        await logged_until(log, run_id, write_started)
+    else:
+        await logged_until(log, run_id, lambda items: len(items) == 4)  # the two deltas
+    await log.request_stop(run_id)
+    assert await workers[0].line() == "done stopped"
+    items = [item for item in await logged_until(log, run_id) if not _is_start(item)]
+    start = expected("finish")[:2]
+    if mode == "crash-tool":
+        read = output("call_read", "read_file", "ok", "hello")
+        stopped = output("call_write", "write_file", "cancelled", STOPPED_CALL)
+        assert items == [*start, *step_zero_model(), read, stopped, *STOPPED_END]
+    else:
+        assert items == [*start, *step_zero_model()[:2], *STOPPED_END]
+    status = await log.status(run_id)
+    assert status is not None
+    assert status.state == "stopped"
+    assert not (tmp_path / "b.txt").exists()
+    await log.aclose()
+    await _close(lease)
+
+
 async def _close(lease: Lease) -> None:
     close = getattr(lease, "aclose", None)
     if close is not None:
@@ -355,3 +414,49 @@ async def test_a_failed_model_call_fails_the_run(tmp_path: Path) -> None:
     assert status is not None
     assert status.state == "failed"
     assert await lease.acquire("r", "b", 1) is not None  # the lease was let go
+
+
+async def test_a_stop_posted_to_the_served_routes_stops_a_run_in_its_tool(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("hello")
+    log, lease = MemoryEventLog(), MemoryLease()
+    tools = make_tools(tmp_path, block_in_write=True, idempotent=False)  # it would wait forever
+    await log.create("r", meta={"durable": True})  # queued
+    runs: list[Any] = []
+
+    async def worker() -> None:
+        model = scripted_model(block_mid_stream=False)
+        run = await run_durable("r", log, lease, model, USER, tools, next_messages=next_messages, owner="a")
+        runs.append(run)
+
+    async with serving(Starlette(routes=serving_routes(log))) as url, anyio.create_task_group() as group:
+        group.start_soon(worker)
+        await logged_until(log, "r", write_started)
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(f"{url}/responses/r/stop", json={})
+        assert answer.status_code == 200
+        group.cancel_scope.deadline = anyio.current_time() + GUARD  # the worker returns by itself
+    (run,) = runs
+    assert (run.stop_reason, run.messages, run.turns) == ("stopped", USER, [])
+    items = [item for item in await logged_until(log, "r") if not _is_start(item)]
+    read = output("call_read", "read_file", "ok", "hello")
+    stopped = output("call_write", "write_file", "cancelled", STOPPED_CALL)
+    assert items == [*expected("finish")[:2], *step_zero_model(), read, stopped, *STOPPED_END]
+    status = await log.status("r")
+    assert status is not None
+    assert status.state == "stopped"
+    assert not (tmp_path / "b.txt").exists()
+
+
+async def test_a_run_stopped_before_a_worker_takes_it_stops_at_once(tmp_path: Path) -> None:
+    log, lease = MemoryEventLog(), MemoryLease()
+    await log.create("r", meta={"durable": True})  # queued, as chat_routes over DurableRuns queues it
+    await log.request_stop("r")
+    tools = make_tools(tmp_path, block_in_write=True, idempotent=False)
+    model = scripted_model(block_mid_stream=True)  # a run that went on would block in the stream
+    with anyio.fail_after(GUARD):
+        run = await run_durable("r", log, lease, model, USER, tools, next_messages=next_messages, owner="a")
+    assert run.stop_reason == "stopped"
+    items = await logged_until(log, "r")
+    assert items[0] == {"type": "RUN_START", "messages": USER}
+    assert items[-2:] == STOPPED_END
+    assert not any(isinstance(item, dict) and item.get("type") == "RUN_MESSAGES" for item in items)
