@@ -265,10 +265,7 @@ class OpenAIChatConverter:
             raise _provider_error(chunk.error, item, number)
         metadata = self._metadata_changes(chunk)
         usage = self._usage_change(chunk, number)
-        choices = chunk.choices
-        if not choices:
-            return [ChunkResponse(usage=usage, metadata=metadata)] if usage or metadata else []
-        return self._choices(choices, number, usage, metadata)
+        return self._choices(chunk.choices or [], number, usage, metadata)
 
     def finish(self) -> list[ChunkResponse]:
         """The last chunk, ``is_complete=True`` with the finish reason (none if the stream was empty).
@@ -335,7 +332,8 @@ class OpenAIChatConverter:
         usage: TokenUsage | None,
         metadata: dict[str, Any] | None,
     ) -> list[ChunkResponse]:
-        """The chunks of the selected choice's deltas (usually one) with the event's usage and metadata.
+        """The chunks of the selected choice's deltas (usually one, none in a chunk without choices) with
+        the event's usage and metadata.
 
         If a call goes wrong (arguments after its finish, no name at the end), what the event carried
         before goes out first, on the exception (calls may have been announced)."""
