@@ -169,13 +169,16 @@ class GroqExtras(msgspec.Struct, gc=False):
 
 
 class ChatChunk(msgspec.Struct, gc=False):
-    """One ``chat.completion.chunk``, or an in-band ``{"error": {...}}`` (with or without ``choices``)."""
+    """One ``chat.completion.chunk``, or an in-band ``{"error": {...}}`` (with or without ``choices``).
+
+    The fields are in the order OpenAI sends them: the decoder looks each key up from the field after the
+    last one found."""
 
     id: str | None = None
-    model: str | None = None
     created: int | float | None = None
-    system_fingerprint: str | None = None
+    model: str | None = None
     service_tier: str | None = None
+    system_fingerprint: str | None = None
     choices: list[ChatChoice] | None = None
     usage: ChatUsage | None = None
     x_groq: GroqExtras | None = None

@@ -98,6 +98,7 @@ _HELPER_EVENTS = frozenset(
 _DECODER: Final = EventDecoder(ChatChunk)
 _decode_chunk = _DECODER.decode
 _decode_bytes = _DECODER.decode_bytes
+_NO_METADATA: Final = ChatChunk()
 _NOTHING: Final = ChunkResponse()
 """A chunk that says nothing: an event that carries nothing new gives no chunk."""
 
@@ -180,8 +181,8 @@ class OpenAIChatConverter:
         "_legacy_call",
         "_max_held",
         "_metadata",
+        "_metadata_chunk",
         "_open",
-        "_seen_metadata",
         "_usage",
     )
 
@@ -197,7 +198,8 @@ class OpenAIChatConverter:
         self._max_held = check_count("max_held_arguments", max_held_arguments, minimum=1)
         self._event_number = 0
         self._metadata: dict[str, Any] = {}
-        self._seen_metadata: tuple[object, ...] = ()
+        self._metadata_chunk = _NO_METADATA
+        """The event whose metadata was seen last (later events repeat it, or bring a change)."""
         self._usage: TokenUsage | None = None
         self._calls: list[_Call] = []
         self._open: list[_Call] = []
@@ -234,12 +236,17 @@ class OpenAIChatConverter:
             if found is None:
                 return []
             chunk = found
-        if chunk.error is not None:
-            raise _provider_error(chunk.error, item, number)
-        seen = (chunk.id, chunk.model, chunk.created, chunk.system_fingerprint, chunk.service_tier)
+        # Nearly every event repeats the last metadata, carries no usage and one choice, which `_plain`
+        # reads. The metadata is compared field by field: a tuple of it on every event costs more.
+        last = self._metadata_chunk
         choices = chunk.choices
         if (
-            seen == self._seen_metadata
+            chunk.error is None
+            and chunk.id == last.id
+            and chunk.model == last.model
+            and chunk.created == last.created
+            and chunk.system_fingerprint == last.system_fingerprint
+            and chunk.service_tier == last.service_tier
             and chunk.usage is None
             and chunk.x_groq is None
             and choices
@@ -248,11 +255,17 @@ class OpenAIChatConverter:
             plain = self._plain(choices[0])
             if plain is not None:
                 return plain
-        metadata = None if seen == self._seen_metadata else self._metadata_changes(seen)
+        return self._gathered(chunk, item, number)
+
+    def _gathered(
+        self, chunk: ChatChunk, item: Payload | Mapping[str, Any], number: int
+    ) -> list[ChunkResponse]:
+        """The chunks of any event: its error, new metadata, usage and the selected choice's deltas."""
+        if chunk.error is not None:
+            raise _provider_error(chunk.error, item, number)
+        metadata = self._metadata_changes(chunk)
         usage = self._usage_change(chunk, number)
-        if not choices:
-            return [ChunkResponse(usage=usage, metadata=metadata)] if usage or metadata else []
-        return self._choices(choices, number, usage, metadata)
+        return self._choices(chunk.choices or [], number, usage, metadata)
 
     def finish(self) -> list[ChunkResponse]:
         """The last chunk, ``is_complete=True`` with the finish reason (none if the stream was empty).
@@ -319,7 +332,8 @@ class OpenAIChatConverter:
         usage: TokenUsage | None,
         metadata: dict[str, Any] | None,
     ) -> list[ChunkResponse]:
-        """The chunks of the selected choice's deltas (usually one) with the event's usage and metadata.
+        """The chunks of the selected choice's deltas (usually one, none in a chunk without choices) with
+        the event's usage and metadata.
 
         If a call goes wrong (arguments after its finish, no name at the end), what the event carried
         before goes out first, on the exception (calls may have been announced)."""
@@ -588,9 +602,12 @@ class OpenAIChatConverter:
                 f"event {number}: tool call {positions} ended without a function name", event_number=number
             )
 
-    def _metadata_changes(self, seen: tuple[object, ...]) -> dict[str, Any] | None:
-        """The response-level facts of a chunk (``seen``, in `_METADATA_KEYS` order) that are new."""
-        self._seen_metadata = seen
+    def _metadata_changes(self, chunk: ChatChunk) -> dict[str, Any] | None:
+        """The response-level facts of ``chunk`` (`_METADATA_KEYS`) that are new."""
+        seen = _metadata(chunk)
+        if seen == _metadata(self._metadata_chunk):
+            return None
+        self._metadata_chunk = chunk
         changes: dict[str, Any] = {}
         known = self._metadata
         for key, value in zip(_METADATA_KEYS, seen, strict=True):
@@ -631,6 +648,11 @@ def _finish_calls(open_calls: list[_Call], tool_deltas: list[ToolCallDelta]) -> 
         else:
             tool_deltas.append(ToolCallDelta(call.position, finished=True, kind=call.kind))
     return nameless
+
+
+def _metadata(chunk: ChatChunk) -> tuple[object, ...]:
+    """The response-level facts of a chunk, in `_METADATA_KEYS` order."""
+    return (chunk.id, chunk.model, chunk.created, chunk.system_fingerprint, chunk.service_tier)
 
 
 def _from_mapping(event: object, number: int) -> ChatChunk | None:

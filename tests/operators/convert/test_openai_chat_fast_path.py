@@ -4,7 +4,8 @@
   errors and the same state after: on generated chunks (mistyped fields included) and on every recorded
   chat stream.
 - The plain route (a delta of only text, or only the next arguments of an announced call) gives exactly
-  what gathering the choice gives.
+  what gathering the choice gives; a text event whose metadata changes, or that carries usage or an error,
+  leaves it with nothing lost.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 from operators.adapter.sse import SSEDecoder
 from operators.convert.openai_chat import OpenAIChatConverter
-from pipeline.models import ChunkResponse, Payload, ToolCallDelta
+from pipeline.models import ChunkResponse, Payload, TokenUsage, ToolCallDelta
 from tests.core_runs import each_item
 from tests.reference import FIXTURES
 
@@ -194,3 +195,57 @@ def test_recorded_streams_as_bytes_give_what_their_dicts_give(path: Path, choice
     decode: Callable[[bytes], Any] = msgspec.json.decode
     assert as_bytes == run([decode(event) for event in events], converter())
     assert any(chunks for chunks, _ in as_bytes)
+
+
+METADATA = {
+    "id": "chatcmpl-1",
+    "model": "gpt-4o",
+    "created": 1700000000,
+    "system_fingerprint": "fp_1",
+    "service_tier": "default",
+}
+CHANGED = {"id": "chatcmpl-2", "model": "gpt-4o-mini", "created": 1700000001, "system_fingerprint": "fp_2"}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [*CHANGED.items(), ("service_tier", "flex"), ("created", 1700000000.5)]
+)
+def test_a_metadata_change_on_a_text_event_comes_out_with_its_text(key: str, value: object) -> None:
+    """Each metadata field is compared on the plain route: a change comes out on the event that brings it."""
+
+    def text(content: str, **changes: object) -> dict[str, Any]:
+        return {**METADATA, **changes, "choices": [{"index": 0, "delta": {"content": content}}]}
+
+    events = [text("a"), text("b"), text("c", **{key: value}), text("d", **{key: value})]
+    expected: Results = [
+        ([ChunkResponse(content="a", metadata=METADATA)], None),
+        ([ChunkResponse(content="b")], None),
+        ([ChunkResponse(content="c", metadata={key: value})], None),
+        ([ChunkResponse(content="d")], None),
+        ([ChunkResponse(is_complete=True)], None),
+    ]
+    assert run(payloads(events)) == run(events) == expected
+
+
+USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+COUNTED = ChunkResponse(content="c", usage=TokenUsage(prompt_tokens=3, completion_tokens=2, total_tokens=5))
+
+
+@pytest.mark.parametrize(
+    ("extra", "outcome"),
+    [
+        ({"usage": USAGE}, ([COUNTED], None)),
+        ({"x_groq": {"usage": USAGE}}, ([COUNTED], None)),
+        ({"error": {"message": "overloaded"}}, ([], "ProviderError: event 2: provider error: overloaded")),
+    ],
+)
+def test_usage_and_errors_on_a_text_event_are_read(extra: dict[str, Any], outcome: Any) -> None:
+    """A text event that also carries usage or an error leaves the plain route: neither is lost."""
+
+    def text(content: str, **fields: object) -> dict[str, Any]:
+        return {"id": "c", "model": "m", **fields, "choices": [{"index": 0, "delta": {"content": content}}]}
+
+    events = [text("a"), text("b"), text("c", **extra)]
+    results = run(payloads(events))
+    assert results == run(events)
+    assert results[1:3] == [([ChunkResponse(content="b")], None), outcome]
