@@ -73,7 +73,6 @@ class EventStreamFramer:
         "_event_type",
         "_frame_number",
         "_headers",
-        "_headers_length",
         "_max_frame_size",
         "_offset",
     )
@@ -85,11 +84,9 @@ class EventStreamFramer:
         self._frame_number = 0
         self._max_frame_size = max_frame_size
         self._decoder = msgspec.json.Decoder()
-        self._headers = b""
+        self._headers: bytes | None = None
         """The header block of the last event frame: the frames of a stream mostly repeat it, so a frame
         that carries the same bytes has the same event type without parsing them again."""
-        self._headers_length = -1
-        """The length of ``_headers`` (none remembered yet: no frame's)."""
         self._event_type = _CHUNK
         """The event type that ``_headers`` name."""
 
@@ -189,11 +186,11 @@ class EventStreamFramer:
         if crc32(data[start:crc_at]) != _CRC.unpack_from(data, crc_at)[0]:
             raise self._error("has a bad message CRC", offset)
         headers_at = start + _PRELUDE_SIZE
-        body = data[headers_at + headers_length : crc_at]
-        if headers_length != self._headers_length or not data.startswith(self._headers, headers_at):
-            raw_headers = data[headers_at : headers_at + headers_length]
-            if not self._learn(raw_headers, body, offset):
-                return None
+        body_at = headers_at + headers_length
+        raw_headers = data[headers_at:body_at]
+        body = data[body_at:crc_at]
+        if raw_headers != self._headers and not self._learn(raw_headers, body, offset):
+            return None
         if self._event_type != _CHUNK:
             return _named_event(self._event_type, body, offset)
         # Bedrock's wrapper: msgspec decodes the base64 ``bytes`` field and skips the padding unread
@@ -216,7 +213,7 @@ class EventStreamFramer:
             return False
         named = headers.get(":event-type")
         self._event_type = named if isinstance(named, str) else _CHUNK
-        self._headers, self._headers_length = raw_headers, len(raw_headers)
+        self._headers = raw_headers
         return True
 
     def _message(self, headers: dict[str, HeaderValue], payload: bytes, offset: int) -> None:
