@@ -33,7 +33,6 @@ import struct
 from binascii import a2b_base64
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final
-from zlib import crc32
 
 import msgspec
 from aiostream import pipable_operator
@@ -44,6 +43,11 @@ from pipeline._jsonenc import JSON_ERRORS, json_problem
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import Payload
 from pipeline.stage import operator_stream
+
+try:  # the ``bedrock`` extra: zlib's CRC-32, computed with the CPU's carry-less multiply where it has one
+    from zlib_ng.zlib_ng import crc32
+except ImportError:
+    from zlib import crc32
 
 __all__ = ["DEFAULT_MAX_FRAME_SIZE", "EventStreamDecoder", "EventStreamFramer", "decode_eventstream"]
 

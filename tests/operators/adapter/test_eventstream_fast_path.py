@@ -10,6 +10,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -142,3 +143,12 @@ def test_a_header_block_that_starts_with_the_last_one_is_read_again() -> None:
     payloads, error = framed(reads, 1 << 20)
     assert [payload.data for payload in payloads] == [b'{"type": "ping"}']
     assert error == "ProviderError: event-stream frame 1: provider error (throttlingException): slow down"
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=600), start=st.integers(min_value=0, max_value=0xFFFFFFFF))
+def test_the_crc32_of_the_bedrock_extra_is_zlibs(data: bytes, start: int) -> None:
+    """zlib-ng's CRC-32 (what the framer checks frames with when the ``bedrock`` extra is installed) is
+    zlib's, the one AWS event-stream frames carry, continued from any value."""
+    zlib_ng = pytest.importorskip("zlib_ng.zlib_ng")
+    assert zlib_ng.crc32(data, start) == zlib.crc32(data, start)
