@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import subprocess
+import sys
 import zlib
 from collections.abc import Sequence
 
@@ -152,3 +154,25 @@ def test_the_crc32_of_the_bedrock_extra_is_zlibs(data: bytes, start: int) -> Non
     zlib's, the one AWS event-stream frames carry, continued from any value."""
     zlib_ng = pytest.importorskip("zlib_ng.zlib_ng")
     assert zlib_ng.crc32(data, start) == zlib.crc32(data, start)
+
+
+def test_without_the_bedrock_extra_zlib_checks_the_frames() -> None:
+    """Without zlib-ng the framer imports and checks CRCs with zlib's crc32: a sound frame is read, one
+    with a bad message CRC is refused."""
+    program = f"""
+import sys, zlib
+sys.modules["zlib_ng"] = None  # as if the extra were not installed
+from operators.adapter import eventstream
+assert eventstream.crc32 is zlib.crc32
+framer = eventstream.EventStreamFramer()
+payloads = framer.feed({frame(wrapped({"type": "ping"}))!r})
+assert [payload.data for payload in payloads] == [b'{{"type": "ping"}}'], payloads
+try:
+    framer.feed({frame(wrapped({"type": "ping"}), message_crc_delta=1)!r})
+except Exception as error:
+    assert "bad message CRC" in str(error), error
+else:
+    raise AssertionError("a bad message CRC was read")
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
