@@ -30,7 +30,6 @@ from __future__ import annotations
 import binascii
 import builtins
 import struct
-import zlib
 from binascii import a2b_base64
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final
@@ -45,6 +44,11 @@ from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
 from pipeline.models import Payload
 from pipeline.stage import operator_stream
 
+try:  # the ``bedrock`` extra: zlib's CRC-32, computed with the CPU's carry-less multiply where it has one
+    from zlib_ng.zlib_ng import crc32
+except ImportError:
+    from zlib import crc32
+
 __all__ = ["DEFAULT_MAX_FRAME_SIZE", "EventStreamDecoder", "EventStreamFramer", "decode_eventstream"]
 
 DEFAULT_MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
@@ -54,8 +58,6 @@ _PRELUDE: Final = struct.Struct(">III")
 _CRC: Final = struct.Struct(">I")
 _PRELUDE_SIZE: Final = 12
 _MINIMUM_FRAME: Final = _PRELUDE_SIZE + 4
-_KNOWN_HEADERS: Final = 16
-"""Distinct header blocks remembered parsed, at most."""
 _CHUNK: Final = "chunk"
 """The event type of a frame that wraps a model event (``InvokeModelWithResponseStream``)."""
 
@@ -69,7 +71,15 @@ class EventStreamFramer:
     ``max_frame_size`` bounds one frame, and so the bytes held between calls.
     """
 
-    __slots__ = ("_buffer", "_decoder", "_event_types", "_frame_number", "_max_frame_size", "_offset")
+    __slots__ = (
+        "_buffer",
+        "_decoder",
+        "_event_type",
+        "_frame_number",
+        "_headers",
+        "_max_frame_size",
+        "_offset",
+    )
 
     def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self._buffer = bytearray()
@@ -78,9 +88,11 @@ class EventStreamFramer:
         self._frame_number = 0
         self._max_frame_size = max_frame_size
         self._decoder = msgspec.json.Decoder()
-        self._event_types: dict[bytes, str] = {}
-        """The event type of event frames, by the bytes of their headers: every event frame of a stream
-        carries the same ones, so they are parsed once."""
+        self._headers: bytes | None = None
+        """The header block of the last event frame: the frames of a stream mostly repeat it, so a frame
+        that carries the same bytes has the same event type without parsing them again."""
+        self._event_type = _CHUNK
+        """The event type that ``_headers`` name."""
 
     def feed(self, data: bytes, /) -> list[Payload]:
         """Take the next bytes; return the events of every frame they complete.
@@ -97,7 +109,7 @@ class EventStreamFramer:
             if (
                 total_length == len(data) <= self._max_frame_size
                 and headers_length <= total_length - _MINIMUM_FRAME
-                and zlib.crc32(data[:8]) == prelude_crc
+                and crc32(data[:8]) == prelude_crc
             ):
                 offset = self._offset
                 event = self._frame(data, 0, total_length, headers_length, offset)
@@ -121,7 +133,7 @@ class EventStreamFramer:
         while size - start >= _PRELUDE_SIZE:
             total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(data, start)
             if (
-                zlib.crc32(data[start : start + 8]) != prelude_crc
+                crc32(data[start : start + 8]) != prelude_crc
                 or not _MINIMUM_FRAME <= total_length <= self._max_frame_size
                 or headers_length > total_length - _MINIMUM_FRAME
             ):
@@ -163,7 +175,7 @@ class EventStreamFramer:
     ) -> StreamDecodeError:
         """The error for the prelude at ``start`` that `_frames` refused: its CRC, its lengths or the cap."""
         offset = self._offset + start
-        if zlib.crc32(data[start : start + 8]) != prelude_crc:
+        if crc32(data[start : start + 8]) != prelude_crc:
             return self._error("has a bad prelude CRC", offset)
         if total_length < _MINIMUM_FRAME or headers_length > total_length - _MINIMUM_FRAME:
             return self._error(
@@ -175,23 +187,16 @@ class EventStreamFramer:
         """The event of the whole frame ``data[start:end]``, at byte ``offset`` of the body (None for a
         message type this version does not know)."""
         crc_at = end - 4
-        if zlib.crc32(data[start:crc_at]) != _CRC.unpack_from(data, crc_at)[0]:
+        if crc32(data[start:crc_at]) != _CRC.unpack_from(data, crc_at)[0]:
             raise self._error("has a bad message CRC", offset)
-        headers_end = start + _PRELUDE_SIZE + headers_length
-        raw_headers = data[start + _PRELUDE_SIZE : headers_end]
-        body = data[headers_end:crc_at]
-        event_type = self._event_types.get(raw_headers)
-        if event_type is None:
-            headers = self._headers(memoryview(raw_headers), offset)
-            if headers.get(":message-type", "event") != "event":
-                self._message(headers, body, offset)
-                return None
-            named = headers.get(":event-type")
-            event_type = named if isinstance(named, str) else _CHUNK
-            if len(self._event_types) < _KNOWN_HEADERS:
-                self._event_types[raw_headers] = event_type
-        if event_type != _CHUNK:
-            return _named_event(event_type, body, offset)
+        headers_at = start + _PRELUDE_SIZE
+        body_at = headers_at + headers_length
+        raw_headers = data[headers_at:body_at]
+        body = data[body_at:crc_at]
+        if raw_headers != self._headers and not self._learn(raw_headers, body, offset):
+            return None
+        if self._event_type != _CHUNK:
+            return _named_event(self._event_type, body, offset)
         # Bedrock's wrapper: msgspec decodes the base64 ``bytes`` field and skips the padding unread
         # (ASCII only: what is skipped is not checked for UTF-8, and base64 is ASCII).
         if body.isascii():
@@ -202,6 +207,18 @@ class EventStreamFramer:
         else:
             event = self._unwrap(body, offset)
         return Payload(body if event is None else event, offset)
+
+    def _learn(self, raw_headers: bytes, body: bytes, offset: int) -> bool:
+        """Parse a header block unlike the last event frame's: remember it and its event type if it is an
+        event frame's; otherwise act on the message (`_message`) and return False."""
+        headers = self._parse_headers(memoryview(raw_headers), offset)
+        if headers.get(":message-type", "event") != "event":
+            self._message(headers, body, offset)
+            return False
+        named = headers.get(":event-type")
+        self._event_type = named if isinstance(named, str) else _CHUNK
+        self._headers = raw_headers
+        return True
 
     def _message(self, headers: dict[str, HeaderValue], payload: bytes, offset: int) -> None:
         """A frame that is not an event: an exception or an error raises; other types are skipped."""
@@ -258,7 +275,7 @@ class EventStreamFramer:
         except JSON_ERRORS as error:
             raise self._error(f"has a payload that is {json_problem(error, data, None)}", offset) from None
 
-    def _headers(self, data: memoryview, offset: int) -> dict[str, HeaderValue]:
+    def _parse_headers(self, data: memoryview, offset: int) -> dict[str, HeaderValue]:
         headers: dict[str, HeaderValue] = {}
         position, end = 0, len(data)
         try:

@@ -7,8 +7,12 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import subprocess
+import sys
 import zlib
+from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,7 +80,7 @@ FRAMES = [
 error and unknown messages, and frames unsound in their prelude, CRCs, lengths or headers."""
 
 
-def framed(reads: list[bytes | bytearray], max_frame_size: int) -> tuple[list[Payload], str | None]:
+def framed(reads: Sequence[bytes | bytearray], max_frame_size: int) -> tuple[list[Payload], str | None]:
     return run_to_end(EventStreamFramer(max_frame_size=max_frame_size), reads)
 
 
@@ -109,3 +113,66 @@ def test_reads_of_one_frame_each_give_the_payloads_of_one_byte_reads(
     body = b"".join(chunks)
     reference = framed([body[index : index + 1] for index in range(len(body))], max_frame_size)
     assert framed(chunks, max_frame_size) == reference
+
+
+def named(event_type: str, *more: tuple[str, str]) -> bytes:
+    return headers_of(((":event-type", event_type), *more))
+
+
+def test_a_header_block_of_the_same_length_as_the_last_is_read_again_when_its_bytes_differ() -> None:
+    """contentBlockStart and contentBlockDelta have header blocks of one length: each frame is named by
+    its own."""
+    reads = [
+        frame(b'{"start": {}}', named("contentBlockStart")),
+        frame(b'{"delta": {}}', named("contentBlockDelta")),
+    ]
+    assert len(named("contentBlockStart")) == len(named("contentBlockDelta"))
+    payloads, error = framed(reads, 1 << 20)
+    assert error is None
+    assert [payload.data for payload in payloads] == [
+        b'{"contentBlockStart":{"start": {}}}',
+        b'{"contentBlockDelta":{"delta": {}}}',
+    ]
+
+
+def test_a_header_block_that_starts_with_the_last_one_is_read_again() -> None:
+    """A frame whose headers are the last event frame's and more (here: an exception's) is not taken for
+    that event."""
+    chunk = named("chunk")
+    exception = named("chunk", (":message-type", "exception"), (":exception-type", "throttlingException"))
+    assert exception.startswith(chunk)
+    reads = [frame(wrapped({"type": "ping"}), chunk), frame(b'{"message": "slow down"}', exception)]
+    payloads, error = framed(reads, 1 << 20)
+    assert [payload.data for payload in payloads] == [b'{"type": "ping"}']
+    assert error == "ProviderError: event-stream frame 1: provider error (throttlingException): slow down"
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=600), start=st.integers(min_value=0, max_value=0xFFFFFFFF))
+def test_the_crc32_of_the_bedrock_extra_is_zlibs(data: bytes, start: int) -> None:
+    """zlib-ng's CRC-32 (what the framer checks frames with when the ``bedrock`` extra is installed) is
+    zlib's, the one AWS event-stream frames carry, continued from any value."""
+    zlib_ng = pytest.importorskip("zlib_ng.zlib_ng")
+    assert zlib_ng.crc32(data, start) == zlib.crc32(data, start)
+
+
+def test_without_the_bedrock_extra_zlib_checks_the_frames() -> None:
+    """Without zlib-ng the framer imports and checks CRCs with zlib's crc32: a sound frame is read, one
+    with a bad message CRC is refused."""
+    program = f"""
+import sys, zlib
+sys.modules["zlib_ng"] = None  # as if the extra were not installed
+from operators.adapter import eventstream
+assert eventstream.crc32 is zlib.crc32
+framer = eventstream.EventStreamFramer()
+payloads = framer.feed({frame(wrapped({"type": "ping"}))!r})
+assert [payload.data for payload in payloads] == [b'{{"type": "ping"}}'], payloads
+try:
+    framer.feed({frame(wrapped({"type": "ping"}), message_crc_delta=1)!r})
+except Exception as error:
+    assert "bad message CRC" in str(error), error
+else:
+    raise AssertionError("a bad message CRC was read")
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
