@@ -92,6 +92,8 @@ _REASONING = SegmentType.REASONING
 
 _Events = list[SegmentEvent | ResponseEnd]
 _Item = ChunkResponse | SplitChunk
+_Rule = Callable[[_Item], _Events | None]
+"""What takes the next chunk at once (see `SegmentEmitter.feed`): the ``take`` of the open run or call."""
 
 RAW_KEPT: Final = 1 << 20
 """Characters of a call's arguments text kept for its error (``ToolCallError.raw``): the first ones."""
@@ -116,7 +118,7 @@ class _NoRule:
         return None
 
 
-_NO_RULE: Final = _NoRule()
+_NO_RULE: Final[_Rule] = _NoRule().take
 
 
 class _Facts:
@@ -154,9 +156,7 @@ class _Run:
         """The provider's id of a reasoning run's block (also in `metadata`, for its END)."""
         self.metadata: dict[str, Any] = {}
         """What its END carries."""
-        self.take: Callable[[_Item], _Events | None] = (
-            self._take_text if kind is _TEXT else self._take_reasoning
-        )
+        self.take: _Rule = self._take_text if kind is _TEXT else self._take_reasoning
         """The rule of the run: a chunk that only continues it gives its one CONTENT event, any other
         ``None``."""
 
@@ -406,10 +406,6 @@ class _Call:
         return None
 
 
-_Rule = _NoRule | _Run | _Call
-"""What takes the next chunk at once (see `SegmentEmitter.feed`)."""
-
-
 class SegmentEmitter:
     """Sans-IO core of `emit_segments`: ``feed(chunk)`` and ``finish()`` return events.
 
@@ -471,7 +467,7 @@ class SegmentEmitter:
         Raises:
             ConfigurationError: a chunk with tool calls that did not pass through the argument splitter.
         """
-        events = self._rule.take(item)
+        events = self._rule(item)
         if events is None:
             return self._feed(item)
         return events
@@ -503,9 +499,9 @@ class SegmentEmitter:
         """The rule for the chunk after ``chunk``: the call it streamed into, or the text run it left open."""
         if chunk.tool_calls:
             call = self._calls.get(chunk.tool_calls[-1].index)
-            return call if call is not None and call.started and not call.ended else _NO_RULE
+            return call.take if call is not None and call.started and not call.ended else _NO_RULE
         run = self._run
-        return run if run is not None and run.takes_deltas() else _NO_RULE
+        return run.take if run is not None and run.takes_deltas() else _NO_RULE
 
     def finish(self) -> list[SegmentEvent | ResponseEnd]:
         """Close every open segment (an unfinished tool call is ``truncated``), then `ResponseEnd`."""
