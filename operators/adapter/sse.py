@@ -49,10 +49,6 @@ _DONE: Final = b"[DONE]"
 _DONE_SIZE: Final = len(_DONE) + 4
 """Data longer than this is never ``[DONE]`` with spaces around it."""
 _EXCERPT_LENGTH: Final = 80
-_KNOWN_EVENT_LINES: Final = 64
-"""Distinct ``event:`` lines remembered as checked, at most."""
-_KNOWN_EVENT_LINE_SIZE: Final = 256
-"""The longest ``event:`` line remembered as checked, in bytes."""
 
 
 class ServerSentEvent(msgspec.Struct, frozen=True, gc=False, kw_only=True):
@@ -145,16 +141,17 @@ class _EventStreamParser:
     def _dispatch(self, name: bytes | None, data: bytes, offset: int, out: list[Any]) -> None:
         raise NotImplementedError
 
-    def _take_whole(self, chunk: bytes, out: list[Any]) -> bool:
-        """At an event start, take ``chunk`` if it is one whole event of one ``data`` line."""
+    def _take_whole(self, chunk: bytes, out: list[Any]) -> tuple[bytes | None, int, int] | None:
+        """At an event start, take ``chunk`` if it is one whole event of one ``data`` line: its name, and
+        where its data starts and ends in ``chunk``; ``None`` if it is not."""
         event = _one_event(chunk)
         if event is None or len(chunk) > self._max:
-            return False
+            return None
         name, start, end = event
         offset = self._lines.offset
         self._lines.offset = offset + len(chunk)
         self._dispatch(name, chunk[start:end], offset + start, out)
-        return True
+        return event
 
     def _feed_lines(self, chunk: bytes, out: list[Any]) -> None:
         for line, offset in self._lines.split(chunk):
@@ -230,7 +227,7 @@ class SSEFramer(_EventStreamParser):
     add up to more than ``max_event_size`` bytes raises too (the cap also bounds a line that never ends).
     """
 
-    __slots__ = ("_event_lines", "_head", "_live_max", "_number", "_offset")
+    __slots__ = ("_data_max", "_ending", "_frame_size", "_head", "_number", "_offset", "_prefix")
 
     def __init__(self, *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
         super().__init__(max_event_size)
@@ -238,64 +235,42 @@ class SSEFramer(_EventStreamParser):
         """Events dispatched so far."""
         self._head: list[bytes] | None = []
         """The first bytes of the stream (up to an excerpt's length), until the first event."""
-        self._live_max = -1
-        """The largest read `feed` may take as one whole event: ``max_event_size`` at an event start after
-        the first event (the live path), -1 otherwise."""
+        self._prefix = b"data: "
+        """What comes before the data in the last read taken as one whole event (its ``event:`` line, if
+        any, and ``data: ``): at most one event's bytes."""
+        self._ending = b"\n\n"
+        """What comes after the data in that read: its line ending twice."""
+        self._frame_size = len(self._prefix) + len(self._ending)
+        self._data_max = -1
+        """The longest data `feed` may take straight from a read shaped as that one: while at an event
+        start after the first event (the live path), what ``max_event_size`` leaves of the read; negative
+        otherwise."""
         self._offset = 0
-        """Byte offset of the next read while on the live path (the line splitter keeps it otherwise)."""
-        self._event_lines: set[bytes] = set()
-        """``event:`` lines the live path has checked: a stream repeats a few names, so each is checked
-        once."""
+        """Byte offset of the data of the next read if it takes the live path (the line splitter keeps
+        the stream offset otherwise)."""
 
     def feed(self, chunk: bytes) -> list[Payload]:
         """The payloads (data fields) of the events this read completes."""
-        # The live case first: a read of one whole event, one ``data: `` line with LF endings (OpenAI
-        # Chat) or CRLF endings (Gemini), or an ``event: `` line first, LF endings (Anthropic, OpenAI
-        # Responses). Any other read, ``[DONE]`` and ``event: error`` included, takes the line-by-line
-        # path. Lengths, not identities, tell whether a prefix or suffix was there (a bytearray's
-        # removeprefix copies even when it removes nothing).
+        # The live case first: a read of one whole event of one data line shaped as the last read taken
+        # whole, the same ``event:`` line (never ``error``) and line endings, as streams come: OpenAI Chat,
+        # Gemini (CRLF), Anthropic and OpenAI Responses (an ``event:`` line first). Any other read, ``[DONE]``
+        # and short data included, takes the line-by-line path, which remembers the new shape. Lengths,
+        # not identities, tell whether the prefix and ending were there (a bytearray's removeprefix copies
+        # even when it removes nothing).
+        data = chunk.removeprefix(self._prefix).removesuffix(self._ending)
+        length = len(data)
         size = len(chunk)
-        if size <= self._live_max and size:
-            if chunk[0] == 0x65 and type(chunk) is bytes:  # an ``event:`` line first (and hashable)
-                head, _, tail = chunk.partition(b"\ndata: ")
-                data = tail.removesuffix(b"\n\n")
-                length = len(data)
-                start = size - length - 2
-                if len(head) + 7 != start or (head not in self._event_lines and not self._learn(head)):
-                    return self._feed(chunk)
-            else:
-                start = 6
-                rest = chunk.removeprefix(b"data: ")
-                data = rest.removesuffix(b"\n\n")
-                length = len(data)
-                if length != size - 8:
-                    data = rest.removesuffix(b"\r\n\r\n")
-                    length = len(data)
-                    if length != size - 10:
-                        return self._feed(chunk)
-            if 0x0A not in data and 0x0D not in data and (length > _DONE_SIZE or data.strip() != _DONE):
-                offset = self._offset
-                self._offset = offset + size
-                self._number += 1
-                return [Payload(data, offset + start)]
-        return self._feed(chunk)
-
-    def _learn(self, line: bytes) -> bool:
-        """Whether ``line``, the first of a read, is an ``event:`` line the live path takes (a name of one
-        line, ASCII, not ``error``); it is remembered if so, up to `_KNOWN_EVENT_LINES` lines of at most
-        `_KNOWN_EVENT_LINE_SIZE` bytes."""
-        name = line.removeprefix(b"event: ")
         if (
-            len(name) + 7 != len(line)
-            or name == b"error"
-            or 0x0A in name
-            or 0x0D in name
-            or not name.isascii()
+            _DONE_SIZE < length <= self._data_max
+            and size - length == self._frame_size
+            and 0x0A not in data
+            and 0x0D not in data
         ):
-            return False
-        if len(self._event_lines) < _KNOWN_EVENT_LINES and len(line) <= _KNOWN_EVENT_LINE_SIZE:
-            self._event_lines.add(line)
-        return True
+            offset = self._offset
+            self._offset = offset + size
+            self._number += 1
+            return [Payload(data, offset)]
+        return self._feed(chunk)
 
     def finish(self) -> list[Payload]:
         """The body has ended: the payload of an event cut before its blank line."""
@@ -320,28 +295,38 @@ class SSEFramer(_EventStreamParser):
     def _feed(self, chunk: bytes) -> list[Payload]:
         if self._stopped:
             return []
-        live = self._live_max >= 0
+        live = self._data_max >= 0
         self._leave_live()
         head = self._head
         if head is not None and sum(map(len, head)) < _EXCERPT_LENGTH:
             head.append(chunk[:_EXCERPT_LENGTH])
         out: list[Payload] = []
         try:
-            if not (live and self._take_whole(chunk, out)):
+            event = self._take_whole(chunk, out) if live else None
+            if event is None:
                 self._feed_lines(chunk, out)
         except StreamfoldError as error:
             keep_partial(error, out)
             raise
         if self._head is None and not self._stopped and self.at_event_start():
-            self._live_max = self._max
-            self._offset = self._lines.offset
+            self._go_live(chunk, event)
         return out
+
+    def _go_live(self, chunk: bytes, event: tuple[bytes | None, int, int] | None) -> None:
+        """Take the next reads on the live path, shaped as ``chunk`` if it was one whole ``event`` whose
+        data follows ``data: `` (a prefix ending ``data:`` would take a space of the data with it)."""
+        if event is not None and chunk[event[1] - 1] == 0x20:
+            self._prefix = bytes(chunk[: event[1]])
+            self._ending = bytes(chunk[event[2] :])
+            self._frame_size = len(chunk) - event[2] + event[1]
+        self._data_max = self._max - self._frame_size
+        self._offset = self._lines.offset + len(self._prefix)
 
     def _leave_live(self) -> None:
         """Hand the stream offset back to the line splitter, for the line-by-line path."""
-        if self._live_max >= 0:
-            self._live_max = -1
-            self._lines.offset = self._offset
+        if self._data_max >= 0:
+            self._data_max = -1
+            self._lines.offset = self._offset - len(self._prefix)
 
     def _dispatch(self, name: bytes | None, data: bytes, offset: int, out: list[Any]) -> None:
         number = self._number

@@ -93,16 +93,20 @@ class EventDecoder(Generic[EventT]):
     converter then reads one type, whatever the source, with no second parser beside the first.
 
     A converter's feed loop may run the Payload case itself, without a call in between: ``decode_bytes``
-    on the payload's bytes, `payload_error` for what it raises (`PAYLOAD_ERRORS`) and `check_utf8` for
-    bytes that are not ASCII, as `decode` does.
+    (or ``bytes_decoder.decode``) on the payload's bytes, `payload_error` for what it raises
+    (`PAYLOAD_ERRORS`) and `check_utf8` for bytes that are not ASCII, as `decode` does.
     """
 
-    __slots__ = ("_type", "decode_bytes")
+    __slots__ = ("_type", "bytes_decoder", "decode_bytes")
 
     def __init__(self, event_type: type[EventT]) -> None:
         self._type = event_type
-        self.decode_bytes: Callable[[bytes], EventT] = msgspec.json.Decoder(event_type).decode
-        """The typed decode of a payload's bytes (it raises `PAYLOAD_ERRORS`)."""
+        self.bytes_decoder: msgspec.json.Decoder[EventT] = msgspec.json.Decoder(event_type)
+        """The typed decoder of a payload's bytes (its ``decode`` raises `PAYLOAD_ERRORS`): an object
+        holding it calls ``bytes_decoder.decode``, a method lookup Python caches, where a bound method
+        kept in an attribute is looked up anew on each call."""
+        self.decode_bytes: Callable[[bytes], EventT] = self.bytes_decoder.decode
+        """``bytes_decoder.decode``, for a module-level alias."""
 
     def decode(self, item: Payload | Mapping[str, Any], number: int) -> EventT:
         """``item`` as ``EventT``; ``number`` is the event's number in the stream (from 0), for errors.

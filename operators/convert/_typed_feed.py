@@ -51,14 +51,14 @@ class TypedFeed(Generic[EventT]):
     type gets the type added, so handlers and their checks need not carry it.
     """
 
-    __slots__ = ("_decode", "_decode_bytes", "_event_number", "_handlers", "_last_handler", "_last_type")
+    __slots__ = ("_bytes_decoder", "_decode", "_event_number", "_handlers", "_last_handler", "_last_type")
 
     def __init__(
         self, event_type: type[EventT], handlers: Mapping[str, Callable[[EventT], list[ChunkResponse]]]
     ) -> None:
         decoder = EventDecoder(event_type)
         self._decode = decoder.decode
-        self._decode_bytes = decoder.decode_bytes
+        self._bytes_decoder = decoder.bytes_decoder
         self._handlers = handlers
         self._last_type: str | UnsetType = UNSET
         self._last_handler: Callable[[EventT], list[ChunkResponse]] | None = None
@@ -68,18 +68,18 @@ class TypedFeed(Generic[EventT]):
 
     def feed(self, item: Payload | Mapping[str, Any], /) -> list[ChunkResponse]:
         """Convert one event: a framed `Payload` or a decoded dict."""
-        number = self._event_number = self._event_number + 1
+        self._event_number += 1
         try:
             if type(item) is Payload:  # the decode of `EventDecoder.decode`, without a call between
                 data = item.data
                 try:
-                    event = self._decode_bytes(data)
+                    event = self._bytes_decoder.decode(data)
                 except PAYLOAD_ERRORS as error:
-                    raise payload_error(error, item, number) from None
+                    raise payload_error(error, item, self._event_number) from None
                 if not data.isascii():
                     check_utf8(data, item.offset)
             else:
-                event = self._decode(item, number)
+                event = self._decode(item, self._event_number)
             event_type = event.type
             if event_type != self._last_type:  # deltas come in runs of one type: compared, not hashed
                 self._last_type = event_type

@@ -97,7 +97,7 @@ class _AnthropicMessage(msgspec.Struct, gc=False):
     usage: _AnthropicUsage | None = None
 
 
-class _AnthropicDelta(msgspec.Struct, gc=False):
+class _AnthropicDelta(msgspec.Struct, frozen=True, gc=False):
     """The ``delta`` of ``content_block_delta`` (by its ``type``) and of ``message_delta``."""
 
     type: str | UnsetType = UNSET
@@ -110,13 +110,18 @@ class _AnthropicDelta(msgspec.Struct, gc=False):
     stop_sequence: str | None = None
 
 
+_NO_DELTA: Final = _AnthropicDelta()
+"""The ``delta`` of an event without one: its ``type`` is ``UNSET``, as a delta of no known type, so that the
+checks of a missing delta leave the path of a text delta."""
+
+
 class _AnthropicEvent(msgspec.Struct, gc=False):
     """One Messages stream event, every type in one flat Struct: an event type this version does not
     know decodes too, and gives nothing. ``content_block`` stays a dict: its fields vary by block type."""
 
     type: str | UnsetType = UNSET
     index: int | UnsetType = UNSET
-    delta: _AnthropicDelta | UnsetType = UNSET
+    delta: _AnthropicDelta = _NO_DELTA
     content_block: Any = UNSET
     message: _AnthropicMessage | UnsetType = UNSET
     usage: _AnthropicUsage | None = None
@@ -339,20 +344,27 @@ class AnthropicConverter(TypedFeed[_AnthropicEvent]):
 
     def _block_delta(self, event: _AnthropicEvent) -> list[ChunkResponse]:
         delta = event.delta
-        if event.index is UNSET or delta is UNSET:
-            raise self._missing("index" if event.index is UNSET else "delta")
+        if event.index is UNSET:
+            raise self._missing("index")
         delta_type = delta.type
         if delta_type == "text_delta":
             text = delta.text
-            if text is UNSET:
-                raise self._missing("delta.text")
-            return [ChunkResponse(content=text)] if text else []
+            if text:  # neither empty nor UNSET
+                return [ChunkResponse(content=text)]
+            return self._empty(text, "delta.text")
         if delta_type == "thinking_delta":
             thinking = delta.thinking
-            if thinking is UNSET:
-                raise self._missing("delta.thinking")
-            return [ChunkResponse(reasoning=thinking)] if thinking else []
+            if thinking:
+                return [ChunkResponse(reasoning=thinking)]
+            return self._empty(thinking, "delta.thinking")
         return self._other_delta(event.index, delta)
+
+    def _empty(self, value: str | UnsetType, field: str) -> list[ChunkResponse]:
+        """What a text or thinking delta whose ``field`` is not a non-empty string gives: nothing for an
+        empty string, the error of a missing field for ``UNSET``."""
+        if value is UNSET:
+            raise self._missing(field)
+        return []
 
     def _other_delta(self, block_index: int, delta: _AnthropicDelta) -> list[ChunkResponse]:
         """A delta that is neither text nor thinking: a signature, tool input, a citation, or unknown."""
@@ -369,7 +381,7 @@ class AnthropicConverter(TypedFeed[_AnthropicEvent]):
                 raise self._missing("delta.citation")
             return [ChunkResponse(citations=[delta.citation])]
         if delta_type is UNSET:
-            raise self._missing("delta.type")
+            raise self._missing("delta" if delta is _NO_DELTA else "delta.type")
         return []  # delta types this version does not know
 
     def _input_json(self, block_index: int, partial_json: str | None) -> list[ChunkResponse]:
@@ -399,7 +411,7 @@ class AnthropicConverter(TypedFeed[_AnthropicEvent]):
 
     def _message_delta(self, event: _AnthropicEvent) -> list[ChunkResponse]:
         delta = event.delta
-        if delta is UNSET:
+        if delta is _NO_DELTA:
             raise self._missing("delta")
         metadata: dict[str, Any] = {}
         if delta.stop_reason:

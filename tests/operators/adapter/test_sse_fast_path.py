@@ -207,8 +207,14 @@ DATA_LINES = [
     b"data: ",
     b"data: a\rb",
     b"data: a\nb",
+    b'data: {"long": "0123456789"}',
+    b'data:{"long": "0123456789"}',
+    b'data:  {"long": "0123456789"}',
+    b'data: {"long": "0123456789",\r"b": 1}',
+    b'data: {"long": "0123456789",\n"b": 1}',
 ]
-"""``data`` lines, valid UTF-8 (the live path leaves their check to the JSON decode)."""
+"""``data`` lines, valid UTF-8 (the live path leaves their check to the JSON decode); the live path takes
+only data longer than ``[DONE]`` with spaces around it."""
 NAME_LINES = [
     b"",
     b"event: ping",
@@ -306,3 +312,40 @@ def test_framer_live_reads_give_each_data_at_its_offset() -> None:
     assert [p.data for p in payloads] == [b'{"a": 1}', b'{"b": 2}', b'{"c": 3}', b'{"d": 4}']
     with pytest.raises(ProviderError, match=r"^event 4: "):
         framer.feed(b'event: error\ndata: {"error": {"message": "boom"}}\n\n')
+
+
+LONG = b'{"text": "0123456789"}'
+"""Data long enough for the live path."""
+
+
+@pytest.mark.parametrize("head", [b"", b"event: ping\n", b"event: ping\r\n"])
+@pytest.mark.parametrize("newline", [b"\r", b"\n"])
+def test_framer_live_reads_whose_data_holds_a_newline_give_its_lines(head: bytes, newline: bytes) -> None:
+    """A read shaped as the live ones but with a CR or LF inside its data is several lines."""
+    ending = b"\r\n\r\n" if head.endswith(b"\r\n") else b"\n\n"
+    live = head + b"data: " + LONG + ending
+    reads = [live, live, head + b"data: " + LONG + newline + b"data: " + LONG + ending, live]
+    payloads, error = framed(reads, 1 << 20)
+    assert (payloads, error) == framed(one_byte_a_read(reads), 1 << 20)
+    assert [payload.data for payload in payloads] == [LONG, LONG, LONG + b"\n" + LONG, LONG]
+
+
+def test_framer_live_reads_keep_the_space_after_data_colon_when_the_read_before_had_none() -> None:
+    """Only one space after ``data:`` is dropped, whatever the reads before looked like."""
+    reads = [b"data:" + LONG + b"\n\n", b"data:" + LONG + b"\n\n", b"data:  " + LONG + b"\n\n"]
+    payloads, error = framed(reads, 1 << 20)
+    assert (payloads, error) == framed(one_byte_a_read(reads), 1 << 20)
+    assert [payload.data for payload in payloads] == [LONG, LONG, b" " + LONG]
+
+
+@pytest.mark.parametrize("head", [b"", b"event: ping\n"])
+def test_framer_live_reads_over_the_cap_raise_as_line_by_line(head: bytes) -> None:
+    """A read of one event larger than ``max_event_size`` is refused as the line-by-line path refuses it."""
+    small = head + b"data: " + LONG + b"\n\n"
+    large = head + b'data: {"text": "' + b"y" * 32 + b'"}\n\n'  # its data alone under the cap
+    reads = [small, small, large]
+    payloads, error = framed(reads, 48)
+    assert (payloads, error) == framed(one_byte_a_read(reads), 48)
+    assert [payload.data for payload in payloads] == [LONG, LONG]
+    assert error is not None
+    assert "larger than max_event_size=48" in error

@@ -17,7 +17,7 @@ from operators.convert.anthropic import (
     normalize_anthropic_stop_reason,
 )
 from pipeline.errors import ConverterError, ProviderError
-from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta, ToolResult
+from pipeline.models import ChunkResponse, Payload, TokenUsage, ToolCallDelta, ToolResult
 from tests.conftest import TESTS
 from tests.converter_cases import fold_calls, load_events, run_converter, sequential_ids
 
@@ -467,6 +467,18 @@ def test_in_band_error_raises_after_what_came_before() -> None:
         ),
         ({"type": "content_block_delta", "index": 0}, "field 'delta' should be an object, got nothing"),
         (
+            block_delta(0, {"type": "text_delta"}),
+            re.escape("event 1 (content_block_delta): field 'delta.text' should be a string, got nothing"),
+        ),
+        (
+            block_delta(0, {"type": "thinking_delta"}),
+            re.escape("(content_block_delta): field 'delta.thinking' should be a string, got nothing"),
+        ),
+        (
+            {"type": "message_delta", "usage": {"output_tokens": 9}},
+            re.escape("event 1 (message_delta): field 'delta' should be an object, got nothing"),
+        ),
+        (
             block_delta(0, {"type": "text_delta", "text": 5}),
             re.escape("event 1 (content_block_delta): field 'delta.text': Expected `str`, got `int`"),
         ),
@@ -503,6 +515,28 @@ def test_malformed_events_raise_converter_errors_naming_event_and_field(event: A
     with pytest.raises(ConverterError, match=message) as caught:
         converter.feed(event)
     assert caught.value.event_number == 1
+
+
+@pytest.mark.parametrize(
+    ("event", "field", "expected"),
+    [
+        (block_delta(0, {"type": "text_delta"}), "delta.text", "a string"),
+        (block_delta(0, {"type": "thinking_delta"}), "delta.thinking", "a string"),
+        ({"type": "content_block_delta", "index": 0}, "delta", "an object"),
+        ({"type": "message_delta"}, "delta", "an object"),
+    ],
+)
+def test_framed_events_without_a_field_raise_naming_it(
+    event: dict[str, Any], field: str, expected: str
+) -> None:
+    """Framed bytes take the typed decode's path: a field they lack is named as a dict's would be."""
+    converter = AnthropicConverter()
+    empty = block_delta(0, {"type": "text_delta", "text": ""})
+    assert converter.feed(Payload(json.dumps(empty).encode(), 0)) == []
+    with pytest.raises(ConverterError) as caught:
+        converter.feed(Payload(json.dumps(event).encode(), 40))
+    message = f"event 1 ({event['type']}): field {field!r} should be {expected}, got nothing"
+    assert str(caught.value) == message
 
 
 def test_a_tool_block_started_twice_is_an_error() -> None:
