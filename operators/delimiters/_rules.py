@@ -353,7 +353,7 @@ class ValueRule(CollectRule):
     def _at_end(self, item: ChunkResponse, text: str) -> Chunks | None:
         """`take` of a piece with a stop or the start of one at its end (`_value_chunk`), or that ends
         with whitespace the value may strip (`_written`)."""
-        if self.stopped(text):
+        if text[-1] in self.tail or (self.common in text and self.stopped(text)):
             return None if more_than_text(item) else self._value_chunk(item, text)
         if item.is_complete or item.tool_calls or item.finish_reason:
             return None
