@@ -145,14 +145,9 @@ class _Output:
         if not ops:
             return []
         if len(ops) == 1:  # (one run of text, or one piece of one call: most tags a rule completes)
-            kind, piece = ops[0]
-            if kind != "tool":
-                return [self._one(item, False)]
-            ops.clear()
-            args = piece.args  # (`_Piece.delta` written out)
-            text = (args[0] if len(args) == 1 else "".join(args)) if args else None
-            delta = ToolCallDelta(piece.index, piece.call_id, piece.name, text, piece.finished, piece.kind)
-            return [ChunkResponse(tool_calls=[delta])]
+            if ops[0][0] == "tool":
+                return [ChunkResponse(tool_calls=[ops.pop()[1].delta()])]
+            return [self._one(item, False)]
         return self._runs(item, False)
 
     def pack(self, item: ChunkResponse | None, carries: bool) -> list[ChunkResponse]:
