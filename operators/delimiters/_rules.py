@@ -298,22 +298,22 @@ class ValueRule(CollectRule):
     other chunk to the lexer's ``value_chunk``, also while the start of a marker is held (the rule's
     stops are every chunk then). One rule serves a lexer's values, call after call (`follow`)."""
 
-    __slots__ = ("ends_plain", "held", "index", "kind", "markers", "unsure", "xml_args")
+    __slots__ = ("ends", "held", "index", "kind", "markers", "unsure", "xml_args")
 
     def __init__(self, lexer: RuleLexer, markers: Markers) -> None:
         super().__init__(lexer, _never, markers.starts, markers.tail)
         self.markers = markers
         self.index = -1
         self.kind: ToolCallKind = "function"
-        self.xml_args: XmlArguments | None = None
+        self.xml_args = _NO_VALUE
         self.held = ""
         """The start of a marker the lexer holds back (`hold`)."""
         self.unsure = "\n"
         """The characters a piece may end with that the value may strip (the newline before its end
         tag, or any whitespace): such a piece goes to the value's writer."""
-        self.ends_plain = False
-        """No piece the rule takes ends with one of them (a newline is in the tail, and the value does
-        not strip all whitespace)."""
+        self.ends = self.tail + "\n"
+        """The characters of ``tail`` and of ``unsure``: a piece that ends with none of them and holds
+        no stop is plain."""
 
     def follow(self, index: int, kind: ToolCallKind, xml_args: XmlArguments) -> None:
         """Make this the rule of call ``index``'s values, which ``xml_args`` writes."""
@@ -321,7 +321,7 @@ class ValueRule(CollectRule):
         self.kind = kind
         self.xml_args = xml_args
         self.unsure = _WHITESPACE if xml_args.strips_space else "\n"
-        self.ends_plain = "\n" in self.tail and not xml_args.strips_space
+        self.ends = self.tail + self.unsure
 
     def hold(self, held: str) -> None:
         """The rule while the lexer holds ``held``, the start of a marker (a chunk that does not
@@ -337,26 +337,35 @@ class ValueRule(CollectRule):
         held = self.held
         if held:  # (the rule's stops are every chunk then)
             return self._after_held(item, held + text, text)
-        last = text[-1]
-        if last in self.tail or (self.common in text and self.stopped(text)):
-            return None if more_than_text(item) else self._value_chunk(item, text)
+        if text[-1] in self.ends or (self.common in text and self.stopped(text)):
+            return self._at_end(item, text)
         if item.is_complete or item.tool_calls or item.finish_reason:
             return None
-        xml_args = self.xml_args
-        assert xml_args is not None  # (see follow)
-        if not xml_args.streaming or (not self.ends_plain and last in self.unsure):
-            # A piece for the value's writer: held until the value ends (to be typed), or written by it
-            # (whitespace at its end that the value may strip).
-            if carries_more(item):
-                return None
-            xml_args.value(text)
-            return self.lexer.emitted(item)
+        if not self.xml_args.streaming:
+            return self._written(item, text)
         if not text.isprintable() or '"' in text or "\\" in text:  # (json_escape's test, inline)
             text = escape_json_text(text)
         delta = ToolCallDelta(self.index, None, None, text, False, self.kind)
         if item.reasoning is None:
             return [_replace(item, content="", tool_calls=[delta])]
         return [_replace(item, reasoning=None, tool_calls=[delta])]
+
+    def _at_end(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """`take` of a piece with a stop or the start of one at its end (`_value_chunk`), or that ends
+        with whitespace the value may strip (`_written`)."""
+        if text[-1] in self.tail or (self.common in text and self.stopped(text)):
+            return None if more_than_text(item) else self._value_chunk(item, text)
+        if item.is_complete or item.tool_calls or item.finish_reason:
+            return None
+        return self._written(item, text)
+
+    def _written(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """A piece for the value's writer: held until the value ends (to be typed), or written by it
+        (whitespace at its end that the value may strip)."""
+        if carries_more(item):
+            return None
+        self.xml_args.value(text)
+        return self.lexer.emitted(item)
 
     def _after_held(self, item: ChunkResponse, longer: str, text: str) -> Chunks | None:
         """``text`` after the held start of a marker, ``longer`` the two: held when they are still the
@@ -386,7 +395,6 @@ class ValueRule(CollectRule):
         marker, then more of it) is a string's piece: no marker in it after its first character (none
         starts there), no start of one at its end, no whitespace there that the value may strip."""
         xml_args = self.xml_args
-        assert xml_args is not None  # (see follow)
         last = longer[-1]
         if (
             last in self.tail
@@ -411,6 +419,14 @@ class ValueRule(CollectRule):
             return self.completed(item, text)
         assert piece is not True  # (a value's piece is never text)
         return [ChunkResponse(tool_calls=[piece])]
+
+
+def _discard(text: str) -> None:
+    """What a value's rule writes before it follows a call: nothing."""
+
+
+_NO_VALUE: Final = XmlArguments(_discard)
+"""The writer of a value's rule before it follows a call (`ValueRule.follow`)."""
 
 
 def _never(text: str) -> bool | None:

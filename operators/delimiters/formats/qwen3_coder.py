@@ -124,6 +124,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self._between_state = self._in_function
         self._after_state = self._after_function
         self._between_calls_state = self._between_calls
+        self._value_complete = self._complete_value
         """The states `make_rule` knows, kept to compare and switch to without building a bound
         method each time."""
         self._between_rule = CollectRule(
@@ -166,7 +167,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
 
     def _in_value_rule(self) -> Rule:
         """`make_rule` in a value: the value's rule, ``</parameter>`` taken by `_complete_value`."""
-        value = self.value_rule(self._complete_value)
+        value = self.value_rule(self._value_complete)
         if value is not None:
             return value
         if self._held:
@@ -345,17 +346,20 @@ class Qwen3CoderLexer(TaggedCallLexer):
         if opening:
             self._held = ""
             self.switch_to_header(self._key_state, _KEY_END)
+        parts = self._header_parts
         if close:
-            self._header_parts.append(text[:close])
-            self._header_chars += close
-        self.begin_value(self.take_header().strip())
+            parts.append(text[:close])
+        key = parts[0] if len(parts) == 1 else "".join(parts)  # (`take_header` written out)
+        parts.clear()
+        self._header_chars = 0
+        self.begin_value(key.strip())
         self.switch_to_value(self._value_state, _VALUE)
         if stop:
             xml_args = self.xml_args
             assert xml_args is not None  # (see make_rule)
             xml_args.value(rest[:stop])
         self._held = rest[stop:]  # the start of a marker, held as the state holds it
-        return self._in_value_rule()
+        return self.value_rule(self._value_complete) or self._in_value_rule()
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: whitespace, then ``<function=``."""
