@@ -27,6 +27,7 @@ __all__ = [
     "Rule",
     "RuleLexer",
     "ShortcutRule",
+    "TextRule",
     "ValueRule",
     "carries_more",
     "more_than_text",
@@ -58,6 +59,9 @@ class RuleLexer(Protocol):
 
     def hold_back(self, text: str) -> None:
         """Hold ``text``, the start of a marker, back until the next chunk."""
+
+    def renew_rule(self) -> None:
+        """The lexer moved: make its rule."""
 
     def value_chunk(self, text: str) -> ToolCallDelta | bool | None:
         """The lexer's shortcut for the next piece of an XML-style value (``FormatLexer.value_chunk``)."""
@@ -168,13 +172,39 @@ class PassRule(Rule):
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
         if text[-1] in self.tail or (self.common in text and self.stopped(text)):
-            return None if more_than_text(item) else self.lexer.shortcut_chunks(item, text)
+            return self.stopped_at(item, text)
         if item.reasoning is None:
             # Content goes on as it is: only these fields would change it.
             if item.tool_calls is None and not item.is_complete and item.finish_reason is None:
                 return [item]
             return None
         return None if more_than_text(item) else [item]
+
+    def stopped_at(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """`take` of text with a stop or the start of one at its end: the shortcut, else the states."""
+        return None if more_than_text(item) else self.lexer.shortcut_chunks(item, text)
+
+
+class TextRule(PassRule):
+    """The text state's rule: `PassRule`, and text without a stop that ends with the first character of
+    a marker goes on without it, held back as the start of a marker (no longer one can end the text,
+    as it would begin with a stop), as the text state's shortcut holds it. Only for markers whose
+    ``tail`` is set (none is one character long): a stop ending the text then begins in ``head``."""
+
+    __slots__ = ()
+
+    def stopped_at(self, item: ChunkResponse, text: str) -> Chunks | None:
+        head = text[:-1]
+        if more_than_text(item) or (head and self.stopped(head)):  # (a stop in it, or ending it)
+            return PassRule.stopped_at(self, item, text)
+        lexer = self.lexer
+        lexer.hold_back(text[-1])
+        lexer.renew_rule()
+        if not head:
+            return []
+        if item.reasoning is None:
+            return [ChunkResponse(content=head)]
+        return [ChunkResponse(content="", reasoning=head)]
 
 
 class RouteRule(Rule):

@@ -262,6 +262,25 @@ def test_qwen3_coder_text_after_a_held_marker_start_with_a_marker_is_lexed(piece
     assert_same_chunks("qwen3_coder", pieces)
 
 
+@pytest.mark.parametrize(
+    ("format", "pieces"),
+    [
+        ("qwen3_coder", ["<", "tool_call>\n<function=f>\n</function>\n</tool_call>"]),
+        (
+            "kimi_k2",
+            ["Hi <", "|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argu", "x"],
+        ),
+        ("json", ["Hi {", '"name": "f", "arguments": {"a": 1}}']),  # a one-character marker, not its start
+        ("json", ['{"name": "f", "arguments": {"a": 1}}']),
+    ],
+)
+@pytest.mark.parametrize("channel", ["content", "reasoning"])
+def test_text_ending_with_a_marker_start_is_held_as_the_states_hold_it(
+    format: str, pieces: list[str], channel: str
+) -> None:
+    assert_same_chunks(format, pieces, channel)
+
+
 def test_harmony_analysis_text_in_content_goes_to_reasoning_without_lexing() -> None:
     rewriter = DelimiterRewriter("harmony")
     rewriter.feed(ChunkResponse(content="<|channel|>analysis<|message|>"))
