@@ -402,23 +402,31 @@ class ValueRule(CollectRule):
         start of one, the marker completed when they start with it, a string's piece when together they
         are one (`_plain`), else `_value_chunk`. None: the states take it (``item`` carries more than
         text, say)."""
-        if more_than_text(item):
+        if item.is_complete or item.tool_calls or item.finish_reason:
             return None
         markers = self.markers
         if longer in markers.prefixes:  # (the start of a marker, growing)
+            if carries_more(item):
+                return None
             self.lexer.hold_back(longer)
             self.held = longer
             return []
         if markers.common in longer and markers.pattern.match(longer) is not None:
-            return self.completed(item, text)  # (the held start became its marker: `value_chunk` gives up)
+            # (the held start became its marker: `value_chunk` gives up)
+            return None if carries_more(item) else self.completed(item, text)
         if not self._plain(longer):
-            return self._value_chunk(item, text)  # (a marker's start at the end, or the value's writer)
+            # (a marker's start at the end, or the value's writer)
+            return None if carries_more(item) else self._value_chunk(item, text)
         self.lexer.take_held()
         self.held = ""  # (`hold` of nothing, written out)
         self.stops, self.common = markers.starts, markers.common
         if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
             longer = escape_json_text(longer)
-        return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
+        # (the item's other fields stay on it, as `take` keeps them on a plain piece)
+        delta = ToolCallDelta(self.index, None, None, longer, False, self.kind)
+        if item.reasoning is None:
+            return [_replace(item, content="", tool_calls=[delta])]
+        return [_replace(item, reasoning=None, tool_calls=[delta])]
 
     def _plain(self, longer: str) -> bool:
         """Whether ``longer`` (a held start of a marker inside a value that neither grew nor became its
