@@ -99,6 +99,7 @@ from operators.delimiters._rules import (
     PassRule,
     Rule,
     ShortcutRule,
+    TextRule,
     ValueRule,
 )
 from operators.delimiters._scan import HEADER_LIMIT, JsonArgs, Markers, escape_json_text
@@ -176,7 +177,9 @@ class FormatLexer(LexerEngine):
 
     def __init__(self, output: LexerOutput, channel: Channel, options: LexerOptions) -> None:
         super().__init__(output, channel, options)
-        self._text_rule: Rule = PassRule(self, self.text_markers.starts, self.text_markers.tail)
+        text_markers = self.text_markers
+        rule = PassRule if text_markers.tail is None else TextRule  # (see TextRule)
+        self._text_rule: Rule = rule(self, text_markers.starts, text_markers.tail)
         self.fallback: Rule = ShortcutRule(self)
         """The rule where no other applies: the shortcut, else the states."""
         self._json_rule: JsonArgsRule | None = None

@@ -27,6 +27,7 @@ __all__ = [
     "Rule",
     "RuleLexer",
     "ShortcutRule",
+    "TextRule",
     "ValueRule",
     "carries_more",
     "more_than_text",
@@ -58,6 +59,9 @@ class RuleLexer(Protocol):
 
     def hold_back(self, text: str) -> None:
         """Hold ``text``, the start of a marker, back until the next chunk."""
+
+    def renew_rule(self) -> None:
+        """The lexer moved: make its rule."""
 
     def value_chunk(self, text: str) -> ToolCallDelta | bool | None:
         """The lexer's shortcut for the next piece of an XML-style value (``FormatLexer.value_chunk``)."""
@@ -168,13 +172,39 @@ class PassRule(Rule):
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
         if text[-1] in self.tail or (self.common in text and self.stopped(text)):
-            return None if more_than_text(item) else self.lexer.shortcut_chunks(item, text)
+            return self.stopped_at(item, text)
         if item.reasoning is None:
             # Content goes on as it is: only these fields would change it.
             if item.tool_calls is None and not item.is_complete and item.finish_reason is None:
                 return [item]
             return None
         return None if more_than_text(item) else [item]
+
+    def stopped_at(self, item: ChunkResponse, text: str) -> Chunks | None:
+        """`take` of text with a stop or the start of one at its end: the shortcut, else the states."""
+        return None if more_than_text(item) else self.lexer.shortcut_chunks(item, text)
+
+
+class TextRule(PassRule):
+    """The text state's rule: `PassRule`, and text without a stop that ends with the first character of
+    a marker goes on without it, held back as the start of a marker (no longer one can end the text,
+    as it would begin with a stop), as the text state's shortcut holds it. Only for markers whose
+    ``tail`` is set (none is one character long): a stop ending the text then begins in ``head``."""
+
+    __slots__ = ()
+
+    def stopped_at(self, item: ChunkResponse, text: str) -> Chunks | None:
+        head = text[:-1]
+        if more_than_text(item) or (head and self.stopped(head)):  # (a stop in it, or ending it)
+            return PassRule.stopped_at(self, item, text)
+        lexer = self.lexer
+        lexer.hold_back(text[-1])
+        lexer.renew_rule()
+        if not head:
+            return []
+        if item.reasoning is None:
+            return [ChunkResponse(content=head)]
+        return [ChunkResponse(content="", reasoning=head)]
 
 
 class RouteRule(Rule):
@@ -372,23 +402,31 @@ class ValueRule(CollectRule):
         start of one, the marker completed when they start with it, a string's piece when together they
         are one (`_plain`), else `_value_chunk`. None: the states take it (``item`` carries more than
         text, say)."""
-        if more_than_text(item):
+        if item.is_complete or item.tool_calls or item.finish_reason:
             return None
         markers = self.markers
         if longer in markers.prefixes:  # (the start of a marker, growing)
+            if carries_more(item):
+                return None
             self.lexer.hold_back(longer)
             self.held = longer
             return []
         if markers.common in longer and markers.pattern.match(longer) is not None:
-            return self.completed(item, text)  # (the held start became its marker: `value_chunk` gives up)
+            # (the held start became its marker: `value_chunk` gives up)
+            return None if carries_more(item) else self.completed(item, text)
         if not self._plain(longer):
-            return self._value_chunk(item, text)  # (a marker's start at the end, or the value's writer)
+            # (a marker's start at the end, or the value's writer)
+            return None if carries_more(item) else self._value_chunk(item, text)
         self.lexer.take_held()
         self.held = ""  # (`hold` of nothing, written out)
         self.stops, self.common = markers.starts, markers.common
         if not longer.isprintable() or '"' in longer or "\\" in longer:  # (json_escape's test, inline)
             longer = escape_json_text(longer)
-        return [ChunkResponse(tool_calls=[ToolCallDelta(self.index, None, None, longer, False, self.kind)])]
+        # (the item's other fields stay on it, as `take` keeps them on a plain piece)
+        delta = ToolCallDelta(self.index, None, None, longer, False, self.kind)
+        if item.reasoning is None:
+            return [_replace(item, content="", tool_calls=[delta])]
+        return [_replace(item, reasoning=None, tool_calls=[delta])]
 
     def _plain(self, longer: str) -> bool:
         """Whether ``longer`` (a held start of a marker inside a value that neither grew nor became its

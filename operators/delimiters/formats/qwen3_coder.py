@@ -229,8 +229,8 @@ class Qwen3CoderLexer(TaggedCallLexer):
         """Hold ``text`` with the held start of a call's opening while it can still be one: in text,
         ``<tool_call>``; after a call, whitespace, ``</tool_call>``, whitespace and ``<tool_call>``;
         then whitespace, ``<function=`` and the name, up to its ``>``. Nothing is emitted before the
-        name ends, whichever it turns out to be. None: the states take it (the name ended, or it is
-        text); False: the shortcut looks at it (the start of a marker that it was not)."""
+        name ends, whichever it turns out to be. None: `_complete_opening`, else the states, take it
+        (the name ended, or it is text: the start of a marker that it was not, say)."""
         longer = self._held + text
         size = len(longer) + (self._tentative_size if self.tentative is not None else 0)
         if size > HEADER_LIMIT:
@@ -241,7 +241,7 @@ class Qwen3CoderLexer(TaggedCallLexer):
                 self._held = longer
                 return True
             if not longer.startswith(_TOOL_CALL):
-                return None if _TEXT.pattern.match(longer) is not None else False
+                return None  # (a marker for the states, or text: `_complete_opening`)
             self._opening_step = step = _AFTER_OPENER
             self._opening_tag = ""
             text = longer[len(_TOOL_CALL) :]
@@ -269,6 +269,8 @@ class Qwen3CoderLexer(TaggedCallLexer):
         guard watches (it decides on the call as the states start it)."""
         if self.watched:
             return None
+        if self._opening_step == _IN_TEXT:
+            return self._text_after_held(text)
         longer = self._held + text
         if self._opening_step == _BETWEEN_CALLS:
             return self._text_after_call(longer)
@@ -286,6 +288,18 @@ class Qwen3CoderLexer(TaggedCallLexer):
         self.start_xml_call(longer[start : hit.start()], strip="newline")
         self.switch_to_skip(self._between_state, _IN_FUNCTION)
         return self._take_between(taken)
+
+    def _text_after_held(self, text: str) -> Rule | None:
+        """The held start of a text marker and ``text``, which neither grew into one nor became one
+        (`_collect_opening`), emitted as text as the text state emits them when no marker starts after
+        the held ``<`` (none starts in ``text`` nor at its end): the text state's rule; None, nothing
+        done, otherwise (the states take it)."""
+        longer = self._held + text
+        if _TEXT.pattern.match(longer) is not None or not _TEXT.absent_from(text):
+            return None
+        self._held = ""
+        self.emit_text(longer)
+        return self.make_rule()
 
     def _text_after_call(self, longer: str) -> Rule | None:
         """``longer``, whitespace, ``</tool_call>`` and text that does not open another call, taken as

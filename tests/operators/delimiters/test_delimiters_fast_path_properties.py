@@ -233,6 +233,54 @@ def test_text_after_a_held_marker_start_goes_out_without_lexing() -> None:
         assert rewriter.feed(ChunkResponse(content=" 3 a")) == [ChunkResponse(content="< 3 a")]
 
 
+def test_qwen3_coder_text_after_a_held_marker_start_needs_no_shortcut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rewriter = DelimiterRewriter("qwen3_coder", id_factory=numbered_ids)
+    assert rewriter.feed(ChunkResponse(content="of <")) == [ChunkResponse(content="of ")]
+
+    def refuse(self: FormatLexer, text: str) -> None:
+        raise AssertionError(f"shortcut({text!r}) called")
+
+    monkeypatch.setattr(FormatLexer, "shortcut", refuse)
+    with not_lexed():
+        assert rewriter.feed(ChunkResponse(content="item")) == [ChunkResponse(content="<item")]
+        assert rewriter.feed(ChunkResponse(content="s> |")) == [ChunkResponse(content="s> |")]
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ["2 <", "function=f> here"],  # the held start became a marker (an orphan call's opening)
+        ["2 <", "function=f>\n<parameter=a>\nx\n</parameter>\n</function>\n</tool_call> z"],
+        ["2 <", "x <tool_call>\n<function=f>\n</function>\n</tool_call> z"],  # a marker after it
+        ["2 <", "x <", "tool_call>\n<function=f>\n</function>\n</tool_call> z"],  # one's start at the end
+        ["2 <", "x <t", "ool_call>\n<function=f>\n</function>\n</tool_call> z"],
+    ],
+)
+def test_qwen3_coder_text_after_a_held_marker_start_with_a_marker_is_lexed(pieces: list[str]) -> None:
+    assert_same_chunks("qwen3_coder", pieces)
+
+
+@pytest.mark.parametrize(
+    ("format", "pieces"),
+    [
+        ("qwen3_coder", ["<", "tool_call>\n<function=f>\n</function>\n</tool_call>"]),
+        (
+            "kimi_k2",
+            ["Hi <", "|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argu", "x"],
+        ),
+        ("json", ["Hi {", '"name": "f", "arguments": {"a": 1}}']),  # a one-character marker, not its start
+        ("json", ['{"name": "f", "arguments": {"a": 1}}']),
+    ],
+)
+@pytest.mark.parametrize("channel", ["content", "reasoning"])
+def test_text_ending_with_a_marker_start_is_held_as_the_states_hold_it(
+    format: str, pieces: list[str], channel: str
+) -> None:
+    assert_same_chunks(format, pieces, channel)
+
+
 def test_harmony_analysis_text_in_content_goes_to_reasoning_without_lexing() -> None:
     rewriter = DelimiterRewriter("harmony")
     rewriter.feed(ChunkResponse(content="<|channel|>analysis<|message|>"))
