@@ -301,7 +301,7 @@ class _Durable:
         for decision in decided.decisions:
             if decision.call_id in outputs:
                 continue  # one output per call, however often the request names it
-            call = ToolInvocation(decision.call_id, decision.name, dict(decision.arguments))
+            call = _decided_call(decision)
             calls.append(call)
             output = decided.outputs.get(call.id)
             if output is None:
@@ -473,11 +473,15 @@ def _calls_without_output(state: RunState) -> list[ToolInvocation]:
     for step in (state.decided, state.current):
         if step is None:
             continue
-        decided = [ToolInvocation(each.call_id, each.name, dict(each.arguments)) for each in step.decisions]
-        for call in (*decided, *step.invocations):
+        for call in (*map(_decided_call, step.decisions), *step.invocations):
             if call.id not in step.outputs:
                 calls.setdefault(call.id, call)
     return list(calls.values())
+
+
+def _decided_call(decision: ToolApproval) -> ToolInvocation:
+    """The call a decision that came with the run's request is about."""
+    return ToolInvocation(decision.call_id, decision.name, dict(decision.arguments))
 
 
 def _client_calls(events: Sequence[Any]) -> bool:
