@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipeline.errors import StreamfoldError
+from pipeline.testing import feed_all
 
 __all__ = ["Outcome", "each_item", "failure", "run_to_end"]
 
@@ -25,15 +26,9 @@ def failure(error: StreamfoldError) -> str:
 
 def run_to_end(core: Any, items: Iterable[Any]) -> Outcome:
     """Every output of ``core`` fed ``items`` and then finished, those before an error included, and
-    the error."""
-    outputs: list[Any] = []
-    try:
-        for item in items:
-            outputs += core.feed(item)
-        outputs += core.finish()
-    except StreamfoldError as error:
-        return outputs + error.partial_outputs, failure(error)
-    return outputs, None
+    the error (`pipeline.testing.feed_all`, its error as text)."""
+    outputs, error = feed_all(core, items)
+    return outputs, None if error is None else failure(error)
 
 
 def each_item(core: Any, items: Iterable[Any], *, finish: bool = True) -> list[Outcome]:
