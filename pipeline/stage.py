@@ -87,23 +87,40 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerato
         source: the items to feed.
         core: the sans-IO stage.
     """
-    feed = core.feed
+    feed, chained = core.feed, core if type(core) is _Chain else None
     iterator = aiter(source)
-    context = iterator if isinstance(iterator, AbstractAsyncContextManager) else None
-    if context is not None:
-        # An aiostream Streamer (an operator's output piped into this one) is iterated in its context.
-        await context.__aenter__()
+    context = await _entered(iterator)
     failure: BaseException | None = None
     try:
         # Whether an exception now comes from the source (not from a feed, nor thrown in at a yield).
         pulling = True
+        # The core after the first that a chain runs now: none between items.
+        later: Callable[[Any], list[Any]] | None = None
         try:
             async for item in iterator:
                 pulling = False
                 try:
-                    outputs = feed(item)
+                    if chained is None:
+                        outputs = feed(item)
+                    else:
+                        # The chain's one-item loop (`_Chain.feed`), run here: one Python call less per item.
+                        rest = chained.rest
+                        outputs = chained.head.feed(item)
+                        if len(outputs) == 1:
+                            one = outputs[0]
+                            for passes, later in rest:
+                                if passes is None or not passes(one):
+                                    outputs = later(one)
+                                    if len(outputs) != 1:
+                                        outputs, failure = chained.onwards(outputs, later, rest)
+                                        break
+                                    one = outputs[0]
+                            later = None
+                        else:
+                            outputs, failure = chained.onwards(outputs, None, rest)
                 except StreamfoldError as exc:
-                    outputs, failure = _take(exc), exc
+                    failure = exc if chained is None else chained.failed(exc, later)
+                    outputs = _take(failure)
                 for out in outputs:
                     yield out
                 if failure is not None:
@@ -123,6 +140,15 @@ async def drive(source: AsyncIterable[In], core: Core[In, Out]) -> AsyncGenerato
             raise failure
     finally:
         await _close(iterator, context)
+
+
+async def _entered(iterator: AsyncIterator[Any]) -> AbstractAsyncContextManager[Any] | None:
+    """The context ``iterator`` is iterated in, entered: an aiostream Streamer's (an operator's output piped
+    into the next), or none."""
+    if not isinstance(iterator, AbstractAsyncContextManager):
+        return None
+    await iterator.__aenter__()
+    return iterator
 
 
 def _aborted(core: Core[Any, Any], exc: Exception) -> tuple[list[Any], BaseException]:
@@ -192,9 +218,12 @@ class GeneratorStreamer(Streamer[Out]):
 
 
 class _Chain:
-    """Cores in a row as one core: each one's outputs are the next one's inputs, in one flat loop."""
+    """Cores in a row as one core: each one's outputs are the next one's inputs, in one flat loop.
 
-    __slots__ = ("_aborts", "_cores", "_feeds", "_head", "_passes", "_rest")
+    `drive` runs the one-item loop of `feed` itself, reading ``head`` and ``rest``, and leaves the rest of
+    the work to `onwards` and `failed`."""
+
+    __slots__ = ("_aborts", "_cores", "_feeds", "_passes", "head", "rest")
 
     def __init__(self, cores: Sequence[Core[Any, Any]]) -> None:
         self._use(tuple(cores), tuple(core.feed for core in cores), tuple(_passes_of(core) for core in cores))
@@ -211,7 +240,15 @@ class _Chain:
         passes: tuple[_Passes | None, ...],
     ) -> None:
         self._cores, self._feeds, self._passes = cores, feeds, passes
-        self._head, self._rest = cores[0], tuple(zip(passes[1:], feeds[1:], strict=True))
+        self.head: Core[Any, Any] = cores[0]
+        """The first core. Its ``feed`` is looked up at each item: a first core may replace it once it
+        knows more."""
+        self.rest: tuple[tuple[_Passes | None, Callable[[Any], list[Any]]], ...] = tuple(
+            zip(passes[1:], feeds[1:], strict=True)
+        )
+        """The ``passes`` and ``feed`` of each later core. Read before the first core runs: a first core
+        that flattens itself into this chain does so at the end of its feed, and what it returned goes on
+        through the cores after it."""
         self._aborts = tuple(_abort_of(core) for core in cores)
 
     def _replace_head(self, cores: Sequence[Core[Any, Any]]) -> None:
@@ -225,12 +262,9 @@ class _Chain:
 
     def feed(self, item: Any) -> list[Any]:
         feed = None
-        # Read before the first core runs: a first core that flattens itself into this chain does so at
-        # the end of its feed, and what it returned goes on through the cores after it.
-        rest = self._rest
+        rest = self.rest
         try:
-            # Looked up at each item: a first core may replace its feed once it knows more.
-            items = self._head.feed(item)
+            items = self.head.feed(item)
             if len(items) == 1:
                 # The usual case, one item at a time: a core whose ``passes`` accepts it is not fed.
                 one = items[0]
@@ -243,24 +277,35 @@ class _Chain:
                 else:
                     return items
         except StreamfoldError as exc:
-            # Which core failed, from the feed being called (no counter in the loop: it runs per item).
-            self._salvage(exc, 0 if feed is None else _position(self._feeds, feed, 1))
-            raise
-        if not items:
-            return items
-        after = len(self._feeds) - len(rest) if feed is None else _position(self._feeds, feed, 1) + 1
-        return self._onwards(items, after)
+            raise self.failed(exc, feed)  # noqa: B904  # exc itself, or a later core's error whose context is exc
+        items, failure = self.onwards(items, feed, rest)
+        if failure is not None:
+            failure.partial_outputs = items  # (`onwards` takes them out, for `drive`)
+            raise failure
+        return items
 
-    def _onwards(self, items: list[Any], first: int) -> list[Any]:
-        """``items`` (not one) through the cores from ``first`` on, each fed them in turn."""
+    def onwards(
+        self, items: list[Any], fed: Callable[[Any], list[Any]] | None, rest: tuple[Any, ...]
+    ) -> tuple[list[Any], StreamfoldError | None]:
+        """``items`` (not one) through the cores after the one whose feed is ``fed`` (``None``: the first,
+        followed by ``rest``), each fed them in turn, and no error; or, when one fails, the partial
+        outputs taken out of its error (`_salvage`), and the error."""
+        if not items:
+            return items, None
+        first = len(self._feeds) - len(rest) if fed is None else _position(self._feeds, fed, 1) + 1
         position = first
         try:
             for position in range(first, len(self._feeds)):
                 items = _feed_each(self._passes[position], self._feeds[position], items)
         except StreamfoldError as exc:
-            self._salvage(exc, position)
-            raise
-        return items
+            failure = self._salvaged(exc, position)
+            return _take(failure), failure
+        return items, None
+
+    def failed(self, exc: StreamfoldError, feed: Callable[[Any], list[Any]] | None) -> StreamfoldError:
+        """The core whose feed is ``feed`` (``None``: the first) raised ``exc``: the error to raise, with
+        the partial outputs `_salvage` gives."""
+        return self._salvaged(exc, 0 if feed is None else _position(self._feeds, feed, 1))
 
     def finish(self) -> list[Any]:
         items: list[Any] = []
@@ -302,6 +347,15 @@ class _Chain:
                 raise
             items = outputs
         return items
+
+    def _salvaged(self, exc: StreamfoldError, failed: int) -> StreamfoldError:
+        """`_salvage`, returning the error to raise: ``exc``, or that of a core after it that failed in
+        turn while closing."""
+        try:
+            self._salvage(exc, failed)
+        except StreamfoldError as inner:
+            return inner
+        return exc
 
     def _salvage(self, exc: StreamfoldError, failed: int) -> None:
         """Core ``failed`` raised ``exc``: what it produced before flows on through the cores after it,

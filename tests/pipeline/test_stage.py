@@ -23,7 +23,7 @@ from pipeline.compose import process, to_chunks
 from pipeline.errors import ConfigurationError, ConverterError
 from pipeline.models import PipelineEvent, SegmentEvent, ToolInvocation
 from pipeline.stage import Core, chain, drive, operator_stream
-from pipeline.testing import chunked, collect, counter_segment_ids, sequential_call_ids
+from pipeline.testing import chunked, collect, counter_segment_ids, feed_all, sequential_call_ids
 from tests.reference import FIXTURES
 
 PARALLEL_CALLS = FIXTURES / "openai_chat" / "openai-python_parallel_tool_calls_gpt4o.sse"
@@ -141,6 +141,16 @@ async def test_a_chain_driven_once_gives_what_its_cores_give_piped(
     reference = await run(piped)
     fused = await run(drive(items(list(range(count)), fail_after), chain(*stages(spec))))
     assert fused == reference
+
+
+@pytest.mark.anyio
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=st.lists(STAGE, min_size=1, max_size=4), count=st.integers(min_value=0, max_value=6))
+async def test_a_chain_fed_by_hand_gives_what_drive_gives(spec: list[dict[str, Any]], count: int) -> None:
+    """`drive` runs a chain's one-item loop itself; ``chain(...).feed`` has its own: they agree."""
+    driven = await run(drive(items(list(range(count))), chain(*stages(spec))))
+    outputs, error = feed_all(chain(*stages(spec)), range(count))
+    assert (outputs, None if error is None else f"{type(error).__name__}: {error}") == driven
 
 
 class Flattening:
