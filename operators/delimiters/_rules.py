@@ -364,9 +364,8 @@ class ValueRule(CollectRule):
             self.stops, self.common = markers.starts, markers.common
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
-        held = self.held
-        if held:  # (the rule's stops are every chunk then)
-            return self._after_held(item, held + text, text)
+        if self.held:  # (the rule's stops are every chunk then)
+            return self._after_held(item, self.held + text, text)
         if text[-1] in self.ends:
             return self._at_end(item, text)
         if self.common in text and self.stopped(text):  # (`_at_end` of a piece with a stop in it)
