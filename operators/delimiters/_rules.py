@@ -364,11 +364,12 @@ class ValueRule(CollectRule):
             self.stops, self.common = markers.starts, markers.common
 
     def take(self, item: ChunkResponse, text: str) -> Chunks | None:
-        held = self.held
-        if held:  # (the rule's stops are every chunk then)
-            return self._after_held(item, held + text, text)
-        if text[-1] in self.ends or (self.common in text and self.stopped(text)):
+        if self.held:  # (the rule's stops are every chunk then)
+            return self._after_held(item, self.held + text, text)
+        if text[-1] in self.ends:
             return self._at_end(item, text)
+        if self.common in text and self.stopped(text):  # (`_at_end` of a piece with a stop in it)
+            return None if more_than_text(item) else self._value_chunk(item, text)
         if item.is_complete or item.tool_calls or item.finish_reason:
             return None
         if not self.xml_args.streaming:
@@ -381,8 +382,8 @@ class ValueRule(CollectRule):
         return [_replace(item, reasoning=None, tool_calls=[delta])]
 
     def _at_end(self, item: ChunkResponse, text: str) -> Chunks | None:
-        """`take` of a piece with a stop or the start of one at its end (`_value_chunk`), or that ends
-        with whitespace the value may strip (`_written`)."""
+        """`take` of a piece that ends with a character of ``ends``: with a stop or the start of one at
+        its end (`_value_chunk`), or with whitespace the value may strip (`_written`)."""
         if text[-1] in self.tail or (self.common in text and self.stopped(text)):
             return None if more_than_text(item) else self._value_chunk(item, text)
         if item.is_complete or item.tool_calls or item.finish_reason:

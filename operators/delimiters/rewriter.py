@@ -341,17 +341,16 @@ class DelimiterRewriter:
         if self._watching:
             return self._guarded_feed(item)
         # Text in one channel goes to that channel's rule (FormatLexer.rule), which takes it or leaves it
-        # to the states.
-        reasoning = item.reasoning
-        if reasoning is None:
+        # to the states; no text goes to the rule where no other applies (FormatLexer.fallback).
+        if item.reasoning is None:
             text = item.content
-            lexer = self._content
+            rule = self._content.rule if text else self._content.fallback
         elif not item.content:
-            text = reasoning
-            lexer = self._reasoning
+            text = item.reasoning
+            rule = self._reasoning.rule if text else self._reasoning.fallback
         else:
             return self._lex(item, more_than_text(item))
-        chunks = (lexer.rule if text else lexer.fallback).take(item, text)
+        chunks = rule.take(item, text)
         if chunks is None:
             return self._lex(item, more_than_text(item))
         return chunks
