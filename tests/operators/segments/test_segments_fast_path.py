@@ -12,6 +12,10 @@ open call); ``_feed`` is the general path alone. What each property pins:
   them, complete, cut short or invalid) streamed in random deltas through the splitter, other chunks
   among them, some deltas with one more field of their own or of their chunk, so the open call's rule
   agrees on streaming, completion and errors.
+- ``test_each_field_beside_a_continuing_delta_goes_the_general_way`` and
+  ``test_each_field_beside_a_continuing_argument_delta_goes_the_general_way``: each field a rule reads, set
+  alone beside more of the open run's text or the open call's arguments, which the properties meet only by
+  chance.
 - The examples below them: the events the rules give on the commonest chunks, by value.
 """
 
@@ -218,6 +222,35 @@ def split_calls(draw: st.DrawFn) -> list[ChunkResponse]:
 def test_the_emitters_tool_call_rule_gives_what_the_general_path_gives(
     chunks: list[ChunkResponse],
 ) -> None:
+    assert run(split(chunks), general=False) == run(split(chunks), general=True)
+
+
+_OPENED_CALL = ChunkResponse(tool_calls=[ToolCallDelta(0, "call_0", "get_weather", '{"city": "Pa')])
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [(field, value) for field, values in EXTRA.items() if field != "tool_calls" for value in values],
+)
+@pytest.mark.parametrize(
+    "opening",
+    [
+        [_OPENED_CALL],
+        # A reasoning run opened beside the call's next delta stays open while the call streams.
+        [
+            _OPENED_CALL,
+            ChunkResponse(reasoning="x", reasoning_id="rs_1", tool_calls=[ToolCallDelta(0, None, None, "r")]),
+        ],
+    ],
+    ids=["call", "call-and-reasoning"],
+)
+def test_each_field_beside_a_continuing_argument_delta_goes_the_general_way(
+    opening: list[ChunkResponse], field: str, value: Any
+) -> None:
+    """Every field the open call's rule reads, set alone beside the call's next arguments (deterministic:
+    the property above meets each one only by chance)."""
+    more = ChunkResponse(tool_calls=[ToolCallDelta(0, None, None, "is")], **{field: value})
+    chunks = [*opening, more, ChunkResponse(reasoning="y", reasoning_id="rs_1"), ChunkResponse(content="z")]
     assert run(split(chunks), general=False) == run(split(chunks), general=True)
 
 
