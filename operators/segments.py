@@ -415,6 +415,10 @@ class SegmentEmitter:
     A tool segment's END carries the call's arguments (or its error, with the first `RAW_KEPT`
     characters of its arguments text), which `operators.invocations.InvocationFolder` folds.
 
+    A chunk's ``image_urls``, ``audio_urls`` and ``video_urls`` are not segments: they are read from the
+    chunks themselves (`pipeline.to_chunks`). Its ``is_complete`` is not read either: the splitter has
+    ended the calls of a complete chunk, and `finish` ends the response.
+
     Args:
         file_tools: tool name -> `FileTool`; defaults to ``write_file`` and ``patch_file``.
         segment_ids: makes text and reasoning segment ids; defaults to ``"text_" + 16 random hex``.
