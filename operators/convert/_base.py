@@ -4,7 +4,7 @@ positions and the wording of a field error."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, Final, Generic, TypeGuard, TypeVar
 
 import msgspec
@@ -92,12 +92,12 @@ class EventDecoder(Generic[EventT]):
     dict (a JSON decoder's, or an SDK object's ``model_dump``) is converted into the same type. Every
     converter then reads one type, whatever the source, with no second parser beside the first.
 
-    A converter's feed loop may run the Payload case itself, without a call in between: ``decode_bytes``
-    (or ``bytes_decoder.decode``) on the payload's bytes, `payload_error` for what it raises
+    A converter's feed loop may run the Payload case itself, without a call in between:
+    ``bytes_decoder.decode`` on the payload's bytes, `payload_error` for what it raises
     (`PAYLOAD_ERRORS`) and `check_utf8` for bytes that are not ASCII, as `decode` does.
     """
 
-    __slots__ = ("_type", "bytes_decoder", "decode_bytes")
+    __slots__ = ("_type", "bytes_decoder")
 
     def __init__(self, event_type: type[EventT]) -> None:
         self._type = event_type
@@ -105,8 +105,6 @@ class EventDecoder(Generic[EventT]):
         """The typed decoder of a payload's bytes (its ``decode`` raises `PAYLOAD_ERRORS`): an object
         holding it calls ``bytes_decoder.decode``, a method lookup Python caches, where a bound method
         kept in an attribute is looked up anew on each call."""
-        self.decode_bytes: Callable[[bytes], EventT] = self.bytes_decoder.decode
-        """``bytes_decoder.decode``, for a module-level alias."""
 
     def decode(self, item: Payload | Mapping[str, Any], number: int) -> EventT:
         """``item`` as ``EventT``; ``number`` is the event's number in the stream (from 0), for errors.
@@ -116,7 +114,7 @@ class EventDecoder(Generic[EventT]):
         if type(item) is Payload:
             data = item.data
             try:
-                event = self.decode_bytes(data)
+                event = self.bytes_decoder.decode(data)
             except PAYLOAD_ERRORS as error:
                 raise payload_error(error, item, number) from None
             if not data.isascii():
@@ -131,7 +129,7 @@ class EventDecoder(Generic[EventT]):
 
 
 PAYLOAD_ERRORS: Final = (msgspec.ValidationError, *JSON_ERRORS)
-"""What `EventDecoder.decode_bytes` raises for bytes it refuses: `payload_error` words each."""
+"""What `EventDecoder.bytes_decoder` raises for bytes it refuses: `payload_error` words each."""
 
 
 def payload_error(error: Exception, payload: Payload, number: int) -> StreamfoldError:

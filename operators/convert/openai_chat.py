@@ -97,7 +97,7 @@ _HELPER_EVENTS = frozenset(
 
 _DECODER: Final = EventDecoder(ChatChunk)
 _decode_chunk = _DECODER.decode
-_decode_bytes = _DECODER.decode_bytes
+_decode_bytes = _DECODER.bytes_decoder.decode
 _NO_METADATA: Final = ChatChunk()
 _NOTHING: Final = ChunkResponse()
 """A chunk that says nothing: an event that carries nothing new gives no chunk."""

@@ -99,7 +99,7 @@ _CONTENT_FILTER_REASONS: Final = frozenset(
 _MEDIA_KINDS: Final = ("image", "audio", "video")
 
 _DECODER: Final = EventDecoder(GenerateContentResponse)
-_DECODE_BYTES: Final = _DECODER.decode_bytes
+_DECODE_BYTES: Final = _DECODER.bytes_decoder.decode
 
 
 def normalize_gemini_finish_reason(finish_reason: str, *, made_function_call: bool) -> str:
