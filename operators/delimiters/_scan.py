@@ -575,8 +575,7 @@ class XmlArguments:
         self._pending = ""
         self._held.clear()
         self._held_size = 0
-        if not key.isprintable() or '"' in key or "\\" in key:  # (json_escape's test, inline)
-            key = escape_json_text(key)
+        key = json_escape(key)
         if value_type == "string":
             self._mode = "stream"
             self._emit(prefix + '"' + key + '": "')

@@ -360,20 +360,16 @@ class Qwen3CoderLexer(TaggedCallLexer):
         if opening:
             self._held = ""
             self.switch_to_header(self._key_state, _KEY_END)
-        parts = self._header_parts
         if close:
-            parts.append(text[:close])
-        key = parts[0] if len(parts) == 1 else "".join(parts)  # (`take_header` written out)
-        parts.clear()
-        self._header_chars = 0
-        self.begin_value(key.strip())
+            self._header_parts.append(text[:close])
+        self.begin_value(self.take_header().strip())
         self.switch_to_value(self._value_state, _VALUE)
         if stop:
             xml_args = self.xml_args
             assert xml_args is not None  # (see make_rule)
             xml_args.value(rest[:stop])
         self._held = rest[stop:]  # the start of a marker, held as the state holds it
-        return self.value_rule(self._value_complete) or self._in_value_rule()
+        return self._in_value_rule()
 
     def confirm(self, buf: str, pos: int, final: bool) -> int:
         """After ``<tool_call>``: whitespace, then ``<function=``."""
