@@ -12,6 +12,7 @@ given sizes, :func:`serving` runs an ASGI app with uvicorn on an ephemeral port.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -29,6 +30,7 @@ from starlette.routing import Route
 __all__ = [
     "MODELS",
     "FakeUpstream",
+    "PromptServer",
     "Received",
     "Scenario",
     "chat_completion",
@@ -259,6 +261,30 @@ def closed_port() -> int:
     return port
 
 
+class PromptServer(uvicorn.Server):
+    """uvicorn's server, leaving its main loop as soon as ``should_exit`` is set. uvicorn looks at the flag
+    on a timer, which each of the hundreds of servers the tests start would otherwise wait out once."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self._exit = asyncio.Event()
+        super().__init__(config)
+
+    @property
+    def should_exit(self) -> bool:
+        return self._exit.is_set()
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        if value:
+            self._exit.set()
+        else:
+            self._exit.clear()
+
+    async def main_loop(self) -> None:
+        await self.on_tick(0)  # (the Date header)
+        await self._exit.wait()
+
+
 @asynccontextmanager
 async def serving(app: Any, *, timeout_keep_alive: int = 5) -> AsyncIterator[str]:
     """Run ``app`` with uvicorn on 127.0.0.1 (an ephemeral port); yields its base URL.
@@ -273,10 +299,10 @@ async def serving(app: Any, *, timeout_keep_alive: int = 5) -> AsyncIterator[str
         timeout_graceful_shutdown=1,
         timeout_keep_alive=timeout_keep_alive,
     )
-    server = uvicorn.Server(config)
+    server = PromptServer(config)
     failure: Exception | None = None
     # Closed however the body ends: a skip (a BaseException) from a fixture entered with it included.
-    with socket.socket() as sock:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         port = sock.getsockname()[1]

@@ -735,6 +735,8 @@ def serve(
 
     import uvicorn
 
+    from pipeline.proxy._serving import http_stack, serve_workers
+
     mode: AccessLog = "plain" if access_log is True else "off" if access_log is False else access_log
     check_choice("access_log", mode, ACCESS_LOGS)
     if workers < 1:
@@ -755,7 +757,7 @@ def serve(
         if rewrites
         else "tool-format none: no rewriting"
     )
-    announce += f" (uvicorn with {_http_stack()})"
+    announce += f" (uvicorn with {http_stack()})"
     if workers > 1:
         create_app(upstream, tool_format=tool_format, **options)  # the arguments are checked once, here
         timeout = options.get("timeout")
@@ -766,7 +768,7 @@ def serve(
         )
         logging.getLogger("uvicorn.error").info("%s, %d workers", announce, workers)
         with suppress(KeyboardInterrupt):
-            uvicorn.run("pipeline.proxy.app:app_from_environment", factory=True, workers=workers, **common)
+            serve_workers("pipeline.proxy.app:app_from_environment", factory=True, workers=workers, **common)
         return
     app = create_app(upstream, tool_format=tool_format, **options)
     config = uvicorn.Config(app, **common)
@@ -776,14 +778,6 @@ def serve(
     gc.freeze()
     with suppress(KeyboardInterrupt):  # Ctrl+C: uvicorn has shut down gracefully, as uvicorn.run does
         uvicorn.Server(config).run()
-
-
-def _http_stack() -> str:
-    """The event loop and HTTP parser uvicorn picks here (``auto``: uvloop and httptools if installed)."""
-    from importlib.util import find_spec
-
-    loop = "uvloop" if find_spec("uvloop") else "asyncio"
-    return f"{loop}, {'httptools' if find_spec('httptools') else 'h11'}"
 
 
 def _configure_access_log(mode: AccessLog) -> None:

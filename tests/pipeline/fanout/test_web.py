@@ -38,6 +38,7 @@ from pipeline.models import (
     ToolInvocation,
 )
 from tests.guards import GUARD
+from tests.proxy_upstream import PromptServer
 
 pytestmark = pytest.mark.anyio
 
@@ -98,13 +99,13 @@ async def serving(app: Any, *, send_buffer: int | None = None) -> AsyncIterator[
     queues them until uvicorn accepts. ``send_buffer`` sets the kernel send buffer of the connections
     (accepted sockets inherit it), so that a client that stops reading blocks the server's sends soon.
     """
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     if send_buffer is not None:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="websockets-sansio", http="h11")
-    uvicorn_server = uvicorn.Server(config)
+    uvicorn_server = PromptServer(config)
     with listener:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(lambda: uvicorn_server.serve(sockets=[listener]))

@@ -304,3 +304,37 @@ async def test_several_workers_serve_from_one_port() -> None:
         process.send_signal(signal.SIGINT)
         with anyio.fail_after(GUARD):
             await process.wait()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+async def test_connections_to_the_workers_listener_send_without_delay(host: str) -> None:
+    """The workers' shared listener gives connections whose small writes go out at once (TCP_NODELAY),
+    on the plain asyncio loop as on uvloop: uvicorn's own listener leaves Nagle's algorithm on there."""
+    import asyncio
+    import socket
+
+    import uvicorn
+
+    from pipeline.proxy._serving import tcp_listener
+
+    if host == "::1" and not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    accepted: list[int] = []
+    taken = anyio.Event()
+
+    async def take(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+        taken.set()
+
+    config = uvicorn.Config("pipeline.proxy.app:app_from_environment", host=host, port=0)
+    with tcp_listener(config) as listener:
+        server = await asyncio.start_server(take, sock=listener)
+        async with server:
+            _reader, writer = await asyncio.open_connection(host, listener.getsockname()[1])
+            writer.close()
+            with anyio.fail_after(GUARD):
+                await taken.wait()
+    assert accepted == [1]
+    assert listener.proto == socket.IPPROTO_TCP
