@@ -73,7 +73,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, get_args
 
 import anyio
 import msgspec
@@ -90,6 +90,7 @@ from pipeline.agent.runner import (
     CallModel,
     NextMessages,
     OnFailure,
+    StopReason,
     Turn,
     _sole_exception_unwrapped,
     run_tools,
@@ -599,8 +600,12 @@ async def _over(log: EventLog, run_id: str, state: RunState, status: ResponseSta
     return AgentRun(state.messages or [], state.turns, _stop_reason(state.stop_reason or ""))
 
 
-def _stop_reason(value: str) -> Any:
-    return value if value in ("no_calls", "max_steps", "awaiting_approval", "stopped") else "no_calls"
+_STOP_REASONS: Final[dict[str, StopReason]] = {reason: reason for reason in get_args(StopReason)}
+
+
+def _stop_reason(value: str) -> StopReason:
+    """The logged stop reason of a run (``no_calls`` for one this version does not know)."""
+    return _STOP_REASONS.get(value, "no_calls")
 
 
 async def serve_runs(

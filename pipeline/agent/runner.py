@@ -80,6 +80,7 @@ __all__ = [
     "AgentRun",
     "OnFailure",
     "RunnerEvent",
+    "StopReason",
     "ToolRun",
     "Turn",
     "run_loop",
@@ -90,6 +91,8 @@ DEFAULT_MAX_BUFFER = 64
 """Items that may wait between the runner's pump and its consumer before the source is no longer read."""
 
 OnFailure: TypeAlias = Literal["finish", "cancel"]
+StopReason: TypeAlias = Literal["no_calls", "max_steps", "awaiting_approval", "stopped"]
+"""Why `run_loop` stopped (`AgentRun.stop_reason`)."""
 RunnerEvent: TypeAlias = PipelineEvent | ToolOutput | ToolApprovalRequest
 """What the runner yields: the response's events, one `ToolOutput` per client-side call (but a
 call awaiting the next request's approval), and a `ToolApprovalRequest` per call that needs one."""
@@ -434,7 +437,7 @@ class AgentRun:
     """The conversation at the end: the messages given, then each turn's."""
     turns: list[Turn]
     """Each model response and its calls' outputs, in order."""
-    stop_reason: Literal["no_calls", "max_steps", "awaiting_approval", "stopped"]
+    stop_reason: StopReason
     """``no_calls``: the last response made no client call; ``max_steps``: the step limit;
     ``awaiting_approval``: calls of the last response wait for a decision that comes with the next
     request (`ToolRun.awaiting`; the last turn's messages are not appended); ``stopped``: a durable run
