@@ -324,37 +324,25 @@ async def test_the_redis_token_counter_expires_after_the_last_take_or_renewal(
 # --- recovery in one process (the memory log) ---------------------------------------------------------
 
 
-async def test_a_finished_run_is_returned_from_its_log_without_calling_the_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("max_steps", "stop_reason", "turns"), [(10, "no_calls", 2), (1, "max_steps", 1)])
+async def test_a_finished_run_is_returned_from_its_log_without_calling_the_model(
+    tmp_path: Path, max_steps: int, stop_reason: str, turns: int
+) -> None:
     (tmp_path / "a.txt").write_text("hello")
     log, lease = MemoryEventLog(), MemoryLease()
     tools = make_tools(tmp_path, block_in_write=False, idempotent=False)
     with anyio.fail_after(GUARD):
         first = await run_durable(
             "r", log, lease, scripted_model(block_mid_stream=False), USER, tools,
-            next_messages=next_messages, owner="a",
+            next_messages=next_messages, owner="a", max_steps=max_steps,
         )  # fmt: skip
         again = await run_durable(
-            "r", log, lease, _no_model, USER, tools, next_messages=next_messages, owner="b"
-        )
-    assert first.stop_reason == again.stop_reason == "no_calls"
+            "r", log, lease, _no_model, USER, tools, next_messages=next_messages, owner="b",
+            max_steps=max_steps,
+        )  # fmt: skip
+    assert first.stop_reason == again.stop_reason == stop_reason
     assert again.messages == first.messages
-    assert len(again.turns) == 2
-
-
-async def test_a_run_stopped_by_its_step_limit_says_so_again_from_its_log(tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("hello")
-    log, lease = MemoryEventLog(), MemoryLease()
-    tools = make_tools(tmp_path, block_in_write=False, idempotent=False)
-    with anyio.fail_after(GUARD):
-        first = await run_durable(
-            "r", log, lease, scripted_model(block_mid_stream=False), USER, tools,
-            next_messages=next_messages, owner="a", max_steps=1,
-        )  # fmt: skip
-        again = await run_durable(
-            "r", log, lease, _no_model, USER, tools, next_messages=next_messages, owner="b", max_steps=1
-        )
-    assert first.stop_reason == again.stop_reason == "max_steps"
-    assert len(again.turns) == 1
+    assert len(again.turns) == turns
 
 
 async def _no_model(messages: list[Any]) -> Any:
