@@ -4,6 +4,9 @@ event-stream frames) to provider event dicts.
 Modules: `sse` (SSE / JSON Lines decoding), `sources` (files,
 bytes, httpx responses, SDK streams), `eventstream` (Bedrock's binary framing),
 `detect` (which framing and wire format a stream is).
+
+The framers read bytes; a bytearray or a memoryview is taken too, and any other read (a ``str``, say)
+raises a ``TypeError`` that names the framer.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Line cutting shared by the line-based framers (SSE and JSON Lines), and the UTF-8 error they raise.
+"""Line cutting shared by the line-based framers (SSE and JSON Lines), the UTF-8 error they raise, and
+what every framer does with a read that is not bytes.
 
 Lines are cut on the raw bytes: a CR or LF byte never occurs inside a UTF-8 multi-byte sequence, so a
 character split across reads needs no decoder state, and every error can name its exact byte offset.
@@ -105,6 +106,20 @@ def decode_text(data: bytes, offset: int) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise invalid_utf8(data, offset) from None
+
+
+def as_bytes(framer: object, read: object) -> bytes:
+    """A read that is not bytes, as bytes: a bytearray or a memoryview is copied (framers call this only
+    for a read that is not bytes, so bytes pay nothing for it).
+
+    Raises:
+        TypeError: ``read`` is not bytes-like (a ``str``, say), naming the framer and the type.
+    """
+    if isinstance(read, bytes | bytearray | memoryview):
+        return bytes(read)
+    raise TypeError(
+        f"{type(framer).__name__} reads bytes, a bytearray or a memoryview, not {type(read).__name__}"
+    )
 
 
 def keep_partial(error: StreamfoldError, outputs: list[Any]) -> None:

@@ -37,7 +37,7 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.adapter._lines import keep_partial
+from operators.adapter._lines import as_bytes, keep_partial
 from operators.adapter.payloads import Framed, PayloadParser
 from pipeline._jsonenc import JSON_ERRORS, json_problem
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
@@ -100,9 +100,7 @@ class EventStreamFramer:
         If a frame is bad (a CRC mismatch, an exception frame), the events of the frames before it travel on
         the exception (its ``partial_outputs``): nothing decoded is lost."""
         buffer = self._buffer
-        if buffer:
-            buffer += data
-        elif isinstance(data, bytes) and len(data) >= _PRELUDE_SIZE:
+        if not buffer and isinstance(data, bytes) and len(data) >= _PRELUDE_SIZE:
             # The live case: a read that is one whole frame with a sound prelude; any other read (a
             # prelude `_frames` refuses included, which it names) takes the loop.
             total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(data)
@@ -116,6 +114,10 @@ class EventStreamFramer:
                 self._offset = offset + total_length
                 self._frame_number += 1
                 return [] if event is None else [event]
+        elif type(data) is not bytes:
+            data = as_bytes(self, data)
+        if buffer:
+            buffer += data
         events: list[Payload] = []
         try:
             # A read that starts at a frame (the usual case) is read in place, not copied to the buffer.

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from aiostream import pipable_operator
 
-from operators.adapter._lines import BOM, keep_partial
+from operators.adapter._lines import BOM, as_bytes, keep_partial
 from operators.adapter.payloads import Framed, PayloadParser
 from pipeline.errors import StreamDecodeError, StreamfoldError
 from pipeline.models import Payload
@@ -84,6 +84,8 @@ class JSONArrayFramer:
 
     def feed(self, chunk: bytes) -> list[Payload]:
         """The payloads of the array elements this read completes."""
+        if type(chunk) is not bytes:
+            chunk = as_bytes(self, chunk)
         out: list[Payload] = []
         try:
             self._scan(chunk, out)

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from aiostream import pipable_operator
 
-from operators.adapter._lines import LineSplitter, keep_partial
+from operators.adapter._lines import LineSplitter, as_bytes, keep_partial
 from operators.adapter.payloads import Framed, PayloadParser
 from pipeline.errors import StreamDecodeError, StreamfoldError
 from pipeline.models import Payload
@@ -42,6 +42,8 @@ class JSONLinesFramer:
 
     def feed(self, chunk: bytes) -> list[Payload]:
         """The payloads of the lines this read completes."""
+        if type(chunk) is not bytes:
+            chunk = as_bytes(self, chunk)
         out: list[Payload] = []
         try:
             for line, offset in self._lines.split(chunk):

@@ -23,7 +23,7 @@ from typing import Any, Final
 import msgspec
 from aiostream import pipable_operator
 
-from operators.adapter._lines import BOM, LineSplitter, decode_text, keep_partial
+from operators.adapter._lines import BOM, LineSplitter, as_bytes, decode_text, keep_partial
 from operators.adapter.payloads import Framed, PayloadParser, excerpt, raise_for_provider_error
 from pipeline._jsonenc import JSON_ERRORS, json_problem
 from pipeline.errors import ProviderError, StreamDecodeError, StreamfoldError
@@ -257,7 +257,10 @@ class SSEFramer(_EventStreamParser):
         # and short data included, takes the line-by-line path, which remembers the new shape. Lengths,
         # not identities, tell whether the prefix and ending were there (a bytearray's removeprefix copies
         # even when it removes nothing).
-        data = chunk.removeprefix(self._prefix).removesuffix(self._ending)
+        try:
+            data = chunk.removeprefix(self._prefix).removesuffix(self._ending)
+        except (AttributeError, TypeError):  # (not bytes: nothing is changed yet)
+            return self.feed(as_bytes(self, chunk))
         length = len(data)
         size = len(chunk)
         if (
@@ -357,6 +360,8 @@ class SSEDecoder(_EventStreamParser):
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """The decoded JSON data of the events this read completes."""
+        if type(chunk) is not bytes:
+            chunk = as_bytes(self, chunk)
         out: list[ServerSentEvent] = []
         try:
             if not (self.at_event_start() and self._take_whole(chunk, out)):

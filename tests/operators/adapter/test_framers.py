@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.adapter import EventStreamFramer, JSONArrayFramer, JSONLinesFramer, SSEFramer
+from operators.adapter import (
+    EventStreamFramer,
+    JSONArrayFramer,
+    JSONLinesDecoder,
+    JSONLinesFramer,
+    SSEDecoder,
+    SSEFramer,
+    SSEPayloadDecoder,
+)
 from pipeline.errors import ProviderError, StreamDecodeError
 from pipeline.models import Payload
 from tests.conftest import FIXTURES
@@ -130,3 +138,55 @@ def test_an_eventstream_body_cut_off_names_its_frame_and_byte() -> None:
     assert error is not None
     assert "ends inside frame" in error
     assert "at byte" in error
+
+
+@pytest.mark.parametrize(("name", "make", "body"), BODIES, ids=[name for name, _, _ in BODIES])
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+def test_bytearray_and_memoryview_reads_give_the_payloads_of_bytes(
+    name: str, make: Framer, body: bytes, kind: Callable[[bytes], Any]
+) -> None:
+    reads = cut(body, [7, 100, 101, len(body) // 2])
+    expected = frame(make(), reads)
+    assert expected[1] is None
+    assert frame(make(), [kind(read) for read in reads]) == expected
+    assert frame(make(), [kind(body)]) == frame(make(), [body])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        SSEFramer,
+        SSEDecoder,
+        SSEPayloadDecoder,
+        JSONLinesFramer,
+        JSONLinesDecoder,
+        JSONArrayFramer,
+        EventStreamFramer,
+    ],
+)
+@pytest.mark.parametrize("read", ["data: {}\n\n", 7, None])
+def test_a_read_that_is_not_bytes_raises_a_type_error_naming_the_framer(make: Framer, read: object) -> None:
+    framer = make()
+    with pytest.raises(TypeError) as caught:
+        framer.feed(read)
+    message = str(caught.value)
+    assert message.startswith(
+        (
+            "SSEFramer reads",
+            "SSEDecoder reads",
+            "JSONLinesFramer reads",
+            "JSONArrayFramer reads",
+            "EventStreamFramer reads",
+        )
+    )
+    assert message.endswith(f"a bytearray or a memoryview, not {type(read).__name__}")
+
+
+def test_an_eventstream_read_that_is_not_bytes_after_a_partial_frame_names_the_framer() -> None:
+    framer = EventStreamFramer()
+    body = EVENTSTREAM_BODY.read_bytes()
+    assert framer.feed(body[:5]) == []
+    with pytest.raises(TypeError, match=r"^EventStreamFramer reads .* not str$"):
+        framer.feed("more")  # type: ignore[arg-type]
+    payloads, error = frame(framer, [body[5:]])
+    assert (payloads, error) == frame(EventStreamFramer(), [body])
