@@ -286,23 +286,29 @@ class PromptServer(uvicorn.Server):
 
 
 @asynccontextmanager
-async def serving(app: Any, *, timeout_keep_alive: int = 5) -> AsyncIterator[str]:
+async def serving(
+    app: Any, *, timeout_keep_alive: int = 5, send_buffer: int | None = None, **options: Any
+) -> AsyncIterator[str]:
     """Run ``app`` with uvicorn on 127.0.0.1 (an ephemeral port); yields its base URL.
 
-    The listening socket is bound before the server starts, so requests can be sent at once (they wait in
-    the backlog until uvicorn accepts them). ``timeout_keep_alive``: uvicorn's idle connection timeout.
+    The listening socket is bound as TCP before the server starts, so requests can be sent at once (they
+    wait in the backlog until uvicorn accepts them), and asyncio turns Nagle's algorithm off on each
+    connection. ``timeout_keep_alive``: uvicorn's idle connection timeout. ``send_buffer``: the kernel send
+    buffer of the connections (accepted sockets inherit it), so that a client that stops reading blocks the
+    server's sends soon. ``options``: more of `uvicorn.Config`'s, over these defaults.
     """
-    config = uvicorn.Config(
-        app,
-        log_level="critical",
-        lifespan="on",
-        timeout_graceful_shutdown=1,
-        timeout_keep_alive=timeout_keep_alive,
-    )
-    server = PromptServer(config)
+    settings: dict[str, Any] = {
+        "log_level": "critical",
+        "lifespan": "on",
+        "timeout_graceful_shutdown": 1,
+        "timeout_keep_alive": timeout_keep_alive,
+    }
+    server = PromptServer(uvicorn.Config(app, **(settings | options)))
     failure: Exception | None = None
     # Closed however the body ends: a skip (a BaseException) from a fixture entered with it included.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as sock:
+        if send_buffer is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         port = sock.getsockname()[1]

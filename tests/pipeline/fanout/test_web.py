@@ -13,7 +13,6 @@ from typing import Any, NamedTuple, TypeVar
 import anyio
 import httpx
 import pytest
-import uvicorn
 from anyio.lowlevel import checkpoint
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -38,7 +37,7 @@ from pipeline.models import (
     ToolInvocation,
 )
 from tests.guards import GUARD
-from tests.proxy_upstream import PromptServer
+from tests.proxy_upstream import serving as proxy_serving
 
 pytestmark = pytest.mark.anyio
 
@@ -93,24 +92,16 @@ class Server(NamedTuple):
 
 @asynccontextmanager
 async def serving(app: Any, *, send_buffer: int | None = None) -> AsyncIterator[str]:
-    """uvicorn serving ``app`` on an ephemeral port of 127.0.0.1; yields ``host:port``.
-
-    The socket is bound and listening before uvicorn starts, so clients can connect at once: the kernel
-    queues them until uvicorn accepts. ``send_buffer`` sets the kernel send buffer of the connections
-    (accepted sockets inherit it), so that a client that stops reading blocks the server's sends soon.
-    """
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    if send_buffer is not None:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="websockets-sansio", http="h11")
-    uvicorn_server = PromptServer(config)
-    with listener:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(lambda: uvicorn_server.serve(sockets=[listener]))
-            yield f"127.0.0.1:{listener.getsockname()[1]}"
-            uvicorn_server.should_exit = True
+    """`tests.proxy_upstream.serving` with websockets' sans-IO protocol, h11 and no lifespan; yields
+    ``host:port``."""
+    options: dict[str, Any] = {
+        "log_level": "warning",
+        "lifespan": "off",
+        "ws": "websockets-sansio",
+        "http": "h11",
+    }
+    async with proxy_serving(app, send_buffer=send_buffer, **options) as url:
+        yield url.removeprefix("http://")
 
 
 @pytest.fixture
