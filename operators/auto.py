@@ -62,7 +62,7 @@ class TextDeltas:
         """Bytes fed so far."""
 
     def feed(self, item: bytes | str) -> list[ChunkResponse]:
-        if isinstance(item, bytes | bytearray):
+        if isinstance(item, bytes | bytearray | memoryview):
             self._offset += len(item)
             try:
                 text = self._decoder.decode(item)
@@ -292,7 +292,7 @@ class _AutoChunks:
         self._head.seen_item = True
         if self._provider == "text":
             return [TextDeltas()]
-        if isinstance(item, bytes | bytearray):
+        if isinstance(item, bytes | bytearray | memoryview):
             if self._framing != "auto":
                 return _byte_front(self._framing)
             framing = self._head.add(bytes(item))

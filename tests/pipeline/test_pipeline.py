@@ -87,6 +87,28 @@ async def test_bytes_dicts_and_sdk_objects_give_the_same_events() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+@pytest.mark.parametrize("options", [{}, {"provider": "openai", "framing": "sse"}, {"provider": "text"}])
+async def test_bytearray_and_memoryview_reads_give_the_events_of_bytes(
+    kind: type[bytearray | memoryview], options: dict[str, Any]
+) -> None:
+    data = PARALLEL.read_bytes()
+    reads = [data[start : start + 37] for start in range(0, len(data), 37)]
+
+    async def run(chunks: list[Any]) -> list[dict[str, Any]]:
+        events = await collect(
+            process(
+                items(chunks), id_factory=sequential_call_ids, segment_ids=counter_segment_ids(), **options
+            )
+        )
+        return [event.to_dict() for event in events]
+
+    expected = await run(reads)
+    assert len(expected) > 10
+    assert await run([kind(read) for read in reads]) == expected
+
+
+@pytest.mark.anyio
 async def test_a_call_over_the_size_cap_is_too_large_and_the_stream_goes_on() -> None:
     chunks = call_chunks("write_file", json.dumps({"path": "a", "content": "x" * 200}))
     chunks.insert(-1, chat_chunk({"content": "still here"}))
