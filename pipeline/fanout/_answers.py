@@ -6,6 +6,7 @@ Shared by `pipeline.fanout.web` and `pipeline.fanout.protocols`: every refusal i
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import TYPE_CHECKING, Any, Final
 
@@ -26,18 +27,24 @@ from pipeline.fanout.access import AccessDenied, BodyRefused
 from pipeline.fanout.serving._log import EventLog, check_lookup_id
 
 if TYPE_CHECKING:
-    from starlette.responses import JSONResponse
+    from collections.abc import Awaitable, Callable
+
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
 
 __all__ = [
+    "answering",
     "check_readable",
     "error_response",
     "problem",
     "read_cursor",
     "send_problem",
     "status_code",
+    "unexpected_response",
 ]
 
 _CURSOR: Final = re.compile(r"[0-9]{1,18}")
+_logger = logging.getLogger("streamfold")
 _STATUSES: Final = ((ResponseNotFound, 404), (ResponseGone, 410), (ResponseExists, 409), (AccessDenied, 403))
 
 
@@ -74,6 +81,29 @@ def error_response(error: StreamfoldError | BodyRefused, status: int | None = No
     return JSONResponse(problem(error), status_code=status or status_code(error), headers=retry)
 
 
+def unexpected_response(exc: Exception, doing: str) -> JSONResponse:
+    """The answer to an exception no route expects while ``doing`` (a ``start`` that raised, a log's server
+    refusing a command, a bug): logged with its traceback on the ``streamfold`` logger, answered 500 in
+    the error shape, without its details."""
+    _logger.error("serving: %s failed", doing, exc_info=exc)
+    return error_response(StreamfoldError(f"{doing} failed on the server (its log says why)"), 500)
+
+
+def answering(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """``handler`` answering a refusal (403), a log that cannot serve (503) or any other failure (500)
+    in the error shape."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except (AccessDenied, ServingError) as exc:
+            return error_response(exc)
+        except Exception as exc:  # (``start`` raising, a log's server refusing a command)
+            return unexpected_response(exc, f"{request.method} {request.url.path}")
+
+    return handle
+
+
 def read_cursor(scope: Scope) -> int:
     """The id a reader has seen up to: the ``Last-Event-ID`` header (an ``EventSource`` reconnecting),
     else the ``after`` query parameter, else 0.
@@ -85,7 +115,7 @@ def read_cursor(scope: Scope) -> int:
     raw: str | None = None
     for name, value in scope.get("headers", ()):
         if name == b"last-event-id":
-            raw = value.decode("latin-1").strip()
+            raw = value.decode("latin-1").strip() or None  # (empty: as if absent, the query decides)
     if raw is None:
         from urllib.parse import parse_qs
 

@@ -38,7 +38,13 @@ from pipeline.errors import (
     ServingError,
     StreamfoldError,
 )
-from pipeline.fanout._answers import check_readable, error_response, read_cursor, send_problem
+from pipeline.fanout._answers import (
+    check_readable,
+    error_response,
+    read_cursor,
+    send_problem,
+    unexpected_response,
+)
 from pipeline.fanout._asgi import serve_connection
 from pipeline.fanout.access import (
     DEFAULT_MAX_BODY_BYTES,
@@ -62,9 +68,19 @@ if TYPE_CHECKING:
     from pipeline.fanout.hub import Policy
     from pipeline.models import ToolApproval
 
-__all__ = ["CHAT_PROTOCOLS", "ChatStarter", "ProtocolStream", "chat_routes", "query_protocol"]
+__all__ = [
+    "CHAT_PROTOCOLS",
+    "MAX_CHAT_ID_CHARS",
+    "ChatStarter",
+    "ProtocolStream",
+    "chat_routes",
+    "query_protocol",
+]
 
 CHAT_PROTOCOLS: Final = ("vercel", "agui")
+MAX_CHAT_ID_CHARS: Final = 256
+"""The longest chat id (``id``, AG-UI ``threadId``) or continued message id a chat request may carry:
+each is kept in its response's meta, beside every response the log holds; a longer one is refused (400)."""
 
 ChatStarter = Callable[[Any], Awaitable[Any]]
 """``async (request_json) -> source``: the user's function a chat ``POST`` calls (an SDK stream,
@@ -408,15 +424,10 @@ def chat_routes(
                 error = ConfigurationError(f"the body is a JSON object, got {type(body).__name__}")
                 await refuse(scope, receive, send, error)
                 return
-            chat_key = "id" if protocol == "vercel" else "threadId"
-            chat_id = body.get(chat_key)
             run_id = body.get("runId") if protocol == "agui" else None
             response_id = uuid.uuid4().hex if run_id is None else run_id  # start() checks it: else 400
-            meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None, **owned}
-            continued = _continued_message(body) if protocol == "vercel" else None
-            if continued is not None:  # the AI SDK continues its last assistant message (an approval)
-                meta["message_id"] = continued
             try:
+                meta = _chat_meta(body, protocol, owned)
                 if isinstance(manager, DurableRuns):  # a worker process runs it: see serve_runs
                     decided = _decisions(body, protocol)
                     await manager.queue(
@@ -432,6 +443,9 @@ def chat_routes(
                 return
             except StreamfoldError as exc:  # the upstream refused
                 await refuse(scope, receive, send, exc, 502)
+                return
+            except Exception as exc:  # (``start`` raising, a log's server refusing a command): 500
+                await unexpected_response(exc, f"starting a {protocol} chat")(scope, receive, send)
                 return
             await answer(scope, receive, send, response_id, check_read=False)  # its starter reads it
 
@@ -503,6 +517,25 @@ def _decisions(body: Mapping[str, Any], protocol: str) -> list[ToolApproval]:
     from operators.encode.agui import agui_approvals
 
     return agui_approvals(body)
+
+
+def _chat_meta(body: Mapping[str, Any], protocol: str, owned: Mapping[str, Any]) -> dict[str, Any]:
+    """The meta of a chat request's response: its protocol, the chat's id (``id``, AG-UI ``threadId``),
+    the id of the message it continues (`_continued_message`), and ``owned`` (who started it).
+
+    Raises:
+        ConfigurationError: an id longer than `MAX_CHAT_ID_CHARS` (meta is kept beside each response).
+    """
+    chat_id = body.get("id" if protocol == "vercel" else "threadId")
+    meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None, **owned}
+    continued = _continued_message(body) if protocol == "vercel" else None
+    if continued is not None:  # the AI SDK continues its last assistant message (an approval)
+        meta["message_id"] = continued
+    for key, name in (("chat_id", "the chat's id"), ("message_id", "the continued message's id")):
+        value = meta.get(key)
+        if isinstance(value, str) and len(value) > MAX_CHAT_ID_CHARS:
+            raise ConfigurationError(f"{name} is at most {MAX_CHAT_ID_CHARS} characters, got {len(value)}")
+    return meta
 
 
 def _continued_message(body: Mapping[str, Any]) -> str | None:

@@ -66,6 +66,7 @@ from pipeline.errors import (
     SubscriberError,
 )
 from pipeline.fanout._answers import (
+    answering,
     check_readable,
     error_response,
     problem,
@@ -713,19 +714,6 @@ def serving_routes(
         "max_buffer_bytes": max_buffer_bytes,
         "send_timeout": send_timeout,
     }
-
-    def answering(
-        handler: Callable[[Request], Awaitable[Response]],
-    ) -> Callable[[Request], Awaitable[Response]]:
-        """``handler`` answering a refusal (403) or a log that cannot serve (503) in the error shape."""
-
-        async def handle(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except (AccessDenied, ServingError) as exc:
-                return error_response(exc)
-
-        return handle
 
     @answering
     async def list_responses(request: Request) -> Response:

@@ -145,6 +145,40 @@ async def test_last_event_id_and_after_resume_exactly_the_gap(app: App, after: i
     assert await sse(app, rid, headers={"Last-Event-ID": str(after)}, query="?after=0") == by_header
 
 
+async def test_an_empty_last_event_id_leaves_the_cursor_to_the_query(app: App) -> None:
+    rid = await app.manager.start(Gated(items(3), 3))
+    await app.manager.wait(rid)
+    expected = [Frame(4, "end", {"id": 4, "type": "END"})]
+    assert await sse(app, rid, headers={"Last-Event-ID": ""}, query="?after=3") == expected
+    assert [frame.id for frame in await sse(app, rid, headers={"Last-Event-ID": ""})] == [1, 2, 3, 4]
+
+
+async def test_a_failure_no_route_expects_is_a_500_in_the_error_shape(
+    app: App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def failing() -> Any:
+        raise RuntimeError("the log's server refused: secret detail")
+
+    async with httpx.AsyncClient(base_url=app.http) as client:
+        no_source = await client.post("/responses", json={"other": 1})  # start() raises KeyError
+        monkeypatch.setattr(app.log, "active", failing)
+        listed = await client.get("/responses")
+    assert (no_source.status_code, no_source.json()) == (
+        500,
+        {
+            "type": "ERROR",
+            "error": "StreamfoldError",
+            "message": "POST /responses failed on the server (its log says why)",
+        },
+    )
+    assert (listed.status_code, listed.json()["message"]) == (
+        500,
+        "GET /responses failed on the server (its log says why)",
+    )
+    failures = [record for record in caplog.records if record.name == "streamfold"]
+    assert [record.exc_info[0] for record in failures if record.exc_info] == [KeyError, RuntimeError]
+
+
 async def test_a_reconnect_mid_stream_gets_nothing_missing_nothing_twice(app: App) -> None:
     source = Gated([SegmentEvent.content("t", f"w{n} ") for n in range(20)], 5)
     rid = await app.manager.start(source)
