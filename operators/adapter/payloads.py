@@ -132,7 +132,7 @@ def raise_for_provider_error(payload: Mapping[str, Any], *, where: str = "event"
 
 def excerpt(text: str | bytes) -> str:
     """The start of ``text`` (at most 80 characters), quoted, for an error message."""
-    if isinstance(text, bytes):
+    if isinstance(text, bytes | bytearray):
         text = text[: _EXCERPT_LENGTH * 4].decode("utf-8", "replace")
     return repr(text if len(text) <= _EXCERPT_LENGTH else text[:_EXCERPT_LENGTH] + "...")
 

@@ -65,7 +65,7 @@ def _function_call(raw: Mapping[str, Any], offered: frozenset[str] | None) -> Ca
 def _custom_tool_call(raw: Mapping[str, Any], offered: frozenset[str] | None) -> CallShape:
     """A custom tool's call; one to a tool the response does not list is the provider's own step."""
     name = raw.get("name")
-    kind: ToolCallKind = "custom" if offered is None or name in offered else "server"
+    kind: ToolCallKind = "custom" if offered is None or (type(name) is str and name in offered) else "server"
     return kind, name, raw.get("input"), raw.get("call_id")
 
 

@@ -128,7 +128,7 @@ def _with_event_type(error: ConverterError, item: Payload | Mapping[str, Any]) -
     message = str(error)
     try:
         event_type = event_mapping(item).get("type", MISSING)
-    except (msgspec.DecodeError, TypeError, AttributeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, TypeError, AttributeError):  # (as it came, then)
         return error
     if not isinstance(event_type, str) or not message.startswith(prefix):
         return error

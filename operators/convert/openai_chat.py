@@ -669,7 +669,7 @@ def _from_mapping(event: object, number: int) -> ChatChunk | None:
             if not is_mapping(inner):
                 raise field_error(number, "chunk", "an object", inner)
             return _decode_chunk(inner, number)
-        if kind in _HELPER_EVENTS:
+        if type(kind) is str and kind in _HELPER_EVENTS:
             return None
     return _decode_chunk(event, number)
 

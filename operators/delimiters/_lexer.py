@@ -258,7 +258,7 @@ class FormatLexer(LexerEngine):
     def _arguments_rule(self, json_args: JsonArgs) -> Rule:
         """`make_rule` in a call's JSON arguments, once the call has some."""
         index = self.call_index
-        if index is None or not self._call_has_args:
+        if index is None or index < 0 or not self._call_has_args:  # (< 0: a call not offered, dropped)
             return self.fallback
         stream = self._stream
         markers = stream[1] if stream is not None and self.state == stream[0] and stream[2] is JSON else None
@@ -311,6 +311,7 @@ class FormatLexer(LexerEngine):
             or self.state != stream[0]
             or xml_args is None
             or index is None
+            or index < 0  # (a call to a tool not offered: the states drop what it writes)
             or not self._call_has_args
             or self.tentative is not None
         ):
@@ -407,6 +408,8 @@ class FormatLexer(LexerEngine):
         """
         json_args = self.json_args
         index = self.call_index
+        if index is not None and index < 0:
+            return False  # (a call to a tool not offered: the states drop what it writes)
         if json_args is None and self.xml_args is not None and index is not None and text:
             # The next piece of an XML-style value (most pieces of such a call).
             stream = self._stream

@@ -301,3 +301,29 @@ async def test_process_takes_offered_tools() -> None:
     assert (content, invocations) == (text.replace(offered_call, ""), [("good", {"b": 2})])
     with pytest.raises(ConfigurationError, match="tool_format"):
         process([], offered_tools={"good"})
+
+
+@pytest.mark.parametrize(
+    ("fmt", "pieces"),
+    [
+        ("seed_oss", ["<seed:tool_call>1<function=><parameter=>p", "a"]),
+        (
+            "kimi_k2",
+            ["<|tool_call_section_begin|>é<|tool_call_begin|><|tool_call_argument_begin|>e", "e"],
+        ),
+    ],
+)
+def test_what_a_call_not_offered_writes_never_becomes_a_delta(fmt: str, pieces: list[str]) -> None:
+    """The index of a call not offered is negative and never numbered: the shortcuts that write a
+    call's arguments leave such a call to the states, which drop what it writes."""
+
+    def chunks(reads: list[str]) -> list[ChunkResponse]:
+        rewriter = DelimiterRewriter(fmt, offered_tools={"f"}, id_factory=str)
+        return [
+            out for read in reads for out in rewriter.feed(ChunkResponse(content=read))
+        ] + rewriter.finish()
+
+    cut = chunks(pieces)
+    assert [delta for chunk in cut for delta in chunk.tool_calls or ()] == []
+    text = "".join(chunk.content for chunk in cut)
+    assert text == "".join(chunk.content for chunk in chunks(["".join(pieces)]))
