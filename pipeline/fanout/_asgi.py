@@ -125,6 +125,11 @@ async def serve_connection(
     Returns:
         True when the client stalled: one send took longer than ``send_timeout``.
     """
+    if scope.get("method") == "HEAD":  # (its headers only: a body would go nowhere, and the stream on)
+        if start is not None:
+            await send(start)
+            await send({"type": "http.response.body", "body": b""})
+        return False
     disconnect = "http.disconnect" if scope["type"] == "http" else "websocket.disconnect"
     wire: _Wire = _SSEWire() if scope["type"] == "http" else _WebSocketWire()
     stalled = False

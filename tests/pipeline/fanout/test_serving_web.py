@@ -179,6 +179,22 @@ async def test_a_failure_no_route_expects_is_a_500_in_the_error_shape(
     assert [record.exc_info[0] for record in failures if record.exc_info] == [KeyError, RuntimeError]
 
 
+@pytest.mark.parametrize("query", ["", "?protocol=vercel", "?protocol=agui"])
+async def test_head_on_a_running_response_answers_its_headers_at_once(app: App, query: str) -> None:
+    source = Gated(items(3), 1, hang=True)
+    rid = await app.manager.start(source)
+    async with httpx.AsyncClient(base_url=app.http) as client:
+        with anyio.fail_after(GUARD):
+            head = await client.head(f"/responses/{rid}/events{query}")
+            missing = await client.head(f"/responses/nope/events{query}")
+    assert (head.status_code, head.headers["content-type"].split(";")[0], head.content) == (
+        200,
+        "text/event-stream",
+        b"",
+    )
+    assert missing.status_code == 404
+
+
 async def test_a_reconnect_mid_stream_gets_nothing_missing_nothing_twice(app: App) -> None:
     source = Gated([SegmentEvent.content("t", f"w{n} ") for n in range(20)], 5)
     rid = await app.manager.start(source)
