@@ -638,17 +638,22 @@ class NatsEventLog(RemoteLogBase):
         """Running and retained responses, oldest first: see `EventLog.active`."""
         if self._closed:
             return []
-        _, kv = self._client("*")
-        try:
-            keys = await self._retry("listing", "*", lambda: kv.keys())
-        except nats.js.errors.NoKeysError:
-            return []
+        nc, _ = self._client("*")
+        keys = await self._retry("listing", "*", lambda: self._keys(nc))
         found: list[ResponseStatus] = []
         for key in keys:
             status = await self.status(key)
             if status is not None:
                 found.append(status)
         return sorted(found, key=lambda status: status.created)
+
+    async def _keys(self, nc: NATS) -> list[str]:
+        """The registry's keys, read from its stream's subjects. nats-py's ``kv.keys()`` can end its
+        listing early while the bucket is written to (nats.py issue 842, pull request 995), and a
+        response created just before would be missing from `active`."""
+        subject = f"$KV.{self.prefix}_responses."
+        info = await nc.jetstream().stream_info(f"KV_{self.prefix}_responses", subjects_filter=f"{subject}>")
+        return [name[len(subject) :] for name in info.state.subjects or ()]
 
     async def aclose(self) -> None:
         """Release connections: see `EventLog.aclose`."""
