@@ -80,6 +80,8 @@ CLOSE_TIMEOUT: Final = 5.0
 
 _logger = logging.getLogger("streamfold")
 
+_API_TIMEOUT: Final = 5.0
+"""Seconds one JetStream API request may take (nats-py's own default for its manager's requests)."""
 _LOST_TRANSPORT_WRITE: Final = (TypeError, AttributeError) if sys.version_info >= (3, 12) else ()
 """What nats-py's close raises on Python 3.12 and 3.13 when it flushes what it buffered into a transport whose
 connection is lost: asyncio's ``writelines`` calls a callback the lost connection cleared (CPython issue
@@ -648,12 +650,25 @@ class NatsEventLog(RemoteLogBase):
         return sorted(found, key=lambda status: status.created)
 
     async def _keys(self, nc: NATS) -> list[str]:
-        """The registry's keys, read from its stream's subjects. nats-py's ``kv.keys()`` can end its
-        listing early while the bucket is written to (nats.py issue 842, pull request 995), and a
-        response created just before would be missing from `active`."""
-        subject = f"$KV.{self.prefix}_responses."
-        info = await nc.jetstream().stream_info(f"KV_{self.prefix}_responses", subjects_filter=f"{subject}>")
-        return [name[len(subject) :] for name in info.state.subjects or ()]
+        """The registry's keys, read from its stream's subjects, page by page (the server sends at most
+        100,000 per reply). nats-py's ``kv.keys()`` can end its listing early while the bucket is written
+        to (nats.py issue 842, pull request 995), and a response created just before would be missing from
+        `active`; its ``stream_info`` reads one page only."""
+        prefix = f"$KV.{self.prefix}_responses."
+        request = f"$JS.API.STREAM.INFO.KV_{self.prefix}_responses"
+        keys: list[str] = []
+        while True:
+            asked = msgspec.json.encode({"subjects_filter": f"{prefix}>", "offset": len(keys)})
+            try:
+                reply = msgspec.json.decode((await nc.request(request, asked, timeout=_API_TIMEOUT)).data)
+            except nats.errors.NoRespondersError:
+                raise nats.js.errors.ServiceUnavailableError from None
+            if "error" in reply:
+                nats.js.errors.APIError.from_error(reply["error"])
+            subjects = (reply.get("state") or {}).get("subjects") or {}
+            keys += [subject[len(prefix) :] for subject in subjects]
+            if not subjects or len(keys) >= reply.get("total", 0):
+                return keys
 
     async def aclose(self) -> None:
         """Release connections: see `EventLog.aclose`."""
