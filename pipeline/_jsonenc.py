@@ -21,7 +21,7 @@ import msgspec
 
 from pipeline.errors import StreamDecodeError
 
-__all__ = ["JSON_ERRORS", "encode_json", "invalid_utf8", "json_problem"]
+__all__ = ["JSON_ERRORS", "arguments_complete", "encode_json", "invalid_utf8", "json_problem"]
 
 _encode = msgspec.json.encode
 
@@ -34,6 +34,21 @@ _LONE_SURROGATE = re.compile(
     rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 )
 _NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+")
+
+
+def arguments_complete(text: str) -> bool:
+    """Whether a call's arguments text is one whole JSON value, checked without building it; blank text
+    (a call without arguments) counts. An encoder tells a client to run its calls only when each is."""
+    if not text or text.isspace():
+        return True
+    try:
+        try:
+            msgspec.json.decode(text, type=msgspec.Raw)
+        except UnicodeEncodeError:  # a lone surrogate from a dict or SDK source: its string can still close
+            msgspec.json.decode(text.encode("utf-8", "surrogatepass"), type=msgspec.Raw)
+    except JSON_ERRORS:
+        return False
+    return True
 
 
 def invalid_utf8(data: bytes, offset: int) -> StreamDecodeError:

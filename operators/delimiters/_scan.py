@@ -284,6 +284,10 @@ SHORT_PIECE: Final = 16
 _BRACKETS: Final = "{}[]"
 
 
+_CLOSERS: Final = frozenset('}]"')
+"""The characters a root value that `JsonArgs` opens can end with."""
+
+
 class JsonArgs:
     """Streams JSON arguments text and finds the markers that end it, outside JSON strings only.
 
@@ -293,7 +297,7 @@ class JsonArgs:
     ``<|begin|> {"a": 1} <|end|>`` gives ``{"a": 1}`` at any chunking.
     """
 
-    __slots__ = ("_pending_space", "depth", "emitted", "escape", "in_string", "opened")
+    __slots__ = ("_last", "_pending_space", "depth", "emitted", "escape", "in_string", "opened")
 
     def __init__(self) -> None:
         self.in_string = False
@@ -302,11 +306,14 @@ class JsonArgs:
         self.opened = False
         self.emitted = False
         self._pending_space = ""
+        self._last = ""
+        """The last character emitted outside a string, whitespace aside."""
 
     @property
     def complete(self) -> bool:
-        """A root object or array has opened and closed."""
-        return self.opened and self.depth <= 0 and not self.in_string
+        """A root value has opened and closed, and nothing but whitespace followed it (as far as `trim`
+        has emitted)."""
+        return self.opened and self.depth <= 0 and not self.in_string and self._last in _CLOSERS
 
     def take_in_string(self, text: str) -> bool:
         """If all of ``text``, coming next, stays inside the current JSON string (the scan is in a string
@@ -456,6 +463,7 @@ class JsonArgs:
             return body
         pending = self._pending_space
         self._pending_space = text[len(body) :]
+        self._last = body[-1]
         return pending + body if pending else body
 
 

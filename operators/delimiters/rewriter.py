@@ -49,6 +49,7 @@ class _Output:
 
     __slots__ = (
         "api_positions",
+        "calls_ended",
         "calls_started",
         "id_factory",
         "kinds",
@@ -65,6 +66,8 @@ class _Output:
         self.ops: list[_Op] = []
         self.next_index = 0
         self.calls_started = 0
+        self.calls_ended = 0
+        """Calls whose end marker came (a call cut off never ends)."""
         self.kinds: dict[int, ToolCallKind] = {}
         """The kind of each call that is not a ``function`` call, repeated on every delta of the call."""
         self.api_positions: dict[int, int] = {}
@@ -80,7 +83,7 @@ class _Output:
     def reset(self) -> None:
         """A new response: positions count from 0 again."""
         self.next_index = 0
-        self.calls_started = 0
+        self.calls_started = self.calls_ended = 0
         self.kinds.clear()
         self.api_positions = {}
         self.unknown_calls = 0
@@ -138,6 +141,7 @@ class _Output:
             self.unknown_ended = True
         else:
             self._piece(index).finished = True
+            self.calls_ended += 1
 
     def chunks(self, item: ChunkResponse) -> list[ChunkResponse]:
         """What the lexers emitted for ``item``, which carries nothing but its text, as chunks."""
@@ -226,7 +230,7 @@ class _Output:
         new_calls = calls or None
         if new_calls != item.tool_calls:
             changes["tool_calls"] = new_calls
-        if item.finish_reason == "stop" and self.calls_started:
+        if item.finish_reason == "stop" and self.calls_started and self.calls_ended == self.calls_started:
             changes["finish_reason"] = "tool_calls"
             metadata = item.metadata or {}
             if "stop_reason" not in metadata:
@@ -257,9 +261,11 @@ class DelimiterRewriter:
     last chunk it produces; a chunk whose text is all held back and that carries nothing else gives ``[]``.
 
     Call positions count on after the server's own tool calls; those are renumbered only if a delimiter
-    call took their position. When delimiter calls were made, a ``finish_reason`` of ``stop`` becomes
-    ``tool_calls`` (``metadata["stop_reason"]`` keeps ``stop`` unless already set). A chunk with
-    ``is_complete`` ends the response: held text is released and open calls are ended before it.
+    call took their position. When delimiter calls were made and each of them ended, a ``finish_reason`` of
+    ``stop`` becomes ``tool_calls`` (``metadata["stop_reason"]`` keeps ``stop`` unless already set); a call
+    the model left open (it stopped inside the call) keeps ``stop``: its arguments are cut off, and no
+    finish should tell a client to run it. A chunk with a ``finish_reason`` ends the model's text and one
+    with ``is_complete`` ends the response: held text is released and open calls are ended before either.
 
     ``tool_schemas`` (tool name -> JSON schema of its parameters) types XML-style values;
     ``max_buffered_chars`` caps what one call holds back: a non-string XML-style value is held until its
@@ -323,8 +329,11 @@ class DelimiterRewriter:
         self._reset()
 
     def _reset(self) -> None:
+        self._output.reset()
+        self._renew_lexers()
+
+    def _renew_lexers(self) -> None:
         output = self._output
-        output.reset()
         self._content = self._lexer_type(output, "content", self._options)
         self._reasoning = self._lexer_type(output, "reasoning", self._options)
         self._content.renew_rule()
@@ -379,13 +388,14 @@ class DelimiterRewriter:
         """Rewrite ``item`` through the lexers' states (``more``: it has more than text)."""
         reasoning = item.reasoning
         content = item.content
+        ending = item.is_complete or bool(item.finish_reason)
         guards = self._guards
         if guards is not None:
             if reasoning:
                 guards[1].feed(reasoning)
             if content:
                 guards[0].feed(content)
-            if item.is_complete:
+            if ending:
                 guards[1].finish()
                 guards[0].finish()
             self._watching = not (guards[0].lexes_as_usual and guards[1].lexes_as_usual)
@@ -394,12 +404,14 @@ class DelimiterRewriter:
                 self._reasoning.feed(reasoning)
             if content:
                 self._content.feed(content)
-            if item.is_complete:
+            if ending:
                 self._reasoning.finish()
                 self._content.finish()
         chunks = self._output.pack(item, more)
         if item.is_complete:
             self._reset()
+        elif ending:  # (text after a finish reason, which no server sends, is lexed afresh)
+            self._renew_lexers()
         else:  # (a lexer that did not run keeps its rule)
             if reasoning:
                 self._reasoning.renew_rule()

@@ -185,7 +185,33 @@ def test_json_args_stop_at_close() -> None:
     scanner = JsonArgs()
     buf = '{"a": {"b": "}"}}, "name": "x"}'
     assert scanner.scan(buf, 0, Markers("</t>"), False, stop_at_close=True) == (17, 17, "")
+    assert scanner.trim(buf[:17]) == '{"a": {"b": "}"}}'
     assert scanner.complete
+
+
+@pytest.mark.parametrize(
+    ("pieces", "complete"),
+    [
+        (['{"a": 1}'], True),
+        (['{"a": 1}', "  \n"], True),
+        (['"text"'], True),
+        (["[1, ", "2]"], True),
+        (['{"a": 1', "}"], True),
+        (['{"a": "}', '"'], False),
+        (['{"a": 1}', "<"], False),
+        (['{"a": 1}x'], False),
+        (['{"a": 1} ', "x"], False),
+        (["12"], False),
+    ],
+)
+def test_json_args_complete_only_when_nothing_follows_the_root(pieces: list[str], complete: bool) -> None:
+    """What an end marker that may be left out relies on: text after the root value (a cut inside the
+    marker, released at the end) leaves the arguments incomplete."""
+    scanner = JsonArgs()
+    for piece in pieces:
+        scanner.scan(piece, 0, Markers("</t>"), True)
+        scanner.trim(piece)
+    assert scanner.complete is complete
 
 
 # --- XmlArguments ---------------------------------------------------------------------------------

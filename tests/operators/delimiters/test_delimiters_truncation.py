@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.delimiters import FORMATS
+from pipeline._jsonenc import arguments_complete
+from pipeline.models import ChunkResponse
 from tests.delimiter_cases import Call, assert_every_prefix_ends_cleanly, pieces_at, run
 
 ARGS = '{"k\\"ey\\\\": "v\\u00e9\\ud83d\\ude00\\n", "n\\u0041": [1, {"x": "\\/"}]}'
@@ -167,6 +169,28 @@ CASES = [(format, text) for format, texts in TEXTS.items() for text in texts]
 def test_cut_after_every_character_ends_cleanly(format: str, text: str) -> None:
     assert_every_prefix_ends_cleanly(format, text)
     assert_every_prefix_ends_cleanly(format, text, channel="reasoning")
+
+
+STOP_ENDS = [
+    [ChunkResponse(finish_reason="stop", is_complete=True)],
+    [ChunkResponse(finish_reason="stop"), ChunkResponse(finish_reason="stop", is_complete=True)],
+]
+"""How an upstream's ``stop`` arrives: on the last chunk, or on a chunk of its own before it."""
+
+
+@pytest.mark.parametrize(("format", "text"), CASES)
+def test_a_stop_becomes_tool_calls_only_when_every_call_ended(format: str, text: str) -> None:
+    """The model stops after every character: a call it left open keeps ``stop`` (no client may run
+    it), and ``tool_calls`` comes exactly when each call found ended, its arguments whole JSON whenever
+    the whole text's are (a cut inside an end marker that may be left out does not end a call)."""
+    json_calls = all(arguments_complete(call.arguments) for call in run(format, [text]).calls)
+    for end in range(len(text) + 1):
+        for stop in STOP_ENDS:
+            result = run(format, [text[:end], *stop])
+            ended = bool(result.calls) and all(call.finished for call in result.calls)
+            assert result.finish_reasons == ["tool_calls" if ended else "stop"] * len(stop), (end, result)
+            if ended and json_calls:
+                assert all(arguments_complete(call.arguments) for call in result.calls), (end, result)
 
 
 @settings(max_examples=200, deadline=None)
