@@ -10,7 +10,8 @@ into ``(event name, data)`` pairs as Anthropic sends them:
   (``text_delta``), ``thinking`` blocks (``thinking_delta``) and ``tool_use`` blocks (``input_json_delta``,
   the arguments JSON as the model writes it);
 - ``message_delta`` (``stop_reason``: ``end_turn``, ``tool_use``, ``max_tokens``, ``refusal``; the usage),
-  then ``message_stop``;
+  then ``message_stop``; an upstream ``stop`` with calls is ``tool_use`` only when each call's input is
+  whole JSON (a call cut off, its input ``{"_raw_arguments": text}``, is never presented as one to run);
 - on a failure, ``error`` with ``{"type": "error", "error": {"type", "message"}}`` (what Anthropic sends
   and its SDK raises), after everything output before it.
 
@@ -23,12 +24,14 @@ parsed from each call's JSON), the whole answer of a non-streamed request.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
 
+from pipeline._jsonenc import JSON_ERRORS
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 
 __all__ = ["MessagesEncoder", "anthropic_error", "stop_reason"]
@@ -49,6 +52,20 @@ def stop_reason(finish_reason: str, called: bool) -> str:
     if finish_reason == "stop" and called:
         return "tool_use"
     return _STOP_REASONS.get(finish_reason, "end_turn")
+
+
+def _tool_input(text: str) -> dict[str, Any] | None:
+    """A ``tool_use`` block's input from a call's arguments text; None when that is not whole JSON."""
+    if not text or text.isspace():
+        return {}
+    try:
+        try:
+            value = msgspec.json.decode(text)
+        except UnicodeEncodeError:  # a lone surrogate from a dict or SDK source, which msgspec refuses
+            value = json.loads(text)
+    except (*JSON_ERRORS, ValueError):
+        return None
+    return value if isinstance(value, dict) else {"_value": value}
 
 
 def anthropic_error(message: str, kind: str = "api_error") -> dict[str, Any]:
@@ -80,13 +97,15 @@ def _starts(chunk: ChunkResponse) -> bool:
 
 
 class _Block:
-    __slots__ = ("block", "closed", "index", "pieces")
+    __slots__ = ("block", "closed", "free_text", "index", "pieces")
 
     def __init__(self, block: dict[str, Any], index: int) -> None:
         self.block = block
         self.index = index
         self.pieces: list[str] = []
         self.closed = False
+        self.free_text = False
+        """A call whose input is free text (a ``custom`` call), not JSON."""
 
 
 class MessagesEncoder:
@@ -97,7 +116,17 @@ class MessagesEncoder:
         message_id: names the message.
     """
 
-    __slots__ = ("_blocks", "_calls", "_finish_reason", "_message", "_open", "_started", "_usage", "ended")
+    __slots__ = (
+        "_blocks",
+        "_calls",
+        "_cut_off",
+        "_finish_reason",
+        "_message",
+        "_open",
+        "_started",
+        "_usage",
+        "ended",
+    )
 
     def __init__(
         self, model: str, *, message_id: Callable[[], str] = lambda: "msg_" + uuid.uuid4().hex
@@ -115,6 +144,8 @@ class MessagesEncoder:
         self._blocks: list[_Block] = []
         self._open: _Block | None = None
         self._calls: dict[int, _Block] = {}
+        self._cut_off = False
+        """A call's input was not whole JSON."""
         self._started = False
         self._finish_reason: str | None = None
         self._usage: TokenUsage | None = None
@@ -161,7 +192,7 @@ class MessagesEncoder:
             return self.fail("the upstream stream ended without a finish_reason")
         events = self._start()
         self._close_all(events)
-        reason = stop_reason(self._finish_reason, bool(self._calls))
+        reason = stop_reason(self._finish_reason, bool(self._calls) and not self._cut_off)
         message = self._message
         message["stop_reason"] = reason
         message["usage"] = _usage(self._usage)
@@ -256,6 +287,7 @@ class MessagesEncoder:
             call = self._calls[delta.index] = self._add(
                 events, {"type": "tool_use", "id": call_id, "name": delta.name or "", "input": {}}
             )
+            call.free_text = delta.kind == "custom"
         if delta.arguments_delta:
             call.pieces.append(delta.arguments_delta)
             events.append(
@@ -276,11 +308,11 @@ class MessagesEncoder:
             return
         call.closed = True
         text = "".join(call.pieces)
-        try:
-            value = msgspec.json.decode(text) if text.strip() else {}
-        except msgspec.DecodeError:
+        value = _tool_input(text)
+        if value is None:
             value = {"_raw_arguments": text}
-        call.block["input"] = value if isinstance(value, Mapping) else {"_value": value}
+            self._cut_off = self._cut_off or not call.free_text
+        call.block["input"] = value
         events.append(("content_block_stop", {"type": "content_block_stop", "index": call.index}))
 
     def _close_all(self, events: list[Event]) -> None:

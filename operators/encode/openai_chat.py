@@ -12,8 +12,9 @@ What a stock OpenAI client expects, and gets:
 - ``content``, ``reasoning_content`` and ``refusal`` deltas as they arrive;
 - ``tool_calls`` deltas whose first delta of a call carries ``index``, ``id``, ``type`` and
   ``function.name`` (with the first arguments), later deltas only ``index`` and ``function.arguments``;
-- one ``finish_reason`` chunk at the end of the response (``tool_calls`` when calls were made and the
-  upstream said ``stop``), then the usage on its own chunk with ``choices: []`` when the upstream sent one.
+- one ``finish_reason`` chunk at the end of the response (``tool_calls`` when calls were made, the
+  upstream said ``stop`` and each call's arguments are whole JSON: a call cut off is never presented as
+  one to run), then the usage on its own chunk with ``choices: []`` when the upstream sent one.
 
 The finish reason and the usage are held until the response is complete (``is_complete``, or
 `finish`), because text the delimiter rewriter held back can still follow the
@@ -29,7 +30,7 @@ from typing import Any, Final
 
 from aiostream import pipable_operator
 
-from pipeline._jsonenc import encode_json
+from pipeline._jsonenc import arguments_complete, encode_json
 from pipeline.models import ChunkResponse, IdFactory, TokenUsage, ToolCallDelta, new_call_id
 from pipeline.stage import operator_stream
 
@@ -83,7 +84,7 @@ class OpenAIChunkEncoder:
     """
 
     __slots__ = (
-        "_announced",
+        "_arguments",
         "_call_ids",
         "_choice_index",
         "_clock",
@@ -113,7 +114,8 @@ class OpenAIChunkEncoder:
         self._metadata: dict[str, Any] = {}
         self._header: dict[str, Any] | None = None
         self._role_sent = False
-        self._announced: set[int] = set()
+        self._arguments: dict[int, list[str]] = {}
+        """The arguments pieces of each call written in this response, by index (none for a custom call)."""
         self.calls_written = 0
         """Tool calls written so far, over every response (a proxy's metrics count them)."""
         self._finish_reason: str | None = None
@@ -180,13 +182,14 @@ class OpenAIChunkEncoder:
 
     def _tool_calls(self, deltas: Iterable[ToolCallDelta]) -> list[dict[str, Any]]:
         calls: list[dict[str, Any]] = []
-        announced = self._announced
+        written = self._arguments
         for delta in deltas:
             arguments = delta.arguments_delta or ""
             kind = "custom" if delta.kind == "custom" else "function"
             field = "input" if kind == "custom" else "arguments"
-            if delta.index not in announced:
-                announced.add(delta.index)
+            pieces = written.get(delta.index)
+            if pieces is None:
+                pieces = written[delta.index] = []
                 self.calls_written += 1
                 call_id = delta.call_id or self._call_ids(delta.index)
                 calls.append(
@@ -199,11 +202,13 @@ class OpenAIChunkEncoder:
                 )
             elif arguments:
                 calls.append({"index": delta.index, kind: {field: arguments}})
+            if arguments and kind == "function":
+                pieces.append(arguments)
         return calls
 
     def _complete(self, outputs: list[dict[str, Any]]) -> None:
         reason = self._finish_reason
-        if reason == "stop" and self._announced:
+        if reason == "stop" and self._arguments and self._calls_complete():
             reason = "tool_calls"
         if reason is not None:
             if not self._role_sent:
@@ -218,9 +223,12 @@ class OpenAIChunkEncoder:
         self.finish_reason = reason
         self.upstream_usage = None
         self._role_sent = False
-        self._announced = set()
+        self._arguments = {}
         self._finish_reason = None
         self._usage = None
+
+    def _calls_complete(self) -> bool:
+        return all(arguments_complete("".join(pieces)) for pieces in self._arguments.values())
 
     def _envelope(self) -> dict[str, Any]:
         """The fields every chunk of the response repeats, in OpenAI's order (cached until they change)."""

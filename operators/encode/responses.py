@@ -8,7 +8,9 @@ into Responses stream events, each a dict with ``type`` and a ``sequence_number`
   then ``output_text.done``, ``content_part.done``, ``output_item.done``);
 - reasoning as a ``reasoning`` item whose ``content`` is one ``reasoning_text`` part
   (``reasoning_text.delta``/``done``; ``summary`` stays empty: an open model writes no summary);
-- each tool call as a ``function_call`` item (``function_call_arguments.delta``/``done``);
+- each tool call as a ``function_call`` item (``function_call_arguments.delta``/``done``), ``completed``
+  when its arguments are whole JSON and the call was finished (by the upstream, or by a response that
+  finished cleanly), else ``incomplete`` (cut off by a failure, ``length``, or the model stopping inside it);
 - ``response.completed`` with the usage; ``response.incomplete`` for ``length`` (``max_output_tokens``) or
   ``content_filter``; ``response.failed`` (`fail`) on a failure or a stream that
   ended without a finish reason, carrying everything output so far; its ``error.code`` is
@@ -29,6 +31,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from pipeline._jsonenc import arguments_complete
 from pipeline.models import ChunkResponse, TokenUsage, ToolCallDelta
 
 __all__ = ["ResponsesEncoder", "responses_usage"]
@@ -59,13 +62,14 @@ def responses_usage(usage: TokenUsage | None) -> dict[str, Any] | None:
 class _Item:
     """One output item being written: its dict (as sent at the end) and its text pieces."""
 
-    __slots__ = ("item", "name", "output_index", "pieces")
+    __slots__ = ("free_text", "item", "output_index", "pieces")
 
-    def __init__(self, item: dict[str, Any], output_index: int, name: str = "") -> None:
+    def __init__(self, item: dict[str, Any], output_index: int) -> None:
         self.item = item
         self.output_index = output_index
         self.pieces: list[str] = []
-        self.name = name
+        self.free_text = False
+        """A call whose input is free text (a ``custom`` call), not JSON."""
 
 
 class ResponsesEncoder:
@@ -167,8 +171,8 @@ class ResponsesEncoder:
         if self._finish_reason is None:
             return self.fail("the upstream stream ended without a finish_reason", code="upstream_truncated")
         events = self._start()
-        self._close_all(events)
         reason = _INCOMPLETE.get(self._finish_reason)
+        self._close_all(events, cut_off=reason is not None)
         response = self._response
         response["usage"] = responses_usage(self._usage)
         if reason is None:
@@ -194,7 +198,7 @@ class ResponsesEncoder:
         if self.ended:
             return []
         events = self._start()
-        self._close_all(events)
+        self._close_all(events, cut_off=True)
         response = self._response
         response["status"] = "failed"
         # The Response's error code is a closed set; the proxy's own code leads the message.
@@ -291,6 +295,7 @@ class ResponsesEncoder:
                 call_id=delta.call_id or self._item_ids("call_"),
                 name=delta.name or "",
             )
+            call.free_text = delta.kind == "custom"
         if delta.arguments_delta:
             call.pieces.append(delta.arguments_delta)
             events.append(
@@ -302,15 +307,18 @@ class ResponsesEncoder:
                 )
             )
         if delta.finished:
-            self._close_call(events, delta.index)
+            self._close_call(events, delta.index, cut_off=False)
 
-    def _close_call(self, events: list[dict[str, Any]], index: int) -> None:
+    def _close_call(self, events: list[dict[str, Any]], index: int, *, cut_off: bool) -> None:
+        """Write call ``index``'s last events: ``incomplete`` when ``cut_off`` or its arguments are not
+        whole JSON."""
         call = self._calls[index]
-        if call.item["status"] == "completed":
-            return
         item = call.item
-        item["arguments"] = "".join(call.pieces)
-        item["status"] = "completed"
+        if item["status"] != "in_progress":
+            return
+        item["arguments"] = arguments = "".join(call.pieces)
+        whole = call.free_text or arguments_complete(arguments)
+        item["status"] = "completed" if whole and not cut_off else "incomplete"
         events.append(
             self._event(
                 "response.function_call_arguments.done",
@@ -322,10 +330,12 @@ class ResponsesEncoder:
         )
         events.append(self._event("response.output_item.done", output_index=call.output_index, item=item))
 
-    def _close_all(self, events: list[dict[str, Any]]) -> None:
+    def _close_all(self, events: list[dict[str, Any]], *, cut_off: bool) -> None:
+        """Close every item: the calls still open are ``cut_off`` when the response did not finish
+        cleanly."""
         self._close_open(events)
         for index in sorted(self._calls, key=lambda key: self._calls[key].output_index):
-            self._close_call(events, index)
+            self._close_call(events, index, cut_off=cut_off)
 
 
 def _part(kind: str, text: str) -> dict[str, Any]:

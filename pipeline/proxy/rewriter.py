@@ -16,7 +16,7 @@ from operators.delimiters import DelimiterRewriter
 from operators.encode.openai_chat import OpenAIChunkEncoder, sse_line
 from operators.registry import AUTO_FORMAT, resolve_tool_format
 from pipeline.errors import StreamfoldError
-from pipeline.models import ChunkResponse, IdFactory
+from pipeline.models import ChunkResponse, IdFactory, ToolCallDelta
 from pipeline.proxy._shared import Releasing, UpstreamBody, error_body, stream_error
 from pipeline.proxy.policy import ToolPolicy, ToolPolicyFilter
 from pipeline.stage import Core, chain
@@ -226,7 +226,8 @@ def fold_openai_completion(
     ``message.content`` and ``message.reasoning_content`` (or ``reasoning``) lose the calls written in
     them (content becomes ``None`` when nothing else is left), the calls are appended to
     ``message.tool_calls`` after any the server already parsed, and a ``finish_reason`` of ``stop`` becomes
-    ``tool_calls`` when calls were found. Everything else (``id``, ``model``, ``usage``, ...) is kept.
+    ``tool_calls`` when calls were found and each of them ended (one the model left open keeps ``stop``,
+    as `DelimiterRewriter` says). Everything else (``id``, ``model``, ``usage``, ...) is kept.
     A choice whose content is not a string (a list of parts) is left as it is.
 
     Args:
@@ -263,7 +264,14 @@ def _fold_choice(choice: Any, rewriter: Callable[[], DelimiterRewriter]) -> Any:
     reasoning = message[reasoning_field] if reasoning_field else None
     if not isinstance(content, str | None) or not isinstance(reasoning, str | None):
         return choice
-    chunks = rewriter().feed(ChunkResponse(content=content or "", reasoning=reasoning, is_complete=True))
+    finish = choice.get("finish_reason")
+    whole = ChunkResponse(
+        content=content or "",
+        reasoning=reasoning,
+        finish_reason=finish if isinstance(finish, str) else None,
+        is_complete=True,
+    )
+    chunks = rewriter().feed(whole)
     texts, reasonings, calls = _gather(chunks)
     if not calls:
         return choice
@@ -273,15 +281,10 @@ def _fold_choice(choice: Any, rewriter: Callable[[], DelimiterRewriter]) -> Any:
         new_message[reasoning_field] = reasonings or None
     existing = message.get("tool_calls")
     new_message["tool_calls"] = [*(existing if isinstance(existing, list) else ()), *calls]
-    return _choice_with_message(choice, new_message)
-
-
-def _choice_with_message(choice: Mapping[str, Any], message: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``choice`` with its calls folded into ``message``: a ``stop`` becomes ``tool_calls``."""
     new_choice = dict(choice)
-    new_choice["message"] = message
-    if new_choice.get("finish_reason") == "stop":
-        new_choice["finish_reason"] = "tool_calls"
+    new_choice["message"] = new_message
+    if finish == "stop":
+        new_choice["finish_reason"] = chunks[-1].finish_reason
     return new_choice
 
 
@@ -297,15 +300,22 @@ def _gather(chunks: list[ChunkResponse]) -> tuple[str, str, list[dict[str, Any]]
         for delta in chunk.tool_calls or ():
             call = calls.get(delta.index)
             if call is None:
-                call = calls[delta.index] = {"id": delta.call_id, "name": delta.name, "arguments": []}
+                call = calls[delta.index] = {"first": delta, "pieces": []}
             if delta.arguments_delta:
-                call["arguments"].append(delta.arguments_delta)
-    entries = [
-        {
-            "id": call["id"],
-            "type": "function",
-            "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
+                call["pieces"].append(delta.arguments_delta)
+    return "".join(texts), "".join(reasonings), [_entry(**call) for _, call in sorted(calls.items())]
+
+
+def _entry(first: ToolCallDelta, pieces: list[str]) -> dict[str, Any]:
+    """A chat ``tool_calls`` entry: a ``function`` call's JSON arguments, a ``custom`` call's text input."""
+    if first.kind == "custom":
+        return {
+            "id": first.call_id,
+            "type": "custom",
+            "custom": {"name": first.name, "input": "".join(pieces)},
         }
-        for _, call in sorted(calls.items())
-    ]
-    return "".join(texts), "".join(reasonings), entries
+    return {
+        "id": first.call_id,
+        "type": "function",
+        "function": {"name": first.name, "arguments": "".join(pieces)},
+    }
