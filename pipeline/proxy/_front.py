@@ -39,6 +39,7 @@ from pipeline.proxy._shared import (
     Releasing,
     UpstreamBody,
     cut_stream_error,
+    error_body,
     exchange_while_connected,
     forwarded_headers,
     log_failure,
@@ -339,12 +340,21 @@ class FrontDoor(Response):
                 await upstream.aclose()
 
     async def _collect(self, upstream: httpx.Response) -> None:
+        """Read the whole answer into the wire's, up to ``max_response_bytes`` of the upstream's stream
+        (beyond: the answer fails, ``upstream_response_too_large``)."""
         core = self._core
+        cap = self._proxy.max_response_bytes
+        received = 0
 
         async def going(_: bytes) -> bool:
             return not core.wire.ended
 
         async for data in upstream.aiter_bytes():
+            received += len(data)
+            if received > cap:
+                message = f"the upstream answer is larger than max_response_bytes={cap}"
+                core.fail(error_body(message, code="upstream_response_too_large"))
+                return
             if not await feed_sliced(core.feed, data, going):
                 return
         core.finish()

@@ -101,7 +101,7 @@ class MessagesWire:
         return 502, self.failure
 
     def error(self, status: int, message: str, code: str) -> dict[str, Any]:
-        return anthropic_error(message, _ERROR_TYPES.get(status, "api_error"))
+        return _coded(anthropic_error(message, _ERROR_TYPES.get(status, "api_error")), code)
 
 
 def _coded(body: dict[str, Any], code: str) -> dict[str, Any]:

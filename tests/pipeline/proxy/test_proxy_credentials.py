@@ -85,7 +85,11 @@ async def test_an_upstream_failure_shows_neither_the_password_nor_the_address(
     ] * 2
     assert answers[2].json() == {
         "type": "error",
-        "error": {"type": "api_error", "message": "cannot connect to the upstream (ConnectError)"},
+        "error": {
+            "type": "api_error",
+            "message": "upstream_unreachable: cannot connect to the upstream (ConnectError)",
+            "details": {"error_code": "upstream_unreachable"},
+        },
     }
     for answer in answers:
         assert PASSWORD not in answer.text

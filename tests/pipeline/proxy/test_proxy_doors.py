@@ -540,6 +540,35 @@ async def test_upstream_error_answers_reach_both_sdks_as_their_errors() -> None:
 
 
 @pytest.mark.anyio
+async def test_both_doors_carry_the_proxys_code_on_transport_failures_and_caps() -> None:
+    """An upstream that cannot be reached (502), that does not answer in time (504), and a whole answer
+    over ``max_response_bytes`` (502): Responses gives the proxy's code as ``code``, Messages leads its
+    message with it and gives it as ``details.error_code``, as for failures mid-stream."""
+    upstream = FakeUpstream()
+    upstream.add("slow", Scenario(sse_events(chat_sse(["late"])), hold=True))
+    upstream.add("big", Scenario(sse_events(chat_sse(["x" * 1000] * 50))))
+    user = [{"role": "user", "content": "x"}]
+    failures: list[tuple[str | None, str, dict[str, Any], int, str]] = [
+        (f"http://127.0.0.1:{closed_port()}", "m", {}, 502, "upstream_unreachable"),
+        (None, "slow", {"timeout": httpx.Timeout(5.0, read=0.2)}, 504, "upstream_timeout"),
+        (None, "big", {"max_response_bytes": 20_000}, 502, "upstream_response_too_large"),
+    ]
+    async with serving(upstream.app) as upstream_url:
+        for base, model, options, status, code in failures:
+            app = create_app(base or upstream_url, tool_format="kimi_k2", **options)
+            async with serving(app) as url, httpx.AsyncClient(base_url=url, timeout=10.0) as client:
+                responses = await client.post("/v1/responses", json={"model": model, "input": "x"})
+                messages = await client.post(
+                    "/v1/messages", json={"model": model, "max_tokens": 5, "messages": user}
+                )
+            assert (responses.status_code, responses.json()["error"]["code"]) == (status, code)
+            error = messages.json()["error"]
+            assert messages.status_code == status
+            assert (error["details"], error["message"].split(":")[0]) == ({"error_code": code}, code)
+    upstream.scenarios["slow"].release.set()
+
+
+@pytest.mark.anyio
 async def test_reasoning_tags_on_the_whole_chat_answer() -> None:
     upstream = FakeUpstream()
     upstream.add("glm", Scenario([chat_completion(GLM)], media_type="application/json"))
