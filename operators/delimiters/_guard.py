@@ -11,10 +11,12 @@ kept is bounded by `MAX_UNDECIDED_CHARS`; plain text and the arguments of offere
 the rewriter's fast paths.
 
 Where the text of a call cannot be told apart, the call is dropped instead, as the policy's ``drop``
-does: a call to an unknown tool after text the same markup already produced before the call's name, or
-after the text kept passes its cap. An offered call that follows an unknown one in the same tool-call
-section is rewritten as usual: the section's markers before it went out as text with the unknown call,
-and what closed the unknown call goes out up to the first marker that opens a call's markup; what closes
+does: a call to an unknown tool after text the same markup already produced before the call's name,
+after the text kept passes its cap, or decided by the lexer in the same step as an offered call (markup
+confirmed late, as Qwen3-Coder's calls without ``<tool_call>``). An offered call that follows an unknown
+one in the same tool-call section is rewritten as usual: the section's markers before it went out as text
+with the unknown call, and what closed the unknown call (and any text between the two) goes out up to
+the first marker that opens a call's markup; what closes
 the section then closes the offered call's markup, as without the guard. An unknown call after an offered
 one goes out from that marker on (what closed the offered call is that call's).
 """
@@ -203,7 +205,13 @@ class UnknownCallGuard:
             self._journal, self._size, self._owed, self._after_call = [], 0, False, False
         self._journal.append(raw)
         self._size += len(raw)
-        if started:
+        if started and _starts_call(ops):
+            # An unknown call and an offered one decided at once (markup confirmed late): their raw texts
+            # cannot be told apart, so the unknown call is dropped and the lexer's output goes on.
+            _merge(saved, ops)
+            self._journal, self._size = [], 0
+            mode = _PASS
+        elif started:
             if self._after_call:  # what closed the offered call before it is that call's
                 raw_text = "".join(self._journal)
                 self._journal = [raw_text[self._call_markup_start(raw_text) :]]
@@ -245,8 +253,12 @@ class UnknownCallGuard:
         raw text, which then starts after it; any other text means the raw text cannot be given back."""
         raw = "".join(self._journal)
         if self._owed:
-            _text(saved, self._channel, raw)  # the raw text in place of what the lexer made of it
-            self._journal, self._size = [], 0
+            # The raw text in place of what the lexer made of it, up to where the next call's markup opens
+            # (kept: that call's, if it is offered).
+            opening = len(raw) if self._gap_is_next_call else _first_of_markers(raw, self._openers)
+            _text(saved, self._channel, raw[:opening])
+            rest = raw[opening:]
+            self._journal, self._size = ([rest] if rest else []), len(rest)
             return _PROBE
         released = "".join(text for kind, texts in ops if kind != "tool" for text in texts)
         _merge(saved, ops)

@@ -191,6 +191,44 @@ def test_unknown_call_then_offered_call(fmt: str, template: str, first_text: str
 
 
 @pytest.mark.parametrize(
+    ("fmt", "text", "content"),
+    [
+        (
+            "seed_oss",
+            "<seed:tool_call><function=bad></function>x<function=good><parameter=b>2</parameter></function>"
+            "</seed:tool_call>",
+            "<seed:tool_call><function=bad></function>x",
+        ),
+        (
+            "minimax_m2",
+            '<minimax:tool_call><invoke name="bad"></invoke>x<invoke name="good"><parameter name="b">2'
+            "</parameter></invoke></minimax:tool_call>",
+            '<minimax:tool_call><invoke name="bad"></invoke>x',
+        ),
+    ],
+)
+def test_text_between_an_unknown_call_and_an_offered_one(fmt: str, text: str, content: str) -> None:
+    """Text the model wrote between the two calls of a section goes out with the unknown call's text, up
+    to the offered call's opening marker, which is the call's, at any chunking."""
+    for pieces in ([text], list(text), [text[:45], text[45:]]):
+        result = guarded(fmt, pieces, {"good"})
+        assert (result.content, calls_of(result)) == (content, [(0, "good", '{"b": 2}', True)]), pieces
+
+
+def test_an_unknown_and_an_offered_call_decided_at_once_leave_no_gap() -> None:
+    """Qwen3-Coder calls without ``<tool_call>`` are confirmed by a later ``</tool_call>``, which decides
+    an unknown call and an offered one in one step: their texts cannot be told apart, so the unknown
+    call is dropped, and the offered calls keep positions 0, 1, 2 (the offered one was lost, and its
+    position left a gap)."""
+    f_call = "<function=f>\n<parameter=k>\n1\n</parameter>\n</function>\n"
+    text = f"Hi {f_call}</tool_call> <function=g>\n</function>\n" * 2 + f"<tool_call>\n{f_call}</tool_call>"
+    for pieces in ([text], list(text)):
+        result = guarded("qwen3_coder", pieces, {"f"})
+        assert calls_of(result) == [(index, "f", '{"k": 1}', True) for index in range(3)]
+        assert result.content == "Hi  \nHi  <function=g>\n</function>\n"
+
+
+@pytest.mark.parametrize(
     ("fmt", "template", "second_text"),
     [
         (
