@@ -120,6 +120,9 @@ class RemoteLogBase:
 
     server_name = "the server"
     transient: tuple[type[BaseException], ...] = (OSError,)
+    """What is retried: the server unreachable, or refusing for a while (`refusals`)."""
+    refusals: tuple[type[BaseException], ...] = ()
+    """The server's answers that say "not now" (out of memory, a failover): retried like an outage."""
 
     def __init__(self, *, heartbeat_timeout: float, retry_for: float) -> None:
         if not heartbeat_timeout > 0:
@@ -160,12 +163,15 @@ class RemoteLogBase:
                     deadline = now + self.retry_for
                 if now >= deadline or self._closed:
                     raise EventLogUnavailable(
-                        f"{what} of response {response_id!r} failed: {self.server_name} was unreachable"
+                        f"{what} of response {response_id!r} failed: {self.server_name} {self._trouble(exc)}"
                         f" for {self.retry_for} s ({tries} tries): {exc}",
                         response_id=response_id,
                     ) from exc
                 await anyio.sleep(min(delay, deadline - now))
                 delay = min(delay * 2, 0.5)
+
+    def _trouble(self, exc: BaseException) -> str:
+        return "refused the command" if isinstance(exc, self.refusals) else "was unreachable"
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -228,7 +234,7 @@ class RemoteLogBase:
                 tail.failing_since = now
             if now - tail.failing_since >= self.retry_for or self._closed:
                 tail.error = EventLogUnavailable(
-                    f"reading response {response_id!r} failed: {self.server_name} was unreachable for"
+                    f"reading response {response_id!r} failed: {self.server_name} {self._trouble(exc)} for"
                     f" {self.retry_for} s: {exc}",
                     response_id=response_id,
                 )

@@ -39,7 +39,13 @@ import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
 
-from pipeline.errors import ConfigurationError, ResponseNotFound, ServingError, StreamfoldError
+from pipeline.errors import (
+    ConfigurationError,
+    EventLogUnavailable,
+    ResponseNotFound,
+    ServingError,
+    StreamfoldError,
+)
 from pipeline.fanout.serving._log import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     MAX_ITEM_BYTES,
@@ -100,13 +106,15 @@ def _replace_lone_surrogates(value: Any) -> Any:
 class _Running:
     """One response this manager produces."""
 
-    __slots__ = ("done", "scope", "stopping", "writer")
+    __slots__ = ("done", "end_error", "scope", "stopping", "writer")
 
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
         self.done = anyio.Event()
         self.stopping = False
         self.writer: _Writer | None = None  # set when its task starts
+        self.end_error: Exception | None = None
+        """Why the response's end could not be written to the log, if it could not."""
 
     def stop(self) -> None:
         """Stop the response: its pump returns (see `_Writer.interrupt`)."""
@@ -235,6 +243,8 @@ class ResponseManager:
 
         Raises:
             ResponseNotFound: no such response.
+            EventLogUnavailable: stopped here, but its end could not be written to the log (the log's
+                server stayed unreachable, or refused, past its retries): readers still see it running.
         """
         running = self._running.get(response_id)
         if running is None:
@@ -242,6 +252,12 @@ class ResponseManager:
             return
         running.stop()
         await running.done.wait()
+        if running.end_error is not None:
+            raise EventLogUnavailable(
+                f"response {response_id!r} stopped, but its end could not be written to the log:"
+                f" {running.end_error}",
+                response_id=response_id,
+            ) from running.end_error
 
     async def wait(self, response_id: str) -> None:
         """Wait until a response this manager produces has ended (its terminal entry written)."""
@@ -302,7 +318,8 @@ class ResponseManager:
                 await self.log.end(response_id, error=STOPPED_ERROR, state="stopped")
             else:
                 await self.log.end(response_id)
-        except Exception:
+        except Exception as exc:
+            running.end_error = exc
             _logger.exception("response %s could not be ended in the log", response_id)
 
     async def _watch_stop(self, response_id: str, running: _Running) -> None:

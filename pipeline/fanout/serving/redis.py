@@ -23,8 +23,10 @@ response's keys expire ``heartbeat_timeout + ttl_after_end`` seconds after the p
 heartbeat (a dead producer's response does not stay for ever); an ended one's ``ttl_after_end`` seconds
 after its end.
 
-While the server is unreachable, every operation is retried with backoff for ``retry_for`` seconds, then
-fails with `EventLogUnavailable` (the manager then fails the response). Run Redis
+While the server is unreachable, or refuses for a while (out of memory under ``maxmemory``, a read-only
+replica during a failover, a cluster slot down), every operation is retried with backoff for
+``retry_for`` seconds, then fails with `EventLogUnavailable` (the manager then fails the response;
+the routes answer 503). Run Redis
 with persistence (``appendonly yes``) for readers to resume after a server restart.
 """
 
@@ -216,7 +218,13 @@ class RedisEventLog(RemoteLogBase):
     """
 
     server_name = "Redis"
-    transient = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+    refusals = (  # for a while: out of memory, a replica during a failover, a cluster slot moving or down
+        redis.exceptions.OutOfMemoryError,
+        redis.exceptions.ReadOnlyError,
+        redis.exceptions.TryAgainError,
+        redis.exceptions.ClusterDownError,
+    )
+    transient = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError, *refusals)
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager, suppress
 import anyio
 import httpx
 import pytest
+import redis.asyncio
 from starlette.applications import Starlette
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -23,7 +24,9 @@ from pipeline.fanout.web import serving_routes
 from tests.guards import GUARD
 from tests.pipeline.fanout.test_serving_web import Gated
 from tests.pipeline.fanout.test_web import serving
-from tests.servers import free_port
+from tests.servers import RedisServer, free_port, redis_server
+
+__all__ = ["redis_server"]
 
 pytestmark = pytest.mark.anyio
 
@@ -92,3 +95,44 @@ async def test_an_unreachable_log_closes_a_websocket_4503() -> None:
     assert (refusal["type"], refusal["error"]) == ("ERROR", "EventLogUnavailable")
     assert unreachable("status of response 'abc'").fullmatch(refusal["message"])
     assert websocket.close_code == 4503
+
+
+async def test_a_redis_that_refuses_writes_answers_503_and_a_stop_says_so(redis_server: RedisServer) -> None:
+    """Redis out of memory (``maxmemory``, no eviction) refuses every write: it is retried like an
+    outage, then 503. A stop whose end cannot be written answers 503 too (it answered 200 ``running``);
+    reads go on, and once Redis takes writes again a response is served as usual."""
+    log = RedisEventLog(redis_server.url, retry_for=0.2)
+    admin = redis.asyncio.from_url(redis_server.url)
+    source = Gated([{"n": 0}, {"n": 1}], 1, hang=True)
+
+    async def start(body: object) -> Gated:
+        return source
+
+    try:
+        async with (
+            ResponseManager(log) as manager,
+            serving(Starlette(routes=serving_routes(manager, start=start))) as address,
+            httpx.AsyncClient(base_url=f"http://{address}") as client,
+        ):
+            with anyio.fail_after(GUARD):
+                response_id = (await client.post("/responses", json={})).json()["response_id"]
+                await admin.config_set("maxmemory", "1")
+                try:
+                    stop = await client.post(f"/responses/{response_id}/stop", json={})
+                    create = await client.post("/responses", json={})
+                    status = await client.get(f"/responses/{response_id}")
+                finally:
+                    await admin.config_set("maxmemory", "0")
+                again = await client.post("/responses", json={})
+    finally:
+        await log.aclose()
+        await admin.aclose()
+    for answer, what in ((stop, f"response '{response_id}' stopped"), (create, "create of response")):
+        body = answer.json()
+        assert (answer.status_code, body["error"]) == (503, "EventLogUnavailable"), body
+        assert body["message"].startswith(what), body["message"]
+        assert "command not allowed when used memory > 'maxmemory'" in body["message"]
+    assert "Redis refused the command for 0.2 s" in create.json()["message"]
+    assert (status.status_code, status.json()["state"]) == (200, "running")
+    assert again.status_code == 201
+    assert source.closed
