@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 _CURSOR: Final = re.compile(r"[0-9]{1,18}")
+_SHOWN_CHARS: Final = 40
+"""How much of a refused cursor its error quotes (a header or query of any length is not echoed whole)."""
 _logger = logging.getLogger("streamfold")
 _STATUSES: Final = ((ResponseNotFound, 404), (ResponseGone, 410), (ResponseExists, 409), (AccessDenied, 403))
 
@@ -124,7 +126,10 @@ def read_cursor(scope: Scope) -> int:
     if raw is None or raw == "":
         return 0
     if _CURSOR.fullmatch(raw) is None:
-        raise ConfigurationError(f"a cursor (Last-Event-ID or ?after=) is an entry id >= 0, got {raw!r}")
+        shown = (
+            repr(raw) if len(raw) <= _SHOWN_CHARS else f"{raw[:_SHOWN_CHARS]!r}... ({len(raw)} characters)"
+        )
+        raise ConfigurationError(f"a cursor (Last-Event-ID or ?after=) is an entry id >= 0, got {shown}")
     return int(raw)
 
 

@@ -61,7 +61,6 @@ from pipeline.fanout.serving.manager import ResponseManager
 from pipeline.fanout.serving.runs import DurableRuns
 
 if TYPE_CHECKING:
-    from starlette.requests import HTTPConnection
     from starlette.routing import BaseRoute
 
     from operators.encode.protocols import UICore, WireEncoding
@@ -134,12 +133,7 @@ class ProtocolStream:
         self.heartbeat = heartbeat
 
     async def prepare(
-        self,
-        response_id: str,
-        protocol: str,
-        after: int,
-        core_options: Mapping[str, Any],
-        reader: HTTPConnection | None = None,
+        self, response_id: str, protocol: str, after: int, core_options: Mapping[str, Any]
     ) -> tuple[WireEncoding, UICore]:
         """The encoding and a core fed with entries ``1..after``, or the error to answer with at once.
 
@@ -148,19 +142,15 @@ class ProtocolStream:
             protocol: ``vercel`` or ``agui``.
             after: the reader's cursor.
             core_options: options of the protocol's encoder core.
-            reader: the client, asked about with the access hook; None: not checked.
 
         Raises:
             ConfigurationError: an unknown protocol, a bad cursor.
             ResponseNotFound: the log does not know the response.
             ResponseGone: it expired, or ``after`` is older than what is retained.
-            AccessDenied: ``reader`` may not read it.
         """
         from operators.encode.protocols import encoder_for
 
         encoding = encoder_for(protocol)
-        if reader is not None:
-            await self.access.check_response(reader, "read", self.log, response_id)
         await check_readable(self.log, response_id, after)
         status = await self.log.status(response_id)
         if status is not None and status.first_id > 1:
@@ -194,7 +184,7 @@ class ProtocolStream:
         *,
         response_id: str,
         protocol: str,
-        after: int,
+        after: int | None = None,
         core_options: Mapping[str, Any] = {},
         status: int = 200,
         check_read: bool = True,
@@ -207,17 +197,22 @@ class ProtocolStream:
             send: the ASGI send callable.
             response_id: the response.
             protocol: ``vercel`` or ``agui``.
-            after: the reader's cursor.
+            after: the reader's cursor; None: the request's (``Last-Event-ID`` or ``?after=``), read once
+                the client may read the response.
             core_options: options of the protocol's encoder core.
             status: the HTTP status of the stream's answer.
             check_read: ask the access hook whether this client may read the response (False for the
-                POST that started it).
+                POST that started it). It is asked first: a client that may not read learns nothing of
+                its request's other faults.
         """
         from starlette.requests import HTTPConnection
 
         try:
-            reader = HTTPConnection(scope) if check_read else None
-            encoding, core = await self.prepare(response_id, protocol, after, core_options, reader)
+            if check_read:
+                await self.access.check_response(HTTPConnection(scope), "read", self.log, response_id)
+            if after is None:
+                after = read_cursor(scope)
+            encoding, core = await self.prepare(response_id, protocol, after, core_options)
         except (ConfigurationError, ServingError, AccessDenied) as exc:
             await send_problem(send, exc)
             return

@@ -507,8 +507,8 @@ class _ServedEndpoint:
         from starlette.requests import HTTPConnection
 
         response_id = str(scope.get("path_params", {}).get(self.path_param, ""))
-        after = read_cursor(scope)
         await self.access.check_response(HTTPConnection(scope), "read", self.log, response_id)
+        after = read_cursor(scope)  # (after the access check: a client refused learns nothing more)
         await check_readable(self.log, response_id, after)
         return response_id, after
 
@@ -619,14 +619,7 @@ class _ProtocolDispatch:
             await self.plain(scope, receive, send)
             return
         response_id = str(scope.get("path_params", {}).get("response_id", ""))
-        try:
-            after = read_cursor(scope)
-        except ConfigurationError as exc:
-            await send_problem(send, exc)
-            return
-        await self.streams.serve(
-            scope, receive, send, response_id=response_id, protocol=protocol, after=after
-        )
+        await self.streams.serve(scope, receive, send, response_id=response_id, protocol=protocol)
 
 
 def serving_routes(

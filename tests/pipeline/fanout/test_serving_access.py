@@ -143,12 +143,19 @@ async def test_a_second_client_cannot_list_read_resume_or_stop_anothers_response
             (f"/responses/{rid}/events", {"last-event-id": "1"}),
             (f"/responses/{rid}/events?protocol=vercel", {}),
             (f"/responses/{rid}/events?protocol=agui&after=1", {}),
+            # refused before the request's other faults are looked at: a refused client learns nothing
+            (f"/responses/{rid}/events?after=x", {}),
+            (f"/responses/{rid}/events", {"last-event-id": "-1"}),
+            (f"/responses/{rid}/events?protocol=nope", {}),
+            (f"/responses/{rid}/events?protocol=vercel&after=x", {}),
+            (f"/responses/{rid}/events?protocol=agui&after=99", {}),
         ]:
             refused = await client.get(url, headers={**BOB, **headers})
             assert (refused.status_code, refused.json()) == (403, read_denied), url
-        message, code, reason = await websocket_refusal(f"{app.ws}/responses/{rid}/ws?after=1", **BOB)
-        assert message == [read_denied]
-        assert (code, reason) == (4403, read_denied["message"])
+        for query in ("after=1", "after=x"):
+            message, code, reason = await websocket_refusal(f"{app.ws}/responses/{rid}/ws?{query}", **BOB)
+            assert message == [read_denied]
+            assert (code, reason) == (4403, read_denied["message"])
         for unknown in ["/responses/nope", "/responses/nope/events", "/responses/nope/events?protocol=agui"]:
             hidden = await client.get(unknown, headers=BOB)  # not 404: an unknown id looks like another's
             assert (hidden.status_code, hidden.json()) == (403, denied("not allowed to read response 'nope'"))

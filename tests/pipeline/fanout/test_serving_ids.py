@@ -103,6 +103,18 @@ async def test_a_cursor_that_is_not_ascii_digits_is_400(app: App, cursor: str) -
     assert (code, first["error"], first["message"]) == (4400, "ConfigurationError", message)
 
 
+async def test_a_long_cursor_is_quoted_in_part(app: App) -> None:
+    """A cursor of any length is refused with its first 40 characters and its length, not echoed whole."""
+    rid = await finished(app)
+    cursor = "9" * 30 + "x" * 60_000
+    async with httpx.AsyncClient(base_url=app.http) as client:
+        refused = await client.get(f"/responses/{rid}/events", headers={"Last-Event-ID": cursor})
+    assert refused.status_code == 400
+    assert refused.json()["message"] == (
+        f"a cursor (Last-Event-ID or ?after=) is an entry id >= 0, got {cursor[:40]!r}... (60030 characters)"
+    )
+
+
 async def test_a_last_event_id_that_is_not_ascii_digits_is_400(app: App) -> None:
     rid = await finished(app)
     async with httpx.AsyncClient(base_url=app.http) as client:
