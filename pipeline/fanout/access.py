@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from pipeline._jsonenc import json_problem
 from pipeline.errors import ConfigurationError, StreamfoldError
 from pipeline.fanout.serving._log import is_response_id
 
@@ -407,8 +408,8 @@ def decode_json_body(body: bytes) -> Any:
     """``body`` as JSON, or a 400 `BodyRefused` naming what is wrong with it."""
     try:
         return msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
-        reason = str(exc)
+    except msgspec.DecodeError as exc:  # (a lone surrogate escape: said so, not msgspec's "truncated")
+        return _refusal(400, "StreamDecodeError", f"the body is {json_problem(exc, body, None)}")
     except UnicodeDecodeError:
         reason = _not_utf8(body)
     except RecursionError:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 
-from pipeline._jsonenc import encode_json
+from pipeline._jsonenc import encode_json, json_problem
 
 if TYPE_CHECKING:
     from starlette.responses import Response
@@ -84,7 +84,7 @@ def decode_object(body: bytes) -> dict[str, Any]:
     try:
         payload = msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
-        raise RequestError(f"the request body is not valid JSON: {exc}", "invalid_json") from None
+        raise RequestError(f"the request body is {json_problem(exc, body, None)}", "invalid_json") from None
     except UnicodeDecodeError as exc:
         raise RequestError(f"the request body is not valid UTF-8 ({exc.reason})", "invalid_json") from None
     except RecursionError:

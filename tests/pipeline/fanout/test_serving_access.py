@@ -315,6 +315,18 @@ async def test_a_content_length_of_other_digits_is_not_trusted(declared: str, re
     assert (got if isinstance(got, bytes) else got.error) == read
 
 
+async def test_a_lone_surrogate_escape_is_named_as_the_fault() -> None:
+    """msgspec refuses ``"\\ud800"`` as "truncated"; the answer says what streamfold refuses and where."""
+    message = (
+        "the body is not I-JSON (RFC 7493): a lone surrogate escape '\\\\ud800' at byte 14 of the JSON"
+        " (streamfold refuses it)"
+    )
+    async with served() as app, httpx.AsyncClient(base_url=app.http) as client:
+        for url in ["/responses", "/api/chat", "/agent"]:
+            posted = await client.post(url, content=b'{"messages": "\\ud800"}', headers=JSON_TYPE)
+            assert (posted.status_code, posted.json()["message"]) == (400, message), url
+
+
 @pytest.mark.parametrize(
     ("body", "reason"),
     [

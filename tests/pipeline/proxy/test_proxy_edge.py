@@ -52,6 +52,16 @@ async def test_bodies_that_are_not_json_objects_answer_400_in_the_routes_shape(r
         utf8 = await http.post(route, content=bad_utf8)
         deep = await http.post(route, content=nested)
         array = await http.post(route, content=b"[1]")
+        surrogate = await http.post(route, content=b'{"model": "\\ud800"}')
+    assert (surrogate.status_code, surrogate.json()) == (
+        400,
+        shaped(
+            route,
+            "the request body is not I-JSON (RFC 7493): a lone surrogate escape '\\\\ud800' at byte 11 of"
+            " the JSON (streamfold refuses it)",
+            "invalid_json",
+        ),
+    )
     assert utf8.status_code == 400
     assert utf8.json() == shaped(
         route, "the request body is not valid UTF-8 (invalid start byte)", "invalid_json"
