@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -111,8 +111,16 @@ class _Reasoning(msgspec.Struct):
     effort: str | None = None
 
 
+class _TextFormat(msgspec.Struct):
+    type: str
+    name: str | None = None
+    schema: _Json | None = None
+    strict: bool | None = None
+    description: str | None = None
+
+
 class _TextOptions(msgspec.Struct):
-    format: _Json | None = None
+    format: _TextFormat | None = None
 
 
 class _ResponsesRequest(msgspec.Struct):
@@ -188,7 +196,7 @@ class _TextBlock(msgspec.Struct):
 
 class _MessagesRequest(msgspec.Struct):
     model: str
-    messages: list[_AnthropicMessage]
+    messages: Annotated[list[_AnthropicMessage], msgspec.Meta(min_length=1)]
     max_tokens: int | None = None
     system: str | list[_TextBlock] | None = None
     tools: list[_AnthropicTool] | None = None

@@ -225,12 +225,16 @@ def _text(content: object, where: str) -> str:
 
 def _image(block: Mapping[str, Any], where: str) -> dict[str, Any]:
     source = block.get("source")
-    if isinstance(source, Mapping) and source.get("type") == "base64":
-        url = f"data:{source.get('media_type')};base64,{source.get('data')}"
-    elif isinstance(source, Mapping) and source.get("type") == "url":
-        url = str(source.get("url"))
+    kind = source.get("type") if isinstance(source, Mapping) else None
+    if kind == "base64" and isinstance(source, Mapping):
+        media_type, data = source.get("media_type"), source.get("data")
+        if not (isinstance(media_type, str) and media_type and isinstance(data, str) and data):
+            raise RequestError(f"{where}.source: a base64 image needs its media_type and data", param=where)
+        url = f"data:{media_type};base64,{data}"
+    elif kind == "url" and isinstance(source, Mapping) and isinstance(source.get("url"), str):
+        url = source["url"]
     else:
-        raise RequestError(f"{where}: image source {source!r} is not supported")
+        raise RequestError(f"{where}: image source {source!r} is not supported", param=where)
     return {"type": "image_url", "image_url": {"url": url}}
 
 

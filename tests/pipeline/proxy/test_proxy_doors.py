@@ -387,6 +387,27 @@ def test_messages_request_translation_of_tool_use_and_tool_result() -> None:
 
 
 @pytest.mark.anyio
+async def test_messages_refuses_no_messages_and_images_without_their_data() -> None:
+    """As the real API: ``messages: []`` and a base64 image without its ``data`` (or ``media_type``) are
+    400s naming the field, before the upstream is asked (it got ``data:None;base64,None``)."""
+    upstream = kimi_upstream()
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png"}}
+    async with proxy(upstream) as url, anthropic_client(url) as client:
+        with pytest.raises(anthropic.BadRequestError, match=r"messages: Expected `array` of length >= 1"):
+            await client.messages.create(model="kimi", max_tokens=5, messages=[])
+        with pytest.raises(
+            anthropic.BadRequestError,
+            match=r"messages\[0\]\.content\[1\]\.source: a base64 image needs its media_type and data",
+        ):
+            await client.messages.create(
+                model="kimi",
+                max_tokens=5,
+                messages=[{"role": "user", "content": [{"type": "text", "text": "what is it?"}, image]}],
+            )
+    assert upstream.requests_for("kimi") == []
+
+
+@pytest.mark.anyio
 async def test_messages_mid_stream_failure_is_an_error_event_the_sdk_raises() -> None:
     upstream = FakeUpstream()
     upstream.add("cut", Scenario(sse_events(chat_sse(["partial answer"])), cut_after=2))

@@ -112,6 +112,12 @@ RESPONSES_CASES: list[tuple[dict[str, Any], str, str]] = [
     ({"instructions": ["x"]}, "instructions", "Expected `str | null`, got `array`"),
     ({"reasoning": {"effort": 1}}, "reasoning.effort", "Expected `str | null`, got `int`"),
     ({"text": {"format": "json"}}, "text.format", "Expected `object | null`, got `str`"),
+    (
+        {"text": {"format": {"type": "json_schema", "name": "a", "schema": "{}"}}},
+        "text.format.schema",
+        "Expected `object | null`, got `str`",
+    ),
+    ({"text": {"format": {"type": 1}}}, "text.format.type", "Expected `str`, got `int`"),
     ({"previous_response_id": 7}, "previous_response_id", "Expected `str | null`, got `int`"),
     ({"tool_choice": 5}, "tool_choice", "Expected `str | object | null`, got `int`"),
 ]
