@@ -39,7 +39,8 @@ Policies:
   the rest of the answer. Text held back then (a partial marker, leading whitespace) is given out as what
   it was (as `finish` does); what was split before stays as it was. Decided
   from the stream, per response; the check costs one attribute test per chunk.
-- A chunk with ``is_complete=True`` ends the response: the next response starts afresh.
+- A chunk with a ``finish_reason`` releases what is held (the model's text is over); one with
+  ``is_complete=True`` ends the response: the next response starts afresh.
 """
 
 from __future__ import annotations
@@ -229,7 +230,8 @@ class ReasoningTagSplitter:
         if self._held:
             text = self._held + text
             self._held = ""
-        pieces = self._split(text, final=chunk.is_complete)
+        # (a finish reason ends the model's text too: what is held goes out with it, not after it)
+        pieces = self._split(text, final=chunk.is_complete or bool(chunk.finish_reason))
         if chunk.is_complete:
             self._reset()
         return _chunks(chunk, pieces)

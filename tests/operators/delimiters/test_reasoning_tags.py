@@ -107,6 +107,23 @@ def test_a_partial_tag_is_held_back_never_leaked() -> None:
     assert core.finish() == []
 
 
+def test_a_finish_reason_releases_what_is_held_on_its_own_chunk() -> None:
+    """The model's text is over at its finish reason: a held partial tag goes out there, before the stages
+    after (the delimiter rewriter ends its calls at that chunk), not with the complete chunk after it."""
+    core = ReasoningTagSplitter()
+    assert core.feed(ChunkResponse(content="ok <th")) == [ChunkResponse(content="ok ")]
+    assert core.feed(ChunkResponse(finish_reason="stop")) == [
+        ChunkResponse(content="<th", finish_reason="stop")
+    ]
+    complete = ChunkResponse(finish_reason="stop", is_complete=True)
+    assert core.feed(complete) == [complete]
+    inside = ReasoningTagSplitter(start_in_reasoning=True)
+    assert inside.feed(ChunkResponse(content="a</thi")) == [ChunkResponse(reasoning="a")]
+    assert inside.feed(ChunkResponse(content="", finish_reason="length")) == [
+        ChunkResponse(reasoning="</thi", finish_reason="length")
+    ]
+
+
 def test_look_alike_held_back_only_while_it_may_be_a_tag() -> None:
     core = ReasoningTagSplitter()
     assert core.feed(ChunkResponse(content="<th")) == [ChunkResponse()]
