@@ -58,13 +58,16 @@ class InvocationFolder:
         self._folded: set[str] = set()
         self.invocations: list[ToolInvocation] = []
 
-    def passes(self, event: SegmentEvent | ResponseEnd) -> bool:
+    def passes(self, event: SegmentEvent | ToolInvocation | ResponseEnd) -> bool:
         """Whether ``feed`` would pass ``event`` on alone and keep nothing of it: a content or argument
         event (the `pipeline.stage.Core` pass-through contract)."""
         return type(event) is SegmentEvent and (event.event_type is _CONTENT or event.event_type is _ARGUMENT)
 
-    def feed(self, event: SegmentEvent | ResponseEnd) -> list[SegmentEvent | ToolInvocation | ResponseEnd]:
-        """Pass ``event`` on; after a tool call's END, the folded `ToolInvocation` follows it."""
+    def feed(
+        self, event: SegmentEvent | ToolInvocation | ResponseEnd
+    ) -> list[SegmentEvent | ToolInvocation | ResponseEnd]:
+        """Pass ``event`` on (an invocation folded already, too); after a tool call's END, the folded
+        `ToolInvocation` follows it."""
         if type(event) is SegmentEvent and event.event_type is _CONTENT:  # most events: passed through
             return [event]
         if not isinstance(event, SegmentEvent):
@@ -138,7 +141,7 @@ def _validate(adapter: pydantic.TypeAdapter[Any], arguments: dict[str, Any]) -> 
 
 @pipable_operator
 def fold_invocations(
-    source: AsyncIterable[SegmentEvent | ResponseEnd], *, tools: ToolSchemas | None = None
+    source: AsyncIterable[SegmentEvent | ToolInvocation | ResponseEnd], *, tools: ToolSchemas | None = None
 ) -> AsyncIterator[SegmentEvent | ToolInvocation | ResponseEnd]:
     """Pass segment events through and yield each `ToolInvocation` right after its segment's END.
 

@@ -53,9 +53,10 @@ from pipeline.models import (
     ToolCallDelta,
     ToolCallError,
     ToolCallErrorKind,
+    ToolInvocation,
     ToolResult,
 )
-from pipeline.stage import operator_stream
+from pipeline.stage import Core, operator_stream
 
 __all__ = [
     "DEFAULT_FILE_TOOLS",
@@ -90,9 +91,12 @@ _ARGUMENT = SegmentEventType.ARGUMENT
 _TEXT = SegmentType.TEXT
 _REASONING = SegmentType.REASONING
 
-_Events = list[SegmentEvent | ResponseEnd]
+_Events = list[SegmentEvent | ToolInvocation | ResponseEnd]
+"""What the emitter gives: segment events, the invocations of its ``folder``, the response's end."""
 _Item = ChunkResponse | SplitChunk
 _Rule = Callable[[_Item], _Events | None]
+_Fold = Callable[[SegmentEvent], list[Any]]
+"""A folder's ``feed``: a tool segment's START or END in, what goes out in its place."""
 """What takes the next chunk at once (see `SegmentEmitter.feed`): the ``take`` of the open run or call."""
 
 RAW_KEPT: Final = 1 << 20
@@ -187,6 +191,7 @@ class _Run:
             or item.tool_calls is not None
             or item.tool_results is not None
             or item.finish_reason is not None
+            or item.is_complete
         ):
             return None
         if item.usage is not None or item.metadata is not None:
@@ -214,6 +219,7 @@ class _Run:
             or item.tool_calls is not None
             or item.tool_results is not None
             or item.finish_reason is not None
+            or item.is_complete
         ):
             return None
         if item.usage is not None or item.metadata is not None:
@@ -231,6 +237,7 @@ class _Call:
         "ended",
         "error",
         "file_tool",
+        "fold",
         "index",
         "keep_values",
         "kind",
@@ -246,10 +253,12 @@ class _Call:
         "waiting",
     )
 
-    def __init__(self, index: int, keep_values: bool) -> None:
+    def __init__(self, index: int, keep_values: bool, fold: _Fold | None) -> None:
         self.index = index
         self.keep_values = keep_values
         """False: the splitter streams the arguments without their values, so END carries none."""
+        self.fold = fold
+        """The emitter's folder: the END goes through it (its invocation follows)."""
         self.segment_id = ""
         """The call id the provider gave; once started, the segment id (unique in the response)."""
         self.provider_call_id: str | None = None
@@ -381,7 +390,11 @@ class _Call:
             if isinstance(path, str):
                 metadata["path"] = path
         segment_type = self.file_tool.segment_type if self.file_tool else SegmentType.TOOL_CALL
-        events.append(SegmentEvent.end(segment_id, metadata, segment_type=segment_type))
+        end = SegmentEvent.end(segment_id, metadata, segment_type=segment_type)
+        if self.fold is None:
+            events.append(end)
+        else:
+            events.extend(self.fold(end))
 
     def _error(self, interrupted: str) -> ToolCallError | None:
         """Why the call cannot be folded, with its raw text; None when it can."""
@@ -410,10 +423,17 @@ class SegmentEmitter:
     """Sans-IO core of `emit_segments`: ``feed(chunk)`` and ``finish()`` return events.
 
     ``feed`` takes what `operators.arguments.ArgumentSplitter` gives: chunks, and
-    `SplitChunk`s for chunks with tool calls.
+    `SplitChunk`s for chunks with tool calls; or, given the ``splitter`` itself, the converter's chunks.
 
     A tool segment's END carries the call's arguments (or its error, with the first `RAW_KEPT`
-    characters of its arguments text), which `operators.invocations.InvocationFolder` folds.
+    characters of its arguments text), which `operators.invocations.InvocationFolder` folds; given the
+    ``folder`` itself, each invocation follows its END in the emitter's own output.
+
+    ``splitter`` and ``folder`` run the three stages as one core, the way `pipeline.process` does: the
+    splitter is fed only the chunks it does not pass on as they are (tool calls, ``is_complete``) and the
+    folder only the STARTs and ENDs of tool segments, the events it does not pass on as they are. That
+    gives the events a `pipeline.stage.chain` of the three gives, without asking the other two about each
+    text chunk and event (their cost per event, in ``benchmarks/bench_live.py``).
 
     A chunk's ``image_urls``, ``audio_urls`` and ``video_urls`` are not segments: they are read from the
     chunks themselves (`pipeline.to_chunks`). Its ``is_complete`` is not read either: the splitter has
@@ -425,6 +445,9 @@ class SegmentEmitter:
         call_ids: makes the id of a tool call that arrives without one (converters normally give one).
         keep_values: False for a splitter that does not keep values (``keep_values=False``): tool
             segments stream as usual, and their END carries no ``arguments`` (nothing to fold).
+        splitter: an `operators.arguments.ArgumentSplitter` run first (one chunk out per chunk in).
+        folder: an `operators.invocations.InvocationFolder` the tool segments' STARTs and ENDs go
+            through.
 
     Raises:
         ConfigurationError: ``file_tools`` does not map names to `FileTool`s, or an id factory is not
@@ -438,6 +461,8 @@ class SegmentEmitter:
         segment_ids: SegmentIdFactory | None = None,
         call_ids: Callable[[int], str] | None = None,
         keep_values: bool = True,
+        splitter: Core[ChunkResponse, _Item] | None = None,
+        folder: Core[SegmentEvent, Any] | None = None,
     ) -> None:
         if file_tools is not None and not (
             isinstance(file_tools, Mapping)
@@ -453,6 +478,10 @@ class SegmentEmitter:
         self._segment_ids = segment_ids or _random_segment_id
         self._call_ids = call_ids or (lambda index: f"call_{uuid.uuid4().hex[:24]}")
         self._keep_values = keep_values
+        self._splitter = splitter
+        self._split = splitter.feed if splitter is not None else None
+        self._folder = folder
+        self._fold: _Fold | None = folder.feed if folder is not None else None
         self._run: _Run | None = None
         self._rule: _Rule = _NO_RULE
         """What takes the next chunk at once, if it only continues what the last one started."""
@@ -465,18 +494,24 @@ class SegmentEmitter:
         self._facts = _Facts()
         self._finished = False
 
-    def feed(self, item: ChunkResponse | SplitChunk) -> list[SegmentEvent | ResponseEnd]:
+    def feed(self, item: ChunkResponse | SplitChunk) -> _Events:
         """The segment events of one chunk (a `SplitChunk` when it has tool calls).
 
         Raises:
             ConfigurationError: a chunk with tool calls that did not pass through the argument splitter.
         """
-        events = self._rule(item)
-        if events is None:
-            return self._feed(item)
-        return events
+        events = self._rule(item)  # (a rule takes no chunk with tool calls or ``is_complete``)
+        if events is not None:
+            return events
+        split = self._split
+        if split is not None and type(item) is ChunkResponse and (item.tool_calls or item.is_complete):
+            (item,) = split(item)  # (what the splitter does not pass on as it is)
+            events = self._rule(item)
+            if events is not None:
+                return events
+        return self._feed(item)
 
-    def _feed(self, item: ChunkResponse | SplitChunk) -> list[SegmentEvent | ResponseEnd]:
+    def _feed(self, item: ChunkResponse | SplitChunk) -> _Events:
         """`feed`, the general way (a property test keeps the rules equal to it)."""
         if isinstance(item, SplitChunk):
             chunk, argument_events = item.chunk, item.argument_events
@@ -507,11 +542,17 @@ class SegmentEmitter:
         run = self._run
         return run.take if run is not None and run.takes_deltas() else _NO_RULE
 
-    def finish(self) -> list[SegmentEvent | ResponseEnd]:
+    def finish(self) -> _Events:
         """Close every open segment (an unfinished tool call is ``truncated``), then `ResponseEnd`."""
         if self._finished:
             return []
-        events = self._close_all(interrupted="")
+        events: _Events = []
+        if self._splitter is not None:  # the calls still open, finished
+            for item in self._splitter.finish():
+                events += self._rule(item) or self._feed(item)
+        events += self._close_all(interrupted="")
+        if self._folder is not None:
+            events += self._folder.finish()
         events.append(
             ResponseEnd(
                 finish_reason=self._finish_reason, usage=self._facts.usage, metadata=self._facts.metadata
@@ -519,12 +560,13 @@ class SegmentEmitter:
         )
         return events
 
-    def abort(self, exc: BaseException) -> list[SegmentEvent]:
-        """The source failed: close open segments, tool calls with an ``interrupted`` error naming ``exc``."""
+    def abort(self, exc: BaseException) -> _Events:
+        """The source failed: close open segments, tool calls with an ``interrupted`` error naming ``exc``
+        (and, with a ``folder``, the invocations of their ENDs)."""
         if self._finished:
             return []
         message = f"the stream failed before the call was complete: {type(exc).__name__}: {exc}"
-        return [event for event in self._close_all(interrupted=message) if isinstance(event, SegmentEvent)]
+        return self._close_all(interrupted=message)
 
     def _close_all(self, *, interrupted: str) -> _Events:
         self._finished = True
@@ -670,7 +712,7 @@ class SegmentEmitter:
     ) -> None:
         call = self._calls.get(delta.index)
         if call is None:
-            call = self._calls[delta.index] = _Call(delta.index, self._keep_values)
+            call = self._calls[delta.index] = _Call(delta.index, self._keep_values, self._fold)
         if call.ended:
             return  # arguments already complete: only trailing whitespace or a late "finished" can follow
         if not call.segment_id and delta.call_id:
@@ -719,7 +761,11 @@ class SegmentEmitter:
                 metadata["server_name"] = call.server_name
         elif call.kind == "custom":
             metadata["custom"] = True
-        events.append(SegmentEvent.start(call.segment_id, segment_type, metadata))
+        start = SegmentEvent.start(call.segment_id, segment_type, metadata)
+        if self._fold is None:
+            events.append(start)
+        else:
+            events.extend(self._fold(start))
 
 
 @pipable_operator
@@ -730,7 +776,7 @@ def emit_segments(
     segment_ids: SegmentIdFactory | None = None,
     call_ids: Callable[[int], str] | None = None,
     keep_values: bool = True,
-) -> AsyncIterator[SegmentEvent | ResponseEnd]:
+) -> AsyncIterator[SegmentEvent | ToolInvocation | ResponseEnd]:
     """Chunks (after `operators.split_arguments`) to segment events, then one `ResponseEnd`.
 
     If the source fails, open segments are closed first (tool calls with an ``interrupted`` error, so the

@@ -320,12 +320,18 @@ def _pipeline(
     split_options: dict[str, Any] = {"keep_values": fold}
     if max_argument_size is not None:
         split_options["max_argument_size"] = check_count("max_argument_size", max_argument_size, minimum=0)
-    stages.append(ArgumentSplitter(**split_options))
+    # The splitter, emitter and folder as one core: the same events as chained, without a call per text
+    # chunk and event to the other two (see `SegmentEmitter`).
     stages.append(
-        SegmentEmitter(file_tools=file_tools, segment_ids=segment_ids, call_ids=id_factory, keep_values=fold)
+        SegmentEmitter(
+            file_tools=file_tools,
+            segment_ids=segment_ids,
+            call_ids=id_factory,
+            keep_values=fold,
+            splitter=ArgumentSplitter(**split_options),
+            folder=InvocationFolder(tools=tools) if fold else None,
+        )
     )
-    if fold:
-        stages.append(InvocationFolder(tools=tools))
     if telemetry is not None:
         return telemetry.instrument(_adapted(_async_source(source)), stages, provider=provider)
     return drive(_adapted(_async_source(source)), chain(*stages))
