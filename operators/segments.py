@@ -95,8 +95,14 @@ _Events = list[SegmentEvent | ToolInvocation | ResponseEnd]
 """What the emitter gives: segment events, the invocations of its ``folder``, the response's end."""
 _Item = ChunkResponse | SplitChunk
 _Rule = Callable[[_Item], _Events | None]
-_Fold = Callable[[SegmentEvent], list[Any]]
-"""A folder's ``feed``: a tool segment's START or END in, what goes out in its place."""
+_Fold = Callable[[SegmentEvent], list[Any]]  # a folder's feed: a tool segment's START or END in
+
+
+def _alone(event: SegmentEvent) -> list[Any]:
+    """The `_Fold` of an emitter without a folder: the event goes out alone."""
+    return [event]
+
+
 """What takes the next chunk at once (see `SegmentEmitter.feed`): the ``take`` of the open run or call."""
 
 RAW_KEPT: Final = 1 << 20
@@ -253,12 +259,12 @@ class _Call:
         "waiting",
     )
 
-    def __init__(self, index: int, keep_values: bool, fold: _Fold | None) -> None:
+    def __init__(self, index: int, keep_values: bool, fold: _Fold) -> None:
         self.index = index
         self.keep_values = keep_values
         """False: the splitter streams the arguments without their values, so END carries none."""
         self.fold = fold
-        """The emitter's folder: the END goes through it (its invocation follows)."""
+        """The emitter's folder's ``feed`` (its invocation follows the END), or `_alone`."""
         self.segment_id = ""
         """The call id the provider gave; once started, the segment id (unique in the response)."""
         self.provider_call_id: str | None = None
@@ -390,11 +396,7 @@ class _Call:
             if isinstance(path, str):
                 metadata["path"] = path
         segment_type = self.file_tool.segment_type if self.file_tool else SegmentType.TOOL_CALL
-        end = SegmentEvent.end(segment_id, metadata, segment_type=segment_type)
-        if self.fold is None:
-            events.append(end)
-        else:
-            events.extend(self.fold(end))
+        events += self.fold(SegmentEvent.end(segment_id, metadata, segment_type=segment_type))
 
     def _error(self, interrupted: str) -> ToolCallError | None:
         """Why the call cannot be folded, with its raw text; None when it can."""
@@ -429,11 +431,10 @@ class SegmentEmitter:
     characters of its arguments text), which `operators.invocations.InvocationFolder` folds; given the
     ``folder`` itself, each invocation follows its END in the emitter's own output.
 
-    ``splitter`` and ``folder`` run the three stages as one core, the way `pipeline.process` does: the
-    splitter is fed only the chunks it does not pass on as they are (tool calls, ``is_complete``) and the
-    folder only the STARTs and ENDs of tool segments, the events it does not pass on as they are. That
-    gives the events a `pipeline.stage.chain` of the three gives, without asking the other two about each
-    text chunk and event (their cost per event, in ``benchmarks/bench_live.py``).
+    ``splitter`` and ``folder`` make the three stages one core, as `pipeline.process` runs them: the
+    splitter gets only chunks with tool calls or ``is_complete``, the folder only tool segments' STARTs and
+    ENDs (what they do not pass on as they are), so the events are a chain's, and a text event costs
+    neither a call.
 
     A chunk's ``image_urls``, ``audio_urls`` and ``video_urls`` are not segments: they are read from the
     chunks themselves (`pipeline.to_chunks`). Its ``is_complete`` is not read either: the splitter has
@@ -446,8 +447,7 @@ class SegmentEmitter:
         keep_values: False for a splitter that does not keep values (``keep_values=False``): tool
             segments stream as usual, and their END carries no ``arguments`` (nothing to fold).
         splitter: an `operators.arguments.ArgumentSplitter` run first (one chunk out per chunk in).
-        folder: an `operators.invocations.InvocationFolder` the tool segments' STARTs and ENDs go
-            through.
+        folder: an `operators.invocations.InvocationFolder` fed the tool segments' STARTs and ENDs.
 
     Raises:
         ConfigurationError: ``file_tools`` does not map names to `FileTool`s, or an id factory is not
@@ -464,24 +464,14 @@ class SegmentEmitter:
         splitter: Core[ChunkResponse, _Item] | None = None,
         folder: Core[SegmentEvent, Any] | None = None,
     ) -> None:
-        if file_tools is not None and not (
-            isinstance(file_tools, Mapping)
-            and all(isinstance(tool, FileTool) for tool in file_tools.values())
-        ):
-            raise ConfigurationError(
-                f"file_tools must map tool names to FileTool objects, got {file_tools!r}"
-            )
-        for option, factory in (("segment_ids", segment_ids), ("call_ids", call_ids)):
-            if factory is not None and not callable(factory):
-                raise ConfigurationError(f"{option} must be a callable, got {factory!r}")
+        _check_options(file_tools, segment_ids, call_ids)
         self._file_tools = DEFAULT_FILE_TOOLS if file_tools is None else file_tools
         self._segment_ids = segment_ids or _random_segment_id
         self._call_ids = call_ids or (lambda index: f"call_{uuid.uuid4().hex[:24]}")
         self._keep_values = keep_values
         self._splitter = splitter
-        self._split = splitter.feed if splitter is not None else None
         self._folder = folder
-        self._fold: _Fold | None = folder.feed if folder is not None else None
+        self._fold: _Fold = folder.feed if folder is not None else _alone
         self._run: _Run | None = None
         self._rule: _Rule = _NO_RULE
         """What takes the next chunk at once, if it only continues what the last one started."""
@@ -503,9 +493,9 @@ class SegmentEmitter:
         events = self._rule(item)  # (a rule takes no chunk with tool calls or ``is_complete``)
         if events is not None:
             return events
-        split = self._split
-        if split is not None and type(item) is ChunkResponse and (item.tool_calls or item.is_complete):
-            (item,) = split(item)  # (what the splitter does not pass on as it is)
+        splitter = self._splitter
+        if splitter is not None and type(item) is ChunkResponse and (item.tool_calls or item.is_complete):
+            (item,) = splitter.feed(item)  # (what the splitter does not pass on as it is)
             events = self._rule(item)
             if events is not None:
                 return events
@@ -549,7 +539,7 @@ class SegmentEmitter:
         events: _Events = []
         if self._splitter is not None:  # the calls still open, finished
             for item in self._splitter.finish():
-                events += self._rule(item) or self._feed(item)
+                events += self.feed(item)
         events += self._close_all(interrupted="")
         if self._folder is not None:
             events += self._folder.finish()
@@ -761,11 +751,22 @@ class SegmentEmitter:
                 metadata["server_name"] = call.server_name
         elif call.kind == "custom":
             metadata["custom"] = True
-        start = SegmentEvent.start(call.segment_id, segment_type, metadata)
-        if self._fold is None:
-            events.append(start)
-        else:
-            events.extend(self._fold(start))
+        events += self._fold(SegmentEvent.start(call.segment_id, segment_type, metadata))
+
+
+def _check_options(
+    file_tools: Mapping[str, FileTool] | None,
+    segment_ids: SegmentIdFactory | None,
+    call_ids: Callable[[int], str] | None,
+) -> None:
+    """Raise `ConfigurationError` for a `SegmentEmitter` option of the wrong kind."""
+    if file_tools is not None and not (
+        isinstance(file_tools, Mapping) and all(isinstance(tool, FileTool) for tool in file_tools.values())
+    ):
+        raise ConfigurationError(f"file_tools must map tool names to FileTool objects, got {file_tools!r}")
+    for option, factory in (("segment_ids", segment_ids), ("call_ids", call_ids)):
+        if factory is not None and not callable(factory):
+            raise ConfigurationError(f"{option} must be a callable, got {factory!r}")
 
 
 @pipable_operator

@@ -230,7 +230,7 @@ class _Output:
         new_calls = calls or None
         if new_calls != item.tool_calls:
             changes["tool_calls"] = new_calls
-        if item.finish_reason == "stop" and self.calls_started and self.calls_ended == self.calls_started:
+        if item.finish_reason == "stop" and self.calls_ended == self.calls_started > 0:
             changes["finish_reason"] = "tool_calls"
             metadata = item.metadata or {}
             if "stop_reason" not in metadata:

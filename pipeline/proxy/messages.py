@@ -21,7 +21,7 @@ one ends the answer as `MessagesWire` says.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -223,18 +223,19 @@ def _text(content: object, where: str) -> str:
     raise RequestError(f"{where} must be a string or a list of text blocks")
 
 
+_IMAGE_SOURCES: Final[Mapping[object, tuple[str, ...]]] = {"base64": ("media_type", "data"), "url": ("url",)}
+"""The fields each kind of image source needs (as strings): the data URL or the URL sent upstream."""
+
+
 def _image(block: Mapping[str, Any], where: str) -> dict[str, Any]:
     source = block.get("source")
-    kind = source.get("type") if isinstance(source, Mapping) else None
-    if kind == "base64" and isinstance(source, Mapping):
-        media_type, data = source.get("media_type"), source.get("data")
-        if not (isinstance(media_type, str) and media_type and isinstance(data, str) and data):
-            raise RequestError(f"{where}.source: a base64 image needs its media_type and data", param=where)
-        url = f"data:{media_type};base64,{data}"
-    elif kind == "url" and isinstance(source, Mapping) and isinstance(source.get("url"), str):
-        url = source["url"]
-    else:
+    if not isinstance(source, Mapping) or (names := _IMAGE_SOURCES.get(source.get("type"))) is None:
         raise RequestError(f"{where}: image source {source!r} is not supported", param=where)
+    values = [source.get(name) for name in names]
+    if not all(isinstance(value, str) and value for value in values):
+        needs = " and ".join(names)
+        raise RequestError(f"{where}.source: a {source['type']} image needs its {needs}", param=where)
+    url = f"data:{values[0]};base64,{values[1]}" if len(values) == 2 else str(values[0])
     return {"type": "image_url", "image_url": {"url": url}}
 
 

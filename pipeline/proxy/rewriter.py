@@ -259,11 +259,10 @@ def _fold_choice(choice: Any, rewriter: Callable[[], DelimiterRewriter]) -> Any:
     """One choice of `fold_openai_completion`: as it is when its message holds no call."""
     if not isinstance(choice, Mapping) or not isinstance(message := choice.get("message"), Mapping):
         return choice
-    content = message.get("content")
-    reasoning_field = next((key for key in _REASONING_FIELDS if message.get(key)), None)
-    reasoning = message[reasoning_field] if reasoning_field else None
-    if not isinstance(content, str | None) or not isinstance(reasoning, str | None):
+    texts_of = _texts(message)
+    if texts_of is None:
         return choice
+    content, reasoning_field, reasoning = texts_of
     finish = choice.get("finish_reason")
     whole = ChunkResponse(
         content=content or "",
@@ -286,6 +285,17 @@ def _fold_choice(choice: Any, rewriter: Callable[[], DelimiterRewriter]) -> Any:
     if finish == "stop":
         new_choice["finish_reason"] = chunks[-1].finish_reason
     return new_choice
+
+
+def _texts(message: Mapping[str, Any]) -> tuple[str | None, str | None, str | None] | None:
+    """A message's ``content``, the name of its reasoning field and its reasoning; None when either is
+    not a string (a list of parts is left as it is)."""
+    content = message.get("content")
+    reasoning_field = next((key for key in _REASONING_FIELDS if message.get(key)), None)
+    reasoning = message[reasoning_field] if reasoning_field else None
+    if not isinstance(content, str | None) or not isinstance(reasoning, str | None):
+        return None
+    return content, reasoning_field, reasoning
 
 
 def _gather(chunks: list[ChunkResponse]) -> tuple[str, str, list[dict[str, Any]]]:
