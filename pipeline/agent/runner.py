@@ -31,9 +31,12 @@ Scheduling: a ``read_only`` tool runs in parallel with everything else; other to
 call order (a call waits for the side-effecting call before it), in parallel with the read-only ones.
 Provider-executed calls are not run. A call whose arguments are cut off (``truncated`` by the token limit,
 ``interrupted`` by a failed stream) is never run (``not_run``); malformed or invalid arguments give
-``invalid_arguments``; an unknown name ``unknown_tool``; a tool that raises ``error`` (a ``CancelledError``
-of its own too, when the run was not cancelled), one that returns what cannot be sent as JSON ``error``;
-one that outlives its ``timeout`` ``timeout``.
+``invalid_arguments``; an unknown name ``unknown_tool``; a second call with the id of a call before it
+in the response (`pipeline.process` renames repeated ids; a hand-made source may not) ``not_run``; a tool
+that raises ``error`` (a ``CancelledError`` of its own too, when the run was not cancelled), one that
+returns what cannot be sent as JSON ``error``; one that outlives its ``timeout`` ``timeout``. What a call
+gives at once (its approval request, or the output of a call that cannot run) follows it with nothing
+between them.
 
 When the response fails (the source raises): no further call starts (a call still waiting for its turn or
 for the finish gets ``not_run``). With ``on_failure="finish"`` (the default), calls already running finish
@@ -240,6 +243,17 @@ class _Runner:
     """Set when the response's end is known (its ResponseEnd, the end of its events, or its failure)."""
     serial_tail: anyio.Event | None = None
     """Set when the last side-effecting call scheduled so far is over."""
+    dispatched: set[str] = field(default_factory=set)
+    """The ids of the client calls of this response: a second call with one of them is not run."""
+    sending: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
+    """Held while items that go out together are sent: a call and its approval request or immediate
+    output, with no other task's item between them."""
+
+    async def _emit(self, *items: _Item) -> None:
+        """Send ``items`` in a row."""
+        async with self.sending:
+            for item in items:
+                await self.send.send(item)
 
     async def pump(self, events: AsyncIterable[PipelineEvent]) -> None:
         send = self.send
@@ -264,25 +278,25 @@ class _Runner:
         early = None
         if isinstance(event, ToolInvocation) and not event.provider_executed:
             early = self._dispatch(event, group)
-        await self.send.send(event)
-        if early is not None:
-            await self.send.send(early)
+        if early is None:
+            await self._emit(event)
+        else:
+            await self._emit(event, early)
         if isinstance(event, ResponseEnd):
             await self._open_gate(_declined_by(event.finish_reason))
 
     async def _report_unfinished(self, failure: Exception | None) -> None:
         """The calls left when the tools are over: cancelled while running, or not run; then the failure."""
-        send = self.send
         for invocation in self.running.values():
-            await send.send(
+            await self._emit(
                 tool_output(invocation, "cancelled", "cancelled: the response failed while it ran")
             )
         for invocation in [*self.queued.values(), *self.held.values()]:
-            await send.send(_not_run(invocation))
+            await self._emit(_not_run(invocation))
         if failure is not None:
             for invocation in self.awaiting.values():
-                await send.send(_not_run(invocation))
-            await send.send(_Failure(failure))
+                await self._emit(_not_run(invocation))
+            await self._emit(_Failure(failure))
 
     async def _open_gate(self, declined: str | None) -> None:
         """The response's end is known: the held calls may run (``declined`` None), or are not run."""
@@ -293,7 +307,7 @@ class _Runner:
         else:
             self._stop_deciding()
             for invocation in [*self.held.values(), *self.awaiting.values()]:
-                await self.send.send(tool_output(invocation, "not_run", declined))
+                await self._emit(tool_output(invocation, "not_run", declined))
             self.awaiting.clear()
         self.held.clear()
         self.finished.set()
@@ -312,6 +326,11 @@ class _Runner:
         unusable = _unusable(invocation)
         if unusable is not None:
             return unusable
+        if invocation.id in self.dispatched:  # (`process()` renames repeated ids; a hand-made source may not)
+            return tool_output(
+                invocation, "not_run", f"not run: another call of the response has id {invocation.id!r}"
+            )
+        self.dispatched.add(invocation.id)
         tool = self.tools.get(invocation.name)
         if tool is None:
             return tool_output(invocation, "unknown_tool", f"no tool named {invocation.name!r}")
@@ -368,7 +387,7 @@ class _Runner:
             if self.on_start is not None:
                 await self.on_start(invocation)
             output = await execute(invocation, tool, arguments, self.cancel_grace)
-            await self.send.send(output)
+            await self._emit(output)
             del self.running[call_id]
         finally:
             if done is not None:
@@ -388,7 +407,7 @@ class _Runner:
                 return True
             self.held.pop(invocation.id, None)
             self.queued.pop(invocation.id, None)
-            await self.send.send(denied_output(invocation, decision.reason))
+            await self._emit(denied_output(invocation, decision.reason))
         return False
 
 

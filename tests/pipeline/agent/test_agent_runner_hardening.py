@@ -257,3 +257,66 @@ async def test_a_pydantic_result_is_sent_as_its_json_dump_or_is_an_error_output(
             " Unable to serialize unknown type: <class 'object'>",
         ),
     ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("max_buffer", [1, 64])
+async def test_a_calls_approval_request_and_immediate_output_follow_it_at_once(max_buffer: int) -> None:
+    """Outputs of other tools (read-only ones running meanwhile) never come between a call and what it
+    gives at once: its approval request, or the output of a call that cannot run."""
+    tools = ToolRegistry()
+
+    @tools.tool(read_only=True)
+    async def read(n: int) -> int:
+        return n
+
+    @tools.tool(start="approval")
+    async def delete(n: int) -> int:
+        return n
+
+    reads = [call(f"r{n}", "read", n=n) for n in range(3)]
+    at_once = [call("d", "delete", n=0), call("bad", "read")]
+    got = await collect(items(*reads, *at_once, END), tools, max_buffer=max_buffer)
+    position = {id(item): at for at, item in enumerate(got)}
+    for invocation in at_once:
+        follower = got[position[id(invocation)] + 1]
+        assert (type(follower).__name__, follower.call_id) in {
+            ("ToolApprovalRequest", invocation.id),
+            ("ToolOutput", invocation.id),
+        }, [type(item).__name__ for item in got]
+
+
+@pytest.mark.anyio
+async def test_a_second_call_with_a_calls_id_is_not_run() -> None:
+    """A hand-made source repeating a call id (`process()` renames repeated ids): the first call runs,
+    the second is not run; each gets exactly one output (the run raised KeyError)."""
+    ran: list[str] = []
+    tools = ToolRegistry()
+
+    @tools.tool
+    async def write(path: str) -> str:
+        ran.append(path)
+        return "ok"
+
+    @tools.tool(read_only=True)
+    async def read(path: str) -> str:
+        ran.append(path)
+        return "ok"
+
+    sent: list[PipelineEvent] = [
+        call("a", "read", path="1"),
+        call("a", "write", path="2"),
+        call("a", "write", path="3"),
+        END,
+    ]
+    events, outputs = split(await collect(items(*sent), tools))
+    assert events == sent
+    assert ran == ["1"]
+    assert [(output.call_id, output.status) for output in outputs] == [
+        ("a", "not_run"),
+        ("a", "not_run"),
+        ("a", "ok"),
+    ]
+    assert {output.output for output in outputs if output.status == "not_run"} == {
+        "not run: another call of the response has id 'a'"
+    }
