@@ -83,7 +83,10 @@ def denied_output(call: ToolInvocation | ToolApproval, reason: str | None) -> To
 class Approvals:
     """Decisions on the approval requests of a run, made while it waits (see the module docstring).
 
-    Use it from the event loop's thread (a web handler, a task); one `Approvals` may serve many runs.
+    Use it from the event loop's thread (a web handler, a task); one `Approvals` may serve many runs. A
+    decision names a call by its id, so a call whose id another run's pending request has is not run
+    (``not_run``): give runs that share one `Approvals` ids of their own (the provider's, or an
+    ``id_factory`` that is not merely numbered).
 
     Args:
         timeout: seconds a request waits before it is denied; None: as long as the run lives.

@@ -345,6 +345,12 @@ class _Runner:
                 return ToolApprovalRequest(
                     call_id=invocation.id, name=invocation.name, arguments=invocation.arguments
                 )
+            if invocation.id in self.approvals.pending:  # another run's: one decision cannot tell them apart
+                return tool_output(
+                    invocation,
+                    "not_run",
+                    f"not run: another run waits for a decision on call id {invocation.id!r}",
+                )
             request = self.approvals.request(invocation)
         held = tool.start != "eager"
         after: anyio.Event | None = None

@@ -127,6 +127,43 @@ async def test_an_approved_call_runs_after_the_safe_finish() -> None:
 
 
 @pytest.mark.anyio
+async def test_runs_sharing_approvals_never_share_a_decision() -> None:
+    """Two runs with one ``Approvals`` and the same call id (a numbered id factory): a decision names a
+    call by its id, so the second run's call is not run instead of waking with the first's decision
+    (its run raised KeyError)."""
+    ran: list[str] = []
+    approvals = Approvals()
+    with anyio.fail_after(GUARD):
+        async with (
+            run_tools(
+                items(call("c0", "delete", path="first"), END), guarded(ran), approvals=approvals
+            ) as first,
+            run_tools(
+                items(call("c0", "delete", path="second"), END), guarded(ran), approvals=approvals
+            ) as second,
+        ):
+            firsts = aiter(first)
+            one = [await anext(firsts), await anext(firsts)]
+            other = [item async for item in second]
+            assert approvals.decide("c0", True)
+            one += [item async for item in firsts]
+    assert strip_expiry(one) == [
+        call("c0", "delete", path="first"),
+        request("c0", "delete", path="first"),
+        END,
+        ToolOutput(call_id="c0", name="delete", output="deleted first"),
+    ]
+    not_run = ToolOutput(
+        call_id="c0",
+        name="delete",
+        status="not_run",
+        output="not run: another run waits for a decision on call id 'c0'",
+    )
+    assert other == [call("c0", "delete", path="second"), not_run, END]
+    assert ran == ["delete first"]
+
+
+@pytest.mark.anyio
 async def test_an_approval_before_the_finish_still_waits_for_it() -> None:
     ran: list[str] = []
     approvals = Approvals()
