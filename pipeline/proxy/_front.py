@@ -75,15 +75,11 @@ def reasoning_splitter(style: str | None) -> Core[ChunkResponse, ChunkResponse] 
     return ReasoningTagSplitter(style)
 
 
-def completion_of(body: bytes) -> dict[str, Any] | None:
-    """The decoded ``chat.completion`` of an upstream body; None when it is not JSON with choices."""
-    try:
-        completion = msgspec.json.decode(body)
-    except msgspec.DecodeError:
+def completion_of(payload: object) -> dict[str, Any] | None:
+    """The ``chat.completion`` of a decoded upstream body; None when it is not an object with choices."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
         return None
-    if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
-        return None
-    return completion
+    return payload
 
 
 def split_completion_reasoning(completion: dict[str, Any], style: str) -> dict[str, Any]:

@@ -48,7 +48,7 @@ with needs_extra("server", "streamfold proxy"):
     from starlette.types import Receive, Scope, Send
 
 from operators.registry import check_choice
-from pipeline._jsonenc import encode_json
+from pipeline._jsonenc import JSON_ERRORS, encode_json, json_problem
 from pipeline.errors import ConfigurationError
 from pipeline.fanout.access import declares_over
 from pipeline.proxy._front import completion_of, reasoning_splitter, split_completion_reasoning
@@ -125,8 +125,9 @@ def _error_response(status: int, message: str, *, type: str = "upstream_error", 
     )
 
 
-class _PolicyFailure(Exception):
-    """A whole answer that breaks the request's tool rules; ``error`` is the body to answer with."""
+class _Refused(Exception):
+    """A whole answer the proxy does not pass on (it breaks the request's tool rules, or it is not JSON);
+    ``error`` is the body to answer with."""
 
     def __init__(self, error: dict[str, Any]) -> None:
         super().__init__(error["error"]["message"])
@@ -252,16 +253,14 @@ class _Exchange(Response):
         if upstream.status_code == 200 and self._mode == "complete":
             try:
                 body = self._rewrite_completion(body)
-            except _PolicyFailure as failure:
-                _log.warning(
-                    "answer of %s breaks the tool rules: %s", shown_url(self._request.url), failure.error
-                )
+            except _Refused as failure:
+                _log.warning("answer of %s refused: %s", shown_url(self._request.url), failure.error)
                 self._log.error = failure.error["error"]["code"]
                 await _send_whole(
                     send, 502, [("content-type", "application/json")], msgspec.json.encode(failure.error)
                 )
                 return
-            content_type = "application/json"
+            content_type = "application/json"  # (what _rewrite_completion passes on as it came is JSON)
         headers.append(("content-type", content_type))
         await _send_whole(send, upstream.status_code, headers, body)
 
@@ -269,9 +268,14 @@ class _Exchange(Response):
         tags = self._proxy.reasoning_tags
         if self._tool_format is None and tags is None:
             return body
-        completion = completion_of(body)
+        try:
+            payload = msgspec.json.decode(body)
+        except JSON_ERRORS as exc:  # (an HTML page, a broken body: what a stream that does not decode gets)
+            message = f"the upstream answered 200 with a body that is {json_problem(exc, body, None)}"
+            raise _Refused(error_body(message, code="invalid_upstream_response")) from None
+        completion = completion_of(payload)
         if completion is None:
-            return body  # not a chat.completion: the client gets what the upstream said
+            return body  # JSON, not a chat.completion: the client gets what the upstream said
         if tags is not None:
             completion = split_completion_reasoning(completion, tags)
         folded = self._fold_calls(completion)
@@ -295,7 +299,7 @@ class _Exchange(Response):
         return completion
 
     def _apply_policy(self, folded: dict[str, Any]) -> dict[str, Any]:
-        """The completion with the request's tool rules applied; `_PolicyFailure` when it breaks them."""
+        """The completion with the request's tool rules applied; `_Refused` when it breaks them."""
         if self._policy is None or self._policy.is_trivial:
             return folded
         try:
@@ -303,7 +307,7 @@ class _Exchange(Response):
         except ToolChoiceError as exc:
             error = error_body(str(exc), type="invalid_response_error", code=exc.code)
             error["error"]["completion"] = folded  # what the model answered is not lost
-            raise _PolicyFailure(error) from None
+            raise _Refused(error) from None
 
     async def _stream(self, upstream: httpx.Response, send: Send) -> None:
         """A streamed answer: what each upstream read brought goes through the core and out at once, in

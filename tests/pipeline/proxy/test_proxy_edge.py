@@ -552,3 +552,46 @@ async def test_a_content_length_of_other_digits_is_not_trusted(declared: str, st
     async with app.router.lifespan_context(app):
         await app(scope, receive, send)
     assert sent[0]["status"] == status
+
+
+@pytest.mark.anyio
+async def test_a_whole_200_answer_that_is_not_json_is_a_502_not_a_crash() -> None:
+    """A non-streamed chat answer whose 200 body does not decode (an HTML page, bad UTF-8, nesting past the
+    decoder) is answered 502 ``invalid_upstream_response``, as a stream that does not decode is; it was a
+    bare 500, or the HTML as ``application/json``. JSON that is not a completion still passes as it came."""
+    upstream = FakeUpstream()
+    bodies = {
+        "html": b"<html>oops</html>",
+        "utf8": b'{"choices": [], "x": "\xff"}',
+        "deep": b"[" * 100_000 + b"]" * 100_000,
+        "other": b'{"object": "something.else"}',
+    }
+    for model, body in bodies.items():
+        upstream.add(
+            model, Scenario([body], media_type="text/html" if model == "html" else "application/json")
+        )
+    async with proxy(upstream) as url, httpx.AsyncClient(base_url=url) as http:
+        answers = {
+            model: await http.post(
+                "/v1/chat/completions",
+                json={
+                    "model": model,
+                    "messages": USER,
+                    "tools": [{"type": "function", "function": {"name": "f"}}],
+                },
+            )
+            for model in bodies
+        }
+    problems = {
+        "html": "not valid JSON: JSON is malformed: invalid character (byte 0)",
+        "utf8": "not valid JSON: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte",
+        "deep": "JSON nested too deeply to decode (beyond the recursion limit of Python's C code)",
+    }
+    for model, problem in problems.items():
+        answer = answers[model]
+        assert (answer.status_code, answer.json()["error"]["code"]) == (502, "invalid_upstream_response"), (
+            model
+        )
+        assert answer.json()["error"]["message"] == f"the upstream answered 200 with a body that is {problem}"
+    other = answers["other"]
+    assert (other.status_code, other.content) == (200, bodies["other"])
