@@ -95,15 +95,8 @@ _Events = list[SegmentEvent | ToolInvocation | ResponseEnd]
 """What the emitter gives: segment events, the invocations of its ``folder``, the response's end."""
 _Item = ChunkResponse | SplitChunk
 _Rule = Callable[[_Item], _Events | None]
-_Fold = Callable[[SegmentEvent], list[Any]]  # a folder's feed: a tool segment's START or END in
-
-
-def _alone(event: SegmentEvent) -> list[Any]:
-    """The `_Fold` of an emitter without a folder: the event goes out alone."""
-    return [event]
-
-
 """What takes the next chunk at once (see `SegmentEmitter.feed`): the ``take`` of the open run or call."""
+_Fold = Callable[[SegmentEvent], list[Any]]  # a folder's feed: a tool segment's START or END in
 
 RAW_KEPT: Final = 1 << 20
 """Characters of a call's arguments text kept for its error (``ToolCallError.raw``): the first ones."""
@@ -112,6 +105,11 @@ _NO_SPLITTER = (
     "emit_segments got a chunk with tool calls that did not pass through split_arguments:"
     " pipe split_arguments before emit_segments (process() does), or ArgumentSplitter before SegmentEmitter"
 )
+
+
+def _alone(event: SegmentEvent) -> list[Any]:
+    """The `_Fold` of an emitter without a folder: the event goes out alone."""
+    return [event]
 
 
 def _random_segment_id(segment_type: SegmentType) -> str:

@@ -260,7 +260,7 @@ class _Exchange(Response):
                     send, 502, [("content-type", "application/json")], msgspec.json.encode(failure.error)
                 )
                 return
-            content_type = "application/json"  # (what _rewrite_completion passes on as it came is JSON)
+            content_type = "application/json"
         headers.append(("content-type", content_type))
         await _send_whole(send, upstream.status_code, headers, body)
 

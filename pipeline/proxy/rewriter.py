@@ -302,7 +302,7 @@ def _gather(chunks: list[ChunkResponse]) -> tuple[str, str, list[dict[str, Any]]
     """The text, the reasoning and the chat ``tool_calls`` entries of a rewriter's chunks."""
     texts: list[str] = []
     reasonings: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
+    calls: dict[int, tuple[ToolCallDelta, list[str]]] = {}
     for chunk in chunks:
         texts.append(chunk.content)
         if chunk.reasoning:
@@ -310,10 +310,10 @@ def _gather(chunks: list[ChunkResponse]) -> tuple[str, str, list[dict[str, Any]]
         for delta in chunk.tool_calls or ():
             call = calls.get(delta.index)
             if call is None:
-                call = calls[delta.index] = {"first": delta, "pieces": []}
+                call = calls[delta.index] = (delta, [])
             if delta.arguments_delta:
-                call["pieces"].append(delta.arguments_delta)
-    return "".join(texts), "".join(reasonings), [_entry(**call) for _, call in sorted(calls.items())]
+                call[1].append(delta.arguments_delta)
+    return "".join(texts), "".join(reasonings), [_entry(*call) for _, call in sorted(calls.items())]
 
 
 def _entry(first: ToolCallDelta, pieces: list[str]) -> dict[str, Any]:
