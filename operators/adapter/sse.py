@@ -236,10 +236,10 @@ class SSEFramer(_EventStreamParser):
         self._head: list[bytes] | None = []
         """The first bytes of the stream (up to an excerpt's length), until the first event."""
         self._prefix = b"data: "
-        """What comes before the data in the last read taken as one whole event (its ``event:`` line, if
-        any, and ``data: ``): at most one event's bytes."""
+        """What comes before the data in the last event taken whole (its ``event:`` line, if any, and
+        ``data: ``): at most one event's bytes."""
         self._ending = b"\n\n"
-        """What comes after the data in that read: its line ending twice."""
+        """The line ending twice of the last read's last event: what ends the events taken whole."""
         self._frame_size = len(self._prefix) + len(self._ending)
         self._data_max = -1
         """The longest data `feed` may take straight from a read shaped as that one: while at an event
@@ -253,8 +253,9 @@ class SSEFramer(_EventStreamParser):
         """The payloads (data fields) of the events this read completes."""
         # The live case first: a read of one whole event of one data line shaped as the last read taken
         # whole, the same ``event:`` line (never ``error``) and line endings, as streams come: OpenAI Chat,
-        # Gemini (CRLF), Anthropic and OpenAI Responses (an ``event:`` line first). Any other read, ``[DONE]``
-        # and short data included, takes the line-by-line path, which remembers the new shape. Lengths,
+        # Gemini (CRLF), Anthropic and OpenAI Responses (an ``event:`` line first). Any other read (several
+        # events, ``[DONE]``, short data) is cut at its events' ends by `_feed`, which remembers a new
+        # shape. Lengths,
         # not identities, tell whether the prefix and ending were there (a bytearray's removeprefix copies
         # even when it removes nothing).
         try:
@@ -298,30 +299,79 @@ class SSEFramer(_EventStreamParser):
     def _feed(self, chunk: bytes) -> list[Payload]:
         if self._stopped:
             return []
-        live = self._data_max >= 0
         self._leave_live()
         head = self._head
         if head is not None and sum(map(len, head)) < _EXCERPT_LENGTH:
             head.append(chunk[:_EXCERPT_LENGTH])
         out: list[Payload] = []
         try:
-            event = self._take_whole(chunk, out) if live else None
-            if event is None:
+            if head is None:
+                self._feed_events(chunk, out)
+            else:
                 self._feed_lines(chunk, out)
         except StreamfoldError as error:
             keep_partial(error, out)
             raise
         if self._head is None and not self._stopped and self.at_event_start():
-            self._go_live(chunk, event)
+            self._go_live(chunk)
         return out
 
-    def _go_live(self, chunk: bytes, event: tuple[bytes | None, int, int] | None) -> None:
-        """Take the next reads on the live path, shaped as ``chunk`` if it was one whole ``event`` whose
-        data follows ``data: `` (a prefix ending ``data:`` would take a space of the data with it)."""
-        if event is not None and chunk[event[1] - 1] == 0x20:
-            self._prefix = bytes(chunk[: event[1]])
-            self._ending = bytes(chunk[event[2] :])
-            self._frame_size = len(chunk) - event[2] + event[1]
+    def _feed_events(self, chunk: bytes, out: list[Payload]) -> None:
+        """A read after the first event, cut where its events end: an event shaped as the last one taken
+        whole goes out at once, another whole one through `_take_other`, anything else (a read cut inside
+        an event, a comment, several ``data`` lines) through the lines."""
+        ending = self._ending
+        parts = chunk.split(ending)
+        rest = parts.pop()
+        lines = self._lines
+        prefix, data_max = self._prefix, self._max - self._frame_size
+        at_start = self.at_event_start()
+        for part in parts:
+            if at_start:
+                data = part.removeprefix(prefix)
+                length = len(data)
+                if (
+                    _DONE_SIZE < length <= data_max
+                    and len(part) - length == len(prefix)
+                    and 0x0A not in data
+                    and 0x0D not in data
+                ):
+                    offset = lines.offset
+                    lines.offset = offset + len(part) + len(ending)
+                    self._number += 1
+                    out.append(Payload(data, offset + len(prefix)))
+                    continue
+                if self._take_other(part + ending, out):
+                    if self._stopped:
+                        return
+                    prefix, data_max = self._prefix, self._max - self._frame_size
+                    continue
+            self._feed_lines(part + ending, out)
+            if self._stopped:
+                return
+            at_start = True  # the ending is a blank line
+        if rest:
+            self._feed_lines(rest, out)
+
+    def _take_other(self, event_bytes: bytes, out: list[Payload]) -> bool:
+        """At an event start, take ``event_bytes`` if it is one whole event of one ``data`` line, and read
+        the next events as shaped as it when its data follows ``data: `` (a prefix ending ``data:`` would
+        take a space of the data with it)."""
+        event = self._take_whole(event_bytes, out)
+        if event is None:
+            return False
+        start = event[1]
+        if event_bytes[start - 1] == 0x20:
+            self._prefix = event_bytes[:start]
+            self._frame_size = start + len(self._ending)
+        return True
+
+    def _go_live(self, chunk: bytes) -> None:
+        """Take the next reads on the live path, with the line ending of ``chunk``'s last event."""
+        ending = b"\r\n\r\n" if chunk.endswith(b"\r\n\r\n") else b"\n\n"
+        if ending != self._ending:
+            self._ending = ending
+            self._frame_size = len(self._prefix) + len(ending)
         self._data_max = self._max - self._frame_size
         self._offset = self._lines.offset + len(self._prefix)
 

@@ -134,22 +134,31 @@ PAYLOAD_ERRORS: Final = (msgspec.ValidationError, *JSON_ERRORS)
 
 def payload_error(error: Exception, payload: Payload, number: int) -> StreamfoldError:
     """The error for event ``number``, whose bytes the typed decode refused with ``error``: a
-    `ConverterError` naming the field for a schema mismatch, else a `StreamDecodeError` naming the byte."""
+    `ConverterError` naming the field for a schema mismatch, else a `StreamDecodeError` naming the byte.
+    Bytes that are not UTF-8 are named first, whatever else is wrong (as a framer that checks each line
+    names them)."""
+    data = payload.data
+    if isinstance(error, UnicodeDecodeError) or not (data.isascii() or _is_utf8(data)):
+        return invalid_utf8(data, payload.offset)
     if isinstance(error, msgspec.ValidationError):
         return schema_error(number, error)
-    if isinstance(error, UnicodeDecodeError):
-        return invalid_utf8(payload.data, payload.offset)
     problem = json_problem(error, payload.data, payload.offset)
     return StreamDecodeError(f"event {number} (at byte {payload.offset}) is {problem}", offset=payload.offset)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def check_utf8(data: bytes, offset: int) -> None:
     """Raise `StreamDecodeError` if ``data`` (at byte ``offset`` of the stream) is not UTF-8: the fields a
     schema skips were neither read nor checked by the decode."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise invalid_utf8(data, offset) from None
+    if not _is_utf8(data):
+        raise invalid_utf8(data, offset)
 
 
 def schema_error(number: int, error: msgspec.ValidationError) -> ConverterError:

@@ -291,6 +291,54 @@ def test_framer_reads_cut_inside_an_event_give_the_payloads_of_one_byte_reads(
     assert framed(reads, max_event_size) == framed(one_byte_a_read(reads), max_event_size)
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    groups=st.lists(
+        st.tuples(st.lists(LIVE_EVENTS, min_size=1, max_size=6), st.none() | st.integers(min_value=0)),
+        min_size=1,
+        max_size=6,
+    ),
+    max_event_size=st.sampled_from([12, 40, 1 << 20, 1 << 20]),
+)
+def test_framer_reads_of_several_events_give_the_payloads_of_one_byte_reads(
+    groups: list[tuple[list[bytes], int | None]], max_event_size: int
+) -> None:
+    """Reads of several whole events each, as a buffered body comes (some cut inside an event, the rest
+    going with the next read): the same payloads, offsets and error as the line-by-line path."""
+    reads = [b"data: {}\n\n"]
+    held = b""
+    for events, position in groups:
+        read = held + b"".join(events)
+        at = len(read) if position is None else position % (len(read) + 1)
+        reads.append(read[:at])
+        held = read[at:]
+    reads.append(held)
+    assert framed(reads, max_event_size) == framed(one_byte_a_read(reads), max_event_size)
+
+
+@pytest.mark.parametrize("ending", [b"\n\n", b"\r\n\r\n"])
+def test_framer_reads_of_several_events_give_each_data_at_its_offset(ending: bytes) -> None:
+    """Events of several shapes in reads of several events: each shape is learnt and taken whole."""
+    newline = ending[: len(ending) // 2]
+    delta = b"event: content_block_delta" + newline + b'data: {"type": "content_block_delta"}' + ending
+    ping = b"event: ping" + newline + b'data: {"type": "ping"}' + ending
+    reads = [
+        b'data: {"type": "message_start"}' + ending,
+        delta * 3 + ping + delta * 2 + b": comment" + ending + delta[:20],
+        delta[20:] + delta * 2,
+    ]
+    payloads, error = framed(reads, 1 << 20)
+    assert error is None
+    body = b"".join(reads)
+    assert [body[p.offset : p.offset + len(p.data)] for p in payloads] == [p.data for p in payloads]
+    assert [p.data for p in payloads] == [
+        b'{"type": "message_start"}',
+        *[b'{"type": "content_block_delta"}'] * 3,
+        b'{"type": "ping"}',
+        *[b'{"type": "content_block_delta"}'] * 5,
+    ]
+
+
 def test_framer_live_reads_of_bytearrays_are_those_of_bytes() -> None:
     """A bytearray read (outside the typed contract, which says bytes) still gives what bytes give."""
     reads = [b"data: {}\n\n", b'event: ping\ndata: {"a": 1}\n\n', b'data: {"b": 2}\r\n\r\n', b"event: x\n"]
