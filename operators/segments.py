@@ -29,8 +29,8 @@ takes such a chunk at once (``take``); ``feed`` asks the rule, else takes the ge
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
-from typing import Any, Final
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
 
 import msgspec
 from aiostream import pipable_operator
@@ -97,6 +97,7 @@ _Item = ChunkResponse | SplitChunk
 _Rule = Callable[[_Item], _Events | None]
 """What takes the next chunk at once (see `SegmentEmitter.feed`): the ``take`` of the open run or call."""
 _Fold = Callable[[SegmentEvent], list[Any]]  # a folder's feed: a tool segment's START or END in
+_Split = Callable[[ToolCallDelta], Sequence[ArgumentEvent]]  # a fused splitter's delta_events
 
 RAW_KEPT: Final = 1 << 20
 """Characters of a call's arguments text kept for its error (``ToolCallError.raw``): the first ones."""
@@ -105,6 +106,47 @@ _NO_SPLITTER = (
     "emit_segments got a chunk with tool calls that did not pass through split_arguments:"
     " pipe split_arguments before emit_segments (process() does), or ArgumentSplitter before SegmentEmitter"
 )
+
+
+class Splitter(Protocol):
+    """What an emitter runs as its splitter: `operators.arguments.ArgumentSplitter`'s core and the
+    argument events of one delta, which the emitter asks for itself when it takes a chunk at once."""
+
+    def feed(self, chunk: ChunkResponse, /) -> list[_Item]: ...
+
+    def finish(self) -> list[_Item]: ...
+
+    def delta_events(self, delta: ToolCallDelta, /) -> Sequence[ArgumentEvent]: ...
+
+
+def _only_arguments(chunk: ChunkResponse) -> ToolCallDelta | None:
+    """The one tool-call delta of a chunk that carries nothing else: every other field at its default, as
+    in `_Run._take_text`."""
+    deltas = chunk.tool_calls
+    if (
+        deltas is None
+        or len(deltas) != 1
+        or chunk.content
+        or chunk.reasoning is not None
+        or chunk.reasoning_id is not None
+        or chunk.reasoning_signature is not None
+        or chunk.encrypted_reasoning is not None
+        or chunk.reasoning_done
+        or chunk.citations is not None
+        or chunk.content_signature is not None
+        or chunk.refusal is not None
+        or chunk.tool_results is not None
+        or chunk.usage is not None
+        or chunk.finish_reason is not None
+        or chunk.metadata is not None
+    ):
+        return None
+    return deltas[0]
+
+
+def _unsplit(delta: ToolCallDelta) -> Sequence[ArgumentEvent]:
+    """The `_Split` of an emitter without a splitter: its chunks come split."""
+    raise ConfigurationError(_NO_SPLITTER)
 
 
 def _alone(event: SegmentEvent) -> list[Any]:
@@ -253,11 +295,12 @@ class _Call:
         "segment_id",
         "server_name",
         "signature",
+        "split",
         "started",
         "waiting",
     )
 
-    def __init__(self, index: int, keep_values: bool, fold: _Fold) -> None:
+    def __init__(self, index: int, keep_values: bool, fold: _Fold, split: _Split | None) -> None:
         self.index = index
         self.keep_values = keep_values
         """False: the splitter streams the arguments without their values, so END carries none."""
@@ -286,54 +329,35 @@ class _Call:
         self.ended = False
         self.waiting: list[tuple[ToolCallDelta, tuple[ArgumentEvent, ...]]] = []
         """Deltas that came before the call's name (the name decides the segment type)."""
+        self.split: _Split = split or _unsplit
+        """The emitter's splitter's `operators.arguments.ArgumentSplitter.delta_events`."""
 
     def take(self, item: _Item) -> _Events | None:
-        """The rule of an open call: a chunk of only the next piece of its arguments is applied at once.
-
-        Every other field of the chunk must be at its default, as in `_Run._take_text`.
-        """
-        if type(item) is not SplitChunk or self.ended:
+        """The rule of an open call: a chunk of only the next piece of its arguments (or their end) is
+        applied at once, its argument events as the splitter gave them, or asked of the emitter's own
+        splitter (a chunk that ends the response is the splitter's)."""
+        if type(item) is SplitChunk:
+            chunk, split = item.chunk, item.argument_events
+        elif type(item) is ChunkResponse and not item.is_complete:
+            chunk, split = item, None
+        else:
             return None
-        chunk = item.chunk
-        deltas = chunk.tool_calls
+        delta = _only_arguments(chunk)
         if (
-            deltas is None
-            or len(deltas) != 1
-            or chunk.content
-            or chunk.reasoning is not None
-            or chunk.reasoning_id is not None
-            or chunk.reasoning_signature is not None
-            or chunk.encrypted_reasoning is not None
-            or chunk.reasoning_done
-            or chunk.citations is not None
-            or chunk.content_signature is not None
-            or chunk.refusal is not None
-            or chunk.tool_results is not None
-            or chunk.usage is not None
-            or chunk.finish_reason is not None
-            or chunk.metadata is not None
+            delta is None
+            or self.ended
+            or delta.index != self.index
+            or delta.call_id is not None
+            or delta.name is not None
+            or delta.signature is not None
+            or delta.kind != self.kind
         ):
             return None
-        delta = deltas[0]
-        if not self.continues(delta):
-            return None
         events: _Events = []
-        self.apply(events, delta, item.argument_events[0])
+        self.apply(events, delta, self.split(delta) if split is None else split[0])
         return events
 
-    def continues(self, delta: ToolCallDelta) -> bool:
-        """Whether ``delta`` is only more of this call's arguments (or its end): nothing that starts it."""
-        return (
-            delta.index == self.index
-            and delta.call_id is None
-            and delta.name is None
-            and delta.signature is None
-            and delta.kind == self.kind
-        )
-
-    def apply(
-        self, events: _Events, delta: ToolCallDelta, argument_events: tuple[ArgumentEvent, ...]
-    ) -> None:
+    def apply(self, events: _Events, delta: ToolCallDelta, argument_events: Sequence[ArgumentEvent]) -> None:
         """Stream ``delta``'s arguments text and events; end the segment once the call is complete."""
         segment_id = self.segment_id
         text = delta.arguments_delta
@@ -459,7 +483,7 @@ class SegmentEmitter:
         segment_ids: SegmentIdFactory | None = None,
         call_ids: Callable[[int], str] | None = None,
         keep_values: bool = True,
-        splitter: Core[ChunkResponse, _Item] | None = None,
+        splitter: Splitter | None = None,
         folder: Core[SegmentEvent, Any] | None = None,
     ) -> None:
         _check_options(file_tools, segment_ids, call_ids)
@@ -470,6 +494,7 @@ class SegmentEmitter:
         self._splitter = splitter
         self._folder = folder
         self._fold: _Fold = folder.feed if folder is not None else _alone
+        self._split: _Split | None = splitter.delta_events if splitter is not None else None
         self._run: _Run | None = None
         self._rule: _Rule = _NO_RULE
         """What takes the next chunk at once, if it only continues what the last one started."""
@@ -488,15 +513,12 @@ class SegmentEmitter:
         Raises:
             ConfigurationError: a chunk with tool calls that did not pass through the argument splitter.
         """
-        events = self._rule(item)  # (a rule takes no chunk with tool calls or ``is_complete``)
+        events = self._rule(item)  # (no rule takes a ChunkResponse with ``is_complete``)
         if events is not None:
             return events
         splitter = self._splitter
         if splitter is not None and type(item) is ChunkResponse and (item.tool_calls or item.is_complete):
             (item,) = splitter.feed(item)  # (what the splitter does not pass on as it is)
-            events = self._rule(item)
-            if events is not None:
-                return events
         return self._feed(item)
 
     def _feed(self, item: ChunkResponse | SplitChunk) -> _Events:
@@ -700,7 +722,7 @@ class SegmentEmitter:
     ) -> None:
         call = self._calls.get(delta.index)
         if call is None:
-            call = self._calls[delta.index] = _Call(delta.index, self._keep_values, self._fold)
+            call = self._calls[delta.index] = _Call(delta.index, self._keep_values, self._fold, self._split)
         if call.ended:
             return  # arguments already complete: only trailing whitespace or a late "finished" can follow
         if not call.segment_id and delta.call_id:

@@ -102,7 +102,6 @@ class _CustomInputParser:
 
 
 _Parser = JSONStreamParser | _CustomInputParser
-_NO_EVENTS: Final[tuple[ArgumentEvent, ...]] = ()
 
 
 class ArgumentSplitter:
@@ -145,13 +144,9 @@ class ArgumentSplitter:
             return [self._complete(chunk)]
         if not deltas:
             return [chunk]
-        if len(deltas) == 1:  # the usual chunk of a streaming call, without the general loop
-            delta = deltas[0]
-            parser = self._parsers.get(delta.index)
-            text = delta.arguments_delta
-            if parser is not None and text and not delta.finished:
-                return [SplitChunk(chunk, (tuple(parser.feed(text)),))]
-        return [SplitChunk(chunk, tuple(self._events(delta) for delta in deltas))]
+        if len(deltas) == 1:
+            return [SplitChunk(chunk, (tuple(self.delta_events(deltas[0])),))]
+        return [SplitChunk(chunk, tuple(tuple(self.delta_events(delta)) for delta in deltas))]
 
     def finish(self) -> list[ChunkResponse | SplitChunk]:
         """End of stream: one chunk finishing every call that never got ``finished=True``, if any."""
@@ -161,19 +156,29 @@ class ArgumentSplitter:
     def _complete(self, chunk: ChunkResponse) -> ChunkResponse | SplitChunk:
         """The last chunk of a response: its own deltas, then every call still open, finished."""
         deltas = chunk.tool_calls or []
-        events = tuple(self._events(delta) for delta in deltas)
+        events = tuple(tuple(self._events(delta)) for delta in deltas)
         closing, closing_events = self._finish_open_calls()
         self._finished.clear()
         if closing:
             chunk = msgspec.structs.replace(chunk, tool_calls=[*deltas, *closing])
         return SplitChunk(chunk, events + closing_events) if chunk.tool_calls else chunk
 
-    def _events(self, delta: ToolCallDelta) -> tuple[ArgumentEvent, ...]:
+    def delta_events(self, delta: ToolCallDelta) -> list[ArgumentEvent]:
+        """The argument events of one tool-call delta of a chunk that does not end the response: what
+        `feed` gives it in the chunk's `SplitChunk` (an emitter given this splitter asks for them
+        itself)."""
+        parser = self._parsers.get(delta.index)
+        text = delta.arguments_delta
+        if parser is not None and text and not delta.finished:  # the usual delta of a streaming call
+            return parser.feed(text)
+        return self._events(delta)
+
+    def _events(self, delta: ToolCallDelta) -> list[ArgumentEvent]:
         index = delta.index
         parser = self._parsers.get(index)
         if parser is None:
             if index in self._finished:
-                return _NO_EVENTS
+                return []
             parser = self._parsers[index] = self._new_parser(delta.kind)
             self._kinds[index] = delta.kind
         events = parser.feed(delta.arguments_delta) if delta.arguments_delta else []
@@ -181,7 +186,7 @@ class ArgumentSplitter:
             self._finished.add(index)
             del self._parsers[index], self._kinds[index]
             events.extend(parser.finish())
-        return tuple(events)
+        return events
 
     def _new_parser(self, kind: ToolCallKind) -> _Parser:
         if kind == "custom":
