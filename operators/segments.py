@@ -48,7 +48,7 @@ from pipeline.models import (
     SegmentEventType,
     SegmentType,
     SplitChunk,
-    TextJoiner,
+    TextHead,
     TokenUsage,
     ToolCallDelta,
     ToolCallError,
@@ -317,7 +317,7 @@ class _Call:
         self.file_tool: FileTool | None = None
         self.content_path: tuple[str] | None = None
         """``(file_tool.content_key,)``: the path whose string is the segment's CONTENT."""
-        self.raw = TextJoiner(RAW_KEPT)
+        self.raw = TextHead(RAW_KEPT)
         """The arguments text as received (its head), for the error of a call that cannot be folded."""
         self.arguments: Any = None
         self.partial: dict[str, Any] = {}
@@ -402,7 +402,7 @@ class _Call:
         if self.provider_call_id is not None:
             metadata["provider_call_id"] = self.provider_call_id
         error = self._error(interrupted)
-        self.raw = TextJoiner(RAW_KEPT)  # the call is over: its text is not needed any more
+        self.raw = TextHead(RAW_KEPT)  # the call is over: its text is not needed any more
         if self.keep_values:
             valid = error is None or isinstance(self.arguments, dict)
             metadata["arguments"] = self.arguments if valid else self.partial

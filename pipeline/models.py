@@ -12,7 +12,6 @@ The flow::
 from __future__ import annotations
 
 import enum
-import sys
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, TypeAlias
@@ -35,6 +34,7 @@ __all__ = [
     "SegmentEventType",
     "SegmentType",
     "SplitChunk",
+    "TextHead",
     "TextJoiner",
     "TokenUsage",
     "ToolApproval",
@@ -281,30 +281,83 @@ class TextJoiner:
 
     Every 1024 pieces are joined into one block stored as UTF-8, so that a long text fed in small pieces
     costs about its UTF-8 size while it grows, not an object per piece nor four bytes per character; the
-    whole text is decoded once, by `text` or `take`, from one buffer.
-
-    Args:
-        limit: characters kept at most (the first ones); ``None``: all. `length` counts them all.
+    whole text is decoded once, by `text` or `take`, from one buffer. `TextHead` keeps only the start.
     """
 
-    __slots__ = ("_blocks", "_limit", "_pieces", "_room", "length")
+    __slots__ = ("_blocks", "_joined", "_pieces")
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self) -> None:
         self._blocks: list[bytes] = []
         self._pieces: list[str] = []
-        self._limit = sys.maxsize if limit is None else limit
-        self._room = self._limit
-        """Characters that may still be kept."""
-        self.length = 0
-        """Characters appended since the start (or the last `take`), those past the limit included."""
+        self._joined = 0
+        """Characters in the blocks."""
 
     def __bool__(self) -> bool:
         return bool(self._pieces) or bool(self._blocks)
 
+    @property
+    def length(self) -> int:
+        """Characters appended since the start (or the last `take`)."""
+        return self._joined + sum(map(len, self._pieces))
+
     def append(self, piece: str) -> None:
-        """Add ``piece`` at the end of the text (as much of it as the limit keeps)."""
+        """Add ``piece`` at the end of the text."""
+        pieces = self._pieces
+        pieces.append(piece)
+        if len(pieces) >= _JOIN_EVERY:
+            self._join()
+
+    def text(self) -> str:
+        """The text kept so far; it stays as one piece, so asking again costs no new join (and a
+        `TextHead` goes on from where it was)."""
+        whole = TextJoiner.take(self)
+        if whole:
+            self._pieces.append(whole)
+        return whole
+
+    def take(self) -> str:
+        """The text kept so far, forgetting it: the joiner starts again empty."""
+        blocks, pieces = self._blocks, self._pieces
+        self._joined = 0
+        if not blocks:
+            whole = pieces[0] if len(pieces) == 1 else "".join(pieces)
+            pieces.clear()
+            return whole
+        if pieces:
+            self._join()
+        data = b"".join(blocks)
+        blocks.clear()  # the blocks go before the text is decoded: the peak is one copy of each
+        return data.decode("utf-8", "surrogatepass")
+
+    def _join(self) -> None:
+        whole = "".join(self._pieces)
+        self._pieces.clear()
+        self._joined += len(whole)
+        self._blocks.append(whole.encode("utf-8", "surrogatepass"))
+
+
+class TextHead(TextJoiner):
+    """The first ``limit`` characters of a growing text, kept as `TextJoiner` keeps them, and the length
+    of all of it: what an error quotes of a text that may be long."""
+
+    __slots__ = ("_limit", "_room", "_seen")
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self._limit = limit
+        self._room = limit
+        """Characters that may still be kept."""
+        self._seen = 0
+
+    @property
+    def length(self) -> int:
+        """Characters appended since the start (or the last `take`), those past the limit included."""
+        return self._seen
+
+    def append(self, piece: str) -> None:
+        """Add ``piece`` at the end of the text, as much of it as the limit keeps."""
         size = len(piece)
-        self.length += size
+        self._seen += size
         room = self._room
         if size > room:
             if not room:
@@ -314,32 +367,12 @@ class TextJoiner:
         pieces = self._pieces
         pieces.append(piece)
         if len(pieces) >= _JOIN_EVERY:
-            self._blocks.append("".join(pieces).encode("utf-8", "surrogatepass"))
-            pieces.clear()
-
-    def text(self) -> str:
-        """The text kept so far; it stays as one piece, so asking again costs no new join."""
-        length, room = self.length, self._room
-        whole = self.take()
-        if whole:
-            self._pieces.append(whole)
-        self.length, self._room = length, room
-        return whole
+            self._join()
 
     def take(self) -> str:
-        """The text kept so far, forgetting it: the joiner starts again empty."""
-        blocks, pieces = self._blocks, self._pieces
-        self.length, self._room = 0, self._limit
-        if not blocks:
-            whole = pieces[0] if len(pieces) == 1 else "".join(pieces)
-            pieces.clear()
-            return whole
-        if pieces:
-            blocks.append("".join(pieces).encode("utf-8", "surrogatepass"))
-            pieces.clear()
-        data = b"".join(blocks)
-        blocks.clear()  # the blocks go before the text is decoded: the peak is one copy of each
-        return data.decode("utf-8", "surrogatepass")
+        """The text kept so far, forgetting it: the head starts again empty."""
+        self._room, self._seen = self._limit, 0
+        return super().take()
 
 
 class SegmentType(enum.StrEnum):

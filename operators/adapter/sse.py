@@ -318,40 +318,45 @@ class SSEFramer(_EventStreamParser):
 
     def _feed_events(self, chunk: bytes, out: list[Payload]) -> None:
         """A read after the first event, cut where its events end: an event shaped as the last one taken
-        whole goes out at once, another whole one through `_take_other`, anything else (a read cut inside
-        an event, a comment, several ``data`` lines) through the lines."""
+        whole goes out at once, any other part through `_feed_part`; a read cut inside an event leaves
+        its end to the next."""
         ending = self._ending
         parts = chunk.split(ending)
         rest = parts.pop()
         lines = self._lines
-        prefix, data_max = self._prefix, self._max - self._frame_size
         at_start = self.at_event_start()
+        prefix, data_max = self._prefix, self._max - self._frame_size
+        offset, number = lines.offset, self._number
         for part in parts:
-            if at_start:
-                data = part.removeprefix(prefix)
-                length = len(data)
-                if (
-                    _DONE_SIZE < length <= data_max
-                    and len(part) - length == len(prefix)
-                    and 0x0A not in data
-                    and 0x0D not in data
-                ):
-                    offset = lines.offset
-                    lines.offset = offset + len(part) + len(ending)
-                    self._number += 1
-                    out.append(Payload(data, offset + len(prefix)))
-                    continue
-                if self._take_other(part + ending, out):
-                    if self._stopped:
-                        return
-                    prefix, data_max = self._prefix, self._max - self._frame_size
-                    continue
-            self._feed_lines(part + ending, out)
-            if self._stopped:
+            data = part.removeprefix(prefix)
+            size = len(part)
+            if (
+                at_start
+                and _DONE_SIZE < len(data) <= data_max
+                and size - len(data) == len(prefix)
+                and 0x0A not in data
+                and 0x0D not in data
+            ):
+                out.append(Payload(data, offset + len(prefix)))
+                offset += size + len(ending)
+                number += 1
+                continue
+            lines.offset, self._number = offset, number
+            if self._feed_part(part + ending, out, at_start):
                 return
             at_start = True  # the ending is a blank line
+            prefix, data_max = self._prefix, self._max - self._frame_size
+            offset, number = lines.offset, self._number
+        lines.offset, self._number = offset, number
         if rest:
             self._feed_lines(rest, out)
+
+    def _feed_part(self, event_bytes: bytes, out: list[Payload], at_start: bool) -> bool:
+        """Bytes of a read up to and with an ending: one whole event of another shape (at an event start),
+        or what the lines make of them. Whether the data has ended (``[DONE]``)."""
+        if not (at_start and self._take_other(event_bytes, out)):
+            self._feed_lines(event_bytes, out)
+        return self._stopped
 
     def _take_other(self, event_bytes: bytes, out: list[Payload]) -> bool:
         """At an event start, take ``event_bytes`` if it is one whole event of one ``data`` line, and read

@@ -314,10 +314,14 @@ class OpenAIChatConverter:
 
     def _plain_arguments(self, tool_calls: list[ChatToolCall]) -> list[ChunkResponse] | None:
         """`_plain` for a delta with only ``tool_calls``: the next arguments of one announced call."""
-        continued = self._continued_call(tool_calls[0]) if len(tool_calls) == 1 else None
-        if continued is None:
+        raw = tool_calls[0]
+        function = raw.function
+        if len(tool_calls) != 1 or function is None:
             return None
-        call, arguments = continued
+        arguments = function.arguments
+        call = self._continued_call(raw)
+        if call is None or type(arguments) is not str:
+            return None
         self._last_call = call
         if not arguments:
             return []
@@ -434,16 +438,16 @@ class OpenAIChatConverter:
         return finish_reason, metadata
 
     def _tool_delta(self, raw: ChatToolCall, number: int, tool_deltas: list[ToolCallDelta]) -> None:
-        continued = self._continued_call(raw)
-        if continued is not None:
-            call, arguments = continued
+        function = raw.function
+        call = self._continued_call(raw)
+        if call is not None and function is not None and type(function.arguments) is str:
             self._last_call = call
+            arguments = function.arguments
             if arguments:
                 tool_deltas.append(ToolCallDelta(call.position, None, None, arguments, False, call.kind))
             return
         index = raw.index
         provider_id = raw.id or None
-        function = raw.function
         kind: ToolCallKind = "function"
         name: str | None = None
         arguments_: Arguments = None
@@ -454,16 +458,15 @@ class OpenAIChatConverter:
         call = self._find_call(index, provider_id)
         self._call_delta(call, name, arguments_, kind, number, tool_deltas)
 
-    def _continued_call(self, raw: ChatToolCall) -> tuple[_Call, str] | None:
-        """The announced, unfinished call whose next arguments ``raw`` carries as text (most deltas of a
-        streaming call), with those arguments; else ``None``."""
-        function = raw.function
-        if raw.id or raw.index is None or function is None or type(function.arguments) is not str:
+    def _continued_call(self, raw: ChatToolCall) -> _Call | None:
+        """The announced, unfinished call whose next arguments ``raw`` may carry (most deltas of a
+        streaming call: no id, the index of the call); else ``None``."""
+        if raw.id or raw.index is None:
             return None
         call = self._by_index.get(raw.index)
         if call is None or not call.announced or call.finished:
             return None
-        return call, function.arguments
+        return call
 
     def _find_call(self, index: int | None, provider_id: str | None) -> _Call:
         """The call a delta belongs to. An ``index`` names the call; an ``id`` only tells apart calls that

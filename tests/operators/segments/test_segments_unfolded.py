@@ -22,6 +22,7 @@ from pipeline.models import (
     PipelineEvent,
     SegmentEvent,
     SegmentEventType,
+    TextHead,
     TextJoiner,
     ToolCallDelta,
     ToolInvocation,
@@ -127,8 +128,8 @@ def test_a_failed_call_longer_than_the_raw_cap_reports_its_first_characters() ->
     st.lists(st.sampled_from(["a", "é", "\U0001f600", "\ud800", "xyz", ""]), max_size=3000),
     st.none() | st.integers(0, 4000),
 )
-def test_a_text_joiner_gives_its_pieces_joined_up_to_its_limit(pieces: list[str], limit: int | None) -> None:
-    joiner = TextJoiner(limit)
+def test_a_joiner_gives_its_pieces_joined_up_to_its_limit(pieces: list[str], limit: int | None) -> None:
+    joiner = TextJoiner() if limit is None else TextHead(limit)
     for piece in pieces:
         joiner.append(piece)
     whole = "".join(pieces)
@@ -136,6 +137,11 @@ def test_a_text_joiner_gives_its_pieces_joined_up_to_its_limit(pieces: list[str]
     assert joiner.length == len(whole)
     assert joiner.text() == kept
     assert joiner.text() == kept  # asking again gives the same
-    assert joiner.take() == kept
+    for piece in pieces:  # and it goes on from where it was
+        joiner.append(piece)
+    twice = whole * 2 if limit is None else (whole * 2)[:limit]
+    assert joiner.length == 2 * len(whole)
+    assert joiner.text() == twice
+    assert joiner.take() == twice
     assert not joiner
     assert joiner.length == 0
