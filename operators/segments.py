@@ -64,6 +64,7 @@ __all__ = [
     "FileTool",
     "SegmentEmitter",
     "SegmentIdFactory",
+    "Splitter",
     "emit_segments",
 ]
 
@@ -336,10 +337,10 @@ class _Call:
         """The rule of an open call: a chunk of only the next piece of its arguments (or their end) is
         applied at once, its argument events as the splitter gave them, or asked of the emitter's own
         splitter (a chunk that ends the response is the splitter's)."""
-        if type(item) is SplitChunk:
-            chunk, split = item.chunk, item.argument_events
-        elif type(item) is ChunkResponse and not item.is_complete:
+        if type(item) is ChunkResponse and not item.is_complete:
             chunk, split = item, None
+        elif type(item) is SplitChunk:
+            chunk, split = item.chunk, item.argument_events
         else:
             return None
         delta = _only_arguments(chunk)

@@ -376,11 +376,15 @@ def _feed_each(passes: _Passes | None, feed: Callable[[Any], list[Any]], items: 
     those before it go first in its error."""
     outputs: list[Any] = []
     try:
-        for each in items:
-            if passes is not None and passes(each):
-                outputs.append(each)
-            else:
+        if passes is None:
+            for each in items:
                 outputs += feed(each)
+        else:
+            for each in items:
+                if passes(each):
+                    outputs.append(each)
+                else:
+                    outputs += feed(each)
     except StreamfoldError as exc:
         exc.partial_outputs = outputs + exc.partial_outputs
         raise

@@ -317,9 +317,42 @@ class SSEFramer(_EventStreamParser):
         return out
 
     def _feed_events(self, chunk: bytes, out: list[Payload]) -> None:
-        """A read after the first event, cut where its events end: an event shaped as the last one taken
-        whole goes out at once, any other part through `_feed_part`; a read cut inside an event leaves
-        its end to the next."""
+        """A read after the first event, cut where an event shaped as the last one taken whole starts (a
+        line ending twice, then that event's prefix): the data between two cuts is such an event's, which
+        goes out at once; the bytes before the first cut, after the last, and any between two cuts that
+        are not one such event, go through `_feed_ends`. (Cutting at the prefix too is what makes the
+        cut cheap: a search for a longer separator skips ahead further.)"""
+        ending, prefix = self._ending, self._prefix
+        parts = chunk.split(ending + prefix)
+        if len(parts) == 1:
+            self._feed_ends(chunk, out)
+            return
+        last = parts.pop()
+        self._feed_ends(parts[0] + ending, out)  # (it ends with a blank line: then an event starts)
+        if self._stopped:
+            return
+        lines = self._lines
+        data_max = self._max - self._frame_size
+        offset, number = lines.offset, self._number
+        for index in range(1, len(parts)):
+            data = parts[index]
+            if _DONE_SIZE < len(data) <= data_max and 0x0A not in data and 0x0D not in data:
+                out.append(Payload(data, offset + len(prefix)))
+                offset += len(prefix) + len(data) + len(ending)
+                number += 1
+                continue
+            lines.offset, self._number = offset, number
+            self._feed_ends(prefix + data + ending, out)
+            if self._stopped:
+                return
+            offset, number = lines.offset, self._number
+        lines.offset, self._number = offset, number
+        self._feed_ends(prefix + last, out)
+
+    def _feed_ends(self, chunk: bytes, out: list[Payload]) -> None:
+        """Bytes of a read after the first event, cut where its events end: an event shaped as the last
+        one taken whole goes out at once, any other part through `_feed_part`; bytes cut inside an event
+        leave its end to the next read."""
         ending = self._ending
         parts = chunk.split(ending)
         rest = parts.pop()

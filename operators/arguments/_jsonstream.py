@@ -330,29 +330,28 @@ class JSONStreamParser:
             self._carry = ""
             text = carry + text
             start -= len(carry)
-        self._base = start
         events: list[ArgumentEvent] = []
         if state == _STRING:
             # The hot path of long string values: the chunk decoded by one C call, up to an escape cut
-            # by its end (held back for the next feed); the general route below when it closes the
-            # string or holds an error.
+            # by its end (held back for the next feed); the general route when it closes the string or
+            # holds an error.
             if '"' not in text and "\\" not in text and text.isprintable():
                 piece = text  # nothing to decode (checked in C, much cheaper than a decoder call)
-            elif _FAST_STRINGS:
-                decoded = _decoded_pieces.get(text, _NOT_KNOWN)
+            else:
+                decoded = _decoded_pieces.get(text, _NOT_KNOWN) if _FAST_STRINGS else None
                 if decoded is _NOT_KNOWN:
                     decoded = _remembered_piece(text)
                 if decoded is None:  # a closing quote, or an error
+                    self._base = start
                     return self._feed_string(text, events)
                 piece, cut = decoded
                 if cut < len(text):
                     self._carry = text[cut:]
-            else:
-                return self._feed_string(text, events)
             if piece:  # _take_piece, inline: this runs once per delta of a long string
                 self._parts.append(piece)
                 events.append(ArgumentDelta(self._string_path, piece))
             return events
+        self._base = start
         self._parse(text, 0, events)
         return events
 
