@@ -330,7 +330,6 @@ class JSONStreamParser:
             self._carry = ""
             text = carry + text
             start -= len(carry)
-        events: list[ArgumentEvent] = []
         if state == _STRING:
             # The hot path of long string values: the chunk decoded by one C call, up to an escape cut
             # by its end (held back for the next feed); the general route when it closes the string or
@@ -343,14 +342,15 @@ class JSONStreamParser:
                     decoded = _remembered_piece(text)
                 if decoded is None:  # a closing quote, or an error
                     self._base = start
-                    return self._feed_string(text, events)
+                    return self._feed_string(text, [])
                 piece, cut = decoded
                 if cut < len(text):
                     self._carry = text[cut:]
-            if piece:  # _take_piece, inline: this runs once per delta of a long string
-                self._parts.append(piece)
-                events.append(ArgumentDelta(self._string_path, piece))
-            return events
+            if not piece:
+                return []
+            self._parts.append(piece)  # _take_piece, inline: this runs once per delta of a long string
+            return [ArgumentDelta(self._string_path, piece)]
+        events: list[ArgumentEvent] = []
         self._base = start
         self._parse(text, 0, events)
         return events

@@ -204,8 +204,8 @@ class OpenAIChatConverter:
         self._calls: list[_Call] = []
         self._open: list[_Call] = []
         """Calls not yet finished, in order of position: the ones a ``finish_reason`` finishes."""
-        self._by_index: dict[int, _Call] = {}
-        """The call last seen at each provider ``index``."""
+        self._by_index: dict[int | None, _Call] = {}
+        """The call last seen at each provider ``index`` (never ``None``, which finds no call)."""
         self._by_index_id: dict[tuple[int, str], _Call] = {}
         """Calls by provider ``index`` and ``id``: servers that number every call 0 tell calls apart by id."""
         self._executed: dict[int, _Call] = {}
@@ -316,11 +316,11 @@ class OpenAIChatConverter:
         """`_plain` for a delta with only ``tool_calls``: the next arguments of one announced call."""
         raw = tool_calls[0]
         function = raw.function
-        if len(tool_calls) != 1 or function is None:
+        call = self._by_index.get(raw.index)  # `_continued_call`, inline: this runs once per delta
+        if len(tool_calls) != 1 or raw.id or call is None or not call.announced or call.finished:
             return None
-        arguments = function.arguments
-        call = self._continued_call(raw)
-        if call is None or type(arguments) is not str:
+        arguments = function.arguments if function is not None else None
+        if type(arguments) is not str:
             return None
         self._last_call = call
         if not arguments:
@@ -461,10 +461,8 @@ class OpenAIChatConverter:
     def _continued_call(self, raw: ChatToolCall) -> _Call | None:
         """The announced, unfinished call whose next arguments ``raw`` may carry (most deltas of a
         streaming call: no id, the index of the call); else ``None``."""
-        if raw.id or raw.index is None:
-            return None
         call = self._by_index.get(raw.index)
-        if call is None or not call.announced or call.finished:
+        if call is None or not call.announced or call.finished or raw.id:
             return None
         return call
 
