@@ -332,21 +332,23 @@ class SSEFramer(_EventStreamParser):
         if self._stopped:
             return
         lines = self._lines
-        data_max = self._max - self._frame_size
-        offset, number = lines.offset, self._number
+        frame_size = len(prefix) + len(ending)  # (the shape cut at, even if the first part taught another)
+        data_max = self._max - frame_size
+        offset, number = lines.offset + len(prefix), self._number  # (offset: of the next data)
         for index in range(1, len(parts)):
             data = parts[index]
-            if _DONE_SIZE < len(data) <= data_max and 0x0A not in data and 0x0D not in data:
-                out.append(Payload(data, offset + len(prefix)))
-                offset += len(prefix) + len(data) + len(ending)
+            size = len(data)
+            if _DONE_SIZE < size <= data_max and 0x0A not in data and 0x0D not in data:
+                out.append(Payload(data, offset))
+                offset += size + frame_size
                 number += 1
                 continue
-            lines.offset, self._number = offset, number
+            lines.offset, self._number = offset - len(prefix), number
             self._feed_ends(prefix + data + ending, out)
             if self._stopped:
                 return
-            offset, number = lines.offset, self._number
-        lines.offset, self._number = offset, number
+            offset, number = lines.offset + len(prefix), self._number
+        lines.offset, self._number = offset - len(prefix), number
         self._feed_ends(prefix + last, out)
 
     def _feed_ends(self, chunk: bytes, out: list[Payload]) -> None:

@@ -328,6 +328,7 @@ RUN_EVENTS = [
     b": ping\n\n",
     b"\n",
     b'event: ping\ndata: {"long": "0123456789"}\n\n',
+    b'event: content_block_delta\ndata: {"long": "0123456789"}\n\n',
     b'event: error\ndata: {"long": "0123456789"}\n\n',
     b'data: {"long": "0123456789"}\r\n\r\n',
 ]
