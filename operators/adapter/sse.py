@@ -309,6 +309,8 @@ class SSEFramer(_EventStreamParser):
                 self._feed_events(chunk, out)
             else:
                 self._feed_lines(chunk, out)
+                if self._head is None:
+                    self._learn_ending(chunk)
         except StreamfoldError as error:
             keep_partial(error, out)
             raise
@@ -408,12 +410,23 @@ class SSEFramer(_EventStreamParser):
 
     def _go_live(self, chunk: bytes) -> None:
         """Take the next reads on the live path, with the line ending of ``chunk``'s last event."""
-        ending = b"\r\n\r\n" if chunk.endswith(b"\r\n\r\n") else b"\n\n"
+        self._end_events_with(b"\r\n\r\n" if chunk.endswith(b"\r\n\r\n") else b"\n\n")
+        self._data_max = self._max - self._frame_size
+        self._offset = self._lines.offset + len(self._prefix)
+
+    def _end_events_with(self, ending: bytes) -> None:
+        """Take ``ending`` (a line ending twice) for the end of the events read whole from now on."""
         if ending != self._ending:
             self._ending = ending
             self._frame_size = len(self._prefix) + len(ending)
-        self._data_max = self._max - self._frame_size
-        self._offset = self._lines.offset + len(self._prefix)
+
+    def _learn_ending(self, chunk: bytes) -> None:
+        """The first events came in ``chunk``: their line ending twice ends the events read whole (a body
+        read in large pieces rarely has a read that ends where an event does, for `_go_live` to see)."""
+        for ending in (b"\n\n", b"\r\n\r\n"):
+            if ending in chunk:
+                self._end_events_with(ending)
+                return
 
     def _leave_live(self) -> None:
         """Hand the stream offset back to the line splitter, for the line-by-line path."""

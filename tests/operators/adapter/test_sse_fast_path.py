@@ -331,6 +331,8 @@ RUN_EVENTS = [
     b'event: content_block_delta\ndata: {"long": "0123456789"}\n\n',
     b'event: error\ndata: {"long": "0123456789"}\n\n',
     b'data: {"long": "0123456789"}\r\n\r\n',
+    b'data: {"long": "0123456789"}\r\n\r\n',
+    b'event: content_block_delta\r\ndata: {"long": "0123456789"}\r\n\r\n',
 ]
 """Events in runs of the same shape, the one a read of many live events is cut at, and what breaks a run:
 data holding a CR or LF, data over a cap, ``[DONE]``, short data, comments, another ``event:`` line or
@@ -339,17 +341,18 @@ line ending."""
 
 @settings(max_examples=500, deadline=None)
 @given(
+    first=st.sampled_from([b"data: {}\n\n", b"data: {}\r\n\r\n", b'data: {"long": "0123456789"}\r\n\r\nda']),
     events=st.lists(st.sampled_from(RUN_EVENTS), min_size=1, max_size=24),
     positions=st.lists(st.integers(min_value=0, max_value=1200), max_size=4),
     max_event_size=st.sampled_from([40, 48, 60, 1 << 20]),
 )
 def test_framer_reads_of_runs_of_events_give_the_payloads_of_one_byte_reads(
-    events: list[bytes], positions: list[int], max_event_size: int
+    first: bytes, events: list[bytes], positions: list[int], max_event_size: int
 ) -> None:
-    """Reads of many events, most shaped alike, cut anywhere: the same payloads, offsets and error as the
-    line-by-line path."""
+    """Reads of many events, most shaped alike, cut anywhere (the first read's events with LF or CRLF
+    endings): the same payloads, offsets and error as the line-by-line path."""
     body = b"".join(events)
-    reads = [b"data: {}\n\n", *cut(body, positions)]
+    reads = [first, *cut(body, positions)]
     assert framed(reads, max_event_size) == framed(one_byte_a_read(reads), max_event_size)
 
 
