@@ -113,11 +113,17 @@ class Splitter(Protocol):
     """What an emitter runs as its splitter: `operators.arguments.ArgumentSplitter`'s core and the
     argument events of one delta, which the emitter asks for itself when it takes a chunk at once."""
 
-    def feed(self, chunk: ChunkResponse, /) -> list[_Item]: ...
+    def feed(self, chunk: ChunkResponse, /) -> list[_Item]:
+        """``chunk`` as it goes on: a `SplitChunk` when it has tool calls or ends the response."""
+        ...
 
-    def finish(self) -> list[_Item]: ...
+    def finish(self) -> list[_Item]:
+        """One chunk finishing the calls still open at the end of the stream, if any."""
+        ...
 
-    def delta_events(self, delta: ToolCallDelta, /) -> Sequence[ArgumentEvent]: ...
+    def delta_events(self, delta: ToolCallDelta, /) -> Sequence[ArgumentEvent]:
+        """The argument events of one tool-call delta of a chunk that does not end the response."""
+        ...
 
 
 def _only_arguments(chunk: ChunkResponse) -> ToolCallDelta | None:
