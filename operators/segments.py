@@ -110,8 +110,9 @@ _NO_SPLITTER = (
 
 
 class Splitter(Protocol):
-    """What an emitter runs as its splitter: `operators.arguments.ArgumentSplitter`'s core and the
-    argument events of one delta, which the emitter asks for itself when it takes a chunk at once."""
+    """What an emitter runs as its splitter: `operators.arguments.ArgumentSplitter`'s core, and the
+    argument events of one delta, which the emitter asks for itself when it takes a chunk at once (of an
+    open call's next text, from that call's parser)."""
 
     def feed(self, chunk: ChunkResponse, /) -> list[_Item]:
         """``chunk`` as it goes on: a `SplitChunk` when it has tool calls or ends the response."""
@@ -123,6 +124,10 @@ class Splitter(Protocol):
 
     def delta_events(self, delta: ToolCallDelta, /) -> Sequence[ArgumentEvent]:
         """The argument events of one tool-call delta of a chunk that does not end the response."""
+        ...
+
+    def arguments_feed(self, index: int, /) -> Callable[[str], Sequence[ArgumentEvent]] | None:
+        """What `delta_events` calls for a delta that only brings more text of the open call at ``index``."""
         ...
 
 
@@ -289,6 +294,7 @@ class _Call:
         "content_path",
         "ended",
         "error",
+        "feed_arguments",
         "file_tool",
         "fold",
         "index",
@@ -337,6 +343,9 @@ class _Call:
         self.waiting: list[tuple[ToolCallDelta, tuple[ArgumentEvent, ...]]] = []
         """Deltas that came before the call's name (the name decides the segment type)."""
         self.split: _Split = split or _unsplit
+        self.feed_arguments: Callable[[str], Sequence[ArgumentEvent]] | None = None
+        """Once started, the emitter's splitter's `operators.arguments.ArgumentSplitter.arguments_feed` for
+        the call, if it has one."""
         """The emitter's splitter's `operators.arguments.ArgumentSplitter.delta_events`."""
 
     def take(self, item: _Item) -> _Events | None:
@@ -360,8 +369,15 @@ class _Call:
             or delta.kind != self.kind
         ):
             return None
+        argument_events: Sequence[ArgumentEvent]
+        if split is not None:
+            argument_events = split[0]
+        elif self.feed_arguments is not None and delta.arguments_delta and not delta.finished:
+            argument_events = self.feed_arguments(delta.arguments_delta)  # the usual delta, to its parser
+        else:
+            argument_events = self.split(delta)
         events: _Events = []
-        self.apply(events, delta, self.split(delta) if split is None else split[0])
+        self.apply(events, delta, argument_events)
         return events
 
     def apply(self, events: _Events, delta: ToolCallDelta, argument_events: Sequence[ArgumentEvent]) -> None:
@@ -760,6 +776,8 @@ class SegmentEmitter:
     def _start_call(self, events: _Events, call: _Call) -> None:
         self._close_run(events)
         call.started = True
+        if self._splitter is not None:
+            call.feed_arguments = self._splitter.arguments_feed(call.index)
         provider_id = call.segment_id or self._call_ids(call.index)
         call.segment_id = self._unique_id(provider_id)
         if call.segment_id != provider_id:

@@ -22,7 +22,7 @@ completes as ``{"input": text}``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Final
 
 import msgspec
@@ -172,6 +172,13 @@ class ArgumentSplitter:
         if parser is not None and text and not delta.finished:  # the usual delta of a streaming call
             return parser.feed(text)
         return self._events(delta)
+
+    def arguments_feed(self, index: int) -> Callable[[str], list[ArgumentEvent]] | None:
+        """What `delta_events` calls for a delta of the open call at ``index`` that only brings more of
+        its arguments text (not its end): that call's parser's ``feed``, the same until the call is
+        finished; ``None`` when no call is open at ``index``."""
+        parser = self._parsers.get(index)
+        return None if parser is None else parser.feed
 
     def _events(self, delta: ToolCallDelta) -> list[ArgumentEvent]:
         index = delta.index
