@@ -519,10 +519,14 @@ def _chat_meta(body: Mapping[str, Any], protocol: str, owned: Mapping[str, Any])
     the id of the message it continues (`_continued_message`), and ``owned`` (who started it).
 
     Raises:
-        ConfigurationError: an id longer than `MAX_CHAT_ID_CHARS` (meta is kept beside each response).
+        ConfigurationError: an id that is not a string, or longer than `MAX_CHAT_ID_CHARS` (meta is kept
+            beside each response).
     """
-    chat_id = body.get("id" if protocol == "vercel" else "threadId")
-    meta = {"protocol": protocol, "chat_id": chat_id if isinstance(chat_id, str) else None, **owned}
+    key = "id" if protocol == "vercel" else "threadId"
+    chat_id = body.get(key)
+    if chat_id is not None and not isinstance(chat_id, str):
+        raise ConfigurationError(f"{key} is a string, got {type(chat_id).__name__}")
+    meta = {"protocol": protocol, "chat_id": chat_id, **owned}
     continued = _continued_message(body) if protocol == "vercel" else None
     if continued is not None:  # the AI SDK continues its last assistant message (an approval)
         meta["message_id"] = continued

@@ -184,3 +184,22 @@ async def test_an_ag_ui_run_id_no_backend_can_hold_is_400_before_the_model_is_ca
     }
     assert start.calls == []
     assert [status for status in await log.active() if status.meta.get("chat_id") == thread] == []
+
+
+@pytest.mark.parametrize(("protocol", "key"), [("agui", "threadId"), ("vercel", "id")])
+@pytest.mark.parametrize("bad", [42, ["t"], {"id": "t"}, True])
+async def test_a_chat_id_that_is_not_a_string_is_400_before_the_model_is_called(
+    protocol: str, key: str, bad: object
+) -> None:
+    """Two runs whose thread ids are both not strings are not one thread (a repeated runId would replay
+    the other's run): such a request is refused, naming the field."""
+    start = Recorder()
+    async with (
+        ResponseManager(MemoryEventLog()) as manager,
+        serving(Starlette(routes=chat_routes(manager, start, path="/chat", protocol=protocol))) as address,
+        httpx.AsyncClient(base_url=f"http://{address}") as client,
+    ):
+        response = await client.post("/chat", json={key: bad, "messages": []})
+    assert response.status_code == 400
+    assert response.json()["message"] == f"{key} is a string, got {type(bad).__name__}"
+    assert start.calls == []
