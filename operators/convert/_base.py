@@ -142,7 +142,7 @@ def payload_error(error: Exception, payload: Payload, number: int) -> Streamfold
         return invalid_utf8(data, payload.offset)
     if isinstance(error, msgspec.ValidationError):
         return schema_error(number, error)
-    problem = json_problem(error, payload.data, payload.offset)
+    problem = json_problem(error, data, payload.offset)
     return StreamDecodeError(f"event {number} (at byte {payload.offset}) is {problem}", offset=payload.offset)
 
 

@@ -274,7 +274,7 @@ class _Call:
         "waiting",
     )
 
-    def __init__(self, index: int, keep_values: bool, fold: _Fold, split: _Split | None) -> None:
+    def __init__(self, index: int, keep_values: bool, fold: _Fold, splitter: Splitter | None) -> None:
         self.index = index
         self.keep_values = keep_values
         """False: the splitter streams the arguments without their values, so END carries none."""
@@ -303,11 +303,12 @@ class _Call:
         self.ended = False
         self.waiting: list[tuple[ToolCallDelta, tuple[ArgumentEvent, ...]]] = []
         """Deltas that came before the call's name (the name decides the segment type)."""
-        self.split: _Split = split or _unsplit
-        self.feed_arguments: Callable[[str], Sequence[ArgumentEvent]] | None = None
-        """Once started, the emitter's splitter's `operators.arguments.ArgumentSplitter.arguments_feed` for
-        the call, if it has one."""
+        self.split: _Split = _unsplit if splitter is None else splitter.delta_events
         """The emitter's splitter's `operators.arguments.ArgumentSplitter.delta_events`."""
+        self.feed_arguments = None if splitter is None else splitter.arguments_feed(index)
+        """Its parser's ``feed`` (`operators.arguments.ArgumentSplitter.arguments_feed`), for a delta that
+        only brings more of its text; its parser is made with its first delta, which the splitter has
+        already seen."""
 
     def take(self, item: _Item) -> _Events | None:
         """The rule of an open call: a chunk of only the next piece of its arguments (or their end) is

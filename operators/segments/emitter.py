@@ -53,7 +53,6 @@ from operators.segments._open import (
     _random_segment_id,
     _Rule,
     _Run,
-    _Split,
 )
 from pipeline._jsonenc import encode_json
 from pipeline.errors import ConfigurationError
@@ -132,7 +131,6 @@ class SegmentEmitter:
         self._splitter = splitter
         self._folder = folder
         self._fold: _Fold = folder.feed if folder is not None else _alone
-        self._split: _Split | None = splitter.delta_events if splitter is not None else None
         self._run: _Run | None = None
         self._rule: _Rule = _NO_RULE
         """What takes the next chunk at once, if it only continues what the last one started."""
@@ -360,7 +358,8 @@ class SegmentEmitter:
     ) -> None:
         call = self._calls.get(delta.index)
         if call is None:
-            call = self._calls[delta.index] = _Call(delta.index, self._keep_values, self._fold, self._split)
+            call = _Call(delta.index, self._keep_values, self._fold, self._splitter)
+            self._calls[delta.index] = call
         if call.ended:
             return  # arguments already complete: only trailing whitespace or a late "finished" can follow
         if not call.segment_id and delta.call_id:
@@ -391,8 +390,6 @@ class SegmentEmitter:
     def _start_call(self, events: _Events, call: _Call) -> None:
         self._close_run(events)
         call.started = True
-        if self._splitter is not None:
-            call.feed_arguments = self._splitter.arguments_feed(call.index)
         provider_id = call.segment_id or self._call_ids(call.index)
         call.segment_id = self._unique_id(provider_id)
         if call.segment_id != provider_id:
